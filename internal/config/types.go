@@ -1,0 +1,243 @@
+// Package config loads the fleet configuration and lane recipes, validates
+// them as a whole (every error at once, each naming its file and key), and
+// renders per-node commands, env and mounts. It knows nothing of Temporal.
+package config
+
+import "time"
+
+// Config is the fleet: where state lives, which nodes exist and how to reach
+// them, and which clusters group them. Loaded from sparklane.toml.
+type Config struct {
+	// File is the path the config was loaded from, so errors can name it.
+	File string `mapstructure:"-" json:"file,omitempty"`
+	// StateDir holds the embedded Temporal SQLite file, demo data and reports
+	// that are not under recipes_dir.
+	StateDir string `mapstructure:"state_dir" json:"state_dir"`
+	// RecipesDir is where lane recipes (*.toml, sparkrun *.yaml) are read from.
+	RecipesDir string `mapstructure:"recipes_dir" json:"recipes_dir"`
+	// HFCacheDir is the NAS hub root (models--org--name/...) that staging reads.
+	HFCacheDir string `mapstructure:"hf_cache_dir" json:"hf_cache_dir"`
+	// SharedRoots are paths every node sees alike (the NAS); fs_root never
+	// prefixes them.
+	SharedRoots []string `mapstructure:"shared_roots" json:"shared_roots"`
+	// ProbeGrace is how long the fleet probe waits before its one re-probe
+	// when a lane needs more free nodes than it found (a node still warming up).
+	ProbeGrace time.Duration `mapstructure:"probe_grace" json:"probe_grace"`
+	Temporal   Temporal      `mapstructure:"temporal" json:"temporal"`
+	Nodes      []Node        `mapstructure:"nodes" json:"nodes"`
+	Clusters   []Cluster     `mapstructure:"clusters" json:"clusters"`
+	// Devices are extra powered gear (switches) that power workflows drive.
+	Devices []Device `mapstructure:"devices" json:"devices,omitempty"`
+}
+
+// Temporal says which Temporal server to use. An empty Address means the
+// embedded server on 127.0.0.1 with its SQLite file under state_dir.
+type Temporal struct {
+	Address   string `mapstructure:"address" json:"address"`
+	Namespace string `mapstructure:"namespace" json:"namespace"`
+	// Port is the embedded server's frontend gRPC port (default 7233).
+	Port int `mapstructure:"port" json:"port"`
+	// UIPort is the embedded web UI port (default 8233).
+	UIPort int `mapstructure:"ui_port" json:"ui_port"`
+	// TLSCert/TLSKey/TLSCA are file paths for mTLS to an external cluster.
+	TLSCert string `mapstructure:"tls_cert" json:"tls_cert,omitempty"`
+	TLSKey  string `mapstructure:"tls_key" json:"tls_key,omitempty"`
+	TLSCA   string `mapstructure:"tls_ca" json:"tls_ca,omitempty"`
+	// APIKeyEnv names the environment variable holding a Temporal Cloud API
+	// key; the key itself never appears in config.
+	APIKeyEnv string `mapstructure:"api_key_env" json:"api_key_env,omitempty"`
+}
+
+// Node is one GPU machine.
+type Node struct {
+	Name string `mapstructure:"name" json:"name"`
+	// SSH is user@host:port; empty means this machine.
+	SSH string `mapstructure:"ssh" json:"ssh"`
+	// KnownHosts is the known_hosts file the host key is checked against.
+	KnownHosts string `mapstructure:"known_hosts" json:"known_hosts,omitempty"`
+	// Identity is the private key file for SSH.
+	Identity string `mapstructure:"identity" json:"identity,omitempty"`
+	// Docker is the Docker endpoint on the node (default unix:///var/run/docker.sock).
+	Docker string `mapstructure:"docker" json:"docker,omitempty"`
+	// Address is the node's data-plane address (RoCE/IP) used for
+	// --dist-init-addr and API URLs.
+	Address string `mapstructure:"address" json:"address"`
+	// Roots are the directories staging may write on this node.
+	Roots []string `mapstructure:"roots" json:"roots"`
+	// FSRoot prefixes every node-local path the node worker touches, so
+	// several simulated nodes on one machine do not share a disk. Default "/".
+	FSRoot string `mapstructure:"fs_root" json:"fs_root,omitempty"`
+	// Power says how to switch the node on and off.
+	Power Power `mapstructure:"power" json:"power,omitempty"`
+}
+
+// Power configures a node's or device's power control.
+type Power struct {
+	// Relay is a Home Assistant switch entity (switch.dgx1_outlet).
+	Relay string `mapstructure:"relay" json:"relay,omitempty"`
+	// HAURL is the Home Assistant base URL.
+	HAURL string `mapstructure:"ha_url" json:"ha_url,omitempty"`
+	// TokenEnv / TokenFile name where the HA token is read from; the token
+	// itself never appears in config, workflow inputs or history.
+	TokenEnv  string `mapstructure:"token_env" json:"token_env,omitempty"`
+	TokenFile string `mapstructure:"token_file" json:"token_file,omitempty"`
+	// WOL is the MAC address for Wake-on-LAN, Broadcast its target address.
+	WOL       string `mapstructure:"wol" json:"wol,omitempty"`
+	Broadcast string `mapstructure:"broadcast" json:"broadcast,omitempty"`
+	// Shutdown is the graceful shutdown: "ssh:COMMAND" or "routeros:HOST".
+	Shutdown string `mapstructure:"shutdown" json:"shutdown,omitempty"`
+}
+
+// Device is powered network gear (a switch) that is not a node.
+type Device struct {
+	Name       string `mapstructure:"name" json:"name"`
+	SSH        string `mapstructure:"ssh" json:"ssh,omitempty"`
+	KnownHosts string `mapstructure:"known_hosts" json:"known_hosts,omitempty"`
+	Identity   string `mapstructure:"identity" json:"identity,omitempty"`
+	Power      Power  `mapstructure:"power" json:"power"`
+}
+
+// Cluster is a named, ordered set of nodes; the first node is the head (rank 0).
+type Cluster struct {
+	Name  string   `mapstructure:"name" json:"name"`
+	Nodes []string `mapstructure:"nodes" json:"nodes"`
+}
+
+// Recipe is one lane: what to run, where, and what to stage first.
+type Recipe struct {
+	// File is the recipe's path; Format is "toml" or "sparkrun".
+	File   string `json:"file"`
+	Format string `json:"format"`
+	Name   string `json:"name"`
+	// Aliases let operators say --lane mia.
+	Aliases []string `json:"aliases,omitempty"`
+	Cluster string   `json:"cluster"`
+	// Runtime is sglang | vllm | exllamav3 | sim.
+	Runtime string `json:"runtime"`
+	Image   string `json:"image"`
+	Model   string `json:"model"`
+	// MinNodes comes from sparkrun recipes; 0 means the cluster's size.
+	MinNodes int `json:"min_nodes,omitempty"`
+	// Command is a template with {key} placeholders filled from Defaults,
+	// overrides and the built-ins (model, image, node_rank, nnodes, head_addr...).
+	Command  string            `json:"command"`
+	Defaults map[string]any    `json:"defaults,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	Mounts   []Mount           `json:"mounts,omitempty"`
+	Hooks    Hooks             `json:"hooks,omitempty"`
+	Staging  []Staging         `json:"staging,omitempty"`
+	Probe    Probe             `json:"probe,omitempty"`
+	Bench    Bench             `json:"bench,omitempty"`
+}
+
+// Mount is a bind mount into every rank's container. Src is a node-local
+// path (prefixed by the node's fs_root) unless it lies under shared_roots.
+type Mount struct {
+	Src      string `mapstructure:"src" json:"src"`
+	Dst      string `mapstructure:"dst" json:"dst"`
+	ReadOnly bool   `mapstructure:"read_only" json:"read_only"`
+}
+
+// Hooks run on each node before its containers start.
+type Hooks struct {
+	// BeforeServe are shell commands run with sh -c on the node.
+	BeforeServe []string `mapstructure:"before_serve" json:"before_serve,omitempty"`
+	// Timeout bounds each hook (default 2m).
+	Timeout time.Duration `mapstructure:"timeout" json:"timeout,omitempty"`
+}
+
+// Staging is one [[staging]] block.
+type Staging struct {
+	// Kind is "hub-mirror" or "sparse-rows"; ID names the block in reports.
+	Kind string `mapstructure:"kind" json:"kind"`
+	ID   string `mapstructure:"id" json:"id"`
+	Src  string `mapstructure:"src" json:"src"`
+	Dst  string `mapstructure:"dst" json:"dst"`
+	// MinFree is the free space required on dst before any write, in bytes
+	// (parsed from "100G").
+	MinFree int64 `mapstructure:"min_free" json:"min_free,omitempty"`
+	// hub-mirror
+	Repos   []string `mapstructure:"repos" json:"repos,omitempty"`
+	Skip    []string `mapstructure:"skip" json:"skip,omitempty"`
+	Verify  string   `mapstructure:"verify" json:"verify,omitempty"` // sampled | sha256
+	Exports []Export `mapstructure:"exports" json:"exports,omitempty"`
+	// sparse-rows
+	Format  string   `mapstructure:"format" json:"format,omitempty"` // packed | sparse-copy
+	Tensors []string `mapstructure:"tensors" json:"tensors,omitempty"`
+	Layers  []int    `mapstructure:"layers" json:"layers,omitempty"`
+	// Mount is the container path dst is bound at (read-only), EnvVar the
+	// variable that points the runtime at it (DSV41_PACKED_DIR).
+	Mount  string `mapstructure:"mount" json:"mount,omitempty"`
+	EnvVar string `mapstructure:"env" json:"env,omitempty"`
+}
+
+// Export materializes a regular-file tree of one repo for O_NOFOLLOW runtimes.
+type Export struct {
+	Repo string `mapstructure:"repo" json:"repo"`
+	Path string `mapstructure:"path" json:"path"`
+	// Mount is the container path the export is bound at (read-only).
+	Mount string `mapstructure:"mount" json:"mount,omitempty"`
+}
+
+// Probe says how to decide a lane is serving.
+type Probe struct {
+	// Ready is the readiness budget (default 30m).
+	Ready time.Duration `mapstructure:"ready" json:"ready,omitempty"`
+	// Path is the health path (default /v1/models).
+	Path  string  `mapstructure:"path" json:"path,omitempty"`
+	Smoke []Smoke `mapstructure:"smoke" json:"smoke,omitempty"`
+	// DecodePromptTokens / DecodeMaxTokens shape the decode probe.
+	DecodePromptTokens int `mapstructure:"decode_prompt_tokens" json:"decode_prompt_tokens,omitempty"`
+	DecodeMaxTokens    int `mapstructure:"decode_max_tokens" json:"decode_max_tokens,omitempty"`
+}
+
+// Smoke is one prompt whose answer must contain Expect.
+type Smoke struct {
+	Prompt string `mapstructure:"prompt" json:"prompt"`
+	Expect string `mapstructure:"expect" json:"expect"`
+}
+
+// Bench configures the bench step.
+type Bench struct {
+	PromptLengths []int `mapstructure:"prompt_lengths" json:"prompt_lengths,omitempty"`
+	Depths        []int `mapstructure:"depths" json:"depths,omitempty"`
+	Concurrency   []int `mapstructure:"concurrency" json:"concurrency,omitempty"`
+	GenTokens     int   `mapstructure:"gen_tokens" json:"gen_tokens,omitempty"`
+	// Harness is an external command template ({base_url} {model}
+	// {output_dir} {seed} {parallel} {tokenizer}); HarnessFormat names its
+	// JSON report shape (tool-eval-bench).
+	Harness       string `mapstructure:"harness" json:"harness,omitempty"`
+	HarnessFormat string `mapstructure:"harness_format" json:"harness_format,omitempty"`
+	// QualityBand is the ± score band judged neutral against a baseline (default 2).
+	QualityBand float64 `mapstructure:"quality_band" json:"quality_band,omitempty"`
+}
+
+// NodePlan is what one node runs for a lane: the rendered result of a
+// recipe on a cluster. It is plain data so it can travel in workflow inputs.
+type NodePlan struct {
+	Node          string `json:"node"`
+	Rank          int    `json:"rank"`
+	Head          bool   `json:"head"`
+	ContainerName string `json:"container_name"`
+	Image         string `json:"image"`
+	// Command is the rendered command line; Argv the same split for exec.
+	Command string            `json:"command"`
+	Argv    []string          `json:"argv"`
+	Env     map[string]string `json:"env"`
+	Mounts  []Mount           `json:"mounts"`
+	// GPUs is true for real runtimes (device requests), false for sim.
+	GPUs bool `json:"gpus"`
+}
+
+// LanePlan is a recipe rendered on its cluster.
+type LanePlan struct {
+	Lane       string     `json:"lane"`
+	Cluster    string     `json:"cluster"`
+	Runtime    string     `json:"runtime"`
+	Model      string     `json:"model"`
+	RecipeHash string     `json:"recipe_hash"`
+	HeadAddr   string     `json:"head_addr"`
+	APIPort    int        `json:"api_port"`
+	TP         int        `json:"tp"`
+	Nodes      []NodePlan `json:"nodes"`
+}

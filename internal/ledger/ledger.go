@@ -1,0 +1,210 @@
+// Package ledger records what staging wrote: per file (or per block of rows)
+// its size and a hash of sampled regions (head, tail and spread samples),
+// optionally a full sha256. Both staging engines keep one in their dst, so a
+// second pass verifies in O(files) and copies nothing. It never trusts mtime
+// or size alone: NFS lies about both.
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Sampling shape. A region is hashed as: its length, then head, tail and
+// SpreadSamples evenly spaced windows. Regions smaller than the samples
+// together are hashed whole.
+const (
+	HeadBytes     = 1 << 20
+	TailBytes     = 1 << 20
+	SpreadSamples = 16
+	SpreadBytes   = 64 << 10
+)
+
+// SampleHash hashes the sampled regions of r over [0, size).
+func SampleHash(r io.ReaderAt, size int64) (string, error) {
+	return SampleRegion(r, 0, size)
+}
+
+// SampledBytes is how many bytes SampleRegion reads for a region of n bytes.
+func SampledBytes(n int64) int64 {
+	if n <= HeadBytes+TailBytes+SpreadSamples*SpreadBytes {
+		return n
+	}
+	return HeadBytes + TailBytes + SpreadSamples*SpreadBytes
+}
+
+// SampleRegion hashes the sampled regions of r over [off, off+n).
+func SampleRegion(r io.ReaderAt, off, n int64) (string, error) {
+	h := sha256.New()
+	var lenBuf [8]byte
+	binary.LittleEndian.PutUint64(lenBuf[:], uint64(n))
+	h.Write(lenBuf[:])
+	buf := make([]byte, 256<<10)
+	read := func(at, count int64) error {
+		for count > 0 {
+			c := int64(len(buf))
+			if c > count {
+				c = count
+			}
+			m, err := r.ReadAt(buf[:c], at)
+			h.Write(buf[:m])
+			if int64(m) < c {
+				if err == nil || errors.Is(err, io.EOF) {
+					return fmt.Errorf("short read at offset %d: got %d of %d bytes", at, m, c)
+				}
+				return err
+			}
+			at += c
+			count -= c
+		}
+		return nil
+	}
+	if n <= HeadBytes+TailBytes+SpreadSamples*SpreadBytes {
+		if err := read(off, n); err != nil {
+			return "", err
+		}
+		return hex.EncodeToString(h.Sum(nil)), nil
+	}
+	if err := read(off, HeadBytes); err != nil {
+		return "", err
+	}
+	mid := n - HeadBytes - TailBytes
+	step := mid / SpreadSamples
+	for i := int64(0); i < SpreadSamples; i++ {
+		at := off + HeadBytes + i*step + (step-SpreadBytes)/2
+		if err := read(at, SpreadBytes); err != nil {
+			return "", err
+		}
+	}
+	if err := read(off+n-TailBytes, TailBytes); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// SampleFile opens path and hashes its sampled regions.
+func SampleFile(path string) (size int64, sum string, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, "", err
+	}
+	sum, err = SampleHash(f, st.Size())
+	if err != nil {
+		return 0, "", fmt.Errorf("%s: %w", path, err)
+	}
+	return st.Size(), sum, nil
+}
+
+// Entry is what the ledger knows of one file or block.
+type Entry struct {
+	Size    int64  `json:"size"`
+	Sampled string `json:"sampled"`
+	// SHA256 is the full content hash when verify = "sha256" computed it.
+	SHA256 string `json:"sha256,omitempty"`
+	// Source identifies what the entry was made from (a source path, a
+	// tensor and row range), so a changed source invalidates it.
+	Source     string    `json:"source,omitempty"`
+	VerifiedAt time.Time `json:"verified_at"`
+}
+
+// Ledger is the file kept in a staging dst.
+type Ledger struct {
+	Version   int              `json:"version"`
+	Kind      string           `json:"kind"`
+	UpdatedAt time.Time        `json:"updated_at"`
+	Entries   map[string]Entry `json:"entries"`
+}
+
+// Version is the ledger file format version.
+const Version = 1
+
+// New returns an empty ledger of the given kind.
+func New(kind string) *Ledger {
+	return &Ledger{Version: Version, Kind: kind, Entries: map[string]Entry{}}
+}
+
+// Load reads a ledger; a missing file is an empty ledger, a corrupt one an
+// error naming the file (staging then rebuilds by adoption, not by trust).
+func Load(path, kind string) (*Ledger, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return New(kind), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read ledger %s: %w", path, err)
+	}
+	l := New(kind)
+	if err := json.Unmarshal(b, l); err != nil {
+		return nil, fmt.Errorf("ledger %s is not valid JSON (%v): delete it to re-verify the tree from scratch", path, err)
+	}
+	if l.Version != Version {
+		return nil, fmt.Errorf("ledger %s has version %d, this sparklane reads %d: delete it to re-verify", path, l.Version, Version)
+	}
+	if l.Entries == nil {
+		l.Entries = map[string]Entry{}
+	}
+	return l, nil
+}
+
+// Save writes the ledger atomically: temp file in the same dir, fsync, rename.
+func (l *Ledger) Save(path string) error {
+	l.UpdatedAt = time.Now().UTC()
+	b, err := json.MarshalIndent(l, "", " ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, b, 0o644)
+}
+
+// WriteFileAtomic writes data to a temp name beside path, fsyncs it and
+// renames it into place, so a crash leaves either the old or the new file.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename into %s: %w", path, err)
+	}
+	ok = true
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
