@@ -1,0 +1,52 @@
+// Package fault classifies errors where they happen. Engines wrap permanent
+// failures (bad recipe, host-key mismatch, image missing, content mismatch
+// after copy) with Permanent and a type name; activities turn those into
+// non-retryable Temporal application errors of that type, and workflows
+// branch on the type, never on message text. Everything else is transient.
+package fault
+
+import "errors"
+
+// Error is a permanent failure with a stable type name.
+type Error struct {
+	Type string
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Permanent marks err as not worth retrying, under type typ
+// (e.g. "HostKeyMismatch", "DanglingLink", "NoSpace", "InvalidSpec").
+func Permanent(typ string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Type: typ, Err: err}
+}
+
+// TypeOf returns the permanent type of err, if any error in its chain is one.
+func TypeOf(err error) (string, bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Type, true
+	}
+	return "", false
+}
+
+// Common type names shared by engines and workflows.
+const (
+	InvalidSpec     = "InvalidSpec"
+	NoSpace         = "NoSpace"
+	DanglingLink    = "DanglingLink"
+	ContentMismatch = "ContentMismatch"
+	SourceMissing   = "SourceMissing"
+	HostKeyMismatch = "HostKeyMismatch"
+	UnknownHost     = "UnknownHost"
+	AuthFailed      = "AuthFailed"
+	ImageMissing    = "ImageMissing"
+	RankExited      = "RankExited"
+	StopIncomplete  = "StopIncomplete"
+	ProbeFailed     = "ProbeFailed"
+	NotEnoughNodes  = "NotEnoughNodes"
+)

@@ -1,0 +1,150 @@
+// Package staging holds what the two staging engines (hubmirror,
+// sparserows) share: the result and progress shapes reported to activities
+// and the CLI, and the preflight checks every write goes through.
+package staging
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/sparklane/sparklane/internal/fault"
+)
+
+// Options steer one staging pass.
+type Options struct {
+	// DryRun computes the plan and writes nothing.
+	DryRun bool
+	// Force re-hashes every file against the source and re-copies what
+	// differs, ignoring the ledger (--stage=force).
+	Force bool
+	// Parallel is how many files are in flight at once (default 4).
+	Parallel int
+	// Resume is the progress of an earlier, interrupted attempt (from
+	// Temporal heartbeat details); work it records as done is not redone.
+	Resume *Progress
+	// OnProgress is called as work advances (at most a few times a second
+	// and at every chunk boundary); activities heartbeat it.
+	OnProgress func(Progress)
+}
+
+// Progress is the resumable state of a pass. It is small and JSON-safe:
+// it travels in heartbeat details.
+type Progress struct {
+	FilesTotal int   `json:"files_total"`
+	FilesDone  int   `json:"files_done"`
+	BytesTotal int64 `json:"bytes_total"`
+	BytesDone  int64 `json:"bytes_done"`
+	// InFlight are files being copied and the offset up to which their temp
+	// file is complete and fsynced.
+	InFlight []FileOffset `json:"in_flight,omitempty"`
+	// sparse-rows: rows.
+	RowsTotal int64 `json:"rows_total,omitempty"`
+	RowsDone  int64 `json:"rows_done,omitempty"`
+	// Layer and NextRow: where a sparse-rows pack resumes.
+	Layer   int   `json:"layer,omitempty"`
+	NextRow int64 `json:"next_row,omitempty"`
+}
+
+// FileOffset is one in-flight file.
+type FileOffset struct {
+	Path   string `json:"path"`
+	Offset int64  `json:"offset"`
+}
+
+// Result is what one block's pass did. Field names are the JSON the CLI prints.
+type Result struct {
+	CopiedFiles   int     `json:"copied_files"`
+	CopiedBytes   int64   `json:"copied_bytes"`
+	VerifiedFiles int     `json:"verified_files"`
+	AdoptedFiles  int     `json:"adopted_files"`
+	SkippedFiles  int     `json:"skipped_files"`
+	SkippedBytes  int64   `json:"skipped_bytes,omitempty"`
+	Links         int     `json:"links"`
+	TotalFiles    int     `json:"total_files"`
+	TotalBytes    int64   `json:"total_bytes"`
+	Rows          int64   `json:"rows,omitempty"`
+	Seconds       float64 `json:"seconds"`
+	// DryRun is true when nothing was written; the counts are the plan.
+	DryRun bool `json:"dry_run,omitempty"`
+	// Exports lists the export trees made (node-local paths).
+	Exports []string `json:"exports,omitempty"`
+}
+
+// VerifyResult is what a verify-only pass found.
+type VerifyResult struct {
+	OK      int      `json:"ok"`
+	Bad     []string `json:"bad"`
+	Missing []string `json:"missing"`
+	// Full is true when whole contents were hashed (--full).
+	Full bool `json:"full"`
+}
+
+// Clean reports whether nothing is bad or missing.
+func (v VerifyResult) Clean() bool { return len(v.Bad) == 0 && len(v.Missing) == 0 }
+
+// UnderRoots checks that path (absolute, cleaned syntactically) lies inside
+// one of roots; a ".." that escapes a root is caught because the check is on
+// the cleaned path. The error names the path and the roots.
+func UnderRoots(path string, roots []string) error {
+	if !filepath.IsAbs(path) {
+		return fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: not an absolute path", path))
+	}
+	c := filepath.Clean(path)
+	for _, r := range roots {
+		r = filepath.Clean(r)
+		if c == r || strings.HasPrefix(c, r+string(filepath.Separator)) || r == "/" {
+			return nil
+		}
+	}
+	return fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s is outside the node's roots %v: add a root in the node's config or change dst", path, roots))
+}
+
+// FreeBytes returns the bytes available to an unprivileged writer on the
+// filesystem holding path (its nearest existing ancestor).
+func FreeBytes(path string) (int64, error) {
+	p := filepath.Clean(path)
+	for {
+		var st syscall.Statfs_t
+		err := syscall.Statfs(p, &st)
+		if err == nil {
+			return int64(st.Bavail) * int64(st.Bsize), nil
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return 0, fmt.Errorf("statfs %s: %w", path, err)
+		}
+		p = parent
+	}
+}
+
+// CheckFree fails with a NoSpace error naming needed vs free when the
+// filesystem holding path has less than need bytes available.
+func CheckFree(path string, need int64) error {
+	if need <= 0 {
+		return nil
+	}
+	free, err := FreeBytes(path)
+	if err != nil {
+		return err
+	}
+	if free < need {
+		return fault.Permanent(fault.NoSpace, fmt.Errorf("%s: need %s free, have %s: free space or lower min_free", path, HumanBytes(need), HumanBytes(free)))
+	}
+	return nil
+}
+
+// HumanBytes prints n in binary units (1.5 GiB).
+func HumanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
