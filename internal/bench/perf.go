@@ -1,0 +1,476 @@
+// Package bench measures a lane: a built-in perf sweep against the lane's
+// OpenAI-compatible API (prompt processing and token generation at several
+// prompt lengths, depths and concurrencies, TTFT), and external quality
+// harnesses run as shell commands whose JSON reports are ingested
+// (tool-eval-bench first). Token counts always come from the server's
+// usage block, never from a local guess. It knows nothing of Temporal.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sparklane/sparklane/internal/fault"
+)
+
+// NoUsage is the fault type of a server that streams no usage block: the
+// bench cannot count tokens, and retrying will not change that.
+const NoUsage = "NoUsage"
+
+// Defaults of the sweep; operators override them per recipe ([bench]).
+var (
+	DefaultPromptLengths = []int{512, 2048, 8192}
+	DefaultDepths        = []int{0, 4096, 8192}
+	DefaultConcurrency   = []int{1, 2}
+)
+
+const (
+	// DefaultGenTokens is the completion length of each measured request.
+	DefaultGenTokens = 128
+	// DefaultRequestTimeout bounds one request, so a stuck server is a
+	// recorded failure and never a hang.
+	DefaultRequestTimeout = 5 * time.Minute
+	// DefaultRepeats is how many requests each prompt length gets; TTFT
+	// p50/p95 per length are taken over them.
+	DefaultRepeats = 3
+)
+
+// PerfInput says what to measure. Zero values take the defaults above.
+type PerfInput struct {
+	// BaseURL is the API root, with or without a trailing /v1
+	// (http://10.0.0.1:8000 or http://10.0.0.1:8000/v1).
+	BaseURL string
+	// Model is the served model id sent in each request.
+	Model string
+	// PromptLengths are the pp points in tokens (default 512, 2048, 8192).
+	PromptLengths []int
+	// Depths are the context sizes in tokens the tg points run at
+	// (default 0, 4096, 8192).
+	Depths []int
+	// Concurrency are the numbers of simultaneous requests per tg point
+	// (default 1, 2).
+	Concurrency []int
+	// GenTokens is max_tokens of each measured request (default 128).
+	GenTokens int
+	// Repeats is the number of requests per prompt length (default 3).
+	Repeats int
+	// ContextTokens is the server's context window; 0 asks /v1/models
+	// (max_model_len, context_length or max_context_length). Prompt lengths
+	// and depths that would not fit with GenTokens are clamped to it.
+	ContextTokens int
+	// RequestTimeout bounds each request (default 5m).
+	RequestTimeout time.Duration
+	// Seed makes the prompt text reproducible; 0 uses the clock (recorded
+	// in the result). Every request also gets a distinct first line so a
+	// prefix cache cannot turn prefill into a lookup.
+	Seed int64
+	// APIKey is sent as a bearer token when set; it never appears in the result.
+	APIKey string
+	// OnProgress receives one line per step ("pp 2048: 3120 tok/s").
+	OnProgress func(string)
+	// Client overrides the HTTP client (tests); nil uses a fresh one.
+	Client *http.Client
+}
+
+// PerfResult is the sweep's outcome. The JSON field names are stable: they
+// are the report format. All rates are tokens per second, all latencies
+// milliseconds, all token counts the server's own usage figures.
+type PerfResult struct {
+	// BaseURL and Model identify what was measured.
+	BaseURL string `json:"base_url"`
+	Model   string `json:"model"`
+	// StartedAt is when the sweep began (UTC); Seconds its duration.
+	StartedAt time.Time `json:"started_at"`
+	Seconds   float64   `json:"seconds"`
+	// Seed is the prompt seed actually used.
+	Seed int64 `json:"seed"`
+	// GenTokens is the max_tokens asked of each measured request.
+	GenTokens int `json:"gen_tokens"`
+	// ContextTokens is the context window the points were clamped to
+	// (0 = unknown, nothing clamped).
+	ContextTokens int `json:"context_tokens,omitempty"`
+	// Clamped lists the requested lengths or depths that were lowered to
+	// fit the context ("pp 8192 -> 4000").
+	Clamped []string `json:"clamped,omitempty"`
+	// Calibration is how prompt text was sized to the server's tokenizer.
+	Calibration Calibration `json:"calibration"`
+	// WarmupMs is the warm-up request's total time.
+	WarmupMs float64 `json:"warmup_ms"`
+	// PP holds one point per prompt length.
+	PP []PPPoint `json:"pp"`
+	// TG holds one point per depth x concurrency.
+	TG []TGPoint `json:"tg"`
+	// TTFT is over the tg requests at the smallest depth: the latency a
+	// user with a short prompt sees (responsiveness).
+	TTFT Latency `json:"ttft"`
+	// Failures lists every request that failed or timed out, with the
+	// point it belonged to. A failed request is recorded, never retried.
+	Failures []Failure `json:"failures,omitempty"`
+}
+
+// Calibration records how many characters of filler make a token on this
+// server, measured with two requests and read from usage.prompt_tokens.
+type Calibration struct {
+	// OverheadTokens is the prompt_tokens of a one-word chat (template cost).
+	OverheadTokens int `json:"overhead_tokens"`
+	// SampleChars / SampleTokens are the calibration text and its count
+	// (minus the overhead).
+	SampleChars  int     `json:"sample_chars"`
+	SampleTokens int     `json:"sample_tokens"`
+	CharsPerTok  float64 `json:"chars_per_token"`
+}
+
+// PPPoint is prompt processing at one prompt length.
+type PPPoint struct {
+	// RequestedTokens is the asked-for length; PromptTokens the server's
+	// median usage.prompt_tokens over the repeats.
+	RequestedTokens int `json:"requested_tokens"`
+	PromptTokens    int `json:"prompt_tokens"`
+	// TokPerSec is the median over repeats of prompt_tokens / TTFT.
+	TokPerSec float64 `json:"tok_per_sec"`
+	// TTFT is over the repeats.
+	TTFT Latency `json:"ttft"`
+	// OK and Failed count the requests.
+	OK     int `json:"ok"`
+	Failed int `json:"failed"`
+}
+
+// TGPoint is token generation at one depth and concurrency.
+type TGPoint struct {
+	Depth       int `json:"depth"`
+	Concurrency int `json:"concurrency"`
+	// PromptTokens is the mean usage.prompt_tokens of the requests.
+	PromptTokens int `json:"prompt_tokens"`
+	// PerRequestTokPerSec is the mean over successful requests of
+	// (completion_tokens - 1) / (last token time - first token time).
+	PerRequestTokPerSec float64 `json:"per_request_tok_per_sec"`
+	// AggregateTokPerSec is the sum of completion_tokens over the
+	// concurrent requests divided by the wall time from the earliest first
+	// token to the latest last token.
+	AggregateTokPerSec float64 `json:"aggregate_tok_per_sec"`
+	// TTFT is over this point's requests.
+	TTFT Latency `json:"ttft"`
+	// Requests are the individual measurements.
+	Requests []Sample `json:"requests"`
+	OK       int      `json:"ok"`
+	Failed   int      `json:"failed"`
+}
+
+// Sample is one streamed request.
+type Sample struct {
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+	TTFTMs           float64 `json:"ttft_ms"`
+	// GenMs is last token time minus first token time.
+	GenMs     float64 `json:"gen_ms"`
+	TotalMs   float64 `json:"total_ms"`
+	TokPerSec float64 `json:"tok_per_sec"`
+	// Error is set when the request failed (and the numbers are zero).
+	Error string `json:"error,omitempty"`
+
+	first, last time.Time
+}
+
+// Latency is a small percentile summary in milliseconds.
+type Latency struct {
+	N     int     `json:"n"`
+	P50Ms float64 `json:"p50_ms"`
+	P95Ms float64 `json:"p95_ms"`
+}
+
+// Failure is one failed request.
+type Failure struct {
+	// Point names where it happened: "warmup", "pp 2048", "tg d4096 c2".
+	Point string `json:"point"`
+	// Timeout is true when the request hit RequestTimeout.
+	Timeout bool   `json:"timeout"`
+	Error   string `json:"error"`
+}
+
+// Perf runs the sweep: warm-up, calibration, pp points, tg points.
+// Request failures and timeouts are recorded in the result; Perf itself
+// fails only when ctx is done, the input is unusable, the server is not
+// answering at all (warm-up or calibration failed), or the server does not
+// report usage (fault type NoUsage).
+func Perf(ctx context.Context, in PerfInput) (PerfResult, error) {
+	in = in.withDefaults()
+	res := PerfResult{BaseURL: in.BaseURL, Model: in.Model, StartedAt: time.Now().UTC(), GenTokens: in.GenTokens, Seed: in.Seed}
+	if in.BaseURL == "" || in.Model == "" {
+		return res, fault.Permanent(fault.InvalidSpec, errors.New("bench: base URL and model are required (recipe [bench], --lane)"))
+	}
+	c := &client{base: apiRoot(in.BaseURL), model: in.Model, key: in.APIKey, http: in.Client, timeout: in.RequestTimeout}
+	progress := func(format string, a ...any) {
+		if in.OnProgress != nil {
+			in.OnProgress(fmt.Sprintf(format, a...))
+		}
+	}
+	start := time.Now()
+	defer func() { res.Seconds = time.Since(start).Seconds() }()
+
+	// Warm-up: loads kernels and caches; its timing is kept apart.
+	progress("warm-up request to %s", c.base)
+	w, err := c.stream(ctx, "Say hello.", 8)
+	if err != nil {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		return res, failWith(err, "bench warm-up against %s (model %s): %w; is the lane serving?", c.base, in.Model)
+	}
+	res.WarmupMs = w.TotalMs
+
+	ctxTokens := in.ContextTokens
+	if ctxTokens == 0 {
+		ctxTokens = c.contextWindow(ctx)
+	}
+	res.ContextTokens = ctxTokens
+
+	cal, err := c.calibrate(ctx, in.Seed)
+	if err != nil {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		return res, failWith(err, "bench calibration against %s: %w", c.base)
+	}
+	res.Calibration = cal
+	progress("calibrated: %.2f chars/token, chat overhead %d tokens", cal.CharsPerTok, cal.OverheadTokens)
+	pb := promptBuilder{seed: in.Seed, cal: cal}
+
+	fit := func(kind string, n int) int {
+		if ctxTokens <= 0 {
+			return n
+		}
+		limit := ctxTokens - in.GenTokens - 16
+		if limit < 1 {
+			limit = 1
+		}
+		if n > limit {
+			res.Clamped = append(res.Clamped, fmt.Sprintf("%s %d -> %d (context %d)", kind, n, limit, ctxTokens))
+			return limit
+		}
+		return n
+	}
+
+	reqNo := 0
+	for _, n := range in.PromptLengths {
+		n = fit("pp", n)
+		pt := PPPoint{RequestedTokens: n}
+		var rates, ttfts []float64
+		var ptoks []int
+		for r := 0; r < in.Repeats; r++ {
+			reqNo++
+			s, err := c.stream(ctx, pb.prompt(reqNo, n), 1)
+			if err != nil {
+				if ctx.Err() != nil {
+					return res, ctx.Err()
+				}
+				if isNoUsage(err) {
+					return res, err
+				}
+				pt.Failed++
+				res.Failures = append(res.Failures, failure(fmt.Sprintf("pp %d", n), err))
+				continue
+			}
+			pt.OK++
+			rates = append(rates, float64(s.PromptTokens)/(s.TTFTMs/1000))
+			ttfts = append(ttfts, s.TTFTMs)
+			ptoks = append(ptoks, s.PromptTokens)
+		}
+		pt.TokPerSec = round1(percentile(rates, 50))
+		pt.TTFT = latency(ttfts)
+		pt.PromptTokens = medianInt(ptoks)
+		res.PP = append(res.PP, pt)
+		progress("pp %d (server counted %d): %.0f tok/s, TTFT p50 %.0f ms (%d ok, %d failed)", n, pt.PromptTokens, pt.TokPerSec, pt.TTFT.P50Ms, pt.OK, pt.Failed)
+	}
+
+	minDepth := -1
+	for _, d := range in.Depths {
+		if minDepth < 0 || d < minDepth {
+			minDepth = d
+		}
+	}
+	var shortTTFT []float64
+	for _, d := range in.Depths {
+		d = fit("depth", d)
+		for _, cc := range in.Concurrency {
+			pt := TGPoint{Depth: d, Concurrency: cc}
+			name := fmt.Sprintf("tg d%d c%d", d, cc)
+			samples := make([]Sample, cc)
+			errs := make([]error, cc)
+			var wg sync.WaitGroup
+			for i := 0; i < cc; i++ {
+				reqNo++
+				prompt := pb.context(reqNo, d)
+				wg.Add(1)
+				go func(i int, prompt string) {
+					defer wg.Done()
+					samples[i], errs[i] = c.stream(ctx, prompt, in.GenTokens)
+				}(i, prompt)
+			}
+			wg.Wait()
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			var first, last time.Time
+			var sumTok, sumPrompt int
+			var rates, ttfts []float64
+			for i, s := range samples {
+				if errs[i] != nil {
+					if isNoUsage(errs[i]) {
+						return res, errs[i]
+					}
+					pt.Failed++
+					res.Failures = append(res.Failures, failure(name, errs[i]))
+					pt.Requests = append(pt.Requests, Sample{Error: errs[i].Error()})
+					continue
+				}
+				pt.OK++
+				pt.Requests = append(pt.Requests, s)
+				sumTok += s.CompletionTokens
+				sumPrompt += s.PromptTokens
+				if s.TokPerSec > 0 {
+					rates = append(rates, s.TokPerSec)
+				}
+				ttfts = append(ttfts, s.TTFTMs)
+				if first.IsZero() || s.first.Before(first) {
+					first = s.first
+				}
+				if s.last.After(last) {
+					last = s.last
+				}
+			}
+			if pt.OK > 0 {
+				pt.PromptTokens = sumPrompt / pt.OK
+				pt.PerRequestTokPerSec = round1(mean(rates))
+				if wall := last.Sub(first).Seconds(); wall > 0 {
+					pt.AggregateTokPerSec = round1(float64(sumTok) / wall)
+				}
+			}
+			pt.TTFT = latency(ttfts)
+			if d == fitQuiet(minDepth, ctxTokens, in.GenTokens) {
+				shortTTFT = append(shortTTFT, ttfts...)
+			}
+			res.TG = append(res.TG, pt)
+			progress("%s: %.1f tok/s per request, %.1f tok/s aggregate (%d ok, %d failed)", name, pt.PerRequestTokPerSec, pt.AggregateTokPerSec, pt.OK, pt.Failed)
+		}
+	}
+	res.TTFT = latency(shortTTFT)
+	return res, nil
+}
+
+func fitQuiet(n, ctxTokens, gen int) int {
+	if ctxTokens <= 0 {
+		return n
+	}
+	limit := max(ctxTokens-gen-16, 1)
+	return min(n, limit)
+}
+
+func (in PerfInput) withDefaults() PerfInput {
+	if len(in.PromptLengths) == 0 {
+		in.PromptLengths = DefaultPromptLengths
+	}
+	if len(in.Depths) == 0 {
+		in.Depths = DefaultDepths
+	}
+	if len(in.Concurrency) == 0 {
+		in.Concurrency = DefaultConcurrency
+	}
+	if in.GenTokens <= 0 {
+		in.GenTokens = DefaultGenTokens
+	}
+	if in.Repeats <= 0 {
+		in.Repeats = DefaultRepeats
+	}
+	if in.RequestTimeout <= 0 {
+		in.RequestTimeout = DefaultRequestTimeout
+	}
+	if in.Seed == 0 {
+		in.Seed = time.Now().UnixNano()
+	}
+	in.PromptLengths = positive(in.PromptLengths, 1)
+	in.Depths = positive(in.Depths, 0)
+	in.Concurrency = positive(in.Concurrency, 1)
+	return in
+}
+
+// positive drops values below lo (a negative depth or zero concurrency is
+// a typo, not a point to measure).
+func positive(v []int, lo int) []int {
+	out := make([]int, 0, len(v))
+	for _, x := range v {
+		if x >= lo {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func failure(point string, err error) Failure {
+	return Failure{Point: point, Timeout: errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "timed out"), Error: err.Error()}
+}
+
+func isNoUsage(err error) bool {
+	t, ok := fault.TypeOf(err)
+	return ok && t == NoUsage
+}
+
+// failWith wraps err, keeping a NoUsage classification.
+func failWith(err error, format string, a ...any) error {
+	wrapped := fmt.Errorf(format, append(a, err)...)
+	if isNoUsage(err) {
+		return fault.Permanent(NoUsage, wrapped)
+	}
+	return wrapped
+}
+
+func latency(ms []float64) Latency {
+	if len(ms) == 0 {
+		return Latency{}
+	}
+	return Latency{N: len(ms), P50Ms: round1(percentile(ms, 50)), P95Ms: round1(percentile(ms, 95))}
+}
+
+// percentile uses linear interpolation between closest ranks.
+func percentile(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 1 {
+		return s[0]
+	}
+	r := p / 100 * float64(len(s)-1)
+	lo := int(math.Floor(r))
+	hi := int(math.Ceil(r))
+	return s[lo] + (s[hi]-s[lo])*(r-float64(lo))
+}
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	var t float64
+	for _, x := range v {
+		t += x
+	}
+	return t / float64(len(v))
+}
+
+func medianInt(v []int) int {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]int(nil), v...)
+	sort.Ints(s)
+	return s[len(s)/2]
+}
+
+func round1(x float64) float64 { return math.Round(x*10) / 10 }
