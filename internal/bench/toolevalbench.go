@@ -1,0 +1,299 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// FormatToolEvalBench names tool-eval-bench's JSON report ([bench]
+// harness_format); it is the default harness format.
+const FormatToolEvalBench = "tool-eval-bench"
+
+// Quality is a harness's verdict on the lane's answers, normalized so
+// reports and baselines need not know the harness. JSON names are stable.
+type Quality struct {
+	// Format is the harness report format ("tool-eval-bench").
+	Format string `json:"format"`
+	// SchemaVersion and ToolVersion are the harness's own.
+	SchemaVersion string `json:"schema_version,omitempty"`
+	ToolVersion   string `json:"tool_version,omitempty"`
+	RunID         string `json:"run_id,omitempty"`
+	// Score is 0-100, the headline number compared against baselines.
+	Score float64 `json:"score"`
+	// TotalPoints of MaxPoints earned over all scenarios.
+	TotalPoints int `json:"total_points"`
+	MaxPoints   int `json:"max_points"`
+	// Rating is the harness's label ("★★★★ Good"); Stars counts its stars.
+	Rating string `json:"rating"`
+	Stars  int    `json:"stars"`
+	// SafetyCapped is true when a safety category scored under the gate
+	// and the rating was capped; SafetyWarnings are the failed safety
+	// scenarios (empty = none).
+	SafetyCapped   bool     `json:"safety_capped"`
+	SafetyWarnings []string `json:"safety_warnings,omitempty"`
+	// Deployability and Responsiveness are 0-100 when the harness had
+	// latency data.
+	Deployability  *float64 `json:"deployability,omitempty"`
+	Responsiveness *float64 `json:"responsiveness,omitempty"`
+	// Pass, Partial and Fail count scenarios.
+	Pass       int             `json:"pass"`
+	Partial    int             `json:"partial"`
+	Fail       int             `json:"fail"`
+	Categories []CategoryScore `json:"categories"`
+	Scenarios  []ScenarioScore `json:"scenarios"`
+	// Perf is the harness's own throughput block, when it ran one.
+	Perf *HarnessPerf `json:"perf,omitempty"`
+}
+
+// CategoryScore is one scenario category.
+type CategoryScore struct {
+	ID      string  `json:"id"`
+	Label   string  `json:"label"`
+	Earned  int     `json:"earned"`
+	Max     int     `json:"max"`
+	Percent float64 `json:"percent"`
+	Pass    int     `json:"pass"`
+	Partial int     `json:"partial"`
+	Fail    int     `json:"fail"`
+}
+
+// ScenarioScore is one scenario's outcome: status pass, partial or fail.
+type ScenarioScore struct {
+	ID      string `json:"id"`
+	Status  string `json:"status"`
+	Points  int    `json:"points"`
+	Summary string `json:"summary,omitempty"`
+}
+
+// HarnessPerf is tool-eval-bench's throughput block (scores.throughput).
+type HarnessPerf struct {
+	Samples int                 `json:"samples"`
+	Failed  int                 `json:"failed"`
+	Results []HarnessPerfSample `json:"results,omitempty"`
+}
+
+// HarnessPerfSample is one throughput cell as tool-eval-bench reports it.
+type HarnessPerfSample struct {
+	PPTokens    int     `json:"pp_tokens"`
+	TGTokens    int     `json:"tg_tokens"`
+	Depth       int     `json:"depth"`
+	Concurrency int     `json:"concurrency"`
+	TTFTMs      float64 `json:"ttft_ms"`
+	PPTokPerSec float64 `json:"pp_tps"`
+	TGTokPerSec float64 `json:"tg_tps"`
+}
+
+// ParseToolEvalBench reads tool-eval-bench's `--json` / `--json-file`
+// result envelope (schema_version "1"; shape from the project's
+// api.format_result, domain/scenarios.py ModelScoreSummary.to_dict and
+// application/service.py). Fields read:
+//
+//	error                      must be absent or null (a failed run has null scores)
+//	schema_version             optional; only "1" is known
+//	tool_eval_bench_version    optional
+//	run_id                     optional
+//	final_score                required (0-100); falls back to scores.final_score
+//	rating                     required ("★★★★ Good", "★★★ Adequate (safety-capped)");
+//	                           falls back to scores.rating
+//	safety_warnings            optional list of strings; falls back to scores.safety_warnings
+//	safety_gate.passed         optional; informational
+//	deployability, responsiveness   optional numbers
+//	scores.total_points        required
+//	scores.max_points          required
+//	scores.category_scores[]   required list: category, label, earned, max,
+//	                           percent, pass_count, partial_count, fail_count
+//	scores.scenario_results[]  required list: scenario_id, status
+//	                           (pass|partial|fail), points; summary optional
+//	scores.throughput          optional perf block: samples, failed,
+//	                           results[] (pp_tokens, tg_tokens, depth,
+//	                           concurrency, ttft_ms, pp_tps, tg_tps)
+//
+// The safety cap is read from the rating's "(safety-capped)" suffix, which
+// is how tool-eval-bench marks a rating capped because a safety category
+// (K) scored under 50%. A missing required field is an error naming it;
+// RunHarness adds the file name.
+func ParseToolEvalBench(b []byte) (Quality, error) {
+	q := Quality{Format: FormatToolEvalBench}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return q, fmt.Errorf("tool-eval-bench report is not a JSON object: %w", err)
+	}
+	if raw, ok := top["error"]; ok && !isNull(raw) {
+		var msg string
+		_ = json.Unmarshal(raw, &msg)
+		return q, fmt.Errorf("tool-eval-bench reported a failed run (field \"error\"): %s", msg)
+	}
+	getStr(top, "schema_version", &q.SchemaVersion)
+	if q.SchemaVersion != "" && q.SchemaVersion != "1" {
+		return q, fmt.Errorf("tool-eval-bench schema_version %q is unknown (sparklane reads version \"1\"); upgrade sparklane or pin the harness", q.SchemaVersion)
+	}
+	getStr(top, "tool_eval_bench_version", &q.ToolVersion)
+	getStr(top, "run_id", &q.RunID)
+
+	rawScores, ok := top["scores"]
+	if !ok || isNull(rawScores) {
+		return q, missing("scores")
+	}
+	var scores map[string]json.RawMessage
+	if err := json.Unmarshal(rawScores, &scores); err != nil {
+		return q, fmt.Errorf("tool-eval-bench field \"scores\" is not an object: %w", err)
+	}
+
+	score, ok := getNum(top, "final_score")
+	if !ok {
+		if score, ok = getNum(scores, "final_score"); !ok {
+			return q, missing("final_score")
+		}
+	}
+	if score < 0 || score > 100 {
+		return q, fmt.Errorf("tool-eval-bench field \"final_score\" = %g, want 0-100", score)
+	}
+	q.Score = score
+	if !getStr(top, "rating", &q.Rating) && !getStr(scores, "rating", &q.Rating) {
+		return q, missing("rating")
+	}
+	q.Stars = strings.Count(q.Rating, "★")
+	q.SafetyCapped = strings.Contains(q.Rating, "safety-capped")
+	if raw, ok := top["safety_warnings"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &q.SafetyWarnings); err != nil {
+			return q, fmt.Errorf("tool-eval-bench field \"safety_warnings\" is not a list of strings: %w", err)
+		}
+	} else if raw, ok := scores["safety_warnings"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &q.SafetyWarnings); err != nil {
+			return q, fmt.Errorf("tool-eval-bench field \"scores.safety_warnings\" is not a list of strings: %w", err)
+		}
+	}
+	if v, ok := getNum(top, "deployability"); ok {
+		q.Deployability = &v
+	}
+	if v, ok := getNum(top, "responsiveness"); ok {
+		q.Responsiveness = &v
+	}
+
+	tp, ok := getNum(scores, "total_points")
+	if !ok {
+		return q, missing("scores.total_points")
+	}
+	mp, ok := getNum(scores, "max_points")
+	if !ok {
+		return q, missing("scores.max_points")
+	}
+	q.TotalPoints, q.MaxPoints = int(tp), int(mp)
+
+	var cats []struct {
+		Category     *string  `json:"category"`
+		Label        string   `json:"label"`
+		Earned       *float64 `json:"earned"`
+		Max          *float64 `json:"max"`
+		Percent      float64  `json:"percent"`
+		PassCount    int      `json:"pass_count"`
+		PartialCount int      `json:"partial_count"`
+		FailCount    int      `json:"fail_count"`
+	}
+	raw, ok := scores["category_scores"]
+	if !ok || isNull(raw) {
+		return q, missing("scores.category_scores")
+	}
+	if err := json.Unmarshal(raw, &cats); err != nil {
+		return q, fmt.Errorf("tool-eval-bench field \"scores.category_scores\" is not a list of categories: %w", err)
+	}
+	for i, c := range cats {
+		switch {
+		case c.Category == nil:
+			return q, missing(fmt.Sprintf("scores.category_scores[%d].category", i))
+		case c.Earned == nil:
+			return q, missing(fmt.Sprintf("scores.category_scores[%d].earned", i))
+		case c.Max == nil:
+			return q, missing(fmt.Sprintf("scores.category_scores[%d].max", i))
+		}
+		q.Categories = append(q.Categories, CategoryScore{ID: *c.Category, Label: c.Label, Earned: int(*c.Earned), Max: int(*c.Max), Percent: c.Percent, Pass: c.PassCount, Partial: c.PartialCount, Fail: c.FailCount})
+	}
+
+	var scen []struct {
+		ScenarioID *string  `json:"scenario_id"`
+		Status     *string  `json:"status"`
+		Points     *float64 `json:"points"`
+		Summary    string   `json:"summary"`
+	}
+	raw, ok = scores["scenario_results"]
+	if !ok || isNull(raw) {
+		return q, missing("scores.scenario_results")
+	}
+	if err := json.Unmarshal(raw, &scen); err != nil {
+		return q, fmt.Errorf("tool-eval-bench field \"scores.scenario_results\" is not a list of scenarios: %w", err)
+	}
+	for i, s := range scen {
+		switch {
+		case s.ScenarioID == nil:
+			return q, missing(fmt.Sprintf("scores.scenario_results[%d].scenario_id", i))
+		case s.Status == nil:
+			return q, missing(fmt.Sprintf("scores.scenario_results[%d].status", i))
+		case s.Points == nil:
+			return q, missing(fmt.Sprintf("scores.scenario_results[%d].points", i))
+		}
+		switch *s.Status {
+		case "pass":
+			q.Pass++
+		case "partial":
+			q.Partial++
+		case "fail":
+			q.Fail++
+		default:
+			return q, fmt.Errorf("tool-eval-bench field \"scores.scenario_results[%d].status\" = %q, want pass, partial or fail", i, *s.Status)
+		}
+		q.Scenarios = append(q.Scenarios, ScenarioScore{ID: *s.ScenarioID, Status: *s.Status, Points: int(math.Round(*s.Points)), Summary: s.Summary})
+	}
+
+	if raw, ok := scores["throughput"]; ok && !isNull(raw) {
+		var p HarnessPerf
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return q, fmt.Errorf("tool-eval-bench field \"scores.throughput\" is not a throughput block: %w", err)
+		}
+		q.Perf = &p
+	}
+	return q, nil
+}
+
+// ParseQuality dispatches on a harness format name ("" means tool-eval-bench).
+func ParseQuality(format string, b []byte) (Quality, error) {
+	if err := checkFormat(format); err != nil {
+		return Quality{}, err
+	}
+	return ParseToolEvalBench(b)
+}
+
+func checkFormat(format string) error {
+	switch format {
+	case "", FormatToolEvalBench:
+		return nil
+	}
+	return fmt.Errorf("harness format %q is not supported (recipe [bench] harness_format); supported: %s", format, FormatToolEvalBench)
+}
+
+func missing(field string) error {
+	return fmt.Errorf("tool-eval-bench report lacks field %q: not a tool-eval-bench --json result (schema 1)?", field)
+}
+
+func isNull(raw json.RawMessage) bool { return strings.TrimSpace(string(raw)) == "null" }
+
+func getStr(m map[string]json.RawMessage, k string, dst *string) bool {
+	raw, ok := m[k]
+	if !ok || isNull(raw) {
+		return false
+	}
+	return json.Unmarshal(raw, dst) == nil && *dst != ""
+}
+
+func getNum(m map[string]json.RawMessage, k string) (float64, bool) {
+	raw, ok := m[k]
+	if !ok || isNull(raw) {
+		return 0, false
+	}
+	var v float64
+	if json.Unmarshal(raw, &v) != nil {
+		return 0, false
+	}
+	return v, true
+}
