@@ -1,0 +1,144 @@
+package hubmirror
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/staging"
+)
+
+func inode(fi os.FileInfo) uint64 { return fi.Sys().(*syscall.Stat_t).Ino }
+
+const childEnv = "HUBMIRROR_TEST_CHILD_SPEC"
+
+// TestMain lets TestUnreadableSource re-run this binary as an unprivileged
+// user (root reads every file, so EACCES needs another uid).
+func TestMain(m *testing.M) {
+	if js := os.Getenv(childEnv); js != "" {
+		var sp Spec
+		if err := json.Unmarshal([]byte(js), &sp); err != nil {
+			fmt.Println("BADSPEC", err)
+			os.Exit(2)
+		}
+		_, err := Stage(context.Background(), sp, staging.Options{})
+		typ, _ := fault.TypeOf(err)
+		out, _ := json.Marshal(map[string]string{"type": typ, "err": fmt.Sprint(err)})
+		fmt.Println(string(out))
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Bad input: an unreadable source file fails before anything is written,
+// naming the file.
+func TestUnreadableSource(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test drops to uid 65534 to make a file unreadable and must run as root")
+	}
+	root, err := os.MkdirTemp("", "hubmirror-unreadable-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(root) })
+	must(t, os.Chmod(root, 0o755))
+	hub := filepath.Join(root, "nas", "hub")
+	r := newRepo(t, hub, "org/model")
+	ok := r.blob(testData(1, 5000), false)
+	r.link(rev1, "config.json", ok)
+	secret := r.blob(testData(2, 6000), false)
+	r.link(rev1, "model.safetensors", secret)
+	unreadable := filepath.Join(r.dir, "blobs", secret)
+	must(t, os.Chmod(unreadable, 0o000))
+	node := filepath.Join(root, "node")
+	must(t, os.MkdirAll(node, 0o755))
+	must(t, os.Chown(node, 65534, 65534))
+
+	// The test binary's own dir is private to root: copy it out.
+	self, err := os.Executable()
+	must(t, err)
+	bin := filepath.Join(root, "child.test")
+	in, err := os.Open(self)
+	must(t, err)
+	out, err := os.OpenFile(bin, os.O_WRONLY|os.O_CREATE, 0o755)
+	must(t, err)
+	_, err = io.Copy(out, in)
+	must(t, err)
+	in.Close()
+	must(t, out.Close())
+
+	sp := Spec{Src: hub, Dst: filepath.Join(node, "hf"), Repos: []string{"org/model"}, Roots: []string{node}}
+	js, _ := json.Marshal(sp)
+	cmd := exec.Command(bin)
+	cmd.Env = []string{childEnv + "=" + string(js)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child as uid 65534: %v\n%s", err, b)
+	}
+	var got map[string]string
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	must(t, json.Unmarshal([]byte(lines[len(lines)-1]), &got))
+	t.Logf("child error: %s", got["err"])
+	if got["type"] != fault.SourceMissing || !strings.Contains(got["err"], unreadable) || !strings.Contains(got["err"], "read access") {
+		t.Fatalf("unreadable source: got %v, want SourceMissing naming %s", got, unreadable)
+	}
+	if _, err := os.Lstat(sp.Dst); err == nil {
+		t.Fatalf("unreadable source: dst %s was written", sp.Dst)
+	}
+}
+
+// Bad input: ENOSPC in the middle of a copy leaves no partial file, says
+// so clearly, and a rerun after freeing space copies only what is missing.
+func TestENOSPCMidCopy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test mounts a small tmpfs and must run as root")
+	}
+	root := t.TempDir()
+	node := filepath.Join(root, "node")
+	must(t, os.MkdirAll(node, 0o755))
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", node).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs on %s: %v: %s", node, err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", node).Run() })
+	hub := filepath.Join(root, "nas", "hub")
+	r := newRepo(t, hub, "org/model")
+	want := map[string][]byte{}
+	for i := 0; i < 3; i++ {
+		b := testData(uint64(800+i), 2<<20)
+		p := fmt.Sprintf("model-%d.safetensors", i)
+		r.link(rev1, p, r.blob(b, false))
+		want[p] = b
+	}
+	filler := filepath.Join(node, "filler")
+	must(t, os.WriteFile(filler, make([]byte, 3<<20), 0o644))
+	sp := Spec{Src: hub, Dst: filepath.Join(node, "hf"), Repos: []string{"org/model"}, Roots: []string{node}}
+	res, err := Stage(context.Background(), sp, staging.Options{Parallel: 1})
+	wantType(t, err, fault.NoSpace, "disk full", sp.Dst)
+	t.Logf("ENOSPC error: %v", err)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("NoSpace error does not wrap ENOSPC: %v", err)
+	}
+	if left := tmpLeft(t, sp.Dst); len(left) != 0 {
+		t.Fatalf("partial files left after ENOSPC: %v", left)
+	}
+	if res.CopiedFiles != 2 {
+		t.Fatalf("before ENOSPC %+v: want 2 files finished", res)
+	}
+	must(t, os.Remove(filler))
+	res, err = Stage(context.Background(), sp, staging.Options{Parallel: 1})
+	must(t, err)
+	if res.CopiedFiles != 1 || res.CopiedBytes != 2<<20 || res.VerifiedFiles+res.AdoptedFiles != 2 {
+		t.Fatalf("rerun after freeing space %+v: want only the missing file copied", res)
+	}
+	for p, b := range want {
+		fileEquals(t, filepath.Join(sp.Dst, "hub", "models--org--model", "snapshots", rev1, p), b)
+	}
+}

@@ -1,0 +1,218 @@
+package hubmirror
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/ledger"
+)
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 4<<20); return &b }}
+
+// copy writes it to a temp name beside dst in chunks (fsync + progress
+// offset after each), continuing a resumed temp file after checking the
+// sampled hash of its written part against the source, then checks the
+// result and renames it into place.
+func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int64, srcSample, dst string) (ledger.Entry, error) {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return ledger.Entry{}, classifyWrite(dst, err)
+	}
+	tmp := tmpName(dst)
+	var out *os.File
+	var off int64
+	if want, ok := st.resume[it.Rel]; ok && want > 0 && want <= size {
+		if f, err := os.OpenFile(tmp, os.O_RDWR, 0); err == nil {
+			if fi, err := f.Stat(); err == nil && fi.Size() >= want {
+				a, errA := ledger.SampleRegion(f, 0, want)
+				b, errB := ledger.SampleRegion(src, 0, want)
+				if errA == nil && errB == nil && a == b && f.Truncate(want) == nil {
+					out, off = f, want
+				}
+			}
+			if out == nil {
+				f.Close()
+			}
+		}
+	}
+	if out == nil {
+		f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return ledger.Entry{}, classifyWrite(dst, fmt.Errorf("create %s: %w", tmp, err))
+		}
+		out = f
+	}
+	keep := false // keep the temp file for a resume (cancelled, not failed)
+	ok := false
+	defer func() {
+		if !ok {
+			out.Close()
+			if !keep {
+				os.Remove(tmp)
+			}
+		}
+	}()
+	fail := func(err error) (ledger.Entry, error) {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			keep = true
+		}
+		return ledger.Entry{}, err
+	}
+
+	var h hash.Hash
+	if st.s.sha256 {
+		h = sha256.New()
+		if off > 0 {
+			// The resumed part is local: hash it from the temp file.
+			if _, err := io.Copy(h, io.NewSectionReader(out, 0, off)); err != nil {
+				return fail(fmt.Errorf("re-read %s: %w", tmp, err))
+			}
+		}
+	}
+	st.prog.offset(it.Rel, off, off)
+	for off < size {
+		if err := ctx.Err(); err != nil {
+			return fail(err)
+		}
+		n := chunkSize
+		if size-off < n {
+			n = size - off
+		}
+		var err error
+		if h != nil {
+			err = st.readHashWrite(src, out, off, n, h)
+		} else {
+			err = st.copyRange(src, out, off, n)
+		}
+		if err == nil {
+			err = unix.Fdatasync(int(out.Fd()))
+		}
+		if err != nil {
+			if errors.Is(err, errShortSource) {
+				return fail(fmt.Errorf("source file %s shrank while copying to %s: %w: rerun when the NAS copy is stable", it.Src, dst, err))
+			}
+			return fail(classifyWrite(dst, fmt.Errorf("copy %s to %s at offset %d: %w", it.Src, tmp, off, err)))
+		}
+		off += n
+		st.mu.Lock()
+		st.res.CopiedBytes += n
+		st.mu.Unlock()
+		st.prog.offset(it.Rel, off, n)
+	}
+	ent := ledger.Entry{Size: size, Source: it.SrcRel, VerifiedAt: time.Now().UTC()}
+	if h != nil {
+		ent.SHA256 = hex.EncodeToString(h.Sum(nil))
+		if it.WantSHA != "" && ent.SHA256 != it.WantSHA {
+			return fail(fault.Permanent(fault.ContentMismatch, fmt.Errorf("source blob %s: content sha256 is %s, not its name %s: the NAS copy is corrupt, re-download it", it.Src, ent.SHA256, it.WantSHA)))
+		}
+	}
+	sum, err := ledger.SampleHash(out, size)
+	if err != nil {
+		return fail(fmt.Errorf("sample %s: %w", tmp, err))
+	}
+	if sum != srcSample {
+		// The source changed under us (or the copy is wrong): not staged.
+		return fail(fmt.Errorf("%s: copied content does not match the source %s sampled before the copy (the source changed while copying?): rerun", dst, it.Src))
+	}
+	ent.Sampled = sum
+	mode := it.Mode
+	if mode == 0 {
+		mode = 0o644
+	}
+	if err := out.Chmod(mode); err != nil {
+		return fail(fmt.Errorf("chmod %s: %w", tmp, err))
+	}
+	if err := out.Sync(); err != nil {
+		return fail(classifyWrite(dst, fmt.Errorf("fsync %s: %w", tmp, err)))
+	}
+	if err := out.Close(); err != nil {
+		return fail(classifyWrite(dst, fmt.Errorf("close %s: %w", tmp, err)))
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return fail(fmt.Errorf("rename %s to %s: %w", tmp, dst, err))
+	}
+	ok = true
+	return ent, nil
+}
+
+var errShortSource = errors.New("source ended early")
+
+// copyRange copies [off, off+n) with copy_file_range, falling back to
+// pread/pwrite when the kernel or the filesystems refuse it.
+func (st *stager) copyRange(src, dst *os.File, off, n int64) error {
+	st.mu.Lock()
+	noCFR := st.noCFR
+	st.mu.Unlock()
+	done := int64(0)
+	if !noCFR {
+		for done < n {
+			roff, woff := off+done, off+done
+			m, err := unix.CopyFileRange(int(src.Fd()), &roff, int(dst.Fd()), &woff, int(n-done), 0)
+			if err != nil {
+				if errors.Is(err, unix.EINTR) {
+					continue
+				}
+				if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
+					st.mu.Lock()
+					st.noCFR = true
+					st.mu.Unlock()
+					break
+				}
+				return err
+			}
+			if m == 0 {
+				return errShortSource
+			}
+			done += int64(m)
+		}
+		if done == n {
+			return nil
+		}
+	}
+	return rwCopy(src, dst, off+done, n-done, nil)
+}
+
+func (st *stager) readHashWrite(src, dst *os.File, off, n int64, h hash.Hash) error {
+	return rwCopy(src, dst, off, n, h)
+}
+
+// rwCopy copies with pread/pwrite through a 4 MiB buffer, hashing what it
+// reads in the same pass when h is set.
+func rwCopy(src, dst *os.File, off, n int64, h hash.Hash) error {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	for n > 0 {
+		c := int64(len(buf))
+		if c > n {
+			c = n
+		}
+		m, err := src.ReadAt(buf[:c], off)
+		if int64(m) < c {
+			if err == nil || errors.Is(err, io.EOF) {
+				return errShortSource
+			}
+			return err
+		}
+		if h != nil {
+			h.Write(buf[:m])
+		}
+		if _, err := dst.WriteAt(buf[:m], off); err != nil {
+			return err
+		}
+		off += c
+		n -= c
+	}
+	return nil
+}

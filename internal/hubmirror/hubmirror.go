@@ -1,0 +1,201 @@
+// Package hubmirror stages Hugging Face hub caches (models--org--name/ with
+// blobs/, refs/ and snapshots/REV/ symlinks) from a NAS onto a node's local
+// disk, so HF_HUB_CACHE=DST/hub serves offline at NVMe speed. It is
+// reference-aware (only blobs a non-skipped snapshot entry uses are staged),
+// resolves links syntactically (never realpath on the source side), writes
+// atomically, keeps a sampled-hash ledger so a second pass costs O(files),
+// resumes interrupted copies from heartbeat offsets and exports regular-file
+// trees of hard links for runtimes that refuse symlinks.
+package hubmirror
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/staging"
+)
+
+// Spec is one hub-mirror [[staging]] block with node-local paths already
+// prefixed by the node's fs_root; it is what Stage and Verify act on.
+type Spec struct {
+	// Src is the NAS hub root (models--org--name/{blobs,refs,snapshots});
+	// it is only ever read.
+	Src string
+	// Dst is node-local; the mirror lands in Dst/hub/models--org--name/ so
+	// HF_HUB_CACHE=Dst/hub works offline.
+	Dst string
+	// Repos are "org/name" ids to mirror.
+	Repos []string
+	// Skip are doublestar globs relative to snapshots/REV/; matching entries
+	// never touch the node's disk.
+	Skip []string
+	// Verify is "sampled" (default) or "sha256" (full content hashed against
+	// the LFS blob name while copying).
+	Verify string
+	// MinFree is the free space in bytes required on Dst before any write.
+	MinFree int64
+	// Exports are regular-file trees for runtimes that open with O_NOFOLLOW.
+	Exports []Export
+	// Roots are the directories the node lets staging write; Dst and every
+	// export path must lie under one.
+	Roots []string
+}
+
+// Export asks for a regular-file tree of hard links to the mirror blobs of
+// Repo at Path (same filesystem as Dst), for runtimes that refuse symlinks.
+type Export struct{ Repo, Path string }
+
+// Bind is one file of a skipped subtree that the serve step bind-mounts
+// read-only from the NAS over its empty placeholder in an export.
+type Bind struct {
+	// Source is the NAS file path (links already resolved syntactically).
+	Source string `json:"source"`
+	// Target is the path relative to the export root.
+	Target string `json:"target"`
+	// ReadOnly is always true today; it is explicit so the serve step does
+	// not have to assume it.
+	ReadOnly bool `json:"read_only"`
+}
+
+// Kind is the ledger kind and the [[staging]] kind this engine implements.
+const Kind = "hub-mirror"
+
+// LedgerName is the ledger file inside Dst/hub.
+const LedgerName = ".sparklane-ledger.json"
+
+// tmpSuffix marks temp files: ".NAME.sparklane-tmp" beside NAME.
+const tmpSuffix = ".sparklane-tmp"
+
+// chunkSize is how much is copied between fsyncs and progress offsets; a
+// kill -9 loses at most one chunk per in-flight file. Tests shrink it.
+var chunkSize int64 = 64 << 20
+
+var lfsName = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// spec is a validated Spec with cleaned paths.
+type spec struct {
+	Spec
+	mirror string // Dst/hub
+	sha256 bool
+}
+
+func tmpName(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+tmpSuffix)
+}
+
+// within reports whether p is root or lies under it (syntactically).
+func within(p, root string) bool {
+	return p == root || strings.HasPrefix(p, root+string(filepath.Separator)) || root == "/"
+}
+
+// repoDir maps "org/name" to "models--org--name".
+func repoDir(repo string) string {
+	return "models--" + strings.ReplaceAll(repo, "/", "--")
+}
+
+func invalid(format string, a ...any) error {
+	return fault.Permanent(fault.InvalidSpec, fmt.Errorf(format, a...))
+}
+
+// sameFileAlias reports whether a (which may not exist yet) is b or lies
+// inside b when compared by device and inode of a's existing ancestors, so
+// a dst that reaches src through another spelling is still caught without
+// realpath on the source.
+func sameFileAlias(a, b string) bool {
+	bi, err := os.Stat(b)
+	if err != nil {
+		return false
+	}
+	for p := a; ; p = filepath.Dir(p) {
+		if ai, err := os.Stat(p); err == nil && os.SameFile(ai, bi) {
+			return true
+		}
+		if filepath.Dir(p) == p {
+			return false
+		}
+	}
+}
+
+func validate(in Spec) (*spec, error) {
+	s := &spec{Spec: in}
+	if in.Src == "" || !filepath.IsAbs(in.Src) {
+		return nil, invalid("hub-mirror src %q must be an absolute path", in.Src)
+	}
+	if in.Dst == "" || !filepath.IsAbs(in.Dst) {
+		return nil, invalid("hub-mirror dst %q must be an absolute path", in.Dst)
+	}
+	s.Src = filepath.Clean(in.Src)
+	s.Dst = filepath.Clean(in.Dst)
+	s.mirror = filepath.Join(s.Dst, "hub")
+	switch in.Verify {
+	case "", "sampled":
+		s.Verify = "sampled"
+	case "sha256":
+		s.Verify = "sha256"
+		s.sha256 = true
+	default:
+		return nil, invalid("hub-mirror verify = %q: use \"sampled\" or \"sha256\"", in.Verify)
+	}
+	if len(in.Repos) == 0 {
+		return nil, invalid("hub-mirror block with src %s has no repos: list repos = [\"org/name\"]", s.Src)
+	}
+	seen := map[string]bool{}
+	for _, r := range in.Repos {
+		parts := strings.Split(r, "/")
+		ok := len(parts) <= 2
+		for _, p := range parts {
+			if p == "" || p == "." || p == ".." || strings.ContainsAny(p, `\`) {
+				ok = false
+			}
+		}
+		if !ok {
+			return nil, invalid("hub-mirror repo %q: use \"org/name\"", r)
+		}
+		if seen[r] {
+			return nil, invalid("hub-mirror repo %q is listed twice", r)
+		}
+		seen[r] = true
+	}
+	for _, g := range in.Skip {
+		if !doublestar.ValidatePattern(g) {
+			return nil, invalid("hub-mirror skip glob %q is not a valid pattern", g)
+		}
+	}
+	if len(in.Roots) == 0 {
+		return nil, invalid("dst %s: the node has no roots configured, so staging may not write anywhere: add roots to the node", s.Dst)
+	}
+	if err := staging.UnderRoots(s.Dst, in.Roots); err != nil {
+		return nil, err
+	}
+	if s.Dst == s.Src || within(s.Dst, s.Src) || sameFileAlias(s.Dst, s.Src) {
+		return nil, invalid("hub-mirror dst %s is src %s or lies inside it: the mirror must be on the node's own disk, outside the source", s.Dst, s.Src)
+	}
+	if within(s.Src, s.mirror) {
+		return nil, invalid("hub-mirror src %s lies inside the mirror %s: staging would overwrite its own source", s.Src, s.mirror)
+	}
+	for _, e := range in.Exports {
+		if !seen[e.Repo] {
+			return nil, invalid("hub-mirror export of %q: that repo is not in repos %v", e.Repo, in.Repos)
+		}
+		if !filepath.IsAbs(e.Path) {
+			return nil, invalid("hub-mirror export path %q must be absolute", e.Path)
+		}
+		p := filepath.Clean(e.Path)
+		if err := staging.UnderRoots(p, in.Roots); err != nil {
+			return nil, err
+		}
+		if within(p, s.Src) || sameFileAlias(p, s.Src) {
+			return nil, invalid("hub-mirror export path %s lies inside src %s", p, s.Src)
+		}
+		if within(p, s.mirror) || within(s.mirror, p) {
+			return nil, invalid("hub-mirror export path %s overlaps the mirror %s: put exports beside it", p, s.mirror)
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,299 @@
+package hubmirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/sparklane/sparklane/internal/fault"
+)
+
+// fileItem is one regular file the mirror holds: a blob, a real file inside
+// a snapshot, or a ref.
+type fileItem struct {
+	Rel    string // mirror-relative path, the ledger key
+	Src    string // source file (links resolved syntactically)
+	SrcRel string // Src relative to spec.Src (absolute when outside it)
+	Size   int64
+	Mode   fs.FileMode
+	// WantSHA is the blob name when it is an LFS sha256 name.
+	WantSHA string
+}
+
+// linkItem is one snapshot entry that becomes a relative symlink to a blob.
+type linkItem struct {
+	Rel    string // mirror-relative path of the entry
+	Target string // relative link text, ../../blobs/SHA
+}
+
+// entry is one snapshot entry of a repo's revision, as exports need it.
+type entry struct {
+	Path    string // relative to snapshots/REV/
+	Skipped bool
+	Src     string // resolved source file (bind source when skipped)
+	File    string // mirror-relative path of the file holding its content
+}
+
+type repoPlan struct {
+	Repo    string
+	Dir     string // models--org--name
+	Revs    map[string][]entry
+	MainRev string // refs/main when it names a snapshot
+}
+
+// plan is everything a pass will touch, computed read-only from the source.
+type plan struct {
+	Files        []*fileItem
+	Links        []linkItem
+	Repos        map[string]*repoPlan
+	SkippedFiles int
+	SkippedBytes int64
+	TotalBytes   int64
+}
+
+// join resolves a link target syntactically, relative to the link's dir.
+func join(link, target string) string {
+	if filepath.IsAbs(target) {
+		return filepath.Clean(target)
+	}
+	return filepath.Clean(filepath.Join(filepath.Dir(link), target))
+}
+
+// resolve follows a chain of links from p syntactically and returns the
+// final path and its Lstat info. The kernel still walks intermediate path
+// components (a src reached through a symlink works); we never compare
+// realpaths.
+func resolve(p string) (string, fs.FileInfo, error) {
+	for i := 0; i < 40; i++ {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return p, nil, err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return p, fi, nil
+		}
+		t, err := os.Readlink(p)
+		if err != nil {
+			return p, nil, err
+		}
+		p = join(p, t)
+	}
+	return p, nil, fmt.Errorf("%s: more than 40 links in a chain", p)
+}
+
+func (s *spec) srcRel(p string) string {
+	if within(p, s.Src) {
+		if r, err := filepath.Rel(s.Src, p); err == nil {
+			return r
+		}
+	}
+	return p
+}
+
+func (s *spec) skipped(rel string) bool {
+	rel = filepath.ToSlash(rel)
+	for _, g := range s.Skip {
+		if ok, _ := doublestar.Match(g, rel); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// checkReadable opens a source file once, so an unreadable file fails the
+// pass before anything is written.
+func checkReadable(path, what string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return fault.Permanent(fault.SourceMissing, fmt.Errorf("%s: cannot read source file %s (%v): give the worker's user read access on the NAS", what, path, err))
+		}
+		return fmt.Errorf("%s: open source file %s: %w", what, path, err)
+	}
+	return f.Close()
+}
+
+// buildPlan walks the repos of s read-only. Dangling links, missing repos
+// and unreadable files fail here, before any write.
+func buildPlan(ctx context.Context, s *spec) (*plan, error) {
+	p := &plan{Repos: map[string]*repoPlan{}}
+	files := map[string]*fileItem{}
+	addFile := func(it *fileItem, what string) error {
+		if old, ok := files[it.Rel]; ok {
+			if old.Src != it.Src {
+				return fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: mirror file %s would come from both %s and %s", what, it.Rel, old.Src, it.Src))
+			}
+			return nil
+		}
+		if err := checkReadable(it.Src, what); err != nil {
+			return err
+		}
+		files[it.Rel] = it
+		return nil
+	}
+	for _, repo := range s.Repos {
+		dir := repoDir(repo)
+		root := filepath.Join(s.Src, dir)
+		fi, err := os.Stat(root)
+		if err != nil || !fi.IsDir() {
+			return nil, fault.Permanent(fault.SourceMissing, fmt.Errorf("repo %s: %s is not in src (%v): download it on the NAS or fix repos/src", repo, root, errOr(err, "not a directory")))
+		}
+		rp := &repoPlan{Repo: repo, Dir: dir, Revs: map[string][]entry{}}
+		p.Repos[repo] = rp
+		// refs: small files, copied as they are.
+		refs := filepath.Join(root, "refs")
+		if _, err := os.Stat(refs); err == nil {
+			err := filepath.WalkDir(refs+string(filepath.Separator), func(path string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return fmt.Errorf("repo %s: walk %s: %w", repo, path, err)
+				}
+				if d.IsDir() {
+					return nil
+				}
+				rel, _ := filepath.Rel(root, path)
+				final, fi, err := resolve(path)
+				if err != nil {
+					return dangling(path, final, err)
+				}
+				if !fi.Mode().IsRegular() {
+					return fmt.Errorf("repo %s: ref %s is not a regular file", repo, path)
+				}
+				return addFile(&fileItem{Rel: filepath.Join(dir, rel), Src: final, SrcRel: s.srcRel(final), Size: fi.Size(), Mode: fi.Mode().Perm()}, "repo "+repo)
+			})
+			if err != nil {
+				return nil, err
+			}
+			if b, err := os.ReadFile(filepath.Join(refs, "main")); err == nil {
+				rp.MainRev = strings.TrimSpace(string(b))
+			}
+		}
+		snaps := filepath.Join(root, "snapshots")
+		if fi, err := os.Stat(snaps); err != nil || !fi.IsDir() {
+			return nil, fault.Permanent(fault.SourceMissing, fmt.Errorf("repo %s: %s has no snapshots/ (%v): the download on the NAS is incomplete", repo, root, errOr(err, "not a directory")))
+		}
+		blobsDir := filepath.Join(root, "blobs")
+		err = filepath.WalkDir(snaps+string(filepath.Separator), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return fmt.Errorf("repo %s: walk %s: %w", repo, path, err)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if d.IsDir() {
+				return nil
+			}
+			rel, _ := filepath.Rel(snaps, path) // REV/path
+			rev, inRev, ok := strings.Cut(rel, string(filepath.Separator))
+			if !ok {
+				return nil // a stray file directly in snapshots/
+			}
+			final, fi, rerr := resolve(path)
+			skip := s.skipped(inRev)
+			if skip {
+				var size int64
+				if rerr == nil {
+					size = fi.Size()
+				}
+				p.SkippedFiles++
+				p.SkippedBytes += size
+				rp.Revs[rev] = append(rp.Revs[rev], entry{Path: inRev, Skipped: true, Src: final})
+				return nil
+			}
+			if rerr != nil {
+				return dangling(path, final, rerr)
+			}
+			if !fi.Mode().IsRegular() {
+				return fault.Permanent(fault.InvalidSpec, fmt.Errorf("repo %s: snapshot entry %s resolves to %s, which is not a regular file: skip it or fix the source", repo, path, final))
+			}
+			mirrorEntry := filepath.Join(dir, "snapshots", rel)
+			it := &fileItem{Src: final, SrcRel: s.srcRel(final), Size: fi.Size(), Mode: fi.Mode().Perm()}
+			if d.Type()&fs.ModeSymlink != 0 {
+				t, err := os.Readlink(path)
+				if err != nil {
+					return fmt.Errorf("repo %s: readlink %s: %w", repo, path, err)
+				}
+				first := join(path, t)
+				// A repo blob: blobs/NAME directly under this repo, judged
+				// syntactically (or by shape for absolute links that spell
+				// the repo another way).
+				if filepath.Dir(first) == blobsDir || (filepath.Base(filepath.Dir(first)) == "blobs" && filepath.Base(filepath.Dir(filepath.Dir(first))) == dir) {
+					name := filepath.Base(first)
+					it.Rel = filepath.Join(dir, "blobs", name)
+					if lfsName.MatchString(name) {
+						it.WantSHA = name
+					}
+					target, _ := filepath.Rel(filepath.Dir(mirrorEntry), it.Rel)
+					p.Links = append(p.Links, linkItem{Rel: mirrorEntry, Target: target})
+				}
+			}
+			if it.Rel == "" {
+				it.Rel = mirrorEntry // a real file (or a link out of the repo): copied in place
+			}
+			if err := addFile(it, fmt.Sprintf("repo %s entry %s", repo, path)); err != nil {
+				return err
+			}
+			rp.Revs[rev] = append(rp.Revs[rev], entry{Path: inRev, Src: final, File: it.Rel})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, it := range files {
+		p.Files = append(p.Files, it)
+		p.TotalBytes += it.Size
+	}
+	// Largest first keeps the parallel copies busy to the end.
+	sort.Slice(p.Files, func(i, j int) bool {
+		if p.Files[i].Size != p.Files[j].Size {
+			return p.Files[i].Size > p.Files[j].Size
+		}
+		return p.Files[i].Rel < p.Files[j].Rel
+	})
+	sort.Slice(p.Links, func(i, j int) bool { return p.Links[i].Rel < p.Links[j].Rel })
+	return p, nil
+}
+
+func errOr(err error, s string) any {
+	if err != nil {
+		return err
+	}
+	return s
+}
+
+func dangling(entryPath, target string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		t, _ := os.Readlink(entryPath)
+		return fault.Permanent(fault.DanglingLink, fmt.Errorf("source entry %s links to %q (resolved %s), which does not exist: re-download the repo on the NAS or skip the entry", entryPath, t, target))
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return fault.Permanent(fault.SourceMissing, fmt.Errorf("source entry %s: cannot read %s (%v): give the worker's user read access", entryPath, target, err))
+	}
+	return fmt.Errorf("source entry %s: resolve %s: %w", entryPath, target, err)
+}
+
+// exportRev picks the revision an export mirrors: refs/main when it names a
+// snapshot, else the only snapshot.
+func (rp *repoPlan) exportRev() (string, error) {
+	if _, ok := rp.Revs[rp.MainRev]; ok && rp.MainRev != "" {
+		return rp.MainRev, nil
+	}
+	if len(rp.Revs) == 1 {
+		for r := range rp.Revs {
+			return r, nil
+		}
+	}
+	revs := make([]string, 0, len(rp.Revs))
+	for r := range rp.Revs {
+		revs = append(revs, r)
+	}
+	sort.Strings(revs)
+	return "", fault.Permanent(fault.InvalidSpec, fmt.Errorf("export of repo %s: refs/main does not name one of its snapshots %v: fix refs/main on the NAS", rp.Repo, revs))
+}
