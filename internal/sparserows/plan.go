@@ -219,7 +219,7 @@ func plan(spec Spec) (PlanInfo, error) {
 		}
 		h, err := safetensors.ReadHeader(p)
 		if err != nil {
-			return nil, fault.Permanent(SourceCorrupt, fmt.Errorf("tensor %s: %w", tensor, err))
+			return nil, fault.Permanent(SourceCorrupt, fmt.Errorf("tensor %s: %w: fix or re-download the shard", tensor, err))
 		}
 		pi.headers[shard] = h
 		return h, nil
