@@ -92,7 +92,9 @@ func TestBadFiles(t *testing.T) {
 		}, "reaches beyond the file"},
 		{"header not JSON", func(b []byte) []byte { b[8] = '['; b[9] = '!'; return b }, "not JSON"},
 		{"offsets do not match shape", func(b []byte) []byte { return bytes.Replace(b, []byte("[16,4]"), []byte("[16,5]"), 1) }, "do not match shape"},
-		{"offsets of wrong arity", func(b []byte) []byte { return bytes.Replace(b, []byte(`"data_offsets":[0,`), []byte(`"data_offsets":[  `), 1) }, "data_offsets must have 2 values"},
+		{"offsets of wrong arity", func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"data_offsets":[0,`), []byte(`"data_offsets":[  `), 1)
+		}, "data_offsets must have 2 values"},
 		{"unknown dtype", func(b []byte) []byte { return bytes.Replace(b, []byte(`"F32"`), []byte(`"Q99"`), 1) }, "unknown dtype"},
 		{"negative dimension", func(b []byte) []byte { return bytes.Replace(b, []byte("[16,4]"), []byte("[-16,4]"), 1) }, "negative dimension"},
 	}
