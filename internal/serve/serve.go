@@ -1,0 +1,233 @@
+// Package serve runs a lane's rank containers on one node's Docker engine:
+// make sure the image is there, start each rank under a deterministic name
+// and labels (looking before creating, so a retry is a no-op), stop a lane
+// and then look again to prove nothing is left, and report each rank's
+// state and last log lines. It knows nothing of Temporal; activities wrap it.
+package serve
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/fault"
+)
+
+// Labels every sparklane container carries; they are how stop, inspect and
+// the fleet probe find a lane's containers without remembering IDs.
+const (
+	LabelLane       = "sparklane.lane"
+	LabelNode       = "sparklane.node"
+	LabelRank       = "sparklane.rank"
+	LabelRecipeHash = "sparklane.recipe-hash"
+)
+
+// Docker is the part of the Docker API this package uses; *client.Client
+// satisfies it (locally or through node.DockerClient over SSH). Kept narrow
+// so the engine's needs are visible in one place.
+type Docker interface {
+	ImageInspect(ctx context.Context, imageID string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
+	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
+	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
+	ContainerStart(ctx context.Context, containerID string, options container.StartOptions) error
+	ContainerStop(ctx context.Context, containerID string, options container.StopOptions) error
+	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
+	ContainerLogs(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
+}
+
+var _ Docker = (*client.Client)(nil)
+
+// ImageInfo identifies the image a lane runs, for the run's history.
+type ImageInfo struct {
+	ID string `json:"id"`
+	// Digest is the first repo digest (empty for images built or loaded
+	// locally, which have none).
+	Digest string `json:"digest,omitempty"`
+}
+
+// EnsureImage checks that image is present on node's Docker. Nothing is
+// pulled (nodes have no registry): a missing image is a permanent
+// ImageMissing error saying how to get it there.
+func EnsureImage(ctx context.Context, d Docker, image, node string) (ImageInfo, error) {
+	if image == "" {
+		return ImageInfo{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: no image given: set the recipe's image", node))
+	}
+	ins, err := d.ImageInspect(ctx, image)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return ImageInfo{}, fault.Permanent(fault.ImageMissing, fmt.Errorf("image %s missing on node %s: build or load it there (docker load / the demo builds sparklane/engine-sim)", image, node))
+		}
+		return ImageInfo{}, fmt.Errorf("inspect image %s on node %s: %w", image, node, err)
+	}
+	info := ImageInfo{ID: ins.ID}
+	if len(ins.RepoDigests) > 0 {
+		info.Digest = ins.RepoDigests[0]
+	}
+	return info, nil
+}
+
+// RankSpec is one rank's container on one node.
+type RankSpec struct {
+	Lane string `json:"lane"`
+	Node string `json:"node"`
+	Rank int    `json:"rank"`
+	// RecipeHash identifies the rendered recipe: a running container with
+	// the same hash is left alone, any other is replaced.
+	RecipeHash string `json:"recipe_hash"`
+	Image      string `json:"image"`
+	// Argv is the container command (the image's entrypoint, if any, stays).
+	Argv []string          `json:"argv"`
+	Env  map[string]string `json:"env,omitempty"`
+	// Mounts have node-local sources (fs_root already applied).
+	Mounts []config.Mount `json:"mounts,omitempty"`
+	// CreateSources lists mount sources StartRank may create when missing
+	// (JIT cache dirs); any other missing source is an error.
+	CreateSources []string `json:"create_sources,omitempty"`
+	// GPUs requests every NVIDIA GPU (real runtimes; false for sim).
+	GPUs        bool              `json:"gpus"`
+	ExtraLabels map[string]string `json:"extra_labels,omitempty"`
+}
+
+// RankStarted says which container serves the rank and whether this call
+// created it (false: an identical one was already running).
+type RankStarted struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Created bool   `json:"created"`
+}
+
+var badNameChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+// ContainerName is the deterministic name of a lane's rank container,
+// sparklane-LANE-rRANK, with characters Docker refuses replaced by '-'.
+func ContainerName(lane string, rank int) string {
+	return "sparklane-" + badNameChars.ReplaceAllString(lane, "-") + "-r" + strconv.Itoa(rank)
+}
+
+// StartRank starts one rank's container, looking before it creates: an
+// existing container of that name with the same recipe hash that is running
+// is left alone; one that exited, or runs another recipe, is removed and
+// recreated. A container of that name not made by sparklane is not touched.
+func StartRank(ctx context.Context, d Docker, spec RankSpec) (RankStarted, error) {
+	name := ContainerName(spec.Lane, spec.Rank)
+	if spec.Lane == "" || spec.Image == "" {
+		return RankStarted{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("rank %d on node %s: lane and image are required", spec.Rank, spec.Node))
+	}
+	if err := checkSources(spec, name); err != nil {
+		return RankStarted{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		ex, err := d.ContainerInspect(ctx, name)
+		switch {
+		case err == nil:
+			if ex.Config == nil || ex.Config.Labels[LabelLane] == "" {
+				return RankStarted{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: container %s exists but was not made by sparklane (no %s label): remove or rename it by hand (docker rm -f %s)", spec.Node, name, LabelLane, name))
+			}
+			running := ex.State != nil && ex.State.Running
+			if running && ex.Config.Labels[LabelRecipeHash] == spec.RecipeHash {
+				return RankStarted{ID: ex.ID, Name: name}, nil
+			}
+			if err := d.ContainerRemove(ctx, ex.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+				return RankStarted{}, fmt.Errorf("node %s: remove stale container %s (recipe hash %s, want %s): %w", spec.Node, name, ex.Config.Labels[LabelRecipeHash], spec.RecipeHash, err)
+			}
+		case !cerrdefs.IsNotFound(err):
+			return RankStarted{}, fmt.Errorf("node %s: inspect container %s: %w", spec.Node, name, err)
+		}
+		cfg, hc := containerConfig(spec)
+		created, err := d.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+		if err != nil {
+			if cerrdefs.IsConflict(err) && attempt < 2 {
+				continue // someone created it meanwhile: look again
+			}
+			if cerrdefs.IsNotFound(err) {
+				return RankStarted{}, fault.Permanent(fault.ImageMissing, fmt.Errorf("create %s on node %s: image %s missing: build or load it there (%v)", name, spec.Node, spec.Image, err))
+			}
+			return RankStarted{}, fmt.Errorf("node %s: create container %s: %w", spec.Node, name, err)
+		}
+		if err := d.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+			_ = d.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true})
+			return RankStarted{}, fmt.Errorf("node %s: start container %s (%s): %w", spec.Node, name, strings.Join(spec.Argv, " "), err)
+		}
+		return RankStarted{ID: created.ID, Name: name, Created: true}, nil
+	}
+}
+
+func checkSources(spec RankSpec, name string) error {
+	create := map[string]bool{}
+	for _, s := range spec.CreateSources {
+		create[s] = true
+	}
+	for i, m := range spec.Mounts {
+		if m.Src == "" || m.Dst == "" {
+			return fault.Permanent(fault.InvalidSpec, fmt.Errorf("container %s on node %s: mount %d (%q -> %q) needs both src and dst", name, spec.Node, i, m.Src, m.Dst))
+		}
+		if _, err := os.Stat(m.Src); err != nil {
+			if os.IsNotExist(err) && create[m.Src] {
+				if err := os.MkdirAll(m.Src, 0o755); err != nil {
+					return fmt.Errorf("container %s on node %s: create bind source %s for mount -> %s: %w", name, spec.Node, m.Src, m.Dst, err)
+				}
+				continue
+			}
+			if os.IsNotExist(err) {
+				return fault.Permanent(fault.SourceMissing, fmt.Errorf("container %s on node %s: bind source %s (mount -> %s) does not exist: stage the lane first, or fix the recipe's [[mounts]] src", name, spec.Node, m.Src, m.Dst))
+			}
+			return fmt.Errorf("container %s on node %s: bind source %s (mount -> %s): %w", name, spec.Node, m.Src, m.Dst, err)
+		}
+	}
+	return nil
+}
+
+func containerConfig(spec RankSpec) (*container.Config, *container.HostConfig) {
+	labels := map[string]string{}
+	for k, v := range spec.ExtraLabels {
+		labels[k] = v
+	}
+	labels[LabelLane] = spec.Lane
+	labels[LabelNode] = spec.Node
+	labels[LabelRank] = strconv.Itoa(spec.Rank)
+	labels[LabelRecipeHash] = spec.RecipeHash
+	env := make([]string, 0, len(spec.Env))
+	for k, v := range spec.Env {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	cfg := &container.Config{Image: spec.Image, Cmd: spec.Argv, Env: env, Labels: labels}
+	hc := &container.HostConfig{
+		NetworkMode:   "host",
+		IpcMode:       "host",
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+	}
+	for _, m := range spec.Mounts {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Src, Target: m.Dst, ReadOnly: m.ReadOnly})
+	}
+	if spec.GPUs {
+		hc.DeviceRequests = []container.DeviceRequest{{Driver: "nvidia", Count: -1, Capabilities: [][]string{{"gpu"}}}}
+	}
+	return cfg, hc
+}
+
+func laneFilter(lane string) container.ListOptions {
+	return container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelLane+"="+lane))}
+}
+
+func containerName(c container.Summary) string {
+	if len(c.Names) > 0 {
+		return strings.TrimPrefix(c.Names[0], "/")
+	}
+	return c.ID
+}

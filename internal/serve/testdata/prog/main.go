@@ -1,0 +1,66 @@
+// Command prog is the tiny static program the serve tests run in a FROM
+// scratch image. Its arguments are steps run in order:
+//
+//	print:N        print N numbered lines (line-1 .. line-N) to stdout
+//	eprint:TEXT    print TEXT to stderr
+//	nap:MS         sleep MS milliseconds
+//	write:PATH     write PATH; on failure print the error and exit 3
+//	ignoreterm     ignore SIGTERM from now on
+//	sleep          sleep until signalled (SIGTERM exits 0 unless ignored)
+//	exit:CODE      exit with CODE
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ignore := false
+	for _, step := range os.Args[1:] {
+		verb, arg, _ := strings.Cut(step, ":")
+		switch verb {
+		case "print":
+			n, _ := strconv.Atoi(arg)
+			for i := 1; i <= n; i++ {
+				fmt.Printf("line-%d\n", i)
+			}
+		case "eprint":
+			fmt.Fprintln(os.Stderr, arg)
+		case "nap":
+			ms, _ := strconv.Atoi(arg)
+			time.Sleep(time.Duration(ms) * time.Millisecond)
+		case "write":
+			if err := os.WriteFile(arg, []byte("x"), 0o644); err != nil {
+				fmt.Println("write failed:", err)
+				os.Exit(3)
+			}
+			fmt.Println("wrote", arg)
+		case "ignoreterm":
+			ignore = true
+			signal.Ignore(syscall.SIGTERM)
+		case "sleep":
+			if ignore {
+				for {
+					time.Sleep(time.Hour)
+				}
+			}
+			ch := make(chan os.Signal, 1)
+			signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+			<-ch
+			fmt.Println("got signal, exiting")
+			os.Exit(0)
+		case "exit":
+			code, _ := strconv.Atoi(arg)
+			os.Exit(code)
+		default:
+			fmt.Println("unknown step", step)
+			os.Exit(2)
+		}
+	}
+}
