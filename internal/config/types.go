@@ -106,8 +106,8 @@ type Cluster struct {
 // Recipe is one lane: what to run, where, and what to stage first.
 type Recipe struct {
 	// File is the recipe's path; Format is "toml" or "sparkrun".
-	File   string `json:"file"`
-	Format string `json:"format"`
+	File   string `mapstructure:"-" json:"file"`
+	Format string `mapstructure:"-" json:"format"`
 	Name   string `json:"name"`
 	// Aliases let operators say --lane mia.
 	Aliases []string `json:"aliases,omitempty"`
@@ -118,6 +118,15 @@ type Recipe struct {
 	Model   string `json:"model"`
 	// MinNodes comes from sparkrun recipes; 0 means the cluster's size.
 	MinNodes int `json:"min_nodes,omitempty"`
+	// MaxNodes comes from sparkrun recipes (single-node lanes say 1); 0
+	// means no upper bound. Rendering on a larger cluster is refused.
+	MaxNodes int `json:"max_nodes,omitempty"`
+	// RecipeVersion, Metadata and Mods are carried from sparkrun v2 recipes
+	// so a loaded recipe round-trips what its authors wrote; sparklane does
+	// not apply sparkrun mods itself.
+	RecipeVersion string         `mapstructure:"recipe_version" json:"recipe_version,omitempty"`
+	Metadata      map[string]any `json:"metadata,omitempty"`
+	Mods          []string       `json:"mods,omitempty"`
 	// Command is a template with {key} placeholders filled from Defaults,
 	// overrides and the built-ins (model, image, node_rank, nnodes, head_addr...).
 	Command  string            `json:"command"`
@@ -142,6 +151,11 @@ type Mount struct {
 type Hooks struct {
 	// BeforeServe are shell commands run with sh -c on the node.
 	BeforeServe []string `mapstructure:"before_serve" json:"before_serve,omitempty"`
+	// Clear lists node directories whose contents are removed (the
+	// directories themselves kept) before serve: per-run receipt roots that a
+	// runtime treats as strict-on-exist, where a stale entry poisons every
+	// restart. Each must lie under the node's roots.
+	Clear []string `mapstructure:"clear" json:"clear,omitempty"`
 	// Timeout bounds each hook (default 2m).
 	Timeout time.Duration `mapstructure:"timeout" json:"timeout,omitempty"`
 }
@@ -169,6 +183,12 @@ type Staging struct {
 	// variable that points the runtime at it (DSV41_PACKED_DIR).
 	Mount  string `mapstructure:"mount" json:"mount,omitempty"`
 	EnvVar string `mapstructure:"env" json:"env,omitempty"`
+	// RowsEnv names the variable the runtime cross-checks the rank's row
+	// count per layer against (SPARK_ENGRAM_ROWS). With Rows (the table's
+	// total rows per layer) set, rendering fills it per rank; otherwise the
+	// serve step fills it from the staged manifest.
+	RowsEnv string `mapstructure:"rows_env" json:"rows_env,omitempty"`
+	Rows    int64  `mapstructure:"rows" json:"rows,omitempty"`
 }
 
 // Export materializes a regular-file tree of one repo for O_NOFOLLOW runtimes.
@@ -240,4 +260,7 @@ type LanePlan struct {
 	APIPort    int        `json:"api_port"`
 	TP         int        `json:"tp"`
 	Nodes      []NodePlan `json:"nodes"`
+	// Warnings are non-fatal findings of rendering, e.g. an -o override no
+	// placeholder uses (a typo would otherwise change nothing, silently).
+	Warnings []string `json:"warnings,omitempty"`
 }

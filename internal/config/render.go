@@ -1,0 +1,639 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sparklane/sparklane/internal/fault"
+)
+
+// Rendering defaults for the built-in placeholders.
+const (
+	DefaultDistPort = 29500
+	DefaultAPIPort  = 8000
+	// DefaultHubCacheMount is where a staged hub mirror is bound when the
+	// recipe does not bind hf_cache_dir anywhere itself.
+	DefaultHubCacheMount = "/root/.cache/huggingface/hub"
+)
+
+// fixedKeys are per-node facts; neither [defaults] nor -o may change them.
+var fixedKeys = []string{"lane", "node", "node_rank", "nnodes", "head_addr", "node_addr", "hf_cache_dir"}
+
+var placeholderRE = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// LocalPath maps a recipe path to the path the node's worker touches:
+// prefixed by the node's fs_root (so simulated nodes on one machine do not
+// share a disk) unless it lies under a shared root (the NAS, seen alike by
+// every node).
+func (n Node) LocalPath(p string, sharedRoots []string) string {
+	if n.FSRoot == "" || n.FSRoot == "/" || !filepath.IsAbs(p) {
+		return p
+	}
+	c := filepath.Clean(p)
+	for _, r := range sharedRoots {
+		r = filepath.Clean(r)
+		if c == r || strings.HasPrefix(c, r+string(filepath.Separator)) {
+			return p
+		}
+	}
+	return filepath.Join(n.FSRoot, c)
+}
+
+// ExportPath is where an export tree of this hub-mirror block lives on the
+// node: e.Path if absolute, relative to Dst if not, and
+// DST/exports/ORG--NAME when empty.
+func (s Staging) ExportPath(e Export) string {
+	switch {
+	case e.Path == "":
+		return filepath.Join(s.Dst, "exports", strings.ReplaceAll(e.Repo, "/", "--"))
+	case filepath.IsAbs(e.Path):
+		return filepath.Clean(e.Path)
+	default:
+		return filepath.Join(s.Dst, e.Path)
+	}
+}
+
+// HubDir is the node directory holding the mirrored hub cache of a
+// hub-mirror block (DST/hub, laid out like hf_cache_dir).
+func (s Staging) HubDir() string { return filepath.Join(s.Dst, "hub") }
+
+// vars resolves {key} placeholders iteratively: a value may reference
+// other keys; cycles and unknown keys are errors naming the recipe file.
+type vars struct {
+	file  string
+	raw   map[string]string
+	where map[string]string // key -> where it was set, for error messages
+	done  map[string]string
+	busy  map[string]bool
+	used  map[string]bool
+}
+
+func (v *vars) get(key string, chain []string) (string, error) {
+	if s, ok := v.done[key]; ok {
+		v.used[key] = true
+		return s, nil
+	}
+	raw, ok := v.raw[key]
+	if !ok {
+		return "", fmt.Errorf("unknown placeholder {%s}: add %s under [defaults] or pass -o %s=VALUE", key, key, key)
+	}
+	if v.busy[key] {
+		return "", fmt.Errorf("placeholder cycle %s → %s: break the loop in [defaults]", strings.Join(chain, " → "), key)
+	}
+	v.busy[key] = true
+	s, err := v.expand(raw, append(chain, key))
+	v.busy[key] = false
+	if err != nil {
+		return "", err
+	}
+	v.done[key] = s
+	v.used[key] = true
+	return s, nil
+}
+
+func (v *vars) expand(s string, chain []string) (string, error) {
+	var firstErr error
+	out := placeholderRE.ReplaceAllStringFunc(s, func(m string) string {
+		if firstErr != nil {
+			return m
+		}
+		val, err := v.get(m[1:len(m)-1], chain)
+		if err != nil {
+			firstErr = err
+			return m
+		}
+		return val
+	})
+	return out, firstErr
+}
+
+// render expands s found at key in the recipe, naming file and key on error.
+func (v *vars) render(key, s string) (string, error) {
+	out, err := v.expand(s, nil)
+	if err != nil {
+		return "", fmt.Errorf("%s: %s: %w", v.file, key, err)
+	}
+	return out, nil
+}
+
+func (v *vars) intValue(key string) (int, error) {
+	s, err := v.get(key, nil)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %s: %w", v.file, v.where[key], err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %s: %q is not an integer", v.file, v.where[key], s)
+	}
+	return n, nil
+}
+
+func valueString(v any) string {
+	if s, ok := scalarString(v); ok {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// headAddr is where rank 0 listens for the other ranks: its data-plane
+// address, else its SSH host, else loopback (a local node).
+func headAddr(n *Node) string {
+	if n.Address != "" {
+		return n.Address
+	}
+	if n.SSH != "" {
+		_, hp, _ := strings.Cut(n.SSH, "@")
+		if h, _, err := net.SplitHostPort(hp); err == nil {
+			return h
+		}
+	}
+	return "127.0.0.1"
+}
+
+// Render turns a recipe into what each node of its cluster runs, in cluster
+// order (rank = index, head = rank 0): container name, image, command with
+// placeholders filled and the engine's multi-node flags, env with the world
+// shape, and mounts with staged data bound in. overrides are -o key=value
+// and win over [defaults]. Render reads no files; mount sources are recipe
+// paths that node workers map with Node.LocalPath.
+func Render(cfg *Config, r *Recipe, overrides map[string]string) (*LanePlan, error) {
+	if cfg == nil || r == nil {
+		return nil, errors.New("render: config and recipe are required")
+	}
+	bad := func(err error) (*LanePlan, error) { return nil, fault.Permanent(fault.InvalidSpec, err) }
+	if r.Cluster == "" {
+		return bad(fmt.Errorf("%s: cluster: empty: set cluster in the recipe or pass --cluster", r.File))
+	}
+	c := cfg.Cluster(r.Cluster)
+	if c == nil {
+		return bad(recipeErr(r, "cluster", "unknown cluster %q — known clusters: %s", r.Cluster, strings.Join(clusterNames(cfg), ", ")))
+	}
+	var nodes []*Node
+	for _, name := range c.Nodes {
+		n := cfg.Node(name)
+		if n == nil {
+			return bad(fmt.Errorf("%s: cluster %s names unknown node %q", cfg.File, c.Name, name))
+		}
+		nodes = append(nodes, n)
+	}
+	if len(nodes) == 0 {
+		return bad(fmt.Errorf("%s: cluster %s has no nodes", cfg.File, c.Name))
+	}
+	for k := range overrides {
+		if in(fixedKeys, k) {
+			return bad(fmt.Errorf("-o %s: %s is set per node by sparklane and cannot be overridden", k, k))
+		}
+	}
+	for k := range r.Defaults {
+		if in(fixedKeys, k) {
+			return bad(recipeErr(r, "defaults."+k, "%s is set per node by sparklane: rename this default", k))
+		}
+	}
+	nnodes := len(nodes)
+	if r.MinNodes > nnodes {
+		return bad(recipeErr(r, "min_nodes", "lane needs %d nodes but cluster %s has %d", r.MinNodes, c.Name, nnodes))
+	}
+	if r.MaxNodes > 0 && r.MaxNodes < nnodes {
+		return bad(recipeErr(r, "max_nodes", "lane runs on at most %d nodes but cluster %s has %d", r.MaxNodes, c.Name, nnodes))
+	}
+	head := headAddr(nodes[0])
+
+	// model_path: the export mount of the model's repo when one is staged,
+	// else the model id (resolved through HF_HUB_CACHE).
+	modelPath := "{model}"
+	for _, s := range r.Staging {
+		for _, e := range s.Exports {
+			if e.Repo == r.Model && e.Mount != "" && s.Kind == "hub-mirror" {
+				modelPath = e.Mount
+			}
+		}
+	}
+
+	plan := &LanePlan{Lane: r.Name, Cluster: c.Name, Runtime: r.Runtime, HeadAddr: head}
+	usedAny := map[string]bool{}
+	for rank, n := range nodes {
+		v := &vars{file: r.File, raw: map[string]string{}, where: map[string]string{},
+			done: map[string]string{}, busy: map[string]bool{}, used: map[string]bool{}}
+		set := func(k, val, where string) { v.raw[k], v.where[k] = val, where }
+		set("model", r.Model, "model")
+		set("image", r.Image, "image")
+		set("port", strconv.Itoa(DefaultAPIPort), "defaults.port")
+		set("dist_port", strconv.Itoa(DefaultDistPort), "defaults.dist_port")
+		set("master_port", "{dist_port}", "defaults.master_port")
+		set("tensor_parallel", strconv.Itoa(nnodes), "defaults.tensor_parallel")
+		set("expert_parallel", "1", "defaults.expert_parallel")
+		set("model_path", modelPath, "defaults.model_path")
+		for k, val := range r.Defaults {
+			set(k, valueString(val), "defaults."+k)
+		}
+		for k, val := range overrides {
+			set(k, val, "-o "+k)
+		}
+		// A recipe or override that sets only master_port still moves the
+		// rendezvous: dist_port follows it.
+		_, dDist := r.Defaults["dist_port"]
+		_, oDist := overrides["dist_port"]
+		_, dMaster := r.Defaults["master_port"]
+		_, oMaster := overrides["master_port"]
+		if (oMaster && !oDist) || (dMaster && !dDist && !oDist) {
+			set("dist_port", "{master_port}", v.where["master_port"])
+		}
+		set("lane", r.Name, "lane")
+		set("node", n.Name, "node")
+		set("node_rank", strconv.Itoa(rank), "node_rank")
+		set("nnodes", strconv.Itoa(nnodes), "nnodes")
+		set("head_addr", head, "head_addr")
+		set("node_addr", headAddr(n), "node_addr")
+		set("hf_cache_dir", cfg.HFCacheDir, "hf_cache_dir")
+
+		np, err := renderNode(cfg, r, v, n, rank, nnodes, head)
+		if err != nil {
+			return bad(err)
+		}
+		if rank == 0 {
+			plan.Model, _ = v.get("model", nil)
+			plan.APIPort, _ = v.intValue("port")
+			plan.TP, _ = v.intValue("tensor_parallel")
+		}
+		plan.Nodes = append(plan.Nodes, *np)
+		for k := range v.used {
+			usedAny[k] = true
+		}
+	}
+	for _, k := range sortedStrings(overrides) {
+		if !usedAny[k] {
+			plan.Warnings = append(plan.Warnings, fmt.Sprintf("-o %s=%s is not used by any placeholder of %s (command, env, mounts, defaults): check the key name", k, overrides[k], r.File))
+		}
+	}
+	for i, s := range r.Staging {
+		if s.RowsEnv != "" && s.Rows == 0 {
+			plan.Warnings = append(plan.Warnings, fmt.Sprintf("%s: staging[%d].rows_env %s is filled by the serve step from the staged row manifest (rows not given in the recipe)", r.File, i, s.RowsEnv))
+		}
+	}
+	h, err := RecipeHash(r, overrides)
+	if err != nil {
+		return nil, err
+	}
+	plan.RecipeHash = h
+	return plan, nil
+}
+
+func sortedStrings(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func renderNode(cfg *Config, r *Recipe, v *vars, n *Node, rank, nnodes int, head string) (*NodePlan, error) {
+	image, err := v.render("image", r.Image)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(image) == "" {
+		return nil, recipeErr(r, "image", "missing: pin the container image the lane runs")
+	}
+	tp, err := v.intValue("tensor_parallel")
+	if err != nil {
+		return nil, err
+	}
+	if tp < 1 || tp > nnodes {
+		return nil, recipeErr(r, v.where["tensor_parallel"], "tensor_parallel %d does not fit cluster %s of %d nodes (one GPU each)", tp, r.Cluster, nnodes)
+	}
+	distPort, err := v.intValue("dist_port")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := v.intValue("port"); err != nil {
+		return nil, err
+	}
+	ep, err := v.intValue("expert_parallel")
+	if err != nil {
+		return nil, err
+	}
+
+	cmd, err := v.render("command", r.Command)
+	if err != nil {
+		return nil, err
+	}
+	argv, err := SplitArgs(cmd)
+	if err != nil {
+		return nil, recipeErr(r, "command", "%v", err)
+	}
+	if len(argv) == 0 {
+		return nil, recipeErr(r, "command", "renders to nothing: give the serve command")
+	}
+	if nnodes > 1 {
+		argv = appendWorldFlags(r.Runtime, argv, head, distPort, nnodes, rank)
+	}
+
+	env := map[string]string{}
+	for _, k := range sortedStrings(r.Env) {
+		val, err := v.render("env."+k, r.Env[k])
+		if err != nil {
+			return nil, err
+		}
+		env[k] = val
+	}
+	if _, ok := r.Defaults["expert_parallel"]; !ok {
+		if e, ok := env["EP_SIZE"]; ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(e)); err == nil {
+				ep = n
+			} else {
+				return nil, recipeErr(r, "env.EP_SIZE", "%q is not an integer", e)
+			}
+		}
+	}
+
+	mounts, err := renderMounts(cfg, r, v, env, rank, tp)
+	if err != nil {
+		return nil, err
+	}
+
+	// World shape last: engine adapters read these, so they are never left
+	// to whatever the image defaults to.
+	env["NODE_RANK"] = strconv.Itoa(rank)
+	env["NNODES"] = strconv.Itoa(nnodes)
+	env["TP_SIZE"] = strconv.Itoa(tp)
+	env["EP_SIZE"] = strconv.Itoa(ep)
+	env["MASTER_ADDR"] = head
+	env["MASTER_PORT"] = strconv.Itoa(distPort)
+
+	return &NodePlan{
+		Node:          n.Name,
+		Rank:          rank,
+		Head:          rank == 0,
+		ContainerName: ContainerName(r.Name, rank),
+		Image:         image,
+		Command:       JoinArgs(argv),
+		Argv:          argv,
+		Env:           env,
+		Mounts:        mounts,
+		GPUs:          r.Runtime != "sim",
+	}, nil
+}
+
+// ContainerName is the deterministic name of a lane's rank container, so a
+// retried start looks before it creates.
+func ContainerName(lane string, rank int) string {
+	return fmt.Sprintf("sparklane-%s-r%d", lane, rank)
+}
+
+// hasFlag reports whether argv already carries flag (as "--f" or "--f=v").
+func hasFlag(argv []string, flag string) bool {
+	for _, a := range argv {
+		if a == flag || strings.HasPrefix(a, flag+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// appendWorldFlags adds the engine's multi-node flags the command does not
+// already carry: SGLang (and sim) --dist-init-addr/--nnodes/--node-rank;
+// vLLM native --nnodes/--node-rank/--master-addr/--master-port, workers
+// --headless. exllamav3 reads the world shape from env only.
+func appendWorldFlags(runtime string, argv []string, head string, port, nnodes, rank int) []string {
+	add := func(flag string, val ...string) {
+		if !hasFlag(argv, flag) {
+			argv = append(argv, flag)
+			argv = append(argv, val...)
+		}
+	}
+	switch runtime {
+	case "sglang", "sim":
+		add("--dist-init-addr", net.JoinHostPort(head, strconv.Itoa(port)))
+		add("--nnodes", strconv.Itoa(nnodes))
+		add("--node-rank", strconv.Itoa(rank))
+	case "vllm":
+		add("--nnodes", strconv.Itoa(nnodes))
+		add("--node-rank", strconv.Itoa(rank))
+		add("--master-addr", head)
+		add("--master-port", strconv.Itoa(port))
+		if rank > 0 {
+			add("--headless")
+		}
+	}
+	return argv
+}
+
+// renderMounts binds the recipe's mounts and the staged data: sparse-rows
+// dst at its mount (read-only, EnvVar pointing at it); a hub mirror's
+// DST/hub where the recipe bound hf_cache_dir (HF_HUB_CACHE set, offline);
+// export trees read-only at their mounts.
+func renderMounts(cfg *Config, r *Recipe, v *vars, env map[string]string, rank, tp int) ([]Mount, error) {
+	var hub *Staging
+	for i := range r.Staging {
+		if r.Staging[i].Kind == "hub-mirror" {
+			hub = &r.Staging[i]
+			break
+		}
+	}
+	hfRoot := ""
+	if cfg.HFCacheDir != "" {
+		hfRoot = filepath.Clean(cfg.HFCacheDir)
+	}
+	var mounts []Mount
+	hubBound := false
+	hubMount := ""
+	if hub != nil && hub.Mount != "" {
+		hubMount = hub.Mount
+	}
+	for i, m := range r.Mounts {
+		src, err := v.render(fmt.Sprintf("mounts[%d].src", i), m.Src)
+		if err != nil {
+			return nil, err
+		}
+		dst, err := v.render(fmt.Sprintf("mounts[%d].dst", i), m.Dst)
+		if err != nil {
+			return nil, err
+		}
+		// The recipe's bind of the NAS hub cache is replaced by the node's
+		// staged mirror: serving from the NAS is what staging exists to avoid.
+		// Deeper per-file binds (kept on the NAS on purpose) stay.
+		if hub != nil && hfRoot != "" && !hubBound && (filepath.Clean(src) == hfRoot || filepath.Clean(src) == filepath.Join(hfRoot, "hub")) {
+			if hubMount == "" {
+				hubMount = dst
+			}
+			mounts = append(mounts, Mount{Src: hub.HubDir(), Dst: hubMount, ReadOnly: true})
+			hubBound = true
+			continue
+		}
+		mounts = append(mounts, Mount{Src: src, Dst: dst, ReadOnly: m.ReadOnly})
+	}
+	for i, s := range r.Staging {
+		switch s.Kind {
+		case "hub-mirror":
+			if &r.Staging[i] == hub {
+				if !hubBound {
+					if hubMount == "" {
+						hubMount = DefaultHubCacheMount
+					}
+					mounts = append(mounts, Mount{Src: s.HubDir(), Dst: hubMount, ReadOnly: true})
+				}
+				env["HF_HUB_CACHE"] = hubMount
+				env["HF_HUB_OFFLINE"] = "1"
+			} else if s.Mount != "" {
+				mounts = append(mounts, Mount{Src: s.HubDir(), Dst: s.Mount, ReadOnly: true})
+			}
+			for _, e := range s.Exports {
+				if e.Mount != "" {
+					mounts = append(mounts, Mount{Src: s.ExportPath(e), Dst: e.Mount, ReadOnly: true})
+				}
+			}
+		case "sparse-rows":
+			if s.Mount != "" {
+				mounts = append(mounts, Mount{Src: s.Dst, Dst: s.Mount, ReadOnly: true})
+				if s.EnvVar != "" {
+					env[s.EnvVar] = s.Mount
+				}
+			}
+			if s.RowsEnv != "" && s.Rows > 0 {
+				count, err := tileCount(s.Rows, tp, rank)
+				if err != nil {
+					return nil, recipeErr(r, fmt.Sprintf("staging[%d].rows", i), "%v", err)
+				}
+				env[s.RowsEnv] = strconv.FormatInt(count, 10)
+			}
+		}
+	}
+	return mounts, nil
+}
+
+// tileCount is the number of rows rank owns of rows split over tp ranks,
+// the same split as sparserows.Tile (kept here so config does not import an
+// engine): base = rows/tp, plus one for ranks below rows%tp.
+func tileCount(rows int64, tp, rank int) (int64, error) {
+	if rank >= tp {
+		// Ranks beyond the TP group (tensor_parallel < nnodes) hold the
+		// same split as their rank modulo tp.
+		rank %= tp
+	}
+	if rows < int64(tp) {
+		return 0, fmt.Errorf("table has %d rows, fewer than tp=%d ranks", rows, tp)
+	}
+	count := rows / int64(tp)
+	if int64(rank) < rows%int64(tp) {
+		count++
+	}
+	return count, nil
+}
+
+// RecipeHash identifies what a lane runs: sha256 of the canonical JSON of
+// the recipe (without its file path) and the -o overrides. A running
+// lane whose hash differs from the recipe's is stale.
+func RecipeHash(r *Recipe, overrides map[string]string) (string, error) {
+	cp := *r
+	cp.File = ""
+	if overrides == nil {
+		overrides = map[string]string{}
+	}
+	b, err := json.Marshal(struct {
+		Recipe    Recipe            `json:"recipe"`
+		Overrides map[string]string `json:"overrides"`
+	}{cp, overrides})
+	if err != nil {
+		return "", fmt.Errorf("hash recipe %s: %w", r.File, err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// SplitArgs splits a rendered command the way sh would for the forms
+// recipes use: whitespace separates words, a backslash-newline continues
+// the line, single quotes are literal, double quotes allow \" \\ \$ \`
+// escapes, and a bare backslash escapes the next character.
+func SplitArgs(s string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	inWord := false
+	rs := []rune(s)
+	for i := 0; i < len(rs); i++ {
+		ch := rs[i]
+		switch {
+		case ch == '\\':
+			if i+1 >= len(rs) {
+				return nil, errors.New("command ends with a lone backslash")
+			}
+			i++
+			if rs[i] == '\n' {
+				continue
+			}
+			cur.WriteRune(rs[i])
+			inWord = true
+		case ch == '\'':
+			j := i + 1
+			for j < len(rs) && rs[j] != '\'' {
+				j++
+			}
+			if j >= len(rs) {
+				return nil, errors.New("unterminated single quote in command")
+			}
+			cur.WriteString(string(rs[i+1 : j]))
+			inWord = true
+			i = j
+		case ch == '"':
+			j := i + 1
+			for ; j < len(rs) && rs[j] != '"'; j++ {
+				if rs[j] == '\\' && j+1 < len(rs) {
+					switch rs[j+1] {
+					case '"', '\\', '$', '`':
+						cur.WriteRune(rs[j+1])
+						j++
+						continue
+					case '\n':
+						j++
+						continue
+					}
+				}
+				cur.WriteRune(rs[j])
+			}
+			if j >= len(rs) {
+				return nil, errors.New("unterminated double quote in command")
+			}
+			inWord = true
+			i = j
+		case ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r':
+			if inWord {
+				out = append(out, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(ch)
+			inWord = true
+		}
+	}
+	if inWord {
+		out = append(out, cur.String())
+	}
+	return out, nil
+}
+
+var safeArg = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+// JoinArgs is the inverse of SplitArgs: one line, each argument quoted only
+// when it needs to be, so the printed command can be pasted into a shell.
+func JoinArgs(argv []string) string {
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		if safeArg.MatchString(a) {
+			parts[i] = a
+		} else {
+			parts[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(parts, " ")
+}

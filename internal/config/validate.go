@@ -1,0 +1,544 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/staging"
+)
+
+// Runtimes are the serving engines sparklane knows how to render for.
+var Runtimes = []string{"sglang", "vllm", "exllamav3", "sim"}
+
+// Staging kinds, verify modes and sparse-rows formats a recipe may name.
+var (
+	StagingKinds   = []string{"hub-mirror", "sparse-rows"}
+	VerifyModes    = []string{"sampled", "sha256"}
+	SparseFormats  = []string{"packed", "sparse-copy"}
+	placeholderAny = "{"
+)
+
+// Validate checks the fleet config and the recipes as a whole and returns
+// every problem at once (errors.Join, one line each naming file and key),
+// so an operator fixes a config in one pass instead of one error per run.
+// A recipe with an empty cluster (a sparkrun file whose cluster comes from
+// a flag) is checked on its own only.
+func Validate(cfg *Config, recipes []*Recipe) error {
+	var errs []error
+	if cfg != nil {
+		errs = append(errs, validateConfig(cfg)...)
+	}
+	errs = append(errs, validateNames(recipes)...)
+	for _, r := range recipes {
+		errs = append(errs, validateRecipe(r)...)
+		if cfg != nil {
+			errs = append(errs, validateOnCluster(cfg, r)...)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fault.Permanent(fault.InvalidSpec, errors.Join(errs...))
+}
+
+func cfgErr(cfg *Config, key, format string, args ...any) error {
+	return fmt.Errorf("%s: %s: %s", cfg.File, key, fmt.Sprintf(format, args...))
+}
+
+func recipeErr(r *Recipe, key, format string, args ...any) error {
+	return fmt.Errorf("%s: %s: %s", r.File, key, fmt.Sprintf(format, args...))
+}
+
+func validateConfig(cfg *Config) []error {
+	var errs []error
+	if cfg.HFCacheDir != "" && !filepath.IsAbs(cfg.HFCacheDir) {
+		errs = append(errs, cfgErr(cfg, "hf_cache_dir", "%q is not absolute: write the NAS hub root as an absolute path", cfg.HFCacheDir))
+	}
+	for i, s := range cfg.SharedRoots {
+		if !filepath.IsAbs(s) {
+			errs = append(errs, cfgErr(cfg, fmt.Sprintf("shared_roots[%d]", i), "%q is not absolute", s))
+		}
+	}
+	seen := map[string]int{}
+	for i, n := range cfg.Nodes {
+		key := fmt.Sprintf("nodes[%d]", i)
+		if n.Name == "" {
+			errs = append(errs, cfgErr(cfg, key+".name", "missing: every node needs a name"))
+		} else if j, dup := seen[n.Name]; dup {
+			errs = append(errs, cfgErr(cfg, key+".name", "node %s is defined twice (also nodes[%d]): rename or remove one", n.Name, j))
+		} else {
+			seen[n.Name] = i
+		}
+		if n.SSH != "" {
+			if err := checkSSH(n.SSH); err != nil {
+				errs = append(errs, cfgErr(cfg, key+".ssh", "%v", err))
+			}
+		}
+		for j, r := range n.Roots {
+			if !filepath.IsAbs(r) {
+				errs = append(errs, cfgErr(cfg, fmt.Sprintf("%s.roots[%d]", key, j), "%q is not absolute", r))
+			}
+		}
+		if n.FSRoot != "" && !filepath.IsAbs(n.FSRoot) {
+			errs = append(errs, cfgErr(cfg, key+".fs_root", "%q is not absolute", n.FSRoot))
+		}
+	}
+	clusters := map[string]int{}
+	for i, c := range cfg.Clusters {
+		key := fmt.Sprintf("clusters[%d]", i)
+		if c.Name == "" {
+			errs = append(errs, cfgErr(cfg, key+".name", "missing: every cluster needs a name"))
+		} else if j, dup := clusters[c.Name]; dup {
+			errs = append(errs, cfgErr(cfg, key+".name", "cluster %s is defined twice (also clusters[%d])", c.Name, j))
+		} else {
+			clusters[c.Name] = i
+		}
+		if len(c.Nodes) == 0 {
+			errs = append(errs, cfgErr(cfg, key+".nodes", "cluster %s has no nodes", c.Name))
+		}
+		inCluster := map[string]bool{}
+		for j, n := range c.Nodes {
+			nk := fmt.Sprintf("%s.nodes[%d]", key, j)
+			if _, ok := seen[n]; !ok {
+				errs = append(errs, cfgErr(cfg, nk, "unknown node %q in cluster %s — known nodes: %s", n, c.Name, strings.Join(nodeNames(cfg), ", ")))
+			}
+			if inCluster[n] {
+				errs = append(errs, cfgErr(cfg, nk, "node %s is listed twice in cluster %s", n, c.Name))
+			}
+			inCluster[n] = true
+		}
+	}
+	return errs
+}
+
+// checkSSH accepts user@host:port (host may be [v6]).
+func checkSSH(s string) error {
+	user, hostport, ok := strings.Cut(s, "@")
+	if !ok || user == "" {
+		return fmt.Errorf("%q is not user@host:port: write it like root@dgx1:22 (leave ssh empty for this machine)", s)
+	}
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil || host == "" {
+		return fmt.Errorf("%q is not user@host:port: write it like %s@%s:22", s, user, strings.TrimSuffix(hostport, ":"))
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("%q: port %q is not a number in 1..65535", s, port)
+	}
+	return nil
+}
+
+func nodeNames(cfg *Config) []string {
+	var out []string
+	for _, n := range cfg.Nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+func clusterNames(cfg *Config) []string {
+	var out []string
+	for _, c := range cfg.Clusters {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// validateNames catches two recipes answering to one lane name.
+func validateNames(recipes []*Recipe) []error {
+	var errs []error
+	owner := map[string]*Recipe{}
+	for _, r := range recipes {
+		if o, ok := owner[r.Name]; ok {
+			errs = append(errs, recipeErr(r, "name", "lane %s is also defined by %s: rename one", r.Name, o.File))
+			continue
+		}
+		owner[r.Name] = r
+	}
+	aliasOwner := map[string]*Recipe{}
+	for _, r := range recipes {
+		for i, a := range r.Aliases {
+			key := fmt.Sprintf("aliases[%d]", i)
+			if o, ok := owner[a]; ok && o != r {
+				errs = append(errs, recipeErr(r, key, "alias %q is the name of lane %s (%s): pick another alias", a, o.Name, o.File))
+				continue
+			}
+			if o, ok := aliasOwner[a]; ok && o != r {
+				errs = append(errs, recipeErr(r, key, "alias %q is also claimed by lane %s (%s): each alias names one lane", a, o.Name, o.File))
+				continue
+			}
+			aliasOwner[a] = r
+		}
+	}
+	return errs
+}
+
+func in(list []string, s string) bool { return contains(list, s) }
+
+// intDefault reads an integer [defaults] value; ok=false when absent.
+func intDefault(r *Recipe, key string) (int, bool, error) {
+	v, ok := r.Defaults[key]
+	if !ok {
+		return 0, false, nil
+	}
+	if s, isStr := v.(string); isStr {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return 0, true, recipeErr(r, "defaults."+key, "%q is not an integer", s)
+		}
+		return n, true, nil
+	}
+	n, isInt := asInt(v)
+	if !isInt {
+		return 0, true, recipeErr(r, "defaults."+key, "expected an integer, got %s", describe(v))
+	}
+	return int(n), true, nil
+}
+
+// validateRecipe checks what a recipe says on its own, without a fleet.
+func validateRecipe(r *Recipe) []error {
+	var errs []error
+	imageKey := "image"
+	if r.Format == "sparkrun" {
+		imageKey = "container"
+	}
+	if r.Runtime == "" {
+		errs = append(errs, recipeErr(r, "runtime", "missing: use one of %s", strings.Join(Runtimes, ", ")))
+	} else if !in(Runtimes, r.Runtime) {
+		errs = append(errs, recipeErr(r, "runtime", "unknown runtime %q: use one of %s", r.Runtime, strings.Join(Runtimes, ", ")))
+	}
+	if strings.TrimSpace(r.Image) == "" {
+		errs = append(errs, recipeErr(r, imageKey, "missing: pin the container image the lane runs"))
+	}
+	if strings.TrimSpace(r.Command) == "" {
+		errs = append(errs, recipeErr(r, "command", "missing: give the serve command template"))
+	}
+	for _, k := range []string{"tensor_parallel", "port", "dist_port", "master_port", "expert_parallel"} {
+		if _, _, err := intDefault(r, k); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.MinNodes < 0 || r.MaxNodes < 0 || (r.MaxNodes > 0 && r.MinNodes > r.MaxNodes) {
+		errs = append(errs, recipeErr(r, "min_nodes", "min_nodes %d / max_nodes %d is not a valid range", r.MinNodes, r.MaxNodes))
+	}
+	for i, m := range r.Mounts {
+		key := fmt.Sprintf("mounts[%d]", i)
+		if m.Src == "" {
+			errs = append(errs, recipeErr(r, key+".src", "missing: the node path to bind"))
+		} else if !strings.Contains(m.Src, placeholderAny) && !filepath.IsAbs(m.Src) {
+			errs = append(errs, recipeErr(r, key+".src", "%q is not absolute", m.Src))
+		}
+		if m.Dst == "" {
+			errs = append(errs, recipeErr(r, key+".dst", "missing: the container path"))
+		} else if !strings.Contains(m.Dst, placeholderAny) && !filepath.IsAbs(m.Dst) {
+			errs = append(errs, recipeErr(r, key+".dst", "%q is not absolute", m.Dst))
+		}
+	}
+	for i, c := range r.Hooks.Clear {
+		if !filepath.IsAbs(c) {
+			errs = append(errs, recipeErr(r, fmt.Sprintf("hooks.clear[%d]", i), "%q is not absolute", c))
+		}
+	}
+	ids := map[string]int{}
+	for i, s := range r.Staging {
+		key := fmt.Sprintf("staging[%d]", i)
+		if s.ID != "" {
+			if j, dup := ids[s.ID]; dup {
+				errs = append(errs, recipeErr(r, key+".id", "id %q is also used by staging[%d]", s.ID, j))
+			}
+			ids[s.ID] = i
+		}
+		if s.Src == "" {
+			errs = append(errs, recipeErr(r, key+".src", "missing: where to stage from (the NAS path)"))
+		}
+		if s.Dst == "" {
+			errs = append(errs, recipeErr(r, key+".dst", "missing: where to stage to on each node"))
+		} else if !filepath.IsAbs(s.Dst) {
+			errs = append(errs, recipeErr(r, key+".dst", "%q is not absolute", s.Dst))
+		}
+		if s.Mount != "" && !filepath.IsAbs(s.Mount) {
+			errs = append(errs, recipeErr(r, key+".mount", "%q is not an absolute container path", s.Mount))
+		}
+		if s.MinFree < 0 {
+			errs = append(errs, recipeErr(r, key+".min_free", "must not be negative"))
+		}
+		switch s.Kind {
+		case "hub-mirror":
+			if len(s.Repos) == 0 {
+				errs = append(errs, recipeErr(r, key+".repos", "missing: list the repos to mirror (org/name)"))
+			}
+			if s.Verify != "" && !in(VerifyModes, s.Verify) {
+				errs = append(errs, recipeErr(r, key+".verify", "unknown verify mode %q: use sampled or sha256", s.Verify))
+			}
+			for j, e := range s.Exports {
+				ek := fmt.Sprintf("%s.exports[%d]", key, j)
+				if !in(s.Repos, e.Repo) {
+					errs = append(errs, recipeErr(r, ek+".repo", "%q is not one of this block's repos %v", e.Repo, s.Repos))
+				}
+				if e.Mount != "" && !filepath.IsAbs(e.Mount) {
+					errs = append(errs, recipeErr(r, ek+".mount", "%q is not an absolute container path", e.Mount))
+				}
+			}
+			if len(s.Tensors) > 0 || len(s.Layers) > 0 || s.Format != "" {
+				errs = append(errs, recipeErr(r, key, "tensors/layers/format belong to sparse-rows blocks, not hub-mirror"))
+			}
+		case "sparse-rows":
+			if len(s.Tensors) == 0 {
+				errs = append(errs, recipeErr(r, key+".tensors", "missing: name the embedding tensors to split"))
+			}
+			if len(s.Layers) == 0 {
+				errs = append(errs, recipeErr(r, key+".layers", "missing: list the layers to stage"))
+			}
+			if !in(SparseFormats, s.Format) {
+				errs = append(errs, recipeErr(r, key+".format", "%q: use packed or sparse-copy", s.Format))
+			}
+			if s.Verify != "" && !in(VerifyModes, s.Verify) {
+				errs = append(errs, recipeErr(r, key+".verify", "unknown verify mode %q: use sampled or sha256", s.Verify))
+			}
+			if s.Rows < 0 {
+				errs = append(errs, recipeErr(r, key+".rows", "must not be negative"))
+			}
+		case "":
+			errs = append(errs, recipeErr(r, key+".kind", "missing: use hub-mirror or sparse-rows"))
+		default:
+			errs = append(errs, recipeErr(r, key+".kind", "unknown staging kind %q: use hub-mirror or sparse-rows", s.Kind))
+		}
+	}
+	return errs
+}
+
+// validateOnCluster checks a recipe against the fleet: its cluster exists,
+// it fits, and everything it writes lies under each node's roots.
+func validateOnCluster(cfg *Config, r *Recipe) []error {
+	if r.Cluster == "" {
+		return nil
+	}
+	c := cfg.Cluster(r.Cluster)
+	if c == nil {
+		return []error{recipeErr(r, "cluster", "unknown cluster %q — known clusters: %s", r.Cluster, strings.Join(clusterNames(cfg), ", "))}
+	}
+	var errs []error
+	size := len(c.Nodes)
+	if tp, ok, err := intDefault(r, "tensor_parallel"); err == nil && ok {
+		if tp > size {
+			errs = append(errs, recipeErr(r, "defaults.tensor_parallel", "%d is larger than cluster %s (%d nodes, one GPU each): lower it or pick a bigger cluster", tp, c.Name, size))
+		} else if tp < 1 {
+			errs = append(errs, recipeErr(r, "defaults.tensor_parallel", "%d: must be at least 1", tp))
+		}
+	}
+	if r.MinNodes > size {
+		errs = append(errs, recipeErr(r, "min_nodes", "lane needs %d nodes but cluster %s has %d", r.MinNodes, c.Name, size))
+	}
+	if r.MaxNodes > 0 && r.MaxNodes < size {
+		errs = append(errs, recipeErr(r, "max_nodes", "lane runs on at most %d nodes but cluster %s has %d: pick a smaller cluster", r.MaxNodes, c.Name, size))
+	}
+	for _, name := range c.Nodes {
+		n := cfg.Node(name)
+		if n == nil {
+			continue // reported by validateConfig
+		}
+		for i, s := range r.Staging {
+			key := fmt.Sprintf("staging[%d]", i)
+			if s.Dst != "" && filepath.IsAbs(s.Dst) {
+				if err := checkUnderRoots(s.Dst, n); err != nil {
+					errs = append(errs, recipeErr(r, key+".dst", "%v", err))
+				}
+			}
+			for j, e := range s.Exports {
+				if p := s.ExportPath(e); p != "" && filepath.IsAbs(s.Dst) {
+					if err := checkUnderRoots(p, n); err != nil {
+						errs = append(errs, recipeErr(r, fmt.Sprintf("%s.exports[%d].path", key, j), "%v", err))
+					}
+				}
+			}
+		}
+		for i, p := range r.Hooks.Clear {
+			if filepath.IsAbs(p) {
+				if err := checkUnderRoots(p, n); err != nil {
+					errs = append(errs, recipeErr(r, fmt.Sprintf("hooks.clear[%d]", i), "%v", err))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// checkUnderRoots says why p is not writable on node n, naming a ".."
+// escape as such.
+func checkUnderRoots(p string, n *Node) error {
+	if len(n.Roots) == 0 {
+		return fmt.Errorf("node %s has no roots, so nothing may be written at %s: add roots = [...] to the node", n.Name, p)
+	}
+	if err := staging.UnderRoots(p, n.Roots); err != nil {
+		if hasDotDot(p) {
+			return fmt.Errorf("%s escapes node %s's roots %v via \"..\" (it cleans to %s): remove the \"..\"", p, n.Name, n.Roots, filepath.Clean(p))
+		}
+		return fmt.Errorf("%s is outside node %s's roots %v: add a root to the node or change the path", p, n.Name, n.Roots)
+	}
+	return nil
+}
+
+func hasDotDot(p string) bool {
+	for _, seg := range strings.Split(filepath.ToSlash(p), "/") {
+		if seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// Node returns the node named name, or nil.
+func (c *Config) Node(name string) *Node {
+	for i := range c.Nodes {
+		if c.Nodes[i].Name == name {
+			return &c.Nodes[i]
+		}
+	}
+	return nil
+}
+
+// Cluster returns the cluster named name, or nil.
+func (c *Config) Cluster(name string) *Cluster {
+	for i := range c.Clusters {
+		if c.Clusters[i].Name == name {
+			return &c.Clusters[i]
+		}
+	}
+	return nil
+}
+
+// Resolve finds a lane by name or alias (--lane mia). An unknown lane gets
+// a "did you mean" and the list of known lanes.
+func Resolve(recipes []*Recipe, laneOrAlias string) (*Recipe, error) {
+	for _, r := range recipes {
+		if r.Name == laneOrAlias {
+			return r, nil
+		}
+	}
+	for _, r := range recipes {
+		if in(r.Aliases, laneOrAlias) {
+			return r, nil
+		}
+	}
+	var candidates, known []string
+	for _, r := range recipes {
+		candidates = append(candidates, r.Name)
+		candidates = append(candidates, r.Aliases...)
+		k := r.Name
+		if len(r.Aliases) > 0 {
+			k += " (" + strings.Join(r.Aliases, ", ") + ")"
+		}
+		known = append(known, k)
+	}
+	sort.Strings(known)
+	hint := ""
+	if near := nearest(laneOrAlias, candidates); near != "" {
+		hint = fmt.Sprintf(" — did you mean %s?", near)
+	}
+	if len(known) == 0 {
+		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("unknown lane %q: no recipes loaded: check recipes_dir", laneOrAlias))
+	}
+	return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("unknown lane %q%s known lanes: %s", laneOrAlias, hint, strings.Join(known, "; ")))
+}
+
+// CheckFiles backs `starter recipe check FILE...`: it loads every file and
+// returns every problem (each naming file and key). Recipes are checked on
+// their own; when a fleet config (sparklane*.toml) is among the files they
+// are also validated against it and rendered on their clusters.
+func CheckFiles(paths []string) []error {
+	var errs []error
+	var cfg *Config
+	var recipes []*Recipe
+	for _, p := range paths {
+		if IsFleetConfigFile(p) {
+			c, err := Load(p)
+			if err != nil {
+				errs = append(errs, flatten(err)...)
+				continue
+			}
+			if cfg == nil {
+				cfg = c
+			}
+			continue
+		}
+		r, err := LoadRecipe(p)
+		if err != nil {
+			errs = append(errs, flatten(err)...)
+			continue
+		}
+		recipes = append(recipes, r)
+	}
+	verrs := flatten(Validate(cfg, recipes))
+	errs = append(errs, verrs...)
+	if cfg != nil && len(verrs) == 0 {
+		for _, r := range recipes {
+			if r.Cluster == "" {
+				continue
+			}
+			if _, err := Render(cfg, r, nil); err != nil {
+				errs = append(errs, flatten(err)...)
+			}
+		}
+	}
+	return errs
+}
+
+// flatten splits joined errors into one error per line item.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	var f *fault.Error
+	if errors.As(err, &f) && f == err {
+		return flatten(f.Err)
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// LaneColumns are the headers of FormatLanes' rows.
+var LaneColumns = []string{"NAME", "ALIASES", "CLUSTER", "RUNTIME", "STAGING"}
+
+// FormatLanes gives `starter lanes` one row per recipe, sorted by name:
+// name, aliases, cluster, runtime, staging blocks (kind:id).
+func FormatLanes(recipes []*Recipe) [][]string {
+	sorted := append([]*Recipe(nil), recipes...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	var rows [][]string
+	for _, r := range sorted {
+		var blocks []string
+		for _, s := range r.Staging {
+			b := s.Kind
+			if s.ID != "" {
+				b += ":" + s.ID
+			}
+			blocks = append(blocks, b)
+		}
+		cluster := r.Cluster
+		if cluster == "" {
+			cluster = "-"
+		}
+		aliases := strings.Join(r.Aliases, ",")
+		if aliases == "" {
+			aliases = "-"
+		}
+		st := strings.Join(blocks, ", ")
+		if st == "" {
+			st = "-"
+		}
+		rows = append(rows, []string{r.Name, aliases, cluster, r.Runtime, st})
+	}
+	return rows
+}

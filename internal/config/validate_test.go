@@ -1,0 +1,304 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestValidateReportsEveryFaultAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := writeFile(t, dir, "sparklane.toml", `
+[[nodes]]
+name = "a"
+roots = ["/nvme"]
+
+[[nodes]]
+name = "b"
+roots = ["/nvme", "/data"]
+
+[[clusters]]
+name = "pair"
+nodes = ["a", "b"]
+
+[[clusters]]
+name = "broken"
+nodes = ["a", "ghost"]
+
+[[clusters]]
+name = "one"
+nodes = ["a"]
+`)
+	r1 := writeFile(t, dir, "r1.toml", `
+aliases = ["x"]
+cluster = "nope"
+runtime = "sim"
+image = "img"
+command = "serve"
+`)
+	r2 := writeFile(t, dir, "r2.toml", `
+aliases = ["x"]
+cluster = "pair"
+runtime = "sim"
+image = "img"
+command = "serve"
+[defaults]
+tensor_parallel = 4
+[[staging]]
+kind = "hub-mirror"
+src = "/nas/hub"
+dst = "/data/w"
+repos = ["org/m"]
+`)
+	r3 := writeFile(t, dir, "r3.toml", `
+cluster = "one"
+runtime = "sim"
+image = "img"
+command = "serve"
+[[staging]]
+kind = "hub-mirror"
+src = "/nas/hub"
+dst = "/nvme/../etc/w"
+repos = ["org/m"]
+`)
+	cfg, err := Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recipes []*Recipe
+	for _, p := range []string{r1, r2, r3} {
+		r, err := LoadRecipe(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recipes = append(recipes, r)
+	}
+	err = Validate(cfg, recipes)
+	if err == nil {
+		t.Fatal("six faults, no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{
+		cfgPath + `: clusters[1].nodes[1]: unknown node "ghost" in cluster broken — known nodes: a, b`,
+		r2 + `: aliases[0]: alias "x" is also claimed by lane r1 (` + r1 + `): each alias names one lane`,
+		r1 + `: cluster: unknown cluster "nope" — known clusters: pair, broken, one`,
+		r2 + `: defaults.tensor_parallel: 4 is larger than cluster pair (2 nodes, one GPU each): lower it or pick a bigger cluster`,
+		r2 + `: staging[0].dst: /data/w is outside node a's roots [/nvme]: add a root to the node or change the path`,
+		r3 + `: staging[0].dst: /nvme/../etc/w escapes node a's roots [/nvme] via ".." (it cleans to /etc/w): remove the ".."`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), err)
+	}
+	for i := range want {
+		if lines[i] != want[i] {
+			t.Errorf("line %d\n got: %s\nwant: %s", i, lines[i], want[i])
+		}
+	}
+}
+
+func TestValidateRecipeAndNodeFaults(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := writeFile(t, dir, "sparklane.toml", `
+[[nodes]]
+name = "a"
+ssh = "dgx1"
+roots = ["/nvme"]
+[[nodes]]
+name = "a"
+ssh = "op@dgx1:ssh"
+[[clusters]]
+name = "c"
+nodes = ["a"]
+`)
+	rp := writeFile(t, dir, "bad.toml", `
+name = "bad"
+aliases = ["bad2"]
+cluster = "c"
+runtime = "tgi"
+command = "serve"
+[[staging]]
+kind = "rsync"
+src = "/nas"
+dst = "/nvme/x"
+[[staging]]
+kind = "hub-mirror"
+verify = "md5"
+[[staging]]
+kind = "sparse-rows"
+src = "/nas"
+dst = "/nvme/y"
+format = "dense"
+`)
+	other := writeFile(t, dir, "bad2.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\ncluster = \"c\"\n")
+	cfg, err := Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := LoadRecipe(rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := LoadRecipe(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Validate(cfg, []*Recipe{r, r2})
+	if err == nil {
+		t.Fatal("faults accepted")
+	}
+	for _, w := range []string{
+		cfgPath + `: nodes[0].ssh: "dgx1" is not user@host:port`,
+		cfgPath + `: nodes[1].name: node a is defined twice (also nodes[0])`,
+		cfgPath + `: nodes[1].ssh: "op@dgx1:ssh": port "ssh" is not a number`,
+		rp + `: aliases[0]: alias "bad2" is the name of lane bad2`,
+		rp + `: runtime: unknown runtime "tgi": use one of sglang, vllm, exllamav3, sim`,
+		rp + `: image: missing`,
+		rp + `: staging[0].kind: unknown staging kind "rsync"`,
+		rp + `: staging[1].src: missing`,
+		rp + `: staging[1].dst: missing`,
+		rp + `: staging[1].repos: missing`,
+		rp + `: staging[1].verify: unknown verify mode "md5"`,
+		rp + `: staging[2].tensors: missing`,
+		rp + `: staging[2].layers: missing`,
+		rp + `: staging[2].format: "dense": use packed or sparse-copy`,
+	} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("missing %q in:\n%s", w, err)
+		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	rs := []*Recipe{
+		{Name: "dsv41-flash-4x-mia", Aliases: []string{"mia"}},
+		{Name: "aiden16"},
+	}
+	for in, want := range map[string]string{"mia": "dsv41-flash-4x-mia", "dsv41-flash-4x-mia": "dsv41-flash-4x-mia", "aiden16": "aiden16"} {
+		r, err := Resolve(rs, in)
+		if err != nil || r.Name != want {
+			t.Errorf("Resolve(%q) = %v, %v; want %s", in, r, err, want)
+		}
+	}
+	_, err := Resolve(rs, "maa")
+	if err == nil || err.Error() != `unknown lane "maa" — did you mean mia? known lanes: aiden16; dsv41-flash-4x-mia (mia)` {
+		t.Fatalf("Resolve(maa): %v", err)
+	}
+}
+
+// shippedRecipesDir is the repo's recipes/ directory.
+func shippedRecipesDir(t *testing.T) string {
+	return filepath.Join(repoRoot(t), "recipes")
+}
+
+func TestShippedRecipesValidateAgainstExample(t *testing.T) {
+	dir := shippedRecipesDir(t)
+	cfg, err := Load(filepath.Join(dir, "sparklane.example.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HFCacheDir == "" || len(cfg.Nodes) != 5 || cfg.Cluster("2nodes-dac") == nil || cfg.Cluster("4nodes-switch") == nil {
+		t.Fatalf("example config: hf_cache_dir %q, %d nodes, clusters %v", cfg.HFCacheDir, len(cfg.Nodes), clusterNames(cfg))
+	}
+	rs, err := LoadRecipes(cfg.RecipesDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, r := range rs {
+		names[r.Name] = true
+	}
+	for _, want := range []string{"dsv41-flash-4x-mia", "dsv41-flash-exl3-2x", "aiden16", "mimo26-flash-mopd-4x", "mimo26-flash-mopd-2x"} {
+		if !names[want] {
+			t.Errorf("shipped lane %s missing from %s", want, dir)
+		}
+	}
+	if err := Validate(cfg, rs); err != nil {
+		t.Fatal(err)
+	}
+	for alias, lane := range map[string]string{"mia": "dsv41-flash-4x-mia", "exl3": "dsv41-flash-exl3-2x", "mopd": "mimo26-flash-mopd-4x"} {
+		r, err := Resolve(rs, alias)
+		if err != nil || r.Name != lane {
+			t.Errorf("alias %s: %v %v", alias, r, err)
+		}
+	}
+	// What `starter recipe check recipes/*` runs.
+	paths, _ := filepath.Glob(filepath.Join(dir, "*.toml"))
+	if errs := CheckFiles(paths); len(errs) != 0 {
+		t.Fatalf("recipe check: %v", errs)
+	}
+}
+
+func TestCheckFilesNamesEveryFault(t *testing.T) {
+	dir := t.TempDir()
+	a := writeFile(t, dir, "a.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"serve {nope}\"\ncluster = \"pair\"\n")
+	b := writeFile(t, dir, "b.toml", "runtime = \"sim\"\ncomand = \"x\"\n")
+	c := writeFile(t, dir, "c.toml", "runtime = \"gpt\"\nimage = \"i\"\ncommand = \"x\"\n")
+	errs := CheckFiles([]string{a, b, c})
+	got := ""
+	for _, e := range errs {
+		got += e.Error() + "\n"
+	}
+	for _, w := range []string{
+		b + ": unknown key comand — did you mean command?",
+		c + `: runtime: unknown runtime "gpt"`,
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("missing %q in:\n%s", w, got)
+		}
+	}
+	// With a fleet config among the files, recipes are rendered too, so an
+	// unknown placeholder is caught by the check.
+	cfgPath := writeFile(t, dir, "sparklane.toml", goodConfig)
+	errs = CheckFiles([]string{cfgPath, a})
+	if len(errs) != 1 || errs[0].Error() != a+": command: unknown placeholder {nope}: add nope under [defaults] or pass -o nope=VALUE" {
+		t.Fatalf("check with config: %v", errs)
+	}
+}
+
+func TestFormatLanes(t *testing.T) {
+	rs, err := LoadRecipes(shippedRecipesDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := FormatLanes(rs)
+	var mia []string
+	for _, r := range rows {
+		if len(r) != len(LaneColumns) {
+			t.Fatalf("row %v has %d columns", r, len(r))
+		}
+		if r[0] == "dsv41-flash-4x-mia" {
+			mia = r
+		}
+	}
+	want := []string{"dsv41-flash-4x-mia", "mia", "4nodes-switch", "sglang", "sparse-rows:engram"}
+	if strings.Join(mia, "|") != strings.Join(want, "|") {
+		t.Fatalf("mia row %v, want %v", mia, want)
+	}
+	if rows[0][0] != "aiden16" {
+		t.Fatalf("rows not sorted: %v", rows)
+	}
+}
+
+func TestLocalPath(t *testing.T) {
+	n := Node{FSRoot: "/tmp/sim/dgx2"}
+	shared := []string{"/mnt/nas"}
+	cases := map[string]string{
+		"/mnt/nvme/x":       "/tmp/sim/dgx2/mnt/nvme/x",
+		"/mnt/nas/hub":      "/mnt/nas/hub",
+		"/mnt/nas":          "/mnt/nas",
+		"/mnt/nasty/x":      "/tmp/sim/dgx2/mnt/nasty/x",
+		"/var/lib/../lib/s": "/tmp/sim/dgx2/var/lib/s",
+	}
+	for in, want := range cases {
+		if got := n.LocalPath(in, shared); got != want {
+			t.Errorf("LocalPath(%s) = %s, want %s", in, got, want)
+		}
+	}
+	if got := (Node{FSRoot: "/"}).LocalPath("/mnt/nvme/x", shared); got != "/mnt/nvme/x" {
+		t.Errorf("fs_root / changed the path: %s", got)
+	}
+	if _, err := os.Stat(n.FSRoot); err == nil {
+		t.Fatal("LocalPath must not touch the disk") // the fs_root above does not exist
+	}
+}
