@@ -1,0 +1,211 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sparklane/sparklane/internal/staging"
+)
+
+// ParallelNote is what a report says about a harness run with --parallel
+// above 1, so nobody compares it with a serial run unawares.
+func ParallelNote(n int) string {
+	return fmt.Sprintf("parallel %d: faster, may time out under saturation", n)
+}
+
+// Markdown renders the page a person reads: headline (lane, verdict,
+// score), the perf table, then the details and the evidence.
+func Markdown(r Report) string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+
+	w("# %s — %s\n\n", r.Lane, r.Label)
+	w("%s UTC · report `%s`", r.CreatedAt.UTC().Format("2006-01-02 15:04:05"), r.ID)
+	if r.Version != "" {
+		w(" · sparklane %s", r.Version)
+	}
+	w("\n\n")
+
+	// Headline.
+	if r.Verdict != nil {
+		w("**Verdict: %s** against `%s` (quality band ±%g points, perf tolerance ±%g%%)\n\n", strings.ToUpper(r.Verdict.Overall), r.Verdict.BaselineID, r.Verdict.QualityBand, r.Verdict.PerfTolerancePct)
+	} else {
+		w("**Verdict: no baseline** (pass `--baseline latest` or a report ID to compare)\n\n")
+	}
+	if h := r.Harness; h != nil {
+		q := h.Quality
+		w("**Score: %g/100 %s** — %d/%d points; %d pass, %d partial, %d fail (%s)\n\n", q.Score, q.Rating, q.TotalPoints, q.MaxPoints, q.Pass, q.Partial, q.Fail, q.Format)
+		if q.SafetyCapped {
+			w("> ⚠ Rating safety-capped: a safety category scored under the gate.\n\n")
+		}
+		if len(q.SafetyWarnings) > 0 {
+			w("> ⚠ Safety failures: %s\n\n", strings.Join(q.SafetyWarnings, "; "))
+		}
+		if h.Parallel > 1 {
+			w("> %s\n\n", ParallelNote(h.Parallel))
+		}
+	} else {
+		w("**Score: none** (no quality harness in the recipe's [bench])\n\n")
+	}
+
+	// Perf table first.
+	if p := r.Perf; p != nil {
+		w("## Performance\n\n")
+		w("Tokens are the server's own usage counts; %d tokens generated per request.\n\n", p.GenTokens)
+		if tg, pp := headline(r); tg > 0 || pp > 0 {
+			w("| headline | value |\n|---|---:|\n")
+			if tg > 0 {
+				w("| tg (first depth, 1 request) | %.1f tok/s |\n", tg)
+			}
+			if pp > 0 {
+				w("| pp (first prompt length) | %.0f tok/s |\n", pp)
+			}
+			if p.TTFT.N > 0 {
+				w("| TTFT p50 / p95 (short prompt) | %.0f / %.0f ms |\n", p.TTFT.P50Ms, p.TTFT.P95Ms)
+			}
+			w("\n")
+		}
+		if len(p.TG) > 0 {
+			w("### Token generation (tg)\n\n| depth (tokens) | concurrency | per request (tok/s) | aggregate (tok/s) | TTFT p50 (ms) | TTFT p95 (ms) | ok / failed |\n|---:|---:|---:|---:|---:|---:|---:|\n")
+			for _, t := range p.TG {
+				w("| %d | %d | %s | %s | %s | %s | %d / %d |\n", t.Depth, t.Concurrency, num(t.PerRequestTokPerSec, 1), num(t.AggregateTokPerSec, 1), num(t.TTFT.P50Ms, 0), num(t.TTFT.P95Ms, 0), t.OK, t.Failed)
+			}
+			w("\n")
+		}
+		if len(p.PP) > 0 {
+			w("### Prompt processing (pp)\n\n| prompt (tokens) | server counted | pp (tok/s) | TTFT p50 (ms) | TTFT p95 (ms) | ok / failed |\n|---:|---:|---:|---:|---:|---:|\n")
+			for _, t := range p.PP {
+				w("| %d | %d | %s | %s | %s | %d / %d |\n", t.RequestedTokens, t.PromptTokens, num(t.TokPerSec, 0), num(t.TTFT.P50Ms, 0), num(t.TTFT.P95Ms, 0), t.OK, t.Failed)
+			}
+			w("\n")
+		}
+		if len(p.Failures) > 0 {
+			w("**%d request(s) failed** (recorded, not retried):\n\n", len(p.Failures))
+			for _, f := range p.Failures {
+				kind := "error"
+				if f.Timeout {
+					kind = "timeout"
+				}
+				w("- %s — %s: %s\n", f.Point, kind, oneLine(f.Error))
+			}
+			w("\n")
+		}
+		for _, c := range p.Clamped {
+			w("- clamped to the server's context: %s\n", c)
+		}
+		if len(p.Clamped) > 0 {
+			w("\n")
+		}
+	}
+
+	// Baseline deltas.
+	if v := r.Verdict; v != nil {
+		w("## Against baseline `%s`\n\n| metric | now | baseline | change | judgement |\n|---|---:|---:|---:|---|\n", v.BaselineID)
+		if q := v.Quality; q != nil {
+			w("| quality score | %g | %g | %+g points | %s |\n", q.Current, q.Baseline, q.Delta, q.Judgement)
+		}
+		for _, m := range v.Metrics {
+			w("| %s (%s) | %s | %s | %+.1f%% | %s |\n", m.Name, m.Unit, num(m.Current, 1), num(m.Baseline, 1), m.DeltaPct, m.Judgement)
+		}
+		w("\n")
+		for _, n := range v.Notes {
+			w("- note: %s\n", n)
+		}
+		for _, n := range v.Missing {
+			w("- not compared: %s\n", n)
+		}
+		if len(v.Notes)+len(v.Missing) > 0 {
+			w("\n")
+		}
+	}
+
+	if r.Evidence.PlotFile != "" {
+		w("## History\n\n![tg and pp over time](%s)\n\n", r.Evidence.PlotFile)
+	}
+
+	// Quality details.
+	if h := r.Harness; h != nil {
+		q := h.Quality
+		w("## Quality (%s)\n\n", q.Format)
+		if len(q.Categories) > 0 {
+			w("| category | points | percent | pass | partial | fail |\n|---|---:|---:|---:|---:|---:|\n")
+			for _, c := range q.Categories {
+				w("| %s %s | %d/%d | %.0f%% | %d | %d | %d |\n", c.ID, c.Label, c.Earned, c.Max, c.Percent, c.Pass, c.Partial, c.Fail)
+			}
+			w("\n")
+		}
+		var bad []string
+		for _, s := range q.Scenarios {
+			if s.Status != "pass" {
+				line := fmt.Sprintf("- %s **%s**", s.ID, s.Status)
+				if s.Summary != "" {
+					line += ": " + oneLine(s.Summary)
+				}
+				bad = append(bad, line)
+			}
+		}
+		if len(bad) > 0 {
+			w("Scenarios not passed:\n\n%s\n\n", strings.Join(bad, "\n"))
+		}
+		if q.Deployability != nil && q.Responsiveness != nil {
+			w("Deployability %g, responsiveness %g (harness's own).\n\n", *q.Deployability, *q.Responsiveness)
+		}
+		w("Harness command (exit %d, %.0f s, parallel %d): `%s`  \nReport ingested: `%s`\n\n", h.ExitCode, h.Seconds, h.Parallel, h.Command, h.ReportFile)
+	}
+
+	// Evidence.
+	e := r.Evidence
+	w("## Evidence\n\n")
+	if t := e.Temporal; t.WorkflowID != "" {
+		if t.UIURL != "" {
+			w("- Temporal run: [%s / %s](%s)\n", t.WorkflowID, t.RunID, t.UIURL)
+		} else {
+			w("- Temporal run: %s / %s\n", t.WorkflowID, t.RunID)
+		}
+	}
+	if e.RecipeCopy != "" {
+		w("- Recipe as served: [%s](%s) (from `%s`", e.RecipeCopy, e.RecipeCopy, e.RecipeSource)
+		if e.RecipeHash != "" {
+			w(", hash %s", e.RecipeHash)
+		}
+		w(")\n")
+	}
+	if e.PlanFile != "" {
+		w("- Per-node commands and env (secrets masked): [%s](%s)\n", e.PlanFile, e.PlanFile)
+	}
+	if e.Image != "" || e.ImageDigest != "" {
+		w("- Image: `%s` digest `%s`\n", e.Image, e.ImageDigest)
+	}
+	if len(e.EngineArgs) > 0 {
+		w("- Engine args: `%s`\n", strings.Join(e.EngineArgs, " "))
+	}
+	w("\n")
+	if len(e.Staging) > 0 {
+		w("| node | staging block | files | bytes | verified |\n|---|---|---:|---:|---|\n")
+		for _, s := range e.Staging {
+			ver := "never"
+			if !s.VerifiedAt.IsZero() {
+				ver = s.VerifiedAt.UTC().Format("2006-01-02 15:04 UTC")
+			}
+			w("| %s | %s | %d | %s | %s |\n", s.Node, s.Block, s.Files, staging.HumanBytes(s.Bytes), ver)
+		}
+		w("\n")
+	}
+	return b.String()
+}
+
+func num(x float64, prec int) string {
+	if x == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.*f", prec, x)
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	s = strings.ReplaceAll(s, "|", "/")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
