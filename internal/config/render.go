@@ -509,8 +509,13 @@ func renderMounts(cfg *Config, r *Recipe, v *vars, env map[string]string, rank, 
 			}
 		}
 	}
+	// Parents before children (an export at /model before per-file binds
+	// under /model/...), whatever order the recipe listed them in.
+	sort.SliceStable(mounts, func(i, j int) bool { return depth(mounts[i].Dst) < depth(mounts[j].Dst) })
 	return mounts, nil
 }
+
+func depth(p string) int { return strings.Count(filepath.Clean(p), "/") }
 
 // tileCount is the number of rows rank owns of rows split over tp ranks,
 // the same split as sparserows.Tile (kept here so config does not import an

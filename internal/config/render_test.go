@@ -1,0 +1,379 @@
+package config
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+
+// exampleFleet loads recipes/sparklane.example.toml and the shipped lanes.
+func exampleFleet(t *testing.T) (*Config, []*Recipe) {
+	t.Helper()
+	cfg, err := Load(filepath.Join(shippedRecipesDir(t), "sparklane.example.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := LoadRecipes(cfg.RecipesDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, rs
+}
+
+// goldenText prints one rank of a plan the way an operator reads it; paths
+// are made relative to the repo so goldens do not depend on the checkout.
+func goldenText(root string, p *LanePlan, np NodePlan) string {
+	var b strings.Builder
+	rel := func(s string) string { return strings.ReplaceAll(s, root+string(filepath.Separator), "") }
+	fmt.Fprintf(&b, "lane: %s\ncluster: %s\nruntime: %s\nmodel: %s\ntp: %d\napi_port: %d\nhead_addr: %s\n",
+		p.Lane, p.Cluster, p.Runtime, p.Model, p.TP, p.APIPort, p.HeadAddr)
+	fmt.Fprintf(&b, "\nnode: %s\nrank: %d\nhead: %v\ncontainer: %s\nimage: %s\ngpus: %v\n",
+		np.Node, np.Rank, np.Head, np.ContainerName, np.Image, np.GPUs)
+	fmt.Fprintf(&b, "\ncommand:\n  %s\n\nargv:\n", np.Command)
+	for _, a := range np.Argv {
+		fmt.Fprintf(&b, "  %q\n", a)
+	}
+	b.WriteString("\nenv:\n")
+	keys := make([]string, 0, len(np.Env))
+	for k := range np.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %s=%s\n", k, np.Env[k])
+	}
+	b.WriteString("\nmounts:\n")
+	for _, m := range np.Mounts {
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
+		}
+		fmt.Fprintf(&b, "  %s -> %s (%s)\n", m.Src, m.Dst, mode)
+	}
+	if len(p.Warnings) > 0 {
+		b.WriteString("\nwarnings:\n")
+		for _, w := range p.Warnings {
+			fmt.Fprintf(&b, "  %s\n", rel(w))
+		}
+	}
+	return b.String()
+}
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("golden %s: %v (run go test ./internal/config -run Golden -update to create it)", path, err)
+	}
+	if string(want) != got {
+		t.Errorf("render differs from %s (rerun with -update if intended):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func TestRenderGoldenShippedLanes(t *testing.T) {
+	cfg, rs := exampleFleet(t)
+	root := repoRoot(t)
+	if len(rs) < 5 {
+		t.Fatalf("only %d shipped lanes", len(rs))
+	}
+	for _, r := range rs {
+		plan, err := Render(cfg, r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cfg.Cluster(r.Cluster)
+		if len(plan.Nodes) != len(c.Nodes) {
+			t.Fatalf("%s: %d node plans for %d nodes", r.Name, len(plan.Nodes), len(c.Nodes))
+		}
+		for i, np := range plan.Nodes {
+			if np.Node != c.Nodes[i] || np.Rank != i || np.Head != (i == 0) {
+				t.Fatalf("%s rank %d: node %s head %v, want %s", r.Name, i, np.Node, np.Head, c.Nodes[i])
+			}
+			checkGolden(t, fmt.Sprintf("%s.r%d.txt", r.Name, i), goldenText(root, plan, np))
+		}
+	}
+}
+
+func TestRenderMiaEnvAndFlags(t *testing.T) {
+	cfg, rs := exampleFleet(t)
+	r, err := Resolve(rs, "mia")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := Render(cfg, r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.TP != 4 || plan.HeadAddr != "192.168.100.11" || len(plan.Nodes) != 4 {
+		t.Fatalf("plan: tp %d head %s nodes %d", plan.TP, plan.HeadAddr, len(plan.Nodes))
+	}
+	for i, np := range plan.Nodes {
+		want := map[string]string{
+			"DSV41_LAUNCHER":   "tp4",
+			"TP_SIZE":          "4",
+			"EP_SIZE":          "1",
+			"DSV41_TP_PAD":     "0",
+			"NODE_RANK":        fmt.Sprint(i),
+			"DSV41_PACKED_DIR": "/state/engram",
+			"MASTER_ADDR":      "192.168.100.11",
+			"NNODES":           "4",
+		}
+		for k, v := range want {
+			if np.Env[k] != v {
+				t.Errorf("rank %d env %s=%q, want %q", i, k, np.Env[k], v)
+			}
+		}
+		tail := strings.Join(np.Argv[len(np.Argv)-6:], " ")
+		if tail != fmt.Sprintf("--dist-init-addr 192.168.100.11:29500 --nnodes 4 --node-rank %d", i) {
+			t.Errorf("rank %d SGLang flags: %s", i, tail)
+		}
+		if np.ContainerName != fmt.Sprintf("sparklane-dsv41-flash-4x-mia-r%d", i) || !np.GPUs {
+			t.Errorf("rank %d container %s gpus %v", i, np.ContainerName, np.GPUs)
+		}
+		var state *Mount
+		for j := range np.Mounts {
+			if np.Mounts[j].Dst == "/state" {
+				state = &np.Mounts[j]
+			}
+		}
+		if state == nil || !strings.HasPrefix(r.Staging[0].Dst, state.Src+"/") {
+			t.Errorf("rank %d: staging dst %s not under the /state bind %+v", i, r.Staging[0].Dst, state)
+		}
+	}
+	if r.Staging[0].MinFree != 55<<30 || r.Staging[0].Format != "packed" || len(r.Staging[0].Layers) != 2 {
+		t.Errorf("mia staging: %+v", r.Staging[0])
+	}
+}
+
+func TestRenderHubMirrorAndExports(t *testing.T) {
+	cfg, rs := exampleFleet(t)
+	exl3, err := Resolve(rs, "exl3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := Render(cfg, exl3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	np := plan.Nodes[1]
+	mounts := map[string]Mount{}
+	for _, m := range np.Mounts {
+		mounts[m.Dst] = m
+	}
+	blk := exl3.Staging[0]
+	for dst, src := range map[string]string{
+		"/model":                       blk.ExportPath(blk.Exports[0]),
+		"/draft-exl3":                  blk.ExportPath(blk.Exports[1]),
+		"/root/.cache/huggingface/hub": "/mnt/nvme/sparklane/hub-mirror/hub",
+	} {
+		m, ok := mounts[dst]
+		if !ok || m.Src != src || !m.ReadOnly {
+			t.Errorf("mount at %s = %+v, want ro bind of %s", dst, m, src)
+		}
+	}
+	if !strings.Contains(np.Command, "--model-dir /model --draft-model-dir /draft-exl3") {
+		t.Errorf("exl3 command does not read the exports: %s", np.Command)
+	}
+	if np.Env["HF_HUB_CACHE"] != "/root/.cache/huggingface/hub" || np.Env["HF_HUB_OFFLINE"] != "1" {
+		t.Errorf("hub env: %v", np.Env)
+	}
+	if strings.Contains(np.Command, "--nnodes") {
+		t.Errorf("exllamav3 got engine flags: %s", np.Command)
+	}
+	if len(exl3.Hooks.Clear) != 3 {
+		t.Errorf("exl3 hooks.clear: %v", exl3.Hooks.Clear)
+	}
+
+	// mopd binds {hf_cache_dir}: that bind becomes the staged mirror.
+	mopd, err := Resolve(rs, "mopd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err = Render(cfg, mopd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range plan.Nodes[0].Mounts {
+		if strings.HasPrefix(m.Src, cfg.HFCacheDir) {
+			t.Errorf("mopd still binds the NAS hub cache: %+v", m)
+		}
+	}
+	if plan.Nodes[0].Mounts[0] != (Mount{Src: "/mnt/nvme/sparklane/hub-mirror/hub", Dst: "/root/.cache/huggingface/hub", ReadOnly: true}) {
+		t.Errorf("mopd hub bind: %+v", plan.Nodes[0].Mounts[0])
+	}
+}
+
+// A sparkrun fixture, unmodified, rendered on a two-node cluster: the vLLM
+// native multi-node flags, workers headless.
+func TestRenderVLLMFixtureMultiNode(t *testing.T) {
+	cfg, _ := exampleFleet(t)
+	root := repoRoot(t)
+	r, err := LoadRecipe(filepath.Join(fixturesDir(t), "minimax-m2.7-awq4-vllm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Cluster = "2nodes-dac" // from --cluster
+	plan, err := Render(cfg, r, map[string]string{"gpu_memory_utilization": "0.75"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Warnings) != 0 {
+		t.Errorf("used override reported unused: %v", plan.Warnings)
+	}
+	for i, np := range plan.Nodes {
+		cmd := np.Command
+		want := fmt.Sprintf("--nnodes 2 --node-rank %d --master-addr 192.168.100.11 --master-port 29500", i)
+		if !strings.Contains(cmd, want) || !strings.Contains(cmd, "-tp 2") || !strings.Contains(cmd, "--gpu-memory-utilization 0.75") {
+			t.Errorf("rank %d command: %s", i, cmd)
+		}
+		if strings.HasSuffix(cmd, "--headless") != (i > 0) {
+			t.Errorf("rank %d --headless wrong: %s", i, cmd)
+		}
+		if np.Env["VLLM_MARLIN_USE_ATOMIC_ADD"] != "1" || np.Env["TP_SIZE"] != "2" {
+			t.Errorf("rank %d env: %v", i, np.Env)
+		}
+		checkGolden(t, fmt.Sprintf("sparkrun-minimax-m2.7-awq4-vllm.r%d.txt", i), goldenText(root, plan, np))
+	}
+	// A single-node sparkrun recipe refuses a two-node cluster.
+	one, err := LoadRecipe(filepath.Join(fixturesDir(t), "qwen3-vl-embedding-8b-vllm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	one.Cluster = "2nodes-dac"
+	if _, err := Render(cfg, one, nil); err == nil || !strings.Contains(err.Error(), "max_nodes") {
+		t.Errorf("max_nodes 1 on two nodes: %v", err)
+	}
+}
+
+func TestRenderQuotedFixtureArgs(t *testing.T) {
+	cfg, _ := exampleFleet(t)
+	r, err := LoadRecipe(filepath.Join(fixturesDir(t), "qwen3.6-27b-fp8-mtp-vllm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Clusters = append(cfg.Clusters, Cluster{Name: "solo", Nodes: []string{"dgx5"}})
+	r.Cluster = "solo"
+	plan, err := Render(cfg, r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := plan.Nodes[0].Argv
+	idx := -1
+	for i, a := range argv {
+		if a == "--speculative-config" {
+			idx = i
+		}
+	}
+	if idx < 0 || argv[idx+1] != `{"method": "mtp", "num_speculative_tokens": 2}` {
+		t.Fatalf("speculative config arg: %q", argv)
+	}
+	if argv[0] != "vllm" || argv[2] != "Qwen/Qwen3.6-27B-FP8" || strings.Contains(plan.Nodes[0].Command, "--nnodes") {
+		t.Fatalf("single-node argv: %q", argv)
+	}
+	back, err := SplitArgs(plan.Nodes[0].Command)
+	if err != nil || strings.Join(back, "\x00") != strings.Join(argv, "\x00") {
+		t.Fatalf("Command does not split back into Argv: %q vs %q (%v)", back, argv, err)
+	}
+}
+
+func simFleet(t *testing.T) *Config {
+	t.Helper()
+	p := writeFile(t, t.TempDir(), "sparklane.toml", goodConfig)
+	cfg, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestRenderSubstitution(t *testing.T) {
+	cfg := simFleet(t)
+	r := &Recipe{File: "lane.toml", Name: "demo", Cluster: "pair", Runtime: "sim", Image: "sim:{tag}", Model: "org/m",
+		Command: "engine-sim --model {model_path} --listen {listen} --rank {node_rank}",
+		Defaults: map[string]any{"tag": "v1", "listen": "{host}:{port}", "host": "0.0.0.0", "port": int64(9000), "dist_port": int64(31000)},
+		Env:      map[string]string{"WHO": "{node}@{lane}", "EP_SIZE": "2"},
+		Mounts:   []Mount{{Src: "/nvme/{lane}/cache", Dst: "/cache"}},
+	}
+	plan, err := Render(cfg, r, map[string]string{"host": "127.0.0.1", "unused_key": "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	np := plan.Nodes[1]
+	if np.Command != "engine-sim --model org/m --listen 127.0.0.1:9000 --rank 1 --dist-init-addr 10.0.0.1:31000 --nnodes 2 --node-rank 1" {
+		t.Errorf("command: %s", np.Command)
+	}
+	if np.Image != "sim:v1" || np.GPUs || plan.APIPort != 9000 || plan.TP != 2 {
+		t.Errorf("image %s gpus %v port %d tp %d", np.Image, np.GPUs, plan.APIPort, plan.TP)
+	}
+	if np.Env["WHO"] != "b@demo" || np.Env["EP_SIZE"] != "2" || np.Env["MASTER_PORT"] != "31000" {
+		t.Errorf("env: %v", np.Env)
+	}
+	if np.Mounts[0].Src != "/nvme/demo/cache" {
+		t.Errorf("mount src: %+v", np.Mounts[0])
+	}
+	if len(plan.Warnings) != 1 || !strings.Contains(plan.Warnings[0], "-o unused_key=1 is not used") {
+		t.Errorf("warnings: %v", plan.Warnings)
+	}
+
+	// Cycle.
+	r.Defaults["host"] = "{listen}"
+	_, err = Render(cfg, r, nil)
+	if err == nil || !strings.Contains(err.Error(), "lane.toml: command: placeholder cycle listen → host → listen") {
+		t.Errorf("cycle: %v", err)
+	}
+	r.Defaults["host"] = "0.0.0.0"
+	// Unknown placeholder.
+	r.Command += " --x {typo_key}"
+	_, err = Render(cfg, r, nil)
+	if err == nil || !strings.Contains(err.Error(), "lane.toml: command: unknown placeholder {typo_key}") {
+		t.Errorf("unknown placeholder: %v", err)
+	}
+	// Built-in per-node keys cannot be overridden.
+	if _, err := Render(cfg, r, map[string]string{"node_rank": "3", "typo_key": "1"}); err == nil || !strings.Contains(err.Error(), "-o node_rank") {
+		t.Errorf("override of node_rank: %v", err)
+	}
+	// The hash follows the overrides.
+	h1, _ := RecipeHash(r, nil)
+	h2, _ := RecipeHash(r, map[string]string{"typo_key": "1"})
+	r2 := *r
+	r2.File = "/elsewhere/lane.toml"
+	h3, _ := RecipeHash(&r2, nil)
+	if h1 == h2 || h1 != h3 || len(h1) != 64 {
+		t.Errorf("hashes: %s %s %s", h1, h2, h3)
+	}
+}
+
+func TestSplitArgs(t *testing.T) {
+	got, err := SplitArgs("a \\\n  --b 'c d' \"e \\\"f\\\" $g\" h\\ i 'j'\"k\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a", "--b", "c d", `e "f" $g`, "h i", "jk"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("SplitArgs = %q, want %q", got, want)
+	}
+	for _, bad := range []string{"a 'b", `a "b`, `a \`} {
+		if _, err := SplitArgs(bad); err == nil {
+			t.Errorf("SplitArgs(%q) accepted", bad)
+		}
+	}
+	if JoinArgs([]string{"x", "a b", "it's", "--k=v"}) != `x 'a b' 'it'\''s' --k=v` {
+		t.Errorf("JoinArgs: %s", JoinArgs([]string{"x", "a b", "it's", "--k=v"}))
+	}
+}
