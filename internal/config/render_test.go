@@ -305,7 +305,7 @@ func simFleet(t *testing.T) *Config {
 func TestRenderSubstitution(t *testing.T) {
 	cfg := simFleet(t)
 	r := &Recipe{File: "lane.toml", Name: "demo", Cluster: "pair", Runtime: "sim", Image: "sim:{tag}", Model: "org/m",
-		Command: "engine-sim --model {model_path} --listen {listen} --rank {node_rank}",
+		Command:  "engine-sim --model {model_path} --listen {listen} --rank {node_rank}",
 		Defaults: map[string]any{"tag": "v1", "listen": "{host}:{port}", "host": "0.0.0.0", "port": int64(9000), "dist_port": int64(31000)},
 		Env:      map[string]string{"WHO": "{node}@{lane}", "EP_SIZE": "2"},
 		Mounts:   []Mount{{Src: "/nvme/{lane}/cache", Dst: "/cache"}},
