@@ -13,6 +13,7 @@ import (
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
+	"golang.org/x/crypto/ssh"
 )
 
 func TestParseSSH(t *testing.T) {
@@ -234,5 +235,36 @@ func TestDockerOverSSH(t *testing.T) {
 	_, err = node.DockerClient(ctx, "unix:///nonexistent/docker.sock", &tg)
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/docker.sock") {
 		t.Errorf("DockerClient to a missing socket: %v, want an error naming it", err)
+	}
+}
+
+// A node with both RSA and ed25519 host keys, known by only one of them,
+// must be checked against the key known_hosts has, not reported as a
+// mismatch because the client asked for the other type first.
+func TestHostKnownByOneOfTwoKeys(t *testing.T) {
+	srv := sshdtest.StartWith(t, sshdtest.Options{RSAHostKey: true})
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	tg := srv.Target()
+	tg.KnownHosts = kh
+	for _, known := range []ssh.PublicKey{srv.HostKey, srv.RSAHostKey} {
+		if err := os.WriteFile(kh, []byte(sshdtest.KnownHostsLine(srv.Port, known)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := node.Check(context.Background(), tg, 5*time.Second); err != nil {
+			t.Fatalf("Check with only the %s host key known: %v", known.Type(), err)
+		}
+	}
+	// And a known RSA key the host does not have is a mismatch, not a
+	// transient handshake failure.
+	other, _ := sshdtest.NewRSAKey(t, t.TempDir(), "other_rsa")
+	plain := sshdtest.Start(t) // ed25519 only
+	if err := os.WriteFile(kh, []byte(sshdtest.KnownHostsLine(plain.Port, other)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tg = plain.Target()
+	tg.KnownHosts = kh
+	err := node.Check(context.Background(), tg, 5*time.Second)
+	if typ, _ := fault.TypeOf(err); typ != fault.HostKeyMismatch {
+		t.Fatalf("Check against an RSA-only known_hosts entry on an ed25519-only host: %v, want HostKeyMismatch", err)
 	}
 }

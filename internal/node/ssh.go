@@ -172,6 +172,8 @@ func Dial(ctx context.Context, t SSHTarget, timeout time.Duration) (*ssh.Client,
 		switch {
 		case hostKeyErr != nil:
 			return nil, hostKeyErr
+		case strings.Contains(err.Error(), "no common algorithm for host key"):
+			return nil, fault.Permanent(fault.HostKeyMismatch, fmt.Errorf("ssh %s: HOST KEY MISMATCH: known_hosts %s has only %s key(s) for this host and the host offers none of them (%v): verify the host's key out of band, then update the file (ssh-keyscan -p %d %s >> %s)", t.Addr(), khFile, strings.Join(cfg.HostKeyAlgorithms, "/"), err, t.port(), t.Host, khFile))
 		case strings.Contains(err.Error(), "unable to authenticate"):
 			return nil, fault.Permanent(fault.AuthFailed, fmt.Errorf("ssh %s: authentication as %q failed (%v): add the public key of %s to ~%s/.ssh/authorized_keys on the node, or set the node's identity", t.Addr(), t.User, err, identityName(t), t.User))
 		case !stopped && ctx.Err() != nil:
@@ -276,13 +278,9 @@ func classifyHostKey(t SSHTarget, khFile string, offered ssh.PublicKey, err erro
 // addr, so the server is asked for a key we can check. Without this, a host
 // known by its RSA key but offering ed25519 first would look like a mismatch.
 func knownAlgorithms(check ssh.HostKeyCallback, addr string) []string {
-	probe := probeKey{}
-	tcp, _ := net.ResolveTCPAddr("tcp", addr)
-	var remote net.Addr = tcp
-	if tcp == nil {
-		remote = &net.TCPAddr{}
-	}
-	err := check(addr, remote, probe)
+	// knownhosts looks up addr itself when it is given; the remote address
+	// is only parsed, so a placeholder avoids a DNS lookup here.
+	err := check(addr, &net.TCPAddr{IP: net.IPv4zero}, probeKey{})
 	var ke *knownhosts.KeyError
 	if !errors.As(err, &ke) || len(ke.Want) == 0 {
 		return nil

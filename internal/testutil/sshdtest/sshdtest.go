@@ -6,6 +6,7 @@ package sshdtest
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/rsa"
 	"encoding/pem"
 	"fmt"
 	"net"
@@ -35,8 +36,11 @@ type Server struct {
 	IdentityFile string
 	// User is the login user: tests run as root.
 	User string
-	// HostKey is the server's public host key.
+	// HostKey is the server's public ed25519 host key.
 	HostKey ssh.PublicKey
+	// RSAHostKey is the server's second host key when Options.RSAHostKey
+	// was set (nil otherwise).
+	RSAHostKey ssh.PublicKey
 	// Dir holds the config, keys and LogFile.
 	Dir     string
 	LogFile string
@@ -71,11 +75,24 @@ func (s *Server) Stop() {
 	<-s.done
 }
 
-// Start writes keys and a config into a temp dir and runs
+// Options vary the server for tests of host-key algorithm choice.
+type Options struct {
+	// RSAHostKey adds an RSA host key next to the ed25519 one, as many
+	// real nodes have (known_hosts may list only one of them).
+	RSAHostKey bool
+}
+
+// Start is StartWith(t, Options{}).
+func Start(t *testing.T) *Server {
+	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith writes keys and a config into a temp dir and runs
 // `/usr/sbin/sshd -D -f CONFIG -E LOG` on a free loopback port, waits until
 // the port answers, and stops it when the test ends. It fails the test (never
 // skips) when sshd is not installed.
-func Start(t *testing.T) *Server {
+func StartWith(t *testing.T, opts Options) *Server {
 	t.Helper()
 	if _, err := os.Stat(SSHD); err != nil {
 		t.Fatalf("sshdtest: %s not found (%v): install openssh-server (apt-get install -y openssh-server)", SSHD, err)
@@ -89,6 +106,12 @@ func Start(t *testing.T) *Server {
 	hostPub, hostKeyFile := writeKey(t, dir, "host_ed25519")
 	userPub, userKeyFile := writeKey(t, dir, "id_ed25519")
 	s.HostKey, s.IdentityFile = hostPub, userKeyFile
+	hostKeys := []string{"HostKey " + hostKeyFile}
+	if opts.RSAHostKey {
+		rsaPub, rsaFile := writeRSAKey(t, dir, "host_rsa")
+		s.RSAHostKey = rsaPub
+		hostKeys = append(hostKeys, "HostKey "+rsaFile)
+	}
 	authKeys := filepath.Join(dir, "authorized_keys")
 	writeFile(t, authKeys, ssh.MarshalAuthorizedKey(userPub), 0o600)
 
@@ -100,7 +123,7 @@ func Start(t *testing.T) *Server {
 	writeFile(t, cfg, []byte(strings.Join([]string{
 		"ListenAddress 127.0.0.1",
 		"Port " + strconv.Itoa(s.Port),
-		"HostKey " + hostKeyFile,
+		strings.Join(hostKeys, "\n"),
 		"AuthorizedKeysFile " + authKeys,
 		"PidFile " + filepath.Join(dir, "sshd.pid"),
 		"UsePAM no",
@@ -182,6 +205,31 @@ func writeKey(t *testing.T, dir, name string) (ssh.PublicKey, string) {
 		t.Fatalf("sshdtest: public key: %v", err)
 	}
 	writeFile(t, path+".pub", ssh.MarshalAuthorizedKey(sshPub), 0o644)
+	return sshPub, path
+}
+
+// NewRSAKey is NewKey for a 2048-bit RSA key.
+func NewRSAKey(t *testing.T, dir, name string) (ssh.PublicKey, string) {
+	t.Helper()
+	return writeRSAKey(t, dir, name)
+}
+
+func writeRSAKey(t *testing.T, dir, name string) (ssh.PublicKey, string) {
+	t.Helper()
+	priv, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatalf("sshdtest: generate RSA key: %v", err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "sparklane test "+name)
+	if err != nil {
+		t.Fatalf("sshdtest: marshal RSA key: %v", err)
+	}
+	path := filepath.Join(dir, name)
+	writeFile(t, path, pem.EncodeToMemory(block), 0o600)
+	sshPub, err := ssh.NewPublicKey(&priv.PublicKey)
+	if err != nil {
+		t.Fatalf("sshdtest: RSA public key: %v", err)
+	}
 	return sshPub, path
 }
 
