@@ -247,7 +247,38 @@ func parseTOMLRecipe(path string, data []byte) (*Recipe, error) {
 	if r.Name == "" {
 		r.Name = baseName(path)
 	}
+	applyRecipeDefaults(r)
 	return r, nil
+}
+
+// Recipe defaults applied at load, so every consumer (serve, probe, bench,
+// dry run) sees the same values.
+const (
+	DefaultProbePath   = "/v1/models"
+	DefaultProbeReady  = 30 * time.Minute
+	DefaultHookTimeout = 2 * time.Minute
+	DefaultVerify      = "sampled"
+	DefaultQualityBand = 2.0
+)
+
+func applyRecipeDefaults(r *Recipe) {
+	if r.Probe.Path == "" {
+		r.Probe.Path = DefaultProbePath
+	}
+	if r.Probe.Ready == 0 {
+		r.Probe.Ready = DefaultProbeReady
+	}
+	if r.Hooks.Timeout == 0 {
+		r.Hooks.Timeout = DefaultHookTimeout
+	}
+	if r.Bench.QualityBand == 0 {
+		r.Bench.QualityBand = DefaultQualityBand
+	}
+	for i := range r.Staging {
+		if r.Staging[i].Verify == "" {
+			r.Staging[i].Verify = DefaultVerify
+		}
+	}
 }
 
 // sparkrunFile is the sparkrun v2 recipe shape: exactly the top-level keys
@@ -287,13 +318,15 @@ func parseSparkrun(path string, data []byte) (*Recipe, error) {
 	if len(d.errs) > 0 {
 		return nil, fault.Permanent(fault.InvalidSpec, errors.Join(d.errs...))
 	}
-	return &Recipe{
+	r := &Recipe{
 		File: path, Format: "sparkrun", Name: baseName(path),
 		Cluster: f.Cluster, Runtime: f.Runtime, Image: f.Container, Model: f.Model,
 		MinNodes: f.MinNodes, MaxNodes: f.MaxNodes, RecipeVersion: version,
 		Metadata: f.Metadata, Mods: f.Mods,
 		Command: f.Command, Defaults: f.Defaults, Env: f.Env,
-	}, nil
+	}
+	applyRecipeDefaults(r)
+	return r, nil
 }
 
 // IsFleetConfigFile says whether a file in a recipes directory is a fleet

@@ -174,6 +174,9 @@ func Render(cfg *Config, r *Recipe, overrides map[string]string) (*LanePlan, err
 	if r.Cluster == "" {
 		return bad(fmt.Errorf("%s: cluster: empty: set cluster in the recipe or pass --cluster", r.File))
 	}
+	if !in(Runtimes, r.Runtime) {
+		return bad(recipeErr(r, "runtime", "unknown runtime %q: use one of %s", r.Runtime, strings.Join(Runtimes, ", ")))
+	}
 	c := cfg.Cluster(r.Cluster)
 	if c == nil {
 		return bad(recipeErr(r, "cluster", "unknown cluster %q — known clusters: %s", r.Cluster, strings.Join(clusterNames(cfg), ", ")))

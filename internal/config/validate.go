@@ -36,10 +36,18 @@ func Validate(cfg *Config, recipes []*Recipe) error {
 	}
 	errs = append(errs, validateNames(recipes)...)
 	for _, r := range recipes {
-		errs = append(errs, validateRecipe(r)...)
+		rerrs := validateRecipe(r)
 		if cfg != nil {
-			errs = append(errs, validateOnCluster(cfg, r)...)
+			rerrs = append(rerrs, validateOnCluster(cfg, r)...)
+			// A recipe that checks out is rendered on its cluster, so an
+			// unknown placeholder or a cycle shows up now, not at cutover.
+			if len(rerrs) == 0 && r.Cluster != "" {
+				if _, err := Render(cfg, r, nil); err != nil {
+					rerrs = append(rerrs, flatten(err)...)
+				}
+			}
 		}
+		errs = append(errs, rerrs...)
 	}
 	if len(errs) == 0 {
 		return nil
@@ -218,6 +226,11 @@ func validateRecipe(r *Recipe) []error {
 	}
 	if strings.TrimSpace(r.Command) == "" {
 		errs = append(errs, recipeErr(r, "command", "missing: give the serve command template"))
+	}
+	for _, k := range sortedKeys(r.Defaults) {
+		if in(fixedKeys, k) {
+			errs = append(errs, recipeErr(r, "defaults."+k, "%s is set per node by sparklane (built-ins: %s): rename this default", k, strings.Join(fixedKeys, ", ")))
+		}
 	}
 	for _, k := range []string{"tensor_parallel", "port", "dist_port", "master_port", "expert_parallel"} {
 		if _, _, err := intDefault(r, k); err != nil {
@@ -474,19 +487,7 @@ func CheckFiles(paths []string) []error {
 		}
 		recipes = append(recipes, r)
 	}
-	verrs := flatten(Validate(cfg, recipes))
-	errs = append(errs, verrs...)
-	if cfg != nil && len(verrs) == 0 {
-		for _, r := range recipes {
-			if r.Cluster == "" {
-				continue
-			}
-			if _, err := Render(cfg, r, nil); err != nil {
-				errs = append(errs, flatten(err)...)
-			}
-		}
-	}
-	return errs
+	return append(errs, flatten(Validate(cfg, recipes))...)
 }
 
 // flatten splits joined errors into one error per line item.

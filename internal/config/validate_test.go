@@ -117,6 +117,8 @@ aliases = ["bad2"]
 cluster = "c"
 runtime = "tgi"
 command = "serve"
+[defaults]
+node_rank = 1
 [[staging]]
 kind = "rsync"
 src = "/nas"
@@ -154,6 +156,7 @@ format = "dense"
 		rp + `: aliases[0]: alias "bad2" is the name of lane bad2`,
 		rp + `: runtime: unknown runtime "tgi": use one of sglang, vllm, exllamav3, sim`,
 		rp + `: image: missing`,
+		rp + `: defaults.node_rank: node_rank is set per node by sparklane`,
 		rp + `: staging[0].kind: unknown staging kind "rsync"`,
 		rp + `: staging[1].src: missing`,
 		rp + `: staging[1].dst: missing`,
