@@ -95,6 +95,22 @@ func (s *Server) State(entityID string) string {
 	return ""
 }
 
+// SetState switches an entity behind Home Assistant's back (someone
+// pressed the outlet's button); an attached Device follows the power.
+func (s *Server) SetState(entityID, state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entities[entityID]
+	if e == nil {
+		e = &entity{}
+		s.entities[entityID] = e
+	}
+	e.state, e.pending = state, ""
+	if e.device != nil {
+		e.device.powerChanged(state == "on")
+	}
+}
+
 // SetLag makes a switch report its new state only after n further state
 // reads, as a relay integration that confirms asynchronously does.
 func (s *Server) SetLag(entityID string, n int) {

@@ -125,8 +125,9 @@ type ShutdownSpec struct {
 // An empty spec means no graceful step (hasSSH true selects the default SSH
 // command instead, since a node reachable over SSH can always be asked).
 func ParseShutdown(spec string, hasSSH bool) (ShutdownSpec, error) {
+	shown := spec
 	bad := func(why string) (ShutdownSpec, error) {
-		return ShutdownSpec{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("power.shutdown %q: %s", spec, why))
+		return ShutdownSpec{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("power.shutdown %q: %s", shown, why))
 	}
 	if strings.TrimSpace(spec) == "" {
 		if hasSSH {
@@ -152,6 +153,7 @@ func ParseShutdown(spec string, hasSSH bool) (ShutdownSpec, error) {
 		}
 		if u.User != nil {
 			if _, has := u.User.Password(); has {
+				shown = "routeros:" + u.User.Username() + ":" + Masked + "@" + u.Host
 				return bad("do not put the password in config: use ?password_env=VAR or ?password_file=PATH")
 			}
 		}
