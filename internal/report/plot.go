@@ -89,10 +89,10 @@ func HistorySeries(history []Report) []Series {
 var palette = []string{"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"}
 
 const (
-	svgW        = 1000
+	svgW        = 1080
 	plotLeft    = 90
-	plotRight   = 700 // end of the plot area
-	legendX     = 790
+	plotRight   = 720 // end of the plot area
+	legendX     = 825
 	panelH      = 220
 	panelGap    = 90
 	topMargin   = 70
@@ -131,6 +131,7 @@ func PlotSVG(history []Report) ([]byte, error) {
 			}
 		}
 	}
+	first, last := tmin, tmax
 	span := tmax.Sub(tmin)
 	if span <= 0 {
 		span = 2 * time.Hour
@@ -170,7 +171,7 @@ func PlotSVG(history []Report) ([]byte, error) {
 	}
 	w(`<text x="%d" y="32" font-size="22" font-weight="bold" fill="#111">%s</text>`+"\n", plotLeft, esc(title))
 	w(`<text x="%d" y="54" font-size="14" fill="#444">%d report(s), %s to %s UTC; higher tok/s is better</text>`+"\n", plotLeft, len(history),
-		esc(tmin.Add(span/21).UTC().Format("2006-01-02 15:04")), esc(tmax.Add(-span/21).UTC().Format("2006-01-02 15:04")))
+		esc(first.UTC().Format("2006-01-02 15:04")), esc(last.UTC().Format("2006-01-02 15:04")))
 
 	top := topMargin
 	if len(tg) > 0 || score != nil {
@@ -210,13 +211,11 @@ func drawPanel(b *bytes.Buffer, top int, title, unit string, series []Series, sc
 	cy := (y0 + y1) / 2
 	w(`<text x="%d" y="%.1f" font-size="14" fill="#222" text-anchor="middle" transform="rotate(-90 %d %.1f)">%s</text>`+"\n", plotLeft-58, cy, plotLeft-58, cy, esc(unit))
 
-	// X ticks (time).
-	n := 5
-	for i := 0; i <= n; i++ {
-		t := tmin.Add(time.Duration(float64(tmax.Sub(tmin)) * float64(i) / float64(n)))
-		x := xOf(t)
+	// X ticks (time) on round boundaries.
+	for _, t := range timeTicks(tmin, tmax) {
+		x := xOf(t.at)
 		w(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333" stroke-width="1"/>`+"\n", x, y1, x, y1+5)
-		w(`<text x="%.1f" y="%.1f" font-size="13" fill="#333" text-anchor="middle">%s</text>`+"\n", x, y1+20, esc(t.UTC().Format("Jan 02 15:04")))
+		w(`<text x="%.1f" y="%.1f" font-size="13" fill="#333" text-anchor="middle">%s</text>`+"\n", x, y1+20, esc(t.label))
 	}
 	w(`<text x="%d" y="%.1f" font-size="14" fill="#222" text-anchor="middle">report time (UTC)</text>`+"\n", (plotLeft+plotRight)/2, y1+40)
 
@@ -285,6 +284,46 @@ func fmtValue(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.1f", v)
+}
+
+type timeTick struct {
+	at    time.Time
+	label string
+}
+
+// timeTicks picks at most 7 ticks on round UTC boundaries (minutes, hours,
+// midnights) inside [tmin, tmax].
+func timeTicks(tmin, tmax time.Time) []timeTick {
+	span := tmax.Sub(tmin)
+	steps := []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
+		3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour, 48 * time.Hour, 7 * 24 * time.Hour, 14 * 24 * time.Hour, 28 * 24 * time.Hour}
+	step := steps[len(steps)-1]
+	for _, s := range steps {
+		if span/s <= 6 {
+			step = s
+			break
+		}
+	}
+	format := "15:04"
+	switch {
+	case step >= 24*time.Hour:
+		format = "Jan 02"
+	case span > 20*time.Hour:
+		format = "Jan 02 15:04"
+	}
+	start := tmin.UTC().Truncate(step)
+	if step >= 24*time.Hour {
+		y, m, d := tmin.UTC().Date()
+		start = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	}
+	var out []timeTick
+	for t := start; !t.After(tmax); t = t.Add(step) {
+		if t.Before(tmin) {
+			continue
+		}
+		out = append(out, timeTick{t, t.Format(format)})
+	}
+	return out
 }
 
 // niceTicks returns ticks from 0 to a round top covering vmax.

@@ -49,8 +49,8 @@ func testBundle(t *testing.T, dir string, at time.Time) Bundle {
 		Lane: "mia", Label: "Nightly run!", CreatedAt: at, Version: "v0.3.0",
 		Perf: perfOf(3000, 35, 68, 200, 260), Harness: harnessOf(82, 4),
 		RecipeFile: recipe, Plan: &plan,
-		Staging:     []StagingSummary{SummarizeLedger("dgx1", "weights", loaded)},
-		Image:       "sglang:0.5", ImageDigest: "sha256:feedface", EngineArgs: []string{"--api-key=" + apiKey, "--tp", "2"},
+		Staging: []StagingSummary{SummarizeLedger("dgx1", "weights", loaded)},
+		Image:   "sglang:0.5", ImageDigest: "sha256:feedface", EngineArgs: []string{"--api-key=" + apiKey, "--tp", "2"},
 		Temporal: TemporalRef{Namespace: "default", WorkflowID: "bench/mia", RunID: "run-1",
 			UIURL: UIURL("http://127.0.0.1:8233", "default", "bench/mia", "run-1")},
 	}

@@ -35,12 +35,12 @@ type CompareOptions struct {
 type Verdict struct {
 	// Overall is regression (quality worse or any perf metric worse beyond
 	// tolerance), improvement (something better, nothing worse) or neutral.
-	Overall           string  `json:"overall"`
-	BaselineID        string  `json:"baseline_id"`
-	QualityBand       float64 `json:"quality_band"`
-	PerfTolerancePct  float64 `json:"perf_tolerance_pct"`
-	Quality           *QualityDelta `json:"quality,omitempty"`
-	Metrics           []MetricDelta `json:"metrics"`
+	Overall          string        `json:"overall"`
+	BaselineID       string        `json:"baseline_id"`
+	QualityBand      float64       `json:"quality_band"`
+	PerfTolerancePct float64       `json:"perf_tolerance_pct"`
+	Quality          *QualityDelta `json:"quality,omitempty"`
+	Metrics          []MetricDelta `json:"metrics"`
 	// Missing names metrics present in only one of the two reports.
 	Missing []string `json:"missing,omitempty"`
 	// Notes explain comparability caveats (different --parallel, ...).
