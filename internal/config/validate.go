@@ -453,6 +453,8 @@ func Resolve(recipes []*Recipe, laneOrAlias string) (*Recipe, error) {
 	hint := ""
 	if near := nearest(laneOrAlias, candidates); near != "" {
 		hint = fmt.Sprintf(" — did you mean %s?", near)
+	} else {
+		hint = " —"
 	}
 	if len(known) == 0 {
 		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("unknown lane %q: no recipes loaded: check recipes_dir", laneOrAlias))

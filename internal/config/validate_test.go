@@ -187,6 +187,10 @@ func TestResolve(t *testing.T) {
 	if err == nil || err.Error() != `unknown lane "maa" — did you mean mia? known lanes: aiden16; dsv41-flash-4x-mia (mia)` {
 		t.Fatalf("Resolve(maa): %v", err)
 	}
+	_, err = Resolve(rs, "qwen")
+	if err == nil || err.Error() != `unknown lane "qwen" — known lanes: aiden16; dsv41-flash-4x-mia (mia)` {
+		t.Fatalf("Resolve(qwen): %v", err)
+	}
 }
 
 // shippedRecipesDir is the repo's recipes/ directory.
