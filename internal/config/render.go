@@ -512,6 +512,14 @@ func renderMounts(cfg *Config, r *Recipe, v *vars, env map[string]string, rank, 
 			}
 		}
 	}
+	seen := map[string]string{}
+	for _, m := range mounts {
+		d := filepath.Clean(m.Dst)
+		if prev, dup := seen[d]; dup {
+			return nil, recipeErr(r, "mounts", "two binds land at %s (%s and %s): Docker refuses duplicate mount points; change one dst", d, prev, m.Src)
+		}
+		seen[d] = m.Src
+	}
 	// Parents before children (an export at /model before per-file binds
 	// under /model/...), whatever order the recipe listed them in.
 	sort.SliceStable(mounts, func(i, j int) bool { return depth(mounts[i].Dst) < depth(mounts[j].Dst) })

@@ -348,6 +348,12 @@ func TestRenderSubstitution(t *testing.T) {
 	if _, err := Render(cfg, r, map[string]string{"node_rank": "3", "typo_key": "1"}); err == nil || !strings.Contains(err.Error(), "-o node_rank") {
 		t.Errorf("override of node_rank: %v", err)
 	}
+	// Two binds at one container path.
+	r.Mounts = append(r.Mounts, Mount{Src: "/nvme/other", Dst: "/cache/"})
+	if _, err := Render(cfg, r, map[string]string{"typo_key": "1"}); err == nil || !strings.Contains(err.Error(), "lane.toml: mounts: two binds land at /cache") {
+		t.Errorf("duplicate mount dst: %v", err)
+	}
+	r.Mounts = r.Mounts[:1]
 	// The hash follows the overrides.
 	h1, _ := RecipeHash(r, nil)
 	h2, _ := RecipeHash(r, map[string]string{"typo_key": "1"})
