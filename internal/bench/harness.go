@@ -153,6 +153,12 @@ func RunHarness(ctx context.Context, in HarnessInput) (HarnessResult, error) {
 			for sc.Scan() {
 				emit(sc.Text())
 			}
+			if sc.Err() != nil {
+				// A line over 1 MiB: keep draining so the harness never
+				// blocks on a full pipe.
+				emit("(output line too long; rest of this stream not shown)")
+				_, _ = io.Copy(io.Discard, r)
+			}
 		}(r)
 	}
 
