@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench-sparserows.sh [TABLE_GIB] — pack one rank's rows of a >= 4 GiB
 # table (two layers, one shard each) and compare with dd reading the same
-# byte ranges in the same cache state; then time verify-only passes.
+# byte ranges in the same cache state (and with dd copying them to a file
+# with fdatasync, the peer that also pays for the disk writes); then time
+# verify-only passes.
 #
 # Env: BENCH_DIR (work dir, default a new dir under /var/tmp; removed at the
 # end unless KEEP=1), RANK (1), TP (4).
@@ -50,6 +52,15 @@ dd_read() {
   done
   awk -v a="$(now)" -v b="$t0" 'BEGIN{printf "%.3f", a-b}'
 }
+dd_copy() { # the same ranges read and written to a file, fdatasync'd: the disk-write-bound peer
+  local t0; t0=$(now)
+  for r in "${RANGES[@]}"; do
+    set -- $r
+    dd if="$1" of="$WORK/ddcopy" bs=16M skip="$2" count="$3" iflag=skip_bytes,count_bytes conv=fdatasync status=none
+  done
+  rm -f "$WORK/ddcopy"
+  awk -v a="$(now)" -v b="$t0" 'BEGIN{printf "%.3f", a-b}'
+}
 pack() { # mode dst
   rm -rf "$2"
   local t0; t0=$(now)
@@ -66,11 +77,13 @@ for state in cold warm; do
   echo "== $state cache"
   prep() { if [ $state = cold ]; then drop; else dd_read > /dev/null; fi; }
   prep; T_DD=$(dd_read)
+  prep; T_DDC=$(dd_copy)
   prep; T_CFR=$(pack copy_file_range "$WORK/dst-cfr")
   prep; T_RW=$(pack readwrite "$WORK/dst-rw")
   echo "   dd read of the rank's ranges : ${T_DD} s  $(mibps $SHARE $T_DD)"
-  echo "   pack, copy_file_range        : ${T_CFR} s  $(mibps $SHARE $T_CFR)  ratio vs dd $(ratio $T_DD $T_CFR)x"
-  echo "   pack, pread/pwrite 16 MiB    : ${T_RW} s  $(mibps $SHARE $T_RW)  ratio vs dd $(ratio $T_DD $T_RW)x"
+  echo "   dd copy of the ranges (fsync): ${T_DDC} s  $(mibps $SHARE $T_DDC)"
+  echo "   pack, copy_file_range        : ${T_CFR} s  $(mibps $SHARE $T_CFR)  ratio vs dd read $(ratio $T_DD $T_CFR)x, vs dd copy $(ratio $T_DDC $T_CFR)x"
+  echo "   pack, pread/pwrite 16 MiB    : ${T_RW} s  $(mibps $SHARE $T_RW)  ratio vs dd read $(ratio $T_DD $T_RW)x, vs dd copy $(ratio $T_DDC $T_RW)x"
   cmp -s "$WORK/dst-cfr/engram-l0-r${RANK}of${TP}.bin" "$WORK/dst-rw/engram-l0-r${RANK}of${TP}.bin" || { echo "packed files differ between copy modes" >&2; exit 1; }
   rm -rf "$WORK/dst-rw"
 done

@@ -60,12 +60,16 @@ func TestPackedRoundTripEveryRankAndSecondPassWritesNothing(t *testing.T) {
 				t.Fatalf("tp=%d rank=%d: first pass %+v, plan %d rows %d bytes", tp, rank, res, pi.Rows, pi.Bytes)
 			}
 			checkPacked(t, fx, spec)
+			ledgerBefore := readFile(t, filepath.Join(spec.Dst, LedgerName))
 			res, err = Stage(context.Background(), spec, staging.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if res.CopiedBytes != 0 || res.CopiedFiles != 0 || res.VerifiedFiles != 2 {
 				t.Fatalf("tp=%d rank=%d: second pass wrote: %+v", tp, rank, res)
+			}
+			if !bytes.Equal(readFile(t, filepath.Join(spec.Dst, LedgerName)), ledgerBefore) {
+				t.Fatalf("tp=%d rank=%d: second pass rewrote the ledger", tp, rank)
 			}
 			vr, err := Verify(context.Background(), spec, true)
 			if err != nil || !vr.Clean() {

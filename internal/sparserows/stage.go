@@ -82,6 +82,7 @@ type run struct {
 
 	resumeLi   int // -1: no resume point
 	resumeNext int64
+	dirty      bool // ledger entries changed since the last save
 }
 
 // Stage brings the rank's rows of every layer's table into spec.Dst in
@@ -140,10 +141,8 @@ func Stage(ctx context.Context, spec Spec, opts staging.Options) (staging.Result
 	}
 	r.prog = staging.Progress{FilesTotal: len(r.outs), RowsTotal: pi.Rows, BytesTotal: pi.Bytes}
 	err = r.runBlocks(blocks)
-	if !r.dry {
-		if serr := r.led.Save(filepath.Join(spec.Dst, LedgerName)); serr != nil && err == nil {
-			err = serr
-		}
+	if serr := r.saveLedger(); serr != nil && err == nil {
+		err = serr
 	}
 	if err != nil {
 		return r.res, err
@@ -483,13 +482,32 @@ func (r *run) record(b block, sum string) {
 	if r.dry {
 		return
 	}
+	if e, ok := r.led.Entries[b.key]; ok && e.Size == b.bytes && e.Sampled == sum && e.Source == b.source {
+		return // unchanged: a verify-only pass leaves the ledger file alone
+	}
 	r.led.Entries[b.key] = ledger.Entry{Size: b.bytes, Sampled: sum, Source: b.source, VerifiedAt: time.Now().UTC()}
+	r.dirty = true
+}
+
+// saveLedger writes the ledger when entries changed.
+func (r *run) saveLedger() error {
+	if r.dry || !r.dirty {
+		return nil
+	}
+	if err := r.led.Save(filepath.Join(r.spec.Dst, LedgerName)); err != nil {
+		return err
+	}
+	r.dirty = false
+	return nil
 }
 
 // writeBlock copies a block's pieces, fsyncs, checks the written samples
 // against the source and records the block in the ledger.
 func (r *run) writeBlock(b block) error {
-	delete(r.led.Entries, b.key)
+	if _, ok := r.led.Entries[b.key]; ok {
+		delete(r.led.Entries, b.key)
+		r.dirty = true
+	}
 	touched := map[*outFile]bool{}
 	for _, p := range b.pieces {
 		sf, err := r.srcFile(p.src)
@@ -546,6 +564,7 @@ func (r *run) copyRange(src *os.File, soff int64, dst *os.File, doff int64, n in
 			if m == 0 {
 				return fmt.Errorf("source ends early at offset %d (truncated shard?)", soff)
 			}
+			startWriteback(dst, doff-int64(m), int64(m))
 			n -= int64(m)
 			r.prog.BytesDone += int64(m)
 		} else {
@@ -558,6 +577,7 @@ func (r *run) copyRange(src *os.File, soff int64, dst *os.File, doff int64, n in
 			if _, err := dst.WriteAt(r.buf[:c], doff); err != nil {
 				return err
 			}
+			startWriteback(dst, doff, c)
 			soff += c
 			doff += c
 			n -= c
@@ -566,6 +586,14 @@ func (r *run) copyRange(src *os.File, soff int64, dst *os.File, doff int64, n in
 		r.progress(false)
 	}
 	return nil
+}
+
+// startWriteback asks the kernel to start writing a just-copied range to
+// disk now (sync_file_range, asynchronous), so the fsync at the block
+// boundary finds little left to flush and the disk stays busy while the
+// next chunk is read. Failure is harmless: the fsync still covers it.
+func startWriteback(f *os.File, off, n int64) {
+	_ = unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
 }
 
 func (r *run) progress(force bool) {
@@ -611,7 +639,7 @@ func (r *run) finishLayer(li int) error {
 			syncDir(filepath.Dir(o.final))
 		}
 	}
-	return r.led.Save(filepath.Join(r.spec.Dst, LedgerName))
+	return r.saveLedger()
 }
 
 func syncDir(dir string) {
