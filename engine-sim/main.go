@@ -1,0 +1,31 @@
+// Command engine-sim is the OpenAI-compatible stand-in for SGLang/vLLM used
+// by the demo and the tests (no GPUs here). It takes the engines' flags,
+// really reads and checks the model tree, joins its ranks and serves at
+// configured token rates. All behaviour lives in internal/sim.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/sparklane/sparklane/internal/sim"
+)
+
+func main() {
+	cfg, err := sim.ParseArgs(os.Args[1:], os.Getenv)
+	if err == nil {
+		cfg.Log = os.Stdout
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = sim.Run(ctx, cfg)
+		stop()
+	}
+	if err != nil {
+		// One line, so the orchestrator can quote it from the log tail.
+		fmt.Fprintln(os.Stderr, "engine-sim: "+strings.ReplaceAll(err.Error(), "\n", "; "))
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,371 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// metrics are the counters /metrics exposes.
+type metrics struct {
+	mu         sync.Mutex
+	requests   map[string]int64 // "path code" → count
+	promptToks atomic.Int64
+	genToks    atomic.Int64
+	running    atomic.Int64
+}
+
+func (m *metrics) count(path string, code int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.requests == nil {
+		m.requests = map[string]int64{}
+	}
+	m.requests[path+" "+strconv.Itoa(code)]++
+}
+
+// serve opens the API on rank 0 and answers until ctx is done.
+func (e *engine) serve(ctx context.Context, cancel context.CancelCauseFunc) error {
+	addr := net.JoinHostPort(e.cfg.Host, strconv.Itoa(e.cfg.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("rank 0: listen on --host %s --port %d: %v: is another engine using the port?", e.cfg.Host, e.cfg.Port, err)
+	}
+	mux := http.NewServeMux()
+	var served atomic.Bool
+	wrap := func(path string, h func(w http.ResponseWriter, r *http.Request) int) {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			code := h(w, r)
+			e.metrics.count(path, code)
+			if e.cfg.FailAt == FailServe && served.CompareAndSwap(false, true) {
+				// Die after answering once, like an engine that crashes
+				// under its first real load.
+				go cancel(fmt.Errorf("rank 0: simulated failure while serving (--fail-at serve)"))
+			}
+		})
+	}
+	wrap("/health", func(w http.ResponseWriter, r *http.Request) int {
+		w.WriteHeader(http.StatusOK)
+		return http.StatusOK
+	})
+	wrap("/v1/models", e.handleModels)
+	wrap("/v1/completions", func(w http.ResponseWriter, r *http.Request) int { return e.handleGenerate(w, r, false) })
+	wrap("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) int { return e.handleGenerate(w, r, true) })
+	mux.HandleFunc("/metrics", e.handleMetrics)
+
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	e.logf("rank 0 serving %s on http://%s (decode %.0f tok/s, prefill %.0f tok/s, context %d)", e.cfg.ServedModelName, ln.Addr(), e.cfg.DecodeTPS, e.cfg.PrefillTPS, e.cfg.ContextLength)
+	if e.cfg.OnServing != nil {
+		e.cfg.OnServing(ln.Addr())
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return fmt.Errorf("rank 0: API server on %s: %v", ln.Addr(), err)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer scancel()
+	srv.Shutdown(sctx)
+	srv.Close()
+	return causeOrNil(ctx)
+}
+
+func (e *engine) handleModels(w http.ResponseWriter, r *http.Request) int {
+	return writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list",
+		"data": []map[string]any{{
+			"id":            e.cfg.ServedModelName,
+			"object":        "model",
+			"created":       time.Now().Unix(),
+			"owned_by":      "engine-sim",
+			"root":          e.cfg.ModelPath,
+			"max_model_len": e.cfg.ContextLength,
+		}},
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) int {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+	return code
+}
+
+func apiError(w http.ResponseWriter, code int, msg, param string) int {
+	return writeJSON(w, code, map[string]any{
+		"object": "error",
+		"error": map[string]any{
+			"message": msg,
+			"type":    "BadRequestError",
+			"param":   param,
+			"code":    code,
+		},
+	})
+}
+
+// genRequest is the subset of the OpenAI request engine-sim reads.
+type genRequest struct {
+	Model         string          `json:"model"`
+	Prompt        json.RawMessage `json:"prompt"`
+	Messages      []chatMessage   `json:"messages"`
+	MaxTokens     *int            `json:"max_tokens"`
+	MaxCompTokens *int            `json:"max_completion_tokens"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// text returns a message's content, a string or an array of text parts.
+func (m chatMessage) text() string {
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(m.Content, &parts) == nil {
+		var b strings.Builder
+		for _, p := range parts {
+			if p.Text != "" {
+				if b.Len() > 0 {
+					b.WriteByte(' ')
+				}
+				b.WriteString(p.Text)
+			}
+		}
+		return b.String()
+	}
+	return ""
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+func (e *engine) handleGenerate(w http.ResponseWriter, r *http.Request, chat bool) int {
+	if r.Method != http.MethodPost {
+		return apiError(w, http.StatusMethodNotAllowed, "use POST", "")
+	}
+	var req genRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20))
+	if err := dec.Decode(&req); err != nil {
+		return apiError(w, http.StatusBadRequest, "request body is not valid JSON: "+err.Error(), "")
+	}
+	if req.Model != "" && req.Model != e.cfg.ServedModelName {
+		return writeJSON(w, http.StatusNotFound, map[string]any{"object": "error", "error": map[string]any{
+			"message": fmt.Sprintf("The model `%s` does not exist; this server serves `%s`.", req.Model, e.cfg.ServedModelName),
+			"type":    "NotFoundError", "param": "model", "code": 404}})
+	}
+	var prompt, question string
+	if chat {
+		if len(req.Messages) == 0 {
+			return apiError(w, http.StatusBadRequest, "messages must not be empty", "messages")
+		}
+		var all []string
+		for _, m := range req.Messages {
+			t := m.text()
+			all = append(all, t)
+			if m.Role == "user" || m.Role == "" {
+				question = t
+			}
+		}
+		prompt = strings.Join(all, "\n")
+		if question == "" {
+			question = prompt
+		}
+	} else {
+		var s string
+		var ss []string
+		switch {
+		case len(req.Prompt) == 0:
+			return apiError(w, http.StatusBadRequest, "prompt is required", "prompt")
+		case json.Unmarshal(req.Prompt, &s) == nil:
+			prompt = s
+		case json.Unmarshal(req.Prompt, &ss) == nil && len(ss) > 0:
+			prompt = ss[0]
+		default:
+			return apiError(w, http.StatusBadRequest, "prompt must be a string or a list of strings", "prompt")
+		}
+		question = prompt
+	}
+	pt := CountTokens(prompt)
+	if pt > e.cfg.ContextLength {
+		return apiError(w, http.StatusBadRequest, fmt.Sprintf("This model's maximum context length is %d tokens, prompt has %d tokens. Please reduce the length of the prompt.", e.cfg.ContextLength, pt), "prompt")
+	}
+	maxTok := 16
+	if req.MaxCompTokens != nil {
+		maxTok = *req.MaxCompTokens
+	}
+	if req.MaxTokens != nil {
+		maxTok = *req.MaxTokens
+	}
+	if maxTok < 0 {
+		return apiError(w, http.StatusBadRequest, fmt.Sprintf("max_tokens must be at least 0, got %d", maxTok), "max_tokens")
+	}
+	maxTok = min(maxTok, e.cfg.ContextLength-pt)
+	toks, stopped := generate(question, maxTok)
+	finish := "length"
+	if stopped {
+		finish = "stop"
+	}
+	u := usage{PromptTokens: pt, CompletionTokens: len(toks), TotalTokens: pt + len(toks)}
+	e.metrics.promptToks.Add(int64(pt))
+	e.metrics.running.Add(1)
+	defer e.metrics.running.Add(-1)
+
+	id := fmt.Sprintf("cmpl-sim-%d", time.Now().UnixNano())
+	created := time.Now().Unix()
+	start := time.Now()
+	first := start.Add(time.Duration(float64(pt) / e.cfg.PrefillTPS * float64(time.Second)))
+	step := time.Duration(float64(time.Second) / e.cfg.DecodeTPS)
+	ctx := r.Context()
+	sleepUntil := func(t time.Time) bool {
+		d := time.Until(t)
+		if d <= 0 {
+			return ctx.Err() == nil
+		}
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tm.C:
+			return true
+		}
+	}
+	object := "text_completion"
+	if chat {
+		object = "chat.completion"
+	}
+
+	if !req.Stream {
+		if len(toks) > 0 && !sleepUntil(first.Add(time.Duration(len(toks)-1)*step)) {
+			return 499
+		} else if len(toks) == 0 && !sleepUntil(first) {
+			return 499
+		}
+		e.metrics.genToks.Add(int64(len(toks)))
+		text := strings.Join(toks, "")
+		var choice map[string]any
+		if chat {
+			choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": finish}
+		} else {
+			choice = map[string]any{"index": 0, "text": text, "finish_reason": finish}
+		}
+		return writeJSON(w, http.StatusOK, map[string]any{
+			"id": id, "object": object, "created": created, "model": e.cfg.ServedModelName,
+			"choices": []any{choice}, "usage": u,
+		})
+	}
+
+	fl, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	chunkObj := "text_completion"
+	if chat {
+		chunkObj = "chat.completion.chunk"
+	}
+	send := func(v any) bool {
+		b, _ := json.Marshal(v)
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return false
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		return true
+	}
+	chunk := func(tok string, fin any) map[string]any {
+		var choice map[string]any
+		if chat {
+			delta := map[string]any{}
+			if tok != "" {
+				delta["content"] = tok
+			}
+			choice = map[string]any{"index": 0, "delta": delta, "finish_reason": fin}
+		} else {
+			choice = map[string]any{"index": 0, "text": tok, "finish_reason": fin}
+		}
+		return map[string]any{"id": id, "object": chunkObj, "created": created, "model": e.cfg.ServedModelName, "choices": []any{choice}}
+	}
+	if chat {
+		// The role chunk, sent at once like the real servers do.
+		c := chunk("", nil)
+		c["choices"].([]any)[0].(map[string]any)["delta"] = map[string]any{"role": "assistant", "content": ""}
+		if !send(c) {
+			return 499
+		}
+	}
+	if len(toks) == 0 && !sleepUntil(first) {
+		return 499
+	}
+	for i, tok := range toks {
+		if !sleepUntil(first.Add(time.Duration(i) * step)) {
+			return 499
+		}
+		var fin any
+		if i == len(toks)-1 {
+			fin = finish
+		}
+		if !send(chunk(tok, fin)) {
+			return 499
+		}
+		e.metrics.genToks.Add(1)
+	}
+	if len(toks) == 0 {
+		send(chunk("", finish))
+	}
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		send(map[string]any{"id": id, "object": chunkObj, "created": created, "model": e.cfg.ServedModelName, "choices": []any{}, "usage": u})
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	if fl != nil {
+		fl.Flush()
+	}
+	return http.StatusOK
+}
+
+func (e *engine) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	var b strings.Builder
+	b.WriteString("# HELP enginesim_requests_total HTTP requests answered, by path and status code.\n# TYPE enginesim_requests_total counter\n")
+	e.metrics.mu.Lock()
+	keys := make([]string, 0, len(e.metrics.requests))
+	for k := range e.metrics.requests {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		path, code, _ := strings.Cut(k, " ")
+		fmt.Fprintf(&b, "enginesim_requests_total{path=%q,code=%q} %d\n", path, code, e.metrics.requests[k])
+	}
+	e.metrics.mu.Unlock()
+	fmt.Fprintf(&b, "# HELP enginesim_prompt_tokens_total Prompt tokens processed.\n# TYPE enginesim_prompt_tokens_total counter\nenginesim_prompt_tokens_total %d\n", e.metrics.promptToks.Load())
+	fmt.Fprintf(&b, "# HELP enginesim_generation_tokens_total Tokens generated.\n# TYPE enginesim_generation_tokens_total counter\nenginesim_generation_tokens_total %d\n", e.metrics.genToks.Load())
+	fmt.Fprintf(&b, "# HELP enginesim_requests_running Requests in flight.\n# TYPE enginesim_requests_running gauge\nenginesim_requests_running %d\n", e.metrics.running.Load())
+	fmt.Fprintf(&b, "# HELP enginesim_load_seconds Time the weight load took.\n# TYPE enginesim_load_seconds gauge\nenginesim_load_seconds %g\n", e.loadSeconds)
+	fmt.Fprintf(&b, "# HELP enginesim_load_bytes Weight bytes read at load.\n# TYPE enginesim_load_bytes gauge\nenginesim_load_bytes %d\n", e.loadBytes)
+	fmt.Fprintf(&b, "# HELP enginesim_ranks World size (ranks joined before serving).\n# TYPE enginesim_ranks gauge\nenginesim_ranks %d\n", e.cfg.NNodes)
+	w.Write([]byte(b.String()))
+}

@@ -1,0 +1,5 @@
+package sim
+
+import "github.com/sparklane/sparklane/internal/sparserows"
+
+var tileOf = sparserows.Tile
