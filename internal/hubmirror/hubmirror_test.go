@@ -379,21 +379,25 @@ func TestSHA256(t *testing.T) {
 	}
 
 	// A source blob whose content does not match its name: ContentMismatch,
-	// nothing partial left.
-	g := newFixture(t, false)
-	sum = shaHex(g.blobs["model-00001.safetensors"])
-	src := filepath.Join(g.repo.dir, "blobs", sum)
-	bad := testData(500, len(g.blobs["model-00001.safetensors"]))
-	must(t, os.WriteFile(src, bad, 0o644))
-	gs := g.spec()
-	gs.Verify = "sha256"
-	_, err = Stage(context.Background(), gs, staging.Options{Parallel: 1})
-	wantType(t, err, fault.ContentMismatch, src, sum)
-	if _, err := os.Lstat(filepath.Join(g.mirrorRepo(), "blobs", sum)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatal("mismatched blob was staged")
-	}
-	if left := tmpLeft(t, g.dst); len(left) != 0 {
-		t.Fatalf("temp files left: %v", left)
+	// nothing partial left (small files copied from memory, large ones in
+	// chunks).
+	for _, size := range []int{70_000, 3<<20 + 17} {
+		g := newFixture(t, false)
+		good := testData(510, size)
+		sum := g.repo.blob(good, false)
+		g.repo.link(rev1, "weights.bin", sum)
+		src := filepath.Join(g.repo.dir, "blobs", sum)
+		must(t, os.WriteFile(src, testData(511, size), 0o644))
+		gs := g.spec()
+		gs.Verify = "sha256"
+		_, err = Stage(context.Background(), gs, staging.Options{Parallel: 1})
+		wantType(t, err, fault.ContentMismatch, src, sum)
+		if _, err := os.Lstat(filepath.Join(g.mirrorRepo(), "blobs", sum)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("mismatched blob of %d bytes was staged", size)
+		}
+		if left := tmpLeft(t, g.dst); len(left) != 0 {
+			t.Fatalf("temp files left: %v", left)
+		}
 	}
 }
 

@@ -128,12 +128,14 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 	addFile := func(it *fileItem, what string) error {
 		if old, ok := files[it.Rel]; ok {
 			if old.Src != it.Src {
-				return fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: mirror file %s would come from both %s and %s", what, it.Rel, old.Src, it.Src))
+				return fault.Permanent(fault.InvalidSpec, fmt.Errorf("mirror file %s would come from both %s and %s: fix the source repo's links", it.Rel, old.Src, it.Src))
 			}
 			return nil
 		}
-		if err := checkReadable(it.Src, what); err != nil {
-			return err
+		if what != "" {
+			if err := checkReadable(it.Src, what); err != nil {
+				return err
+			}
 		}
 		files[it.Rel] = it
 		return nil
@@ -179,6 +181,16 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 			return nil, fault.Permanent(fault.SourceMissing, fmt.Errorf("repo %s: %s has no snapshots/ (%v): the download on the NAS is incomplete", repo, root, errOr(err, "not a directory")))
 		}
 		blobsDir := filepath.Join(root, "blobs")
+		// Walk first (cheap, in order), then resolve entries in parallel:
+		// cold lstat/readlink/open on a NAS is latency-bound.
+		type cand struct {
+			path, rel, rev, inRev string
+			link, skip            bool
+			final, first          string
+			fi                    fs.FileInfo
+			err                   error
+		}
+		var cands []*cand
 		err = filepath.WalkDir(snaps+string(filepath.Separator), func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return fmt.Errorf("repo %s: walk %s: %w", repo, path, err)
@@ -194,56 +206,68 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 			if !ok {
 				return nil // a stray file directly in snapshots/
 			}
-			final, fi, rerr := resolve(path)
-			skip := s.skipped(inRev)
-			if skip {
-				var size int64
-				if rerr == nil {
-					size = fi.Size()
-				}
-				p.SkippedFiles++
-				p.SkippedBytes += size
-				rp.Revs[rev] = append(rp.Revs[rev], entry{Path: inRev, Skipped: true, Src: final})
-				return nil
-			}
-			if rerr != nil {
-				return dangling(path, final, rerr)
-			}
-			if !fi.Mode().IsRegular() {
-				return fault.Permanent(fault.InvalidSpec, fmt.Errorf("repo %s: snapshot entry %s resolves to %s, which is not a regular file: skip it or fix the source", repo, path, final))
-			}
-			mirrorEntry := filepath.Join(dir, "snapshots", rel)
-			it := &fileItem{Src: final, SrcRel: s.srcRel(final), Size: fi.Size(), Mode: fi.Mode().Perm()}
-			if d.Type()&fs.ModeSymlink != 0 {
-				t, err := os.Readlink(path)
-				if err != nil {
-					return fmt.Errorf("repo %s: readlink %s: %w", repo, path, err)
-				}
-				first := join(path, t)
-				// A repo blob: blobs/NAME directly under this repo, judged
-				// syntactically (or by shape for absolute links that spell
-				// the repo another way).
-				if filepath.Dir(first) == blobsDir || (filepath.Base(filepath.Dir(first)) == "blobs" && filepath.Base(filepath.Dir(filepath.Dir(first))) == dir) {
-					name := filepath.Base(first)
-					it.Rel = filepath.Join(dir, "blobs", name)
-					if lfsName.MatchString(name) {
-						it.WantSHA = name
-					}
-					target, _ := filepath.Rel(filepath.Dir(mirrorEntry), it.Rel)
-					p.Links = append(p.Links, linkItem{Rel: mirrorEntry, Target: target})
-				}
-			}
-			if it.Rel == "" {
-				it.Rel = mirrorEntry // a real file (or a link out of the repo): copied in place
-			}
-			if err := addFile(it, fmt.Sprintf("repo %s entry %s", repo, path)); err != nil {
-				return err
-			}
-			rp.Revs[rev] = append(rp.Revs[rev], entry{Path: inRev, Src: final, File: it.Rel})
+			cands = append(cands, &cand{path: path, rel: rel, rev: rev, inRev: inRev, link: d.Type()&fs.ModeSymlink != 0, skip: s.skipped(inRev)})
 			return nil
 		})
 		if err != nil {
 			return nil, err
+		}
+		parallelDo(len(cands), metaWorkers, func(i int) {
+			c := cands[i]
+			if c.link {
+				t, err := os.Readlink(c.path)
+				if err != nil {
+					c.err = fmt.Errorf("repo %s: readlink %s: %w", repo, c.path, err)
+					return
+				}
+				c.first = join(c.path, t)
+			}
+			var rerr error
+			c.final, c.fi, rerr = resolve(c.path)
+			switch {
+			case c.skip:
+			case rerr != nil:
+				c.err = dangling(c.path, c.final, rerr)
+			case !c.fi.Mode().IsRegular():
+				c.err = fault.Permanent(fault.InvalidSpec, fmt.Errorf("repo %s: snapshot entry %s resolves to %s, which is not a regular file: skip it or fix the source", repo, c.path, c.final))
+			default:
+				c.err = checkReadable(c.final, fmt.Sprintf("repo %s entry %s", repo, c.path))
+			}
+		})
+		for _, c := range cands {
+			if c.err != nil {
+				return nil, c.err
+			}
+			if c.skip {
+				var size int64
+				if c.fi != nil {
+					size = c.fi.Size()
+				}
+				p.SkippedFiles++
+				p.SkippedBytes += size
+				rp.Revs[c.rev] = append(rp.Revs[c.rev], entry{Path: c.inRev, Skipped: true, Src: c.final})
+				continue
+			}
+			mirrorEntry := filepath.Join(dir, "snapshots", c.rel)
+			it := &fileItem{Src: c.final, SrcRel: s.srcRel(c.final), Size: c.fi.Size(), Mode: c.fi.Mode().Perm()}
+			// A repo blob: blobs/NAME directly under this repo, judged
+			// syntactically (or by shape for absolute links that spell the
+			// repo another way).
+			if first := c.first; first != "" && (filepath.Dir(first) == blobsDir || (filepath.Base(filepath.Dir(first)) == "blobs" && filepath.Base(filepath.Dir(filepath.Dir(first))) == dir)) {
+				name := filepath.Base(first)
+				it.Rel = filepath.Join(dir, "blobs", name)
+				if lfsName.MatchString(name) {
+					it.WantSHA = name
+				}
+				target, _ := filepath.Rel(filepath.Dir(mirrorEntry), it.Rel)
+				p.Links = append(p.Links, linkItem{Rel: mirrorEntry, Target: target})
+			} else {
+				it.Rel = mirrorEntry // a real file (or a link out of the repo): copied in place
+			}
+			if err := addFile(it, ""); err != nil {
+				return nil, err
+			}
+			rp.Revs[c.rev] = append(rp.Revs[c.rev], entry{Path: c.inRev, Src: c.final, File: it.Rel})
 		}
 	}
 	for _, it := range files {

@@ -1,6 +1,7 @@
 package hubmirror
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/ledger"
@@ -60,6 +63,9 @@ type stager struct {
 	resume map[string]int64
 	noCFR  bool
 	prog   *tracker
+	// unsynced: small files were renamed into place without fsync; the
+	// filesystem is synced before the ledger is saved.
+	unsynced bool
 }
 
 func newStager(s *spec, p *plan, opts staging.Options) (*stager, error) {
@@ -118,8 +124,8 @@ func (st *stager) finish(err error) (staging.Result, error) {
 		syncDir(d)
 	}
 	if st.dirty {
-		if serr := st.led.Save(st.ledgerPath()); serr != nil && err == nil {
-			err = classifyWrite(st.ledgerPath(), serr)
+		if serr := st.saveLocked(); serr != nil && err == nil {
+			err = serr
 		}
 	}
 	return st.res, err
@@ -132,36 +138,36 @@ func syncDir(dir string) {
 	}
 }
 
-// files runs the per-file work with opts.Parallel files in flight; the
-// first error cancels the rest (whose temp files stay for a resume).
+// files runs the per-file work: opts.Parallel large files in flight, and
+// beside them smallWorkers×Parallel small ones (latency-bound). The first
+// error cancels the rest (whose temp files stay for a resume).
 func (st *stager) files(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	work := make(chan *fileItem)
-	var wg sync.WaitGroup
+	var big, small []*fileItem
+	for _, it := range st.p.Files {
+		if it.Size <= smallMax {
+			small = append(small, it)
+		} else {
+			big = append(big, it)
+		}
+	}
 	var once sync.Once
 	var first error
-	for i := 0; i < st.opts.Parallel; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for it := range work {
-				if err := st.file(ctx, it); err != nil {
-					once.Do(func() { first = err; cancel() })
-				}
+	pool := func(items []*fileItem, workers int) {
+		parallelDo(len(items), workers, func(i int) {
+			if ctx.Err() != nil {
+				return
 			}
-		}()
+			if err := st.file(ctx, items[i]); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		})
 	}
-	for _, it := range st.p.Files {
-		if ctx.Err() != nil {
-			break
-		}
-		select {
-		case work <- it:
-		case <-ctx.Done():
-		}
-	}
-	close(work)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); pool(small, smallWorkers*st.opts.Parallel) }()
+	pool(big, st.opts.Parallel)
 	wg.Wait()
 	if first != nil {
 		// Prefer the real failure over the cancellations it caused.
@@ -187,7 +193,17 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 		return sourceErr(it, err)
 	}
 	size := fi.Size()
-	srcSample, err := ledger.SampleHash(src, size)
+	var data []byte // whole content of a small file
+	var srcSample string
+	if size <= smallMax {
+		data = make([]byte, size)
+		if _, err := src.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && size == 0) {
+			return sourceErr(it, err)
+		}
+		srcSample, err = ledger.SampleHash(bytes.NewReader(data), size)
+	} else {
+		srcSample, err = sampleOpen(src, size)
+	}
 	if err != nil {
 		return sourceErr(it, err)
 	}
@@ -222,7 +238,11 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 		st.prog.done(it.Rel, size)
 		return nil
 	}
-	ent, err = st.copy(ctx, it, src, size, srcSample, dst)
+	if data != nil {
+		ent, err = st.writeSmall(it, data, srcSample, dst)
+	} else {
+		ent, err = st.copy(ctx, it, src, size, srcSample, dst)
+	}
 	if err != nil {
 		return err
 	}
@@ -234,6 +254,52 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 	st.mu.Unlock()
 	st.prog.done(it.Rel, 0)
 	return st.maybeSave()
+}
+
+// writeSmall writes a small file from memory to its temp name and renames
+// it into place. It is not fsynced here: saveLedger syncs the filesystem
+// before any ledger that lists it is written.
+func (st *stager) writeSmall(it *fileItem, data []byte, sample, dst string) (ledger.Entry, error) {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return ledger.Entry{}, classifyWrite(dst, err)
+	}
+	ent := ledger.Entry{Size: int64(len(data)), Sampled: sample, Source: it.SrcRel, VerifiedAt: time.Now().UTC()}
+	if st.s.sha256 {
+		h := sha256.Sum256(data)
+		ent.SHA256 = hex.EncodeToString(h[:])
+		if it.WantSHA != "" && ent.SHA256 != it.WantSHA {
+			return ledger.Entry{}, fault.Permanent(fault.ContentMismatch, fmt.Errorf("source blob %s: content sha256 is %s, not its name %s: the NAS copy is corrupt, re-download it", it.Src, ent.SHA256, it.WantSHA))
+		}
+	}
+	mode := it.Mode
+	if mode == 0 {
+		mode = 0o644
+	}
+	tmp := tmpName(dst)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return ledger.Entry{}, classifyWrite(dst, fmt.Errorf("create %s: %w", tmp, err))
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return ledger.Entry{}, classifyWrite(dst, fmt.Errorf("write %s: %w", tmp, err))
+	}
+	st.mu.Lock()
+	st.unsynced = true
+	st.res.CopiedBytes += int64(len(data))
+	st.mu.Unlock()
+	st.prog.add(int64(len(data)))
+	return ent, nil
 }
 
 type fileState int
@@ -267,7 +333,7 @@ func (st *stager) check(it *fileItem, dst string, size int64, srcSample string) 
 		ent.SHA256 = a
 		return stVerified, ent, nil
 	}
-	_, dstSample, err := ledger.SampleFile(dst)
+	_, dstSample, err := samplePath(dst)
 	if err != nil || dstSample != srcSample {
 		return stCopy, ent, nil
 	}
@@ -348,8 +414,26 @@ func (st *stager) maybeSave() error {
 		return nil
 	}
 	st.saved = time.Now()
+	return st.saveLocked()
+}
+
+// saveLocked syncs what small files were written unsynced, then saves the
+// ledger, so the ledger never lists a file that is not on disk.
+func (st *stager) saveLocked() error {
 	if err := os.MkdirAll(st.s.mirror, 0o755); err != nil {
 		return classifyWrite(st.s.mirror, err)
+	}
+	if st.unsynced {
+		d, err := os.Open(st.s.mirror)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", st.s.mirror, err)
+		}
+		err = unix.Syncfs(int(d.Fd()))
+		d.Close()
+		if err != nil {
+			return classifyWrite(st.s.mirror, fmt.Errorf("syncfs %s: %w", st.s.mirror, err))
+		}
+		st.unsynced = false
 	}
 	if err := st.led.Save(st.ledgerPath()); err != nil {
 		return classifyWrite(st.ledgerPath(), err)

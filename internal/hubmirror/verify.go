@@ -30,28 +30,42 @@ func Verify(ctx context.Context, in Spec, full bool) (staging.VerifyResult, erro
 	if err != nil {
 		led = ledger.New(Kind) // judge by the source alone
 	}
-	for _, it := range p.Files {
-		if err := ctx.Err(); err != nil {
-			return res, err
+	// Files are checked in parallel (sampled reads are latency-bound);
+	// results are gathered in plan order.
+	type outcome struct {
+		missing, bad bool
+		err          error
+	}
+	outs := make([]outcome, len(p.Files))
+	parallelDo(len(p.Files), metaWorkers, func(i int) {
+		if ctx.Err() != nil {
+			outs[i].err = ctx.Err()
+			return
 		}
+		it := p.Files[i]
 		dst := filepath.Join(s.mirror, it.Rel)
 		fi, err := os.Lstat(dst)
-		if err != nil {
+		switch {
+		case err != nil:
+			outs[i].missing = true
+		case !fi.Mode().IsRegular():
+			outs[i].bad = true
+		default:
+			good, err := verifyFile(s, it, dst, fi.Size(), led, full)
+			outs[i].bad, outs[i].err = !good, err
+		}
+	})
+	for i, o := range outs {
+		dst := filepath.Join(s.mirror, p.Files[i].Rel)
+		switch {
+		case o.err != nil:
+			return res, o.err
+		case o.missing:
 			res.Missing = append(res.Missing, dst)
-			continue
-		}
-		if !fi.Mode().IsRegular() {
+		case o.bad:
 			res.Bad = append(res.Bad, dst)
-			continue
-		}
-		good, err := verifyFile(s, it, dst, fi.Size(), led, full)
-		if err != nil {
-			return res, err
-		}
-		if good {
+		default:
 			res.OK++
-		} else {
-			res.Bad = append(res.Bad, dst)
 		}
 	}
 	for _, l := range p.Links {
@@ -133,11 +147,11 @@ func verifyFile(s *spec, it *fileItem, dst string, size int64, led *ledger.Ledge
 		}
 		return sum == want, nil
 	}
-	srcSample, err := ledger.SampleHash(src, size)
+	srcSample, err := sampleOpen(src, size)
 	if err != nil {
 		return false, sourceErr(it, err)
 	}
-	_, dstSample, err := ledger.SampleFile(dst)
+	_, dstSample, err := samplePath(dst)
 	if err != nil || dstSample != srcSample {
 		return false, nil
 	}
