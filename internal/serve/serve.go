@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -121,8 +122,9 @@ func ContainerName(lane string, rank int) string {
 
 // StartRank starts one rank's container, looking before it creates: an
 // existing container of that name with the same recipe hash that is running
-// is left alone; one that exited, or runs another recipe, is removed and
-// recreated. A container of that name not made by sparklane is not touched.
+// is left alone (one only created is started); one that exited, or runs
+// another recipe, is removed and recreated. A container of that name not
+// made by sparklane is not touched.
 func StartRank(ctx context.Context, d Docker, spec RankSpec) (RankStarted, error) {
 	name := ContainerName(spec.Lane, spec.Rank)
 	if spec.Lane == "" || spec.Image == "" {
@@ -138,8 +140,16 @@ func StartRank(ctx context.Context, d Docker, spec RankSpec) (RankStarted, error
 			if ex.Config == nil || ex.Config.Labels[LabelLane] == "" {
 				return RankStarted{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: container %s exists but was not made by sparklane (no %s label): remove or rename it by hand (docker rm -f %s)", spec.Node, name, LabelLane, name))
 			}
-			running := ex.State != nil && ex.State.Running
-			if running && ex.Config.Labels[LabelRecipeHash] == spec.RecipeHash {
+			sameHash := ex.Config.Labels[LabelRecipeHash] == spec.RecipeHash
+			if ex.State != nil && ex.State.Running && sameHash {
+				return RankStarted{ID: ex.ID, Name: name}, nil
+			}
+			if ex.State != nil && ex.State.Status == "created" && sameHash {
+				// Created but never started: another StartRank of the same
+				// rank is between create and start. Starting twice is fine.
+				if err := d.ContainerStart(ctx, ex.ID, container.StartOptions{}); err != nil {
+					return RankStarted{}, fmt.Errorf("node %s: start container %s: %w", spec.Node, name, err)
+				}
 				return RankStarted{ID: ex.ID, Name: name}, nil
 			}
 			if err := d.ContainerRemove(ctx, ex.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
@@ -151,8 +161,15 @@ func StartRank(ctx context.Context, d Docker, spec RankSpec) (RankStarted, error
 		cfg, hc := containerConfig(spec)
 		created, err := d.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 		if err != nil {
-			if cerrdefs.IsConflict(err) && attempt < 2 {
-				continue // someone created it meanwhile: look again
+			if cerrdefs.IsConflict(err) && attempt < 10 {
+				// Someone is creating it meanwhile (the engine reserves the
+				// name before the container can be inspected): look again.
+				select {
+				case <-ctx.Done():
+					return RankStarted{}, fmt.Errorf("node %s: create container %s: %w", spec.Node, name, ctx.Err())
+				case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+				}
+				continue
 			}
 			if cerrdefs.IsNotFound(err) {
 				return RankStarted{}, fault.Permanent(fault.ImageMissing, fmt.Errorf("create %s on node %s: image %s missing: build or load it there (%v)", name, spec.Node, spec.Image, err))
