@@ -6,7 +6,8 @@
 # verify-only passes.
 #
 # Env: BENCH_DIR (work dir, default a new dir under /var/tmp; removed at the
-# end unless KEEP=1), RANK (1), TP (4).
+# end unless KEEP=1), RANK (1), TP (4), SHARE4 (1: also pack the whole table
+# as one rank's share and time a cold verify-only pass of it).
 set -euo pipefail
 GIB=${1:-4}
 RANK=${RANK:-1}
@@ -99,3 +100,12 @@ echo "   verify (sampled), warm       : ${T_V_WARM} s"
 echo "   second Stage pass (0 written): ${T_SECOND} s"
 drop; T_V_FULL=$(verify -full)
 echo "   verify --full (every byte)   : ${T_V_FULL} s  ratio vs dd cold $(ratio $T_DD $T_V_FULL)x"
+
+if [ "${SHARE4:-1}" = 1 ]; then
+  echo "== verify-only of a ${GIB} GiB share (tp=1: the rank owns every row)"
+  rm -rf "$WORK/dst-cfr"
+  "$BIN" pack -src "$WORK/src" -dst "$WORK/dst-all" -layers 2 -rank 0 -tp 1 > /dev/null
+  drop
+  t0=$(now); "$BIN" verify -src "$WORK/src" -dst "$WORK/dst-all" -layers 2 -rank 0 -tp 1 > /dev/null
+  echo "   verify (sampled), cold       : $(awk -v a="$(now)" -v b="$t0" 'BEGIN{printf "%.3f", a-b}') s (target < 2 s)"
+fi

@@ -143,3 +143,19 @@ func TestPlanSplitTableAndStableCheckpointID(t *testing.T) {
 		t.Fatal("different checkpoints share an id")
 	}
 }
+
+func TestNotEnoughSpaceFailsBeforeWriting(t *testing.T) {
+	src := t.TempDir()
+	standardCheckpoint(t, src)
+	for _, format := range []string{FormatPacked, FormatSparseCopy} {
+		spec := baseSpec(t, src, format, 0, 2)
+		spec.MinFree = 1 << 60
+		_, err := Stage(context.Background(), spec, staging.Options{})
+		if typ, _ := fault.TypeOf(err); typ != fault.NoSpace || !strings.Contains(err.Error(), spec.Dst) {
+			t.Fatalf("%s: %v (type %q), want a NoSpace error naming dst", format, err, typ)
+		}
+		if ents, _ := os.ReadDir(spec.Dst); len(ents) != 0 {
+			t.Fatalf("%s: files left in dst after NoSpace: %v", format, ents)
+		}
+	}
+}

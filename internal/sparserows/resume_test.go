@@ -115,6 +115,9 @@ func TestResumeRechecksCompletedBlocks(t *testing.T) {
 		t.Fatalf("temp file of the interrupted pass: %v", err)
 	}
 	f.WriteAt([]byte("bad"), PackedHeaderSize+450*512) // last completed block (400..499)
+	// A kill mid-block leaves part of the next block written: it is past
+	// the resume point and rewritten anyway.
+	f.WriteAt(make([]byte, 20*512), PackedHeaderSize+500*512)
 	f.Close()
 	res, err := Stage(context.Background(), spec, staging.Options{Resume: &last})
 	if err != nil {

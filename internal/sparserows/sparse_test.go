@@ -106,6 +106,12 @@ func TestSparseCopyHolesManifestIndexAndAllocatedBlocks(t *testing.T) {
 	if vr, err := Verify(context.Background(), spec, true); err != nil || !vr.Clean() || vr.OK != 1+2 {
 		t.Fatalf("verify %+v %v", vr, err)
 	}
+	// Without its ledger the tree is adopted after a sampled comparison.
+	os.Remove(filepath.Join(spec.Dst, LedgerName))
+	res, err = Stage(context.Background(), spec, staging.Options{})
+	if err != nil || res.CopiedBytes != 0 || res.AdoptedFiles != 1 {
+		t.Fatalf("adoption pass %+v %v: want the shard adopted, nothing copied", res, err)
+	}
 }
 
 func TestSparseCopySplitTableAcrossShardsAndHeaderRepair(t *testing.T) {

@@ -122,11 +122,12 @@ func Stage(ctx context.Context, spec Spec, opts staging.Options) (staging.Result
 			}
 		}
 	}
-	if err := r.openOutputs(); err != nil {
+	if err := r.decideOutputs(); err != nil {
 		return r.res, err
 	}
 	blocks := r.blocks()
 	if !r.dry {
+		// Before any temp file exists: a NoSpace failure leaves dst as it was.
 		var need int64
 		for _, b := range blocks {
 			if r.mustWrite(b) {
@@ -138,6 +139,9 @@ func Stage(ctx context.Context, spec Spec, opts staging.Options) (staging.Result
 				return r.res, err
 			}
 		}
+	}
+	if err := r.openOutputs(); err != nil {
+		return r.res, err
 	}
 	r.prog = staging.Progress{FilesTotal: len(r.outs), RowsTotal: pi.Rows, BytesTotal: pi.Bytes}
 	err = r.runBlocks(blocks)
@@ -173,8 +177,9 @@ func (r *run) expectedPackedHeader(lp LayerPlan) PackedHeader {
 		RecordSize: lp.RecordSize, Tensor: lp.Tensor, Checkpoint: r.pi.Checkpoint}
 }
 
-// openOutputs decides each output's mode and opens it.
-func (r *run) openOutputs() error {
+// decideOutputs decides each output's mode: existing final, resumed temp
+// file, or fresh temp file.
+func (r *run) decideOutputs() error {
 	if r.spec.Format == FormatPacked {
 		for i, lp := range r.pi.Layers {
 			h := r.expectedPackedHeader(lp)
@@ -231,6 +236,11 @@ func (r *run) openOutputs() error {
 			r.outs[o.rel] = o
 		}
 	}
+	return nil
+}
+
+// openOutputs opens every output for its mode.
+func (r *run) openOutputs() error {
 	for _, o := range r.outs {
 		if err := r.openOut(o); err != nil {
 			return err

@@ -30,6 +30,9 @@ func Verify(ctx context.Context, spec Spec, full bool) (staging.VerifyResult, er
 	if err != nil {
 		r.led = ledger.New(LedgerKind)
 	}
+	if err := r.decideOutputs(); err != nil {
+		return vr, err
+	}
 	if err := r.openOutputs(); err != nil {
 		return vr, err
 	}
