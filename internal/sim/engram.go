@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"github.com/sparklane/sparklane/internal/safetensors"
 	"github.com/sparklane/sparklane/internal/sparserows"
@@ -106,59 +105,69 @@ func tileConsistent(first, count int64, tp, rank int) bool {
 	return rem >= 0 && rem <= r && rem < int64(tp)
 }
 
-// checkSparseCopy reads the manifest and checks that every shard it names
-// is present with a parsable safetensors header (the runtime reads the
-// header first: rows without a header are a broken tree).
+// checkSparseCopy reads the manifest (sparserows.LocalManifest) and checks
+// it is this rank's, that each table's row range is the rank's tile, and
+// that every shard it names is present with a parsable safetensors header
+// holding the tensor and the byte range (the runtime reads the header
+// first: rows without a header are a broken tree).
 func (e *engine) checkSparseCopy(man string) (int, error) {
 	b, err := os.ReadFile(man)
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %v", man, err)
 	}
-	var doc any
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return 0, fmt.Errorf("%s is not JSON: %v: re-stage the sparse-rows block", man, err)
+	var m sparserows.LocalManifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return 0, fmt.Errorf("%s is not a sparse-copy manifest: %v: re-stage the sparse-rows block", man, err)
 	}
-	shards := map[string]bool{}
-	collectShards(doc, shards)
-	if len(shards) == 0 {
-		return 0, fmt.Errorf("%s names no shards: re-stage the sparse-rows block", man)
+	rank, tp := e.cfg.NodeRank, e.cfg.TP
+	if m.Rank != rank || m.TP != tp {
+		return 0, fmt.Errorf("%s is for rank %d of tp %d, this is rank %d of tp %d: mixed-up staging, re-stage", man, m.Rank, m.TP, rank, tp)
+	}
+	if len(m.Tensors) == 0 {
+		return 0, fmt.Errorf("%s lists no tables: re-stage the sparse-rows block", man)
+	}
+	rows := e.cfg.EngramRows
+	if len(rows) > 1 && len(rows) != len(m.Tensors) {
+		return 0, fmt.Errorf("%s lists %d row counts but %s lists %d tables", EnvEngramRows, len(rows), man, len(m.Tensors))
 	}
 	dir := filepath.Dir(man)
-	names := make([]string, 0, len(shards))
-	for s := range shards {
-		names = append(names, s)
-	}
-	sort.Strings(names)
-	for _, s := range names {
-		p := s
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, filepath.FromSlash(s))
-		}
-		if _, err := safetensors.ReadHeader(p); err != nil {
-			return 0, fmt.Errorf("engram shard %s named by %s: %v: re-stage the sparse-rows block", p, man, err)
-		}
-	}
-	return len(names), nil
-}
-
-// collectShards finds every string value ending in .safetensors under the
-// keys shard/file/path anywhere in the manifest.
-func collectShards(v any, out map[string]bool) {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, val := range x {
-			if s, ok := val.(string); ok && strings.HasSuffix(s, ".safetensors") {
-				switch strings.ToLower(k) {
-				case "shard", "file", "path", "name", "dst":
-					out[s] = true
-				}
-				continue
+	headers := map[string]*safetensors.Header{}
+	for i, t := range m.Tensors {
+		total := t.RowsTotal
+		if len(rows) > 0 {
+			total = rows[0]
+			if len(rows) > 1 {
+				total = rows[i]
 			}
-			collectShards(val, out)
+			if t.RowsTotal != total {
+				return 0, fmt.Errorf("%s: table %s has %d rows, %s says %d: staged from another checkpoint, re-stage", man, t.Tensor, t.RowsTotal, EnvEngramRows, total)
+			}
 		}
-	case []any:
-		for _, val := range x {
-			collectShards(val, out)
+		first, count, err := sparserows.Tile(total, tp, rank)
+		if err != nil {
+			return 0, fmt.Errorf("%s: table %s: %v", man, t.Tensor, err)
+		}
+		if t.First != first || t.Count != count {
+			return 0, fmt.Errorf("%s: table %s rows [%d,+%d) but rank %d of tp %d owns [%d,+%d) of %d: mis-tiled staging, re-stage", man, t.Tensor, t.First, t.Count, rank, tp, first, count, total)
+		}
+		for _, part := range t.Parts {
+			p := filepath.Join(dir, filepath.FromSlash(part.Shard))
+			h := headers[p]
+			if h == nil {
+				h, err = safetensors.ReadHeader(p)
+				if err != nil {
+					return 0, fmt.Errorf("engram shard %s named by %s: %v: re-stage the sparse-rows block", p, man, err)
+				}
+				headers[p] = h
+			}
+			ten, ok := h.Tensors[part.Tensor]
+			if !ok {
+				return 0, fmt.Errorf("engram shard %s has no tensor %s that %s names: re-stage the sparse-rows block", p, part.Tensor, man)
+			}
+			if part.Bytes[0] < h.DataStart+ten.Begin || part.Bytes[1] > h.DataStart+ten.End || part.Bytes[1] < part.Bytes[0] {
+				return 0, fmt.Errorf("engram shard %s: bytes [%d,%d) of %s lie outside tensor %s [%d,%d): re-stage the sparse-rows block", p, part.Bytes[0], part.Bytes[1], man, part.Tensor, h.DataStart+ten.Begin, h.DataStart+ten.End)
+			}
 		}
 	}
+	return len(headers), nil
 }
