@@ -1,13 +1,3 @@
-// Package power switches nodes and network gear on and off: a graceful
-// shutdown (SSH command or RouterOS API call), a wait until the device is
-// unreachable, then the Home Assistant outlet relay off; on is relay on or
-// Wake-on-LAN, then a wait until the device answers again. The lesson that
-// shaped it: a switch shut down through its API alone stayed powered and
-// booted back, so off always ends with the relay off and on starts with it.
-//
-// Every step is its own function with one struct in and one struct out so
-// the integrator can wrap each as an activity with its own retry policy. The
-// package knows nothing of Temporal.
 package power
 
 import (

@@ -355,3 +355,52 @@ func TestTokenNeverInOutputs(t *testing.T) {
 		t.Fatal("outputs should name the token's env var (sanity: the sweep saw the target)")
 	}
 }
+
+func TestWaitUnreachableNeedsTwoMisses(t *testing.T) {
+	// up, miss (a lost packet), up, miss, miss → down after 5 probes.
+	script := []bool{true, false, true, false, false, false}
+	i := 0
+	probe := func(context.Context) error {
+		up := script[min(i, len(script)-1)]
+		i++
+		if up {
+			return nil
+		}
+		return errors.New("timeout (simulated)")
+	}
+	n, err := power.WaitUnreachable(context.Background(), probe, 5*time.Second, time.Millisecond)
+	if err != nil || n != 5 {
+		t.Fatalf("probes %d, err %v; want 5, nil", n, err)
+	}
+	i = 0
+	n, err = power.WaitReachable(context.Background(), func(context.Context) error {
+		i++
+		if i < 3 {
+			return errors.New("refused (simulated)")
+		}
+		return nil
+	}, 5*time.Second, time.Millisecond)
+	if err != nil || n != 3 {
+		t.Fatalf("WaitReachable probes %d, err %v", n, err)
+	}
+	_, err = power.WaitReachable(context.Background(), func(context.Context) error { return errors.New("no route (simulated)") }, 20*time.Millisecond, 5*time.Millisecond)
+	if !errors.Is(err, power.ErrBoundExceeded) || !strings.Contains(err.Error(), "no route (simulated)") {
+		t.Fatalf("bound: %v", err)
+	}
+}
+
+func TestAliveProbe(t *testing.T) {
+	// A refused connection means the kernel still answers: alive.
+	port := sshdtest.FreePort(t)
+	if err := power.AliveProbe(fmt.Sprintf("127.0.0.1:%d", port))(context.Background()); err != nil {
+		t.Fatalf("refused port must count as alive: %v", err)
+	}
+	// Nothing answering within the probe's deadline: not alive. (No
+	// address is reliably silent on this network, so an expired deadline
+	// stands in for a host that never answers.)
+	ctx, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	if err := power.AliveProbe(fmt.Sprintf("127.0.0.1:%d", port))(ctx); err == nil {
+		t.Fatal("a probe past its deadline must fail")
+	}
+}

@@ -212,12 +212,13 @@ func routerOSShutdown(ctx context.Context, dial func(ctx context.Context, networ
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()
 	if err := conn.Login(spec.User, pw.reveal()); err != nil {
-		err = errors.New(pw.scrub(err.Error()))
-		if strings.Contains(err.Error(), routeros.ErrLoginFailed.Error()) {
+		// Quote the device's words with the password scrubbed out, just in case.
+		msg := pw.scrub(err.Error())
+		if errors.Is(err, routeros.ErrLoginFailed) {
 			return false, fault.Permanent(fault.AuthFailed, fmt.Errorf(
-				"RouterOS API at %s refused user %q with the password from %s: %v: check the user and password", spec.Addr, spec.User, pw.Source(), err))
+				"RouterOS API at %s refused user %q with the password from %s: %s: check the user and password", spec.Addr, spec.User, pw.Source(), msg))
 		}
-		return false, fmt.Errorf("RouterOS API at %s: login: %v", spec.Addr, err)
+		return false, fmt.Errorf("RouterOS API at %s: login: %s", spec.Addr, msg)
 	}
 	_, err = conn.Run("/system/shutdown")
 	if err == nil {
