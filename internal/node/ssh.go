@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sparklane/sparklane/internal/fault"
@@ -207,14 +208,17 @@ func Check(ctx context.Context, t SSHTarget, timeout time.Duration) error {
 // Run runs cmd on the remote side of client and returns its output and exit
 // code; used for graceful shutdown and remote hooks. A non-zero exit is not an
 // error (exit says it); err is for failures to run at all or ctx ending, in
-// which case the remote command is signalled and the session closed.
+// which case Run returns at once, the remote command is sent SIGKILL (sshd
+// may not deliver it) and the session closed; close the client to be sure.
 func Run(ctx context.Context, client *ssh.Client, cmd string) (stdout, stderr string, exit int, err error) {
 	s, err := client.NewSession()
 	if err != nil {
 		return "", "", -1, fmt.Errorf("ssh %s: open session for %q: %w", client.RemoteAddr(), cmd, err)
 	}
 	defer s.Close()
-	var out, errb bytes.Buffer
+	// The session copies output from its own goroutines, which may still
+	// run when ctx ends; lockedBuffer makes reading then safe.
+	var out, errb lockedBuffer
 	s.Stdout, s.Stderr = &out, &errb
 	if err := s.Start(cmd); err != nil {
 		return "", "", -1, fmt.Errorf("ssh %s: start %q: %w", client.RemoteAddr(), cmd, err)
@@ -237,6 +241,23 @@ func Run(ctx context.Context, client *ssh.Client, cmd string) (stdout, stderr st
 		_ = s.Close()
 		return out.String(), errb.String(), -1, fmt.Errorf("ssh %s: %q: %w", client.RemoteAddr(), cmd, ctx.Err())
 	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func knownHostsFile(t SSHTarget) (string, error) {
