@@ -14,7 +14,7 @@ import (
 // engine-sim (in-process, loopback): measured tg must be within 10% of the
 // configured decode rate and pp within 15% of the configured prefill rate.
 func TestPerfAgainstInProcessEngineSim(t *testing.T) {
-	const prefill, decode = 4000.0, 100.0
+	const prefill, decode = 2000.0, 100.0
 	model := simtest.WriteModel(t, filepath.Join(t.TempDir(), "model"), simtest.Model{})
 	eng := simtest.Start(t, sim.Config{ModelPath: model, ServedModelName: "sim-model", PrefillTPS: prefill, DecodeTPS: decode, ContextLength: 16384})
 	eng.WaitServing(t, 30*time.Second)
