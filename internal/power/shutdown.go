@@ -1,6 +1,7 @@
 package power
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -40,25 +42,66 @@ type SSHShell struct {
 	Client *ssh.Client
 }
 
-// Run executes cmd with node.Run and returns stdout and stderr together. A
-// session that closes without an exit status, or a transport that dies
-// mid-command, is reported as ErrSessionDropped; a non-zero exit is a plain
-// error quoting the output.
+// Run executes cmd in a new session and returns stdout and stderr
+// together. Only a session that was running the command and then lost its
+// connection (no exit status, or the transport died) is ErrSessionDropped;
+// failing to open or start the session is a plain error, since then the
+// command never ran. A non-zero exit is an error quoting the output; ctx
+// ending signals the command and closes the session.
 func (s SSHShell) Run(ctx context.Context, cmd string) (string, error) {
 	if s.Client == nil {
 		return "", errors.New("ssh shell has no client: dial the device first")
 	}
-	stdout, stderr, exit, err := node.Run(ctx, s.Client, cmd)
-	out := stdout + stderr
-	switch {
-	case err != nil && ctx.Err() == nil && isDrop(err):
-		return out, fmt.Errorf("%w: %v", ErrSessionDropped, err)
-	case err != nil:
-		return out, err
-	case exit != 0:
-		return out, fmt.Errorf("%q exited with status %d (output: %s)", cmd, exit, snippet([]byte(out)))
+	remote := s.Client.RemoteAddr()
+	sess, err := s.Client.NewSession()
+	if err != nil {
+		return "", fmt.Errorf("ssh %s: open session for %q: %w", remote, cmd, err)
 	}
-	return out, nil
+	defer sess.Close()
+	var out lockedBuffer
+	sess.Stdout, sess.Stderr = &out, &out
+	if err := sess.Start(cmd); err != nil {
+		return "", fmt.Errorf("ssh %s: start %q: %w", remote, cmd, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sess.Wait() }()
+	select {
+	case err := <-done:
+		var exit *ssh.ExitError
+		switch {
+		case err == nil:
+			return out.String(), nil
+		case errors.As(err, &exit):
+			return out.String(), fmt.Errorf("ssh %s: %q exited with status %d (output: %s)", remote, cmd, exit.ExitStatus(), snippet([]byte(out.String())))
+		case isDrop(err):
+			return out.String(), fmt.Errorf("%w: ssh %s: %q: %v", ErrSessionDropped, remote, cmd, err)
+		default:
+			return out.String(), fmt.Errorf("ssh %s: %q: %w", remote, cmd, err)
+		}
+	case <-ctx.Done():
+		_ = sess.Signal(ssh.SIGKILL)
+		_ = sess.Close()
+		return out.String(), fmt.Errorf("ssh %s: %q: %w", remote, cmd, ctx.Err())
+	}
+}
+
+// lockedBuffer collects stdout and stderr, which x/crypto/ssh copies from
+// two goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // Close closes the SSH connection.
