@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sparklane/sparklane/internal/bench"
 	"github.com/sparklane/sparklane/internal/staging"
 )
 
@@ -29,6 +30,15 @@ func Markdown(r Report) string {
 	// Headline.
 	if r.Verdict != nil {
 		w("**Verdict: %s** against `%s` (quality band ±%g points, perf tolerance ±%g%%)\n\n", strings.ToUpper(r.Verdict.Overall), r.Verdict.BaselineID, r.Verdict.QualityBand, r.Verdict.PerfTolerancePct)
+		if worse, better := r.Verdict.Changes(Worse), r.Verdict.Changes(Better); len(worse)+len(better) > 0 {
+			if len(worse) > 0 {
+				w("- worse: %s\n", strings.Join(worse, ", "))
+			}
+			if len(better) > 0 {
+				w("- better: %s\n", strings.Join(better, ", "))
+			}
+			w("\n")
+		}
 	} else {
 		w("**Verdict: no baseline** (pass `--baseline latest` or a report ID to compare)\n\n")
 	}
@@ -55,10 +65,10 @@ func Markdown(r Report) string {
 		if tg, pp := headline(r); tg > 0 || pp > 0 {
 			w("| headline | value |\n|---|---:|\n")
 			if tg > 0 {
-				w("| tg (first depth, 1 request) | %.1f tok/s |\n", tg)
+				w("| tg at depth %d, 1 request | %.1f tok/s |\n", headDepth(p), tg)
 			}
 			if pp > 0 {
-				w("| pp (first prompt length) | %.0f tok/s |\n", pp)
+				w("| pp of a %d-token prompt | %.0f tok/s |\n", headLen(p), pp)
 			}
 			if p.TTFT.N > 0 {
 				w("| TTFT p50 / p95 (short prompt) | %.0f / %.0f ms |\n", p.TTFT.P50Ms, p.TTFT.P95Ms)
@@ -150,7 +160,14 @@ func Markdown(r Report) string {
 		if q.Deployability != nil && q.Responsiveness != nil {
 			w("Deployability %g, responsiveness %g (harness's own).\n\n", *q.Deployability, *q.Responsiveness)
 		}
-		w("Harness command (exit %d, %.0f s, parallel %d): `%s`  \nReport ingested: `%s`\n\n", h.ExitCode, h.Seconds, h.Parallel, h.Command, h.ReportFile)
+		w("Harness run: exit %d, %.0f s, parallel %d.\n", h.ExitCode, h.Seconds, h.Parallel)
+		if h.Command != "" {
+			w("Command: `%s`\n", h.Command)
+		}
+		if h.ReportFile != "" {
+			w("Report ingested: `%s`\n", h.ReportFile)
+		}
+		w("\n")
 	}
 
 	// Evidence.
@@ -192,6 +209,24 @@ func Markdown(r Report) string {
 		w("\n")
 	}
 	return b.String()
+}
+
+func headDepth(p *bench.PerfResult) int {
+	for _, t := range p.TG {
+		if t.Concurrency == 1 && t.OK > 0 {
+			return t.Depth
+		}
+	}
+	return 0
+}
+
+func headLen(p *bench.PerfResult) int {
+	for _, t := range p.PP {
+		if t.OK > 0 {
+			return t.RequestedTokens
+		}
+	}
+	return 0
 }
 
 func num(x float64, prec int) string {

@@ -203,7 +203,7 @@ func TestListLoadLatestAndBaselineVerdict(t *testing.T) {
 		t.Fatalf("verdict %+v", r.Verdict)
 	}
 	md, _ := os.ReadFile(paths.MD)
-	if !strings.Contains(string(md), "**Verdict: REGRESSION** against `20261130T050000Z_nightly-run`") || !regexp.MustCompile(`\| tg d0 c1 \(tok/s\) \| 27\.0 \| 34\.0 \| -20\.6% \| worse \|`).Match(md) {
+	if !strings.Contains(string(md), "**Verdict: REGRESSION** against `20261130T050000Z_nightly-run`") || !strings.Contains(string(md), "- worse: tg d0 c1 -20.6%") || !regexp.MustCompile(`\| tg d0 c1 \(tok/s\) \| 27\.0 \| 34\.0 \| -20\.6% \| worse \|`).Match(md) {
 		t.Errorf("md verdict section:\n%s", md)
 	}
 

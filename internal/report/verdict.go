@@ -73,6 +73,21 @@ type MetricDelta struct {
 // Regression reports whether the verdict should fail `--fail-on-regression`.
 func (v Verdict) Regression() bool { return v.Overall == Regression }
 
+// Changes lists the metrics judged j (Better or Worse) with their change,
+// quality first: "quality -3.5 points", "tg d0 c1 -11.4%".
+func (v Verdict) Changes(j string) []string {
+	var out []string
+	if v.Quality != nil && v.Quality.Judgement == j {
+		out = append(out, fmt.Sprintf("quality %+g points", v.Quality.Delta))
+	}
+	for _, m := range v.Metrics {
+		if m.Judgement == j {
+			out = append(out, fmt.Sprintf("%s %+.1f%%", m.Name, m.DeltaPct))
+		}
+	}
+	return out
+}
+
 // Compare judges cur against base with a quality band (≤0 → default 2
 // points) and the default perf tolerance of 5%.
 func Compare(cur, base Report, band float64) Verdict {
