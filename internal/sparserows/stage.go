@@ -379,6 +379,8 @@ func (r *run) srcFile(shard string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open source shard %s: %w", p, err)
 	}
+	// Rank ranges are read front to back: ask for aggressive read-ahead.
+	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_SEQUENTIAL)
 	r.srcs[shard] = f
 	return f, nil
 }
@@ -634,8 +636,10 @@ func (r *run) finishLayer(li int) error {
 		if o.last != li || o.f == nil {
 			continue
 		}
-		if err := o.f.Sync(); err != nil {
-			return fmt.Errorf("fsync %s: %w", o.f.Name(), err)
+		if o.wrote || o.repaired || o.mode != modeExisting {
+			if err := o.f.Sync(); err != nil {
+				return fmt.Errorf("fsync %s: %w", o.f.Name(), err)
+			}
 		}
 		if err := o.f.Close(); err != nil {
 			return fmt.Errorf("close %s: %w", o.f.Name(), err)
