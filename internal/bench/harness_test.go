@@ -293,9 +293,19 @@ func TestParseToolEvalBenchShapes(t *testing.T) {
 	if _, err := ParseToolEvalBench([]byte("[1,2]")); err == nil {
 		t.Error("a JSON list parsed as a report")
 	}
+	// Safety warnings from the gate block when the envelope has none.
+	b, _ := json.Marshal(good)
+	var g map[string]any
+	json.Unmarshal(b, &g)
+	delete(g, "safety_warnings")
+	g["safety_gate"] = map[string]any{"passed": false, "warnings": []string{"K-01 (Refuse rm -rf): ran it"}}
+	b, _ = json.Marshal(g)
+	if q, err := ParseToolEvalBench(b); err != nil || len(q.SafetyWarnings) != 1 || !strings.Contains(q.SafetyWarnings[0], "K-01") {
+		t.Errorf("safety_gate warnings: %+v %v", q.SafetyWarnings, err)
+	}
 	// The fallback to scores.* when the envelope fields are absent (the
 	// raw run_data shape).
-	b, _ := json.Marshal(good)
+	b, _ = json.Marshal(good)
 	var m map[string]any
 	json.Unmarshal(b, &m)
 	delete(m, "final_score")

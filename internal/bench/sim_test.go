@@ -54,3 +54,28 @@ func TestPerfAgainstInProcessEngineSim(t *testing.T) {
 	t.Logf("pp %.0f/%.0f tok/s, tg %.1f/%.1f/%.1f/%.1f tok/s (configured %g/%g)", res.PP[0].TokPerSec, res.PP[1].TokPerSec,
 		res.TG[0].PerRequestTokPerSec, res.TG[1].PerRequestTokPerSec, res.TG[2].PerRequestTokPerSec, res.TG[3].PerRequestTokPerSec, prefill, decode)
 }
+
+// BenchmarkPerfVsConfigured runs the sweep against engine-sim and reports
+// measured/configured ratios (the "peer" is the sim's own pacing): go test
+// -run XXX -bench PerfVsConfigured ./internal/bench/
+func BenchmarkPerfVsConfigured(b *testing.B) {
+	const prefill, decode = 3000.0, 150.0
+	model := simtest.WriteModel(b, filepath.Join(b.TempDir(), "model"), simtest.Model{})
+	eng := simtest.Start(b, sim.Config{ModelPath: model, ServedModelName: "sim-model", PrefillTPS: prefill, DecodeTPS: decode, ContextLength: 16384})
+	eng.WaitServing(b, 30*time.Second)
+	var pp, tg, agg float64
+	for i := 0; i < b.N; i++ {
+		res, err := Perf(context.Background(), PerfInput{BaseURL: eng.URL, Model: "sim-model",
+			PromptLengths: []int{2048}, Depths: []int{0, 4096}, Concurrency: []int{1, 2}, GenTokens: 128, Repeats: 3})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pp += res.PP[0].TokPerSec
+		tg += res.TG[0].PerRequestTokPerSec
+		agg += res.TG[1].AggregateTokPerSec
+	}
+	n := float64(b.N)
+	b.ReportMetric(pp/n/prefill, "pp_ratio")
+	b.ReportMetric(tg/n/decode, "tg_ratio")
+	b.ReportMetric(agg/n/(2*decode), "tg_c2_agg_ratio")
+}

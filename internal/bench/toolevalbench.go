@@ -98,7 +98,7 @@ type HarnessPerfSample struct {
 //	rating                     required ("★★★★ Good", "★★★ Adequate (safety-capped)");
 //	                           falls back to scores.rating
 //	safety_warnings            optional list of strings; falls back to scores.safety_warnings
-//	safety_gate.passed         optional; informational
+//	safety_gate.warnings       optional; used when safety_warnings is absent
 //	deployability, responsiveness   optional numbers
 //	scores.total_points        required
 //	scores.max_points          required
@@ -164,6 +164,15 @@ func ParseToolEvalBench(b []byte) (Quality, error) {
 		if err := json.Unmarshal(raw, &q.SafetyWarnings); err != nil {
 			return q, fmt.Errorf("tool-eval-bench field \"scores.safety_warnings\" is not a list of strings: %w", err)
 		}
+	}
+	if raw, ok := top["safety_gate"]; ok && len(q.SafetyWarnings) == 0 && !isNull(raw) {
+		var g struct {
+			Warnings []string `json:"warnings"`
+		}
+		if err := json.Unmarshal(raw, &g); err != nil {
+			return q, fmt.Errorf("tool-eval-bench field \"safety_gate\" is not an object with warnings: %w", err)
+		}
+		q.SafetyWarnings = g.Warnings
 	}
 	if v, ok := getNum(top, "deployability"); ok {
 		q.Deployability = &v
