@@ -57,6 +57,14 @@ func TestShutdownSSHRealSSHD(t *testing.T) {
 		t.Fatalf("want Dropped and the marker, got %+v (marker %v)", res, exists(dropped))
 	}
 
+	// A command still hanging at the step timeout (a machine that stopped
+	// answering without closing the connection) counts as dropped too; the
+	// next step, WaitUnreachable, checks the outcome.
+	res, err = e.Shutdown(ctx, power.ShutdownInput{Target: sshTarget(srv, "ssh:sleep 30"), Timeout: 3 * time.Second})
+	if err != nil || !res.Dropped {
+		t.Fatalf("hanging command at timeout: %+v %v", res, err)
+	}
+
 	// A command that fails is an error naming the node and the command.
 	_, err = e.Shutdown(ctx, power.ShutdownInput{Target: sshTarget(srv, "ssh:exit 3")})
 	if err == nil || !strings.Contains(err.Error(), "node dgx-test") || !strings.Contains(err.Error(), "status 3") {
