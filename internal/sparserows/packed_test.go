@@ -238,6 +238,19 @@ func TestFullVerifyCatchesCorruptionBetweenSamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPacked(t, fx, spec)
+	// Another block size: the tree is adopted and stale entries dropped.
+	spec.BlockRows = 500
+	res, err := Stage(context.Background(), spec, staging.Options{})
+	if err != nil || res.CopiedBytes != 0 {
+		t.Fatalf("pass with a new block size %+v %v: want nothing copied", res, err)
+	}
+	if l, _ := ledger.Load(filepath.Join(spec.Dst, LedgerName), LedgerKind); len(l.Entries) != 5 {
+		t.Fatalf("ledger has %d entries after re-blocking 2048 rows by 500, want 5", len(l.Entries))
+	}
+	spec.BlockRows = 0
+	if _, err := Stage(context.Background(), spec, staging.Options{}); err != nil {
+		t.Fatal(err)
+	}
 	p := filepath.Join(spec.Dst, PackedFileName(0, 0, 1))
 	// 512 KiB block; sample windows are 4 KiB at multiples of ~34 KiB:
 	// byte 20000 lies between the first two.
@@ -251,7 +264,7 @@ func TestFullVerifyCatchesCorruptionBetweenSamples(t *testing.T) {
 	if len(vr.Bad) != 1 || !vr.Full {
 		t.Fatalf("full verify %+v: want the one block bad", vr)
 	}
-	res, err := Stage(context.Background(), spec, staging.Options{Force: true})
+	res, err = Stage(context.Background(), spec, staging.Options{Force: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -143,6 +144,7 @@ func Stage(ctx context.Context, spec Spec, opts staging.Options) (staging.Result
 	if err := r.openOutputs(); err != nil {
 		return r.res, err
 	}
+	r.pruneLedger(blocks)
 	r.prog = staging.Progress{FilesTotal: len(r.outs), RowsTotal: pi.Rows, BytesTotal: pi.Bytes}
 	err = r.runBlocks(blocks)
 	if serr := r.saveLedger(); serr != nil && err == nil {
@@ -499,6 +501,26 @@ func (r *run) record(b block, sum string) {
 	}
 	r.led.Entries[b.key] = ledger.Entry{Size: b.bytes, Sampled: sum, Source: b.source, VerifiedAt: time.Now().UTC()}
 	r.dirty = true
+}
+
+// pruneLedger drops entries of this rank's layers that no current block
+// has (left by another block size or table shape); other keys are kept.
+func (r *run) pruneLedger(blocks []block) {
+	if r.dry {
+		return
+	}
+	keep := map[string]bool{}
+	for _, b := range blocks {
+		keep[b.key] = true
+	}
+	for k := range r.led.Entries {
+		for _, lp := range r.pi.Layers {
+			if strings.HasPrefix(k, fmt.Sprintf("l%d/r%d/", lp.Layer, r.spec.Rank)) && !keep[k] {
+				delete(r.led.Entries, k)
+				r.dirty = true
+			}
+		}
+	}
 }
 
 // saveLedger writes the ledger when entries changed.
