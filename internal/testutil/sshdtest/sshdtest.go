@@ -83,7 +83,7 @@ type Options struct {
 }
 
 // Start is StartWith(t, Options{}).
-func Start(t *testing.T) *Server {
+func Start(t testing.TB) *Server {
 	t.Helper()
 	return StartWith(t, Options{})
 }
@@ -92,7 +92,7 @@ func Start(t *testing.T) *Server {
 // `/usr/sbin/sshd -D -f CONFIG -E LOG` on a free loopback port, waits until
 // the port answers, and stops it when the test ends. It fails the test (never
 // skips) when sshd is not installed.
-func StartWith(t *testing.T, opts Options) *Server {
+func StartWith(t testing.TB, opts Options) *Server {
 	t.Helper()
 	if _, err := os.Stat(SSHD); err != nil {
 		t.Fatalf("sshdtest: %s not found (%v): install openssh-server (apt-get install -y openssh-server)", SSHD, err)
@@ -172,13 +172,13 @@ func KnownHostsLine(port int, key ssh.PublicKey) string {
 
 // NewKey makes a fresh ed25519 key pair and writes the private half to
 // dir/name (0600) in OpenSSH format; tests use it for "wrong key" cases.
-func NewKey(t *testing.T, dir, name string) (ssh.PublicKey, string) {
+func NewKey(t testing.TB, dir, name string) (ssh.PublicKey, string) {
 	t.Helper()
 	return writeKey(t, dir, name)
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort(t *testing.T) int {
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -188,7 +188,7 @@ func FreePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func writeKey(t *testing.T, dir, name string) (ssh.PublicKey, string) {
+func writeKey(t testing.TB, dir, name string) (ssh.PublicKey, string) {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -209,12 +209,12 @@ func writeKey(t *testing.T, dir, name string) (ssh.PublicKey, string) {
 }
 
 // NewRSAKey is NewKey for a 2048-bit RSA key.
-func NewRSAKey(t *testing.T, dir, name string) (ssh.PublicKey, string) {
+func NewRSAKey(t testing.TB, dir, name string) (ssh.PublicKey, string) {
 	t.Helper()
 	return writeRSAKey(t, dir, name)
 }
 
-func writeRSAKey(t *testing.T, dir, name string) (ssh.PublicKey, string) {
+func writeRSAKey(t testing.TB, dir, name string) (ssh.PublicKey, string) {
 	t.Helper()
 	priv, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -233,7 +233,7 @@ func writeRSAKey(t *testing.T, dir, name string) (ssh.PublicKey, string) {
 	return sshPub, path
 }
 
-func writeFile(t *testing.T, path string, b []byte, mode os.FileMode) {
+func writeFile(t testing.TB, path string, b []byte, mode os.FileMode) {
 	t.Helper()
 	if err := os.WriteFile(path, b, mode); err != nil {
 		t.Fatalf("sshdtest: write %s: %v", path, err)
