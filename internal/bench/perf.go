@@ -63,7 +63,7 @@ type PerfInput struct {
 	Repeats int
 	// ContextTokens is the server's context window; 0 asks /v1/models
 	// (max_model_len, context_length or max_context_length). Prompt lengths
-	// and depths that would not fit with GenTokens are clamped to it.
+	// and depths above 95% of it minus GenTokens are clamped.
 	ContextTokens int
 	// RequestTimeout bounds each request (default 5m).
 	RequestTimeout time.Duration
@@ -246,10 +246,7 @@ func Perf(ctx context.Context, in PerfInput) (PerfResult, error) {
 		if ctxTokens <= 0 {
 			return n
 		}
-		limit := ctxTokens - in.GenTokens - 16
-		if limit < 1 {
-			limit = 1
-		}
+		limit := fitLimit(ctxTokens, in.GenTokens)
 		if n > limit {
 			res.Clamped = append(res.Clamped, fmt.Sprintf("%s %d -> %d (context %d)", kind, n, limit, ctxTokens))
 			return limit
@@ -368,8 +365,14 @@ func fitQuiet(n, ctxTokens, gen int) int {
 	if ctxTokens <= 0 {
 		return n
 	}
-	limit := max(ctxTokens-gen-16, 1)
-	return min(n, limit)
+	return min(n, fitLimit(ctxTokens, gen))
+}
+
+// fitLimit is the largest prompt that surely fits: the context minus the
+// generated tokens minus 5% headroom, because prompt sizing from the
+// calibration is close but not exact.
+func fitLimit(ctxTokens, gen int) int {
+	return max(ctxTokens*95/100-gen, 1)
 }
 
 func (in PerfInput) withDefaults() PerfInput {

@@ -136,7 +136,7 @@ func TestPerfClampsToServerContext(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Perf: %v", err)
 	}
-	limit := 600 - 16 - 16
+	limit := 600*95/100 - 16
 	if res.ContextTokens != 600 {
 		t.Errorf("context tokens %d, want 600 from /v1/models", res.ContextTokens)
 	}
