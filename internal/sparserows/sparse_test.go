@@ -3,7 +3,6 @@ package sparserows
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -87,8 +86,8 @@ func TestSparseCopyHolesManifestIndexAndAllocatedBlocks(t *testing.T) {
 	if alloc < share || alloc > share+256<<10 {
 		t.Fatalf("%s: %d bytes allocated of %d, want about the rank's share %d (holes elsewhere)", p, alloc, st.Size(), share)
 	}
-	var m LocalManifest
-	if err := json.Unmarshal(readFile(t, filepath.Join(spec.Dst, LocalManifestName)), &m); err != nil {
+	m, err := ReadLocalManifest(filepath.Join(spec.Dst, LocalManifestName))
+	if err != nil {
 		t.Fatal(err)
 	}
 	lp := pi.Layers[0]

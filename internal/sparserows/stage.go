@@ -91,6 +91,13 @@ type run struct {
 // after a sampled comparison with the source rows), rewriting only blocks
 // that do not match, and continuing an interrupted pass from opts.Resume.
 // With opts.DryRun it returns the plan's counts and writes nothing.
+//
+// Result: CopiedBytes and Rows are the row bytes and rows written (to be
+// written, in a dry run); CopiedFiles the outputs created, changed or with
+// a repaired header; AdoptedFiles the existing outputs the ledger did not
+// know that matched the source; VerifiedFiles the outputs found intact;
+// TotalBytes the rank's share. opts.Parallel is not used: one sequential
+// stream per rank is what saturates the disks.
 func Stage(ctx context.Context, spec Spec, opts staging.Options) (staging.Result, error) {
 	start := time.Now()
 	if err := checkSpec(spec); err != nil {
@@ -727,6 +734,20 @@ type LocalRef struct {
 	Tensor string   `json:"tensor"`
 	Rows   [2]int64 `json:"rows"`
 	Bytes  [2]int64 `json:"bytes"`
+}
+
+// ReadLocalManifest reads engram-local.json of a sparse-copy tree, for the
+// runtime stand-in and tools that check which rows a node holds.
+func ReadLocalManifest(path string) (LocalManifest, error) {
+	var m LocalManifest
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("%s: not a sparse-rows manifest (%v): re-run staging", path, err)
+	}
+	return m, nil
 }
 
 // localManifest builds the manifest from the plan.
