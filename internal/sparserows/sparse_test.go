@@ -167,3 +167,39 @@ func TestSparseCopySplitTableAcrossShardsAndHeaderRepair(t *testing.T) {
 	}
 	checkSparse(t, spec)
 }
+
+// TestSymlinkInDstIsReplacedNotWrittenThrough: an output name that is a
+// symlink (to the source on the NAS, say) is replaced by a real file and
+// its target left untouched.
+func TestSymlinkInDstIsReplacedNotWrittenThrough(t *testing.T) {
+	src := t.TempDir()
+	standardCheckpoint(t, src)
+	for _, format := range []string{FormatPacked, FormatSparseCopy} {
+		spec := baseSpec(t, src, format, 0, 2)
+		spec.Layers = []int{3}
+		pi, _ := Plan(spec)
+		name := pi.Shards[0]
+		if format == FormatPacked {
+			name = pi.Layers[0].Output
+		}
+		victim := filepath.Join(t.TempDir(), "victim")
+		orig := bytes.Repeat([]byte{0x5A}, int(pi.Bytes)+PackedHeaderSize+4096)
+		os.WriteFile(victim, orig, 0o644)
+		os.MkdirAll(spec.Dst, 0o755)
+		if err := os.Symlink(victim, filepath.Join(spec.Dst, name)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Stage(context.Background(), spec, staging.Options{}); err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		if !bytes.Equal(readFile(t, victim), orig) {
+			t.Fatalf("%s: staging wrote through a symlink in dst", format)
+		}
+		if !isRegular(filepath.Join(spec.Dst, name)) {
+			t.Fatalf("%s: %s is still not a regular file", format, name)
+		}
+		if vr, err := Verify(context.Background(), spec, true); err != nil || !vr.Clean() {
+			t.Fatalf("%s: verify %+v %v", format, vr, err)
+		}
+	}
+}

@@ -200,7 +200,10 @@ func (r *run) decideOutputs() error {
 			o.final = filepath.Join(r.spec.Dst, o.rel)
 			o.tmp = filepath.Join(r.spec.Dst, "."+o.rel+".partial")
 			o.mode = modeFresh
-			if got, err := ReadPackedHeader(o.final); err == nil && got == h {
+			if !isRegular(o.final) {
+				// Missing, or a symlink (never written through: it may
+				// point at the NAS): a fresh file replaces it.
+			} else if got, err := ReadPackedHeader(o.final); err == nil && got == h {
 				o.mode = modeExisting
 			} else if st, serr := os.Stat(o.final); serr == nil && st.Size() == o.size {
 				// Right size but a header that does not decode (torn or
@@ -214,7 +217,7 @@ func (r *run) decideOutputs() error {
 				}
 			}
 			if o.mode == modeFresh && r.resumeLi == i {
-				if got, err := ReadPackedHeader(o.tmp); err == nil && got == h {
+				if got, err := ReadPackedHeader(o.tmp); err == nil && got == h && isRegular(o.tmp) {
 					o.mode = modeResumed
 				}
 			}
@@ -235,12 +238,10 @@ func (r *run) decideOutputs() error {
 			o.final = filepath.Join(r.spec.Dst, s)
 			o.tmp = filepath.Join(filepath.Dir(o.final), "."+filepath.Base(s)+".partial")
 			o.mode = modeFresh
-			if st, err := os.Stat(o.final); err == nil && st.Mode().IsRegular() {
+			if isRegular(o.final) {
 				o.mode = modeExisting
-			} else if r.resumeLi >= 0 {
-				if st, err := os.Stat(o.tmp); err == nil && st.Mode().IsRegular() {
-					o.mode = modeResumed
-				}
+			} else if r.resumeLi >= 0 && isRegular(o.tmp) {
+				o.mode = modeResumed
 			}
 			r.outs[o.rel] = o
 		}
@@ -256,6 +257,12 @@ func (r *run) openOutputs() error {
 		}
 	}
 	return nil
+}
+
+// isRegular reports whether path is a regular file, not following symlinks.
+func isRegular(path string) bool {
+	st, err := os.Lstat(path)
+	return err == nil && st.Mode().IsRegular()
 }
 
 func readHeaderBytes(path string) ([]byte, error) {
@@ -298,9 +305,9 @@ func (r *run) openOut(o *outFile) error {
 	if o.mode == modeResumed {
 		path = o.tmp
 	}
-	flag := os.O_RDWR
+	flag := os.O_RDWR | syscall.O_NOFOLLOW
 	if r.dry {
-		flag = os.O_RDONLY
+		flag = os.O_RDONLY | syscall.O_NOFOLLOW
 	}
 	o.f, err = os.OpenFile(path, flag, 0)
 	if err != nil {
