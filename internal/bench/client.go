@@ -197,12 +197,18 @@ func (c *client) contextWindow(ctx context.Context) int {
 
 // calibrate measures the chat template overhead and characters per token
 // with two requests, reading usage.prompt_tokens.
-func (c *client) calibrate(ctx context.Context, seed int64) (Calibration, error) {
+func (c *client) calibrate(ctx context.Context, seed int64, ctxTokens int) (Calibration, error) {
 	one, err := c.stream(ctx, "hi", 1)
 	if err != nil {
 		return Calibration{}, err
 	}
-	text := filler(seed, 8000)
+	// 8000 characters, or half the context in characters when that is
+	// smaller: it fits even at one character per token.
+	chars := 8000
+	if ctxTokens > 0 {
+		chars = min(chars, max(ctxTokens/2, 64))
+	}
+	text := filler(seed, chars)
 	s, err := c.stream(ctx, text, 1)
 	if err != nil {
 		return Calibration{}, err

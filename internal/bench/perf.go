@@ -231,7 +231,7 @@ func Perf(ctx context.Context, in PerfInput) (PerfResult, error) {
 	}
 	res.ContextTokens = ctxTokens
 
-	cal, err := c.calibrate(ctx, in.Seed)
+	cal, err := c.calibrate(ctx, in.Seed, ctxTokens)
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, ctx.Err()

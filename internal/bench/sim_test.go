@@ -79,3 +79,22 @@ func BenchmarkPerfVsConfigured(b *testing.B) {
 	b.ReportMetric(tg/n/decode, "tg_ratio")
 	b.ReportMetric(agg/n/(2*decode), "tg_c2_agg_ratio")
 }
+
+// TestPerfClampedPromptsFitEngineSim checks that lengths clamped to a small
+// context are accepted by a server that enforces it (no 400s).
+func TestPerfClampedPromptsFitEngineSim(t *testing.T) {
+	model := simtest.WriteModel(t, filepath.Join(t.TempDir(), "model"), simtest.Model{})
+	eng := simtest.Start(t, sim.Config{ModelPath: model, ServedModelName: "sim-model", PrefillTPS: 50000, DecodeTPS: 1000, ContextLength: 1200})
+	eng.WaitServing(t, 30*time.Second)
+	res, err := Perf(context.Background(), PerfInput{BaseURL: eng.URL, Model: "sim-model",
+		PromptLengths: []int{8192}, Depths: []int{8192}, Concurrency: []int{1}, GenTokens: 32, Repeats: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failures) > 0 || len(res.Clamped) != 2 {
+		t.Fatalf("failures %+v, clamped %q", res.Failures, res.Clamped)
+	}
+	if p := res.PP[0].PromptTokens; p > 1200 || p < 1000 {
+		t.Errorf("clamped prompt counted %d tokens, want close to but under 1200", p)
+	}
+}
