@@ -398,8 +398,9 @@ func TestStopLaneLeavesNothing(t *testing.T) {
 	if left := listLane(t, d, lane); len(left) != 0 {
 		t.Errorf("containers left after StopLane: %+v", left)
 	}
-	if took > 20*time.Second {
-		t.Errorf("StopLane took %s with a 1s grace period", took)
+	// The rank ignoring SIGTERM got its grace period, then SIGKILL.
+	if took < time.Second || took > 20*time.Second {
+		t.Errorf("StopLane took %s with a 1s grace period and a rank ignoring SIGTERM", took)
 	}
 	if len(listLane(t, d, other)) != 1 {
 		t.Errorf("StopLane(%s) touched lane %s", lane, other)
