@@ -154,8 +154,10 @@ func ParseArgs(args []string, getenv func(string) string) (Config, error) {
 		}
 		set[name] = true
 	}
-	// vLLM spells the model as `vllm serve MODEL`; accept a leading "serve".
-	if len(positional) > 0 && positional[0] == "serve" {
+	// vLLM spells the model as `vllm serve MODEL`; accept a leading
+	// "serve", and the binary's own name when a command line that starts
+	// with /engine-sim is passed as the arguments of the image entrypoint.
+	for len(positional) > 0 && (positional[0] == "serve" || filepath.Base(positional[0]) == "engine-sim") {
 		positional = positional[1:]
 	}
 	if len(positional) > 0 {

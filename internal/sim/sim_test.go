@@ -519,6 +519,11 @@ func TestParseArgs(t *testing.T) {
 	if c.ModelPath != "/m" || c.TP != 2 || c.DistInitAddr != "10.0.0.1:29501" || !c.Headless || c.ContextLength != 2048 || c.DecodeTPS != 12 || c.EngramDir != "/mine" || c.FailAt != "join" {
 		t.Errorf("vllm-style args: %+v", c)
 	}
+	// A recipe command starting with the binary, passed as entrypoint args.
+	c, err = sim.ParseArgs(strings.Fields("/engine-sim /hub --served-model-name org/m --port 8000"), func(string) string { return "" })
+	if err != nil || c.ModelPath != "/hub" || len(c.Ignored) != 0 {
+		t.Errorf("command with the binary's own name: %+v %v", c, err)
+	}
 	if _, err := sim.ParseArgs([]string{"--port", "x"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "--port") {
 		t.Errorf("bad --port: %v", err)
 	}
