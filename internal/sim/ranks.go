@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -43,6 +44,13 @@ func startMesh(ctx context.Context, cancel context.CancelCauseFunc, cfg *Config,
 	m := &mesh{cfg: cfg, logf: logf, cancel: cancel, conns: map[int]net.Conn{}, loadedBy: map[int]bool{}, changed: make(chan struct{}, 1), connected: make(chan struct{})}
 	if cfg.NodeRank == 0 {
 		ln, err := net.Listen("tcp", cfg.DistInitAddr)
+		if err != nil && errors.Is(err, syscall.EADDRNOTAVAIL) {
+			// The head address is not on this host's interfaces (NAT,
+			// a name resolving elsewhere): listen on the port everywhere,
+			// as the engines' rendezvous stores do.
+			_, port, _ := net.SplitHostPort(cfg.DistInitAddr)
+			ln, err = net.Listen("tcp", ":"+port)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("rank 0: listen on --dist-init-addr %s: %v: is another engine using the port?", cfg.DistInitAddr, err)
 		}

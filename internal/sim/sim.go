@@ -88,7 +88,10 @@ type Config struct {
 	// PrefillTPS and DecodeTPS pace the answers.
 	PrefillTPS float64
 	DecodeTPS  float64
-	// FailAt is "", load, join or serve.
+	// FailAt makes the engine fail on purpose: "load" after reading its
+	// first shard, "join" after loading (before reporting to rank 0),
+	// "serve" right after answering its first HTTP request (so a prober
+	// sees an answer, then a refused port). "" never fails.
 	FailAt string
 	// NoFollow opens weight files with O_NOFOLLOW, refusing symlinks like
 	// runtimes that demand regular-file trees.
