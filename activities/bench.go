@@ -1,0 +1,135 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sparklane/sparklane/internal/bench"
+	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/probe"
+	"github.com/sparklane/sparklane/internal/report"
+)
+
+// ReportsDir is where a lane's bench reports live: recipes/LANE/reports.
+func (a *ControlActivities) ReportsDir(lane string) string {
+	return filepath.Join(a.Config.RecipesDir, lane, "reports")
+}
+
+// Bench runs the built-in perf sweep (and the recipe's external harness, if
+// it names one) against the serving lane, then writes the report bundle and
+// its verdict against the baseline. Progress lines are heartbeated.
+func (a *ControlActivities) Bench(ctx context.Context, in BenchInput) (BenchResult, error) {
+	model := in.Model
+	if model == "" {
+		m, err := probe.ModelName(ctx, in.BaseURL)
+		if err != nil {
+			return BenchResult{}, classify(fmt.Errorf("lane %s: ask %s for its model: %w", in.Plan.Lane, in.BaseURL, err))
+		}
+		model = m
+	}
+	var lines []string
+	progress := func(l string) {
+		lines = append(lines, l)
+		if len(lines) > 20 {
+			lines = lines[len(lines)-20:]
+		}
+		heartbeat(ctx, strings.Join(lines, "\n"))
+	}
+	b := in.Recipe.Bench
+	seed := time.Now().UnixNano() % 1_000_000
+	perf, err := bench.Perf(ctx, bench.PerfInput{
+		BaseURL: in.BaseURL, Model: model, PromptLengths: b.PromptLengths, Depths: b.Depths,
+		Concurrency: b.Concurrency, GenTokens: b.GenTokens, Seed: seed, OnProgress: progress,
+	})
+	if err != nil {
+		return BenchResult{}, classify(fmt.Errorf("lane %s perf bench: %w", in.Plan.Lane, err))
+	}
+	dir := a.ReportsDir(in.Plan.Lane)
+	bundle := report.Bundle{
+		Lane: in.Plan.Lane, Label: in.Label, Version: a.Version, Perf: &perf,
+		RecipeFile: in.Recipe.File, Plan: &in.Plan, Image: firstImage(in), EngineArgs: headArgs(in),
+		Temporal: report.TemporalRef{Namespace: a.Config.Temporal.Namespace, WorkflowID: in.WorkflowID, RunID: in.RunID,
+			UIURL: report.UIURL(a.UIURL, a.Config.Temporal.Namespace, in.WorkflowID, in.RunID)},
+		Compare: report.CompareOptions{QualityBand: b.QualityBand},
+	}
+	for _, s := range in.Staging {
+		bundle.Staging = append(bundle.Staging, report.StagingSummary{Node: s.Node, Block: s.Block, Kind: s.Kind,
+			Files: s.Result.TotalFiles, Bytes: s.Result.TotalBytes, VerifiedAt: time.Now().UTC()})
+	}
+	if b.Harness != "" {
+		parallel := in.Parallel
+		if parallel <= 0 {
+			parallel = 1
+		}
+		h, err := bench.RunHarness(ctx, bench.HarnessInput{
+			Template: b.Harness, Format: b.HarnessFormat, OnLine: progress,
+			Vars: bench.HarnessVars{BaseURL: in.BaseURL, Model: model, Seed: seed, Parallel: parallel, Tokenizer: in.Tokenizer,
+				OutputDir: filepath.Join(dir, ".harness", time.Now().UTC().Format(report.TimeFormat))},
+		})
+		if err != nil {
+			return BenchResult{}, classify(fmt.Errorf("lane %s harness: %w", in.Plan.Lane, err))
+		}
+		bundle.Harness = &h
+	}
+	switch in.Baseline {
+	case "":
+	case "latest":
+		if base, err := report.Latest(dir); err == nil {
+			bundle.Baseline = &base
+		}
+	default:
+		base, err := report.Load(dir, in.Baseline)
+		if err != nil {
+			return BenchResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("baseline %s: %w", in.Baseline, err)))
+		}
+		bundle.Baseline = &base
+	}
+	paths, err := report.Write(dir, bundle)
+	if err != nil {
+		return BenchResult{}, classify(err)
+	}
+	rep, err := report.Load(dir, strings.TrimSuffix(filepath.Base(paths.JSON), ".json"))
+	if err != nil {
+		return BenchResult{}, classify(err)
+	}
+	res := BenchResult{ReportID: rep.ID, MD: paths.MD, JSON: paths.JSON}
+	if rep.Verdict != nil {
+		res.Verdict = rep.Verdict.Overall
+	}
+	res.Summary = summarize(perf, bundle.Harness, res.Verdict)
+	return res, nil
+}
+
+func firstImage(in BenchInput) string {
+	if len(in.Plan.Nodes) > 0 {
+		return in.Plan.Nodes[0].Image
+	}
+	return in.Recipe.Image
+}
+
+func headArgs(in BenchInput) []string {
+	if len(in.Plan.Nodes) > 0 {
+		return in.Plan.Nodes[0].Argv
+	}
+	return nil
+}
+
+func summarize(p bench.PerfResult, h *bench.HarnessResult, verdict string) string {
+	var parts []string
+	if len(p.TG) > 0 {
+		parts = append(parts, fmt.Sprintf("tg %.1f tok/s", p.TG[0].AggregateTokPerSec))
+	}
+	if len(p.PP) > 0 {
+		parts = append(parts, fmt.Sprintf("pp %.0f tok/s", p.PP[0].TokPerSec))
+	}
+	if h != nil {
+		parts = append(parts, fmt.Sprintf("score %.1f", h.Quality.Score))
+	}
+	if verdict != "" {
+		parts = append(parts, "verdict "+verdict)
+	}
+	return strings.Join(parts, ", ")
+}

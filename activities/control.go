@@ -1,0 +1,275 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/node"
+	"github.com/sparklane/sparklane/internal/probe"
+	"github.com/sparklane/sparklane/internal/serve"
+)
+
+// ControlActivities run on the control worker (queue sparklane): SSH
+// reachability, recipe resolution, HTTP probes, bench and reports. When one
+// needs a node's Docker it dials it (locally, or through SSH to the node's
+// socket with the host key checked).
+type ControlActivities struct {
+	Config *config.Config
+	Log    *zap.Logger
+	// SSHTimeout bounds each SSH reachability check (default 5s).
+	SSHTimeout time.Duration
+	// Version is sparklane's version, written into reports.
+	Version string
+	// UIURL is the Temporal web UI base, for links in reports.
+	UIURL string
+	// Temporal lets power-on check that a node worker polls its queue.
+	Temporal client.Client
+}
+
+func (a *ControlActivities) node(name string) (config.Node, error) {
+	for _, n := range a.Config.Nodes {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	return config.Node{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s is not in %s", name, a.Config.File))
+}
+
+// CheckSSH dials the node with its host key checked. A node with an empty
+// ssh is this machine and needs no SSH.
+func (a *ControlActivities) CheckSSH(ctx context.Context, in SSHCheckInput) (SSHCheckResult, error) {
+	n, err := a.node(in.Node)
+	if err != nil {
+		return SSHCheckResult{Node: in.Node}, classify(err)
+	}
+	res := SSHCheckResult{Node: in.Node}
+	if off, why := a.relayOff(ctx, in.Node); off {
+		res.Off, res.Why = true, why
+		return res, nil
+	}
+	if n.SSH == "" {
+		res.Local, res.Reachable = true, true
+		return res, nil
+	}
+	t, err := a.sshTarget(n)
+	if err != nil {
+		res.Why = err.Error()
+		return res, nil
+	}
+	timeout := a.SSHTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	if err := node.Check(ctx, t, timeout); err != nil {
+		res.Why = err.Error()
+		return res, nil
+	}
+	res.Reachable = true
+	return res, nil
+}
+
+func (a *ControlActivities) sshTarget(n config.Node) (node.SSHTarget, error) {
+	t, err := node.ParseSSH(n.SSH)
+	if err != nil {
+		return t, fmt.Errorf("node %s: ssh %q: %w", n.Name, n.SSH, err)
+	}
+	t.KnownHosts, t.Identity = n.KnownHosts, n.Identity
+	return t, nil
+}
+
+// nodeDocker reaches a node's Docker: the local socket for a local node,
+// the node's socket through SSH otherwise.
+func (a *ControlActivities) nodeDocker(ctx context.Context, name string) (serve.Docker, func(), error) {
+	n, err := a.node(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	var t *node.SSHTarget
+	if n.SSH != "" {
+		tt, err := a.sshTarget(n)
+		if err != nil {
+			return nil, nil, err
+		}
+		t = &tt
+	}
+	c, err := node.DockerClient(ctx, n.Docker, t)
+	if err != nil {
+		return nil, nil, fmt.Errorf("node %s: docker: %w", name, err)
+	}
+	return c, func() { c.Close() }, nil
+}
+
+// ResolveLane reads a lane's recipe from recipes_dir and renders it (for
+// rollback to a previous lane, and for schedules that name lanes).
+func (a *ControlActivities) ResolveLane(ctx context.Context, in ResolveLaneInput) (ResolveLaneResult, error) {
+	recipes, err := config.LoadRecipes(a.Config.RecipesDir)
+	if err != nil {
+		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
+	}
+	r, err := config.Resolve(recipes, in.Lane)
+	if err != nil {
+		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
+	}
+	plan, err := config.Render(a.Config, r, in.Overrides)
+	if err != nil {
+		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
+	}
+	return ResolveLaneResult{Recipe: *r, Plan: *plan}, nil
+}
+
+// BaseURL is the lane's OpenAI-compatible API on its head node.
+func BaseURL(cfg *config.Config, plan config.LanePlan) string {
+	host := plan.HeadAddr
+	for _, n := range cfg.Nodes {
+		if len(plan.Nodes) > 0 && n.Name == plan.Nodes[0].Node && n.Address != "" {
+			host = n.Address
+		}
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(plan.APIPort))
+}
+
+// WaitReady polls the head's API until it answers. A refused connection
+// means "still loading" until the head has answered once; any rank
+// container that exits fails it at once with its exit code and last log
+// lines. Heartbeats keep a restarted control worker's retry waiting on the
+// same containers (it never starts a second set).
+func (a *ControlActivities) WaitReady(ctx context.Context, in WaitReadyInput) (WaitReadyResult, error) {
+	base := BaseURL(a.Config, in.Plan)
+	type conn struct {
+		d     serve.Docker
+		close func()
+	}
+	var mu sync.Mutex
+	conns := map[string]conn{}
+	defer func() {
+		for _, c := range conns {
+			c.close()
+		}
+	}()
+	ranks := func(ctx context.Context) ([]probe.RankState, error) {
+		var out []probe.RankState
+		for _, n := range in.Plan.Nodes {
+			mu.Lock()
+			c, ok := conns[n.Node]
+			mu.Unlock()
+			if !ok {
+				d, closeFn, err := a.nodeDocker(ctx, n.Node)
+				if err != nil {
+					return nil, err
+				}
+				c = conn{d, closeFn}
+				mu.Lock()
+				conns[n.Node] = c
+				mu.Unlock()
+			}
+			states, err := serve.InspectLane(ctx, c.d, in.Plan.Lane, 50)
+			if err != nil {
+				return nil, fmt.Errorf("node %s: %w", n.Node, err)
+			}
+			found := false
+			for _, s := range states {
+				if s.Rank != n.Rank {
+					continue
+				}
+				found = true
+				out = append(out, probe.RankState{Node: n.Node, Rank: s.Rank, Container: s.Name, State: s.State, ExitCode: s.ExitCode, Logs: s.Logs})
+			}
+			if !found {
+				out = append(out, probe.RankState{Node: n.Node, Rank: n.Rank, Container: n.ContainerName, State: "missing", ExitCode: -1})
+			}
+		}
+		return out, nil
+	}
+	r, err := probe.WaitReady(ctx, probe.ReadyInput{BaseURL: base, Path: in.Path, Budget: in.Budget}, ranks, func(p probe.ReadyProgress) { heartbeat(ctx, p) })
+	if err != nil {
+		return WaitReadyResult{BaseURL: base}, classify(err)
+	}
+	return WaitReadyResult{BaseURL: base, Model: r.Model, Seconds: r.Elapsed.Seconds()}, nil
+}
+
+// Smoke asks the recipe's smoke prompts and checks the expected substrings.
+func (a *ControlActivities) Smoke(ctx context.Context, in SmokeInput) (SmokeResult, error) {
+	rs, err := probe.Smoke(ctx, in.BaseURL, in.Model, in.Prompts)
+	var out SmokeResult
+	for _, r := range rs {
+		out.Answers = append(out.Answers, SmokeAnswer{Prompt: r.Prompt, Expect: r.Expect, Answer: r.Answer, OK: r.OK})
+	}
+	return out, classify(err)
+}
+
+// DecodeProbe measures decode and prefill speed with a temperature-0 request.
+func (a *ControlActivities) DecodeProbe(ctx context.Context, in DecodeProbeInput) (DecodeProbeResult, error) {
+	r, err := probe.DecodeProbe(ctx, probe.DecodeInput{BaseURL: in.BaseURL, Model: in.Model, PromptTokens: in.PromptTokens, MaxTokens: in.MaxTokens})
+	if err != nil {
+		return DecodeProbeResult{}, classify(err)
+	}
+	return DecodeProbeResult{DecodeTPS: r.DecodeTPS, PrefillTPS: r.PrefillTPS, TTFTSeconds: r.TTFTSeconds, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens}, nil
+}
+
+// WriteVerifyReport writes a short markdown report of a verify run under
+// state_dir/reports/verify and returns its path.
+func (a *ControlActivities) WriteVerifyReport(ctx context.Context, in VerifyReportInput) (string, error) {
+	dir := filepath.Join(a.Config.StateDir, "reports", "verify")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", classify(err)
+	}
+	now := time.Now().UTC()
+	var b strings.Builder
+	drift := len(in.Failures) > 0
+	for _, bl := range in.Blocks {
+		if !bl.Result.Clean() {
+			drift = true
+		}
+	}
+	verdict := "clean"
+	if drift {
+		verdict = "DRIFT"
+		if len(in.Repaired) > 0 {
+			verdict = "drift, repaired"
+		}
+	}
+	fmt.Fprintf(&b, "# Verify %s — %s\n\nWorkflow `%s`, run `%s`.\n\n", now.Format(time.RFC3339), verdict, in.WorkflowID, in.RunID)
+	if a.UIURL != "" {
+		fmt.Fprintf(&b, "UI: %s/namespaces/%s/workflows/%s/%s\n\n", a.UIURL, a.Config.Temporal.Namespace, in.WorkflowID, in.RunID)
+	}
+	b.WriteString("| lane | block | node | ok | bad | missing |\n|---|---|---|---:|---:|---:|\n")
+	for _, bl := range in.Blocks {
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d |\n", bl.Lane, bl.Block, bl.Node, bl.Result.OK, len(bl.Result.Bad), len(bl.Result.Missing))
+	}
+	for _, bl := range in.Blocks {
+		for _, p := range bl.Result.Bad {
+			fmt.Fprintf(&b, "\n- bad: %s/%s on %s: `%s`", bl.Lane, bl.Block, bl.Node, p)
+		}
+		for _, p := range bl.Result.Missing {
+			fmt.Fprintf(&b, "\n- missing: %s/%s on %s: `%s`", bl.Lane, bl.Block, bl.Node, p)
+		}
+	}
+	for _, r := range in.Repaired {
+		fmt.Fprintf(&b, "\n- repaired: %s on %s: %d files re-copied", r.Block, r.Node, r.Result.CopiedFiles)
+	}
+	for _, f := range in.Failures {
+		fmt.Fprintf(&b, "\n- failed: %s", f)
+	}
+	b.WriteString("\n")
+	path := filepath.Join(dir, now.Format("20060102T150405Z")+"_verify.md")
+	if err := ledger.WriteFileAtomic(path, []byte(b.String()), 0o644); err != nil {
+		return "", classify(err)
+	}
+	return path, nil
+}

@@ -1,0 +1,313 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"go.uber.org/zap"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/hubmirror"
+	"github.com/sparklane/sparklane/internal/node"
+	"github.com/sparklane/sparklane/internal/serve"
+	"github.com/sparklane/sparklane/internal/sparserows"
+	"github.com/sparklane/sparklane/internal/staging"
+)
+
+// NodeActivities run on one node's worker (queue node.NAME) against that
+// node's disk and Docker socket. Every node-local path goes through the
+// node's fs_root, except paths under the fleet's shared roots (the NAS).
+type NodeActivities struct {
+	Node config.Node
+	// SharedRoots are the fleet's shared_roots; HFCacheDir the NAS hub root
+	// used when a hub-mirror block names no src.
+	SharedRoots []string
+	HFCacheDir  string
+	Log         *zap.Logger
+
+	mu     sync.Mutex
+	docker serve.Docker
+}
+
+func (a *NodeActivities) local(p string) string { return a.Node.LocalPath(p, a.SharedRoots) }
+
+func (a *NodeActivities) roots() []string {
+	out := make([]string, len(a.Node.Roots))
+	for i, r := range a.Node.Roots {
+		out[i] = a.local(r)
+	}
+	return out
+}
+
+// dockerClient connects to the node's own Docker socket once.
+func (a *NodeActivities) dockerClient(ctx context.Context) (serve.Docker, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.docker != nil {
+		return a.docker, nil
+	}
+	c, err := node.DockerClient(ctx, a.Node.Docker, nil)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: docker at %s: %w", a.Node.Name, a.Node.Docker, err)
+	}
+	a.docker = c
+	return c, nil
+}
+
+// NodeStatus reports the lanes whose containers run here and the free space
+// on each staging root.
+func (a *NodeActivities) NodeStatus(ctx context.Context, _ NodeStatusInput) (NodeStatusResult, error) {
+	res := NodeStatusResult{Node: a.Node.Name}
+	for _, r := range a.Node.Roots {
+		rf := RootFree{Root: r}
+		free, err := staging.FreeBytes(a.local(r))
+		if err != nil {
+			rf.Error = err.Error()
+		}
+		rf.Free = free
+		res.Roots = append(res.Roots, rf)
+	}
+	d, err := a.dockerClient(ctx)
+	if err != nil {
+		return res, classify(err)
+	}
+	// Only this node's containers: simulated nodes may share one engine.
+	cs, err := d.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", serve.LabelLane), filters.Arg("label", serve.LabelNode+"="+a.Node.Name))})
+	if err != nil {
+		return res, classify(fmt.Errorf("node %s: list containers: %w", a.Node.Name, err))
+	}
+	seen := map[string]bool{}
+	for _, c := range cs {
+		if l := c.Labels[serve.LabelLane]; !seen[l] {
+			seen[l] = true
+			res.Lanes = append(res.Lanes, l)
+		}
+		for _, n := range c.Names {
+			res.Containers = append(res.Containers, strings.TrimPrefix(n, "/"))
+		}
+	}
+	sort.Strings(res.Lanes)
+	sort.Strings(res.Containers)
+	return res, nil
+}
+
+func (a *NodeActivities) hubSpec(b config.Staging) hubmirror.Spec {
+	src := b.Src
+	if src == "" {
+		src = a.HFCacheDir
+	}
+	spec := hubmirror.Spec{
+		Src: a.local(src), Dst: a.local(b.Dst), Repos: b.Repos, Skip: b.Skip,
+		Verify: b.Verify, MinFree: b.MinFree, Roots: a.roots(),
+	}
+	for _, e := range b.Exports {
+		spec.Exports = append(spec.Exports, hubmirror.Export{Repo: e.Repo, Path: a.local(b.ExportPath(e))})
+	}
+	return spec
+}
+
+func (a *NodeActivities) rowsSpec(b config.Staging, rank, tp int) sparserows.Spec {
+	return sparserows.Spec{
+		Src: a.local(b.Src), Dst: a.local(b.Dst), Format: b.Format, Tensors: b.Tensors, Layers: b.Layers,
+		Rank: rank, TP: tp, MinFree: b.MinFree, Roots: a.roots(),
+	}
+}
+
+// StageBlock runs one [[staging]] block here. It heartbeats the engine's
+// progress and, when retried after a crash, resumes from the last heartbeat:
+// at most one chunk (or block of rows) per in-flight file is copied again.
+func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (StageBlockResult, error) {
+	out := StageBlockResult{Node: a.Node.Name, Block: in.Block.ID, Kind: in.Block.Kind}
+	opts := staging.Options{DryRun: in.DryRun, Force: in.Force}
+	var prev staging.Progress
+	if resumeFrom(ctx, &prev) {
+		opts.Resume = &prev
+		a.Log.Info("resuming staging from heartbeat", zap.String("block", in.Block.ID), zap.Int64("bytes_done", prev.BytesDone), zap.Int64("rows_done", prev.RowsDone))
+	}
+	var last time.Time
+	opts.OnProgress = func(p staging.Progress) {
+		if time.Since(last) < 500*time.Millisecond && len(p.InFlight) == 0 && p.NextRow == 0 {
+			return
+		}
+		last = time.Now()
+		heartbeat(ctx, p)
+	}
+	var err error
+	switch in.Block.Kind {
+	case "hub-mirror":
+		out.Result, err = hubmirror.Stage(ctx, a.hubSpec(in.Block), opts)
+	case "sparse-rows":
+		out.Result, err = sparserows.Stage(ctx, a.rowsSpec(in.Block, in.Rank, in.TP), opts)
+	default:
+		err = fault.Permanent(fault.InvalidSpec, fmt.Errorf("staging block %s: unknown kind %q (hub-mirror | sparse-rows)", in.Block.ID, in.Block.Kind))
+	}
+	if err != nil {
+		return out, classify(fmt.Errorf("node %s, block %s: %w", a.Node.Name, in.Block.ID, err))
+	}
+	return out, nil
+}
+
+// VerifyBlock checks one block here without writing.
+func (a *NodeActivities) VerifyBlock(ctx context.Context, in VerifyBlockInput) (VerifyBlockResult, error) {
+	out := VerifyBlockResult{Lane: in.Lane, Node: a.Node.Name, Block: in.Block.ID, Kind: in.Block.Kind}
+	stop := keepAlive(ctx)
+	defer stop()
+	var err error
+	switch in.Block.Kind {
+	case "hub-mirror":
+		out.Result, err = hubmirror.Verify(ctx, a.hubSpec(in.Block), in.Full)
+	case "sparse-rows":
+		out.Result, err = sparserows.Verify(ctx, a.rowsSpec(in.Block, in.Rank, in.TP), in.Full)
+	default:
+		err = fault.Permanent(fault.InvalidSpec, fmt.Errorf("staging block %s: unknown kind %q", in.Block.ID, in.Block.Kind))
+	}
+	if err != nil {
+		return out, classify(fmt.Errorf("node %s, block %s: %w", a.Node.Name, in.Block.ID, err))
+	}
+	return out, nil
+}
+
+// keepAlive heartbeats every few seconds until stopped, for activities
+// whose engine reports no progress of its own.
+func keepAlive(ctx context.Context) func() {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				heartbeat(ctx, nil)
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// EnsureImage checks the lane's image is present on this node.
+func (a *NodeActivities) EnsureImage(ctx context.Context, in EnsureImageInput) (EnsureImageResult, error) {
+	d, err := a.dockerClient(ctx)
+	if err != nil {
+		return EnsureImageResult{}, classify(err)
+	}
+	info, err := serve.EnsureImage(ctx, d, in.Image, a.Node.Name)
+	if err != nil {
+		return EnsureImageResult{}, classify(err)
+	}
+	return EnsureImageResult{Node: a.Node.Name, ID: info.ID, Digest: info.Digest}, nil
+}
+
+// BeforeServe runs the lane's hooks here; their trimmed output is returned
+// into the run's history.
+func (a *NodeActivities) BeforeServe(ctx context.Context, in BeforeServeInput) (BeforeServeResult, error) {
+	var clear []string
+	for _, c := range in.Hooks.Clear {
+		clear = append(clear, a.local(c))
+	}
+	root := a.Node.FSRoot
+	if root == "" {
+		root = "/"
+	}
+	r, err := serve.RunHooks(ctx, serve.HooksInput{
+		Clear: clear, Commands: in.Hooks.BeforeServe, Timeout: in.Hooks.Timeout, Dir: root,
+		Env: map[string]string{
+			"SPARKLANE_LANE": in.Lane, "SPARKLANE_NODE": a.Node.Name, "SPARKLANE_RANK": fmt.Sprint(in.Rank),
+			"SPARKLANE_FS_ROOT": root,
+		},
+	})
+	out := BeforeServeResult{Node: a.Node.Name}
+	for _, o := range r.Outputs {
+		out.Outputs = append(out.Outputs, HookOutput{Command: o.Command, Exit: o.Exit, Output: o.Output})
+	}
+	return out, classify(err)
+}
+
+// StartRank starts this node's rank container (a no-op when the identical
+// container already runs). Mount sources are mapped through fs_root; export
+// trees bring their per-file bind manifests (NAS files bound read-only).
+func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (StartRankResult, error) {
+	d, err := a.dockerClient(ctx)
+	if err != nil {
+		return StartRankResult{}, classify(err)
+	}
+	var mounts []config.Mount
+	for _, m := range in.Plan.Mounts {
+		src := a.local(m.Src)
+		mounts = append(mounts, config.Mount{Src: src, Dst: m.Dst, ReadOnly: m.ReadOnly})
+		binds, err := hubmirror.ReadBindManifest(src)
+		if err != nil && !os.IsNotExist(err) {
+			return StartRankResult{}, classify(fmt.Errorf("node %s: bind manifest of %s: %w", a.Node.Name, src, err))
+		}
+		for _, b := range binds {
+			mounts = append(mounts, config.Mount{Src: a.local(b.Source), Dst: filepath.Join(m.Dst, b.Target), ReadOnly: true})
+		}
+	}
+	r, err := serve.StartRank(ctx, d, serve.RankSpec{
+		Lane: in.Lane, Node: a.Node.Name, Rank: in.Plan.Rank, RecipeHash: in.RecipeHash, Image: in.Plan.Image,
+		Argv: in.Plan.Argv, Env: in.Plan.Env, Mounts: mounts, GPUs: in.Plan.GPUs,
+	})
+	if err != nil {
+		return StartRankResult{}, classify(fmt.Errorf("node %s rank %d: %w", a.Node.Name, in.Plan.Rank, err))
+	}
+	return StartRankResult{Node: a.Node.Name, Rank: in.Plan.Rank, ID: r.ID, Name: r.Name, Created: r.Created}, nil
+}
+
+// StopLane stops and removes the lane's containers here and looks again.
+func (a *NodeActivities) StopLane(ctx context.Context, in StopLaneInput) (StopLaneResult, error) {
+	d, err := a.dockerClient(ctx)
+	if err != nil {
+		return StopLaneResult{}, classify(err)
+	}
+	timeout := in.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	var r serve.StopResult
+	if in.All {
+		r, err = serve.StopAll(ctx, d, serve.StopFilter{Nodes: []string{a.Node.Name}, Timeout: timeout})
+	} else {
+		r, err = serve.StopLane(ctx, d, in.Lane, timeout)
+	}
+	if err != nil {
+		return StopLaneResult{}, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
+	}
+	return StopLaneResult{Node: a.Node.Name, Stopped: r.Stopped}, nil
+}
+
+// InspectLane reports each rank container's state and last log lines.
+func (a *NodeActivities) InspectLane(ctx context.Context, in InspectLaneInput) (InspectLaneResult, error) {
+	d, err := a.dockerClient(ctx)
+	if err != nil {
+		return InspectLaneResult{}, classify(err)
+	}
+	lines := in.Lines
+	if lines <= 0 {
+		lines = 50
+	}
+	states, err := serve.InspectLane(ctx, d, in.Lane, lines)
+	if err != nil {
+		return InspectLaneResult{}, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
+	}
+	out := InspectLaneResult{Node: a.Node.Name}
+	for _, s := range states {
+		if s.Node != a.Node.Name {
+			continue // another simulated node on the same engine
+		}
+		out.Ranks = append(out.Ranks, RankState{Node: a.Node.Name, Rank: s.Rank, Name: s.Name, State: s.State, ExitCode: s.ExitCode, Logs: s.Logs})
+	}
+	return out, nil
+}

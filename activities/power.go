@@ -1,0 +1,152 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/power"
+)
+
+// PowerStepInput names a node or [[devices]] entry; its power settings are
+// read from the config here, so no token ever enters a workflow input.
+type PowerStepInput struct {
+	Target   string        `json:"target"`
+	Timeout  time.Duration `json:"timeout,omitempty"`
+	Bound    time.Duration `json:"bound,omitempty"`
+	Interval time.Duration `json:"interval,omitempty"`
+}
+
+// PowerStepResult is one step's outcome, in words for the UI.
+type PowerStepResult struct {
+	Target  string `json:"target"`
+	Step    string `json:"step"`
+	Skipped bool   `json:"skipped,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+func (a *ControlActivities) powerTarget(name string) (power.Target, error) {
+	for _, n := range a.Config.Nodes {
+		if n.Name == name {
+			return power.NodeTarget(n), nil
+		}
+	}
+	for _, d := range a.Config.Devices {
+		if d.Name == name {
+			return power.DeviceTarget(d), nil
+		}
+	}
+	return power.Target{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%q is neither a node nor a device in %s", name, a.Config.File))
+}
+
+// powerEngine checks worker polling through Temporal's task queue view.
+func (a *ControlActivities) powerEngine() *power.Engine {
+	return &power.Engine{Polling: func(ctx context.Context, t power.Target) error {
+		if a.Temporal == nil {
+			return nil
+		}
+		resp, err := a.Temporal.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+			Namespace: a.Config.Temporal.Namespace, TaskQueue: &taskqueuepb.TaskQueue{Name: "node." + t.Name, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+			TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
+		})
+		if err != nil {
+			return err
+		}
+		for _, p := range resp.GetPollers() {
+			if p.GetLastAccessTime() != nil && time.Since(p.GetLastAccessTime().AsTime()) < 90*time.Second {
+				return nil
+			}
+		}
+		return fmt.Errorf("no worker polls node.%s", t.Name)
+	}}
+}
+
+// PowerShutdown is the graceful shutdown step (SSH command or RouterOS API).
+func (a *ControlActivities) PowerShutdown(ctx context.Context, in PowerStepInput) (PowerStepResult, error) {
+	t, err := a.powerTarget(in.Target)
+	if err != nil {
+		return PowerStepResult{}, classify(err)
+	}
+	r, err := a.powerEngine().Shutdown(ctx, power.ShutdownInput{Target: t, Timeout: in.Timeout})
+	return PowerStepResult{Target: in.Target, Step: "shutdown", Skipped: r.Skipped, Detail: fmt.Sprintf("%s dropped=%v", r.Method, r.Dropped)}, classify(err)
+}
+
+// PowerWaitUnreachable waits until the target stopped answering.
+func (a *ControlActivities) PowerWaitUnreachable(ctx context.Context, in PowerStepInput) (PowerStepResult, error) {
+	t, err := a.powerTarget(in.Target)
+	if err != nil {
+		return PowerStepResult{}, classify(err)
+	}
+	stop := keepAlive(ctx)
+	defer stop()
+	r, err := a.powerEngine().WaitUnreachable(ctx, power.WaitInput{Target: t, Bound: in.Bound, Interval: in.Interval})
+	return PowerStepResult{Target: in.Target, Step: "wait unreachable", Detail: fmt.Sprintf("%d probes, %s", r.Probes, r.Waited)}, classify(err)
+}
+
+// PowerRelayOff switches the outlet off and confirms it.
+func (a *ControlActivities) PowerRelayOff(ctx context.Context, in PowerStepInput) (PowerStepResult, error) {
+	return a.relay(ctx, in, false)
+}
+
+// PowerRelayOn switches the outlet on and confirms it.
+func (a *ControlActivities) PowerRelayOn(ctx context.Context, in PowerStepInput) (PowerStepResult, error) {
+	return a.relay(ctx, in, true)
+}
+
+func (a *ControlActivities) relay(ctx context.Context, in PowerStepInput, on bool) (PowerStepResult, error) {
+	t, err := a.powerTarget(in.Target)
+	if err != nil {
+		return PowerStepResult{}, classify(err)
+	}
+	e := a.powerEngine()
+	var r power.RelayResult
+	step := "relay off"
+	if on {
+		step = "relay on"
+		r, err = e.RelayOn(ctx, power.RelayInput{Target: t, Bound: in.Bound, Interval: in.Interval})
+	} else {
+		r, err = e.RelayOff(ctx, power.RelayInput{Target: t, Bound: in.Bound, Interval: in.Interval})
+	}
+	return PowerStepResult{Target: in.Target, Step: step, Skipped: r.Skipped, Detail: r.Entity + " " + r.State}, classify(err)
+}
+
+// PowerWake sends Wake-on-LAN.
+func (a *ControlActivities) PowerWake(ctx context.Context, in PowerStepInput) (PowerStepResult, error) {
+	t, err := a.powerTarget(in.Target)
+	if err != nil {
+		return PowerStepResult{}, classify(err)
+	}
+	r, err := a.powerEngine().Wake(ctx, power.WakeInput{Target: t})
+	return PowerStepResult{Target: in.Target, Step: "wake-on-lan", Skipped: r.Skipped, Detail: r.MAC}, classify(err)
+}
+
+// PowerWaitReachable waits until SSH answers and the node worker polls.
+func (a *ControlActivities) PowerWaitReachable(ctx context.Context, in PowerStepInput) (PowerStepResult, error) {
+	t, err := a.powerTarget(in.Target)
+	if err != nil {
+		return PowerStepResult{}, classify(err)
+	}
+	stop := keepAlive(ctx)
+	defer stop()
+	r, err := a.powerEngine().WaitReachable(ctx, power.WaitInput{Target: t, Bound: in.Bound, Interval: in.Interval})
+	return PowerStepResult{Target: in.Target, Step: "wait reachable", Detail: fmt.Sprintf("%d probes, %s", r.Probes, r.Waited)}, classify(err)
+}
+
+// relayOff reports whether a node's outlet relay is known to be off (for
+// the fleet probe's "off" state).
+func (a *ControlActivities) relayOff(ctx context.Context, name string) (bool, string) {
+	t, err := a.powerTarget(name)
+	if err != nil || t.Power.Relay == "" {
+		return false, ""
+	}
+	on, known, err := a.powerEngine().RelayState(ctx, t.Power)
+	if err != nil || !known || on {
+		return false, ""
+	}
+	return true, "relay " + t.Power.Relay + " is off"
+}

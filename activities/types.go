@@ -1,0 +1,270 @@
+// Package activities holds sparklane's side effects as thin Temporal
+// activities over the engines in internal/: node activities run on a node's
+// own worker (queue node.NAME) against its disk and Docker socket, control
+// activities run on the control worker (queue sparklane). Engines know
+// nothing of Temporal; this package turns their progress into heartbeats and
+// their permanent faults into non-retryable application errors.
+package activities
+
+import (
+	"time"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/staging"
+)
+
+// RootFree is free space on one staging root of a node.
+type RootFree struct {
+	Root  string `json:"root"`
+	Free  int64  `json:"free"`
+	Error string `json:"error,omitempty"`
+}
+
+// NodeStatusInput asks a node worker about its own disk and containers.
+type NodeStatusInput struct{}
+
+// NodeStatusResult is what a node worker reports about itself.
+type NodeStatusResult struct {
+	Node string `json:"node"`
+	// Lanes running on the node, sorted; Containers their container names.
+	Lanes      []string   `json:"lanes"`
+	Containers []string   `json:"containers"`
+	Roots      []RootFree `json:"roots"`
+}
+
+// SSHCheckInput asks the control worker to reach a node over SSH.
+type SSHCheckInput struct {
+	Node string `json:"node"`
+}
+
+// SSHCheckResult says whether SSH answered, with the host key checked.
+type SSHCheckResult struct {
+	Node      string `json:"node"`
+	Reachable bool   `json:"reachable"`
+	Local     bool   `json:"local"`
+	// Off is true when the node's outlet relay is known to be off.
+	Off bool   `json:"off,omitempty"`
+	Why string `json:"why,omitempty"`
+}
+
+// StageBlockInput runs one [[staging]] block on one node.
+type StageBlockInput struct {
+	Lane   string         `json:"lane"`
+	Block  config.Staging `json:"block"`
+	Rank   int            `json:"rank"`
+	TP     int            `json:"tp"`
+	Force  bool           `json:"force,omitempty"`
+	DryRun bool           `json:"dry_run,omitempty"`
+}
+
+// StageBlockResult is one block's outcome on one node.
+type StageBlockResult struct {
+	Node   string         `json:"node"`
+	Block  string         `json:"block"`
+	Kind   string         `json:"kind"`
+	Result staging.Result `json:"result"`
+}
+
+// VerifyBlockInput verifies one block on one node without writing.
+type VerifyBlockInput struct {
+	Lane  string         `json:"lane"`
+	Block config.Staging `json:"block"`
+	Rank  int            `json:"rank"`
+	TP    int            `json:"tp"`
+	Full  bool           `json:"full,omitempty"`
+}
+
+// VerifyBlockResult is one block's verify outcome on one node.
+type VerifyBlockResult struct {
+	Lane   string               `json:"lane,omitempty"`
+	Node   string               `json:"node"`
+	Block  string               `json:"block"`
+	Kind   string               `json:"kind"`
+	Result staging.VerifyResult `json:"result"`
+}
+
+// EnsureImageInput names the image a node must have.
+type EnsureImageInput struct {
+	Image string `json:"image"`
+}
+
+// EnsureImageResult is the image found.
+type EnsureImageResult struct {
+	Node   string `json:"node"`
+	ID     string `json:"id"`
+	Digest string `json:"digest,omitempty"`
+}
+
+// BeforeServeInput runs a lane's hooks on one node.
+type BeforeServeInput struct {
+	Lane  string       `json:"lane"`
+	Rank  int          `json:"rank"`
+	Hooks config.Hooks `json:"hooks"`
+}
+
+// HookOutput is one hook's captured, trimmed output.
+type HookOutput struct {
+	Command string `json:"command"`
+	Exit    int    `json:"exit"`
+	Output  string `json:"output,omitempty"`
+}
+
+// BeforeServeResult is every hook's output, kept in history.
+type BeforeServeResult struct {
+	Node    string       `json:"node"`
+	Outputs []HookOutput `json:"outputs,omitempty"`
+}
+
+// StartRankInput starts one rank's container.
+type StartRankInput struct {
+	Lane       string          `json:"lane"`
+	RecipeHash string          `json:"recipe_hash"`
+	Plan       config.NodePlan `json:"plan"`
+}
+
+// StartRankResult is the container started (or found already running).
+type StartRankResult struct {
+	Node    string `json:"node"`
+	Rank    int    `json:"rank"`
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Created bool   `json:"created"`
+}
+
+// StopLaneInput stops a lane's containers on one node; All stops every
+// sparklane container there (stop --cluster).
+type StopLaneInput struct {
+	Lane    string        `json:"lane,omitempty"`
+	All     bool          `json:"all,omitempty"`
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// StopLaneResult lists what was stopped; the stop was verified.
+type StopLaneResult struct {
+	Node    string   `json:"node"`
+	Stopped []string `json:"stopped"`
+}
+
+// InspectLaneInput asks for a lane's rank containers on one node.
+type InspectLaneInput struct {
+	Lane  string `json:"lane"`
+	Lines int    `json:"lines,omitempty"`
+}
+
+// RankState is one rank container's state.
+type RankState struct {
+	Node     string   `json:"node"`
+	Rank     int      `json:"rank"`
+	Name     string   `json:"name"`
+	State    string   `json:"state"`
+	ExitCode int      `json:"exit_code"`
+	Logs     []string `json:"logs,omitempty"`
+}
+
+// InspectLaneResult is every rank on the node.
+type InspectLaneResult struct {
+	Node  string      `json:"node"`
+	Ranks []RankState `json:"ranks"`
+}
+
+// ResolveLaneInput asks the control worker to read a lane's recipe.
+type ResolveLaneInput struct {
+	Lane      string            `json:"lane"`
+	Overrides map[string]string `json:"overrides,omitempty"`
+}
+
+// ResolveLaneResult is the recipe snapshot and its rendered plan.
+type ResolveLaneResult struct {
+	Recipe config.Recipe   `json:"recipe"`
+	Plan   config.LanePlan `json:"plan"`
+}
+
+// WaitReadyInput waits for a lane's head to answer.
+type WaitReadyInput struct {
+	Plan   config.LanePlan `json:"plan"`
+	Path   string          `json:"path,omitempty"`
+	Budget time.Duration   `json:"budget"`
+}
+
+// WaitReadyResult says how long loading took.
+type WaitReadyResult struct {
+	BaseURL string  `json:"base_url"`
+	Model   string  `json:"model"`
+	Seconds float64 `json:"seconds"`
+}
+
+// SmokeInput runs the recipe's smoke prompts.
+type SmokeInput struct {
+	BaseURL string         `json:"base_url"`
+	Model   string         `json:"model"`
+	Prompts []config.Smoke `json:"prompts"`
+}
+
+// SmokeAnswer is one prompt's answer.
+type SmokeAnswer struct {
+	Prompt string `json:"prompt"`
+	Expect string `json:"expect"`
+	Answer string `json:"answer"`
+	OK     bool   `json:"ok"`
+}
+
+// SmokeResult is every smoke prompt's answer.
+type SmokeResult struct {
+	Answers []SmokeAnswer `json:"answers"`
+}
+
+// DecodeProbeInput shapes the decode probe.
+type DecodeProbeInput struct {
+	BaseURL      string `json:"base_url"`
+	Model        string `json:"model"`
+	PromptTokens int    `json:"prompt_tokens"`
+	MaxTokens    int    `json:"max_tokens"`
+}
+
+// DecodeProbeResult is the measured speed.
+type DecodeProbeResult struct {
+	DecodeTPS        float64 `json:"decode_tps"`
+	PrefillTPS       float64 `json:"prefill_tps"`
+	TTFTSeconds      float64 `json:"ttft_seconds"`
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+}
+
+// VerifyReportInput is what a verify run found, for its short report.
+type VerifyReportInput struct {
+	Blocks     []VerifyBlockResult `json:"blocks"`
+	Repaired   []StageBlockResult  `json:"repaired,omitempty"`
+	Failures   []string            `json:"failures,omitempty"`
+	WorkflowID string              `json:"workflow_id"`
+	RunID      string              `json:"run_id"`
+}
+
+// BenchInput runs the bench step against a serving lane and writes the
+// report bundle.
+type BenchInput struct {
+	Recipe   config.Recipe   `json:"recipe"`
+	Plan     config.LanePlan `json:"plan"`
+	BaseURL  string          `json:"base_url"`
+	Model    string          `json:"model"`
+	Label    string          `json:"label,omitempty"`
+	Parallel int             `json:"parallel,omitempty"`
+	// Tokenizer is a path passed to an external harness ({tokenizer}).
+	Tokenizer string `json:"tokenizer,omitempty"`
+	// Baseline is "latest", a report ID, or "" for none.
+	Baseline   string `json:"baseline,omitempty"`
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+	// Staging summarises the ledgers for the report.
+	Staging []StageBlockResult `json:"staging,omitempty"`
+	Decode  *DecodeProbeResult `json:"decode,omitempty"`
+}
+
+// BenchResult points at the report written.
+type BenchResult struct {
+	ReportID string `json:"report_id"`
+	MD       string `json:"md"`
+	JSON     string `json:"json"`
+	// Verdict is neutral | improvement | regression | "" without a baseline.
+	Verdict string `json:"verdict,omitempty"`
+	Summary string `json:"summary"`
+}

@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/report"
+	"github.com/sparklane/sparklane/workflows"
+)
+
+func init() {
+	extraCommandBuilders = append(extraCommandBuilders, (*App).benchCmd, (*App).reportCmd)
+}
+
+func (a *App) benchCmd() *cobra.Command {
+	var lane, label, tokenizer, baseline string
+	var parallel int
+	var failOnRegression bool
+	cmd := &cobra.Command{
+		Use:   "bench --lane L [--label X] [--parallel N] [--tokenizer PATH] [--baseline latest|ID]",
+		Short: "bench a serving lane (perf sweep + the recipe's harness) and write a report with a verdict",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			cfg, r, plan, err := a.lane(lane, nil)
+			if err != nil {
+				return err
+			}
+			in := activities.BenchInput{Recipe: *r, Plan: *plan, BaseURL: activities.BaseURL(cfg, *plan), Label: label,
+				Parallel: parallel, Tokenizer: tokenizer, Baseline: baseline}
+			run, err := a.start(ctx, runSpec{ID: workflows.BenchID(r.Name), Workflow: workflows.Bench, Input: in, Lane: r.Name, Cluster: r.Cluster})
+			if err != nil {
+				return err
+			}
+			var res activities.BenchResult
+			if err := a.follow(ctx, run, &res); err != nil {
+				return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
+			}
+			if a.JSON {
+				if err := a.printJSON(res); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(a.Out, "report %s\n  %s\n  %s\n", res.ReportID, res.MD, res.Summary)
+			}
+			if failOnRegression && res.Verdict == "regression" {
+				return exitCode(4, fmt.Errorf("verdict: regression against the baseline (see %s)", res.MD))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
+	cmd.Flags().StringVar(&label, "label", "bench", "label in the report's name")
+	cmd.Flags().IntVar(&parallel, "parallel", 1, "harness scenarios in flight (faster; may time out under saturation — marked in the report)")
+	cmd.Flags().StringVar(&tokenizer, "tokenizer", "", "tokenizer path passed to the harness as {tokenizer}")
+	cmd.Flags().StringVar(&baseline, "baseline", "latest", "compare against latest, a report ID, or '' for none")
+	cmd.Flags().BoolVar(&failOnRegression, "fail-on-regression", false, "exit 4 when the verdict is regression")
+	return cmd
+}
+
+func (a *App) reportCmd() *cobra.Command {
+	var lane, show string
+	var list, plot bool
+	cmd := &cobra.Command{
+		Use:   "report --lane L [--list | --show ID | --plot]",
+		Short: "list, show or plot a lane's bench reports",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, r, _, err := a.lane(lane, nil)
+			if err != nil {
+				return err
+			}
+			cfg, _ := a.config()
+			dir := filepath.Join(cfg.RecipesDir, r.Name, "reports")
+			switch {
+			case show != "":
+				rep, err := report.Load(dir, show)
+				if err != nil {
+					return err
+				}
+				if a.JSON {
+					return a.printJSON(rep)
+				}
+				b, err := os.ReadFile(filepath.Join(dir, rep.ID+".md"))
+				if err != nil {
+					return err
+				}
+				_, err = a.Out.Write(b)
+				return err
+			case plot:
+				path, err := report.WritePlot(dir)
+				if err != nil {
+					return err
+				}
+				if a.JSON {
+					return a.printJSON(map[string]string{"svg": path})
+				}
+				fmt.Fprintf(a.Out, "plot: %s\n", path)
+				return nil
+			default:
+				_ = list
+				metas, err := report.List(dir)
+				if err != nil {
+					return err
+				}
+				if a.JSON {
+					return a.printJSON(metas)
+				}
+				var rows [][]string
+				for _, m := range metas {
+					score := "-"
+					if m.Score != nil {
+						score = fmt.Sprintf("%.1f", *m.Score)
+					}
+					rows = append(rows, []string{m.ID, fmt.Sprintf("%.1f", m.TG), fmt.Sprintf("%.0f", m.PP), score, dash(m.Verdict)})
+				}
+				table(a.Out, []string{"REPORT", "TG TOK/S", "PP TOK/S", "SCORE", "VERDICT"}, rows)
+				return nil
+			}
+		},
+	}
+	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
+	cmd.Flags().BoolVar(&list, "list", false, "list reports (default)")
+	cmd.Flags().StringVar(&show, "show", "", "print one report's markdown")
+	cmd.Flags().BoolVar(&plot, "plot", false, "write an SVG of tg/pp (and score) over the lane's history")
+	return cmd
+}

@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/workflows"
+)
+
+// cutoverFlags are the flags of `starter cutover`.
+type cutoverFlags struct {
+	lane, stage, label string
+	noWait, bench      bool
+	noRollback, dryRun bool
+	overrides          []string
+}
+
+func (a *App) cutoverCmd() *cobra.Command {
+	var f cutoverFlags
+	cmd := &cobra.Command{
+		Use:   "cutover --lane L",
+		Short: "switch the lane's cluster to it: stage → verify → serve → probe → bench, rolling back on failure",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			cfg, r, plan, err := a.lane(f.lane, f.overrides)
+			if err != nil {
+				return err
+			}
+			if f.dryRun {
+				return a.dryRun(ctx, cfg, r, plan, "cutover")
+			}
+			res, err := a.runCutover(ctx, cfg, r, plan, f)
+			if res != nil && !a.JSON && !f.noWait {
+				printCutover(a, res)
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&f.lane, "lane", "", "lane name or alias")
+	cmd.Flags().StringVar(&f.stage, "stage", "auto", "auto | skip | force")
+	cmd.Flags().BoolVar(&f.noWait, "no-wait", false, "start the cutover and return its workflow ID")
+	cmd.Flags().BoolVar(&f.bench, "bench", false, "bench the lane once it answers and write a report")
+	cmd.Flags().StringVar(&f.label, "label", "", "report label for --bench")
+	cmd.Flags().BoolVar(&f.noRollback, "no-rollback", false, "on failure, do not bring the previous lane back")
+	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print every node's command, env, mounts and staging plan; touch nothing")
+	cmd.Flags().StringArrayVarP(&f.overrides, "override", "o", nil, "key=value override (repeatable)")
+	return cmd
+}
+
+// recipeMemo is the recipe snapshot and hash recorded with each run.
+func recipeMemo(r *config.Recipe, plan *config.LanePlan) map[string]any {
+	snap, _ := json.Marshal(r)
+	return map[string]any{"recipe_hash": plan.RecipeHash, "recipe_file": r.File, "recipe": string(snap)}
+}
+
+func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan, f cutoverFlags) (*workflows.CutoverResult, error) {
+	switch f.stage {
+	case workflows.StageAuto, workflows.StageSkip, workflows.StageForce:
+	default:
+		return nil, fmt.Errorf("--stage=%s: use auto, skip or force", f.stage)
+	}
+	run, err := a.start(ctx, runSpec{
+		ID: workflows.CutoverID(r.Cluster), Workflow: workflows.Cutover, Lane: r.Name, Cluster: r.Cluster,
+		Memo: recipeMemo(r, plan),
+		Input: workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, NoWait: f.noWait, Bench: f.bench,
+			BenchLabel: f.label, NoRollback: f.noRollback, Grace: cfg.ProbeGrace},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if f.noWait {
+		out := map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()}
+		if a.JSON {
+			return nil, a.printJSON(out)
+		}
+		fmt.Fprintf(a.Out, "started %s (run %s)\n", run.GetID(), run.GetRunID())
+		if a.env.UIURL != "" {
+			fmt.Fprintf(a.Out, "follow it at %s\n", a.runURL(run.GetID(), run.GetRunID()))
+		}
+		return nil, nil
+	}
+	var res workflows.CutoverResult
+	err = a.follow(ctx, run, &res)
+	if err != nil {
+		if !appErrorDetails(err, &res) {
+			return nil, exitCode(1, fmt.Errorf("%s", rootMessage(err)))
+		}
+		if a.JSON {
+			_ = a.printJSON(res)
+		}
+		return &res, exitCode(2, fmt.Errorf("cutover to %s failed at step %q: %s", res.Lane, res.FailedStep, res.Error))
+	}
+	if a.JSON {
+		return &res, a.printJSON(res)
+	}
+	return &res, nil
+}
+
+func (a *App) runURL(id, runID string) string {
+	ns := "default"
+	if a.cfg != nil && a.cfg.Temporal.Namespace != "" {
+		ns = a.cfg.Temporal.Namespace
+	}
+	return fmt.Sprintf("%s/namespaces/%s/workflows/%s/%s/history", a.env.UIURL, ns, strings.ReplaceAll(id, "/", "%2F"), runID)
+}
+
+func printCutover(a *App, res *workflows.CutoverResult) {
+	fmt.Fprintln(a.Out)
+	if res.OK {
+		fmt.Fprintf(a.Out, "cutover to %s on %s: ok\n", res.Lane, res.Cluster)
+	} else {
+		fmt.Fprintf(a.Out, "cutover to %s on %s: FAILED at %s: %s\n", res.Lane, res.Cluster, res.FailedStep, res.Error)
+	}
+	if len(res.Previous) > 0 {
+		fmt.Fprintf(a.Out, "  previous lane(s) stopped: %s\n", strings.Join(res.Previous, ", "))
+	}
+	if !res.OK {
+		if len(res.RolledBack) > 0 {
+			fmt.Fprintf(a.Out, "  rolled back: %s; old lane answers again: %v\n", strings.Join(res.RolledBack, ", "), res.OldLaneAnswers)
+		}
+		if res.RollbackError != "" {
+			fmt.Fprintf(a.Out, "  rollback problems: %s\n", res.RollbackError)
+		}
+	}
+	fmt.Fprintln(a.Out, "  steps:")
+	for _, s := range res.Steps {
+		fmt.Fprintf(a.Out, "    %s\n", stepLine(s))
+	}
+	if res.Serve != nil && res.Serve.Answers {
+		if res.Serve.Smoke != nil {
+			for _, s := range res.Serve.Smoke.Answers {
+				fmt.Fprintf(a.Out, "  smoke %q → %q ok=%v\n", s.Prompt, s.Answer, s.OK)
+			}
+		}
+		if d := res.Serve.Decode; d != nil {
+			fmt.Fprintf(a.Out, "  decode probe: %.1f tok/s decode, %.1f tok/s prefill, TTFT %.3fs\n", d.DecodeTPS, d.PrefillTPS, d.TTFTSeconds)
+		}
+		fmt.Fprintf(a.Out, "  serving at %s\n", res.Serve.BaseURL)
+	}
+	if res.Bench != nil {
+		fmt.Fprintf(a.Out, "  report: %s (%s)\n", res.Bench.MD, res.Bench.Summary)
+	}
+}
+
+func (a *App) cancelCmd() *cobra.Command {
+	var cluster, lane string
+	cmd := &cobra.Command{
+		Use:   "cancel [WORKFLOW_ID] | --cluster C | --lane L",
+		Short: "cancel a running cutover (cleanup and rollback run)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			id := ""
+			switch {
+			case len(args) == 1:
+				id = args[0]
+			case cluster != "":
+				id = workflows.CutoverID(cluster)
+			case lane != "":
+				_, r, _, err := a.lane(lane, nil)
+				if err != nil {
+					return err
+				}
+				id = workflows.CutoverID(r.Cluster)
+			default:
+				return fmt.Errorf("name a workflow ID, --cluster or --lane")
+			}
+			env, err := a.connect(ctx)
+			if err != nil {
+				return err
+			}
+			if err := env.Client.CancelWorkflow(ctx, id, ""); err != nil {
+				return fmt.Errorf("cancel %s: %w", id, err)
+			}
+			fmt.Fprintf(a.Out, "cancel requested for %s; cleanup runs in the workflow\n", id)
+			deadline := time.Now().Add(2 * time.Minute)
+			for time.Now().Before(deadline) {
+				st, err := describeStatus(ctx, env.Client, id)
+				if err == nil && st != "RUNNING" {
+					fmt.Fprintf(a.Out, "%s: %s\n", id, st)
+					return nil
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+			fmt.Fprintf(a.Out, "%s still running its cleanup; see the UI\n", id)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cluster, "cluster", "", "cancel the cutover on this cluster")
+	cmd.Flags().StringVar(&lane, "lane", "", "cancel the cutover on this lane's cluster")
+	return cmd
+}

@@ -1,0 +1,256 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/workflows"
+)
+
+// DryRun is the stable JSON of `starter cutover|up|stage --dry-run --json`.
+// Fields are only ever added.
+type DryRun struct {
+	// Action is cutover, up or stage.
+	Action     string   `json:"action"`
+	Lane       string   `json:"lane"`
+	Cluster    string   `json:"cluster"`
+	Runtime    string   `json:"runtime"`
+	Model      string   `json:"model"`
+	RecipeFile string   `json:"recipe_file"`
+	RecipeHash string   `json:"recipe_hash"`
+	TP         int      `json:"tp"`
+	HeadAddr   string   `json:"head_addr"`
+	APIPort    int      `json:"api_port"`
+	Warnings   []string `json:"warnings"`
+	// Probe is empty when the fleet was probed, else why it could not be.
+	Probe string       `json:"probe_error,omitempty"`
+	Nodes []DryRunNode `json:"nodes"`
+	// Steps are the workflow's steps in the order it would run them.
+	Steps []string `json:"steps"`
+}
+
+// DryRunNode is one node's part of a dry run.
+type DryRunNode struct {
+	Node      string            `json:"node"`
+	Rank      int               `json:"rank"`
+	Head      bool              `json:"head"`
+	State     string            `json:"state"`
+	Why       string            `json:"why,omitempty"`
+	Lanes     []string          `json:"running_lanes,omitempty"`
+	Container string            `json:"container"`
+	Image     string            `json:"image"`
+	Command   string            `json:"command"`
+	Argv      []string          `json:"argv"`
+	Env       map[string]string `json:"env"`
+	Mounts    []DryRunMount     `json:"mounts"`
+	Staging   []DryRunBlock     `json:"staging"`
+}
+
+// DryRunMount is a bind with its mode (ro|rw).
+type DryRunMount struct {
+	Src  string `json:"src"`
+	Dst  string `json:"dst"`
+	Mode string `json:"mode"`
+}
+
+// DryRunBlock is one staging block's plan on one node: what would be
+// copied, verified, adopted and skipped (bytes and files, or rows).
+type DryRunBlock struct {
+	Block string          `json:"block"`
+	Kind  string          `json:"kind"`
+	Plan  *staging.Result `json:"plan,omitempty"`
+	Error string          `json:"error,omitempty"`
+}
+
+func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan, action string) error {
+	d := DryRun{Action: action, Lane: plan.Lane, Cluster: plan.Cluster, Runtime: plan.Runtime, Model: plan.Model,
+		RecipeFile: r.File, RecipeHash: plan.RecipeHash, TP: plan.TP, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort,
+		Warnings: append([]string{}, plan.Warnings...)}
+	states := map[string]workflows.NodeState{}
+	reachable := map[string]bool{}
+	var probeErr error
+	if _, err := a.connect(ctx); err != nil {
+		probeErr = err
+	} else {
+		in := workflows.FleetProbeInput{Nodes: nodesOf(plan), PickupTimeout: 3 * time.Second}
+		run, err := a.start(ctx, runSpec{ID: fmt.Sprintf("dry-run/%s/%d", plan.Lane, time.Now().UnixNano()), Workflow: workflows.FleetProbe, Input: in, Lane: plan.Lane, Cluster: plan.Cluster})
+		if err == nil {
+			var res workflows.FleetProbeResult
+			err = run.Get(ctx, &res)
+			for _, st := range res.Nodes {
+				states[st.Node] = st
+				reachable[st.Node] = st.State == workflows.NodeFree || st.State == workflows.NodeOccupied
+			}
+		}
+		probeErr = err
+	}
+	if probeErr != nil {
+		d.Probe = rootMessage(probeErr)
+	}
+	// Staging plan on the reachable nodes (the engines' own dry run: nothing written).
+	stagePlans := map[string][]DryRunBlock{}
+	if len(r.Staging) > 0 && len(reachable) > 0 && action != "up" {
+		sub := *plan
+		sub.Nodes = nil
+		for _, n := range plan.Nodes {
+			if reachable[n.Node] {
+				sub.Nodes = append(sub.Nodes, n)
+			}
+		}
+		if len(sub.Nodes) > 0 {
+			run, err := a.start(ctx, runSpec{ID: workflows.StageID(plan.Lane) + "/dry-run", Workflow: workflows.Stage, Lane: plan.Lane, Cluster: plan.Cluster,
+				Input: workflows.StageInput{Plan: sub, Blocks: r.Staging, Mode: workflows.StageAuto, DryRun: true}})
+			var res workflows.StageResult
+			if err == nil {
+				err = run.Get(ctx, &res)
+			}
+			for _, n := range res.Nodes {
+				for _, b := range n.Blocks {
+					p := b.Result
+					stagePlans[n.Node] = append(stagePlans[n.Node], DryRunBlock{Block: b.Block, Kind: b.Kind, Plan: &p})
+				}
+			}
+			if err != nil {
+				for _, n := range sub.Nodes {
+					if _, ok := stagePlans[n.Node]; !ok {
+						for _, b := range r.Staging {
+							stagePlans[n.Node] = append(stagePlans[n.Node], DryRunBlock{Block: b.ID, Kind: b.Kind, Error: rootMessage(err)})
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, n := range plan.Nodes {
+		dn := DryRunNode{Node: n.Node, Rank: n.Rank, Head: n.Head, Container: n.ContainerName, Image: n.Image,
+			Command: n.Command, Argv: n.Argv, Env: map[string]string{}, Mounts: []DryRunMount{}, Staging: stagePlans[n.Node]}
+		if st, ok := states[n.Node]; ok {
+			dn.State, dn.Why, dn.Lanes = st.State, st.Why, st.Lanes
+		} else {
+			dn.State = "unknown"
+		}
+		for k, v := range n.Env {
+			dn.Env[k] = maskSecret(k, v)
+		}
+		for _, m := range n.Mounts {
+			mode := "rw"
+			if m.ReadOnly {
+				mode = "ro"
+			}
+			dn.Mounts = append(dn.Mounts, DryRunMount{Src: m.Src, Dst: m.Dst, Mode: mode})
+		}
+		if dn.Staging == nil {
+			dn.Staging = []DryRunBlock{}
+			for _, b := range r.Staging {
+				if action == "up" {
+					break
+				}
+				dn.Staging = append(dn.Staging, DryRunBlock{Block: b.ID, Kind: b.Kind, Error: "node not reachable: plan unknown"})
+			}
+		}
+		d.Nodes = append(d.Nodes, dn)
+	}
+	d.Steps = dryRunSteps(action, r, plan, states)
+	if a.JSON {
+		return a.printJSON(d)
+	}
+	printDryRun(a, d)
+	return nil
+}
+
+func dryRunSteps(action string, r *config.Recipe, plan *config.LanePlan, states map[string]workflows.NodeState) []string {
+	var steps []string
+	nodes := strings.Join(nodesOf(plan), ", ")
+	if action == "cutover" {
+		steps = append(steps, "probe fleet ("+nodes+"; re-probe once after probe_grace)")
+		seen := map[string]bool{}
+		for _, n := range plan.Nodes {
+			for _, l := range states[n.Node].Lanes {
+				if l != plan.Lane && !seen[l] {
+					seen[l] = true
+					steps = append(steps, "stop lane "+l+" (verified)")
+				}
+			}
+		}
+	}
+	if action != "up" {
+		for _, b := range r.Staging {
+			steps = append(steps, fmt.Sprintf("stage %s (%s) on %s in parallel", b.ID, b.Kind, nodes))
+		}
+		if len(r.Staging) > 0 {
+			steps = append(steps, "verify staged blocks (ledger, verify-only)")
+		}
+	}
+	if action == "stage" {
+		return steps
+	}
+	steps = append(steps, "ensure image "+plan.Nodes[0].Image+" on "+nodes)
+	if len(r.Hooks.BeforeServe) > 0 || len(r.Hooks.Clear) > 0 {
+		steps = append(steps, fmt.Sprintf("before_serve hooks on %s: clear %v, run %v", nodes, r.Hooks.Clear, r.Hooks.BeforeServe))
+	}
+	for _, n := range plan.Nodes {
+		steps = append(steps, fmt.Sprintf("start rank %d on %s (%s)", n.Rank, n.Node, n.ContainerName))
+	}
+	steps = append(steps, fmt.Sprintf("wait ready at http://%s:%d", plan.HeadAddr, plan.APIPort))
+	if len(r.Probe.Smoke) > 0 {
+		steps = append(steps, fmt.Sprintf("smoke %d prompt(s)", len(r.Probe.Smoke)))
+	}
+	steps = append(steps, "decode probe")
+	if action == "cutover" {
+		steps = append(steps, "bench (with --bench)", "on failure after the stop: remove the new lane, serve and probe the previous lane again")
+	}
+	return steps
+}
+
+func printDryRun(a *App, d DryRun) {
+	fmt.Fprintf(a.Out, "DRY RUN — %s of lane %s on cluster %s (%s, tp %d, recipe %s %s). Nothing is written or started.\n",
+		d.Action, d.Lane, d.Cluster, d.Runtime, d.TP, d.RecipeFile, short(d.RecipeHash))
+	if d.Probe != "" {
+		fmt.Fprintf(a.Out, "fleet not probed: %s\n", d.Probe)
+	}
+	for _, w := range d.Warnings {
+		fmt.Fprintf(a.Out, "warning: %s\n", w)
+	}
+	for _, n := range d.Nodes {
+		state := n.State
+		if n.Why != "" {
+			state += " (" + n.Why + ")"
+		}
+		if len(n.Lanes) > 0 {
+			state += " running " + strings.Join(n.Lanes, ", ")
+		}
+		fmt.Fprintf(a.Out, "\n[%s] rank %d  %s  container %s\n  image   %s\n  command %s\n  env:\n", n.Node, n.Rank, state, n.Container, n.Image, n.Command)
+		for _, k := range sortedMapKeys(n.Env) {
+			fmt.Fprintf(a.Out, "    %s=%s\n", k, n.Env[k])
+		}
+		fmt.Fprintln(a.Out, "  mounts:")
+		for _, m := range n.Mounts {
+			fmt.Fprintf(a.Out, "    %s -> %s (%s)\n", m.Src, m.Dst, m.Mode)
+		}
+		for _, b := range n.Staging {
+			if b.Plan == nil {
+				fmt.Fprintf(a.Out, "  staging %s (%s): %s\n", b.Block, b.Kind, b.Error)
+				continue
+			}
+			p := b.Plan
+			fmt.Fprintf(a.Out, "  staging %s (%s): copy %d files / %s, verify %d, adopt %d, skip %d (%s), links %d, total %s",
+				b.Block, b.Kind, p.CopiedFiles, staging.HumanBytes(p.CopiedBytes), p.VerifiedFiles, p.AdoptedFiles, p.SkippedFiles,
+				staging.HumanBytes(p.SkippedBytes), p.Links, staging.HumanBytes(p.TotalBytes))
+			if p.Rows > 0 {
+				fmt.Fprintf(a.Out, ", rows %d", p.Rows)
+			}
+			if len(p.Exports) > 0 {
+				fmt.Fprintf(a.Out, ", exports %v", p.Exports)
+			}
+			fmt.Fprintln(a.Out)
+		}
+	}
+	fmt.Fprintln(a.Out, "\nsteps, in order:")
+	for i, s := range d.Steps {
+		fmt.Fprintf(a.Out, "  %2d. %s\n", i+1, s)
+	}
+}

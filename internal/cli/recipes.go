@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sparklane/sparklane/internal/config"
+)
+
+func (a *App) lanesCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "lanes",
+		Short: "list lanes: name, aliases, cluster, runtime, staging blocks",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, rs, err := a.recipes()
+			if err != nil {
+				return err
+			}
+			if a.JSON {
+				return a.printJSON(rs)
+			}
+			table(a.Out, []string{"LANE", "ALIASES", "CLUSTER", "RUNTIME", "STAGING"}, config.FormatLanes(rs))
+			return nil
+		},
+	}
+}
+
+func (a *App) recipeCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "recipe", Short: "check and render recipes"}
+	check := &cobra.Command{
+		Use:   "check FILE...",
+		Short: "check recipe files; exit 1 listing every error",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			errs := config.CheckFiles(files)
+			if a.JSON {
+				msgs := []string{}
+				for _, e := range errs {
+					msgs = append(msgs, e.Error())
+				}
+				if err := a.printJSON(map[string]any{"ok": len(errs) == 0, "errors": msgs}); err != nil {
+					return err
+				}
+			} else {
+				for _, e := range errs {
+					fmt.Fprintln(a.Out, e)
+				}
+				if len(errs) == 0 {
+					fmt.Fprintf(a.Out, "%d recipe file(s) ok\n", len(files))
+				}
+			}
+			if len(errs) > 0 {
+				return exitCode(1, nil)
+			}
+			return nil
+		},
+	}
+	var lane string
+	var overrides []string
+	render := &cobra.Command{
+		Use:   "render --lane L",
+		Short: "print each node's rendered command, env and mounts",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, _, plan, err := a.lane(lane, overrides)
+			if err != nil {
+				return err
+			}
+			if a.JSON {
+				return a.printJSON(plan)
+			}
+			printPlan(a, plan)
+			return nil
+		},
+	}
+	render.Flags().StringVar(&lane, "lane", "", "lane name or alias")
+	render.Flags().StringArrayVarP(&overrides, "override", "o", nil, "key=value override of a recipe default (repeatable)")
+	cmd.AddCommand(check, render)
+	return cmd
+}
+
+// printPlan prints a rendered lane per node.
+func printPlan(a *App, plan *config.LanePlan) {
+	fmt.Fprintf(a.Out, "lane %s on cluster %s (%s, tp %d, recipe %s)\n", plan.Lane, plan.Cluster, plan.Runtime, plan.TP, short(plan.RecipeHash))
+	for _, w := range plan.Warnings {
+		fmt.Fprintf(a.Out, "warning: %s\n", w)
+	}
+	for _, n := range plan.Nodes {
+		head := ""
+		if n.Head {
+			head = " (head)"
+		}
+		fmt.Fprintf(a.Out, "\n[%s] rank %d%s  container %s  image %s\n", n.Node, n.Rank, head, n.ContainerName, n.Image)
+		fmt.Fprintf(a.Out, "  command: %s\n", n.Command)
+		fmt.Fprintln(a.Out, "  env:")
+		for _, k := range sortedMapKeys(n.Env) {
+			fmt.Fprintf(a.Out, "    %s=%s\n", k, maskSecret(k, n.Env[k]))
+		}
+		if len(n.Mounts) > 0 {
+			fmt.Fprintln(a.Out, "  mounts:")
+			for _, m := range n.Mounts {
+				mode := "rw"
+				if m.ReadOnly {
+					mode = "ro"
+				}
+				fmt.Fprintf(a.Out, "    %s -> %s (%s)\n", m.Src, m.Dst, mode)
+			}
+		}
+	}
+}
+
+// maskSecret hides values of keys that look like secrets.
+func maskSecret(k, v string) string {
+	u := strings.ToUpper(k)
+	for _, s := range []string{"TOKEN", "SECRET", "PASSWORD", "API_KEY", "APIKEY", "CREDENTIAL"} {
+		if strings.Contains(u, s) {
+			return "***"
+		}
+	}
+	return v
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}

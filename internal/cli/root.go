@@ -1,0 +1,247 @@
+// Package cli is the starter: the operator's command line. It starts
+// workflows, follows them (progress queries → live bars), prints results
+// (--json for scripts), and never does node work itself.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/logging"
+	"github.com/sparklane/sparklane/internal/workers"
+)
+
+// App holds what every command shares.
+type App struct {
+	Out, Err io.Writer
+	In       io.Reader
+	// ConfigPath is --config; JSON is --json.
+	ConfigPath string
+	JSON       bool
+	LogLevel   string
+
+	cfg *config.Config
+	log *zap.Logger
+	// env is the Temporal connection, opened on first use.
+	env *workers.Env
+	// Interrupts delivers Ctrl-C to commands that follow a workflow.
+	Interrupts <-chan os.Signal
+}
+
+// exitError carries a process exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func exitCode(code int, err error) error { return &exitError{code: code, err: err} }
+
+// Execute runs the starter with args and returns the process exit code.
+func Execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writer, interrupts <-chan os.Signal) int {
+	a := &App{Out: out, Err: errw, In: in, Interrupts: interrupts}
+	root := a.Root()
+	root.SetArgs(args)
+	root.SetOut(out)
+	root.SetErr(errw)
+	err := root.ExecuteContext(ctx)
+	if a.env != nil {
+		a.env.Close()
+	}
+	if err == nil {
+		return 0
+	}
+	if ee, ok := err.(*exitError); ok {
+		if ee.err != nil {
+			fmt.Fprintln(errw, "starter:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(errw, "starter:", err)
+	return 1
+}
+
+// Root builds the command tree.
+func (a *App) Root() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "starter",
+		Short:         "sparklane: durable lane cutovers (stage → verify → serve → probe → bench) on a small GPU fleet",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&a.ConfigPath, "config", "", "fleet config (default $SPARKLANE_CONFIG or ./sparklane.toml)")
+	root.PersistentFlags().BoolVar(&a.JSON, "json", false, "print results as JSON (for scripts)")
+	root.PersistentFlags().StringVar(&a.LogLevel, "log-level", "warn", "log level of the in-process server and workers")
+	root.AddCommand(a.statusCmd(), a.lanesCmd(), a.recipeCmd(), a.stageCmd(), a.verifyCmd(),
+		a.upCmd(), a.stopCmd(), a.probeCmd(), a.cutoverCmd(), a.cancelCmd(), a.demoCmd(), a.scheduleCmd())
+	for _, c := range a.extraCommands() {
+		root.AddCommand(c)
+	}
+	return root
+}
+
+// extraCommands are added by other files of the package (bench, power).
+var extraCommandBuilders []func(a *App) *cobra.Command
+
+func (a *App) extraCommands() []*cobra.Command {
+	var out []*cobra.Command
+	for _, b := range extraCommandBuilders {
+		out = append(out, b(a))
+	}
+	return out
+}
+
+// logger is zap on stderr at --log-level (console).
+func (a *App) logger() *zap.Logger {
+	if a.log == nil {
+		l, err := logging.New("console", a.LogLevel)
+		if err != nil {
+			l = zap.NewNop()
+		}
+		a.log = l
+	}
+	return a.log
+}
+
+// config loads the fleet config once.
+func (a *App) config() (*config.Config, error) {
+	if a.cfg != nil {
+		return a.cfg, nil
+	}
+	cfg, err := config.Load(a.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	a.cfg = cfg
+	return cfg, nil
+}
+
+// recipes loads and validates every recipe against the config.
+func (a *App) recipes() (*config.Config, []*config.Recipe, error) {
+	cfg, err := a.config()
+	if err != nil {
+		return nil, nil, err
+	}
+	rs, err := config.LoadRecipes(cfg.RecipesDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := config.Validate(cfg, rs); err != nil {
+		return nil, nil, err
+	}
+	return cfg, rs, nil
+}
+
+// lane resolves --lane and renders it with -o overrides.
+func (a *App) lane(name string, overrides []string) (*config.Config, *config.Recipe, *config.LanePlan, error) {
+	if name == "" {
+		return nil, nil, nil, fmt.Errorf("--lane is required (see: starter lanes)")
+	}
+	cfg, rs, err := a.recipes()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r, err := config.Resolve(rs, name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ov, err := parseOverrides(overrides)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	plan, err := config.Render(cfg, r, ov)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, r, plan, nil
+}
+
+func parseOverrides(kv []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, s := range kv {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("-o %q: expected key=value", s)
+		}
+		out[strings.TrimSpace(k)] = v
+	}
+	return out, nil
+}
+
+// connect opens the Temporal connection: an external cluster, a running
+// embedded server, or one started in-process with the local workers.
+func (a *App) connect(ctx context.Context) (*workers.Env, error) {
+	if a.env != nil {
+		return a.env, nil
+	}
+	cfg, err := a.config()
+	if err != nil {
+		return nil, err
+	}
+	env, err := workers.Connect(ctx, cfg, a.logger(), workers.ConnectOptions{LocalWorkers: true})
+	if err != nil {
+		return nil, err
+	}
+	a.env = env
+	return env, nil
+}
+
+func (a *App) printJSON(v any) error {
+	enc := json.NewEncoder(a.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table prints rows with aligned columns.
+func table(w io.Writer, header []string, rows [][]string) {
+	widths := make([]int, len(header))
+	for i, h := range header {
+		widths[i] = len(h)
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			if i < len(widths) && len(c) > widths[i] {
+				widths[i] = len(c)
+			}
+		}
+	}
+	line := func(cells []string) {
+		var b strings.Builder
+		for i, c := range cells {
+			if i == len(cells)-1 {
+				b.WriteString(c)
+				break
+			}
+			fmt.Fprintf(&b, "%-*s  ", widths[i], c)
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+	line(header)
+	for _, r := range rows {
+		line(r)
+	}
+}
+
+func sortedMapKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

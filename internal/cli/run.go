@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/workflows"
+)
+
+// runSpec says how to start one workflow.
+type runSpec struct {
+	ID       string
+	Workflow any
+	Input    any
+	Lane     string
+	Cluster  string
+	Memo     map[string]any
+	Retry    *temporal.RetryPolicy
+}
+
+// start starts a workflow, refusing a second run with the same ID while
+// the first is open (it names the running one).
+func (a *App) start(ctx context.Context, s runSpec) (client.WorkflowRun, error) {
+	env, err := a.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var sa []temporal.SearchAttributeUpdate
+	if s.Lane != "" {
+		sa = append(sa, temporal.NewSearchAttributeKeyKeyword(workflows.SALane).ValueSet(s.Lane))
+	}
+	if s.Cluster != "" {
+		sa = append(sa, temporal.NewSearchAttributeKeyKeyword(workflows.SACluster).ValueSet(s.Cluster))
+	}
+	opts := client.StartWorkflowOptions{
+		ID:                       s.ID,
+		TaskQueue:                workflows.ControlQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes:    temporal.NewSearchAttributes(sa...),
+		Memo:                     s.Memo,
+		RetryPolicy:              s.Retry,
+	}
+	run, err := env.Client.ExecuteWorkflow(ctx, opts, s.Workflow, s.Input)
+	if err != nil {
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			return nil, exitCode(3, fmt.Errorf("%s is already running (run %s): wait for it, or cancel it with 'starter cancel %s'", s.ID, started.RunId, s.ID))
+		}
+		return nil, fmt.Errorf("start %s: %w", s.ID, err)
+	}
+	return run, nil
+}
+
+// follow waits for a run, drawing its progress (live bars on a terminal,
+// one line per step change otherwise, nothing with --json). The first
+// Ctrl-C asks for confirmation; a second within 5 s cancels the workflow,
+// whose cleanup then runs and is shown.
+func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) error {
+	env := a.env
+	done := make(chan error, 1)
+	go func() { done <- run.Get(ctx, result) }()
+	tick := time.NewTicker(400 * time.Millisecond)
+	defer tick.Stop()
+	r := newRenderer(a.Out, isTerminal(a.Out) && !a.JSON, a.JSON)
+	var lastInt time.Time
+	cancelled := false
+	for {
+		select {
+		case err := <-done:
+			a.drawOnce(ctx, env.Client, run, r)
+			r.finish()
+			return err
+		case <-a.Interrupts:
+			if cancelled {
+				continue
+			}
+			if !lastInt.IsZero() && time.Since(lastInt) < 5*time.Second {
+				fmt.Fprintf(a.Err, "\ncancelling %s — cleanup runs, following it...\n", run.GetID())
+				if err := env.Client.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
+					fmt.Fprintln(a.Err, "cancel:", err)
+				}
+				cancelled = true
+				continue
+			}
+			lastInt = time.Now()
+			fmt.Fprintf(a.Err, "\nCtrl-C again within 5 s to cancel %s (cleanup and rollback run); otherwise it goes on. Detach with --no-wait next time.\n", run.GetID())
+		case <-tick.C:
+			a.drawOnce(ctx, env.Client, run, r)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (a *App) drawOnce(ctx context.Context, c client.Client, run client.WorkflowRun, r *renderer) {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	v, err := c.QueryWorkflow(qctx, run.GetID(), run.GetRunID(), workflows.ProgressQuery)
+	if err != nil {
+		return
+	}
+	var p workflows.Progress
+	if v.Get(&p) != nil {
+		return
+	}
+	bars := map[string]staging.Progress{}
+	for _, child := range p.Children {
+		if pr, ok := pendingProgress(qctx, c, child); ok {
+			bars[child] = pr
+		}
+	}
+	// The run itself may heartbeat staging progress (a single StageNode).
+	if pr, ok := pendingProgress(qctx, c, run.GetID()); ok {
+		bars[run.GetID()] = pr
+	}
+	r.draw(p, bars)
+}
+
+// pendingProgress reads byte progress from the heartbeat details of a
+// workflow's pending staging activity.
+func pendingProgress(ctx context.Context, c client.Client, id string) (staging.Progress, bool) {
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return staging.Progress{}, false
+	}
+	var total staging.Progress
+	found := false
+	dc := converter.GetDefaultDataConverter()
+	for _, pa := range d.GetPendingActivities() {
+		if pa.GetActivityType().GetName() != "StageBlock" || pa.GetHeartbeatDetails() == nil {
+			continue
+		}
+		var pr staging.Progress
+		if err := dc.FromPayloads(pa.GetHeartbeatDetails(), &pr); err != nil {
+			continue
+		}
+		total.BytesDone += pr.BytesDone
+		total.BytesTotal += pr.BytesTotal
+		total.FilesDone += pr.FilesDone
+		total.FilesTotal += pr.FilesTotal
+		total.RowsDone += pr.RowsDone
+		total.RowsTotal += pr.RowsTotal
+		found = true
+	}
+	return total, found
+}
+
+// describeStatus is used by cancel/status of a workflow ID.
+func describeStatus(ctx context.Context, c client.Client, id string) (string, error) {
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimPrefix(d.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"), nil
+}
+
+var _ = workflowservice.DescribeWorkflowExecutionRequest{}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// appErrorDetails extracts the details of a workflow's application error
+// (e.g. a CutoverResult or a FleetProbeResult attached to a failure).
+func appErrorDetails(err error, v any) bool {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.HasDetails() {
+		return app.Details(v) == nil
+	}
+	return false
+}
+
+// rootMessage is the innermost application error message.
+func rootMessage(err error) string {
+	var app *temporal.ApplicationError
+	msg := err.Error()
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if errors.As(e, &app) {
+			msg = app.Error()
+			break
+		}
+	}
+	return msg
+}

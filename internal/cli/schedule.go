@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/sparklane/sparklane/workflows"
+)
+
+// NightlyVerifyID is the schedule created by `starter schedule nightly-verify`.
+const NightlyVerifyID = "nightly-verify"
+
+func (a *App) scheduleCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "schedule", Short: "Temporal Schedules: nightly re-verification of staged data"}
+	var cron string
+	var lanes []string
+	var repair bool
+	nightly := &cobra.Command{
+		Use:   "nightly-verify [--cron \"0 3 * * *\"] [--lanes a,b] [--repair]",
+		Short: "create (or replace) a Schedule that verifies the staged blocks of lanes on every node",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			_, rs, err := a.recipes()
+			if err != nil {
+				return err
+			}
+			var names []string
+			if len(lanes) == 0 {
+				for _, r := range rs {
+					if len(r.Staging) > 0 {
+						names = append(names, r.Name)
+					}
+				}
+			}
+			for _, l := range lanes {
+				r, err := resolveName(rs, l)
+				if err != nil {
+					return err
+				}
+				names = append(names, r)
+			}
+			if len(names) == 0 {
+				return fmt.Errorf("no lane has [[staging]] blocks: nothing to verify")
+			}
+			env, err := a.connect(ctx)
+			if err != nil {
+				return err
+			}
+			sc := env.Client.ScheduleClient()
+			_ = sc.GetHandle(ctx, NightlyVerifyID).Delete(ctx) // replace an older one
+			h, err := sc.Create(ctx, client.ScheduleOptions{
+				ID:   NightlyVerifyID,
+				Spec: client.ScheduleSpec{CronExpressions: []string{cron}},
+				Action: &client.ScheduleWorkflowAction{
+					ID:        workflows.VerifyID("nightly"),
+					Workflow:  workflows.Verify,
+					TaskQueue: workflows.ControlQueue,
+					Args:      []any{workflows.VerifyInput{LaneNames: names, Repair: repair, Report: true}},
+				},
+				Memo: map[string]any{"lanes": strings.Join(names, ",")},
+			})
+			if err != nil {
+				return fmt.Errorf("create schedule %s: %w", NightlyVerifyID, err)
+			}
+			if a.JSON {
+				return a.printJSON(map[string]any{"schedule_id": h.GetID(), "cron": cron, "lanes": names, "repair": repair})
+			}
+			fmt.Fprintf(a.Out, "schedule %s: %q verifies %s (repair: %v)\n", h.GetID(), cron, strings.Join(names, ", "), repair)
+			return nil
+		},
+	}
+	nightly.Flags().StringVar(&cron, "cron", "0 3 * * *", "cron expression (UTC)")
+	nightly.Flags().StringSliceVar(&lanes, "lanes", nil, "lanes to verify (default: every lane with staging)")
+	nightly.Flags().BoolVar(&repair, "repair", false, "re-stage only what drifted")
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "list schedules",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			env, err := a.connect(ctx)
+			if err != nil {
+				return err
+			}
+			it, err := env.Client.ScheduleClient().List(ctx, client.ScheduleListOptions{})
+			if err != nil {
+				return err
+			}
+			type row struct {
+				ID   string   `json:"id"`
+				Cron []string `json:"cron"`
+				Next string   `json:"next,omitempty"`
+			}
+			var rows []row
+			for it.HasNext() {
+				e, err := it.Next()
+				if err != nil {
+					return err
+				}
+				r := row{ID: e.ID}
+				if e.Spec != nil {
+					for _, c := range e.Spec.Calendars {
+						r.Cron = append(r.Cron, fmt.Sprintf("%v", c))
+					}
+					r.Cron = append(r.Cron, e.Spec.CronExpressions...)
+				}
+				if len(e.NextActionTimes) > 0 {
+					r.Next = e.NextActionTimes[0].UTC().Format("2006-01-02 15:04 MST")
+				}
+				rows = append(rows, r)
+			}
+			if a.JSON {
+				return a.printJSON(rows)
+			}
+			var t [][]string
+			for _, r := range rows {
+				t = append(t, []string{r.ID, dash(r.Next)})
+			}
+			table(a.Out, []string{"SCHEDULE", "NEXT RUN"}, t)
+			return nil
+		},
+	}
+	del := &cobra.Command{
+		Use:   "delete ID",
+		Short: "delete a schedule",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			env, err := a.connect(ctx)
+			if err != nil {
+				return err
+			}
+			if err := env.Client.ScheduleClient().GetHandle(ctx, args[0]).Delete(ctx); err != nil {
+				return fmt.Errorf("delete schedule %s: %w", args[0], err)
+			}
+			fmt.Fprintf(a.Out, "deleted schedule %s\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(nightly, list, del)
+	return cmd
+}

@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/workflows"
+)
+
+func (a *App) stageCmd() *cobra.Command {
+	var lane, only, mode string
+	var dryRun, verify bool
+	var overrides []string
+	cmd := &cobra.Command{
+		Use:   "stage --lane L [--node N] [--dry-run] [--stage=auto|force]",
+		Short: "stage a lane's [[staging]] blocks onto its nodes (resumable, verified)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			_, r, plan, err := a.lane(lane, overrides)
+			if err != nil {
+				return err
+			}
+			if mode != workflows.StageAuto && mode != workflows.StageForce {
+				return fmt.Errorf("--stage=%s: use auto or force (skip makes no sense for 'stage')", mode)
+			}
+			if len(r.Staging) == 0 {
+				return fmt.Errorf("lane %s has no [[staging]] blocks (%s)", r.Name, r.File)
+			}
+			id := workflows.StageID(r.Name)
+			if dryRun {
+				id += "/dry-run"
+			}
+			run, err := a.start(ctx, runSpec{ID: id, Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
+				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, DryRun: dryRun, Verify: verify}})
+			if err != nil {
+				return err
+			}
+			var res workflows.StageResult
+			err = a.follow(ctx, run, &res)
+			if err != nil {
+				return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
+			}
+			return a.printStage(res)
+		},
+	}
+	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
+	cmd.Flags().StringVar(&only, "node", "", "stage only this node")
+	cmd.Flags().StringVar(&mode, "stage", "auto", "auto (copy what the ledger does not vouch for) | force (re-check every file against the source)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan (files, bytes, links, skipped, adopted); write nothing")
+	cmd.Flags().BoolVar(&verify, "verify", true, "verify (ledger, verify-only) after staging")
+	cmd.Flags().StringArrayVarP(&overrides, "override", "o", nil, "key=value override (repeatable)")
+	return cmd
+}
+
+// stageJSON is the stable JSON of `starter stage --json`.
+type stageJSON struct {
+	Lane  string          `json:"lane"`
+	Nodes []stageNodeJSON `json:"nodes"`
+}
+
+type stageNodeJSON struct {
+	Node   string           `json:"node"`
+	Blocks []stageBlockJSON `json:"blocks"`
+}
+
+type stageBlockJSON struct {
+	Block string `json:"block"`
+	Kind  string `json:"kind"`
+	staging.Result
+}
+
+func (a *App) printStage(res workflows.StageResult) error {
+	out := stageJSON{Lane: res.Lane, Nodes: []stageNodeJSON{}}
+	var rows [][]string
+	for _, n := range res.Nodes {
+		nj := stageNodeJSON{Node: n.Node, Blocks: []stageBlockJSON{}}
+		for _, b := range n.Blocks {
+			nj.Blocks = append(nj.Blocks, stageBlockJSON{Block: b.Block, Kind: b.Kind, Result: b.Result})
+			r := b.Result
+			rows = append(rows, []string{n.Node, b.Block, fmt.Sprint(r.CopiedFiles), staging.HumanBytes(r.CopiedBytes),
+				fmt.Sprint(r.VerifiedFiles), fmt.Sprint(r.AdoptedFiles), fmt.Sprint(r.SkippedFiles), fmt.Sprint(r.Links), fmt.Sprintf("%.1f", r.Seconds)})
+		}
+		out.Nodes = append(out.Nodes, nj)
+	}
+	if a.JSON {
+		return a.printJSON(out)
+	}
+	table(a.Out, []string{"NODE", "BLOCK", "COPIED", "BYTES", "VERIFIED", "ADOPTED", "SKIPPED", "LINKS", "SECONDS"}, rows)
+	return nil
+}
+
+func (a *App) verifyCmd() *cobra.Command {
+	var lane, only string
+	var full bool
+	cmd := &cobra.Command{
+		Use:   "verify --lane L [--full] [--node N]",
+		Short: "verify staged blocks without writing; exit 1 when anything is bad or missing",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			_, r, plan, err := a.lane(lane, nil)
+			if err != nil {
+				return err
+			}
+			run, err := a.start(ctx, runSpec{ID: workflows.VerifyID(r.Name), Workflow: workflows.Verify, Lane: r.Name, Cluster: r.Cluster,
+				Input: workflows.VerifyInput{Lanes: []workflows.VerifyLane{{Plan: *plan, Blocks: r.Staging}}, Full: full, Only: only}})
+			if err != nil {
+				return err
+			}
+			var res workflows.VerifyWorkflowResult
+			err = a.follow(ctx, run, &res)
+			if err != nil && !appErrorDetails(err, &res) {
+				return err
+			}
+			if perr := a.printVerify(res); perr != nil {
+				return perr
+			}
+			if err != nil {
+				return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
+	cmd.Flags().StringVar(&only, "node", "", "verify only this node")
+	cmd.Flags().BoolVar(&full, "full", false, "hash whole contents (sha256 against LFS blob names / sources), not samples")
+	return cmd
+}
+
+type verifyJSON struct {
+	Nodes []verifyBlockJSON `json:"nodes"`
+	OK    bool              `json:"ok"`
+}
+
+type verifyBlockJSON struct {
+	Node    string   `json:"node"`
+	Block   string   `json:"block"`
+	Kind    string   `json:"kind"`
+	OK      int      `json:"ok"`
+	Bad     []string `json:"bad"`
+	Missing []string `json:"missing"`
+}
+
+func (a *App) printVerify(res workflows.VerifyWorkflowResult) error {
+	out := verifyJSON{OK: !res.Drift, Nodes: []verifyBlockJSON{}}
+	var rows [][]string
+	for _, b := range res.Blocks {
+		out.Nodes = append(out.Nodes, verifyBlockJSON{Node: b.Node, Block: b.Block, Kind: b.Kind, OK: b.Result.OK, Bad: nonNil(b.Result.Bad), Missing: nonNil(b.Result.Missing)})
+		rows = append(rows, []string{b.Node, b.Block, fmt.Sprint(b.Result.OK), fmt.Sprint(len(b.Result.Bad)), fmt.Sprint(len(b.Result.Missing))})
+	}
+	if a.JSON {
+		return a.printJSON(out)
+	}
+	table(a.Out, []string{"NODE", "BLOCK", "OK", "BAD", "MISSING"}, rows)
+	for _, b := range res.Blocks {
+		for _, p := range b.Result.Bad {
+			fmt.Fprintf(a.Out, "bad: %s %s %s\n", b.Node, b.Block, p)
+		}
+		for _, p := range b.Result.Missing {
+			fmt.Fprintf(a.Out, "missing: %s %s %s\n", b.Node, b.Block, p)
+		}
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+var _ = activities.VerifyBlockResult{}

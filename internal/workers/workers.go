@@ -1,0 +1,252 @@
+// Package workers wires sparklane's Temporal workers (control, node, dev)
+// and the connection every command needs: an external cluster, an already
+// running embedded server, or an embedded server started in-process with
+// the local workers for the duration of a command.
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/devserver"
+	"github.com/sparklane/sparklane/internal/logging"
+	"github.com/sparklane/sparklane/internal/tclient"
+	"github.com/sparklane/sparklane/workflows"
+)
+
+// Version is sparklane's version, stamped into reports.
+var Version = "0.1.0"
+
+// NewControlWorker registers every workflow and the control activities on
+// the sparklane queue.
+func NewControlWorker(c client.Client, cfg *config.Config, log *zap.Logger, uiURL string) worker.Worker {
+	w := worker.New(c, workflows.ControlQueue, worker.Options{WorkerStopTimeout: 10 * time.Second})
+	for _, wf := range []any{
+		workflows.FleetProbe, workflows.StageNode, workflows.Stage, workflows.Verify,
+		workflows.Serve, workflows.Probe, workflows.Stop, workflows.Cutover, workflows.Bench, workflows.Power,
+	} {
+		w.RegisterWorkflow(wf)
+	}
+	w.RegisterActivity(&activities.ControlActivities{Config: cfg, Log: log.Named("control"), Version: Version, UIURL: uiURL, Temporal: c})
+	return w
+}
+
+// NewNodeWorker registers the node activities of node name on node.NAME.
+func NewNodeWorker(c client.Client, cfg *config.Config, name string, log *zap.Logger) (worker.Worker, error) {
+	var n *config.Node
+	for i := range cfg.Nodes {
+		if cfg.Nodes[i].Name == name {
+			n = &cfg.Nodes[i]
+		}
+	}
+	if n == nil {
+		var names []string
+		for _, x := range cfg.Nodes {
+			names = append(names, x.Name)
+		}
+		return nil, fmt.Errorf("node %q is not in %s (nodes: %v)", name, cfg.File, names)
+	}
+	w := worker.New(c, workflows.NodeQueue(name), worker.Options{WorkerStopTimeout: 10 * time.Second})
+	w.RegisterActivity(&activities.NodeActivities{Node: *n, SharedRoots: cfg.SharedRoots, HFCacheDir: cfg.HFCacheDir, Log: log.Named("node." + name)})
+	return w, nil
+}
+
+// runUntilDone starts workers and stops them when ctx ends (SIGTERM).
+func runUntilDone(ctx context.Context, ws ...worker.Worker) error {
+	var started []worker.Worker
+	for _, w := range ws {
+		if err := w.Start(); err != nil {
+			for _, s := range started {
+				s.Stop()
+			}
+			return err
+		}
+		started = append(started, w)
+	}
+	<-ctx.Done()
+	for _, w := range started {
+		w.Stop()
+	}
+	return nil
+}
+
+// RunControl runs the control worker until ctx ends.
+func RunControl(ctx context.Context, cfg *config.Config, c client.Client, log *zap.Logger) error {
+	return runUntilDone(ctx, NewControlWorker(c, cfg, log, ""))
+}
+
+// RunNode runs node name's worker until ctx ends.
+func RunNode(ctx context.Context, cfg *config.Config, c client.Client, name string, log *zap.Logger) error {
+	w, err := NewNodeWorker(c, cfg, name, log)
+	if err != nil {
+		return err
+	}
+	return runUntilDone(ctx, w)
+}
+
+// LocalNodes are the nodes of this machine (empty ssh).
+func LocalNodes(cfg *config.Config) []string {
+	var out []string
+	for _, n := range cfg.Nodes {
+		if n.SSH == "" {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// Env is a connection to Temporal, plus whatever was started in-process to
+// provide it.
+type Env struct {
+	Cfg    *config.Config
+	Log    *zap.Logger
+	Client client.Client
+	// Server is the embedded server when this process started it.
+	Server *devserver.Server
+	// Address is the frontend address dialed.
+	Address string
+	// UIURL is the web UI base URL, when known.
+	UIURL   string
+	workers []worker.Worker
+}
+
+// ConnectOptions choose what Connect may start in-process.
+type ConnectOptions struct {
+	// LocalWorkers starts the control worker and a worker for every local
+	// node when this process started the embedded server.
+	LocalWorkers bool
+	// NoUI starts the embedded server without its web UI.
+	NoUI bool
+}
+
+// Connect reaches Temporal as the config says. With temporal.address empty
+// it first looks for an embedded server already running on this machine
+// (worker dev); failing that it starts one over the same SQLite file, so
+// runs show in the UI later.
+func Connect(ctx context.Context, cfg *config.Config, log *zap.Logger, opt ConnectOptions) (*Env, error) {
+	e := &Env{Cfg: cfg, Log: log}
+	dial := tclient.DialOptions{Address: cfg.Temporal.Address, Namespace: cfg.Temporal.Namespace, TLSCert: cfg.Temporal.TLSCert, TLSKey: cfg.Temporal.TLSKey, TLSCA: cfg.Temporal.TLSCA, Logger: logging.SDK(log.Named("sdk"))}
+	if cfg.Temporal.APIKeyEnv != "" {
+		dial.APIKey = os.Getenv(cfg.Temporal.APIKeyEnv)
+		if dial.APIKey == "" {
+			return nil, fmt.Errorf("temporal.api_key_env names %s, but it is empty: export the API key in it", cfg.Temporal.APIKeyEnv)
+		}
+	}
+	if cfg.Temporal.Address != "" {
+		c, err := tclient.Dial(ctx, dial)
+		if err != nil {
+			return nil, err
+		}
+		e.Client, e.Address = c, dial.Address
+		return e, nil
+	}
+	local := net.JoinHostPort(devserver.LoopbackIP, strconv.Itoa(cfg.Temporal.Port))
+	if portOpen(local) {
+		dial.Address = local
+		c, err := tclient.Dial(ctx, dial)
+		if err != nil {
+			return nil, err
+		}
+		e.Client, e.Address = c, local
+		if cfg.Temporal.UIPort > 0 {
+			e.UIURL = fmt.Sprintf("http://%s:%d", devserver.LoopbackIP, cfg.Temporal.UIPort)
+		}
+		return e, nil
+	}
+	uiPort := cfg.Temporal.UIPort
+	if opt.NoUI {
+		uiPort = -1
+	}
+	srv, err := devserver.Start(ctx, devserver.Options{StateDir: cfg.StateDir, Port: cfg.Temporal.Port, UIPort: uiPort, Namespace: cfg.Temporal.Namespace, Logger: log.Named("temporal")})
+	if err != nil {
+		return nil, fmt.Errorf("start the embedded Temporal server in %s: %w", cfg.StateDir, err)
+	}
+	e.Server, e.UIURL = srv, srv.UIURL()
+	dial.Address = srv.FrontendAddress()
+	c, err := tclient.Dial(ctx, dial)
+	if err != nil {
+		srv.Stop()
+		return nil, err
+	}
+	e.Client, e.Address = c, dial.Address
+	if opt.LocalWorkers {
+		if err := e.StartLocalWorkers(); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// StartLocalWorkers starts the control worker and every local node's worker
+// in this process.
+func (e *Env) StartLocalWorkers() error {
+	ws := []worker.Worker{NewControlWorker(e.Client, e.Cfg, e.Log, e.UIURL)}
+	for _, n := range LocalNodes(e.Cfg) {
+		w, err := NewNodeWorker(e.Client, e.Cfg, n, e.Log)
+		if err != nil {
+			return err
+		}
+		ws = append(ws, w)
+	}
+	for _, w := range ws {
+		if err := w.Start(); err != nil {
+			return err
+		}
+		e.workers = append(e.workers, w)
+	}
+	return nil
+}
+
+// Close stops in-process workers, the client and the embedded server.
+func (e *Env) Close() error {
+	for _, w := range e.workers {
+		w.Stop()
+	}
+	e.workers = nil
+	if e.Client != nil {
+		e.Client.Close()
+	}
+	var err error
+	if e.Server != nil {
+		err = e.Server.Stop()
+	}
+	return err
+}
+
+func portOpen(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// RunDev is `worker dev`: the embedded server and web UI, the control
+// worker and a node worker for every local node, until ctx ends.
+func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
+	local := net.JoinHostPort(devserver.LoopbackIP, strconv.Itoa(cfg.Temporal.Port))
+	if cfg.Temporal.Address == "" && portOpen(local) {
+		return errors.New("something already listens on " + local + ": another 'worker dev' or a starter command holds the embedded server; stop it first")
+	}
+	e, err := Connect(ctx, cfg, log, ConnectOptions{LocalWorkers: true})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	log.Info("sparklane dev worker running", zap.String("temporal", e.Address), zap.String("ui", e.UIURL), zap.Strings("local_nodes", LocalNodes(cfg)))
+	<-ctx.Done()
+	return nil
+}

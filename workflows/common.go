@@ -1,0 +1,142 @@
+package workflows
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sparklane/sparklane/activities"
+)
+
+// Typed nil pointers through which workflows name activities (the methods
+// are registered on real values by the workers).
+var (
+	na *activities.NodeActivities
+	ca *activities.ControlActivities
+)
+
+// DefaultPickup is how long a node worker may take to pick up a pinned
+// activity before its node is called unreachable.
+const DefaultPickup = 10 * time.Second
+
+// nodeOpts pins activities to node's queue. A node whose worker is not
+// polling fails fast on ScheduleToStart instead of hanging.
+func nodeOpts(ctx workflow.Context, node string, pickup, run, heartbeat time.Duration, attempts int32) workflow.Context {
+	if pickup <= 0 {
+		pickup = DefaultPickup
+	}
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              NodeQueue(node),
+		ScheduleToStartTimeout: pickup,
+		StartToCloseTimeout:    run,
+		HeartbeatTimeout:       heartbeat,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+			MaximumAttempts:    attempts,
+		},
+	})
+}
+
+// controlOpts runs activities on the control worker.
+func controlOpts(ctx workflow.Context, run, heartbeat time.Duration, attempts int32) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           ControlQueue,
+		StartToCloseTimeout: run,
+		HeartbeatTimeout:    heartbeat,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+			MaximumAttempts:    attempts,
+		},
+	})
+}
+
+// tracker keeps a workflow's step list for ProgressQuery.
+type tracker struct {
+	ctx workflow.Context
+	p   Progress
+}
+
+func newTracker(ctx workflow.Context, name, lane string) *tracker {
+	t := &tracker{ctx: ctx, p: Progress{Workflow: name, Lane: lane}}
+	_ = workflow.SetQueryHandler(ctx, ProgressQuery, func() (Progress, error) {
+		out := t.p
+		out.Steps = append([]Step(nil), t.p.Steps...)
+		out.Children = append([]string(nil), t.p.Children...)
+		return out, nil
+	})
+	return t
+}
+
+func (t *tracker) start(name, node string) int {
+	t.p.Steps = append(t.p.Steps, Step{Name: name, Node: node, Status: StepRunning, Started: workflow.Now(t.ctx)})
+	return len(t.p.Steps) - 1
+}
+
+func (t *tracker) skip(name, node, why string) {
+	now := workflow.Now(t.ctx)
+	t.p.Steps = append(t.p.Steps, Step{Name: name, Node: node, Status: StepSkipped, Started: now, Ended: now, Detail: why})
+}
+
+func (t *tracker) end(i int, detail string, err error) {
+	s := &t.p.Steps[i]
+	s.Ended = workflow.Now(t.ctx)
+	if detail != "" {
+		s.Detail = detail
+	}
+	if err != nil {
+		s.Status = StepFailed
+		s.Error = errMessage(err)
+		return
+	}
+	s.Status = StepDone
+}
+
+func (t *tracker) child(id string) { t.p.Children = append(t.p.Children, id) }
+
+func (t *tracker) steps() []Step { return append([]Step(nil), t.p.Steps...) }
+
+// errMessage is the innermost application error message (the engine's own
+// words), not Temporal's wrapping of it.
+func errMessage(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Error()
+	}
+	var to *temporal.TimeoutError
+	if errors.As(err, &to) {
+		return "timed out (" + strings.ToLower(strings.TrimPrefix(to.TimeoutType().String(), "TIMEOUT_TYPE_")) + ")"
+	}
+	return err.Error()
+}
+
+// errType returns the application error type of err (the fault type set by
+// the engine), or "".
+func errType(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Type()
+	}
+	var to *temporal.TimeoutError
+	if errors.As(err, &to) {
+		return "Timeout"
+	}
+	return ""
+}
+
+// isPickupTimeout reports a pinned activity that no node worker picked up.
+func isPickupTimeout(err error) bool {
+	var to *temporal.TimeoutError
+	if errors.As(err, &to) {
+		return to.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START
+	}
+	return false
+}

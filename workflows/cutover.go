@@ -1,0 +1,254 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/fault"
+)
+
+// CutoverInput switches a cluster to a lane. The starter resolved and
+// rendered the recipe; the snapshot travels here so the run is reproducible
+// from its history alone.
+type CutoverInput struct {
+	Recipe config.Recipe   `json:"recipe"`
+	Plan   config.LanePlan `json:"plan"`
+	// Stage is auto | skip | force.
+	Stage      string `json:"stage"`
+	NoWait     bool   `json:"no_wait,omitempty"`
+	Bench      bool   `json:"bench,omitempty"`
+	BenchLabel string `json:"bench_label,omitempty"`
+	NoRollback bool   `json:"no_rollback,omitempty"`
+	// Grace is the wait before the fleet probe's one re-probe.
+	Grace  time.Duration `json:"grace,omitempty"`
+	Pickup time.Duration `json:"pickup,omitempty"`
+}
+
+// CutoverResult says what happened, step by step; on failure it is also
+// the failure's details.
+type CutoverResult struct {
+	Lane    string `json:"lane"`
+	Cluster string `json:"cluster"`
+	OK      bool   `json:"ok"`
+	// FailedStep and Error describe the first failure.
+	FailedStep string `json:"failed_step,omitempty"`
+	Error      string `json:"error,omitempty"`
+	// Previous are the lanes that held the nodes and were stopped.
+	Previous []string `json:"previous,omitempty"`
+	// RolledBack lists the previous lanes brought back after a failure;
+	// OldLaneAnswers is true when they answered their probes again.
+	RolledBack     []string                       `json:"rolled_back,omitempty"`
+	RollbackError  string                         `json:"rollback_error,omitempty"`
+	OldLaneAnswers bool                           `json:"old_lane_answers,omitempty"`
+	Probe          *FleetProbeResult              `json:"probe,omitempty"`
+	Stage          []StageNodeResult              `json:"stage,omitempty"`
+	Verify         []activities.VerifyBlockResult `json:"verify,omitempty"`
+	Serve          *ServeResult                   `json:"serve,omitempty"`
+	Bench          *activities.BenchResult        `json:"bench,omitempty"`
+	Steps          []Step                         `json:"steps"`
+}
+
+// Cutover runs stage → verify → serve → probe → bench for a lane on its
+// cluster, after stopping whatever lane held those nodes. A failure after
+// that stop rolls back: the new lane's containers are removed and the
+// previous lane is served and probed again, under a disconnected context so
+// a cancelled cutover still cleans up.
+func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
+	t := newTracker(ctx, "Cutover", in.Plan.Lane)
+	res := CutoverResult{Lane: in.Plan.Lane, Cluster: in.Plan.Cluster}
+	fail := func(step string, err error) (CutoverResult, error) {
+		res.FailedStep, res.Error = step, errMessage(err)
+		res.Steps = t.steps()
+		return res, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("cutover to %s failed at %s: %s", in.Plan.Lane, step, res.Error), "CutoverFailed", err, res)
+	}
+	nodes := planNodes(in.Plan)
+
+	// 1. Fleet probe; its retry policy is the re-probe before bail.
+	i := t.start("probe fleet", "")
+	var probe FleetProbeResult
+	pctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:  CutoverID(in.Plan.Cluster) + "/probe",
+		TaskQueue:   ControlQueue,
+		RetryPolicy: ProbeRetryPolicy(in.Grace),
+	})
+	err := workflow.ExecuteChildWorkflow(pctx, FleetProbe, FleetProbeInput{Nodes: nodes, Require: nodes, Lane: in.Plan.Lane, Grace: in.Grace}).Get(ctx, &probe)
+	t.end(i, "", err)
+	if err != nil {
+		return fail("probe fleet", err)
+	}
+	res.Probe = &probe
+
+	// 2. Which lanes hold our nodes, and where else they run.
+	prevNodes := map[string][]string{}
+	for _, st := range probe.Nodes {
+		for _, l := range st.Lanes {
+			if l == in.Plan.Lane {
+				continue
+			}
+			if _, ok := prevNodes[l]; !ok {
+				res.Previous = append(res.Previous, l)
+			}
+			prevNodes[l] = append(prevNodes[l], st.Node)
+		}
+	}
+	prevPlans := map[string]activities.ResolveLaneResult{}
+	var unresolved []string
+	for _, l := range res.Previous {
+		i := t.start("resolve previous "+l, "")
+		var r activities.ResolveLaneResult
+		err := workflow.ExecuteActivity(controlOpts(ctx, time.Minute, 0, 3), ca.ResolveLane, activities.ResolveLaneInput{Lane: l}).Get(ctx, &r)
+		t.end(i, "", err)
+		if err != nil {
+			unresolved = append(unresolved, l+": "+errMessage(err))
+			continue
+		}
+		prevPlans[l] = r
+	}
+
+	// 3. Stop them (verified).
+	for _, l := range res.Previous {
+		if err := stopLane(ctx, t, l, prevNodes[l], in.Pickup); err != nil {
+			return fail("stop "+l, err)
+		}
+	}
+	// From here on a failure rolls back.
+	rollback := func(step string, cause error) (CutoverResult, error) {
+		dctx, cancel := workflow.NewDisconnectedContext(ctx)
+		defer cancel()
+		var errs []string
+		if err := stopLane(dctx, t, in.Plan.Lane, nodes, in.Pickup); err != nil {
+			errs = append(errs, "stopping "+in.Plan.Lane+": "+errMessage(err))
+		}
+		if in.NoRollback {
+			t.skip("rollback", "", "--no-rollback")
+		} else {
+			answers := len(res.Previous) > 0
+			for _, l := range res.Previous {
+				r, ok := prevPlans[l]
+				if !ok {
+					answers = false
+					continue
+				}
+				i := t.start("rollback "+l, "")
+				sr, err := serveLane(dctx, t, r.Recipe, r.Plan, false, in.Pickup)
+				t.end(i, "", err)
+				if err != nil {
+					answers = false
+					errs = append(errs, "serving "+l+" again: "+errMessage(err))
+					if serr := stopLane(dctx, t, l, planNodes(r.Plan), in.Pickup); serr != nil {
+						errs = append(errs, "stopping "+l+" after its failed rollback: "+errMessage(serr))
+					}
+					continue
+				}
+				res.RolledBack = append(res.RolledBack, l)
+				answers = answers && sr.Answers
+			}
+			res.OldLaneAnswers = answers
+			errs = append(errs, unresolved...)
+		}
+		if len(errs) > 0 {
+			res.RollbackError = strings.Join(errs, "; ")
+		}
+		return fail(step, cause)
+	}
+
+	// 4. Stage every block on every node, in parallel.
+	blocks := in.Recipe.Staging
+	if len(blocks) == 0 {
+		t.skip("stage", "", "no [[staging]] blocks")
+	} else if in.Stage == StageSkip {
+		t.skip("stage", "", "--stage=skip")
+	} else {
+		i := t.start("stage", "")
+		st, err := stageChildren(ctx, t, in.Plan, blocks, "", in.Stage, false, false, in.Pickup)
+		t.end(i, "", err)
+		res.Stage = st
+		if err != nil {
+			return rollback("stage", err)
+		}
+	}
+
+	// 5. Verify (ledger verify-only): a mismatch fails before anything is served.
+	if len(blocks) > 0 {
+		i := t.start("verify", "")
+		var futs []workflow.Future
+		var names []string
+		for _, n := range in.Plan.Nodes {
+			vctx := nodeOpts(ctx, n.Node, in.Pickup, verifyRunTimeout, stageHeartbeat, 3)
+			for _, b := range blocks {
+				names = append(names, b.ID+" on "+n.Node)
+				futs = append(futs, workflow.ExecuteActivity(vctx, na.VerifyBlock, activities.VerifyBlockInput{Lane: in.Plan.Lane, Block: b, Rank: n.Rank, TP: in.Plan.TP}))
+			}
+		}
+		var bad []string
+		var verr error
+		for k, f := range futs {
+			var v activities.VerifyBlockResult
+			if err := f.Get(ctx, &v); err != nil {
+				bad = append(bad, names[k]+": "+errMessage(err))
+				if verr == nil {
+					verr = err
+				}
+				continue
+			}
+			res.Verify = append(res.Verify, v)
+			if !v.Result.Clean() {
+				bad = append(bad, fmt.Sprintf("%s: %d bad, %d missing (first: %s)", names[k], len(v.Result.Bad), len(v.Result.Missing), firstOf(v.Result.Bad, v.Result.Missing)))
+			}
+		}
+		if len(bad) > 0 {
+			err := temporal.NewNonRetryableApplicationError("staged data does not verify: "+strings.Join(bad, "; "), fault.ContentMismatch, verr)
+			t.end(i, "", err)
+			return rollback("verify", err)
+		}
+		t.end(i, fmt.Sprintf("%d blocks", len(res.Verify)), nil)
+	}
+
+	// 6–7. Serve and probe.
+	sr, err := serveLane(ctx, t, in.Recipe, in.Plan, in.NoWait, in.Pickup)
+	res.Serve = &sr
+	if err != nil {
+		step := "serve"
+		if sr.Ranks != nil && len(sr.Ranks) == len(in.Plan.Nodes) {
+			step = "probe"
+		}
+		return rollback(step, err)
+	}
+
+	// 8. Bench when asked.
+	if in.Bench && !in.NoWait {
+		i := t.start("bench", "")
+		var br activities.BenchResult
+		var staged []activities.StageBlockResult
+		for _, s := range res.Stage {
+			staged = append(staged, s.Blocks...)
+		}
+		bctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue: ControlQueue, StartToCloseTimeout: 6 * time.Hour, HeartbeatTimeout: 2 * time.Minute,
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2},
+		})
+		info := workflow.GetInfo(ctx)
+		err := workflow.ExecuteActivity(bctx, ca.Bench, activities.BenchInput{
+			Recipe: in.Recipe, Plan: in.Plan, BaseURL: sr.BaseURL, Model: sr.Ready.Model, Label: nonEmpty(in.BenchLabel, "cutover"),
+			Baseline: "latest", WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+			Staging: staged, Decode: sr.Decode,
+		}).Get(ctx, &br)
+		t.end(i, br.Summary, err)
+		if err != nil {
+			// The lane serves; a failed bench is reported, not rolled back.
+			res.Error = "bench: " + errMessage(err)
+		} else {
+			res.Bench = &br
+		}
+	}
+	res.OK = true
+	res.Steps = t.steps()
+	return res, nil
+}

@@ -1,0 +1,131 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sparklane/sparklane/activities"
+)
+
+// Power actions.
+const (
+	PowerOn  = "on"
+	PowerOff = "off"
+)
+
+// PowerInput switches nodes and devices on or off. Only names travel here:
+// the activities read relay entities and token sources from the config.
+type PowerInput struct {
+	Action  string   `json:"action"`
+	Targets []string `json:"targets"`
+	// Force cuts the relay even when a device still answers after its
+	// graceful shutdown (it would otherwise boot back or lose data).
+	Force bool `json:"force,omitempty"`
+	// WaitBound caps waiting for a target to go down or come up.
+	WaitBound time.Duration `json:"wait_bound,omitempty"`
+}
+
+// PowerTargetResult is one target's outcome.
+type PowerTargetResult struct {
+	Target   string                       `json:"target"`
+	State    string                       `json:"state"`
+	Steps    []activities.PowerStepResult `json:"steps"`
+	Warnings []string                     `json:"warnings,omitempty"`
+	Error    string                       `json:"error,omitempty"`
+}
+
+// PowerResult lists every target.
+type PowerResult struct {
+	Action  string              `json:"action"`
+	Targets []PowerTargetResult `json:"targets"`
+}
+
+// Power runs the power sequence on every target in parallel. Off is
+// graceful shutdown → wait until unreachable → relay off: off must end with
+// the outlet relay off (an API shutdown alone let gear boot back). A relay
+// failure after a good shutdown is a warning, said out loud. On is relay on
+// (or Wake-on-LAN) → wait until SSH answers and the node worker polls.
+// Each step is its own activity with its own retry policy.
+func Power(ctx workflow.Context, in PowerInput) (PowerResult, error) {
+	t := newTracker(ctx, "Power", "")
+	res := PowerResult{Action: in.Action, Targets: make([]PowerTargetResult, len(in.Targets))}
+	if in.Action != PowerOn && in.Action != PowerOff {
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("power action %q: use on or off", in.Action), "InvalidSpec", nil)
+	}
+	bound := in.WaitBound
+	if bound <= 0 {
+		bound = 5 * time.Minute
+	}
+	once := controlOpts(ctx, 2*time.Minute, 0, 1)
+	retry := controlOpts(ctx, 2*time.Minute, 0, 3)
+	wait := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: ControlQueue, StartToCloseTimeout: bound + time.Minute, HeartbeatTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2},
+	})
+	wg := workflow.NewWaitGroup(ctx)
+	failed := 0
+	for i, name := range in.Targets {
+		i, name := i, name
+		wg.Add(1)
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			defer wg.Done()
+			r := &res.Targets[i]
+			r.Target = name
+			step := func(actx workflow.Context, label string, fn any, stepIn activities.PowerStepInput) (activities.PowerStepResult, error) {
+				k := t.start(label, name)
+				var sr activities.PowerStepResult
+				err := workflow.ExecuteActivity(actx, fn, stepIn).Get(gctx, &sr)
+				t.end(k, sr.Detail, err)
+				if err == nil {
+					r.Steps = append(r.Steps, sr)
+				}
+				return sr, err
+			}
+			in1 := activities.PowerStepInput{Target: name, Bound: bound}
+			if in.Action == PowerOff {
+				if _, err := step(once, "shutdown", ca.PowerShutdown, in1); err != nil {
+					r.State, r.Error = "unknown", errMessage(err)
+					failed++
+					return
+				}
+				if _, err := step(wait, "wait unreachable", ca.PowerWaitUnreachable, in1); err != nil && !in.Force {
+					r.State, r.Error = "on", errMessage(err)+" (relay left on; --force cuts it anyway)"
+					failed++
+					return
+				}
+				if _, err := step(retry, "relay off", ca.PowerRelayOff, in1); err != nil {
+					r.Warnings = append(r.Warnings, "relay off failed after a good shutdown: "+errMessage(err)+" — the device may boot back on its own")
+				}
+				r.State = NodeOff
+				return
+			}
+			relay, err := step(retry, "relay on", ca.PowerRelayOn, in1)
+			if err != nil {
+				r.State, r.Error = NodeOff, errMessage(err)
+				failed++
+				return
+			}
+			wake, err := step(retry, "wake-on-lan", ca.PowerWake, in1)
+			if err != nil {
+				r.Warnings = append(r.Warnings, "wake-on-lan: "+errMessage(err))
+			}
+			if relay.Skipped && wake.Skipped {
+				r.Warnings = append(r.Warnings, "no relay and no wol configured: nothing switched on")
+			}
+			if _, err := step(wait, "wait reachable", ca.PowerWaitReachable, in1); err != nil {
+				r.State, r.Error = NodeUnreachable, errMessage(err)
+				failed++
+				return
+			}
+			r.State = NodeFree
+		})
+	}
+	wg.Wait(ctx)
+	if failed > 0 {
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("power %s: %d of %d targets failed", in.Action, failed, len(in.Targets)), "PowerFailed", nil, res)
+	}
+	return res, nil
+}

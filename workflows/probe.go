@@ -1,0 +1,103 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/fault"
+)
+
+// DefaultGrace is the wait before the fleet probe's one re-probe.
+const DefaultGrace = 5 * time.Second
+
+// ProbeRetryPolicy is "re-probe once before bail" as a plain retry policy:
+// a probe that found too few usable nodes (NotEnoughNodes) runs once more
+// after the grace period, then fails with every node's state.
+func ProbeRetryPolicy(grace time.Duration) *temporal.RetryPolicy {
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	return &temporal.RetryPolicy{InitialInterval: grace, BackoffCoefficient: 1, MaximumAttempts: 2}
+}
+
+// FleetProbe asks every node's worker about its containers and disk (pinned
+// to node.NAME with a short schedule-to-start timeout: a worker that is not
+// polling makes its node unreachable, not a hang) and checks SSH with the
+// host key verified. With Require set it fails with NotEnoughNodes when a
+// required node is not usable.
+func FleetProbe(ctx workflow.Context, in FleetProbeInput) (FleetProbeResult, error) {
+	pickup := in.PickupTimeout
+	if pickup <= 0 {
+		pickup = 5 * time.Second
+	}
+	type pending struct {
+		ssh, status workflow.Future
+	}
+	futs := make([]pending, len(in.Nodes))
+	for i, n := range in.Nodes {
+		futs[i].ssh = workflow.ExecuteActivity(controlOpts(ctx, 30*time.Second, 0, 1), ca.CheckSSH, activities.SSHCheckInput{Node: n})
+		futs[i].status = workflow.ExecuteActivity(nodeOpts(ctx, n, pickup, 30*time.Second, 0, 1), na.NodeStatus, activities.NodeStatusInput{})
+	}
+	res := FleetProbeResult{Attempt: int(workflow.GetInfo(ctx).Attempt)}
+	for i, n := range in.Nodes {
+		st := NodeState{Node: n}
+		var ssh activities.SSHCheckResult
+		if err := futs[i].ssh.Get(ctx, &ssh); err != nil {
+			ssh.Why = errMessage(err)
+		} else if ssh.Local {
+			st.SSH = "local"
+		} else if ssh.Reachable {
+			st.SSH = "ok"
+		}
+		var ns activities.NodeStatusResult
+		serr := futs[i].status.Get(ctx, &ns)
+		switch {
+		case ssh.Off:
+			st.State, st.Why = NodeOff, ssh.Why
+		case !ssh.Local && !ssh.Reachable:
+			st.State, st.Why, st.SSH = NodeUnreachable, "ssh: "+ssh.Why, "failed"
+		case serr != nil && isPickupTimeout(serr):
+			st.State, st.Worker = NodeUnreachable, "not polling"
+			st.Why = fmt.Sprintf("node worker not polling %s (no pickup within %s); start it with: worker node --node %s", NodeQueue(n), pickup, n)
+		case serr != nil:
+			st.State, st.Worker, st.Why = NodeUnreachable, "error", "node worker: "+errMessage(serr)
+		default:
+			st.Worker = "polling"
+			st.Roots = ns.Roots
+			st.Lanes = ns.Lanes
+			if len(st.Lanes) > 0 {
+				st.State = NodeOccupied
+			} else {
+				st.State = NodeFree
+			}
+		}
+		res.Nodes = append(res.Nodes, st)
+	}
+	var missing []string
+	for _, r := range in.Require {
+		ok := false
+		for _, st := range res.Nodes {
+			if st.Node == r && (st.State == NodeFree || st.State == NodeOccupied) {
+				ok = true
+			}
+		}
+		if !ok {
+			missing = append(missing, r)
+		}
+	}
+	if len(missing) > 0 {
+		var lines []string
+		for _, st := range res.Nodes {
+			lines = append(lines, st.Node+": "+st.String())
+		}
+		msg := fmt.Sprintf("lane %s needs nodes %s, but %s not usable (attempt %d); every node: %s",
+			in.Lane, strings.Join(in.Require, ", "), strings.Join(missing, ", "), res.Attempt, strings.Join(lines, "; "))
+		return res, temporal.NewApplicationError(msg, fault.NotEnoughNodes, res)
+	}
+	return res, nil
+}

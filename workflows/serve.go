@@ -1,0 +1,249 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/fault"
+)
+
+// DefaultReadyBudget is how long a lane may take to load before WaitReady
+// gives up (a 17-minute weight load is normal).
+const DefaultReadyBudget = 30 * time.Minute
+
+// ServeInput brings a lane up on its nodes and probes it (starter up).
+type ServeInput struct {
+	Recipe config.Recipe   `json:"recipe"`
+	Plan   config.LanePlan `json:"plan"`
+	// NoWait returns after the containers started.
+	NoWait bool          `json:"no_wait,omitempty"`
+	Pickup time.Duration `json:"pickup,omitempty"`
+}
+
+// ServeResult is what serving and probing found.
+type ServeResult struct {
+	Lane    string                         `json:"lane"`
+	BaseURL string                         `json:"base_url,omitempty"`
+	Image   []activities.EnsureImageResult `json:"images,omitempty"`
+	Hooks   []activities.BeforeServeResult `json:"hooks,omitempty"`
+	Ranks   []activities.StartRankResult   `json:"ranks,omitempty"`
+	Ready   *activities.WaitReadyResult    `json:"ready,omitempty"`
+	Smoke   *activities.SmokeResult        `json:"smoke,omitempty"`
+	Decode  *activities.DecodeProbeResult  `json:"decode,omitempty"`
+	// Answers is true when the lane answered its probes.
+	Answers bool `json:"answers"`
+}
+
+// Serve runs hooks, starts every rank and probes the lane. On failure it
+// stops the lane's containers again (under a disconnected context), so no
+// half-started lane is left running.
+func Serve(ctx workflow.Context, in ServeInput) (ServeResult, error) {
+	t := newTracker(ctx, "Serve", in.Plan.Lane)
+	res, err := serveLane(ctx, t, in.Recipe, in.Plan, in.NoWait, in.Pickup)
+	if err != nil {
+		dctx, cancel := workflow.NewDisconnectedContext(ctx)
+		defer cancel()
+		if serr := stopLane(dctx, t, in.Plan.Lane, planNodes(in.Plan), in.Pickup); serr != nil {
+			return res, temporal.NewNonRetryableApplicationError(errMessage(err)+"; and stopping the half-started lane failed: "+errMessage(serr), errType(err), err)
+		}
+	}
+	return res, err
+}
+
+func planNodes(p config.LanePlan) []string {
+	out := make([]string, len(p.Nodes))
+	for i, n := range p.Nodes {
+		out[i] = n.Node
+	}
+	return out
+}
+
+// serveLane is Serve's body, shared with Cutover and its rollback.
+func serveLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.LanePlan, noWait bool, pickup time.Duration) (ServeResult, error) {
+	res := ServeResult{Lane: plan.Lane}
+	// Image present on every node.
+	var futs []workflow.Future
+	var steps []int
+	for _, n := range plan.Nodes {
+		steps = append(steps, t.start("image", n.Node))
+		futs = append(futs, workflow.ExecuteActivity(nodeOpts(ctx, n.Node, pickup, 2*time.Minute, 0, 3), na.EnsureImage, activities.EnsureImageInput{Image: n.Image}))
+	}
+	for i, f := range futs {
+		var r activities.EnsureImageResult
+		err := f.Get(ctx, &r)
+		t.end(steps[i], r.ID, err)
+		if err != nil {
+			return res, nodeErr(plan.Nodes[i].Node, "image", err)
+		}
+		res.Image = append(res.Image, r)
+	}
+	// before_serve hooks.
+	if len(rc.Hooks.BeforeServe) > 0 || len(rc.Hooks.Clear) > 0 {
+		hookBudget := rc.Hooks.Timeout
+		if hookBudget <= 0 {
+			hookBudget = 2 * time.Minute
+		}
+		run := hookBudget*time.Duration(len(rc.Hooks.BeforeServe)+1) + 30*time.Second
+		futs, steps = nil, nil
+		for _, n := range plan.Nodes {
+			steps = append(steps, t.start("before_serve", n.Node))
+			futs = append(futs, workflow.ExecuteActivity(nodeOpts(ctx, n.Node, pickup, run, 0, 1), na.BeforeServe, activities.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks}))
+		}
+		for i, f := range futs {
+			var r activities.BeforeServeResult
+			err := f.Get(ctx, &r)
+			t.end(steps[i], fmt.Sprintf("%d hooks", len(r.Outputs)), err)
+			if err != nil {
+				return res, nodeErr(plan.Nodes[i].Node, "before_serve", err)
+			}
+			res.Hooks = append(res.Hooks, r)
+		}
+	}
+	// Start every rank; rank 0 waits for the others to join.
+	futs, steps = nil, nil
+	for _, n := range plan.Nodes {
+		steps = append(steps, t.start(fmt.Sprintf("start rank %d", n.Rank), n.Node))
+		futs = append(futs, workflow.ExecuteActivity(nodeOpts(ctx, n.Node, pickup, 5*time.Minute, 0, 3), na.StartRank, activities.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: n}))
+	}
+	for i, f := range futs {
+		var r activities.StartRankResult
+		err := f.Get(ctx, &r)
+		t.end(steps[i], r.Name, err)
+		if err != nil {
+			return res, nodeErr(plan.Nodes[i].Node, "start", err)
+		}
+		res.Ranks = append(res.Ranks, r)
+	}
+	if noWait {
+		t.skip("probe", "", "--no-wait")
+		return res, nil
+	}
+	return probeLane(ctx, t, rc, plan, res)
+}
+
+// probeLane waits for the head to answer, then runs smoke prompts and the
+// decode probe. Retry policies carry "re-probe once before giving up".
+func probeLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.LanePlan, res ServeResult) (ServeResult, error) {
+	budget := rc.Probe.Ready
+	if budget <= 0 {
+		budget = DefaultReadyBudget
+	}
+	i := t.start("wait ready", plan.Nodes[0].Node)
+	var ready activities.WaitReadyResult
+	rctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           ControlQueue,
+		StartToCloseTimeout: budget + time.Minute,
+		HeartbeatTimeout:    30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5,
+			NonRetryableErrorTypes: []string{fault.RankExited}},
+	})
+	err := workflow.ExecuteActivity(rctx, ca.WaitReady, activities.WaitReadyInput{Plan: plan, Path: rc.Probe.Path, Budget: budget}).Get(ctx, &ready)
+	t.end(i, fmt.Sprintf("ready after %.1fs", ready.Seconds), err)
+	if err != nil {
+		return res, temporal.NewNonRetryableApplicationError("lane "+plan.Lane+" did not become ready: "+errMessage(err), nonEmpty(errType(err), fault.ProbeFailed), err)
+	}
+	res.Ready, res.BaseURL = &ready, ready.BaseURL
+	pctx := controlOpts(ctx, 5*time.Minute, 0, 2)
+	if len(rc.Probe.Smoke) > 0 {
+		i = t.start("smoke", "")
+		var sm activities.SmokeResult
+		err = workflow.ExecuteActivity(pctx, ca.Smoke, activities.SmokeInput{BaseURL: ready.BaseURL, Model: ready.Model, Prompts: rc.Probe.Smoke}).Get(ctx, &sm)
+		t.end(i, fmt.Sprintf("%d prompts", len(sm.Answers)), err)
+		if err != nil {
+			return res, temporal.NewNonRetryableApplicationError("lane "+plan.Lane+" smoke: "+errMessage(err), fault.ProbeFailed, err)
+		}
+		res.Smoke = &sm
+	}
+	i = t.start("decode probe", "")
+	var dp activities.DecodeProbeResult
+	err = workflow.ExecuteActivity(pctx, ca.DecodeProbe, activities.DecodeProbeInput{
+		BaseURL: ready.BaseURL, Model: ready.Model,
+		PromptTokens: nonZero(rc.Probe.DecodePromptTokens, 256), MaxTokens: nonZero(rc.Probe.DecodeMaxTokens, 64),
+	}).Get(ctx, &dp)
+	t.end(i, fmt.Sprintf("decode %.1f tok/s, TTFT %.2fs", dp.DecodeTPS, dp.TTFTSeconds), err)
+	if err != nil {
+		return res, temporal.NewNonRetryableApplicationError("lane "+plan.Lane+" decode probe: "+errMessage(err), fault.ProbeFailed, err)
+	}
+	res.Decode = &dp
+	res.Answers = true
+	return res, nil
+}
+
+func nonZero(v, d int) int {
+	if v > 0 {
+		return v
+	}
+	return d
+}
+
+func nonEmpty(v, d string) string {
+	if v != "" {
+		return v
+	}
+	return d
+}
+
+// StopInput stops a lane (or every sparklane container) on nodes.
+type StopInput struct {
+	Lane   string        `json:"lane,omitempty"`
+	Nodes  []string      `json:"nodes"`
+	All    bool          `json:"all,omitempty"`
+	Pickup time.Duration `json:"pickup,omitempty"`
+}
+
+// StopResult lists what was stopped per node.
+type StopResult struct {
+	Nodes []activities.StopLaneResult `json:"nodes"`
+}
+
+// Stop stops and removes a lane's containers on every node and looks again:
+// a stop that leaves anything running fails, naming it.
+func Stop(ctx workflow.Context, in StopInput) (StopResult, error) {
+	t := newTracker(ctx, "Stop", in.Lane)
+	return stopNodes(ctx, t, in.Lane, in.Nodes, in.All, in.Pickup)
+}
+
+func stopLane(ctx workflow.Context, t *tracker, lane string, nodes []string, pickup time.Duration) error {
+	_, err := stopNodes(ctx, t, lane, nodes, false, pickup)
+	return err
+}
+
+func stopNodes(ctx workflow.Context, t *tracker, lane string, nodes []string, all bool, pickup time.Duration) (StopResult, error) {
+	var res StopResult
+	var futs []workflow.Future
+	var steps []int
+	label := "stop " + lane
+	if all {
+		label = "stop all"
+	}
+	for _, n := range nodes {
+		steps = append(steps, t.start(label, n))
+		futs = append(futs, workflow.ExecuteActivity(nodeOpts(ctx, n, pickup, 3*time.Minute, 0, 3), na.StopLane, activities.StopLaneInput{Lane: lane, All: all, Timeout: 30 * time.Second}))
+	}
+	var firstErr error
+	for i, f := range futs {
+		var r activities.StopLaneResult
+		err := f.Get(ctx, &r)
+		t.end(steps[i], fmt.Sprintf("%d stopped", len(r.Stopped)), err)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = nodeErr(nodes[i], label, err)
+			}
+			continue
+		}
+		res.Nodes = append(res.Nodes, r)
+	}
+	return res, firstErr
+}
+
+// Probe checks a serving lane: wait ready, smoke prompts, decode probe
+// (starter probe). It starts nothing.
+func Probe(ctx workflow.Context, in ServeInput) (ServeResult, error) {
+	t := newTracker(ctx, "Probe", in.Plan.Lane)
+	return probeLane(ctx, t, in.Recipe, in.Plan, ServeResult{Lane: in.Plan.Lane})
+}

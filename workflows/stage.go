@@ -1,0 +1,256 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/fault"
+)
+
+// Staging activity budgets: a copy of hundreds of GB runs for hours; the
+// heartbeat timeout is what notices a dead node worker, and the retry
+// resumes from the last heartbeat.
+const (
+	stageRunTimeout  = 24 * time.Hour
+	stageHeartbeat   = time.Minute
+	stageAttempts    = 20
+	verifyRunTimeout = 6 * time.Hour
+)
+
+// StageNode stages every block of a lane on one node, in recipe order, then
+// (when asked) verifies them without writing. It runs as its own workflow
+// (ID stage/LANE/NODE) so each node's multi-hour copy has its own history
+// and retries, a second stage of the same lane on the same node is refused
+// by ID, and `starter stage --node` can run it alone.
+func StageNode(ctx workflow.Context, in StageNodeInput) (StageNodeResult, error) {
+	t := newTracker(ctx, "StageNode", in.Lane)
+	res := StageNodeResult{Node: in.Node}
+	actx := nodeOpts(ctx, in.Node, in.PickupTimeout, stageRunTimeout, stageHeartbeat, stageAttempts)
+	for _, b := range in.Blocks {
+		i := t.start("stage "+b.ID, in.Node)
+		var r activities.StageBlockResult
+		err := workflow.ExecuteActivity(actx, na.StageBlock, activities.StageBlockInput{
+			Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP, Force: in.Mode == StageForce, DryRun: in.DryRun,
+		}).Get(ctx, &r)
+		t.end(i, fmt.Sprintf("%d files copied, %d verified, %d adopted", r.Result.CopiedFiles, r.Result.VerifiedFiles, r.Result.AdoptedFiles), err)
+		if err != nil {
+			return res, nodeErr(in.Node, "stage "+b.ID, err)
+		}
+		res.Blocks = append(res.Blocks, r)
+	}
+	if in.Verify && !in.DryRun {
+		vctx := nodeOpts(ctx, in.Node, in.PickupTimeout, verifyRunTimeout, stageHeartbeat, 3)
+		for _, b := range in.Blocks {
+			i := t.start("verify "+b.ID, in.Node)
+			var v activities.VerifyBlockResult
+			err := workflow.ExecuteActivity(vctx, na.VerifyBlock, activities.VerifyBlockInput{
+				Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP,
+			}).Get(ctx, &v)
+			if err == nil && !v.Result.Clean() {
+				err = temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("node %s block %s: %d bad, %d missing after staging (first: %s)", in.Node, b.ID,
+						len(v.Result.Bad), len(v.Result.Missing), firstOf(v.Result.Bad, v.Result.Missing)),
+					fault.ContentMismatch, nil, v)
+			}
+			t.end(i, fmt.Sprintf("%d ok", v.Result.OK), err)
+			if err != nil {
+				return res, nodeErr(in.Node, "verify "+b.ID, err)
+			}
+			res.Verified = append(res.Verified, v)
+		}
+	}
+	return res, nil
+}
+
+func firstOf(lists ...[]string) string {
+	for _, l := range lists {
+		if len(l) > 0 {
+			return l[0]
+		}
+	}
+	return ""
+}
+
+// nodeErr names the node and step in an error, keeping its type so callers
+// can branch on it; a pickup timeout becomes NodeUnreachable.
+func nodeErr(node, step string, err error) error {
+	typ := errType(err)
+	if isPickupTimeout(err) {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("node %s unreachable: its worker is not polling %s (step %s)", node, NodeQueue(node), step), "NodeUnreachable", err)
+	}
+	if typ == "" {
+		typ = "StepFailed"
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s, %s: %s", node, step, errMessage(err)), typ, err)
+}
+
+// stageChildren starts StageNode on every node of plan (or only one) in
+// parallel and waits for all; the first error is returned after all ended.
+func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, blocks []config.Staging, only, mode string, dryRun, verify bool, pickup time.Duration) ([]StageNodeResult, error) {
+	type child struct {
+		node string
+		f    workflow.ChildWorkflowFuture
+	}
+	var kids []child
+	for _, n := range plan.Nodes {
+		if only != "" && n.Node != only {
+			continue
+		}
+		id := StageNodeID(plan.Lane, n.Node)
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID:        id,
+			TaskQueue:         ControlQueue,
+			ParentClosePolicy: 0,
+		})
+		t.child(id)
+		kids = append(kids, child{n.Node, workflow.ExecuteChildWorkflow(cctx, StageNode, StageNodeInput{
+			Lane: plan.Lane, Node: n.Node, Rank: n.Rank, TP: plan.TP, Blocks: blocks, Mode: mode,
+			DryRun: dryRun, Verify: verify, PickupTimeout: pickup,
+		})})
+	}
+	if only != "" && len(kids) == 0 {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s is not in lane %s's cluster %s", only, plan.Lane, plan.Cluster), fault.InvalidSpec, nil)
+	}
+	var out []StageNodeResult
+	var errs []string
+	var firstErr error
+	for _, k := range kids {
+		var r StageNodeResult
+		if err := k.f.Get(ctx, &r); err != nil {
+			errs = append(errs, errMessage(err))
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	if firstErr != nil {
+		return out, temporal.NewNonRetryableApplicationError(strings.Join(errs, "; "), errType(firstErr), firstErr)
+	}
+	return out, nil
+}
+
+// Stage stages a lane's blocks on every node of its cluster in parallel
+// (starter stage). Verify runs a verify-only pass after the copy.
+func Stage(ctx workflow.Context, in StageInput) (StageResult, error) {
+	t := newTracker(ctx, "Stage", in.Plan.Lane)
+	i := t.start("stage", "")
+	nodes, err := stageChildren(ctx, t, in.Plan, in.Blocks, in.Only, in.Mode, in.DryRun, in.Verify, in.Pickup)
+	t.end(i, "", err)
+	return StageResult{Lane: in.Plan.Lane, Nodes: nodes}, err
+}
+
+// Verify checks the staged blocks of lanes on every node without writing
+// (starter verify, the nightly schedule). Drift fails the run, visibly in
+// the UI, after writing a short report; with Repair the drifted blocks are
+// staged again (which re-copies only what no longer matches) and verified.
+func Verify(ctx workflow.Context, in VerifyInput) (VerifyWorkflowResult, error) {
+	t := newTracker(ctx, "Verify", "")
+	lanes := in.Lanes
+	if len(in.LaneNames) > 0 {
+		rctx := controlOpts(ctx, time.Minute, 0, 3)
+		for _, name := range in.LaneNames {
+			i := t.start("resolve "+name, "")
+			var r activities.ResolveLaneResult
+			err := workflow.ExecuteActivity(rctx, ca.ResolveLane, activities.ResolveLaneInput{Lane: name}).Get(ctx, &r)
+			t.end(i, "", err)
+			if err != nil {
+				return VerifyWorkflowResult{}, err
+			}
+			lanes = append(lanes, VerifyLane{Plan: r.Plan, Blocks: r.Recipe.Staging})
+		}
+	}
+	type pend struct {
+		lane, node string
+		rank, tp   int
+		block      config.Staging
+		f          workflow.Future
+		step       int
+	}
+	var ps []pend
+	for _, l := range lanes {
+		for _, n := range l.Plan.Nodes {
+			if in.Only != "" && n.Node != in.Only {
+				continue
+			}
+			vctx := nodeOpts(ctx, n.Node, in.Pickup, verifyRunTimeout, stageHeartbeat, 3)
+			for _, b := range l.Blocks {
+				ps = append(ps, pend{lane: l.Plan.Lane, node: n.Node, rank: n.Rank, tp: l.Plan.TP, block: b,
+					step: t.start("verify "+l.Plan.Lane+"/"+b.ID, n.Node),
+					f: workflow.ExecuteActivity(vctx, na.VerifyBlock, activities.VerifyBlockInput{
+						Lane: l.Plan.Lane, Block: b, Rank: n.Rank, TP: l.Plan.TP, Full: in.Full,
+					})})
+			}
+		}
+	}
+	var res VerifyWorkflowResult
+	var drifted []pend
+	var failures []string
+	for _, p := range ps {
+		var v activities.VerifyBlockResult
+		err := p.f.Get(ctx, &v)
+		v.Lane = p.lane
+		if err != nil {
+			t.end(p.step, "", err)
+			failures = append(failures, fmt.Sprintf("%s on %s: %s", p.block.ID, p.node, errMessage(err)))
+			res.Drift = true
+			v = activities.VerifyBlockResult{Lane: p.lane, Node: p.node, Block: p.block.ID, Kind: p.block.Kind}
+			v.Result.Missing = []string{"(verify failed: " + errMessage(err) + ")"}
+			res.Blocks = append(res.Blocks, v)
+			continue
+		}
+		detail := fmt.Sprintf("%d ok, %d bad, %d missing", v.Result.OK, len(v.Result.Bad), len(v.Result.Missing))
+		if !v.Result.Clean() {
+			res.Drift = true
+			drifted = append(drifted, p)
+			t.end(p.step, detail, temporal.NewApplicationError(detail, fault.ContentMismatch))
+		} else {
+			t.end(p.step, detail, nil)
+		}
+		res.Blocks = append(res.Blocks, v)
+	}
+	if in.Repair && len(drifted) > 0 {
+		for _, p := range drifted {
+			i := t.start("repair "+p.lane+"/"+p.block.ID, p.node)
+			var r activities.StageBlockResult
+			actx := nodeOpts(ctx, p.node, in.Pickup, stageRunTimeout, stageHeartbeat, stageAttempts)
+			err := workflow.ExecuteActivity(actx, na.StageBlock, activities.StageBlockInput{Lane: p.lane, Block: p.block, Rank: p.rank, TP: p.tp}).Get(ctx, &r)
+			t.end(i, fmt.Sprintf("%d files re-copied", r.Result.CopiedFiles), err)
+			if err != nil {
+				failures = append(failures, fmt.Sprintf("repair %s on %s: %s", p.block.ID, p.node, errMessage(err)))
+				continue
+			}
+			res.Repaired = append(res.Repaired, r)
+		}
+		if len(failures) == 0 {
+			res.Drift = false
+		}
+	}
+	if in.Report {
+		i := t.start("report", "")
+		err := workflow.ExecuteActivity(controlOpts(ctx, time.Minute, 0, 3), ca.WriteVerifyReport, activities.VerifyReportInput{
+			Blocks: res.Blocks, Repaired: res.Repaired, Failures: failures,
+			WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, RunID: workflow.GetInfo(ctx).WorkflowExecution.RunID,
+		}).Get(ctx, &res.Report)
+		t.end(i, res.Report, err)
+	}
+	if res.Drift {
+		var bad []string
+		for _, b := range res.Blocks {
+			if !b.Result.Clean() {
+				bad = append(bad, fmt.Sprintf("%s/%s on %s: %d bad, %d missing", b.Lane, b.Block, b.Node, len(b.Result.Bad), len(b.Result.Missing)))
+			}
+		}
+		bad = append(bad, failures...)
+		return res, temporal.NewNonRetryableApplicationError("staged data drifted: "+strings.Join(bad, "; "), fault.ContentMismatch, nil, res)
+	}
+	return res, nil
+}

@@ -1,0 +1,235 @@
+// Package workflows holds sparklane's deterministic orchestration: the fleet
+// probe, staging, verify, serve, stop, bench and the cutover that strings
+// them together. No I/O, no wall clock, no map iteration order, no go
+// statements: every side effect is an activity in package activities, and
+// node-local activities run on the node's own task queue.
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/config"
+)
+
+// ControlQueue is the task queue of the control worker (workflows and
+// control-plane activities).
+const ControlQueue = "sparklane"
+
+// NodeQueue is the task queue a node worker polls: node.NAME.
+func NodeQueue(node string) string { return "node." + node }
+
+// Search attribute names registered by the embedded server and set on every
+// run, so the UI and `temporal workflow list --query` filter by lane.
+const (
+	SALane    = "SparklaneLane"
+	SACluster = "SparklaneCluster"
+)
+
+// Workflow IDs are derived from what a run acts on, so a second cutover on a
+// busy cluster is refused instead of run twice.
+func CutoverID(cluster string) string           { return "cutover/" + cluster }
+func StageID(lane string) string                { return "stage/" + lane }
+func StageNodeID(lane, node string) string      { return "stage/" + lane + "/" + node }
+func UpID(cluster string) string                { return "up/" + cluster }
+func StopID(target string) string               { return "stop/" + target }
+func ProbeID() string                           { return "fleet-probe" }
+func VerifyID(label string) string              { return "verify/" + label }
+func BenchID(lane string) string                { return "bench/" + lane }
+func PowerID(action, target string) string      { return "power-" + action + "/" + target }
+func laneStageChildID(lane, node string) string { return StageNodeID(lane, node) }
+
+// ProgressQuery is the query every long workflow answers with a Progress.
+const ProgressQuery = "progress"
+
+// Step status values.
+const (
+	StepPending = "pending"
+	StepRunning = "running"
+	StepDone    = "done"
+	StepFailed  = "failed"
+	StepSkipped = "skipped"
+)
+
+// Step is one row of a workflow's progress: a pipeline step, possibly on
+// one node.
+type Step struct {
+	Name   string `json:"name"`
+	Node   string `json:"node,omitempty"`
+	Status string `json:"status"`
+	// Started/Ended are workflow time (deterministic).
+	Started time.Time `json:"started,omitempty"`
+	Ended   time.Time `json:"ended,omitempty"`
+	Detail  string    `json:"detail,omitempty"`
+	Error   string    `json:"error,omitempty"`
+}
+
+// Seconds is the step's duration so far.
+func (s Step) Seconds() float64 {
+	if s.Started.IsZero() || s.Ended.IsZero() {
+		return 0
+	}
+	return s.Ended.Sub(s.Started).Seconds()
+}
+
+// Progress is what ProgressQuery returns.
+type Progress struct {
+	Workflow string `json:"workflow"`
+	Lane     string `json:"lane,omitempty"`
+	Steps    []Step `json:"steps"`
+	// Children are child workflow IDs (per-node staging) whose pending
+	// activities carry byte-level progress in their heartbeats.
+	Children []string `json:"children,omitempty"`
+}
+
+// ---- fleet probe ----
+
+// Node states reported by the fleet probe.
+const (
+	NodeFree        = "free"
+	NodeOccupied    = "occupied"
+	NodeUnreachable = "unreachable"
+	NodeOff         = "off"
+)
+
+// FleetProbeInput names the nodes to look at and which of them a lane needs.
+type FleetProbeInput struct {
+	Nodes []string `json:"nodes"`
+	// Require are nodes that must be usable (free, or occupied by a lane the
+	// caller will stop) or the probe fails with NotEnoughNodes — which its
+	// retry policy turns into one re-probe after the grace period.
+	Require []string `json:"require,omitempty"`
+	// Lane is the lane asking (for the error message).
+	Lane string `json:"lane,omitempty"`
+	// Grace is how long to wait before the one re-probe.
+	Grace time.Duration `json:"grace,omitempty"`
+	// PickupTimeout bounds how long a node worker may take to pick up its
+	// status activity before the node is called unreachable.
+	PickupTimeout time.Duration `json:"pickup_timeout,omitempty"`
+}
+
+// NodeState is one node as the probe found it.
+type NodeState struct {
+	Node  string `json:"node"`
+	State string `json:"state"`
+	// Lanes running on the node (container labels), for occupied.
+	Lanes []string `json:"lanes,omitempty"`
+	// Why explains unreachable/off.
+	Why    string                `json:"why,omitempty"`
+	SSH    string                `json:"ssh,omitempty"`
+	Worker string                `json:"worker,omitempty"`
+	Roots  []activities.RootFree `json:"roots,omitempty"`
+}
+
+// String is the one-word-and-reason form used in tables and errors.
+func (n NodeState) String() string {
+	switch n.State {
+	case NodeOccupied:
+		return fmt.Sprintf("occupied (lane %s)", joinComma(n.Lanes))
+	case NodeUnreachable, NodeOff:
+		if n.Why != "" {
+			return fmt.Sprintf("%s (%s)", n.State, n.Why)
+		}
+	}
+	return n.State
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ", "
+		}
+		out += x
+	}
+	return out
+}
+
+// FleetProbeResult lists every node's state in input order.
+type FleetProbeResult struct {
+	Nodes []NodeState `json:"nodes"`
+	// Attempt is 1, or 2 after a re-probe.
+	Attempt int `json:"attempt"`
+}
+
+// ---- node activities' inputs and outputs ----
+
+// Stage modes (--stage).
+const (
+	StageAuto  = "auto"
+	StageSkip  = "skip"
+	StageForce = "force"
+)
+
+// ---- staging workflows ----
+
+// StageNodeInput stages every block of a lane on one node.
+type StageNodeInput struct {
+	Lane   string           `json:"lane"`
+	Node   string           `json:"node"`
+	Rank   int              `json:"rank"`
+	TP     int              `json:"tp"`
+	Blocks []config.Staging `json:"blocks"`
+	Mode   string           `json:"mode"`
+	DryRun bool             `json:"dry_run,omitempty"`
+	// Verify runs a verify-only pass after staging; a mismatch fails.
+	Verify bool `json:"verify,omitempty"`
+	// PickupTimeout bounds schedule-to-start on the node's queue.
+	PickupTimeout time.Duration `json:"pickup_timeout,omitempty"`
+}
+
+// StageNodeResult is what one node's staging did.
+type StageNodeResult struct {
+	Node     string                         `json:"node"`
+	Blocks   []activities.StageBlockResult  `json:"blocks"`
+	Verified []activities.VerifyBlockResult `json:"verified,omitempty"`
+}
+
+// StageInput stages a lane on every node of its cluster (or one node).
+type StageInput struct {
+	Plan   config.LanePlan  `json:"plan"`
+	Blocks []config.Staging `json:"blocks"`
+	// Only restricts staging to one node (--node).
+	Only   string        `json:"only,omitempty"`
+	Mode   string        `json:"mode"`
+	DryRun bool          `json:"dry_run,omitempty"`
+	Verify bool          `json:"verify,omitempty"`
+	Pickup time.Duration `json:"pickup,omitempty"`
+}
+
+// StageResult collects every node's result.
+type StageResult struct {
+	Lane  string            `json:"lane"`
+	Nodes []StageNodeResult `json:"nodes"`
+}
+
+// VerifyLane is one lane's blocks to verify.
+type VerifyLane struct {
+	Plan   config.LanePlan  `json:"plan"`
+	Blocks []config.Staging `json:"blocks"`
+}
+
+// VerifyInput verifies staged blocks of several lanes (starter verify and
+// the nightly schedule).
+type VerifyInput struct {
+	Lanes []VerifyLane `json:"lanes"`
+	Full  bool         `json:"full,omitempty"`
+	// Repair re-stages only the blocks that drifted.
+	Repair bool `json:"repair,omitempty"`
+	// LaneNames, when set instead of Lanes, are resolved by the control
+	// worker at run time (schedules keep their input for months; recipes change).
+	LaneNames []string      `json:"lane_names,omitempty"`
+	Only      string        `json:"only,omitempty"`
+	Pickup    time.Duration `json:"pickup,omitempty"`
+	// ReportDir, when set, receives a short drift report.
+	Report bool `json:"report,omitempty"`
+}
+
+// VerifyWorkflowResult lists every block's outcome.
+type VerifyWorkflowResult struct {
+	Blocks   []activities.VerifyBlockResult `json:"blocks"`
+	Repaired []activities.StageBlockResult  `json:"repaired,omitempty"`
+	Drift    bool                           `json:"drift"`
+	Report   string                         `json:"report,omitempty"`
+}
