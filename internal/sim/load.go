@@ -40,7 +40,16 @@ func (e *engine) load(ctx context.Context) (loadStats, error) {
 	if err != nil {
 		return st, err
 	}
-	lim := &limiter{bytesPerSec: e.cfg.LoadMiBps * (1 << 20), start: time.Now()}
+	var total int64
+	for _, rel := range files {
+		if fi, err := os.Stat(filepath.Join(dir, rel)); err == nil {
+			total += fi.Size()
+		}
+	}
+	lim := &limiter{bytesPerSec: e.cfg.LoadMiBps * (1 << 20), start: time.Now(), every: 5 * time.Second}
+	lim.report = func(done int64, el time.Duration) {
+		e.logf("rank %d loading: %s of %s read (%.0f MiB/s)", e.cfg.NodeRank, humanBytes(done), humanBytes(total), float64(done)/el.Seconds()/(1<<20))
+	}
 	buf := make([]byte, 1<<20)
 	tensorsIn := map[string]map[string]bool{}
 	for _, rel := range files {
@@ -283,15 +292,25 @@ func readShard(ctx context.Context, p string, nofollow bool, lim *limiter, buf [
 	return h, n, nil
 }
 
-// limiter paces reads to bytesPerSec on an absolute schedule (0 = no cap).
+// limiter paces reads to bytesPerSec on an absolute schedule (0 = no cap)
+// and reports progress every interval, so a long load shows in the logs.
 type limiter struct {
 	bytesPerSec float64
 	start       time.Time
 	done        int64
+	every       time.Duration
+	last        time.Time
+	report      func(done int64, elapsed time.Duration)
 }
 
 func (l *limiter) wait(ctx context.Context, n int64) error {
 	l.done += n
+	if l.report != nil && l.every > 0 {
+		if now := time.Now(); now.Sub(l.start) >= l.every && now.Sub(l.last) >= l.every {
+			l.last = now
+			l.report(l.done, now.Sub(l.start))
+		}
+	}
 	if l.bytesPerSec <= 0 {
 		return nil
 	}
