@@ -22,6 +22,9 @@ const (
 	EnvEngramRows = "SPARK_ENGRAM_ROWS"
 )
 
+// DefaultPort is the API port when --port is not given (vLLM's default).
+const DefaultPort = 8000
+
 // DefaultEngramEnvs are the env vars consulted, in order, for the engram
 // dir when --engram-env does not name one.
 var DefaultEngramEnvs = []string{"SPARK_ENGRAM_DIR", "DSV41_PACKED_DIR"}
@@ -40,7 +43,7 @@ const (
 // take are accepted and listed in Config.Ignored, so recipes written for
 // the real engines run unchanged.
 func ParseArgs(args []string, getenv func(string) string) (Config, error) {
-	var c Config
+	c := Config{Port: DefaultPort}
 	var masterAddr, masterPort, engramEnv string
 	var engramDirFlag string
 	set := map[string]bool{}

@@ -520,8 +520,8 @@ func TestParseArgs(t *testing.T) {
 		t.Errorf("vllm-style args: %+v", c)
 	}
 	// A recipe command starting with the binary, passed as entrypoint args.
-	c, err = sim.ParseArgs(strings.Fields("/engine-sim /hub --served-model-name org/m --port 8000"), func(string) string { return "" })
-	if err != nil || c.ModelPath != "/hub" || len(c.Ignored) != 0 {
+	c, err = sim.ParseArgs(strings.Fields("/engine-sim /hub --served-model-name org/m"), func(string) string { return "" })
+	if err != nil || c.ModelPath != "/hub" || len(c.Ignored) != 0 || c.Port != 8000 {
 		t.Errorf("command with the binary's own name: %+v %v", c, err)
 	}
 	if _, err := sim.ParseArgs([]string{"--port", "x"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "--port") {
