@@ -21,6 +21,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/sim/simtest"
 	"github.com/sparklane/sparklane/internal/simimage"
@@ -211,5 +212,67 @@ func TestTwoContainersJoinAndServe(t *testing.T) {
 	}
 	if l := logs(ids[0]); !strings.Contains(l[len(l)-1], "rank 1") {
 		t.Errorf("rank 0's last log line does not name rank 1: %q", l[len(l)-1])
+	}
+}
+
+// TestCorruptTreeContainerFailsWaitReady: a container given a corrupt tree
+// exits, and WaitReady fails at once with RankExited quoting the engine's
+// own one-line message from the container log.
+func TestCorruptTreeContainerFailsWaitReady(t *testing.T) {
+	cli := dockerClient(t)
+	ctx := context.Background()
+	ref, err := simimage.Build(ctx, cli, simimage.Options{ModuleDir: moduleDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := simtest.WriteModel(t, filepath.Join(t.TempDir(), "model"), simtest.Model{})
+	if err := os.Remove(filepath.Join(model, "model-00002-of-00002.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	port := simtest.FreePort(t)
+	cc, err := cli.ContainerCreate(ctx, &container.Config{Image: ref, Cmd: []string{"/model", "--port", fmt.Sprint(port)}, Labels: map[string]string{"sparklane.test": "1", "sparklane.test.run": run}},
+		&container.HostConfig{NetworkMode: "host", Binds: []string{model + ":/model:ro"}}, nil, nil, "sparklane-simimage-test-"+run+"-corrupt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cli.ContainerRemove(context.Background(), cc.ID, container.RemoveOptions{Force: true}); err != nil {
+			t.Errorf("remove test container: %v", err)
+		}
+	})
+	if err := cli.ContainerStart(ctx, cc.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ranks := func(ctx context.Context) ([]probe.RankState, error) {
+		ci, err := cli.ContainerInspect(ctx, cc.ID)
+		if err != nil {
+			return nil, err
+		}
+		st := probe.RankState{Node: "local", Rank: 0, Container: ci.Name, State: ci.State.Status, ExitCode: ci.State.ExitCode}
+		if st.Exited() {
+			rc, err := cli.ContainerLogs(ctx, cc.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "50"})
+			if err != nil {
+				return nil, err
+			}
+			var out bytes.Buffer
+			stdcopy.StdCopy(&out, &out, rc)
+			rc.Close()
+			st.Logs = strings.Split(strings.TrimSpace(out.String()), "\n")
+		}
+		return []probe.RankState{st}, nil
+	}
+	start := time.Now()
+	_, err = probe.WaitReady(ctx, probe.ReadyInput{BaseURL: fmt.Sprintf("http://127.0.0.1:%d", port), Budget: time.Minute, Interval: 200 * time.Millisecond}, ranks, nil)
+	if typ, _ := fault.TypeOf(err); typ != fault.RankExited {
+		t.Fatalf("WaitReady on a corrupt tree: %v (type %q), want %s", err, typ, fault.RankExited)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("reported after %s, want within 5s", took)
+	}
+	for _, want := range []string{"exit code 1", "engine-sim: /model/model-00002-of-00002.safetensors: shard named by /model/model.safetensors.index.json is missing"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
 	}
 }
