@@ -335,11 +335,13 @@ func setupSchema(dbPath string) error {
 		}
 	}
 	// Rollback journal (no WAL) for the setup file, so everything is in the
-	// one file when it is renamed.
+	// one file when it is renamed. No fsync per statement: the file is
+	// fsynced once before the rename, and a crash before that leaves only
+	// the .setup file, removed on the next start.
 	conf := &config.SQL{
 		PluginName:        sqliteplugin.PluginName,
 		DatabaseName:      tmp,
-		ConnectAttributes: map[string]string{"mode": "rwc"},
+		ConnectAttributes: map[string]string{"mode": "rwc", "synchronous": "off"},
 	}
 	if err := sqliteschema.SetupSchema(conf); err != nil {
 		_ = os.Remove(tmp)

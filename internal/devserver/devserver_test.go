@@ -3,10 +3,12 @@ package devserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -118,8 +120,19 @@ func listUntil(t *testing.T, c client.Client, query string, want int) []string {
 
 func TestRestartKeepsHistoryAndSearchAttributes(t *testing.T) {
 	stateDir := filepath.Join(t.TempDir(), "state", "nested") // parents created by Start
+	// A half-made schema file left by a crash during first setup is
+	// discarded, not trusted.
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stateDir, DBFile+".setup"), []byte("half-made"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	sink := &logSink{}
 	s1 := startServer(t, stateDir, sink)
+	if _, err := os.Stat(filepath.Join(stateDir, DBFile+".setup")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("leftover %s.setup still there after Start: %v", DBFile, err)
+	}
 	stopped := false
 	defer func() {
 		if !stopped {
