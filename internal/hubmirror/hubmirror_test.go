@@ -70,9 +70,17 @@ func (f *fixture) checkMirror(t *testing.T) {
 // mirror, also when src is reached through a symlink.
 func TestStageLayouts(t *testing.T) {
 	for _, tc := range []struct {
-		name         string
-		store, alias bool
-	}{{"flat", false, false}, {"hub-level-store", true, false}, {"src-through-symlink", true, true}, {"flat-through-symlink", false, true}} {
+		name              string
+		store, alias, abs bool
+	}{
+		{"flat", false, false, false},
+		{"hub-level-store", true, false, false},
+		{"src-through-symlink", true, true, false},
+		{"flat-through-symlink", false, true, false},
+		// Entries link to the realpath while src is spelled through an alias:
+		// the blobs must still be staged once, as blobs.
+		{"absolute-links-through-symlink", true, true, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.store)
 			sp := f.spec()
@@ -80,6 +88,15 @@ func TestStageLayouts(t *testing.T) {
 				alias := filepath.Join(f.root, "mnt-nas")
 				must(t, os.Symlink(filepath.Join(f.root, "nas"), alias))
 				sp.Src = filepath.Join(alias, "hub")
+			}
+			if tc.abs {
+				for p, b := range f.blobs {
+					entry := filepath.Join(f.repo.dir, "snapshots", rev1, p)
+					if fi, err := os.Lstat(entry); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+						must(t, os.Remove(entry))
+						must(t, os.Symlink(filepath.Join(f.repo.dir, "blobs", shaHex(b)), entry))
+					}
+				}
 			}
 			res, err := Stage(context.Background(), sp, staging.Options{Parallel: 3})
 			must(t, err)
@@ -98,7 +115,7 @@ func TestStageLayouts(t *testing.T) {
 				t.Fatalf("ledger has %d entries, want 6", len(led.Entries))
 			}
 			for k, e := range led.Entries {
-				if strings.HasPrefix(e.Source, "/") || strings.HasPrefix(e.Source, "..") {
+				if !tc.abs && (strings.HasPrefix(e.Source, "/") || strings.HasPrefix(e.Source, "..")) {
 					t.Fatalf("ledger entry %s: source %q not relative to src", k, e.Source)
 				}
 			}
@@ -164,10 +181,16 @@ func TestLedgerSecondPassAndMutation(t *testing.T) {
 	if bound >= first.TotalBytes {
 		t.Fatalf("test tree too small to tell O(samples) from O(bytes): bound %d >= %d", bound, first.TotalBytes)
 	}
+	ledPath := filepath.Join(f.dst, "hub", LedgerName)
+	ledBefore, err := os.Stat(ledPath)
+	must(t, err)
 	r0 := readChars(t)
 	res, err := Stage(context.Background(), sp, staging.Options{})
 	must(t, err)
 	read := readChars(t) - r0
+	if ledAfter, err := os.Stat(ledPath); err != nil || !os.SameFile(ledBefore, ledAfter) || !ledAfter.ModTime().Equal(ledBefore.ModTime()) {
+		t.Fatalf("a pass that only verified rewrote the ledger %s", ledPath)
+	}
 	if res.CopiedBytes != 0 || res.VerifiedFiles != res.TotalFiles {
 		t.Fatalf("second pass %+v: want nothing copied, all verified", res)
 	}

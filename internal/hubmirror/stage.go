@@ -222,7 +222,7 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 		} else {
 			st.res.AdoptedFiles++
 		}
-		if !st.opts.DryRun {
+		if old, known := st.led.Entries[it.Rel]; !st.opts.DryRun && (!known || !sameEntry(old, ent)) {
 			st.led.Entries[it.Rel] = ent
 			st.dirty = true
 		}
@@ -300,6 +300,12 @@ func (st *stager) writeSmall(it *fileItem, data []byte, sample, dst string) (led
 	st.mu.Unlock()
 	st.prog.add(int64(len(data)))
 	return ent, nil
+}
+
+// sameEntry compares ledger entries ignoring VerifiedAt, so a pass that
+// only verifies leaves the ledger file untouched.
+func sameEntry(a, b ledger.Entry) bool {
+	return a.Size == b.Size && a.Sampled == b.Sampled && a.SHA256 == b.SHA256 && a.Source == b.Source
 }
 
 type fileState int
@@ -443,36 +449,71 @@ func (st *stager) saveLocked() error {
 }
 
 // links makes every snapshot entry a relative symlink into the mirror's
-// blobs; correct links are left alone, wrong ones replaced atomically.
+// blobs; correct links are left alone, wrong ones replaced atomically
+// (temp link + rename), missing ones created (symlink(2) is atomic). Entries
+// are handled in parallel: on a cold tree this is one lstat each.
 func (st *stager) links() error {
-	for _, l := range st.p.Links {
-		path := filepath.Join(st.s.mirror, l.Rel)
-		if fi, err := os.Lstat(path); err == nil {
-			if fi.Mode()&fs.ModeSymlink != 0 {
-				if t, err := os.Readlink(path); err == nil && t == l.Target {
-					continue
-				}
-			} else if fi.IsDir() {
-				return fault.Permanent(fault.InvalidSpec, fmt.Errorf("mirror entry %s is a directory where a link to %s belongs: remove it", path, l.Target))
-			}
+	errs := make([]error, len(st.p.Links))
+	var mkdirs sync.Map
+	parallelDo(len(st.p.Links), metaWorkers, func(i int) {
+		errs[i] = st.link(st.p.Links[i], &mkdirs)
+	})
+	return firstErr(errs)
+}
+
+func firstErr(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return classifyWrite(path, err)
-		}
-		tmp := tmpName(path)
-		os.Remove(tmp)
-		if err := os.Symlink(l.Target, tmp); err != nil {
-			return classifyWrite(path, fmt.Errorf("symlink %s: %w", path, err))
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			os.Remove(tmp)
-			return classifyWrite(path, fmt.Errorf("rename link into %s: %w", path, err))
-		}
-		st.mu.Lock()
-		st.dirs[filepath.Dir(path)] = true
-		st.mu.Unlock()
 	}
 	return nil
+}
+
+func (st *stager) link(l linkItem, mkdirs *sync.Map) error {
+	path := filepath.Join(st.s.mirror, l.Rel)
+	dir := filepath.Dir(path)
+	fi, err := os.Lstat(path)
+	switch {
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		if t, err := os.Readlink(path); err == nil && t == l.Target {
+			return nil
+		}
+	case err == nil && fi.IsDir():
+		return fault.Permanent(fault.InvalidSpec, fmt.Errorf("mirror entry %s is a directory where a link to %s belongs: remove it", path, l.Target))
+	case errors.Is(err, fs.ErrNotExist):
+		if _, done := mkdirs.Load(dir); !done {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return classifyWrite(path, err)
+			}
+			mkdirs.Store(dir, true)
+		}
+		if err := os.Symlink(l.Target, path); err == nil {
+			st.noteDir(dir)
+			return nil
+		} else if !errors.Is(err, fs.ErrExist) {
+			return classifyWrite(path, fmt.Errorf("symlink %s: %w", path, err))
+		}
+	case err != nil:
+		return fmt.Errorf("lstat %s: %w", path, err)
+	}
+	tmp := tmpName(path)
+	os.Remove(tmp)
+	if err := os.Symlink(l.Target, tmp); err != nil {
+		return classifyWrite(path, fmt.Errorf("symlink %s: %w", tmp, err))
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return classifyWrite(path, fmt.Errorf("rename link into %s: %w", path, err))
+	}
+	st.noteDir(dir)
+	return nil
+}
+
+func (st *stager) noteDir(dir string) {
+	st.mu.Lock()
+	st.dirs[dir] = true
+	st.mu.Unlock()
 }
 
 // tracker throttles progress to ≤ 4 calls a second, except at chunk

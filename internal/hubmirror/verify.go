@@ -68,20 +68,30 @@ func Verify(ctx context.Context, in Spec, full bool) (staging.VerifyResult, erro
 			res.OK++
 		}
 	}
-	for _, l := range p.Links {
-		path := filepath.Join(s.mirror, l.Rel)
+	linkState := make([]int, len(p.Links)) // 0 ok, 1 missing, 2 bad
+	parallelDo(len(p.Links), metaWorkers, func(i int) {
+		path := filepath.Join(s.mirror, p.Links[i].Rel)
 		fi, err := os.Lstat(path)
 		switch {
 		case err != nil:
-			res.Missing = append(res.Missing, path)
+			linkState[i] = 1
 		case fi.Mode()&fs.ModeSymlink == 0:
-			res.Bad = append(res.Bad, path)
+			linkState[i] = 2
 		default:
-			if t, err := os.Readlink(path); err != nil || t != l.Target {
-				res.Bad = append(res.Bad, path)
-			} else {
-				res.OK++
+			if t, err := os.Readlink(path); err != nil || t != p.Links[i].Target {
+				linkState[i] = 2
 			}
+		}
+	})
+	for i, st := range linkState {
+		path := filepath.Join(s.mirror, p.Links[i].Rel)
+		switch st {
+		case 0:
+			res.OK++
+		case 1:
+			res.Missing = append(res.Missing, path)
+		default:
+			res.Bad = append(res.Bad, path)
 		}
 	}
 	for _, e := range s.Exports {
