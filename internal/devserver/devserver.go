@@ -171,6 +171,11 @@ func (opt *Options) normalize() error {
 	if opt.Logger == nil {
 		opt.Logger = zap.NewNop()
 	}
+	if opt.ServerLogLevel != "" {
+		if _, err := logging.ParseLevel(opt.ServerLogLevel); err != nil {
+			return fmt.Errorf("devserver: server log level: %w", err)
+		}
+	}
 	return nil
 }
 
