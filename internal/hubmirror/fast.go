@@ -1,6 +1,7 @@
 package hubmirror
 
 import (
+	"bytes"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -86,4 +87,53 @@ func samplePath(path string) (int64, string, error) {
 	}
 	sum, err := sampleOpen(f, fi.Size())
 	return fi.Size(), sum, err
+}
+
+// readSmall reads a whole file of at most smallMax bytes with raw
+// syscalls. ok is false when the file turned out larger (the caller then
+// takes the chunked path).
+func readSmall(path string) (data []byte, ok bool, err error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, false, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, false, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Size > smallMax {
+		return nil, false, nil
+	}
+	data = make([]byte, st.Size)
+	for off := 0; off < len(data); {
+		n, err := unix.Pread(fd, data[off:], int64(off))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, false, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return nil, false, &os.PathError{Op: "read", Path: path, Err: errShortSource}
+		}
+		off += n
+	}
+	return data, true, nil
+}
+
+// sampleDst hashes the sampled regions of a staged file of the given size:
+// small ones are read whole with raw syscalls.
+func sampleDst(path string, size int64) (string, error) {
+	if size <= smallMax {
+		data, ok, err := readSmall(path)
+		if err != nil {
+			return "", err
+		}
+		if ok && int64(len(data)) == size {
+			return ledger.SampleHash(bytes.NewReader(data), size)
+		}
+	}
+	_, sum, err := samplePath(path)
+	return sum, err
 }

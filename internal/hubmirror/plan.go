@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"golang.org/x/sys/unix"
 
 	"github.com/sparklane/sparklane/internal/fault"
 )
@@ -25,6 +27,8 @@ type fileItem struct {
 	Mode   fs.FileMode
 	// WantSHA is the blob name when it is an LFS sha256 name.
 	WantSHA string
+	// ino orders small files by inode: near-disk order on a cold tree.
+	ino uint64
 }
 
 // linkItem is one snapshot entry that becomes a relative symlink to a blob.
@@ -110,14 +114,17 @@ func (s *spec) skipped(rel string) bool {
 // checkReadable opens a source file once, so an unreadable file fails the
 // pass before anything is written.
 func checkReadable(path, what string) error {
-	f, err := os.Open(path)
+	// Raw open/close: os.Open's poller registration costs 5 syscalls more
+	// per file, which shows on trees of many small files.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
+		err = &fs.PathError{Op: "open", Path: path, Err: err}
 		if errors.Is(err, fs.ErrPermission) {
 			return fault.Permanent(fault.SourceMissing, fmt.Errorf("%s: cannot read source file %s (%v): give the worker's user read access on the NAS", what, path, err))
 		}
 		return fmt.Errorf("%s: open source file %s: %w", what, path, err)
 	}
-	return f.Close()
+	return unix.Close(fd)
 }
 
 // buildPlan walks the repos of s read-only. Dangling links, missing repos
@@ -249,7 +256,7 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 				continue
 			}
 			mirrorEntry := filepath.Join(dir, "snapshots", c.rel)
-			it := &fileItem{Src: c.final, SrcRel: s.srcRel(c.final), Size: c.fi.Size(), Mode: c.fi.Mode().Perm()}
+			it := &fileItem{Src: c.final, SrcRel: s.srcRel(c.final), Size: c.fi.Size(), Mode: c.fi.Mode().Perm(), ino: inodeOf(c.fi)}
 			// A repo blob: blobs/NAME directly under this repo, judged
 			// syntactically (or by shape for absolute links that spell the
 			// repo another way).
@@ -274,12 +281,20 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 		p.Files = append(p.Files, it)
 		p.TotalBytes += it.Size
 	}
-	// Largest first keeps the parallel copies busy to the end.
+	// Large files largest first keeps the parallel copies busy to the end;
+	// small ones go in inode order (close to disk order on a cold tree).
 	sort.Slice(p.Files, func(i, j int) bool {
-		if p.Files[i].Size != p.Files[j].Size {
-			return p.Files[i].Size > p.Files[j].Size
+		a, b := p.Files[i], p.Files[j]
+		if (a.Size > smallMax) != (b.Size > smallMax) {
+			return a.Size > smallMax
 		}
-		return p.Files[i].Rel < p.Files[j].Rel
+		if a.Size > smallMax && a.Size != b.Size {
+			return a.Size > b.Size
+		}
+		if a.Size <= smallMax && a.ino != b.ino {
+			return a.ino < b.ino
+		}
+		return a.Rel < b.Rel
 	})
 	sort.Slice(p.Links, func(i, j int) bool { return p.Links[i].Rel < p.Links[j].Rel })
 	return p, nil
@@ -320,4 +335,11 @@ func (rp *repoPlan) exportRev() (string, error) {
 	}
 	sort.Strings(revs)
 	return "", fault.Permanent(fault.InvalidSpec, fmt.Errorf("export of repo %s: refs/main does not name one of its snapshots %v: fix refs/main on the NAS", rp.Repo, revs))
+}
+
+func inodeOf(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
 }

@@ -183,29 +183,36 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 		return err
 	}
 	dst := filepath.Join(st.s.mirror, it.Rel)
-	src, err := os.Open(it.Src)
-	if err != nil {
-		return sourceErr(it, err)
-	}
-	defer src.Close()
-	fi, err := src.Stat()
-	if err != nil {
-		return sourceErr(it, err)
-	}
-	size := fi.Size()
 	var data []byte // whole content of a small file
+	var src *os.File
+	var size int64
 	var srcSample string
-	if size <= smallMax {
-		data = make([]byte, size)
-		if _, err := src.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && size == 0) {
+	if it.Size <= smallMax {
+		d, ok, err := readSmall(it.Src)
+		if err != nil {
 			return sourceErr(it, err)
 		}
-		srcSample, err = ledger.SampleHash(bytes.NewReader(data), size)
-	} else {
-		srcSample, err = sampleOpen(src, size)
+		if ok {
+			data, size = d, int64(len(d))
+			if srcSample, err = ledger.SampleHash(bytes.NewReader(data), size); err != nil {
+				return sourceErr(it, err)
+			}
+		}
 	}
-	if err != nil {
-		return sourceErr(it, err)
+	if data == nil {
+		f, err := os.Open(it.Src)
+		if err != nil {
+			return sourceErr(it, err)
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return sourceErr(it, err)
+		}
+		src, size = f, fi.Size()
+		if srcSample, err = sampleOpen(src, size); err != nil {
+			return sourceErr(it, err)
+		}
 	}
 	state, ent, err := st.check(it, dst, size, srcSample)
 	if err != nil {
@@ -276,15 +283,22 @@ func (st *stager) writeSmall(it *fileItem, data []byte, sample, dst string) (led
 		mode = 0o644
 	}
 	tmp := tmpName(dst)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return ledger.Entry{}, classifyWrite(dst, fmt.Errorf("create %s: %w", tmp, err))
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
+	for off := 0; off < len(data) && err == nil; {
+		var n int
+		n, err = unix.Pwrite(fd, data[off:], int64(off))
+		if err == unix.EINTR {
+			err = nil
+		}
+		off += n
 	}
-	if cerr := f.Close(); err == nil {
+	if err == nil {
+		err = unix.Fchmod(fd, uint32(mode))
+	}
+	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
 	if err == nil {
@@ -339,7 +353,7 @@ func (st *stager) check(it *fileItem, dst string, size int64, srcSample string) 
 		ent.SHA256 = a
 		return stVerified, ent, nil
 	}
-	_, dstSample, err := samplePath(dst)
+	dstSample, err := sampleDst(dst, size)
 	if err != nil || dstSample != srcSample {
 		return stCopy, ent, nil
 	}
