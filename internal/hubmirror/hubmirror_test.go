@@ -597,3 +597,44 @@ func TestBadInput(t *testing.T) {
 		t.Fatal("missing repo: wrote to dst")
 	}
 }
+
+// Rule 10 with adoption: a same-size corruption outside every sampled
+// region is invisible to sampling but caught by sha256 (adoption under
+// verify = "sha256", and Verify full).
+func TestSHA256CatchesUnsampledCorruption(t *testing.T) {
+	f := newFixture(t, false)
+	big := testData(900, 4<<20)
+	sum := f.repo.blob(big, false)
+	f.repo.link(rev1, "big.bin", sum)
+	sp := f.spec()
+	_, err := Stage(context.Background(), sp, staging.Options{})
+	must(t, err)
+	staged := filepath.Join(f.mirrorRepo(), "blobs", sum)
+	off := int64(ledger.HeadBytes + 5) // before the first spread window
+	fh, err := os.OpenFile(staged, os.O_WRONLY, 0)
+	must(t, err)
+	_, err = fh.WriteAt([]byte{^big[off]}, off)
+	must(t, err)
+	must(t, fh.Close())
+
+	v, err := Verify(context.Background(), sp, false)
+	must(t, err)
+	if !v.Clean() {
+		t.Fatalf("sampled verify saw an unsampled byte (%+v): the test no longer exercises full hashing", v)
+	}
+	v, err = Verify(context.Background(), sp, true)
+	must(t, err)
+	if len(v.Bad) != 1 || v.Bad[0] != staged {
+		t.Fatalf("full verify %+v: want %s bad", v, staged)
+	}
+	// Without the ledger, a sha256 pass adopts the good files and re-copies
+	// the corrupt one.
+	must(t, os.Remove(filepath.Join(f.dst, "hub", LedgerName)))
+	sp.Verify = "sha256"
+	res, err := Stage(context.Background(), sp, staging.Options{})
+	must(t, err)
+	if res.CopiedFiles != 1 || res.AdoptedFiles != res.TotalFiles-1 {
+		t.Fatalf("sha256 adoption %+v: want the corrupt blob re-copied, the rest adopted", res)
+	}
+	fileEquals(t, staged, big)
+}

@@ -360,15 +360,13 @@ func (st *stager) check(it *fileItem, dst string, size int64, srcSample string) 
 	st.mu.Lock()
 	old, known := st.led.Entries[it.Rel]
 	st.mu.Unlock()
-	if known && old.Size == size && old.Sampled == dstSample && old.Source == it.SrcRel {
+	trusted := known && old.Size == size && old.Sampled == dstSample && old.Source == it.SrcRel
+	if trusted {
 		ent.SHA256 = old.SHA256
-		if !st.s.sha256 || ent.SHA256 != "" || it.WantSHA == "" {
-			return stVerified, ent, nil
-		}
 	}
-	if st.s.sha256 && (it.WantSHA != "" || ent.SHA256 == "") {
-		// Adopting under verify = "sha256": the staged content must match
-		// its LFS name (or the source) in full, once.
+	if st.s.sha256 && ent.SHA256 == "" {
+		// Under verify = "sha256" a file the ledger has no full hash for is
+		// checked whole once: against its LFS name, else the source.
 		sum, err := fullSHA(dst)
 		if err != nil {
 			return stCopy, ent, nil
@@ -384,7 +382,7 @@ func (st *stager) check(it *fileItem, dst string, size int64, srcSample string) 
 		}
 		ent.SHA256 = sum
 	}
-	if known && old.Size == size && old.Sampled == dstSample && old.Source == it.SrcRel {
+	if trusted {
 		return stVerified, ent, nil
 	}
 	return stAdopted, ent, nil
