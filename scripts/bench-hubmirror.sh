@@ -116,7 +116,7 @@ wait "$bgpid" 2>/dev/null || true
 bgpid=""
 done_at_kill=$(jget "$prog" bytes_done)
 # What the killed run had written: finished files plus temp files.
-written=$(find "$node/resume" -type f ! -name .sparklane-ledger.json -printf '%s\n' | awk '{ s += $1 } END { printf "%d\n", s }')
+written=$(find "$node/resume" -type f ! -name .sparklane-ledger.json -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f\n", s }')
 echo "  killed at bytes_done=$done_at_kill of $big_bytes (last durable progress, as a heartbeat would carry it); $written bytes on disk"
 s=$(now)
 "$hmb" stage -src "$nas" -dst "$node/resume" -repos org/big -resume "$prog" >"$work/resume.json"
