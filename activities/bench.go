@@ -8,14 +8,15 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/bench"
+	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/report"
 )
 
 // ReportsDir is where a lane's bench reports live: recipes/LANE/reports.
-func (a *ControlActivities) ReportsDir(lane string) string {
-	return filepath.Join(a.Config.RecipesDir, lane, "reports")
+func ReportsDir(cfg *config.Config, lane string) string {
+	return filepath.Join(cfg.RecipesDir, lane, "reports")
 }
 
 // Bench runs the built-in perf sweep (and the recipe's external harness, if
@@ -47,7 +48,7 @@ func (a *ControlActivities) Bench(ctx context.Context, in BenchInput) (BenchResu
 	if err != nil {
 		return BenchResult{}, classify(fmt.Errorf("lane %s perf bench: %w", in.Plan.Lane, err))
 	}
-	dir := a.ReportsDir(in.Plan.Lane)
+	dir := ReportsDir(a.Config, in.Plan.Lane)
 	bundle := report.Bundle{
 		Lane: in.Plan.Lane, Label: in.Label, Version: a.Version, Perf: &perf,
 		RecipeFile: in.Recipe.File, Plan: &in.Plan, Image: firstImage(in), EngineArgs: headArgs(in),

@@ -248,9 +248,14 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 	for _, m := range in.Plan.Mounts {
 		src := a.local(m.Src)
 		mounts = append(mounts, config.Mount{Src: src, Dst: m.Dst, ReadOnly: m.ReadOnly})
+		// An export tree carries a per-file bind manifest beside it: the
+		// skipped NAS files bound read-only over their placeholders.
+		if _, err := os.Stat(hubmirror.BindManifestPath(src)); err != nil {
+			continue
+		}
 		binds, err := hubmirror.ReadBindManifest(src)
-		if err != nil && !os.IsNotExist(err) {
-			return StartRankResult{}, classify(fmt.Errorf("node %s: bind manifest of %s: %w", a.Node.Name, src, err))
+		if err != nil {
+			return StartRankResult{}, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
 		}
 		for _, b := range binds {
 			mounts = append(mounts, config.Mount{Src: a.local(b.Source), Dst: filepath.Join(m.Dst, b.Target), ReadOnly: true})
@@ -276,12 +281,16 @@ func (a *NodeActivities) StopLane(ctx context.Context, in StopLaneInput) (StopLa
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	var r serve.StopResult
-	if in.All {
-		r, err = serve.StopAll(ctx, d, serve.StopFilter{Nodes: []string{a.Node.Name}, Timeout: timeout})
-	} else {
-		r, err = serve.StopLane(ctx, d, in.Lane, timeout)
+	if !in.All && in.Lane == "" {
+		return StopLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: stop needs a lane (or all)", a.Node.Name)))
 	}
+	// Only this node's containers: simulated nodes may share one engine,
+	// and each node's worker stops its own share.
+	f := serve.StopFilter{Nodes: []string{a.Node.Name}, Timeout: timeout}
+	if !in.All {
+		f.Lane = in.Lane
+	}
+	r, err := serve.StopAll(ctx, d, f)
 	if err != nil {
 		return StopLaneResult{}, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
 	}

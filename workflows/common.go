@@ -107,9 +107,18 @@ func (t *tracker) steps() []Step { return append([]Step(nil), t.p.Steps...) }
 // errMessage is the innermost application error message (the engine's own
 // words), not Temporal's wrapping of it.
 func errMessage(err error) string {
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		return app.Error()
+	// The deepest application error carries the engine's own words; outer
+	// ones repeat it with Temporal's wrapping.
+	var deepest *temporal.ApplicationError
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		var app *temporal.ApplicationError
+		if errors.As(e, &app) {
+			deepest = app
+			e = app
+		}
+	}
+	if deepest != nil {
+		return deepest.Message()
 	}
 	var to *temporal.TimeoutError
 	if errors.As(err, &to) {

@@ -25,6 +25,9 @@ type CutoverInput struct {
 	Bench      bool   `json:"bench,omitempty"`
 	BenchLabel string `json:"bench_label,omitempty"`
 	NoRollback bool   `json:"no_rollback,omitempty"`
+	// Fleet is every node of the config: a previous lane is stopped wherever
+	// it runs, not only on the nodes the new lane needs.
+	Fleet []string `json:"fleet,omitempty"`
 	// Grace is the wait before the fleet probe's one re-probe.
 	Grace  time.Duration `json:"grace,omitempty"`
 	Pickup time.Duration `json:"pickup,omitempty"`
@@ -78,7 +81,13 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 		TaskQueue:   ControlQueue,
 		RetryPolicy: ProbeRetryPolicy(in.Grace),
 	})
-	err := workflow.ExecuteChildWorkflow(pctx, FleetProbe, FleetProbeInput{Nodes: nodes, Require: nodes, Lane: in.Plan.Lane, Grace: in.Grace}).Get(ctx, &probe)
+	probeNodes := nodes
+	for _, n := range in.Fleet {
+		if !contains(probeNodes, n) {
+			probeNodes = append(probeNodes, n)
+		}
+	}
+	err := workflow.ExecuteChildWorkflow(pctx, FleetProbe, FleetProbeInput{Nodes: probeNodes, Require: nodes, Lane: in.Plan.Lane, Grace: in.Grace}).Get(ctx, &probe)
 	t.end(i, "", err)
 	if err != nil {
 		return fail("probe fleet", err)
@@ -251,4 +260,13 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 	res.OK = true
 	res.Steps = t.steps()
 	return res, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

@@ -73,7 +73,7 @@ func (a *App) reportCmd() *cobra.Command {
 				return err
 			}
 			cfg, _ := a.config()
-			dir := filepath.Join(cfg.RecipesDir, r.Name, "reports")
+			dir := activities.ReportsDir(cfg, r.Name)
 			switch {
 			case show != "":
 				rep, err := report.Load(dir, show)

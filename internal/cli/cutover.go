@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -44,7 +43,7 @@ func (a *App) cutoverCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&f.lane, "lane", "", "lane name or alias")
 	cmd.Flags().StringVar(&f.stage, "stage", "auto", "auto | skip | force")
-	cmd.Flags().BoolVar(&f.noWait, "no-wait", false, "start the cutover and return its workflow ID")
+	cmd.Flags().BoolVar(&f.noWait, "no-wait", false, "start the cutover and return its workflow ID (it runs every step; follow it in the UI)")
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "bench the lane once it answers and write a report")
 	cmd.Flags().StringVar(&f.label, "label", "", "report label for --bench")
 	cmd.Flags().BoolVar(&f.noRollback, "no-rollback", false, "on failure, do not bring the previous lane back")
@@ -55,8 +54,9 @@ func (a *App) cutoverCmd() *cobra.Command {
 
 // recipeMemo is the recipe snapshot and hash recorded with each run.
 func recipeMemo(r *config.Recipe, plan *config.LanePlan) map[string]any {
-	snap, _ := json.Marshal(r)
-	return map[string]any{"recipe_hash": plan.RecipeHash, "recipe_file": r.File, "recipe": string(snap)}
+	// The full snapshot is the workflow's input (first event of its
+	// history); the memo carries what the UI list shows.
+	return map[string]any{"recipe_hash": plan.RecipeHash, "recipe_file": r.File, "runtime": r.Runtime, "image": r.Image, "model": r.Model}
 }
 
 func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan, f cutoverFlags) (*workflows.CutoverResult, error) {
@@ -68,8 +68,9 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *config.Reci
 	run, err := a.start(ctx, runSpec{
 		ID: workflows.CutoverID(r.Cluster), Workflow: workflows.Cutover, Lane: r.Name, Cluster: r.Cluster,
 		Memo: recipeMemo(r, plan),
-		Input: workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, NoWait: f.noWait, Bench: f.bench,
-			BenchLabel: f.label, NoRollback: f.noRollback, Grace: cfg.ProbeGrace},
+		// --no-wait detaches this command; the workflow still runs every step.
+		Input: workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
+			BenchLabel: f.label, NoRollback: f.noRollback, Grace: cfg.ProbeGrace, Fleet: allNodes(cfg)},
 	})
 	if err != nil {
 		return nil, err
@@ -194,4 +195,12 @@ func (a *App) cancelCmd() *cobra.Command {
 	cmd.Flags().StringVar(&cluster, "cluster", "", "cancel the cutover on this cluster")
 	cmd.Flags().StringVar(&lane, "lane", "", "cancel the cutover on this lane's cluster")
 	return cmd
+}
+
+func allNodes(cfg *config.Config) []string {
+	var out []string
+	for _, n := range cfg.Nodes {
+		out = append(out, n.Name)
+	}
+	return out
 }

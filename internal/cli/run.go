@@ -53,6 +53,8 @@ func (a *App) start(ctx context.Context, s runSpec) (client.WorkflowRun, error) 
 		TypedSearchAttributes:    temporal.NewSearchAttributes(sa...),
 		Memo:                     s.Memo,
 		RetryPolicy:              s.Retry,
+		// A second run on a busy ID is refused, not silently joined.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
 	}
 	run, err := env.Client.ExecuteWorkflow(ctx, opts, s.Workflow, s.Input)
 	if err != nil {
@@ -192,13 +194,9 @@ func appErrorDetails(err error, v any) bool {
 
 // rootMessage is the innermost application error message.
 func rootMessage(err error) string {
-	var app *temporal.ApplicationError
-	msg := err.Error()
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if errors.As(e, &app) {
-			msg = app.Error()
-			break
-		}
+	var first *temporal.ApplicationError
+	if errors.As(err, &first) {
+		return first.Message()
 	}
-	return msg
+	return err.Error()
 }

@@ -41,6 +41,8 @@ func StopLane(ctx context.Context, d Docker, lane string, timeout time.Duration)
 
 // StopFilter selects containers for StopAll.
 type StopFilter struct {
+	// Lane limits the stop to one lane's containers; empty means every lane.
+	Lane string `json:"lane,omitempty"`
 	// Nodes limits the stop to containers labelled with one of these nodes
 	// (several simulated nodes may share one engine); empty means all.
 	Nodes []string `json:"nodes,omitempty"`
@@ -48,18 +50,23 @@ type StopFilter struct {
 	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
-// StopAll stops and removes every sparklane container (any lane) on this
-// Docker, optionally only those of some nodes: `starter stop --cluster`.
+// StopAll stops and removes every sparklane container (any lane, or one
+// lane) on this Docker, optionally only those of some nodes: `starter stop
+// --cluster`, and a node worker stopping its own share of a lane when
+// several simulated nodes share one engine.
 // Like StopLane it looks again afterwards.
 func StopAll(ctx context.Context, d Docker, f StopFilter) (StopResult, error) {
 	opts := container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelLane))}
+	what := "all lanes"
+	if f.Lane != "" {
+		opts, what = laneFilter(f.Lane), "lane "+f.Lane
+	}
 	var keep func(container.Summary) bool
 	if len(f.Nodes) > 0 {
 		keep = func(c container.Summary) bool { return slices.Contains(f.Nodes, c.Labels[LabelNode]) }
 	}
-	what := "all lanes"
 	if len(f.Nodes) > 0 {
-		what = "all lanes on nodes " + strings.Join(f.Nodes, ",")
+		what += " on nodes " + strings.Join(f.Nodes, ",")
 	}
 	return stopMatching(ctx, d, opts, keep, f.Timeout, what)
 }
@@ -116,8 +123,12 @@ func stopMatching(ctx context.Context, d Docker, opts container.ListOptions, kee
 			names = append(names, fmt.Sprintf("%s (node %s, %s)", containerName(c), c.Labels[LabelNode], c.State))
 		}
 		sort.Strings(names)
-		err := fault.Permanent(fault.StopIncomplete, fmt.Errorf("stop %s: still present after stop and remove: %s: check `docker ps -a` on the node and remove them by hand (docker rm -f) before starting anything on that GPU; %w",
-			what, strings.Join(names, ", "), errors.Join(errs...)))
+		msg := fmt.Sprintf("stop %s: still present after stop and remove: %s: check `docker ps -a` on the node and remove them by hand (docker rm -f) before starting anything on that GPU",
+			what, strings.Join(names, ", "))
+		if joined := errors.Join(errs...); joined != nil {
+			msg += "; " + joined.Error()
+		}
+		err := fault.Permanent(fault.StopIncomplete, errors.New(msg))
 		return res, err
 	}
 	// Everything is gone: errors on the way (e.g. a container that stopped
