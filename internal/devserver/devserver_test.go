@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -251,7 +252,7 @@ func TestRestartKeepsHistoryAndSearchAttributes(t *testing.T) {
 			t.Errorf("server logged below warn: %s", l)
 		}
 	}
-	t.Logf("server log lines (warn+): %d", len(sink.lines()))
+	t.Logf("log lines (server at warn+, ours at debug): %d", len(sink.lines()))
 	for _, l := range sink.lines() {
 		t.Log(strings.TrimSpace(l))
 	}
@@ -304,6 +305,23 @@ func checkUI(t *testing.T, s *Server) {
 	}
 	if !contains(names, s.Namespace()) {
 		t.Fatalf("UI namespaces = %v, want %s listed", names, s.Namespace())
+	}
+
+	// The UI's run list filtered by lane, as its search box sends it.
+	q := url.QueryEscape(fmt.Sprintf("%s = %q", SearchAttrLane, "x"))
+	_, body = get("/api/v1/namespaces/" + s.Namespace() + "/workflows?query=" + q)
+	var runs struct {
+		Executions []struct {
+			Execution struct {
+				WorkflowID string `json:"workflowId"`
+			} `json:"execution"`
+		} `json:"executions"`
+	}
+	if err := json.Unmarshal([]byte(body), &runs); err != nil {
+		t.Fatalf("UI workflows list is not JSON: %v: %.300s", err, body)
+	}
+	if len(runs.Executions) != 1 || runs.Executions[0].Execution.WorkflowID != "echo-x" {
+		t.Fatalf("UI workflows filtered by lane x = %.500s, want only echo-x", body)
 	}
 }
 
