@@ -132,6 +132,7 @@ func TestCutoverServesRollsBackAndStops(t *testing.T) {
 		t.Fatalf("cutover demo-4x: exit %d, %+v\n%s", code, res, errOut)
 	}
 	checkServing(t, res, demo.DecodeTPS["demo-4x"])
+	saveHistory(t, f, workflows.CutoverID("demo-4x"), "cutover-ok")
 	if r, _ := laneContainers(t, dc, "demo-4x"); r != 4 {
 		t.Fatalf("demo-4x: %d containers running, want 4", r)
 	}
@@ -189,6 +190,7 @@ func TestCutoverServesRollsBackAndStops(t *testing.T) {
 	if code != 2 || res.OK {
 		t.Fatalf("failing cutover: exit %d ok=%v; want exit 2\n%s", code, res.OK, errOut)
 	}
+	saveHistory(t, f, workflows.CutoverID("demo-4x"), "cutover-rolled-back")
 	if res.FailedStep != "probe" || !strings.Contains(res.Error, "load") {
 		t.Errorf("failed step %q error %q; want probe, with the engine's own message", res.FailedStep, res.Error)
 	}

@@ -1,0 +1,45 @@
+package itest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// saveHistory writes the latest run of workflow id as JSON into
+// workflows/testdata/histories/NAME.json when SPARKLANE_WRITE_HISTORIES is
+// set: the replay tests in package workflows run those committed histories
+// against the current workflow code.
+func saveHistory(t *testing.T, f *fleet, id, name string) {
+	t.Helper()
+	if os.Getenv("SPARKLANE_WRITE_HISTORIES") == "" {
+		return
+	}
+	ctx := context.Background()
+	it := f.env.Client.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := &historypb.History{}
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", id, err)
+		}
+		h.Events = append(h.Events, e)
+	}
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join("..", "..", "workflows", "testdata", "histories")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote history %s (%d events)", name, len(h.Events))
+}
