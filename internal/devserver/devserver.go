@@ -386,7 +386,7 @@ func serverLogger(l *zap.Logger, level string) (serverlog.Logger, zap.AtomicLeve
 		}
 	}
 	atom := zap.NewAtomicLevelAt(lvl)
-	zl := l.Named("temporal").WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+	zl := l.Named("server").WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return &levelCore{Core: c, level: atom}
 	}))
 	return serverlog.NewZapLogger(zl), atom, nil
