@@ -1,0 +1,300 @@
+package workflows
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/fault"
+)
+
+// cutoverFixture: lane "new" on a,b replaces lane "old" that runs on a,b
+// and c (c is in the fleet but not in new's plan).
+type cutoverFixture struct {
+	*fakeFleet
+	in      CutoverInput
+	oldPlan activities.ResolveLaneResult
+}
+
+func newCutover(t *testing.T) *cutoverFixture {
+	f := newFakeFleet(t)
+	for _, n := range []string{"a", "b", "c"} {
+		f.lanesOn[n] = []string{"old"}
+	}
+	old := activities.ResolveLaneResult{Recipe: testRecipe("old", nil, false), Plan: testPlan("old", "hash-old", "a", "b", "c")}
+	f.resolve["old"] = old
+	return &cutoverFixture{fakeFleet: f, oldPlan: old, in: CutoverInput{
+		Recipe: testRecipe("new", testBlocks(), true), Plan: testPlan("new", "hash-new", "a", "b"),
+		Stage: StageAuto, Fleet: []string{"a", "b", "c"},
+	}}
+}
+
+func (c *cutoverFixture) run() (CutoverResult, error) {
+	c.env.ExecuteWorkflow(Cutover, c.in)
+	if !c.env.IsWorkflowCompleted() {
+		c.t.Fatal("cutover did not complete")
+	}
+	var res CutoverResult
+	if err := c.env.GetWorkflowError(); err != nil {
+		app := appErr(c.t, err)
+		if app.Type() != "CutoverFailed" {
+			c.t.Fatalf("error type %q, want CutoverFailed: %v", app.Type(), err)
+		}
+		if derr := app.Details(&res); derr != nil {
+			c.t.Fatalf("CutoverFailed details: %v", derr)
+		}
+		return res, err
+	}
+	if err := c.env.GetWorkflowResult(&res); err != nil {
+		c.t.Fatal(err)
+	}
+	return res, nil
+}
+
+// Phases shared by the tests below.
+var (
+	probePhase = cat([]string{"CheckSSH a", "CheckSSH b", "CheckSSH c"}, on("NodeStatus", "a", "b", "c"))
+	stagePhase = cat(on("StageBlock new/weights", "a", "b"), on("StageBlock new/rows", "a", "b"))
+	verifyNew  = cat(on("VerifyBlock new/weights", "a", "b"), on("VerifyBlock new/rows", "a", "b"))
+)
+
+func serveNew() [][]string {
+	return [][]string{
+		on("EnsureImage img-new", "a", "b"), on("BeforeServe new", "a", "b"), on("StartRank new", "a", "b"),
+		{"WaitReady new"}, {"Smoke http://new"}, {"DecodeProbe http://new"},
+	}
+}
+
+// serveOld is the rollback: the old lane's own plan on a, b and c.
+func serveOld() [][]string {
+	return [][]string{
+		on("EnsureImage img-old", "a", "b", "c"), on("StartRank old", "a", "b", "c"),
+		{"WaitReady old"}, {"Smoke http://old"}, {"DecodeProbe http://old"},
+	}
+}
+
+func phases(lists ...[][]string) [][]string {
+	var out [][]string
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+func stepStatus(steps []Step, name, node string) string {
+	for _, s := range steps {
+		if s.Name == name && s.Node == node {
+			return s.Status
+		}
+	}
+	return "(none)"
+}
+
+func TestCutoverHappyPath(t *testing.T) {
+	c := newCutover(t)
+	res, err := c.run()
+	if err != nil {
+		t.Fatalf("cutover: %v", err)
+	}
+	if !res.OK || res.FailedStep != "" || res.Error != "" {
+		t.Errorf("result %+v, want OK with no failure", res)
+	}
+	if !reflect.DeepEqual(res.Previous, []string{"old"}) || len(res.RolledBack) != 0 {
+		t.Errorf("Previous %v RolledBack %v, want [old] and none", res.Previous, res.RolledBack)
+	}
+	if res.Probe == nil || len(res.Probe.Nodes) != 3 || len(res.Stage) != 2 || len(res.Verify) != 4 {
+		t.Errorf("probe/stage/verify sections incomplete: %+v", res)
+	}
+	if res.Serve == nil || !res.Serve.Answers || res.Serve.BaseURL != "http://new" || len(res.Serve.Ranks) != 2 {
+		t.Errorf("serve %+v, want answering ranks at http://new", res.Serve)
+	}
+	c.expectPhases(phases([][]string{
+		probePhase, {"ResolveLane old"}, on("StopLane old", "a", "b", "c"), stagePhase, verifyNew,
+	}, serveNew())...)
+	// Within a node, blocks stage in recipe order.
+	calls := c.callList()
+	idx := func(s string) int {
+		for i, x := range calls {
+			if x == s {
+				return i
+			}
+		}
+		return -1
+	}
+	for _, n := range []string{"a", "b"} {
+		if idx("StageBlock new/weights@"+n) > idx("StageBlock new/rows@"+n) {
+			t.Errorf("node %s staged rows before weights", n)
+		}
+	}
+	for _, s := range []struct{ name, node string }{{"probe fleet", ""}, {"stop old", "c"}, {"stage", ""}, {"verify", ""}, {"decode probe", ""}} {
+		if got := stepStatus(res.Steps, s.name, s.node); got != StepDone {
+			t.Errorf("step %q on %q is %s, want done", s.name, s.node, got)
+		}
+	}
+}
+
+func TestCutoverVerifyMismatchRollsBackBeforeServing(t *testing.T) {
+	c := newCutover(t)
+	c.verifyBad["new/rows@b"] = []string{"rows/layer7.packed"}
+	res, err := c.run()
+	if err == nil {
+		t.Fatal("cutover succeeded over a verify mismatch")
+	}
+	if res.FailedStep != "verify" || !strings.Contains(res.Error, "rows on b: 1 bad, 0 missing (first: rows/layer7.packed)") {
+		t.Errorf("FailedStep %q Error %q, want verify naming rows on b", res.FailedStep, res.Error)
+	}
+	if !reflect.DeepEqual(res.RolledBack, []string{"old"}) || !res.OldLaneAnswers || res.RollbackError != "" {
+		t.Errorf("RolledBack %v OldLaneAnswers %v RollbackError %q, want old back and answering", res.RolledBack, res.OldLaneAnswers, res.RollbackError)
+	}
+	c.expectPhases(phases([][]string{
+		probePhase, {"ResolveLane old"}, on("StopLane old", "a", "b", "c"), stagePhase, verifyNew,
+		on("StopLane new", "a", "b"),
+	}, serveOld())...)
+	// The old lane is served from the plan ResolveLane gave, rank by rank.
+	if len(c.starts) != 3 {
+		t.Fatalf("StartRank inputs %+v, want the old lane's 3 ranks only", c.starts)
+	}
+	for _, s := range c.starts {
+		if s.Lane != "old" || s.RecipeHash != "hash-old" || !reflect.DeepEqual(s.Plan, c.oldPlan.Plan.Nodes[s.Plan.Rank]) {
+			t.Errorf("StartRank %+v, want the resolved plan of old", s)
+		}
+	}
+}
+
+func TestCutoverRankExitFailsAtProbeAndRollsBack(t *testing.T) {
+	c := newCutover(t)
+	c.readyErr["new"] = temporalRankExited()
+	res, err := c.run()
+	if err == nil {
+		t.Fatal("cutover succeeded with a dead rank")
+	}
+	if res.FailedStep != "probe" || !strings.Contains(res.Error, "rank 1 on b exited") {
+		t.Errorf("FailedStep %q Error %q, want probe with the rank's exit", res.FailedStep, res.Error)
+	}
+	if !reflect.DeepEqual(res.RolledBack, []string{"old"}) || !res.OldLaneAnswers {
+		t.Errorf("RolledBack %v OldLaneAnswers %v, want old back and answering", res.RolledBack, res.OldLaneAnswers)
+	}
+	newServe := serveNew()[:4] // up to WaitReady new, which fails once (non-retryable)
+	c.expectPhases(phases([][]string{
+		probePhase, {"ResolveLane old"}, on("StopLane old", "a", "b", "c"), stagePhase, verifyNew,
+	}, newServe, [][]string{on("StopLane new", "a", "b")}, serveOld())...)
+}
+
+func TestCutoverNoRollbackStopsNewLaneOnly(t *testing.T) {
+	c := newCutover(t)
+	c.in.NoRollback = true
+	c.readyErr["new"] = temporalRankExited()
+	res, err := c.run()
+	if err == nil {
+		t.Fatal("cutover succeeded with a dead rank")
+	}
+	if res.FailedStep != "probe" || len(res.RolledBack) != 0 || res.OldLaneAnswers {
+		t.Errorf("result %+v, want failed at probe with nothing rolled back", res)
+	}
+	if got := stepStatus(res.Steps, "rollback", ""); got != StepSkipped {
+		t.Errorf("rollback step is %s, want skipped", got)
+	}
+	c.expectPhases(phases([][]string{
+		probePhase, {"ResolveLane old"}, on("StopLane old", "a", "b", "c"), stagePhase, verifyNew,
+	}, serveNew()[:4], [][]string{on("StopLane new", "a", "b")})...)
+	if n := c.count("StartRank old"); n != 0 {
+		t.Errorf("--no-rollback served the old lane (%d StartRank calls)", n)
+	}
+}
+
+func TestCutoverStageSkip(t *testing.T) {
+	c := newCutover(t)
+	c.in.Stage = StageSkip
+	res, err := c.run()
+	if err != nil {
+		t.Fatalf("cutover: %v", err)
+	}
+	if !res.OK || len(res.Stage) != 0 || len(res.Verify) != 4 {
+		t.Errorf("result %+v, want OK, no stage results, 4 verified blocks", res)
+	}
+	if got := stepStatus(res.Steps, "stage", ""); got != StepSkipped {
+		t.Errorf("stage step is %s, want skipped", got)
+	}
+	c.expectPhases(phases([][]string{
+		probePhase, {"ResolveLane old"}, on("StopLane old", "a", "b", "c"), verifyNew,
+	}, serveNew())...)
+}
+
+func TestCutoverStageForce(t *testing.T) {
+	c := newCutover(t)
+	c.in.Stage = StageForce
+	if _, err := c.run(); err != nil {
+		t.Fatalf("cutover: %v", err)
+	}
+	if n := c.count("StageBlock new/weights force@"); n != 2 {
+		t.Errorf("%d forced weights stagings, want 2: %v", n, c.callList())
+	}
+}
+
+func TestCutoverUnresolvedPreviousLaneIsStoppedAndReported(t *testing.T) {
+	c := newCutover(t)
+	delete(c.resolve, "old")
+	c.verifyBad["new/weights@a"] = []string{"hub/model-00001.safetensors"}
+	res, err := c.run()
+	if err == nil {
+		t.Fatal("cutover succeeded over a verify mismatch")
+	}
+	if res.FailedStep != "verify" || len(res.RolledBack) != 0 || res.OldLaneAnswers {
+		t.Errorf("result %+v, want failed at verify, nothing rolled back", res)
+	}
+	if !strings.Contains(res.RollbackError, "old: no recipe for lane old") {
+		t.Errorf("RollbackError %q does not say old could not be resolved", res.RollbackError)
+	}
+	c.expectPhases(
+		probePhase, []string{"ResolveLane old"}, on("StopLane old", "a", "b", "c"), stagePhase, verifyNew,
+		on("StopLane new", "a", "b"),
+	)
+}
+
+func TestCutoverCancelMidServeCleansUp(t *testing.T) {
+	c := newCutover(t)
+	c.readyDelay = 10 * time.Minute // the new lane is loading...
+	c.env.RegisterDelayedCallback(c.env.CancelWorkflow, time.Minute)
+	res, err := c.run()
+	if err == nil {
+		t.Fatal("cancelled cutover succeeded")
+	}
+	if res.FailedStep != "probe" || !strings.Contains(strings.ToLower(res.Error), "cancel") {
+		t.Errorf("FailedStep %q Error %q, want probe cancelled", res.FailedStep, res.Error)
+	}
+	// The cleanup ran under a disconnected context although the run was
+	// cancelled: the new lane is stopped and the old one is back.
+	if n := c.count("StopLane new@"); n != 2 {
+		t.Errorf("StopLane new ran %d times after cancel, want 2: %v", n, c.callList())
+	}
+	if !reflect.DeepEqual(res.RolledBack, []string{"old"}) {
+		t.Errorf("RolledBack %v, want [old]", res.RolledBack)
+	}
+	if got := stepStatus(res.Steps, "stop new", "b"); got != StepDone {
+		t.Errorf("stop new on b is %s, want done", got)
+	}
+}
+
+func TestCutoverReprobesOnceBeforeBail(t *testing.T) {
+	c := newCutover(t)
+	c.notPolling["b"] = true
+	res, err := c.run()
+	if err == nil {
+		t.Fatal("cutover succeeded without node b")
+	}
+	if res.FailedStep != "probe fleet" || !strings.Contains(res.Error, "attempt 2") || !strings.Contains(res.Error, "node.b") {
+		t.Errorf("FailedStep %q Error %q, want probe fleet failing on attempt 2 naming node.b", res.FailedStep, res.Error)
+	}
+	if n := c.count("NodeStatus@b"); n != 2 {
+		t.Errorf("node b probed %d times, want 2 (one re-probe)", n)
+	}
+	if n := c.count("StopLane"); n != 0 {
+		t.Errorf("a failed probe stopped lanes: %v", c.callList())
+	}
+}
+
+func temporalRankExited() error {
+	return newAppErr("rank 1 on b exited with code 137 while loading", fault.RankExited)
+}

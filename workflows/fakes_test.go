@@ -1,0 +1,299 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/staging"
+)
+
+// fakeFleet is a test double of a whole fleet: every node and control
+// activity is mocked by name in a testsuite environment (no GPUs, relays or
+// node workers here), records which node ran it, in order, and answers from
+// the fields below that each test sets before running its workflow.
+type fakeFleet struct {
+	t   *testing.T
+	env *testsuite.TestWorkflowEnvironment
+
+	mu     sync.Mutex
+	calls  []string
+	starts []activities.StartRankInput
+
+	// NodeStatus / CheckSSH.
+	lanesOn    map[string][]string // node -> lanes running there
+	notPolling map[string]bool     // node -> schedule-to-start timeout
+	sshOff     map[string]string   // node -> relay-off reason
+	sshDown    map[string]string   // node -> ssh failure reason
+	local      map[string]bool
+	// ResolveLane.
+	resolve    map[string]activities.ResolveLaneResult
+	resolveErr map[string]error
+	// Staging.
+	verifyBad map[string][]string // "lane/block@node" -> bad files
+	stageErr  map[string]error    // "lane/block@node"
+	// Serve.
+	startErr map[string]error // "lane@node"
+	readyErr map[string]error // lane
+	// readyDelay delays the first WaitReady call on the workflow clock.
+	readyDelay time.Duration
+	readyCalls int
+	// Power.
+	shutdownErr, unreachErr, relayOffErr error
+}
+
+func newFakeFleet(t *testing.T) *fakeFleet {
+	var s testsuite.WorkflowTestSuite
+	f := &fakeFleet{
+		t: t, env: s.NewTestWorkflowEnvironment(),
+		lanesOn: map[string][]string{}, notPolling: map[string]bool{}, sshOff: map[string]string{}, sshDown: map[string]string{},
+		local: map[string]bool{}, resolve: map[string]activities.ResolveLaneResult{}, resolveErr: map[string]error{},
+		verifyBad: map[string][]string{}, stageErr: map[string]error{}, startErr: map[string]error{}, readyErr: map[string]error{},
+	}
+	env := f.env
+	env.RegisterActivity(&activities.NodeActivities{})
+	env.RegisterActivity(&activities.ControlActivities{})
+	env.RegisterWorkflow(FleetProbe)
+	env.RegisterWorkflow(StageNode)
+	any2 := []any{mock.Anything, mock.Anything}
+
+	env.OnActivity("CheckSSH", any2...).Return(func(ctx context.Context, in activities.SSHCheckInput) (activities.SSHCheckResult, error) {
+		f.record(ctx, "CheckSSH "+in.Node)
+		r := activities.SSHCheckResult{Node: in.Node, Reachable: true, Local: f.local[in.Node]}
+		if why, ok := f.sshOff[in.Node]; ok {
+			r.Reachable, r.Off, r.Why = false, true, why
+		}
+		if why, ok := f.sshDown[in.Node]; ok {
+			r.Reachable, r.Why = false, why
+		}
+		return r, nil
+	})
+	env.OnActivity("NodeStatus", any2...).Return(func(ctx context.Context, _ activities.NodeStatusInput) (activities.NodeStatusResult, error) {
+		n := f.record(ctx, "NodeStatus")
+		if f.notPolling[n] {
+			return activities.NodeStatusResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+		}
+		return activities.NodeStatusResult{Node: n, Lanes: f.lanesOn[n], Roots: []activities.RootFree{{Root: "/srv", Free: 1 << 40}}}, nil
+	})
+	env.OnActivity("ResolveLane", any2...).Return(func(ctx context.Context, in activities.ResolveLaneInput) (activities.ResolveLaneResult, error) {
+		f.record(ctx, "ResolveLane "+in.Lane)
+		if err := f.resolveErr[in.Lane]; err != nil {
+			return activities.ResolveLaneResult{}, err
+		}
+		r, ok := f.resolve[in.Lane]
+		if !ok {
+			return r, temporal.NewNonRetryableApplicationError("no recipe for lane "+in.Lane, "InvalidSpec", nil)
+		}
+		return r, nil
+	})
+	env.OnActivity("StopLane", any2...).Return(func(ctx context.Context, in activities.StopLaneInput) (activities.StopLaneResult, error) {
+		n := f.record(ctx, "StopLane "+in.Lane)
+		return activities.StopLaneResult{Node: n, Stopped: []string{"sparklane-" + in.Lane + "@" + n}}, nil
+	})
+	env.OnActivity("StageBlock", any2...).Return(func(ctx context.Context, in activities.StageBlockInput) (activities.StageBlockResult, error) {
+		label := "StageBlock " + in.Lane + "/" + in.Block.ID
+		if in.Force {
+			label += " force"
+		}
+		n := f.record(ctx, label)
+		if err := f.stageErr[in.Lane+"/"+in.Block.ID+"@"+n]; err != nil {
+			return activities.StageBlockResult{}, err
+		}
+		return activities.StageBlockResult{Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: staging.Result{CopiedFiles: 2}}, nil
+	})
+	env.OnActivity("VerifyBlock", any2...).Return(func(ctx context.Context, in activities.VerifyBlockInput) (activities.VerifyBlockResult, error) {
+		n := f.record(ctx, "VerifyBlock "+in.Lane+"/"+in.Block.ID)
+		r := activities.VerifyBlockResult{Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: staging.VerifyResult{OK: 3}}
+		r.Result.Bad = f.verifyBad[in.Lane+"/"+in.Block.ID+"@"+n]
+		return r, nil
+	})
+	env.OnActivity("EnsureImage", any2...).Return(func(ctx context.Context, in activities.EnsureImageInput) (activities.EnsureImageResult, error) {
+		n := f.record(ctx, "EnsureImage "+in.Image)
+		return activities.EnsureImageResult{Node: n, ID: "sha256:" + in.Image}, nil
+	})
+	env.OnActivity("BeforeServe", any2...).Return(func(ctx context.Context, in activities.BeforeServeInput) (activities.BeforeServeResult, error) {
+		n := f.record(ctx, "BeforeServe "+in.Lane)
+		return activities.BeforeServeResult{Node: n, Outputs: []activities.HookOutput{{Command: "true"}}}, nil
+	})
+	env.OnActivity("StartRank", any2...).Return(func(ctx context.Context, in activities.StartRankInput) (activities.StartRankResult, error) {
+		n := f.record(ctx, "StartRank "+in.Lane)
+		f.mu.Lock()
+		f.starts = append(f.starts, in)
+		f.mu.Unlock()
+		if err := f.startErr[in.Lane+"@"+n]; err != nil {
+			return activities.StartRankResult{}, err
+		}
+		return activities.StartRankResult{Node: n, Rank: in.Plan.Rank, ID: "id-" + in.Plan.ContainerName, Name: in.Plan.ContainerName, Created: true}, nil
+	})
+	env.OnActivity("WaitReady", any2...).AfterFn(func() time.Duration {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.readyCalls++
+		if f.readyCalls == 1 {
+			return f.readyDelay
+		}
+		return 0
+	}).Return(func(ctx context.Context, in activities.WaitReadyInput) (activities.WaitReadyResult, error) {
+		f.record(ctx, "WaitReady "+in.Plan.Lane)
+		if err := f.readyErr[in.Plan.Lane]; err != nil {
+			return activities.WaitReadyResult{}, err
+		}
+		return activities.WaitReadyResult{BaseURL: "http://" + in.Plan.Lane, Model: in.Plan.Model, Seconds: 12}, nil
+	})
+	env.OnActivity("Smoke", any2...).Return(func(ctx context.Context, in activities.SmokeInput) (activities.SmokeResult, error) {
+		f.record(ctx, "Smoke "+in.BaseURL)
+		var r activities.SmokeResult
+		for _, p := range in.Prompts {
+			r.Answers = append(r.Answers, activities.SmokeAnswer{Prompt: p.Prompt, Expect: p.Expect, Answer: p.Expect, OK: true})
+		}
+		return r, nil
+	})
+	env.OnActivity("DecodeProbe", any2...).Return(func(ctx context.Context, in activities.DecodeProbeInput) (activities.DecodeProbeResult, error) {
+		f.record(ctx, "DecodeProbe "+in.BaseURL)
+		return activities.DecodeProbeResult{DecodeTPS: 40, PromptTokens: in.PromptTokens, CompletionTokens: in.MaxTokens}, nil
+	})
+	powerStep := func(name string, errp *error) func(context.Context, activities.PowerStepInput) (activities.PowerStepResult, error) {
+		return func(ctx context.Context, in activities.PowerStepInput) (activities.PowerStepResult, error) {
+			f.record(ctx, name+" "+in.Target)
+			if *errp != nil {
+				return activities.PowerStepResult{}, *errp
+			}
+			return activities.PowerStepResult{Target: in.Target, Step: name, Detail: name + " done"}, nil
+		}
+	}
+	env.OnActivity("PowerShutdown", any2...).Return(powerStep("PowerShutdown", &f.shutdownErr))
+	env.OnActivity("PowerWaitUnreachable", any2...).Return(powerStep("PowerWaitUnreachable", &f.unreachErr))
+	env.OnActivity("PowerRelayOff", any2...).Return(powerStep("PowerRelayOff", &f.relayOffErr))
+	return f
+}
+
+// record notes one activity call as "label@node" (node activities) or
+// "label" (control activities) and returns the node.
+func (f *fakeFleet) record(ctx context.Context, label string) string {
+	q := activity.GetInfo(ctx).TaskQueue
+	node := ""
+	if strings.HasPrefix(q, "node.") {
+		node = strings.TrimPrefix(q, "node.")
+		label += "@" + node
+	} else if q != ControlQueue {
+		f.t.Errorf("%s ran on task queue %q, want %s or node.NAME", label, q, ControlQueue)
+	}
+	f.mu.Lock()
+	f.calls = append(f.calls, label)
+	f.mu.Unlock()
+	return node
+}
+
+func (f *fakeFleet) callList() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+// count is how many recorded calls start with prefix.
+func (f *fakeFleet) count(prefix string) int {
+	n := 0
+	for _, c := range f.callList() {
+		if strings.HasPrefix(c, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// expectPhases checks that the recorded calls are exactly the phases'
+// calls, phase after phase; calls inside one phase run in parallel and may
+// come in any order.
+func (f *fakeFleet) expectPhases(phases ...[]string) {
+	f.t.Helper()
+	calls := f.callList()
+	pos := 0
+	for k, ph := range phases {
+		if pos+len(ph) > len(calls) {
+			f.t.Fatalf("phase %d %v: only %d calls left; all calls:\n%s", k, ph, len(calls)-pos, strings.Join(calls, "\n"))
+		}
+		got := append([]string(nil), calls[pos:pos+len(ph)]...)
+		want := append([]string(nil), ph...)
+		sort.Strings(got)
+		sort.Strings(want)
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			f.t.Fatalf("phase %d: got %v, want %v; all calls:\n%s", k, got, want, strings.Join(calls, "\n"))
+		}
+		pos += len(ph)
+	}
+	if pos != len(calls) {
+		f.t.Fatalf("unexpected calls after the last phase: %v; all calls:\n%s", calls[pos:], strings.Join(calls, "\n"))
+	}
+}
+
+// on expands a label to one call per node.
+func on(label string, nodes ...string) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = label + "@" + n
+	}
+	return out
+}
+
+func cat(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// appErr digs the outermost application error out of a workflow error.
+func appErr(t *testing.T, err error) *temporal.ApplicationError {
+	t.Helper()
+	if err == nil {
+		t.Fatal("workflow succeeded, want a failure")
+	}
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) {
+		t.Fatalf("workflow error %v (%T) holds no application error", err, err)
+	}
+	return app
+}
+
+func testPlan(lane, hash string, nodes ...string) config.LanePlan {
+	p := config.LanePlan{Lane: lane, Cluster: "c1", Runtime: "sim", Model: "model-" + lane, RecipeHash: hash, APIPort: 8000, TP: len(nodes)}
+	for i, n := range nodes {
+		p.Nodes = append(p.Nodes, config.NodePlan{Node: n, Rank: i, Head: i == 0, ContainerName: fmt.Sprintf("sparklane-%s-r%d", lane, i), Image: "img-" + lane, Command: "serve " + lane})
+	}
+	return p
+}
+
+func testBlocks() []config.Staging {
+	return []config.Staging{
+		{Kind: "hub-mirror", ID: "weights", Src: "/nas/hub", Dst: "/srv/hub"},
+		{Kind: "sparse-rows", ID: "rows", Src: "/nas/rows", Dst: "/srv/rows"},
+	}
+}
+
+func testRecipe(name string, blocks []config.Staging, hooks bool) config.Recipe {
+	r := config.Recipe{Name: name, Cluster: "c1", Runtime: "sim", Image: "img-" + name, Model: "model-" + name, Staging: blocks,
+		Probe: config.Probe{Smoke: []config.Smoke{{Prompt: "2+2?", Expect: "4"}}}}
+	if hooks {
+		r.Hooks.BeforeServe = []string{"true"}
+	}
+	return r
+}
+
+// newAppErr is a permanent engine fault as the activities classify it.
+func newAppErr(msg, typ string) error {
+	return temporal.NewNonRetryableApplicationError(msg, typ, nil)
+}
