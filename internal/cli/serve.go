@@ -10,16 +10,19 @@ import (
 
 func (a *App) upCmd() *cobra.Command {
 	var lane string
-	var noWait bool
+	var noWait, dryRun bool
 	var overrides []string
 	cmd := &cobra.Command{
-		Use:   "up --lane L [--no-wait]",
+		Use:   "up --lane L [--no-wait] [--dry-run]",
 		Short: "serve a lane on its nodes (hooks, containers) and probe it; no staging",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			_, r, plan, err := a.lane(lane, overrides)
+			cfg, r, plan, err := a.lane(lane, overrides)
 			if err != nil {
 				return err
+			}
+			if dryRun {
+				return a.dryRun(ctx, cfg, r, plan, "up")
 			}
 			run, err := a.start(ctx, runSpec{ID: workflows.UpID(r.Cluster), Workflow: workflows.Serve, Lane: r.Name, Cluster: r.Cluster,
 				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: workflows.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait}})
@@ -35,6 +38,7 @@ func (a *App) upCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the containers started")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print every node's command, env and mounts; start nothing")
 	cmd.Flags().StringArrayVarP(&overrides, "override", "o", nil, "key=value override (repeatable)")
 	return cmd
 }

@@ -29,12 +29,12 @@ func (a *App) stageCmd() *cobra.Command {
 			if len(r.Staging) == 0 {
 				return fmt.Errorf("lane %s has no [[staging]] blocks (%s)", r.Name, r.File)
 			}
-			id := workflows.StageID(r.Name)
 			if dryRun {
-				id += "/dry-run"
+				cfg, _ := a.config()
+				return a.dryRun(ctx, cfg, r, plan, "stage")
 			}
-			run, err := a.start(ctx, runSpec{ID: id, Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
-				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, DryRun: dryRun, Verify: verify}})
+			run, err := a.start(ctx, runSpec{ID: workflows.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
+				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify}})
 			if err != nil {
 				return err
 			}

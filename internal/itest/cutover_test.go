@@ -90,7 +90,11 @@ func removeLaneContainers(dc *dockerclient.Client, lanes ...string) {
 	for _, l := range lanes {
 		cs, _ := dc.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "sparklane.lane="+l))})
 		for _, c := range cs {
-			_ = dc.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+			// Only the test fleet's nodes (n1..n4): a developer's own demo
+			// (nodes demo1..demo4) on the same engine is left alone.
+			if strings.HasPrefix(c.Labels["sparklane.node"], "n") {
+				_ = dc.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+			}
 		}
 	}
 }
