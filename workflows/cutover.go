@@ -94,17 +94,24 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 	}
 	res.Probe = &probe
 
-	// 2. Which lanes hold our nodes, and where else they run.
+	// 2. Which lanes hold our nodes, and where else they run. A lane that
+	// runs only on other fleet nodes is left alone.
+	for _, st := range probe.Nodes {
+		if !contains(nodes, st.Node) {
+			continue
+		}
+		for _, l := range st.Lanes {
+			if l != in.Plan.Lane && !contains(res.Previous, l) {
+				res.Previous = append(res.Previous, l)
+			}
+		}
+	}
 	prevNodes := map[string][]string{}
 	for _, st := range probe.Nodes {
 		for _, l := range st.Lanes {
-			if l == in.Plan.Lane {
-				continue
+			if contains(res.Previous, l) {
+				prevNodes[l] = append(prevNodes[l], st.Node)
 			}
-			if _, ok := prevNodes[l]; !ok {
-				res.Previous = append(res.Previous, l)
-			}
-			prevNodes[l] = append(prevNodes[l], st.Node)
 		}
 	}
 	prevPlans := map[string]activities.ResolveLaneResult{}

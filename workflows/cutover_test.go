@@ -298,3 +298,28 @@ func TestCutoverReprobesOnceBeforeBail(t *testing.T) {
 func temporalRankExited() error {
 	return newAppErr("rank 1 on b exited with code 137 while loading", fault.RankExited)
 }
+
+func TestCutoverLeavesUnrelatedLanesAlone(t *testing.T) {
+	c := newCutover(t)
+	// "other" runs only on d, a fleet node the new lane does not need.
+	c.in.Fleet = append(c.in.Fleet, "d")
+	c.lanesOn["d"] = []string{"other"}
+	c.resolve["other"] = activities.ResolveLaneResult{Recipe: testRecipe("other", nil, false), Plan: testPlan("other", "hash-other", "d")}
+	res, err := c.run()
+	if err != nil {
+		t.Fatalf("cutover: %v", err)
+	}
+	if !reflect.DeepEqual(res.Previous, []string{"old"}) {
+		t.Errorf("Previous %v, want only [old]: other holds none of a, b", res.Previous)
+	}
+	if n := c.count("StopLane other"); n != 0 {
+		t.Errorf("cutover stopped the unrelated lane other: %v", c.callList())
+	}
+	if n := c.count("ResolveLane other"); n != 0 {
+		t.Errorf("cutover resolved the unrelated lane other: %v", c.callList())
+	}
+	// old is still stopped wherever it runs, c included.
+	if n := c.count("StopLane old@c"); n != 1 {
+		t.Errorf("old not stopped on c: %v", c.callList())
+	}
+}

@@ -47,7 +47,10 @@ type fakeFleet struct {
 	stageErr  map[string]error    // "lane/block@node"
 	// Serve.
 	startErr map[string]error // "lane@node"
-	readyErr map[string]error // lane
+	// startDelay holds StartRank on a node for real time before it
+	// returns (and is recorded), like a slow container create.
+	startDelay map[string]time.Duration
+	readyErr   map[string]error // lane
 	// readyDelay delays the first WaitReady call on the workflow clock.
 	readyDelay time.Duration
 	readyCalls int
@@ -61,7 +64,7 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 		t: t, env: s.NewTestWorkflowEnvironment(),
 		lanesOn: map[string][]string{}, notPolling: map[string]bool{}, sshOff: map[string]string{}, sshDown: map[string]string{},
 		local: map[string]bool{}, resolve: map[string]activities.ResolveLaneResult{}, resolveErr: map[string]error{},
-		verifyBad: map[string][]string{}, stageErr: map[string]error{}, startErr: map[string]error{}, readyErr: map[string]error{},
+		verifyBad: map[string][]string{}, stageErr: map[string]error{}, startErr: map[string]error{}, startDelay: map[string]time.Duration{}, readyErr: map[string]error{},
 	}
 	env := f.env
 	env.RegisterActivity(&activities.NodeActivities{})
@@ -129,6 +132,9 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 		return activities.BeforeServeResult{Node: n, Outputs: []activities.HookOutput{{Command: "true"}}}, nil
 	})
 	env.OnActivity("StartRank", any2...).Return(func(ctx context.Context, in activities.StartRankInput) (activities.StartRankResult, error) {
+		if d := f.startDelay[strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node.")]; d > 0 {
+			time.Sleep(d)
+		}
 		n := f.record(ctx, "StartRank "+in.Lane)
 		f.mu.Lock()
 		f.starts = append(f.starts, in)

@@ -91,10 +91,13 @@ func Power(ctx workflow.Context, in PowerInput) (PowerResult, error) {
 					failed++
 					return
 				}
-				if _, err := step(wait, "wait unreachable", ca.PowerWaitUnreachable, in1); err != nil && !in.Force {
-					r.State, r.Error = "on", errMessage(err)+" (relay left on; --force cuts it anyway)"
-					failed++
-					return
+				if _, err := step(wait, "wait unreachable", ca.PowerWaitUnreachable, in1); err != nil {
+					if !in.Force {
+						r.State, r.Error = "on", errMessage(err)+" (relay left on; --force cuts it anyway)"
+						failed++
+						return
+					}
+					r.Warnings = append(r.Warnings, "still reachable after shutdown: "+errMessage(err)+" — relay cut anyway (--force)")
 				}
 				if _, err := step(retry, "relay off", ca.PowerRelayOff, in1); err != nil {
 					r.Warnings = append(r.Warnings, "relay off failed after a good shutdown: "+errMessage(err)+" — the device may boot back on its own")

@@ -104,20 +104,29 @@ func serveLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 			res.Hooks = append(res.Hooks, r)
 		}
 	}
-	// Start every rank; rank 0 waits for the others to join.
+	// Start every rank; rank 0 waits for the others to join. Every start
+	// ends before a failure is returned: a stop racing a start still
+	// creating its container would leave that container running.
 	futs, steps = nil, nil
 	for _, n := range plan.Nodes {
 		steps = append(steps, t.start(fmt.Sprintf("start rank %d", n.Rank), n.Node))
 		futs = append(futs, workflow.ExecuteActivity(nodeOpts(ctx, n.Node, pickup, 5*time.Minute, 0, 3), na.StartRank, activities.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: n}))
 	}
+	var startErr error
 	for i, f := range futs {
 		var r activities.StartRankResult
 		err := f.Get(ctx, &r)
 		t.end(steps[i], r.Name, err)
 		if err != nil {
-			return res, nodeErr(plan.Nodes[i].Node, "start", err)
+			if startErr == nil {
+				startErr = nodeErr(plan.Nodes[i].Node, "start", err)
+			}
+			continue
 		}
 		res.Ranks = append(res.Ranks, r)
+	}
+	if startErr != nil {
+		return res, startErr
 	}
 	if noWait {
 		t.skip("probe", "", "--no-wait")

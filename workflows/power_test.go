@@ -1,0 +1,101 @@
+package workflows
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func powerResult(t *testing.T, f *fakeFleet) (PowerResult, error) {
+	t.Helper()
+	var res PowerResult
+	if err := f.env.GetWorkflowError(); err != nil {
+		app := appErr(t, err)
+		if app.Type() != "PowerFailed" {
+			t.Fatalf("error type %q, want PowerFailed: %v", app.Type(), err)
+		}
+		if derr := app.Details(&res); derr != nil {
+			t.Fatal(derr)
+		}
+		return res, err
+	}
+	if err := f.env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res, nil
+}
+
+func TestPowerOffInOrder(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.ExecuteWorkflow(Power, PowerInput{Action: PowerOff, Targets: []string{"a"}})
+	res, err := powerResult(t, f)
+	if err != nil {
+		t.Fatalf("power off: %v", err)
+	}
+	r := res.Targets[0]
+	if r.Target != "a" || r.State != NodeOff || len(r.Warnings) != 0 || r.Error != "" || len(r.Steps) != 3 {
+		t.Errorf("target %+v, want a off after 3 steps", r)
+	}
+	f.expectPhases([]string{"PowerShutdown a"}, []string{"PowerWaitUnreachable a"}, []string{"PowerRelayOff a"})
+}
+
+func TestPowerOffRelayFailureIsAWarning(t *testing.T) {
+	f := newFakeFleet(t)
+	f.relayOffErr = newAppErr("home assistant: switch.a_outlet unavailable", "Permanent")
+	f.env.ExecuteWorkflow(Power, PowerInput{Action: PowerOff, Targets: []string{"a", "b"}})
+	res, err := powerResult(t, f)
+	if err != nil {
+		t.Fatalf("a relay failure after a good shutdown must not fail the run: %v", err)
+	}
+	for _, r := range res.Targets {
+		if r.State != NodeOff || r.Error != "" || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "relay off failed after a good shutdown: home assistant: switch.a_outlet unavailable") {
+			t.Errorf("target %+v, want off with one relay warning", r)
+		}
+	}
+	if n := f.count("PowerRelayOff"); n != 2 {
+		t.Errorf("%d relay-off calls, want 2 (permanent fault, no retry)", n)
+	}
+}
+
+func TestPowerOffStillAnsweringLeavesRelayOn(t *testing.T) {
+	f := newFakeFleet(t)
+	f.unreachErr = errors.New("a still answers ssh after 5m0s")
+	f.env.ExecuteWorkflow(Power, PowerInput{Action: PowerOff, Targets: []string{"a"}})
+	res, err := powerResult(t, f)
+	if err == nil {
+		t.Fatal("power off succeeded although a never went down")
+	}
+	r := res.Targets[0]
+	if r.State != "on" || !strings.Contains(r.Error, "a still answers ssh") || !strings.Contains(r.Error, "relay left on") {
+		t.Errorf("target %+v, want on with the relay left on", r)
+	}
+	// The wait's retry policy allows 2 attempts; the relay is never cut.
+	f.expectPhases([]string{"PowerShutdown a"}, []string{"PowerWaitUnreachable a"}, []string{"PowerWaitUnreachable a"})
+}
+
+func TestPowerOffForceCutsRelayAnyway(t *testing.T) {
+	f := newFakeFleet(t)
+	f.unreachErr = newAppErr("a still answers ssh after 5m0s", "Permanent")
+	f.env.ExecuteWorkflow(Power, PowerInput{Action: PowerOff, Targets: []string{"a"}, Force: true})
+	res, err := powerResult(t, f)
+	if err != nil {
+		t.Fatalf("power off --force: %v", err)
+	}
+	r := res.Targets[0]
+	if r.State != NodeOff || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "still reachable after shutdown: a still answers ssh") {
+		t.Errorf("target %+v, want off with a warning that the relay was cut on a live device", r)
+	}
+	f.expectPhases([]string{"PowerShutdown a"}, []string{"PowerWaitUnreachable a"}, []string{"PowerRelayOff a"})
+}
+
+func TestPowerRejectsUnknownAction(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.ExecuteWorkflow(Power, PowerInput{Action: "reboot", Targets: []string{"a"}})
+	app := appErr(t, f.env.GetWorkflowError())
+	if app.Type() != "InvalidSpec" || !strings.Contains(app.Message(), `"reboot"`) {
+		t.Errorf("error %q type %q, want InvalidSpec naming the action", app.Message(), app.Type())
+	}
+	if calls := f.callList(); len(calls) != 0 {
+		t.Errorf("an invalid action ran activities: %v", calls)
+	}
+}

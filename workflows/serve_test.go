@@ -1,0 +1,160 @@
+package workflows
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/fault"
+)
+
+func TestServeStartFailureStopsLaneEverywhere(t *testing.T) {
+	f := newFakeFleet(t)
+	f.startErr["new@b"] = newAppErr("port 8000 already in use on b", fault.ImageMissing)
+	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c")})
+	app := appErr(t, f.env.GetWorkflowError())
+	if !strings.Contains(app.Error(), "node b, start: port 8000 already in use") || app.Type() != fault.ImageMissing {
+		t.Errorf("error %q type %q, want node b's start failure keeping its type", app.Error(), app.Type())
+	}
+	f.expectPhases(
+		on("EnsureImage img-new", "a", "b", "c"), on("StartRank new", "a", "b", "c"),
+		on("StopLane new", "a", "b", "c"),
+	)
+	if n := f.count("WaitReady"); n != 0 {
+		t.Errorf("WaitReady ran %d times after a failed start", n)
+	}
+}
+
+func TestServeNoWaitReturnsAfterStart(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, true), Plan: testPlan("new", "h", "a", "b"), NoWait: true})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatalf("Serve --no-wait: %v", err)
+	}
+	var res ServeResult
+	if err := f.env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Ranks) != 2 || res.Ranks[0].Name != "sparklane-new-r0" || res.Ranks[1].Rank != 1 || res.Ready != nil || res.Answers {
+		t.Errorf("result %+v, want 2 started ranks, not probed", res)
+	}
+	f.expectPhases(on("EnsureImage img-new", "a", "b"), on("BeforeServe new", "a", "b"), on("StartRank new", "a", "b"))
+	v, err := f.env.QueryWorkflow(ProgressQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p Progress
+	if err := v.Get(&p); err != nil {
+		t.Fatal(err)
+	}
+	if got := stepStatus(p.Steps, "probe", ""); got != StepSkipped {
+		t.Errorf("probe step %s, want skipped (--no-wait)", got)
+	}
+}
+
+func TestServeProbesAndAnswers(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a")})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	var res ServeResult
+	if err := f.env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Answers || res.BaseURL != "http://new" || res.Smoke == nil || len(res.Smoke.Answers) != 1 || res.Decode == nil || res.Decode.PromptTokens != 256 {
+		t.Errorf("result %+v, want an answering lane with smoke and a default-shaped decode probe", res)
+	}
+	f.expectPhases(on("EnsureImage img-new", "a"), on("StartRank new", "a"), []string{"WaitReady new"}, []string{"Smoke http://new"}, []string{"DecodeProbe http://new"})
+}
+
+func verifyLane() VerifyLane {
+	return VerifyLane{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks()}
+}
+
+func TestVerifyDriftFailsListingBlocks(t *testing.T) {
+	f := newFakeFleet(t)
+	f.verifyBad["new/weights@b"] = []string{"hub/model-00002.safetensors"}
+	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}})
+	app := appErr(t, f.env.GetWorkflowError())
+	if app.Type() != fault.ContentMismatch || !strings.Contains(app.Message(), "new/weights on b: 1 bad, 0 missing") {
+		t.Fatalf("error %q type %q, want ContentMismatch naming new/weights on b", app.Message(), app.Type())
+	}
+	if strings.Contains(app.Message(), " on a:") || strings.Contains(app.Message(), "rows on b") {
+		t.Errorf("message %q lists clean blocks", app.Message())
+	}
+	var res VerifyWorkflowResult
+	if err := app.Details(&res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Drift || len(res.Blocks) != 4 || len(res.Repaired) != 0 {
+		t.Errorf("details %+v, want drift over 4 blocks, nothing repaired", res)
+	}
+	for _, b := range res.Blocks {
+		if b.Lane != "new" {
+			t.Errorf("block %+v lacks its lane", b)
+		}
+	}
+	f.expectPhases(cat(on("VerifyBlock new/weights", "a", "b"), on("VerifyBlock new/rows", "a", "b")))
+}
+
+func TestVerifyRepairRestagesOnlyDriftedBlocks(t *testing.T) {
+	f := newFakeFleet(t)
+	f.verifyBad["new/weights@b"] = []string{"hub/model-00002.safetensors"}
+	f.verifyBad["new/rows@a"] = []string{"rows/layer3.packed"}
+	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}, Repair: true})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatalf("Verify --repair: %v", err)
+	}
+	var res VerifyWorkflowResult
+	if err := f.env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Drift || len(res.Repaired) != 2 {
+		t.Errorf("result %+v, want no drift left and 2 repaired blocks", res)
+	}
+	f.expectPhases(
+		cat(on("VerifyBlock new/weights", "a", "b"), on("VerifyBlock new/rows", "a", "b")),
+		[]string{"StageBlock new/weights@b", "StageBlock new/rows@a"},
+	)
+}
+
+func TestVerifyRepairFailureStillFails(t *testing.T) {
+	f := newFakeFleet(t)
+	f.verifyBad["new/weights@b"] = []string{"hub/model-00002.safetensors"}
+	f.stageErr["new/weights@b"] = newAppErr("source /nas/hub/model-00002.safetensors missing", fault.SourceMissing)
+	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}, Repair: true})
+	app := appErr(t, f.env.GetWorkflowError())
+	if app.Type() != fault.ContentMismatch || !strings.Contains(app.Message(), "repair weights on b: source /nas/hub/model-00002.safetensors missing") {
+		t.Errorf("error %q type %q, want drift plus the failed repair", app.Message(), app.Type())
+	}
+	if n := f.count("StageBlock"); n != 1 {
+		t.Errorf("%d StageBlock calls, want 1 (permanent fault, no retry)", n)
+	}
+}
+
+func TestVerifyLaneNamesResolvedAtRunTime(t *testing.T) {
+	f := newFakeFleet(t)
+	f.resolve["new"] = activities.ResolveLaneResult{Recipe: testRecipe("new", testBlocks()[:1], false), Plan: testPlan("new", "h", "a")}
+	f.env.ExecuteWorkflow(Verify, VerifyInput{LaneNames: []string{"new"}})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatalf("Verify by lane name: %v", err)
+	}
+	f.expectPhases([]string{"ResolveLane new"}, []string{"VerifyBlock new/weights@a"})
+}
+
+func TestServeStopsOnlyAfterEveryStartEnded(t *testing.T) {
+	f := newFakeFleet(t)
+	// a fails at once; b is still creating its container when it does.
+	f.startErr["new@a"] = newAppErr("image img-new missing on a", fault.ImageMissing)
+	f.startDelay["b"] = 300 * time.Millisecond
+	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b")})
+	app := appErr(t, f.env.GetWorkflowError())
+	if !strings.Contains(app.Error(), "node a, start: image img-new missing on a") {
+		t.Errorf("error %q, want node a's start failure", app.Error())
+	}
+	// A stop racing the still-running start on b would leave b's container
+	// running: the stop must come after b's start ended.
+	f.expectPhases(on("EnsureImage img-new", "a", "b"), []string{"StartRank new@a"}, []string{"StartRank new@b"}, on("StopLane new", "a", "b"))
+}
