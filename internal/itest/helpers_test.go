@@ -42,7 +42,11 @@ type fleetOptions struct {
 	clusters map[string][]string
 	extra    string // root keys added before the tables
 	shared   string // the shared root (the NAS); default DIR/nas
-	recipes  map[string]string
+	// nodeExtra is TOML appended inside a node's table (e.g. [nodes.power]).
+	nodeExtra map[string]string
+	// tail is TOML appended at the end (e.g. [[devices]]).
+	tail    string
+	recipes map[string]string
 }
 
 // newFleet writes a config, starts the embedded server (no UI) and returns;
@@ -75,11 +79,12 @@ func newFleet(t *testing.T, o fleetOptions) *fleet {
 		if err := os.MkdirAll(filepath.Join(root, "srv"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&b, "[[nodes]]\nname = %q\nssh = \"\"\naddress = \"127.0.0.1\"\nroots = [\"/srv\"]\nfs_root = %q\n\n", name, root)
+		fmt.Fprintf(&b, "[[nodes]]\nname = %q\nssh = \"\"\naddress = \"127.0.0.1\"\nroots = [\"/srv\"]\nfs_root = %q\n%s\n", name, root, o.nodeExtra[name])
 	}
 	for _, name := range sortedKeys(o.clusters) {
 		fmt.Fprintf(&b, "[[clusters]]\nname = %q\nnodes = [%s]\n\n", name, quoteAll(o.clusters[name]))
 	}
+	b.WriteString(o.tail)
 	f.cfgFile = filepath.Join(dir, "sparklane.toml")
 	if err := os.MkdirAll(filepath.Join(dir, "recipes"), 0o755); err != nil {
 		t.Fatal(err)

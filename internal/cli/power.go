@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sparklane/sparklane/workflows"
+)
+
+func init() {
+	extraCommandBuilders = append(extraCommandBuilders, (*App).powerCmd)
+}
+
+func (a *App) powerCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "power", Short: "power nodes and network gear on and off (graceful shutdown, then the outlet relay)"}
+	for _, action := range []string{workflows.PowerOff, workflows.PowerOn} {
+		action := action
+		var cluster string
+		var force bool
+		var wait time.Duration
+		c := &cobra.Command{
+			Use:   action + " NODE|DEVICE... | --cluster C",
+			Short: map[string]string{"off": "graceful shutdown → wait until unreachable → relay off", "on": "relay on or Wake-on-LAN → wait until SSH answers and the node worker polls"}[action],
+			RunE: func(cmd *cobra.Command, args []string) error {
+				ctx := cmd.Context()
+				cfg, err := a.config()
+				if err != nil {
+					return err
+				}
+				targets := args
+				if cluster != "" {
+					cl := cfg.Cluster(cluster)
+					if cl == nil {
+						return fmt.Errorf("cluster %q is not in %s", cluster, cfg.File)
+					}
+					targets = append(targets, cl.Nodes...)
+				}
+				if len(targets) == 0 {
+					return fmt.Errorf("name nodes or devices, or --cluster")
+				}
+				for _, t := range targets {
+					known := cfg.Node(t) != nil
+					for _, d := range cfg.Devices {
+						known = known || d.Name == t
+					}
+					if !known {
+						return fmt.Errorf("%q is neither a [[nodes]] nor a [[devices]] entry of %s", t, cfg.File)
+					}
+				}
+				run, err := a.start(ctx, runSpec{ID: workflows.PowerID(action, strings.Join(targets, ",")), Workflow: workflows.Power,
+					Input: workflows.PowerInput{Action: action, Targets: targets, Force: force, WaitBound: wait}})
+				if err != nil {
+					return err
+				}
+				var res workflows.PowerResult
+				err = a.follow(ctx, run, &res)
+				if err != nil && !appErrorDetails(err, &res) {
+					return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
+				}
+				if a.JSON {
+					if perr := a.printJSON(res); perr != nil {
+						return perr
+					}
+				} else {
+					for _, r := range res.Targets {
+						fmt.Fprintf(a.Out, "%s: %s", r.Target, r.State)
+						if r.Error != "" {
+							fmt.Fprintf(a.Out, " — %s", r.Error)
+						}
+						fmt.Fprintln(a.Out)
+						for _, w := range r.Warnings {
+							fmt.Fprintf(a.Out, "  WARNING: %s\n", w)
+						}
+					}
+				}
+				if err != nil {
+					return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
+				}
+				return nil
+			},
+		}
+		c.Flags().StringVar(&cluster, "cluster", "", "every node of this cluster")
+		c.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for a target to go down / come up")
+		if action == workflows.PowerOff {
+			c.Flags().BoolVar(&force, "force", false, "cut the relay even if the target still answers after its shutdown")
+		}
+		cmd.AddCommand(c)
+	}
+	return cmd
+}

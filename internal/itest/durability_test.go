@@ -1,0 +1,591 @@
+package itest
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	dockerclient "github.com/docker/docker/client"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/demo"
+	"github.com/sparklane/sparklane/internal/safetensors"
+	"github.com/sparklane/sparklane/internal/sparserows"
+	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/workers"
+	"github.com/sparklane/sparklane/workflows"
+)
+
+// Durability tests (issue 6): workers and the server die mid-run, real
+// processes are SIGKILLed, and the runs still complete without redoing
+// more than the design allows.
+
+const (
+	// chunk is hub-mirror's copy chunk and sparse-rows' default block: the
+	// most a kill -9 may cost per file in flight.
+	chunk = 64 << 20
+	// killHeartbeat is the staging heartbeat timeout used here, so a killed
+	// worker is noticed in seconds instead of the production minute.
+	killHeartbeat = 3 * time.Second
+)
+
+// nodeProc is a node worker running as its own OS process (cmd/worker), so
+// it can be killed with SIGKILL like a crashed machine's worker.
+type nodeProc struct {
+	t    *testing.T
+	bin  string
+	cfg  string
+	node string
+	log  string
+	cmd  *exec.Cmd
+}
+
+// buildWorker builds ./worker into dir (the module root is two levels up)
+// in the background; wait returns the binary.
+func buildWorker(t *testing.T, dir string) (wait func() string) {
+	t.Helper()
+	bin := filepath.Join(dir, "worker")
+	cmd := exec.Command("go", "build", "-o", bin, "./worker")
+	cmd.Dir = filepath.Join("..", "..")
+	type result struct {
+		out []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { out, err := cmd.CombinedOutput(); done <- result{out, err} }()
+	return func() string {
+		t.Helper()
+		r := <-done
+		if r.err != nil {
+			t.Fatalf("go build ./worker: %v\n%s", r.err, r.out)
+		}
+		return bin
+	}
+}
+
+func (p *nodeProc) start() {
+	p.t.Helper()
+	lf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer lf.Close()
+	cmd := exec.Command(p.bin, "node", "--node", p.node, "--config", p.cfg, "--log", "json")
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("start worker node --node %s: %v", p.node, err)
+	}
+	p.cmd = cmd
+}
+
+// kill9 sends SIGKILL and reaps the process.
+func (p *nodeProc) kill9() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		p.t.Fatalf("SIGKILL worker %d: %v", p.cmd.Process.Pid, err)
+	}
+	_ = p.cmd.Wait()
+	p.cmd = nil
+}
+
+// stop ends a running process with SIGTERM (its normal shutdown).
+func (p *nodeProc) stop() {
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+	p.cmd = nil
+}
+
+// pendingStage polls the stage/LANE/NODE child until a pending StageBlock
+// activity's heartbeat satisfies ok, and returns that progress.
+func pendingStage(ctx context.Context, t *testing.T, c client.Client, id string, ok func(staging.Progress) bool) staging.Progress {
+	t.Helper()
+	dc := converter.GetDefaultDataConverter()
+	var last string
+	for {
+		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		if err == nil {
+			if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				t.Fatalf("%s ended (%s) before it could be interrupted mid-copy; last heartbeat: %s", id, st, last)
+			}
+			for _, pa := range d.GetPendingActivities() {
+				if pa.GetActivityType().GetName() != "StageBlock" || pa.GetHeartbeatDetails() == nil {
+					continue
+				}
+				var p staging.Progress
+				if err := dc.FromPayloads(pa.GetHeartbeatDetails(), &p); err != nil {
+					t.Fatalf("decode heartbeat of %s: %v", id, err)
+				}
+				b, _ := json.Marshal(p)
+				last = string(b)
+				if ok(p) {
+					return p
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: no StageBlock heartbeat with progress before %v (last: %s, describe: %v)", id, ctx.Err(), last, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// writtenBytes is what is on disk under dir: the size of every regular file
+// but ledgers, or for sparse files (pre-sized packed outputs) the allocated
+// bytes minus the packed header.
+func writtenBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.Type().IsRegular() || strings.Contains(d.Name(), "ledger") {
+			return nil
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			return err
+		}
+		if alloc := st.Blocks * 512; alloc < st.Size {
+			n += max(0, alloc-sparserows.PackedHeaderSize)
+		} else {
+			n += st.Size
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", dir, err)
+	}
+	return n
+}
+
+// killFleet is a two-node fleet (cluster duo) whose n2 worker is a separate
+// process, with a hub-mirror lane over a 1 GiB synthetic hub and a
+// sparse-rows lane over two 1 GiB engram tables.
+func killFleet(t *testing.T) (*fleet, *nodeProc) {
+	t.Helper()
+	base := t.TempDir()
+	built := buildWorker(t, base)
+	nasDir := filepath.Join(base, "nas")
+	nas, err := demo.GenerateNAS(nasDir, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := filepath.Join(nasDir, "tables")
+	writeEngramTables(t, tables, map[int]int64{1: 4 << 20, 3: 4 << 20}) // 4 Mi rows × 256 B = 1 GiB each
+	head := `cluster = "duo"
+runtime = "sim"
+image = "sparklane/engine-sim:latest"
+model = "demo/sim-model"
+command = "/engine-sim /hub --port {port}"
+`
+	f := newFleet(t, fleetOptions{nodes: 2, clusters: map[string][]string{"duo": {"n1", "n2"}}, shared: nasDir,
+		recipes: map[string]string{
+			"big-hub": `name = "big-hub"
+` + head + fmt.Sprintf(`
+[[staging]]
+kind = "hub-mirror"
+id = "weights"
+src = %q
+dst = "/srv/sparklane/hf"
+repos = [%q]
+verify = "sampled"
+`, nas.Hub, demo.ModelRepo),
+			"big-rows": `name = "big-rows"
+` + head + fmt.Sprintf(`
+[[staging]]
+kind = "sparse-rows"
+id = "engram"
+format = "packed"
+src = %q
+dst = "/srv/sparklane/engram"
+tensors = ["model.layers.{L}.engram.table"]
+layers = [1, 3]
+`, tables),
+		}})
+	f.startControl()
+	p := &nodeProc{t: t, bin: built(), cfg: f.cfgFile, node: "n2", log: filepath.Join(base, "worker-n2.log")}
+	p.start()
+	t.Cleanup(p.stop)
+	return f, p
+}
+
+// writeEngramTables writes one BF16 [rows,128] table per layer, a
+// safetensors shard each, plus the index, with row-dependent content.
+func writeEngramTables(t *testing.T, dir string, rows map[int]int64) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wm := map[string]string{}
+	for l, n := range rows {
+		name := fmt.Sprintf("engram-l%d.safetensors", l)
+		tn := fmt.Sprintf("model.layers.%d.engram.table", l)
+		wm[tn] = name
+		hdr, laid, err := safetensors.Encode([]safetensors.Tensor{{Name: tn, DType: "BF16", Shape: []int64{n, 128}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fh, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fh.Write(hdr); err != nil {
+			t.Fatal(err)
+		}
+		total := laid[0].End - laid[0].Begin
+		buf := make([]byte, 8<<20)
+		var x uint64 = uint64(l) * 0x9e3779b97f4a7c15
+		for off := int64(0); off < total; off += int64(len(buf)) {
+			c := min(int64(len(buf)), total-off)
+			for i := int64(0); i+8 <= c; i += 8 {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				binary.LittleEndian.PutUint64(buf[i:], x)
+			}
+			if _, err := fh.Write(buf[:c]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := fh.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{}, "weight_map": wm})
+	if err := os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startStage runs the Stage workflow for lane on n2 only, with the short
+// heartbeat timeout, through the client (as `starter stage --node n2`).
+func startStage(ctx context.Context, t *testing.T, f *fleet, lane string) client.WorkflowRun {
+	t.Helper()
+	rs, err := config.LoadRecipes(f.cfg.RecipesDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := config.Resolve(rs, lane)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := config.Render(f.cfg, r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.StageID(lane), TaskQueue: workflows.ControlQueue},
+		workflows.Stage, workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: "n2", Mode: workflows.StageAuto, Verify: true, Heartbeat: killHeartbeat})
+	if err != nil {
+		t.Fatalf("start stage %s: %v", lane, err)
+	}
+	return run
+}
+
+// kill -9 of the n2 node worker mid-copy and mid-pack: after a restart the
+// retried StageBlock resumes from its last heartbeat, the staging completes
+// and verifies, and what was on disk at the kill is re-copied only up to one
+// chunk (hub-mirror) per file in flight, or one block (sparse-rows).
+func TestNodeWorkerKill9MidStagingResumes(t *testing.T) {
+	f, proc := killFleet(t)
+	n2Root := filepath.Join(f.dir, "nodes", "n2")
+
+	cases := []struct {
+		lane, dst string
+		// moving reports a heartbeat taken mid-copy.
+		moving func(staging.Progress) bool
+		// bound is the most re-copying allowed given that heartbeat.
+		bound func(staging.Progress) int64
+	}{
+		{"big-hub", "srv/sparklane/hf",
+			func(p staging.Progress) bool {
+				for _, f := range p.InFlight {
+					if f.Offset > 0 {
+						return true
+					}
+				}
+				return false
+			},
+			func(p staging.Progress) int64 { return int64(max(1, len(p.InFlight))) * chunk }},
+		{"big-rows", "srv/sparklane/engram",
+			func(p staging.Progress) bool { return p.RowsDone > 0 && p.RowsDone < p.RowsTotal },
+			func(staging.Progress) int64 { return chunk }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.lane, func(t *testing.T) {
+			ctx := withTimeout(t, 4*time.Minute)
+			run := startStage(ctx, t, f, tc.lane)
+			hctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+			seen := pendingStage(hctx, t, f.env.Client, workflows.StageNodeID(tc.lane, "n2"), tc.moving)
+			cancel()
+			proc.kill9()
+			dst := filepath.Join(n2Root, tc.dst)
+			onDisk := writtenBytes(t, dst)
+			proc.start()
+
+			var res workflows.StageResult
+			if err := run.Get(ctx, &res); err != nil {
+				t.Fatalf("stage %s after kill -9 and restart: %v\nworker log: %s", tc.lane, err, proc.log)
+			}
+			if len(res.Nodes) != 1 || len(res.Nodes[0].Blocks) != 1 || len(res.Nodes[0].Verified) != 1 {
+				t.Fatalf("stage result: %+v", res)
+			}
+			b, v := res.Nodes[0].Blocks[0].Result, res.Nodes[0].Verified[0].Result
+			if !v.Clean() {
+				t.Fatalf("verify after resumed staging: %d bad, %d missing: %v %v", len(v.Bad), len(v.Missing), v.Bad, v.Missing)
+			}
+			total := b.TotalBytes
+			recopied := onDisk + b.CopiedBytes - total
+			t.Logf("%s: total %s, on disk at kill %s, last heartbeat %s done (%d in flight), final attempt copied %s: re-copied %s (%d bytes)",
+				tc.lane, staging.HumanBytes(total), staging.HumanBytes(onDisk), staging.HumanBytes(max(seen.BytesDone, seen.RowsDone*256)), len(seen.InFlight),
+				staging.HumanBytes(b.CopiedBytes), staging.HumanBytes(max(0, recopied)), recopied)
+			if onDisk < chunk {
+				t.Fatalf("only %d bytes were on disk at the kill: not mid-copy", onDisk)
+			}
+			if b.CopiedBytes > total-onDisk+tc.bound(seen) {
+				t.Errorf("the retried attempt copied %d of %d bytes with %d already on disk: it did not resume", b.CopiedBytes, total, onDisk)
+			}
+			if recopied > tc.bound(seen) {
+				t.Errorf("re-copied %d bytes after kill -9, more than %d (one chunk per file in flight)", recopied, tc.bound(seen))
+			}
+			logb, _ := os.ReadFile(proc.log)
+			if !strings.Contains(string(logb), "resuming staging from heartbeat") {
+				t.Errorf("the restarted worker did not resume from the heartbeat (log %s)", proc.log)
+			}
+		})
+	}
+}
+
+// restartServer stops the workers and the embedded server, starts a new
+// server on the same SQLite file and port, and new workers on a new client.
+func restartServer(t *testing.T, f *fleet, nodes []string) {
+	t.Helper()
+	addr := f.env.Address
+	var port int
+	if _, err := fmt.Sscanf(addr[strings.LastIndex(addr, ":")+1:], "%d", &port); err != nil {
+		t.Fatalf("server address %q: %v", addr, err)
+	}
+	f.stopWorkers()
+	if err := f.env.Close(); err != nil {
+		t.Fatalf("stop embedded server: %v", err)
+	}
+	boot := &config.Config{StateDir: f.cfg.StateDir, Temporal: config.Temporal{Namespace: "default", Port: port, UIPort: -1}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	env, err := workers.Connect(ctx, boot, f.log, workers.ConnectOptions{NoUI: true})
+	if err != nil {
+		t.Fatalf("restart the embedded server on %s over %s: %v", addr, f.cfg.StateDir, err)
+	}
+	if env.Server == nil || env.Address != addr {
+		t.Fatalf("restart: got server %v at %s, want a new embedded server at %s", env.Server != nil, env.Address, addr)
+	}
+	t.Cleanup(func() { f.stopWorkers(); env.Close() })
+	f.env = env
+	f.startControl()
+	for _, n := range nodes {
+		f.startNode(n)
+	}
+}
+
+// containerIDs lists the lane's container IDs, sorted.
+func containerIDs(t *testing.T, dc *dockerclient.Client, lane string) []string {
+	t.Helper()
+	cs, err := dc.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "sparklane.lane="+lane))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range cs {
+		ids = append(ids, c.ID)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// waitPending waits until workflow id has a pending activity of type name
+// that has started.
+func waitPending(ctx context.Context, t *testing.T, c client.Client, id, name string) {
+	t.Helper()
+	for {
+		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		if err == nil {
+			if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				t.Fatalf("%s ended (%s) before %s was pending", id, st, name)
+			}
+			for _, pa := range d.GetPendingActivities() {
+				if pa.GetActivityType().GetName() == name && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %s never pending: %v (describe: %v)", id, name, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// activityAttempts returns the attempt of every started activity of type
+// name in the workflow's history.
+func activityAttempts(ctx context.Context, t *testing.T, c client.Client, id, name string) []int32 {
+	t.Helper()
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	types := map[int64]string{}
+	var out []int32
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", id, err)
+		}
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
+			types[e.GetEventId()] = a.GetActivityType().GetName()
+		}
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil && types[a.GetScheduledEventId()] == name {
+			out = append(out, a.GetAttempt())
+		}
+	}
+	return out
+}
+
+// The embedded server is stopped and started again (same SQLite file, same
+// port) in the middle of a cutover; the workers come back on a new client
+// and the cutover completes, serving.
+func TestServerRestartMidCutoverCompletes(t *testing.T) {
+	f, dc := demoFleet(t, 24<<20)
+	ctx := withTimeout(t, 5*time.Minute)
+	code, out, errOut := f.starter(ctx, "cutover", "--lane", "demo-2x", "--no-wait", "--json", "-o", "extra_args=--load-mibps=8")
+	if code != 0 {
+		t.Fatalf("cutover --no-wait: exit %d\n%s\n%s", code, out, errOut)
+	}
+	id := workflows.CutoverID("demo-2x")
+	// Mid-cutover: the nodes' staging is under way.
+	waitPending(ctx, t, f.env.Client, workflows.StageNodeID("demo-2x", "n1"), "StageBlock")
+	restartServer(t, f, []string{"n1", "n2", "n3", "n4"})
+
+	var res workflows.CutoverResult
+	if err := f.env.Client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+		t.Fatalf("cutover after the server restart: %v", err)
+	}
+	if !res.OK {
+		t.Fatalf("cutover after the server restart did not succeed: %+v", res)
+	}
+	checkServing(t, res, demo.DecodeTPS["demo-2x"])
+	if r, all := laneContainers(t, dc, "demo-2x"); r != 2 || all != 2 {
+		t.Errorf("demo-2x: %d running of %d containers, want 2 of 2", r, all)
+	}
+	// The run is the one started before the restart: same history, now closed.
+	d, err := f.env.Client.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Errorf("cutover status %s after the restart", d.GetWorkflowExecutionInfo().GetStatus())
+	}
+	n, err := f.env.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: fmt.Sprintf("WorkflowId = %q", id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n.GetExecutions()) != 1 {
+		t.Errorf("%d runs of %s, want the one started before the restart", len(n.GetExecutions()), id)
+	}
+}
+
+// The control worker is restarted while WaitReady polls a slowly loading
+// lane: the activity is retried on the new worker and keeps waiting, the
+// cutover completes, and the containers are the same ones (no second set).
+func TestControlWorkerRestartDuringWaitReady(t *testing.T) {
+	f, dc := demoFleet(t, 24<<20)
+	ctx := withTimeout(t, 5*time.Minute)
+	// 24 MiB of weights at 2 MiB/s: each rank loads for ~12 s.
+	code, out, errOut := f.starter(ctx, "cutover", "--lane", "demo-2x", "--no-wait", "--json", "-o", "extra_args=--load-mibps=2")
+	if code != 0 {
+		t.Fatalf("cutover --no-wait: exit %d\n%s\n%s", code, out, errOut)
+	}
+	id := workflows.CutoverID("demo-2x")
+	waitPending(ctx, t, f.env.Client, id, "WaitReady")
+	before := containerIDs(t, dc, "demo-2x")
+	if len(before) != 2 {
+		t.Fatalf("during WaitReady: %d containers for demo-2x, want 2", len(before))
+	}
+	f.control.Stop()
+	f.control = nil
+	f.startControl()
+
+	var res workflows.CutoverResult
+	if err := f.env.Client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+		t.Fatalf("cutover after the control worker restart: %v", err)
+	}
+	if !res.OK {
+		t.Fatalf("cutover after the control worker restart did not succeed: %+v", res)
+	}
+	checkServing(t, res, demo.DecodeTPS["demo-2x"])
+	after := containerIDs(t, dc, "demo-2x")
+	if strings.Join(after, ",") != strings.Join(before, ",") {
+		t.Errorf("containers changed across the control worker restart:\nbefore %v\nafter  %v", before, after)
+	}
+	if r, all := laneContainers(t, dc, "demo-2x"); r != 2 || all != 2 {
+		t.Errorf("demo-2x: %d running of %d containers, want 2 of 2", r, all)
+	}
+	att := activityAttempts(ctx, t, f.env.Client, id, "WaitReady")
+	if len(att) != 1 || att[0] < 2 {
+		t.Errorf("WaitReady attempts %v: want one activity retried (attempt ≥ 2) after the restart", att)
+	}
+	if n := len(activityAttempts(ctx, t, f.env.Client, id, "StartRank")); n != 2 {
+		t.Errorf("StartRank ran %d times, want 2 (one per rank)", n)
+	}
+}
+
+// A node whose worker is down: the probe's pinned activity times out on
+// schedule-to-start, the probe re-probes once, and the cutover fails naming
+// the node and its queue, starting nothing.
+func TestCutoverFailsNamingNodeWhoseWorkerIsDown(t *testing.T) {
+	f, dc := demoFleet(t, 24<<20)
+	f.stopNode("n2")
+	start := time.Now()
+	code, res, errOut := cutover(t, f, "--lane", "demo-2x")
+	if code == 0 || res.OK {
+		t.Fatalf("cutover with n2's worker down: exit %d ok=%v\n%s", code, res.OK, errOut)
+	}
+	t.Logf("failed after %.1fs at %q: %s", time.Since(start).Seconds(), res.FailedStep, res.Error)
+	if !strings.Contains(res.Error, "n2") || !strings.Contains(res.Error, "node.n2") {
+		t.Errorf("error %q does not name node n2 and its queue node.n2", res.Error)
+	}
+	if !strings.Contains(res.Error, "n1") {
+		t.Errorf("error %q does not list every node's state (n1 missing)", res.Error)
+	}
+	if _, all := laneContainers(t, dc, "demo-2x"); all != 0 {
+		t.Errorf("a failed probe started %d containers", all)
+	}
+}
