@@ -25,6 +25,8 @@ type CutoverInput struct {
 	Bench      bool   `json:"bench,omitempty"`
 	BenchLabel string `json:"bench_label,omitempty"`
 	NoRollback bool   `json:"no_rollback,omitempty"`
+	// PowerOn switches on the lane's nodes whose relay is off before staging.
+	PowerOn bool `json:"power_on,omitempty"`
 	// Fleet is every node of the config: a previous lane is stopped wherever
 	// it runs, not only on the nodes the new lane needs.
 	Fleet []string `json:"fleet,omitempty"`
@@ -72,6 +74,30 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 			fmt.Sprintf("cutover to %s failed at %s: %s", in.Plan.Lane, step, res.Error), "CutoverFailed", err, res)
 	}
 	nodes := planNodes(in.Plan)
+
+	// 0. Power on the lane's nodes that are off (--power-on).
+	if in.PowerOn {
+		i := t.start("power on", "")
+		var pre FleetProbeResult
+		err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID: CutoverID(in.Plan.Cluster) + "/power-probe", TaskQueue: ControlQueue,
+		}), FleetProbe, FleetProbeInput{Nodes: nodes, PickupTimeout: in.Pickup}).Get(ctx, &pre)
+		var off []string
+		for _, st := range pre.Nodes {
+			if st.State == NodeOff {
+				off = append(off, st.Node)
+			}
+		}
+		if err == nil && len(off) > 0 {
+			err = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+				WorkflowID: CutoverID(in.Plan.Cluster) + "/power-on", TaskQueue: ControlQueue,
+			}), Power, PowerInput{Action: PowerOn, Targets: off}).Get(ctx, nil)
+		}
+		t.end(i, fmt.Sprintf("%d node(s) switched on", len(off)), err)
+		if err != nil {
+			return fail("power on", err)
+		}
+	}
 
 	// 1. Fleet probe; its retry policy is the re-probe before bail.
 	i := t.start("probe fleet", "")

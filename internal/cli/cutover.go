@@ -17,6 +17,7 @@ type cutoverFlags struct {
 	lane, stage, label string
 	noWait, bench      bool
 	noRollback, dryRun bool
+	powerOn            bool
 	overrides          []string
 }
 
@@ -47,6 +48,7 @@ func (a *App) cutoverCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "bench the lane once it answers and write a report")
 	cmd.Flags().StringVar(&f.label, "label", "", "report label for --bench")
 	cmd.Flags().BoolVar(&f.noRollback, "no-rollback", false, "on failure, do not bring the previous lane back")
+	cmd.Flags().BoolVar(&f.powerOn, "power-on", false, "switch on the lane's nodes whose relay is off, before staging")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print every node's command, env, mounts and staging plan; touch nothing")
 	cmd.Flags().StringArrayVarP(&f.overrides, "override", "o", nil, "key=value override (repeatable)")
 	return cmd
@@ -70,7 +72,7 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *config.Reci
 		Memo: recipeMemo(r, plan),
 		// --no-wait detaches this command; the workflow still runs every step.
 		Input: workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
-			BenchLabel: f.label, NoRollback: f.noRollback, Grace: cfg.ProbeGrace, Fleet: allNodes(cfg)},
+			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: cfg.ProbeGrace, Fleet: allNodes(cfg)},
 	})
 	if err != nil {
 		return nil, err
