@@ -1,10 +1,13 @@
 package workflows
 
 import (
+	"context"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/mock"
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/fault"
@@ -321,5 +324,81 @@ func TestCutoverLeavesUnrelatedLanesAlone(t *testing.T) {
 	// old is still stopped wherever it runs, c included.
 	if n := c.count("StopLane old@c"); n != 1 {
 		t.Errorf("old not stopped on c: %v", c.callList())
+	}
+}
+
+func TestCutoverStageFailureRollsBack(t *testing.T) {
+	c := newCutover(t)
+	c.stageErr["new/weights@b"] = newAppErr("node b: /srv/hub: 3 GiB free, block weights needs 100 GiB", fault.NoSpace)
+	res, err := c.run()
+	if err == nil {
+		t.Fatal("cutover succeeded although staging failed")
+	}
+	if res.FailedStep != "stage" || !strings.Contains(res.Error, "node b: /srv/hub: 3 GiB free") {
+		t.Errorf("FailedStep %q Error %q, want stage naming node b's disk", res.FailedStep, res.Error)
+	}
+	if !reflect.DeepEqual(res.RolledBack, []string{"old"}) || !res.OldLaneAnswers {
+		t.Errorf("RolledBack %v OldLaneAnswers %v, want old back", res.RolledBack, res.OldLaneAnswers)
+	}
+	// b stops after weights; a stages both blocks; nothing is verified.
+	c.expectPhases(phases([][]string{
+		probePhase, {"ResolveLane old"}, on("StopLane old", "a", "b", "c"),
+		{"StageBlock new/weights@a", "StageBlock new/rows@a", "StageBlock new/weights@b"},
+		on("StopLane new", "a", "b"),
+	}, serveOld())...)
+}
+
+func TestCutoverStartFailureIsServeStep(t *testing.T) {
+	c := newCutover(t)
+	c.startErr["new@b"] = newAppErr("node b rank 1: image img-new not found", fault.ImageMissing)
+	res, err := c.run()
+	if err == nil {
+		t.Fatal("cutover succeeded although a rank did not start")
+	}
+	if res.FailedStep != "serve" || res.Serve == nil || len(res.Serve.Ranks) != 1 {
+		t.Errorf("FailedStep %q Serve %+v, want serve with one started rank", res.FailedStep, res.Serve)
+	}
+	if n := c.count("WaitReady new"); n != 0 {
+		t.Errorf("waited for a lane that did not start: %v", c.callList())
+	}
+	if n := c.count("StopLane new@"); n != 2 || !reflect.DeepEqual(res.RolledBack, []string{"old"}) {
+		t.Errorf("new stopped %d times, RolledBack %v; want 2 stops and old back", n, res.RolledBack)
+	}
+}
+
+func TestCutoverBench(t *testing.T) {
+	c := newCutover(t)
+	c.in.Bench = true
+	var got activities.BenchInput
+	c.env.OnActivity("Bench", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.BenchInput) (activities.BenchResult, error) {
+		c.record(ctx, "Bench "+in.Label)
+		got = in
+		return activities.BenchResult{ReportID: "r1", Summary: "decode 40 tok/s"}, nil
+	})
+	res, err := c.run()
+	if err != nil {
+		t.Fatalf("cutover --bench: %v", err)
+	}
+	if res.Bench == nil || res.Bench.ReportID != "r1" {
+		t.Errorf("Bench %+v, want report r1", res.Bench)
+	}
+	if got.BaseURL != "http://new" || got.Model != "model-new" || len(got.Staging) != 4 || got.Decode == nil || got.Baseline != "latest" {
+		t.Errorf("bench input %+v: want the serving lane's URL, model, 4 staged blocks and the decode probe", got)
+	}
+	c.expectPhases(phases([][]string{
+		probePhase, {"ResolveLane old"}, on("StopLane old", "a", "b", "c"), stagePhase, verifyNew,
+	}, serveNew(), [][]string{{"Bench cutover"}})...)
+}
+
+func TestCutoverBenchFailureKeepsLane(t *testing.T) {
+	c := newCutover(t)
+	c.in.Bench = true
+	c.env.OnActivity("Bench", mock.Anything, mock.Anything).Return(activities.BenchResult{}, newAppErr("harness exited 2", "Permanent"))
+	res, err := c.run()
+	if err != nil {
+		t.Fatalf("a failed bench must not fail the cutover: %v", err)
+	}
+	if !res.OK || res.Error != "bench: harness exited 2" || len(res.RolledBack) != 0 || c.count("StopLane new") != 0 {
+		t.Errorf("result %+v, want OK, the bench error reported, nothing stopped", res)
 	}
 }
