@@ -113,7 +113,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 			probeNodes = append(probeNodes, n)
 		}
 	}
-	err := workflow.ExecuteChildWorkflow(pctx, FleetProbe, FleetProbeInput{Nodes: probeNodes, Require: nodes, Lane: in.Plan.Lane, Grace: in.Grace}).Get(ctx, &probe)
+	err := workflow.ExecuteChildWorkflow(pctx, FleetProbe, FleetProbeInput{Nodes: probeNodes, Require: nodes, Lane: in.Plan.Lane, Grace: in.Grace, PickupTimeout: in.Pickup}).Get(ctx, &probe)
 	t.end(i, "", err)
 	if err != nil {
 		return fail("probe fleet", err)
@@ -154,13 +154,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 		prevPlans[l] = r
 	}
 
-	// 3. Stop them (verified).
-	for _, l := range res.Previous {
-		if err := stopLane(ctx, t, l, prevNodes[l], in.Pickup); err != nil {
-			return fail("stop "+l, err)
-		}
-	}
-	// From here on a failure rolls back.
+	// From the stop on, a failure rolls back.
 	rollback := func(step string, cause error) (CutoverResult, error) {
 		dctx, cancel := workflow.NewDisconnectedContext(ctx)
 		defer cancel()
@@ -201,6 +195,13 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 		return fail(step, cause)
 	}
 
+	// 3. Stop them (verified). A stop that fails partway rolls back too:
+	// a half-stopped lane is brought back whole.
+	for _, l := range res.Previous {
+		if err := stopLane(ctx, t, l, prevNodes[l], in.Pickup); err != nil {
+			return rollback("stop "+l, err)
+		}
+	}
 	// 4. Stage every block on every node, in parallel.
 	blocks := in.Recipe.Staging
 	if len(blocks) == 0 {
