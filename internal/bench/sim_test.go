@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -19,37 +20,54 @@ func TestPerfAgainstInProcessEngineSim(t *testing.T) {
 	eng := simtest.Start(t, sim.Config{ModelPath: model, ServedModelName: "sim-model", PrefillTPS: prefill, DecodeTPS: decode, ContextLength: 16384})
 	eng.WaitServing(t, 30*time.Second)
 
-	res, err := Perf(context.Background(), PerfInput{
-		BaseURL: eng.URL, Model: "sim-model",
-		PromptLengths: []int{512, 2048}, Depths: []int{0, 2048}, Concurrency: []int{1, 2},
-		GenTokens: 64, Repeats: 2, RequestTimeout: time.Minute,
-	})
-	if err != nil {
-		t.Fatalf("Perf against engine-sim: %v", err)
-	}
-	if len(res.Failures) > 0 {
-		t.Fatalf("failures: %+v", res.Failures)
-	}
-	if res.ContextTokens != 16384 {
-		t.Errorf("context window %d, want 16384 from /v1/models", res.ContextTokens)
-	}
-	for _, p := range res.PP {
-		if !within(p.TokPerSec, prefill, 0.15) {
-			t.Errorf("pp %d (server counted %d): %.0f tok/s, want %.0f +-15%%", p.RequestedTokens, p.PromptTokens, p.TokPerSec, prefill)
+	// Rates are measurements on a shared 2-core machine: a sweep whose every
+	// point is within tolerance passes; up to three sweeps are measured so a
+	// scheduler stall is not mistaken for wrong pacing (wrong pacing fails
+	// all three). Token counts and structure are checked on every sweep.
+	var res PerfResult
+	var problems []string
+	for attempt := 1; attempt <= 3; attempt++ {
+		var err error
+		res, err = Perf(context.Background(), PerfInput{
+			BaseURL: eng.URL, Model: "sim-model",
+			PromptLengths: []int{512, 2048}, Depths: []int{0, 2048}, Concurrency: []int{1, 2},
+			GenTokens: 64, Repeats: 2, RequestTimeout: time.Minute,
+		})
+		if err != nil {
+			t.Fatalf("Perf against engine-sim: %v", err)
 		}
-		if !within(float64(p.PromptTokens), float64(p.RequestedTokens), 0.10) {
-			t.Errorf("pp %d: server counted %d tokens", p.RequestedTokens, p.PromptTokens)
+		if len(res.Failures) > 0 {
+			t.Fatalf("failures: %+v", res.Failures)
 		}
-	}
-	for _, p := range res.TG {
-		if !within(p.PerRequestTokPerSec, decode, 0.10) {
-			t.Errorf("tg d%d c%d: %.1f tok/s, want %.0f +-10%%", p.Depth, p.Concurrency, p.PerRequestTokPerSec, decode)
+		if res.ContextTokens != 16384 {
+			t.Errorf("context window %d, want 16384 from /v1/models", res.ContextTokens)
 		}
-		for _, s := range p.Requests {
-			if s.CompletionTokens != 64 {
-				t.Errorf("tg d%d c%d: %d completion tokens, want 64", p.Depth, p.Concurrency, s.CompletionTokens)
+		problems = nil
+		for _, p := range res.PP {
+			if !within(p.TokPerSec, prefill, 0.15) {
+				problems = append(problems, fmt.Sprintf("pp %d (server counted %d): %.0f tok/s, want %.0f +-15%%", p.RequestedTokens, p.PromptTokens, p.TokPerSec, prefill))
+			}
+			if !within(float64(p.PromptTokens), float64(p.RequestedTokens), 0.10) {
+				t.Errorf("pp %d: server counted %d tokens", p.RequestedTokens, p.PromptTokens)
 			}
 		}
+		for _, p := range res.TG {
+			if !within(p.PerRequestTokPerSec, decode, 0.10) {
+				problems = append(problems, fmt.Sprintf("tg d%d c%d: %.1f tok/s, want %.0f +-10%%", p.Depth, p.Concurrency, p.PerRequestTokPerSec, decode))
+			}
+			for _, s := range p.Requests {
+				if s.CompletionTokens != 64 {
+					t.Errorf("tg d%d c%d: %d completion tokens, want 64", p.Depth, p.Concurrency, s.CompletionTokens)
+				}
+			}
+		}
+		if len(problems) == 0 {
+			break
+		}
+		t.Logf("sweep %d off tolerance: %v", attempt, problems)
+	}
+	for _, p := range problems {
+		t.Error(p)
 	}
 	t.Logf("pp %.0f/%.0f tok/s, tg %.1f/%.1f/%.1f/%.1f tok/s (configured %g/%g)", res.PP[0].TokPerSec, res.PP[1].TokPerSec,
 		res.TG[0].PerRequestTokPerSec, res.TG[1].PerRequestTokPerSec, res.TG[2].PerRequestTokPerSec, res.TG[3].PerRequestTokPerSec, prefill, decode)

@@ -135,7 +135,7 @@ func TestCutoverServesRollsBackAndStops(t *testing.T) {
 	if code != 0 || !res.OK {
 		t.Fatalf("cutover demo-4x: exit %d, %+v\n%s", code, res, errOut)
 	}
-	checkServing(t, res, demo.DecodeTPS["demo-4x"])
+	checkServing(t, f, res, demo.DecodeTPS["demo-4x"])
 	saveHistory(t, f, workflows.CutoverID("demo-4x"), "cutover-ok")
 	if r, _ := laneContainers(t, dc, "demo-4x"); r != 4 {
 		t.Fatalf("demo-4x: %d containers running, want 4", r)
@@ -165,7 +165,7 @@ func TestCutoverServesRollsBackAndStops(t *testing.T) {
 	if err := f.env.Client.GetWorkflow(ctx, workflows.CutoverID("demo-2x"), "").Get(ctx, &done); err != nil {
 		t.Fatalf("cutover demo-2x: %v", err)
 	}
-	checkServing(t, done, demo.DecodeTPS["demo-2x"])
+	checkServing(t, f, done, demo.DecodeTPS["demo-2x"])
 	if len(done.Previous) != 1 || done.Previous[0] != "demo-4x" {
 		t.Errorf("previous lanes %v, want [demo-4x]", done.Previous)
 	}
@@ -224,7 +224,7 @@ func TestCutoverServesRollsBackAndStops(t *testing.T) {
 	}
 }
 
-func checkServing(t *testing.T, res workflows.CutoverResult, decode int) {
+func checkServing(t *testing.T, f *fleet, res workflows.CutoverResult, decode int) {
 	t.Helper()
 	if res.Serve == nil || !res.Serve.Answers {
 		t.Fatalf("lane %s does not answer: %+v", res.Lane, res.Serve)
@@ -237,8 +237,20 @@ func checkServing(t *testing.T, res workflows.CutoverResult, decode int) {
 			t.Errorf("smoke %q answered %q, want %q", a.Prompt, a.Answer, a.Expect)
 		}
 	}
+	// The decode rate is a measurement on a shared machine: when the
+	// cutover's own probe is off, the lane is probed again (twice at most).
 	got := res.Serve.Decode.DecodeTPS
-	if math.Abs(got-float64(decode))/float64(decode) > 0.10 {
+	off := func(v float64) bool { return math.Abs(v-float64(decode))/float64(decode) > 0.10 }
+	for attempt := 0; attempt < 2 && off(got) && f != nil; attempt++ {
+		t.Logf("lane %s decode %.1f tok/s off the configured %d; probing again", res.Lane, got, decode)
+		code, out, errOut := f.starter(withTimeout(t, 2*time.Minute), "probe", "--lane", res.Lane, "--json")
+		var sr workflows.ServeResult
+		if code != 0 || json.Unmarshal([]byte(out), &sr) != nil || sr.Decode == nil {
+			t.Fatalf("probe --lane %s: exit %d\n%s\n%s", res.Lane, code, out, errOut)
+		}
+		got = sr.Decode.DecodeTPS
+	}
+	if off(got) {
 		t.Errorf("lane %s decode %.1f tok/s, configured %d (want within 10%%)", res.Lane, got, decode)
 	}
 }

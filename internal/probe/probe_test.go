@@ -204,21 +204,34 @@ func TestSmokeAndDecodeAgainstSim(t *testing.T) {
 		t.Errorf("failing smoke results %+v", res)
 	}
 
-	d, err := probe.DecodeProbe(ctx, probe.DecodeInput{BaseURL: e.URL, PromptTokens: 2000, MaxTokens: 151})
-	if err != nil {
-		t.Fatal(err)
+	// Speeds are measurements on a shared machine: up to three probes, the
+	// first fully within tolerance passes (wrong pacing fails all three).
+	var timing []string
+	for attempt := 1; attempt <= 3; attempt++ {
+		d, err := probe.DecodeProbe(ctx, probe.DecodeInput{BaseURL: e.URL, PromptTokens: 2000, MaxTokens: 151})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.PromptTokens != 2000 || d.CompletionTokens != 151 {
+			t.Errorf("token counts %+v, want 2000 in / 151 out (from usage)", d)
+		}
+		timing = nil
+		if math.Abs(d.DecodeTPS-decode)/decode > 0.10 {
+			timing = append(timing, fmt.Sprintf("decode %.1f tok/s, configured %.0f: off by more than 10%%", d.DecodeTPS, decode))
+		}
+		if math.Abs(d.PrefillTPS-prefill)/prefill > 0.15 {
+			timing = append(timing, fmt.Sprintf("prefill %.0f tok/s, configured %.0f: off by more than 15%%", d.PrefillTPS, prefill))
+		}
+		if want := 2000 / prefill; math.Abs(d.TTFTSeconds-want) > 0.1 {
+			timing = append(timing, fmt.Sprintf("TTFT %.3fs, want about %.3fs", d.TTFTSeconds, want))
+		}
+		if len(timing) == 0 {
+			break
+		}
+		t.Logf("probe %d off tolerance: %v", attempt, timing)
 	}
-	if d.PromptTokens != 2000 || d.CompletionTokens != 151 {
-		t.Errorf("token counts %+v, want 2000 in / 151 out (from usage)", d)
-	}
-	if math.Abs(d.DecodeTPS-decode)/decode > 0.10 {
-		t.Errorf("decode %.1f tok/s, configured %.0f: off by more than 10%%", d.DecodeTPS, decode)
-	}
-	if math.Abs(d.PrefillTPS-prefill)/prefill > 0.15 {
-		t.Errorf("prefill %.0f tok/s, configured %.0f: off by more than 15%%", d.PrefillTPS, prefill)
-	}
-	if want := 2000 / prefill; math.Abs(d.TTFTSeconds-want) > 0.1 {
-		t.Errorf("TTFT %.3fs, want about %.3fs", d.TTFTSeconds, want)
+	for _, m := range timing {
+		t.Error(m)
 	}
 
 	// A prompt beyond the context is the lane's answer, not a glitch.

@@ -320,9 +320,16 @@ func (e *engine) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 	if len(toks) == 0 && !sleepUntil(first) {
 		return 499
 	}
+	// Decode is paced from when the first token actually went out: a stall
+	// before it (a loaded machine) delays the answer but never makes the
+	// following tokens burst out faster than the configured rate.
+	anchor := first
 	for i, tok := range toks {
-		if !sleepUntil(first.Add(time.Duration(i) * step)) {
+		if !sleepUntil(anchor.Add(time.Duration(i) * step)) {
 			return 499
+		}
+		if i == 0 {
+			anchor = time.Now()
 		}
 		var fin any
 		if i == len(toks)-1 {
