@@ -32,7 +32,21 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 	tmp := tmpName(dst)
 	var out *os.File
 	var off int64
-	if want, ok := st.resume[it.Rel]; ok && want > 0 && want <= size {
+	want, have := st.resume[it.Rel]
+	if st.opts.Resume != nil {
+		// A retried attempt: the temp file may be ahead of the last
+		// heartbeat (heartbeats reach the server throttled, seconds late).
+		// Every chunk before the one holding its last byte was written and
+		// fdatasynced before that chunk began, so it is trusted like a
+		// heartbeat offset (after the same sampled check): a kill -9 costs
+		// at most one chunk per file in flight, however stale the heartbeat.
+		if fi, err := os.Lstat(tmp); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
+			if done := (min(fi.Size(), size) - 1) / chunkSize * chunkSize; done > want {
+				want, have = done, true
+			}
+		}
+	}
+	if have && want > 0 && want <= size {
 		if f, err := os.OpenFile(tmp, os.O_RDWR, 0); err == nil {
 			if fi, err := f.Stat(); err == nil && fi.Size() >= want {
 				a, errA := ledger.SampleRegion(f, 0, want)
