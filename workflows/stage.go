@@ -31,7 +31,11 @@ const (
 func StageNode(ctx workflow.Context, in StageNodeInput) (StageNodeResult, error) {
 	t := newTracker(ctx, "StageNode", in.Lane)
 	res := StageNodeResult{Node: in.Node}
-	actx := nodeOpts(ctx, in.Node, in.PickupTimeout, stageRunTimeout, stageHeartbeat, stageAttempts)
+	hb := in.Heartbeat
+	if hb <= 0 {
+		hb = stageHeartbeat
+	}
+	actx := nodeOpts(ctx, in.Node, in.PickupTimeout, stageRunTimeout, hb, stageAttempts)
 	for _, b := range in.Blocks {
 		i := t.start("stage "+b.ID, in.Node)
 		var r activities.StageBlockResult
@@ -45,7 +49,7 @@ func StageNode(ctx workflow.Context, in StageNodeInput) (StageNodeResult, error)
 		res.Blocks = append(res.Blocks, r)
 	}
 	if in.Verify && !in.DryRun {
-		vctx := nodeOpts(ctx, in.Node, in.PickupTimeout, verifyRunTimeout, stageHeartbeat, 3)
+		vctx := nodeOpts(ctx, in.Node, in.PickupTimeout, verifyRunTimeout, hb, 3)
 		for _, b := range in.Blocks {
 			i := t.start("verify "+b.ID, in.Node)
 			var v activities.VerifyBlockResult
@@ -93,7 +97,12 @@ func nodeErr(node, step string, err error) error {
 
 // stageChildren starts StageNode on every node of plan (or only one) in
 // parallel and waits for all; the first error is returned after all ended.
-func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, blocks []config.Staging, only, mode string, dryRun, verify bool, pickup time.Duration) ([]StageNodeResult, error) {
+// An optional heartbeat overrides the staging heartbeat timeout.
+func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, blocks []config.Staging, only, mode string, dryRun, verify bool, pickup time.Duration, heartbeat ...time.Duration) ([]StageNodeResult, error) {
+	var hb time.Duration
+	if len(heartbeat) > 0 {
+		hb = heartbeat[0]
+	}
 	type child struct {
 		node string
 		f    workflow.ChildWorkflowFuture
@@ -112,7 +121,7 @@ func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, block
 		t.child(id)
 		kids = append(kids, child{n.Node, workflow.ExecuteChildWorkflow(cctx, StageNode, StageNodeInput{
 			Lane: plan.Lane, Node: n.Node, Rank: n.Rank, TP: plan.TP, Blocks: blocks, Mode: mode,
-			DryRun: dryRun, Verify: verify, PickupTimeout: pickup,
+			DryRun: dryRun, Verify: verify, PickupTimeout: pickup, Heartbeat: hb,
 		})})
 	}
 	if only != "" && len(kids) == 0 {
@@ -143,7 +152,7 @@ func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, block
 func Stage(ctx workflow.Context, in StageInput) (StageResult, error) {
 	t := newTracker(ctx, "Stage", in.Plan.Lane)
 	i := t.start("stage", "")
-	nodes, err := stageChildren(ctx, t, in.Plan, in.Blocks, in.Only, in.Mode, in.DryRun, in.Verify, in.Pickup)
+	nodes, err := stageChildren(ctx, t, in.Plan, in.Blocks, in.Only, in.Mode, in.DryRun, in.Verify, in.Pickup, in.Heartbeat)
 	t.end(i, "", err)
 	return StageResult{Lane: in.Plan.Lane, Nodes: nodes}, err
 }

@@ -177,6 +177,9 @@ type StageNodeInput struct {
 	Verify bool `json:"verify,omitempty"`
 	// PickupTimeout bounds schedule-to-start on the node's queue.
 	PickupTimeout time.Duration `json:"pickup_timeout,omitempty"`
+	// Heartbeat is the staging activities' heartbeat timeout: how soon a
+	// killed node worker is noticed and its copy retried (0: one minute).
+	Heartbeat time.Duration `json:"heartbeat,omitempty"`
 }
 
 // StageNodeResult is what one node's staging did.
@@ -196,6 +199,8 @@ type StageInput struct {
 	DryRun bool          `json:"dry_run,omitempty"`
 	Verify bool          `json:"verify,omitempty"`
 	Pickup time.Duration `json:"pickup,omitempty"`
+	// Heartbeat is passed to every StageNode (0: one minute).
+	Heartbeat time.Duration `json:"heartbeat,omitempty"`
 }
 
 // StageResult collects every node's result.

@@ -133,6 +133,7 @@ func Stage(ctx context.Context, spec Spec, opts staging.Options) (staging.Result
 	if err := r.decideOutputs(); err != nil {
 		return r.res, err
 	}
+	r.advanceResume()
 	blocks := r.blocks()
 	if !r.dry {
 		// Before any temp file exists: a NoSpace failure leaves dst as it was.
@@ -178,6 +179,42 @@ func Stage(ctx context.Context, spec Spec, opts staging.Options) (staging.Result
 	r.res.TotalFiles += len(r.outs)
 	r.res.Seconds = time.Since(start).Seconds()
 	return r.res, nil
+}
+
+// advanceResume moves the resume point of a resumed packed file past the
+// blocks its temp file already holds beyond the last heartbeat (heartbeats
+// reach the server throttled, seconds late). Blocks are written in order,
+// each fdatasynced before the next begins, so every block before the one
+// holding the last written byte is complete; those blocks are then checked
+// against the source like the ones before the heartbeat instead of being
+// rewritten, and a kill -9 costs at most one block however stale the
+// heartbeat. Without SEEK_HOLE support the point stays where it was.
+func (r *run) advanceResume() {
+	if r.resumeLi < 0 || r.spec.Format != FormatPacked || r.dry {
+		return
+	}
+	lp := r.pi.Layers[r.resumeLi]
+	o := r.outs[lp.Output]
+	if o == nil || o.mode != modeResumed {
+		return
+	}
+	f, err := os.Open(o.tmp)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	from := PackedHeaderSize + (r.resumeNext-lp.First)*lp.RecordSize
+	hole, err := unix.Seek(int(f.Fd()), from, unix.SEEK_HOLE)
+	if err != nil || hole <= from || hole >= o.size {
+		// Nothing past the resume point, or data up to the end (no holes
+		// reported): keep the heartbeat's point.
+		return
+	}
+	lastRow := lp.First + (hole-1-PackedHeaderSize)/lp.RecordSize
+	next := lp.First + (lastRow-lp.First)/lp.BlockRows*lp.BlockRows
+	if next > r.resumeNext {
+		r.resumeNext = next
+	}
 }
 
 // expectedPackedHeader is the header a layer's packed file must carry.
