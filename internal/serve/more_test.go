@@ -30,7 +30,7 @@ func TestStopLaneLooksAgain(t *testing.T) {
 	img := testImage(t, d)
 	lane := newLane(t, d)
 	ctx := context.Background()
-	if _, err := serve.StartRank(ctx, d, spec(lane, "n1", 0, "h", img, "sleep")); err != nil {
+	if _, err := serve.StartRank(ctx, d, spec(lane, "serve-n1", 0, "h", img, "sleep")); err != nil {
 		t.Fatal(err)
 	}
 	_, err := serve.StopLane(ctx, lyingDocker{d}, lane, time.Second)
@@ -46,7 +46,7 @@ func TestStartRankConcurrent(t *testing.T) {
 	d := dockerClient(t)
 	img := testImage(t, d)
 	lane := newLane(t, d)
-	s := spec(lane, "n1", 0, "h", img, "sleep")
+	s := spec(lane, "serve-n1", 0, "h", img, "sleep")
 	var wg sync.WaitGroup
 	res := make([]serve.RankStarted, 3)
 	errs := make([]error, 3)
@@ -80,7 +80,7 @@ func TestStartRankGPURequest(t *testing.T) {
 	d := dockerClient(t)
 	img := testImage(t, d)
 	lane := newLane(t, d)
-	s := spec(lane, "n1", 0, "h", img, "sleep")
+	s := spec(lane, "serve-n1", 0, "h", img, "sleep")
 	s.GPUs = true
 	_, err := serve.StartRank(context.Background(), d, s)
 	if err == nil {
@@ -111,7 +111,7 @@ func TestInspectLaneOverSSH(t *testing.T) {
 	lane := newLane(t, d)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := serve.StartRank(ctx, d, spec(lane, "n1", 0, "h", img, "print:5", "eprint:boom", "exit:9")); err != nil {
+	if _, err := serve.StartRank(ctx, d, spec(lane, "serve-n1", 0, "h", img, "print:5", "nap:100", "eprint:boom", "exit:9")); err != nil {
 		t.Fatal(err)
 	}
 	waitRankExited(t, d, serve.ContainerName(lane, 0))

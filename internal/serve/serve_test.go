@@ -193,7 +193,7 @@ func TestEnsureImage(t *testing.T) {
 	d := dockerClient(t)
 	img := testImage(t, d)
 	ctx := context.Background()
-	info, err := serve.EnsureImage(ctx, d, img, "n1")
+	info, err := serve.EnsureImage(ctx, d, img, "serve-n1")
 	if err != nil {
 		t.Fatalf("EnsureImage(%s): %v", img, err)
 	}
@@ -218,7 +218,7 @@ func TestStartRankIdempotentAndRecreates(t *testing.T) {
 	img := testImage(t, d)
 	lane := newLane(t, d)
 	ctx := context.Background()
-	s := spec(lane, "n1", 0, "hash-a", img, "sleep")
+	s := spec(lane, "serve-n1", 0, "hash-a", img, "sleep")
 	s.Env = map[string]string{"NODE_RANK": "0", "TP_SIZE": "2"}
 
 	first, err := serve.StartRank(ctx, d, s)
@@ -233,7 +233,7 @@ func TestStartRankIdempotentAndRecreates(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := ins.Config.Labels
-	if l[serve.LabelLane] != lane || l[serve.LabelNode] != "n1" || l[serve.LabelRank] != "0" || l[serve.LabelRecipeHash] != "hash-a" || l["sparklane.test"] != "1" {
+	if l[serve.LabelLane] != lane || l[serve.LabelNode] != "serve-n1" || l[serve.LabelRank] != "0" || l[serve.LabelRecipeHash] != "hash-a" || l["sparklane.test"] != "1" {
 		t.Errorf("labels = %v", l)
 	}
 	if !ins.HostConfig.NetworkMode.IsHost() || string(ins.HostConfig.IpcMode) != "host" || ins.HostConfig.RestartPolicy.Name != "no" {
@@ -265,7 +265,7 @@ func TestStartRankIdempotentAndRecreates(t *testing.T) {
 	}
 
 	// Same hash, but the container exited: it is recreated.
-	ex := spec(lane, "n1", 1, "hash-b", img, "exit:0")
+	ex := spec(lane, "serve-n1", 1, "hash-b", img, "exit:0")
 	r1, err := serve.StartRank(ctx, d, ex)
 	if err != nil {
 		t.Fatal(err)
@@ -303,7 +303,7 @@ func TestForeignContainerNotTouched(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}) })
-	_, err = serve.StartRank(ctx, d, spec(lane, "n1", 0, "h", img, "sleep"))
+	_, err = serve.StartRank(ctx, d, spec(lane, "serve-n1", 0, "h", img, "sleep"))
 	if typ, _ := fault.TypeOf(err); typ != fault.InvalidSpec || !strings.Contains(err.Error(), name) {
 		t.Fatalf("StartRank over a foreign container: %v, want InvalidSpec naming %s", err, name)
 	}
@@ -319,9 +319,9 @@ func TestBindsReadOnlyAndMissingSource(t *testing.T) {
 	ctx := context.Background()
 	ro, rw := t.TempDir(), t.TempDir()
 
-	r0 := spec(lane, "n1", 0, "h", img, "write:/weights/probe", "exit:0")
+	r0 := spec(lane, "serve-n1", 0, "h", img, "write:/weights/probe", "exit:0")
 	r0.Mounts = []config.Mount{{Src: ro, Dst: "/weights", ReadOnly: true}}
-	r1 := spec(lane, "n1", 1, "h", img, "write:/cache/probe", "exit:0")
+	r1 := spec(lane, "serve-n1", 1, "h", img, "write:/cache/probe", "exit:0")
 	r1.Mounts = []config.Mount{{Src: rw, Dst: "/cache"}}
 	for _, s := range []serve.RankSpec{r0, r1} {
 		if _, err := serve.StartRank(ctx, d, s); err != nil {
@@ -343,7 +343,7 @@ func TestBindsReadOnlyAndMissingSource(t *testing.T) {
 	}
 
 	missing := filepath.Join(t.TempDir(), "staged", "not-yet")
-	bad := spec(lane, "n1", 2, "h", img, "sleep")
+	bad := spec(lane, "serve-n1", 2, "h", img, "sleep")
 	bad.Mounts = []config.Mount{{Src: missing, Dst: "/models", ReadOnly: true}}
 	_, err := serve.StartRank(ctx, d, bad)
 	if typ, _ := fault.TypeOf(err); typ != fault.SourceMissing || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "/models") {
@@ -368,10 +368,10 @@ func TestStopLaneLeavesNothing(t *testing.T) {
 	other := newLane(t, d)
 	ctx := context.Background()
 	specs := []serve.RankSpec{
-		spec(lane, "n1", 0, "h", img, "sleep"),
-		spec(lane, "n2", 1, "h", img, "ignoreterm", "sleep"), // must be killed
-		spec(lane, "n2", 2, "h", img, "exit:1"),              // already exited
-		spec(other, "n1", 0, "h", img, "sleep"),              // another lane: kept
+		spec(lane, "serve-n1", 0, "h", img, "sleep"),
+		spec(lane, "serve-n2", 1, "h", img, "ignoreterm", "sleep"), // must be killed
+		spec(lane, "serve-n2", 2, "h", img, "exit:1"),              // already exited
+		spec(other, "serve-n1", 0, "h", img, "sleep"),              // another lane: kept
 	}
 	for _, s := range specs {
 		if _, err := serve.StartRank(ctx, d, s); err != nil {
@@ -450,10 +450,10 @@ func TestInspectLaneExitCodeAndLogs(t *testing.T) {
 	img := testImage(t, d)
 	lane := newLane(t, d)
 	ctx := context.Background()
-	if _, err := serve.StartRank(ctx, d, spec(lane, "n1", 0, "h", img, "print:30", "nap:200", "eprint:fatal: weights corrupt", "exit:5")); err != nil {
+	if _, err := serve.StartRank(ctx, d, spec(lane, "serve-n1", 0, "h", img, "print:30", "nap:200", "eprint:fatal: weights corrupt", "exit:5")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := serve.StartRank(ctx, d, spec(lane, "n2", 1, "h", img, "print:3", "sleep")); err != nil {
+	if _, err := serve.StartRank(ctx, d, spec(lane, "serve-n2", 1, "h", img, "print:3", "sleep")); err != nil {
 		t.Fatal(err)
 	}
 	r0 := serve.ContainerName(lane, 0)
@@ -466,7 +466,7 @@ func TestInspectLaneExitCodeAndLogs(t *testing.T) {
 		t.Fatalf("InspectLane returned %d ranks: %+v", len(st), st)
 	}
 	got := st[0]
-	if got.Name != r0 || got.Rank != 0 || got.Node != "n1" || got.State != "exited" || got.Running || got.ExitCode != 5 {
+	if got.Name != r0 || got.Rank != 0 || got.Node != "serve-n1" || got.State != "exited" || got.Running || got.ExitCode != 5 {
 		t.Errorf("rank 0 = %+v, want exited with code 5", got)
 	}
 	var want []string
