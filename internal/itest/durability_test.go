@@ -28,6 +28,7 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/safetensors"
+	"github.com/sparklane/sparklane/internal/serve"
 	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/internal/workers"
@@ -439,19 +440,27 @@ func restartServer(t *testing.T, f *fleet, nodes []string) {
 	}
 }
 
-// containerIDs lists the lane's container IDs, sorted.
-func containerIDs(t *testing.T, dc *dockerclient.Client, lane string) []string {
+// fleetContainers lists the lane's containers on this fleet's nodes
+// (n1..n4): the Docker engine is shared, and other fleets may run a lane of
+// the same name on nodes of other names. IDs are sorted; running counts
+// those up.
+func fleetContainers(t *testing.T, dc *dockerclient.Client, lane string) (ids []string, running int) {
 	t.Helper()
-	cs, err := dc.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "sparklane.lane="+lane))})
+	cs, err := dc.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", serve.LabelLane+"="+lane))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ids []string
 	for _, c := range cs {
-		ids = append(ids, c.ID)
+		switch c.Labels[serve.LabelNode] {
+		case "n1", "n2", "n3", "n4":
+			ids = append(ids, c.ID)
+			if c.State == "running" {
+				running++
+			}
+		}
 	}
 	sort.Strings(ids)
-	return ids
+	return ids, running
 }
 
 // waitPending waits until workflow id has a pending activity of type name
@@ -523,8 +532,8 @@ func TestServerRestartMidCutoverCompletes(t *testing.T) {
 		t.Fatalf("cutover after the server restart did not succeed: %+v", res)
 	}
 	checkServing(t, f, res, demo.DecodeTPS["demo-2x"])
-	if r, all := laneContainers(t, dc, "demo-2x"); r != 2 || all != 2 {
-		t.Errorf("demo-2x: %d running of %d containers, want 2 of 2", r, all)
+	if ids, r := fleetContainers(t, dc, "demo-2x"); r != 2 || len(ids) != 2 {
+		t.Errorf("demo-2x: %d running of %d containers, want 2 of 2", r, len(ids))
 	}
 	// The run is the one started before the restart: same history, now closed.
 	d, err := f.env.Client.DescribeWorkflowExecution(ctx, id, "")
@@ -556,7 +565,7 @@ func TestControlWorkerRestartDuringWaitReady(t *testing.T) {
 	}
 	id := workflows.CutoverID("demo-2x")
 	waitPending(ctx, t, f.env.Client, id, "WaitReady")
-	before := containerIDs(t, dc, "demo-2x")
+	before, _ := fleetContainers(t, dc, "demo-2x")
 	if len(before) != 2 {
 		t.Fatalf("during WaitReady: %d containers for demo-2x, want 2", len(before))
 	}
@@ -572,12 +581,12 @@ func TestControlWorkerRestartDuringWaitReady(t *testing.T) {
 		t.Fatalf("cutover after the control worker restart did not succeed: %+v", res)
 	}
 	checkServing(t, f, res, demo.DecodeTPS["demo-2x"])
-	after := containerIDs(t, dc, "demo-2x")
+	after, _ := fleetContainers(t, dc, "demo-2x")
 	if strings.Join(after, ",") != strings.Join(before, ",") {
 		t.Errorf("containers changed across the control worker restart:\nbefore %v\nafter  %v", before, after)
 	}
-	if r, all := laneContainers(t, dc, "demo-2x"); r != 2 || all != 2 {
-		t.Errorf("demo-2x: %d running of %d containers, want 2 of 2", r, all)
+	if ids, r := fleetContainers(t, dc, "demo-2x"); r != 2 || len(ids) != 2 {
+		t.Errorf("demo-2x: %d running of %d containers, want 2 of 2", r, len(ids))
 	}
 	att := activityAttempts(ctx, t, f.env.Client, id, "WaitReady")
 	if len(att) != 1 || att[0] < 2 {
@@ -594,6 +603,9 @@ func TestControlWorkerRestartDuringWaitReady(t *testing.T) {
 func TestCutoverFailsNamingNodeWhoseWorkerIsDown(t *testing.T) {
 	f, dc := demoFleet(t, 24<<20)
 	f.stopNode("n2")
+	// The Docker engine is shared with other fleets: only containers that
+	// appear during this cutover count.
+	before, _ := fleetContainers(t, dc, "demo-2x")
 	start := time.Now()
 	code, res, errOut := cutover(t, f, "--lane", "demo-2x")
 	if code == 0 || res.OK {
@@ -606,7 +618,14 @@ func TestCutoverFailsNamingNodeWhoseWorkerIsDown(t *testing.T) {
 	if !strings.Contains(res.Error, "n1") {
 		t.Errorf("error %q does not list every node's state (n1 missing)", res.Error)
 	}
-	if _, all := laneContainers(t, dc, "demo-2x"); all != 0 {
-		t.Errorf("a failed probe started %d containers", all)
+	after, _ := fleetContainers(t, dc, "demo-2x")
+	old := map[string]bool{}
+	for _, id := range before {
+		old[id] = true
+	}
+	for _, id := range after {
+		if !old[id] {
+			t.Errorf("the failed cutover started container %s", id)
+		}
 	}
 }
