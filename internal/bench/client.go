@@ -97,7 +97,7 @@ func (c *client) stream(ctx context.Context, prompt string, maxTokens int) (Samp
 		return Sample{}, fmt.Errorf("POST %s: HTTP %d: %s", url, resp.StatusCode, strings.TrimSpace(string(b)))
 	}
 	var s Sample
-	var sawUsage bool
+	var sawUsage, sawDone bool
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 8<<20)
 	for sc.Scan() {
@@ -108,6 +108,7 @@ func (c *client) stream(ctx context.Context, prompt string, maxTokens int) (Samp
 		}
 		data = strings.TrimSpace(data)
 		if data == "[DONE]" {
+			sawDone = true
 			break
 		}
 		var ch chatChunk
@@ -133,6 +134,11 @@ func (c *client) stream(ctx context.Context, prompt string, maxTokens int) (Samp
 		return Sample{}, timedOut(err)
 	}
 	end := time.Now()
+	if !sawDone && !sawUsage {
+		// The connection closed mid-stream (the engine restarted or died):
+		// a failed request, not a server that never reports usage.
+		return Sample{}, fmt.Errorf("POST %s: the stream ended before [DONE]: the engine closed the connection", url)
+	}
 	if !sawUsage {
 		return Sample{}, fault.Permanent(NoUsage, fmt.Errorf("POST %s: the server did not report usage (no usage block in the stream despite stream_options.include_usage); sparklane counts tokens only from usage, so enable usage reporting in the engine", url))
 	}

@@ -212,6 +212,26 @@ func TestCutoverServesRollsBackAndStops(t *testing.T) {
 		t.Errorf("old lane after rollback: probe exit %d\n%s\n%s", code, out, errOut)
 	}
 
+	// Bench the serving lane against the cutover's report as baseline, then plot the history.
+	code, out, errOut = f.starter(ctx, "bench", "--lane", "demo-2x", "--label", "again", "--baseline", "latest", "--json")
+	var br struct {
+		ReportID string `json:"report_id"`
+		MD       string `json:"md"`
+		Verdict  string `json:"verdict"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &br) != nil || br.Verdict == "" {
+		t.Errorf("bench with a baseline: exit %d, %q (verdict %q)\n%s", code, out, br.Verdict, errOut)
+	} else if md, err := os.ReadFile(br.MD); err != nil || !strings.Contains(string(md), done.Bench.ReportID) {
+		t.Errorf("report %s does not name its baseline %s: %v", br.MD, done.Bench.ReportID, err)
+	}
+	code, out, errOut = f.starter(ctx, "report", "--lane", "demo-2x", "--plot", "--json")
+	var plot map[string]string
+	if code != 0 || json.Unmarshal([]byte(out), &plot) != nil {
+		t.Errorf("report --plot: exit %d\n%s\n%s", code, out, errOut)
+	} else if svg, err := os.ReadFile(plot["svg"]); err != nil || !strings.Contains(string(svg), "<svg") {
+		t.Errorf("plot %s: %v", plot["svg"], err)
+	}
+
 	// Stop leaves nothing running, checked with the Docker API.
 	code, out, errOut = f.starter(ctx, "stop", "--cluster", "demo-4x")
 	if code != 0 {
