@@ -205,6 +205,11 @@ func Check(ctx context.Context, t SSHTarget, timeout time.Duration) error {
 	return nil
 }
 
+// ErrNotStarted marks a Run whose command never started (no session, or
+// the start request failed), as opposed to one that started and then lost
+// its connection — for a shutdown command the two mean opposite things.
+var ErrNotStarted = errors.New("command not started")
+
 // Run runs cmd on the remote side of client and returns its output and exit
 // code; used for graceful shutdown and remote hooks. A non-zero exit is not an
 // error (exit says it); err is for failures to run at all or ctx ending, in
@@ -213,7 +218,7 @@ func Check(ctx context.Context, t SSHTarget, timeout time.Duration) error {
 func Run(ctx context.Context, client *ssh.Client, cmd string) (stdout, stderr string, exit int, err error) {
 	s, err := client.NewSession()
 	if err != nil {
-		return "", "", -1, fmt.Errorf("ssh %s: open session for %q: %w", client.RemoteAddr(), cmd, err)
+		return "", "", -1, fmt.Errorf("ssh %s: open session for %q: %w: %w", client.RemoteAddr(), cmd, ErrNotStarted, err)
 	}
 	defer s.Close()
 	// The session copies output from its own goroutines, which may still
@@ -221,7 +226,7 @@ func Run(ctx context.Context, client *ssh.Client, cmd string) (stdout, stderr st
 	var out, errb lockedBuffer
 	s.Stdout, s.Stderr = &out, &errb
 	if err := s.Start(cmd); err != nil {
-		return "", "", -1, fmt.Errorf("ssh %s: start %q: %w", client.RemoteAddr(), cmd, err)
+		return "", "", -1, fmt.Errorf("ssh %s: start %q: %w: %w", client.RemoteAddr(), cmd, ErrNotStarted, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Wait() }()

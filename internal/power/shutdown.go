@@ -1,7 +1,6 @@
 package power
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -53,55 +51,20 @@ func (s SSHShell) Run(ctx context.Context, cmd string) (string, error) {
 		return "", errors.New("ssh shell has no client: dial the device first")
 	}
 	remote := s.Client.RemoteAddr()
-	sess, err := s.Client.NewSession()
-	if err != nil {
-		return "", fmt.Errorf("ssh %s: open session for %q: %w", remote, cmd, err)
+	stdout, stderr, exit, err := node.Run(ctx, s.Client, cmd)
+	out := stdout + stderr
+	switch {
+	case err == nil && exit == 0:
+		return out, nil
+	case err == nil:
+		return out, fmt.Errorf("ssh %s: %q exited with status %d (output: %s)", remote, cmd, exit, snippet([]byte(out)))
+	case errors.Is(err, node.ErrNotStarted) || ctx.Err() != nil:
+		return out, err
+	case isDrop(err):
+		return out, fmt.Errorf("%w: %v", ErrSessionDropped, err)
+	default:
+		return out, err
 	}
-	defer sess.Close()
-	var out lockedBuffer
-	sess.Stdout, sess.Stderr = &out, &out
-	if err := sess.Start(cmd); err != nil {
-		return "", fmt.Errorf("ssh %s: start %q: %w", remote, cmd, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- sess.Wait() }()
-	select {
-	case err := <-done:
-		var exit *ssh.ExitError
-		switch {
-		case err == nil:
-			return out.String(), nil
-		case errors.As(err, &exit):
-			return out.String(), fmt.Errorf("ssh %s: %q exited with status %d (output: %s)", remote, cmd, exit.ExitStatus(), snippet([]byte(out.String())))
-		case isDrop(err):
-			return out.String(), fmt.Errorf("%w: ssh %s: %q: %v", ErrSessionDropped, remote, cmd, err)
-		default:
-			return out.String(), fmt.Errorf("ssh %s: %q: %w", remote, cmd, err)
-		}
-	case <-ctx.Done():
-		_ = sess.Signal(ssh.SIGKILL)
-		_ = sess.Close()
-		return out.String(), fmt.Errorf("ssh %s: %q: %w", remote, cmd, ctx.Err())
-	}
-}
-
-// lockedBuffer collects stdout and stderr, which x/crypto/ssh copies from
-// two goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Close closes the SSH connection.
