@@ -65,7 +65,7 @@ func run(args []string) error {
 		if mode == "node" && *nodeName == "" {
 			return errors.New("worker node needs --node NAME (one of the config's [[nodes]])")
 		}
-		env, err := workers.Connect(ctx, cfg, log, workers.ConnectOptions{NoUI: true})
+		env, err := workers.Connect(ctx, cfg, log, workers.ConnectOptions{NoEmbedded: true})
 		if err != nil {
 			return err
 		}

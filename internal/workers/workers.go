@@ -128,6 +128,9 @@ type ConnectOptions struct {
 	LocalWorkers bool
 	// NoUI starts the embedded server without its web UI.
 	NoUI bool
+	// NoEmbedded never starts a server: `worker control` and `worker node`
+	// join the one `worker dev` (or a cluster) runs, or fail saying so.
+	NoEmbedded bool
 }
 
 // Connect reaches Temporal as the config says. With temporal.address empty
@@ -163,6 +166,11 @@ func Connect(ctx context.Context, cfg *config.Config, log *zap.Logger, opt Conne
 			e.UIURL = fmt.Sprintf("http://%s:%d", devserver.LoopbackIP, cfg.Temporal.UIPort)
 		}
 		return e, nil
+	}
+	if opt.NoEmbedded {
+		dial.Address = local
+		_, err := tclient.Dial(ctx, dial)
+		return nil, err
 	}
 	uiPort := cfg.Temporal.UIPort
 	if opt.NoUI {
