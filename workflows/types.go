@@ -29,16 +29,14 @@ const (
 
 // Workflow IDs are derived from what a run acts on, so a second cutover on a
 // busy cluster is refused instead of run twice.
-func CutoverID(cluster string) string           { return "cutover/" + cluster }
-func StageID(lane string) string                { return "stage/" + lane }
-func StageNodeID(lane, node string) string      { return "stage/" + lane + "/" + node }
-func UpID(cluster string) string                { return "up/" + cluster }
-func StopID(target string) string               { return "stop/" + target }
-func ProbeID() string                           { return "fleet-probe" }
-func VerifyID(label string) string              { return "verify/" + label }
-func BenchID(lane string) string                { return "bench/" + lane }
-func PowerID(action, target string) string      { return "power-" + action + "/" + target }
-func laneStageChildID(lane, node string) string { return StageNodeID(lane, node) }
+func CutoverID(cluster string) string      { return "cutover/" + cluster }
+func StageID(lane string) string           { return "stage/" + lane }
+func StageNodeID(lane, node string) string { return "stage/" + lane + "/" + node }
+func UpID(cluster string) string           { return "up/" + cluster }
+func StopID(target string) string          { return "stop/" + target }
+func VerifyID(label string) string         { return "verify/" + label }
+func BenchID(lane string) string           { return "bench/" + lane }
+func PowerID(action, target string) string { return "power-" + action + "/" + target }
 
 // ProgressQuery is the query every long workflow answers with a Progress.
 const ProgressQuery = "progress"

@@ -100,7 +100,6 @@ func (a *App) reportCmd() *cobra.Command {
 				fmt.Fprintf(a.Out, "plot: %s\n", path)
 				return nil
 			default:
-				_ = list
 				metas, err := report.List(dir)
 				if err != nil {
 					return err

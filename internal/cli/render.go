@@ -79,8 +79,6 @@ func (r *renderer) draw(p workflows.Progress, bars map[string]staging.Progress) 
 	r.lines = len(out)
 }
 
-func (r *renderer) finish() {}
-
 // rate is a smoothed bytes/s per progress source.
 func (r *renderer) rate(id string, p staging.Progress) float64 {
 	now := time.Now()

@@ -11,7 +11,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -84,7 +83,6 @@ func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) er
 		select {
 		case err := <-done:
 			a.drawOnce(ctx, env.Client, run, r)
-			r.finish()
 			return err
 		case <-a.Interrupts:
 			if cancelled {
@@ -169,8 +167,6 @@ func describeStatus(ctx context.Context, c client.Client, id string) (string, er
 	}
 	return strings.TrimPrefix(d.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"), nil
 }
-
-var _ = workflowservice.DescribeWorkflowExecutionRequest{}
 
 // isTerminal reports whether w is a character device (a terminal).
 func isTerminal(w io.Writer) bool {

@@ -5,7 +5,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -171,5 +170,3 @@ func nonNil(s []string) []string {
 	}
 	return s
 }
-
-var _ = activities.VerifyBlockResult{}
