@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -24,16 +25,8 @@ func (a *App) upCmd() *cobra.Command {
 			if dryRun {
 				return a.dryRun(ctx, cfg, r, plan, "up")
 			}
-			run, err := a.start(ctx, runSpec{ID: workflows.UpID(r.Cluster), Workflow: workflows.Serve, Lane: r.Name, Cluster: r.Cluster,
+			return a.runServe(ctx, runSpec{ID: workflows.UpID(r.Cluster), Workflow: workflows.Serve, Lane: r.Name, Cluster: r.Cluster,
 				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: workflows.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait}})
-			if err != nil {
-				return err
-			}
-			var res workflows.ServeResult
-			if err := a.follow(ctx, run, &res); err != nil {
-				return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
-			}
-			return a.printServe(res)
 		},
 	}
 	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
@@ -54,20 +47,25 @@ func (a *App) probeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			run, err := a.start(ctx, runSpec{ID: "probe/" + r.Name, Workflow: workflows.Probe, Lane: r.Name, Cluster: r.Cluster,
+			return a.runServe(ctx, runSpec{ID: "probe/" + r.Name, Workflow: workflows.Probe, Lane: r.Name, Cluster: r.Cluster,
 				Input: workflows.ServeInput{Recipe: *r, Plan: *plan}})
-			if err != nil {
-				return err
-			}
-			var res workflows.ServeResult
-			if err := a.follow(ctx, run, &res); err != nil {
-				return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
-			}
-			return a.printServe(res)
 		},
 	}
 	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
 	return cmd
+}
+
+// runServe starts a Serve or Probe run, follows it and prints its result.
+func (a *App) runServe(ctx context.Context, spec runSpec) error {
+	run, err := a.start(ctx, spec)
+	if err != nil {
+		return err
+	}
+	var res workflows.ServeResult
+	if err := a.follow(ctx, run, &res); err != nil {
+		return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
+	}
+	return a.printServe(res)
 }
 
 func (a *App) printServe(res workflows.ServeResult) error {
