@@ -50,10 +50,16 @@ func engramCheckpoint(t *testing.T) string {
 // it logs that its engram files were checked or it fails.
 func runRank(t *testing.T, model, engram string, rank int, rows []int64) (string, error) {
 	t.Helper()
+	return runRankOf(t, model, engram, rank, 2, rows)
+}
+
+// runRankOf is runRank in a world of tp ranks.
+func runRankOf(t *testing.T, model, engram string, rank, tp int, rows []int64) (string, error) {
+	t.Helper()
 	log := &syncWriter{w: &bytes.Buffer{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cfg := sim.Config{ModelPath: model, NNodes: 2, TP: 2, NodeRank: rank, DistInitAddr: distAddr(t), EngramDir: engram, EngramRows: rows, Log: log}
+	cfg := sim.Config{ModelPath: model, NNodes: tp, TP: tp, NodeRank: rank, DistInitAddr: distAddr(t), EngramDir: engram, EngramRows: rows, Log: log}
 	errc := make(chan error, 1)
 	go func() { errc <- sim.Run(ctx, cfg) }()
 	for {

@@ -439,23 +439,7 @@ func TestEngramPackedChecked(t *testing.T) {
 	// The rank under test is NodeRank 2 of 4: run it as a worker with no
 	// rank 0 and watch it get past the load (it logs "engram files checked").
 	check := func(dir string, rowsEnv []int64) (string, error) {
-		log := &syncWriter{w: &bytes.Buffer{}}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		cfg := sim.Config{ModelPath: model, NNodes: 4, TP: 4, NodeRank: 2, DistInitAddr: distAddr(t), EngramDir: dir, EngramRows: rowsEnv, Log: log}
-		errc := make(chan error, 1)
-		go func() { errc <- sim.Run(ctx, cfg) }()
-		for {
-			select {
-			case err := <-errc:
-				return log.String(), err
-			case <-time.After(20 * time.Millisecond):
-				if strings.Contains(log.String(), "engram files checked") {
-					cancel()
-					return log.String(), <-errc
-				}
-			}
-		}
+		return runRankOf(t, model, dir, 2, 4, rowsEnv)
 	}
 	if out, err := check(good, []int64{rows}); err != nil || !strings.Contains(out, "engram files checked: 2") {
 		t.Fatalf("good packed engram: %v\n%s", err, out)
