@@ -145,6 +145,10 @@ type Mount struct {
 	Src      string `mapstructure:"src" json:"src"`
 	Dst      string `mapstructure:"dst" json:"dst"`
 	ReadOnly bool   `mapstructure:"read_only" json:"read_only"`
+	// Host lets Src name a host path outside the node's roots and
+	// shared_roots (a device socket, a driver directory). Without it such a
+	// source is refused; recipe check lists every host mount.
+	Host bool `mapstructure:"host" json:"host,omitempty"`
 }
 
 // Hooks run on each node before its containers start.
