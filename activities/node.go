@@ -108,12 +108,22 @@ func (a *NodeActivities) hubSpec(b config.Staging) hubmirror.Spec {
 	}
 	spec := hubmirror.Spec{
 		Src: a.local(src), Dst: a.local(b.Dst), Repos: b.Repos, Skip: b.Skip,
-		Verify: b.Verify, MinFree: b.MinFree, Roots: a.roots(),
+		Verify: b.Verify, MinFree: b.MinFree, Roots: a.roots(), SharedRoots: a.sharedRoots(),
 	}
 	for _, e := range b.Exports {
 		spec.Exports = append(spec.Exports, hubmirror.Export{Repo: e.Repo, Path: a.local(b.ExportPath(e))})
 	}
 	return spec
+}
+
+// sharedRoots are the fleet's shared roots as this node sees them: the only
+// places besides a block's src that its source links may resolve into.
+func (a *NodeActivities) sharedRoots() []string {
+	out := make([]string, len(a.SharedRoots))
+	for i, r := range a.SharedRoots {
+		out[i] = a.local(r)
+	}
+	return out
 }
 
 func (a *NodeActivities) rowsSpec(b config.Staging, rank, tp int) sparserows.Spec {

@@ -49,4 +49,8 @@ const (
 	StopIncomplete  = "StopIncomplete"
 	ProbeFailed     = "ProbeFailed"
 	NotEnoughNodes  = "NotEnoughNodes"
+	// LinkEscape: a source link resolves outside the staging src and the
+	// shared roots, or a destination path component is a symlink out of the
+	// node's roots; following it would read or write the host's files.
+	LinkEscape = "LinkEscape"
 )

@@ -45,6 +45,10 @@ type Spec struct {
 	// Roots are the directories the node lets staging write; Dst and every
 	// export path must lie under one.
 	Roots []string
+	// SharedRoots are the fleet's shared_roots (the NAS) as the node sees
+	// them. A source link may resolve only inside Src or one of these, so a
+	// snapshot entry linking to /etc/shadow is refused instead of copied.
+	SharedRoots []string
 }
 
 // Export asks for a regular-file tree of hard links to the mirror blobs of

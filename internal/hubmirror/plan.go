@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -127,11 +128,57 @@ func checkReadable(path, what string) error {
 	return unix.Close(fd)
 }
 
+// realPath is the kernel's resolution of p (every component, every link
+// followed), read back from the descriptor of an O_PATH open: three
+// syscalls, no read of the file's content.
+func realPath(p string) (string, error) {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	return os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+}
+
+// readRoots are the real paths source links may resolve into: src and the
+// shared roots (those that exist).
+func (s *spec) readRoots() []string {
+	var out []string
+	for _, r := range append([]string{s.Src}, s.SharedRoots...) {
+		if rp, err := filepath.EvalSymlinks(filepath.Clean(r)); err == nil {
+			out = append(out, rp)
+		}
+	}
+	return out
+}
+
+// checkInside refuses a source path whose real location is outside every
+// read root: a link (or a directory link on its way) out of the NAS would
+// otherwise copy host files into the mirror or bind them into a container.
+// what names the entry for the message.
+func (s *spec) checkInside(p, what string, roots []string) error {
+	real, err := realPath(p)
+	if err != nil {
+		return nil // the caller's own resolution reports missing or unreadable paths
+	}
+	for _, r := range roots {
+		if within(real, r) {
+			return nil
+		}
+	}
+	how := "resolves to " + real
+	if t, err := os.Readlink(p); err == nil {
+		how = fmt.Sprintf("links to %q, which resolves to %s", t, real)
+	}
+	return fault.Permanent(fault.LinkEscape, fmt.Errorf("%s %s %s, outside src %s and the shared roots %v: a source link may only point inside them; fix the link on the NAS or skip the entry", what, p, how, s.Src, s.SharedRoots))
+}
+
 // buildPlan walks the repos of s read-only. Dangling links, missing repos
 // and unreadable files fail here, before any write.
 func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 	p := &plan{Repos: map[string]*repoPlan{}}
 	files := map[string]*fileItem{}
+	roots := s.readRoots()
 	addFile := func(it *fileItem, what string) error {
 		if old, ok := files[it.Rel]; ok {
 			if old.Src != it.Src {
@@ -154,6 +201,13 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 		if err != nil || !fi.IsDir() {
 			return nil, fault.Permanent(fault.SourceMissing, fmt.Errorf("repo %s: %s is not in src (%v): download it on the NAS or fix repos/src", repo, root, errOr(err, "not a directory")))
 		}
+		// The repo's own directories first: a snapshots/ linking to / would
+		// otherwise be walked whole before its entries are refused.
+		for _, d := range []string{root, filepath.Join(root, "refs"), filepath.Join(root, "snapshots"), filepath.Join(root, "blobs")} {
+			if err := s.checkInside(d, "repo "+repo+" directory", roots); err != nil {
+				return nil, err
+			}
+		}
 		rp := &repoPlan{Repo: repo, Dir: dir, Revs: map[string][]entry{}}
 		p.Repos[repo] = rp
 		// refs: small files, copied as they are.
@@ -170,6 +224,9 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 				final, fi, err := resolve(path)
 				if err != nil {
 					return dangling(path, final, err)
+				}
+				if err := s.checkInside(path, "ref", roots); err != nil {
+					return err
 				}
 				if !fi.Mode().IsRegular() {
 					return fmt.Errorf("repo %s: ref %s is not a regular file", repo, path)
@@ -231,6 +288,13 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 			}
 			var rerr error
 			c.final, c.fi, rerr = resolve(c.path)
+			if c.link && rerr == nil {
+				// Skipped entries too: their targets are bound into the
+				// container from the bind manifest.
+				if c.err = s.checkInside(c.path, "source entry", roots); c.err != nil {
+					return
+				}
+			}
 			switch {
 			case c.skip:
 			case rerr != nil:
