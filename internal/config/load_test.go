@@ -24,13 +24,13 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// fixturesDir is ../shared/fixtures/sparkrun-recipes beside the clone, as
-// CI places it. Its absence fails the test: the fixtures are the point.
+// fixturesDir holds community sparkrun v2 recipes copied into the package's
+// testdata (with their LICENSE and README), so a fresh clone tests alone.
 func fixturesDir(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(repoRoot(t), "..", "shared", "fixtures", "sparkrun-recipes")
-	if _, err := os.Stat(dir); err != nil {
-		t.Fatalf("sparkrun fixtures missing at %s (CI places shared/ beside the clone): %v", dir, err)
+	dir := filepath.Join("testdata", "sparkrun-recipes")
+	if _, err := os.Stat(filepath.Join(dir, "LICENSE")); err != nil {
+		t.Fatalf("sparkrun fixtures missing at %s: %v", dir, err)
 	}
 	return dir
 }
