@@ -222,7 +222,9 @@ func (a *NodeActivities) EnsureImage(ctx context.Context, in EnsureImageInput) (
 }
 
 // BeforeServe runs the lane's hooks here; their trimmed output is returned
-// into the run's history.
+// into the run's history. Clear paths are removed beneath the node's roots
+// only (never a root itself, never through a symlink); a refusal is a
+// permanent ClearRefused error naming the path and the component at fault.
 func (a *NodeActivities) BeforeServe(ctx context.Context, in BeforeServeInput) (BeforeServeResult, error) {
 	var clear []string
 	for _, c := range in.Hooks.Clear {
@@ -233,12 +235,19 @@ func (a *NodeActivities) BeforeServe(ctx context.Context, in BeforeServeInput) (
 		root = "/"
 	}
 	r, err := serve.RunHooks(ctx, serve.HooksInput{
-		Clear: clear, Commands: in.Hooks.BeforeServe, Timeout: in.Hooks.Timeout, Dir: root,
+		Clear: clear, Roots: a.roots(),
+		Commands: in.Hooks.BeforeServe, Timeout: in.Hooks.Timeout, Dir: root,
 		Env: map[string]string{
 			"SPARKLANE_LANE": in.Lane, "SPARKLANE_NODE": a.Node.Name, "SPARKLANE_RANK": fmt.Sprint(in.Rank),
 			"SPARKLANE_FS_ROOT": root,
 		},
 	})
+	for _, c := range r.Cleared {
+		if a.Log == nil {
+			break
+		}
+		a.Log.Info("before_serve cleared", zap.String("lane", in.Lane), zap.String("path", c.Path), zap.Int64("files", c.Files), zap.Int64("bytes", c.Bytes), zap.Bool("absent", c.Absent), zap.Bool("helper", c.Helper))
+	}
 	out := BeforeServeResult{Node: a.Node.Name}
 	for _, o := range r.Outputs {
 		out.Outputs = append(out.Outputs, HookOutput{Command: o.Command, Exit: o.Exit, Output: o.Output})

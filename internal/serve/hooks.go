@@ -6,14 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/sparklane/sparklane/internal/fault"
 )
 
 // HookOutputLimit is how much of a hook's output is kept (its tail): enough
@@ -22,10 +18,25 @@ const HookOutputLimit = 4 << 10
 
 // HooksInput is a node's before_serve work.
 type HooksInput struct {
-	// Clear lists directories (fs_root already applied) whose contents are
-	// removed and which exist afterwards: per-run receipt dirs that a
-	// previous run left behind made every restart fail with FileExistsError.
+	// Clear lists receipt roots (fs_root already applied) that do not exist
+	// afterwards: the EXL3 kit's receipt writer is strict-on-exists (mkdir
+	// with exist_ok=False), so an emptied but present root, or yesterday's
+	// root-owned files in it, fail every start with FileExistsError. Each
+	// must lie strictly beneath one of Roots, reached through no symlink,
+	// and hold none of Protected.
 	Clear []string `json:"clear,omitempty"`
+	// Roots are the node's roots (fs_root applied): the only trees a clear
+	// may remove from, and never a root itself (that would remove every
+	// lane's staged data).
+	Roots []string `json:"roots,omitempty"`
+	// Protected are the lane's staged data (staging dsts and export trees,
+	// fs_root applied): a clear path equal to or above one is refused.
+	Protected []string `json:"protected,omitempty"`
+	// Helper is an argv prefix (e.g. ["sudo", "-n"]) used to remove a clear
+	// path the worker user may not (files a root container wrote): it runs
+	// HELPER... rm -rf --one-file-system -- PATH for exactly that path,
+	// after the same checks.
+	Helper []string `json:"helper,omitempty"`
 	// Commands run one after another with sh -c; the first failure stops.
 	Commands []string          `json:"commands,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
@@ -45,25 +56,28 @@ type HookOutput struct {
 
 // HooksResult holds every command that ran, including a failing last one.
 type HooksResult struct {
-	Cleared []string     `json:"cleared,omitempty"`
+	// Cleared is every clear path handled, with what was removed.
+	Cleared []Cleared    `json:"cleared,omitempty"`
 	Outputs []HookOutput `json:"outputs,omitempty"`
 }
 
-// RunHooks clears in.Clear, then runs in.Commands in order, each bounded by
+// RunHooks removes in.Clear (each path refused or removed whole, see
+// HooksInput.Clear), then runs in.Commands in order, each bounded by
 // in.Timeout (the whole process group is killed when it runs over). A
 // failing or timed-out command is an error naming it, its exit code and the
 // tail of its output; the result still holds everything that ran.
 func RunHooks(ctx context.Context, in HooksInput) (HooksResult, error) {
 	var res HooksResult
-	for _, dir := range in.Clear {
-		if err := clearDir(dir); err != nil {
-			return res, err
-		}
-		res.Cleared = append(res.Cleared, dir)
-	}
 	timeout := in.Timeout
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
+	}
+	for _, p := range in.Clear {
+		c, err := clearPath(ctx, p, in.Roots, in.Protected, in.Helper, timeout)
+		if err != nil {
+			return res, err
+		}
+		res.Cleared = append(res.Cleared, c)
 	}
 	env := os.Environ()
 	keys := make([]string, 0, len(in.Env))
@@ -112,30 +126,6 @@ func runHook(ctx context.Context, command, dir string, env []string, timeout tim
 		return out, fmt.Errorf("run in %q: %w", dir, err)
 	}
 	return out, nil
-}
-
-// clearDir removes dir's contents and makes sure it exists afterwards.
-func clearDir(dir string) error {
-	clean := filepath.Clean(dir)
-	if !filepath.IsAbs(clean) || clean == "/" || strings.Count(clean, "/") < 2 {
-		return fault.Permanent(fault.InvalidSpec, fmt.Errorf("before_serve clear %q: refusing to clear a relative or top-level path; name the per-run directory itself", dir))
-	}
-	entries, err := os.ReadDir(clean)
-	if os.IsNotExist(err) {
-		if err := os.MkdirAll(clean, 0o755); err != nil {
-			return fmt.Errorf("before_serve clear %s: create: %w", clean, err)
-		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("before_serve clear %s: %w (it must be a directory)", clean, err)
-	}
-	for _, e := range entries {
-		if err := os.RemoveAll(filepath.Join(clean, e.Name())); err != nil {
-			return fmt.Errorf("before_serve clear %s: %w", clean, err)
-		}
-	}
-	return nil
 }
 
 // tailBuffer keeps the last max bytes written to it.

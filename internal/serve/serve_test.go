@@ -496,20 +496,25 @@ func TestRunHooks(t *testing.T) {
 	fresh := filepath.Join(root, "jit", "cache")
 	res, err := serve.RunHooks(context.Background(), serve.HooksInput{
 		Clear:    []string{receipts, fresh},
-		Commands: []string{"echo rank=$NODE_RANK; pwd", "echo to-stderr >&2; ls -A " + receipts + " | wc -l"},
+		Roots:    []string{root},
+		Commands: []string{"echo rank=$NODE_RANK; pwd", "echo to-stderr >&2; test -e " + receipts + " && echo present || echo absent"},
 		Env:      map[string]string{"NODE_RANK": "3"},
 		Dir:      root,
 	})
 	if err != nil {
 		t.Fatalf("RunHooks: %v", err)
 	}
-	if ents, err := os.ReadDir(receipts); err != nil || len(ents) != 0 {
-		t.Errorf("cleared dir %s: %d entries, %v; want empty and present", receipts, len(ents), err)
+	// Removed, not emptied: a strict-on-exists receipt writer creates it.
+	if _, err := os.Lstat(receipts); !os.IsNotExist(err) {
+		t.Errorf("cleared dir %s: %v; want it absent", receipts, err)
 	}
-	if fi, err := os.Stat(fresh); err != nil || !fi.IsDir() {
-		t.Errorf("missing clear dir %s was not created: %v", fresh, err)
+	if _, err := os.Lstat(fresh); !os.IsNotExist(err) {
+		t.Errorf("missing clear dir %s was created: %v", fresh, err)
 	}
-	if len(res.Outputs) != 2 || res.Outputs[0].Output != "rank=3\n"+root+"\n" || res.Outputs[1].Output != "to-stderr\n0\n" || res.Outputs[1].Exit != 0 {
+	if len(res.Cleared) != 2 || res.Cleared[0] != (serve.Cleared{Path: receipts, Files: 3, Bytes: 3}) || res.Cleared[1] != (serve.Cleared{Path: fresh, Absent: true}) {
+		t.Errorf("Cleared = %+v", res.Cleared)
+	}
+	if len(res.Outputs) != 2 || res.Outputs[0].Output != "rank=3\n"+root+"\n" || res.Outputs[1].Output != "to-stderr\nabsent\n" || res.Outputs[1].Exit != 0 {
 		t.Errorf("outputs = %+v", res.Outputs)
 	}
 
@@ -529,8 +534,8 @@ func TestRunHooks(t *testing.T) {
 		t.Errorf("failing hook result: %d outputs, exit %d, output %d bytes", len(res.Outputs), res.Outputs[len(res.Outputs)-1].Exit, len(res.Outputs[len(res.Outputs)-1].Output))
 	}
 
-	// Refuses to clear top-level paths.
-	if _, err := serve.RunHooks(context.Background(), serve.HooksInput{Clear: []string{"/tmp"}}); err == nil {
+	// Refuses to clear paths outside the node's roots.
+	if _, err := serve.RunHooks(context.Background(), serve.HooksInput{Clear: []string{"/tmp"}, Roots: []string{root}}); err == nil {
 		t.Error("RunHooks cleared /tmp")
 	}
 }
