@@ -9,7 +9,6 @@ import (
 	"hash"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -26,10 +25,11 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 4<<20); return &b }}
 // sampled hash of its written part against the source, then checks the
 // result and renames it into place.
 func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int64, srcSample, dst string) (ledger.Entry, error) {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	d, name, err := st.dc.Parent(dst, true)
+	if err != nil {
 		return ledger.Entry{}, classifyWrite(dst, err)
 	}
-	tmp := tmpName(dst)
+	tmp := tmpBase(name)
 	var out *os.File
 	var off int64
 	want, have := st.resume[it.Rel]
@@ -40,14 +40,14 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 		// fdatasynced before that chunk began, so it is trusted like a
 		// heartbeat offset (after the same sampled check): a kill -9 costs
 		// at most one chunk per file in flight, however stale the heartbeat.
-		if fi, err := os.Lstat(tmp); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
-			if done := (min(fi.Size(), size) - 1) / chunkSize * chunkSize; done > want {
+		if fi, err := d.Lstat(tmp); err == nil && isReg(fi) && fi.Size > 0 {
+			if done := (min(fi.Size, size) - 1) / chunkSize * chunkSize; done > want {
 				want, have = done, true
 			}
 		}
 	}
 	if have && want > 0 && want <= size {
-		if f, err := os.OpenFile(tmp, os.O_RDWR, 0); err == nil {
+		if f, err := d.OpenFile(tmp, os.O_RDWR, 0); err == nil {
 			if fi, err := f.Stat(); err == nil && fi.Size() >= want {
 				a, errA := ledger.SampleRegion(f, 0, want)
 				b, errB := ledger.SampleRegion(src, 0, want)
@@ -61,9 +61,9 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 		}
 	}
 	if out == nil {
-		f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		f, err := d.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
-			return ledger.Entry{}, classifyWrite(dst, fmt.Errorf("create %s: %w", tmp, err))
+			return ledger.Entry{}, classifyWrite(dst, fmt.Errorf("create: %w", err))
 		}
 		out = f
 	}
@@ -73,7 +73,7 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 		if !ok {
 			out.Close()
 			if !keep {
-				os.Remove(tmp)
+				d.Remove(tmp)
 			}
 		}
 	}()
@@ -90,7 +90,7 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 		if off > 0 {
 			// The resumed part is local: hash it from the temp file.
 			if _, err := io.Copy(h, io.NewSectionReader(out, 0, off)); err != nil {
-				return fail(fmt.Errorf("re-read %s: %w", tmp, err))
+				return fail(fmt.Errorf("re-read %s: %w", d.Join(tmp), err))
 			}
 		}
 	}
@@ -116,7 +116,7 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 			if errors.Is(err, errShortSource) {
 				return fail(fmt.Errorf("source file %s shrank while copying to %s: %w: rerun when the NAS copy is stable", it.Src, dst, err))
 			}
-			return fail(classifyWrite(dst, fmt.Errorf("copy %s to %s at offset %d: %w", it.Src, tmp, off, err)))
+			return fail(classifyWrite(dst, fmt.Errorf("copy %s to %s at offset %d: %w", it.Src, d.Join(tmp), off, err)))
 		}
 		off += n
 		st.mu.Lock()
@@ -133,7 +133,7 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 	}
 	sum, err := ledger.SampleHash(out, size)
 	if err != nil {
-		return fail(fmt.Errorf("sample %s: %w", tmp, err))
+		return fail(fmt.Errorf("sample %s: %w", d.Join(tmp), err))
 	}
 	if sum != srcSample {
 		// The source changed under us (or the copy is wrong): not staged.
@@ -145,16 +145,16 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 		mode = 0o644
 	}
 	if err := out.Chmod(mode); err != nil {
-		return fail(fmt.Errorf("chmod %s: %w", tmp, err))
+		return fail(classifyWrite(dst, fmt.Errorf("chmod %s: %w", d.Join(tmp), err)))
 	}
 	if err := out.Sync(); err != nil {
-		return fail(classifyWrite(dst, fmt.Errorf("fsync %s: %w", tmp, err)))
+		return fail(classifyWrite(dst, fmt.Errorf("fsync %s: %w", d.Join(tmp), err)))
 	}
 	if err := out.Close(); err != nil {
-		return fail(classifyWrite(dst, fmt.Errorf("close %s: %w", tmp, err)))
+		return fail(classifyWrite(dst, fmt.Errorf("close %s: %w", d.Join(tmp), err)))
 	}
-	if err := os.Rename(tmp, dst); err != nil {
-		return fail(fmt.Errorf("rename %s to %s: %w", tmp, dst, err))
+	if err := d.Rename(tmp, name); err != nil {
+		return fail(classifyWrite(dst, err))
 	}
 	ok = true
 	return ent, nil

@@ -104,3 +104,108 @@ func TestSourceLinkIntoSharedRoot(t *testing.T) {
 	}
 	fileEquals(t, filepath.Join(f.mirrorRepo(), "snapshots", rev1, "vocab.txt"), data)
 }
+
+// Issue 13.2: writes never follow a symlink out of the node's roots. The
+// roots check used to compare path text, so dst = ROOT/sparklane/esc/hf
+// with esc -> /tmp/elsewhere landed in /tmp/elsewhere. Every destination
+// directory is now opened beneath its root: the escape is a LinkEscape
+// fault naming the path and the offending component, and nothing is
+// created outside (the outside dir is compared before and after).
+func TestDestinationLinkEscapeRefused(t *testing.T) {
+	type setup struct {
+		f       *fixture
+		sp      Spec
+		outside string
+	}
+	cases := []struct {
+		name string
+		// plant makes the escape and returns the component the error must name.
+		plant func(t *testing.T, s *setup) string
+	}{
+		{"dst-component-absolute", func(t *testing.T, s *setup) string {
+			esc := filepath.Join(s.f.root, "node", "esc")
+			must(t, os.MkdirAll(filepath.Dir(esc), 0o755))
+			must(t, os.Symlink(s.outside, esc))
+			s.sp.Dst = filepath.Join(esc, "hf")
+			return esc
+		}},
+		{"dst-component-relative", func(t *testing.T, s *setup) string {
+			esc := filepath.Join(s.f.root, "node", "esc")
+			must(t, os.MkdirAll(filepath.Dir(esc), 0o755))
+			rel, err := filepath.Rel(filepath.Dir(esc), s.outside)
+			must(t, err)
+			must(t, os.Symlink(rel, esc))
+			s.sp.Dst = filepath.Join(esc, "hf")
+			return esc
+		}},
+		{"inside-mirror", func(t *testing.T, s *setup) string {
+			// A link planted in an existing mirror (snapshots/ -> outside).
+			snaps := filepath.Join(s.f.dst, "hub", "models--org--model", "snapshots")
+			must(t, os.MkdirAll(filepath.Dir(snaps), 0o755))
+			must(t, os.Symlink(s.outside, snaps))
+			return snaps
+		}},
+		{"export-parent", func(t *testing.T, s *setup) string {
+			ex := filepath.Join(s.f.root, "node", "exports")
+			must(t, os.MkdirAll(filepath.Dir(ex), 0o755))
+			must(t, os.Symlink(s.outside, ex))
+			s.sp.Exports = []Export{{Repo: "org/model", Path: filepath.Join(ex, "model")}}
+			return ex
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, false)
+			// The node's root is ROOT/node; outside lies beside it.
+			s := &setup{f: f, sp: f.spec(), outside: filepath.Join(f.root, "elsewhere")}
+			s.sp.Roots = []string{filepath.Join(f.root, "node")}
+			must(t, os.MkdirAll(s.outside, 0o755))
+			comp := tc.plant(t, s)
+			before := treeState(t, s.outside)
+			for _, dry := range []bool{true, false} {
+				_, err := Stage(context.Background(), s.sp, staging.Options{DryRun: dry})
+				wantType(t, err, fault.LinkEscape, comp)
+				if after := treeState(t, s.outside); !sameState(before, after) {
+					t.Fatalf("dry=%v: staging wrote outside the root: %v", dry, after)
+				}
+			}
+			if tc.name != "export-parent" {
+				_, err := Verify(context.Background(), s.sp, false)
+				wantType(t, err, fault.LinkEscape, comp)
+			}
+		})
+	}
+}
+
+// A link that stays inside the root is followed; a ledger or temp name
+// planted as a link out of the root is replaced, never written through.
+func TestDestinationLinksInsideRoot(t *testing.T) {
+	f := newFixture(t, false)
+	node := filepath.Join(f.root, "node")
+	must(t, os.MkdirAll(filepath.Join(node, "real-hf", "hub"), 0o755))
+	must(t, os.Symlink("real-hf", filepath.Join(node, "hf-link")))
+	outside := filepath.Join(f.root, "elsewhere")
+	must(t, os.MkdirAll(outside, 0o755))
+	must(t, os.WriteFile(filepath.Join(outside, "victim"), []byte("keep me"), 0o644))
+	must(t, os.Symlink(filepath.Join(outside, "victim"), filepath.Join(node, "real-hf", "hub", LedgerName)))
+	sp := f.spec()
+	sp.Dst, sp.Roots = filepath.Join(node, "hf-link"), []string{node}
+	before := treeState(t, outside)
+	res, err := Stage(context.Background(), sp, staging.Options{})
+	must(t, err)
+	if res.CopiedFiles != 6 {
+		t.Fatalf("result %+v: want 6 files copied", res)
+	}
+	fileEquals(t, filepath.Join(node, "real-hf", "hub", "models--org--model", "snapshots", rev1, "README.md"), f.blobs["README.md"])
+	if !sameState(before, treeState(t, outside)) {
+		t.Fatal("the ledger was written through its link out of the root")
+	}
+	if fi, err := os.Lstat(filepath.Join(node, "real-hf", "hub", LedgerName)); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("ledger is not a regular file after the pass: %v", err)
+	}
+	v, err := Verify(context.Background(), sp, false)
+	must(t, err)
+	if !v.Clean() {
+		t.Fatalf("verify: %+v", v)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/staging"
 )
 
 // bindManifest is the file beside an export listing the NAS files the serve
@@ -49,7 +50,8 @@ func ReadBindManifest(exportPath string) ([]Bind, error) {
 }
 
 // exports builds each export tree: hard links to mirror files, empty
-// placeholders for skipped entries, and the bind manifest.
+// placeholders for skipped entries, and the bind manifest. Every directory
+// is opened beneath the node's roots.
 func (st *stager) exports() error {
 	for _, e := range st.s.Exports {
 		root := filepath.Clean(e.Path)
@@ -63,81 +65,97 @@ func (st *stager) exports() error {
 			return err
 		}
 		m := bindManifest{Repo: e.Repo, Revision: rev, Export: root, Binds: []Bind{}}
-		dirs := map[string]bool{}
+		dirs := map[*staging.Dir]bool{}
 		for _, en := range rp.Revs[rev] {
 			target := filepath.Join(root, en.Path)
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			td, name, err := st.dc.Parent(target, true)
+			if err != nil {
 				return classifyWrite(target, err)
 			}
-			dirs[filepath.Dir(target)] = true
+			dirs[td] = true
 			if en.Skipped {
-				if err := placeholder(target); err != nil {
+				if err := placeholder(td, name); err != nil {
 					return err
 				}
 				m.Binds = append(m.Binds, Bind{Source: en.Src, Target: en.Path, ReadOnly: true})
 				continue
 			}
-			if err := hardLink(filepath.Join(st.s.mirror, en.File), target); err != nil {
+			file := filepath.Join(st.s.mirror, en.File)
+			fd, fname, err := st.dc.Parent(file, false)
+			if err != nil {
+				return fmt.Errorf("export %s: mirror file %s: %w", target, file, err)
+			}
+			if err := hardLink(fd, fname, td, name); err != nil {
 				return err
 			}
 		}
 		for d := range dirs {
-			syncDir(d)
+			d.Sync()
 		}
 		sort.Slice(m.Binds, func(i, j int) bool { return m.Binds[i].Target < m.Binds[j].Target })
 		b, err := json.MarshalIndent(m, "", " ")
 		if err != nil {
 			return err
 		}
-		if err := ledger.WriteFileAtomic(BindManifestPath(root), b, 0o644); err != nil {
-			return classifyWrite(BindManifestPath(root), err)
+		mp := BindManifestPath(root)
+		md, mname, err := st.dc.Parent(mp, true)
+		if err != nil {
+			return classifyWrite(mp, err)
+		}
+		if err := ledger.WriteFileAtomicIn(md, mname, b, 0o644); err != nil {
+			return classifyWrite(mp, err)
 		}
 	}
 	return nil
 }
 
-// hardLink makes target a hard link to file, atomically; a target that
-// already is that inode is left alone.
-func hardLink(file, target string) error {
-	fi, err := os.Stat(file)
+// hardLink makes name in td a hard link to the mirror file fname in fd,
+// atomically; a target that already is that inode is left alone.
+func hardLink(fd *staging.Dir, fname string, td *staging.Dir, name string) error {
+	file, target := fd.Join(fname), td.Join(name)
+	fi, err := fd.Lstat(fname)
 	if err != nil {
 		return fmt.Errorf("export %s: mirror file %s: %w", target, file, err)
 	}
-	if ti, err := os.Lstat(target); err == nil && os.SameFile(fi, ti) {
+	if !isReg(fi) {
+		return fmt.Errorf("export %s: mirror file %s is not a regular file", target, file)
+	}
+	if ti, err := td.Lstat(name); err == nil && ti.Dev == fi.Dev && ti.Ino == fi.Ino {
 		return nil
 	}
-	tmp := tmpName(target)
-	os.Remove(tmp)
-	if err := os.Link(file, tmp); err != nil {
+	tmp := tmpBase(name)
+	td.Remove(tmp)
+	if err := td.Link(fd, fname, tmp); err != nil {
 		if errors.Is(err, syscall.EXDEV) {
 			return fault.Permanent(fault.InvalidSpec, fmt.Errorf("export %s is on another filesystem than the mirror file %s: hard links need one filesystem, move the export beside dst", target, file))
 		}
-		return classifyWrite(target, fmt.Errorf("link %s to %s: %w", file, tmp, err))
+		return classifyWrite(target, err)
 	}
-	if err := os.Rename(tmp, target); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("rename %s to %s: %w", tmp, target, err)
+	if err := td.Rename(tmp, name); err != nil {
+		td.Remove(tmp)
+		return classifyWrite(target, err)
 	}
 	return nil
 }
 
-// placeholder makes target an empty regular file (a bind mountpoint).
-func placeholder(target string) error {
-	if ti, err := os.Lstat(target); err == nil && ti.Mode().IsRegular() && ti.Size() == 0 {
+// placeholder makes name in d an empty regular file (a bind mountpoint).
+func placeholder(d *staging.Dir, name string) error {
+	target := d.Join(name)
+	if ti, err := d.Lstat(name); err == nil && isReg(ti) && ti.Size == 0 {
 		return nil
 	}
-	tmp := tmpName(target)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	tmp := tmpBase(name)
+	f, err := d.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return classifyWrite(target, fmt.Errorf("create placeholder %s: %w", tmp, err))
+		return classifyWrite(target, fmt.Errorf("create placeholder: %w", err))
 	}
 	if err := f.Close(); err != nil {
-		os.Remove(tmp)
+		d.Remove(tmp)
 		return classifyWrite(target, err)
 	}
-	if err := os.Rename(tmp, target); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("rename %s to %s: %w", tmp, target, err)
+	if err := d.Rename(tmp, name); err != nil {
+		d.Remove(tmp)
+		return classifyWrite(target, err)
 	}
 	return nil
 }

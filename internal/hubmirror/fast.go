@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/staging"
 )
 
 // smallMax is the size up to which a file is read whole into memory, copied
@@ -74,21 +75,6 @@ func sampleOpen(f *os.File, size int64) (string, error) {
 	return ledger.SampleHash(f, size)
 }
 
-// samplePath opens path and returns its size and sampled hash.
-func samplePath(path string) (int64, string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, "", err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, "", err
-	}
-	sum, err := sampleOpen(f, fi.Size())
-	return fi.Size(), sum, err
-}
-
 // readSmall reads a whole file of at most smallMax bytes with raw
 // syscalls. ok is false when the file turned out larger (the caller then
 // takes the chunked path).
@@ -97,6 +83,11 @@ func readSmall(path string) (data []byte, ok bool, err error) {
 	if err != nil {
 		return nil, false, &os.PathError{Op: "open", Path: path, Err: err}
 	}
+	return readSmallFd(fd, path)
+}
+
+// readSmallFd is readSmall on an open descriptor, which it closes.
+func readSmallFd(fd int, path string) (data []byte, ok bool, err error) {
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -122,11 +113,16 @@ func readSmall(path string) (data []byte, ok bool, err error) {
 	return data, true, nil
 }
 
-// sampleDst hashes the sampled regions of a staged file of the given size:
-// small ones are read whole with raw syscalls.
-func sampleDst(path string, size int64) (string, error) {
+// sampleDst hashes the sampled regions of the staged file name in d (not
+// following a link) of the given size: small ones are read whole with raw
+// syscalls.
+func sampleDst(d *staging.Dir, name string, size int64) (string, error) {
 	if size <= smallMax {
-		data, ok, err := readSmall(path)
+		fd, err := d.OpenRaw(name, unix.O_RDONLY, 0)
+		if err != nil {
+			return "", err
+		}
+		data, ok, err := readSmallFd(fd, d.Join(name))
 		if err != nil {
 			return "", err
 		}
@@ -134,6 +130,14 @@ func sampleDst(path string, size int64) (string, error) {
 			return ledger.SampleHash(bytes.NewReader(data), size)
 		}
 	}
-	_, sum, err := samplePath(path)
-	return sum, err
+	f, err := d.OpenFile(name, unix.O_RDONLY, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	return sampleOpen(f, fi.Size())
 }

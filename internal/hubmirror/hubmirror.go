@@ -90,8 +90,11 @@ type spec struct {
 }
 
 func tmpName(path string) string {
-	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+tmpSuffix)
+	return filepath.Join(filepath.Dir(path), tmpBase(filepath.Base(path)))
 }
+
+// tmpBase is the temp name of name in the same directory.
+func tmpBase(name string) string { return "." + name + tmpSuffix }
 
 // within reports whether p is root or lies under it (syntactically).
 func within(p, root string) bool {

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -44,6 +43,7 @@ func Stage(ctx context.Context, in Spec, opts staging.Options) (staging.Result, 
 	if err != nil {
 		return staging.Result{}, err
 	}
+	defer st.dc.Close()
 	res, err := st.run(ctx)
 	res.Seconds = time.Since(start).Seconds()
 	return res, err
@@ -57,7 +57,8 @@ type stager struct {
 	mu     sync.Mutex // guards led, res, dirs, lastSave
 	led    *ledger.Ledger
 	res    staging.Result
-	dirs   map[string]bool
+	dirs   map[string]bool // directories that got new names (fsynced at the end)
+	dc     *staging.Dirs   // destination directories, opened beneath the roots
 	saved  time.Time
 	dirty  bool
 	resume map[string]int64
@@ -72,12 +73,28 @@ func newStager(s *spec, p *plan, opts staging.Options) (*stager, error) {
 	if opts.Parallel <= 0 {
 		opts.Parallel = 4
 	}
-	led, err := ledger.Load(filepath.Join(s.mirror, LedgerName), Kind)
-	if err != nil {
-		// A corrupt ledger is rebuilt by adoption (sampling), never trusted.
-		led = ledger.New(Kind)
+	dc := staging.NewDirs(s.Roots)
+	// Open the mirror (made unless dry) and the exports' parents beneath the
+	// roots now: a link out of them fails the pass before any write, and a
+	// dry run reports it too.
+	md, err := dc.Dir(s.mirror, !opts.DryRun)
+	if err != nil && !(opts.DryRun && missing(err)) {
+		dc.Close()
+		return nil, err
 	}
-	st := &stager{s: s, p: p, opts: opts, led: led, dirs: map[string]bool{}, resume: map[string]int64{}}
+	for _, e := range s.Exports {
+		if _, err := dc.Dir(filepath.Dir(filepath.Clean(e.Path)), false); err != nil && !missing(err) {
+			dc.Close()
+			return nil, err
+		}
+	}
+	led := ledger.New(Kind)
+	if md != nil {
+		if l, err := ledger.LoadIn(md, LedgerName, Kind); err == nil {
+			led = l
+		} // a corrupt ledger is rebuilt by adoption (sampling), never trusted
+	}
+	st := &stager{s: s, p: p, opts: opts, led: led, dirs: map[string]bool{}, dc: dc, resume: map[string]int64{}}
 	if opts.Resume != nil {
 		for _, f := range opts.Resume.InFlight {
 			st.resume[f.Path] = f.Offset
@@ -93,8 +110,6 @@ func newStager(s *spec, p *plan, opts staging.Options) (*stager, error) {
 	st.prog.p.BytesTotal = p.TotalBytes
 	return st, nil
 }
-
-func (st *stager) ledgerPath() string { return filepath.Join(st.s.mirror, LedgerName) }
 
 func (st *stager) run(ctx context.Context) (staging.Result, error) {
 	if err := st.files(ctx); err != nil {
@@ -121,7 +136,9 @@ func (st *stager) finish(err error) (staging.Result, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for d := range st.dirs {
-		syncDir(d)
+		if dd, err := st.dc.Dir(d, false); err == nil {
+			dd.Sync()
+		}
 	}
 	if st.dirty {
 		if serr := st.saveLocked(); serr != nil && err == nil {
@@ -129,13 +146,6 @@ func (st *stager) finish(err error) (staging.Result, error) {
 		}
 	}
 	return st.res, err
-}
-
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
 }
 
 // files runs the per-file work: opts.Parallel large files in flight, and
@@ -221,7 +231,9 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 	switch state {
 	case stVerified, stAdopted:
 		if !st.opts.DryRun {
-			os.Remove(tmpName(dst))
+			if d, name, err := st.dc.Parent(dst, false); err == nil {
+				d.Remove(tmpBase(name))
+			}
 		}
 		st.mu.Lock()
 		if state == stVerified {
@@ -267,7 +279,8 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 // it into place. It is not fsynced here: saveLedger syncs the filesystem
 // before any ledger that lists it is written.
 func (st *stager) writeSmall(it *fileItem, data []byte, sample, dst string) (ledger.Entry, error) {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	d, name, err := st.dc.Parent(dst, true)
+	if err != nil {
 		return ledger.Entry{}, classifyWrite(dst, err)
 	}
 	ent := ledger.Entry{Size: int64(len(data)), Sampled: sample, Source: it.SrcRel, VerifiedAt: time.Now().UTC()}
@@ -282,10 +295,10 @@ func (st *stager) writeSmall(it *fileItem, data []byte, sample, dst string) (led
 	if mode == 0 {
 		mode = 0o644
 	}
-	tmp := tmpName(dst)
-	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o600)
+	tmp := tmpBase(name)
+	fd, err := d.OpenRaw(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o600)
 	if err != nil {
-		return ledger.Entry{}, classifyWrite(dst, fmt.Errorf("create %s: %w", tmp, err))
+		return ledger.Entry{}, classifyWrite(dst, fmt.Errorf("create: %w", err))
 	}
 	for off := 0; off < len(data) && err == nil; {
 		var n int
@@ -302,11 +315,11 @@ func (st *stager) writeSmall(it *fileItem, data []byte, sample, dst string) (led
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, dst)
+		err = d.Rename(tmp, name)
 	}
 	if err != nil {
-		os.Remove(tmp)
-		return ledger.Entry{}, classifyWrite(dst, fmt.Errorf("write %s: %w", tmp, err))
+		d.Remove(tmp)
+		return ledger.Entry{}, classifyWrite(dst, fmt.Errorf("write %s: %w", d.Join(tmp), err))
 	}
 	st.mu.Lock()
 	st.unsynced = true
@@ -334,8 +347,15 @@ const (
 // trusted only when the staged file's samples and the source's samples
 // both still match it.
 func (st *stager) check(it *fileItem, dst string, size int64, srcSample string) (fileState, ledger.Entry, error) {
-	dfi, err := os.Lstat(dst)
-	if err != nil || !dfi.Mode().IsRegular() || dfi.Size() != size {
+	d, name, err := st.dc.Parent(dst, false)
+	if err != nil {
+		if missing(err) {
+			return stCopy, ledger.Entry{}, nil
+		}
+		return stCopy, ledger.Entry{}, err // a link out of the roots
+	}
+	dfi, err := d.Lstat(name)
+	if err != nil || !isReg(dfi) || dfi.Size != size {
 		return stCopy, ledger.Entry{}, nil
 	}
 	now := time.Now().UTC()
@@ -346,14 +366,14 @@ func (st *stager) check(it *fileItem, dst string, size int64, srcSample string) 
 		if err != nil {
 			return 0, ent, sourceErr(it, err)
 		}
-		b, err := fullSHA(dst)
+		b, err := fullSHAIn(d, name)
 		if err != nil || a != b {
 			return stCopy, ent, nil
 		}
 		ent.SHA256 = a
 		return stVerified, ent, nil
 	}
-	dstSample, err := sampleDst(dst, size)
+	dstSample, err := sampleDst(d, name, size)
 	if err != nil || dstSample != srcSample {
 		return stCopy, ent, nil
 	}
@@ -367,7 +387,7 @@ func (st *stager) check(it *fileItem, dst string, size int64, srcSample string) 
 	if st.s.sha256 && ent.SHA256 == "" {
 		// Under verify = "sha256" a file the ledger has no full hash for is
 		// checked whole once: against its LFS name, else the source.
-		sum, err := fullSHA(dst)
+		sum, err := fullSHAIn(d, name)
 		if err != nil {
 			return stCopy, ent, nil
 		}
@@ -403,6 +423,21 @@ func fullSHA(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return fullSHAFile(f)
+}
+
+// fullSHAIn hashes the staged file name in d whole (not following a link).
+func fullSHAIn(d *staging.Dir, name string) (string, error) {
+	f, err := d.OpenFile(name, unix.O_RDONLY, 0)
+	if err != nil {
+		return "", err
+	}
+	return fullSHAFile(f)
+}
+
+// fullSHAFile hashes f whole and closes it.
+func fullSHAFile(f *os.File) (string, error) {
+	path := f.Name()
 	defer f.Close()
 	h := sha256.New()
 	buf := make([]byte, 4<<20)
@@ -412,13 +447,10 @@ func fullSHA(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// classifyWrite turns ENOSPC into a permanent NoSpace naming the path.
-func classifyWrite(path string, err error) error {
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return fault.Permanent(fault.NoSpace, fmt.Errorf("%s: disk full: %w: free space on the node and rerun (finished files are kept and not copied again)", path, err))
-	}
-	return err
-}
+// classifyWrite turns what retrying cannot fix (disk full, read-only,
+// permission denied, a file in the way) into a permanent fault naming the
+// path: see staging.ClassifyWrite.
+func classifyWrite(path string, err error) error { return staging.ClassifyWrite(path, err) }
 
 // maybeSave persists the ledger at most every 2 s while files complete, so
 // a kill -9 loses little (lost entries are re-adopted by sampling anyway).
@@ -438,23 +470,18 @@ func (st *stager) maybeSave() error {
 // saveLocked syncs what small files were written unsynced, then saves the
 // ledger, so the ledger never lists a file that is not on disk.
 func (st *stager) saveLocked() error {
-	if err := os.MkdirAll(st.s.mirror, 0o755); err != nil {
+	md, err := st.dc.Dir(st.s.mirror, true)
+	if err != nil {
 		return classifyWrite(st.s.mirror, err)
 	}
 	if st.unsynced {
-		d, err := os.Open(st.s.mirror)
-		if err != nil {
-			return fmt.Errorf("open %s: %w", st.s.mirror, err)
-		}
-		err = unix.Syncfs(int(d.Fd()))
-		d.Close()
-		if err != nil {
-			return classifyWrite(st.s.mirror, fmt.Errorf("syncfs %s: %w", st.s.mirror, err))
+		if err := md.Syncfs(); err != nil {
+			return classifyWrite(st.s.mirror, err)
 		}
 		st.unsynced = false
 	}
-	if err := st.led.Save(st.ledgerPath()); err != nil {
-		return classifyWrite(st.ledgerPath(), err)
+	if err := st.led.SaveIn(md, LedgerName); err != nil {
+		return classifyWrite(md.Join(LedgerName), err)
 	}
 	st.dirty = false
 	return nil
@@ -466,9 +493,8 @@ func (st *stager) saveLocked() error {
 // are handled in parallel: on a cold tree this is one lstat each.
 func (st *stager) links() error {
 	errs := make([]error, len(st.p.Links))
-	var mkdirs sync.Map
 	parallelDo(len(st.p.Links), metaWorkers, func(i int) {
-		errs[i] = st.link(st.p.Links[i], &mkdirs)
+		errs[i] = st.link(st.p.Links[i])
 	})
 	return firstErr(errs)
 }
@@ -482,41 +508,39 @@ func firstErr(errs []error) error {
 	return nil
 }
 
-func (st *stager) link(l linkItem, mkdirs *sync.Map) error {
+func (st *stager) link(l linkItem) error {
 	path := filepath.Join(st.s.mirror, l.Rel)
 	dir := filepath.Dir(path)
-	fi, err := os.Lstat(path)
+	d, name, err := st.dc.Parent(path, true)
+	if err != nil {
+		return classifyWrite(path, err)
+	}
+	fi, err := d.Lstat(name)
 	switch {
-	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-		if t, err := os.Readlink(path); err == nil && t == l.Target {
+	case err == nil && isLink(fi):
+		if t, err := d.Readlink(name); err == nil && t == l.Target {
 			return nil
 		}
-	case err == nil && fi.IsDir():
+	case err == nil && isDir(fi):
 		return fault.Permanent(fault.InvalidSpec, fmt.Errorf("mirror entry %s is a directory where a link to %s belongs: remove it", path, l.Target))
-	case errors.Is(err, fs.ErrNotExist):
-		if _, done := mkdirs.Load(dir); !done {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return classifyWrite(path, err)
-			}
-			mkdirs.Store(dir, true)
-		}
-		if err := os.Symlink(l.Target, path); err == nil {
+	case missing(err):
+		if err := d.Symlink(l.Target, name); err == nil {
 			st.noteDir(dir)
 			return nil
 		} else if !errors.Is(err, fs.ErrExist) {
-			return classifyWrite(path, fmt.Errorf("symlink %s: %w", path, err))
+			return classifyWrite(path, err)
 		}
 	case err != nil:
-		return fmt.Errorf("lstat %s: %w", path, err)
+		return classifyWrite(path, err)
 	}
-	tmp := tmpName(path)
-	os.Remove(tmp)
-	if err := os.Symlink(l.Target, tmp); err != nil {
-		return classifyWrite(path, fmt.Errorf("symlink %s: %w", tmp, err))
+	tmp := tmpBase(name)
+	d.Remove(tmp)
+	if err := d.Symlink(l.Target, tmp); err != nil {
+		return classifyWrite(path, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return classifyWrite(path, fmt.Errorf("rename link into %s: %w", path, err))
+	if err := d.Rename(tmp, name); err != nil {
+		d.Remove(tmp)
+		return classifyWrite(path, fmt.Errorf("rename link into place: %w", err))
 	}
 	st.noteDir(dir)
 	return nil

@@ -2,10 +2,11 @@ package hubmirror
 
 import (
 	"context"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/staging"
@@ -26,9 +27,19 @@ func Verify(ctx context.Context, in Spec, full bool) (staging.VerifyResult, erro
 	if err != nil {
 		return res, err
 	}
-	led, err := ledger.Load(filepath.Join(s.mirror, LedgerName), Kind)
-	if err != nil {
-		led = ledger.New(Kind) // judge by the source alone
+	// Staged paths are read through directories opened beneath the roots:
+	// a link out of them is reported, never followed.
+	dc := staging.NewDirs(s.Roots)
+	defer dc.Close()
+	led := ledger.New(Kind) // judge by the source alone when there is none
+	md, err := dc.Dir(s.mirror, false)
+	if err != nil && !missing(err) {
+		return res, err
+	}
+	if md != nil {
+		if l, err := ledger.LoadIn(md, LedgerName, Kind); err == nil {
+			led = l
+		}
 	}
 	// Files are checked in parallel (sampled reads are latency-bound);
 	// results are gathered in plan order.
@@ -44,14 +55,22 @@ func Verify(ctx context.Context, in Spec, full bool) (staging.VerifyResult, erro
 		}
 		it := p.Files[i]
 		dst := filepath.Join(s.mirror, it.Rel)
-		fi, err := os.Lstat(dst)
+		d, name, err := dc.Parent(dst, false)
+		if err != nil && !missing(err) {
+			outs[i].err = err
+			return
+		}
+		var fi unix.Stat_t
+		if err == nil {
+			fi, err = d.Lstat(name)
+		}
 		switch {
 		case err != nil:
 			outs[i].missing = true
-		case !fi.Mode().IsRegular():
+		case !isReg(fi):
 			outs[i].bad = true
 		default:
-			good, err := verifyFile(s, it, dst, fi.Size(), led, full)
+			good, err := verifyFile(s, it, d, name, fi.Size, led, full)
 			outs[i].bad, outs[i].err = !good, err
 		}
 	})
@@ -71,14 +90,18 @@ func Verify(ctx context.Context, in Spec, full bool) (staging.VerifyResult, erro
 	linkState := make([]int, len(p.Links)) // 0 ok, 1 missing, 2 bad
 	parallelDo(len(p.Links), metaWorkers, func(i int) {
 		path := filepath.Join(s.mirror, p.Links[i].Rel)
-		fi, err := os.Lstat(path)
+		d, name, err := dc.Parent(path, false)
+		var fi unix.Stat_t
+		if err == nil {
+			fi, err = d.Lstat(name)
+		}
 		switch {
 		case err != nil:
 			linkState[i] = 1
-		case fi.Mode()&fs.ModeSymlink == 0:
+		case !isLink(fi):
 			linkState[i] = 2
 		default:
-			if t, err := os.Readlink(path); err != nil || t != p.Links[i].Target {
+			if t, err := d.Readlink(name); err != nil || t != p.Links[i].Target {
 				linkState[i] = 2
 			}
 		}
@@ -103,26 +126,29 @@ func Verify(ctx context.Context, in Spec, full bool) (staging.VerifyResult, erro
 		root := filepath.Clean(e.Path)
 		for _, en := range rp.Revs[rev] {
 			target := filepath.Join(root, en.Path)
-			ti, err := os.Lstat(target)
+			ti, err := dc.Lstat(target)
 			if err != nil {
+				if !missing(err) {
+					return res, err
+				}
 				res.Missing = append(res.Missing, target)
 				continue
 			}
 			if en.Skipped {
-				if ti.Mode().IsRegular() && ti.Size() == 0 {
+				if isReg(ti) && ti.Size == 0 {
 					res.OK++
 				} else {
 					res.Bad = append(res.Bad, target)
 				}
 				continue
 			}
-			if mi, err := os.Stat(filepath.Join(s.mirror, en.File)); err == nil && os.SameFile(mi, ti) {
+			if mi, err := dc.Lstat(filepath.Join(s.mirror, en.File)); err == nil && isReg(mi) && mi.Dev == ti.Dev && mi.Ino == ti.Ino {
 				res.OK++
 			} else {
 				res.Bad = append(res.Bad, target)
 			}
 		}
-		if _, err := os.Stat(BindManifestPath(root)); err != nil {
+		if _, err := dc.Lstat(BindManifestPath(root)); err != nil {
 			res.Missing = append(res.Missing, BindManifestPath(root))
 		}
 	}
@@ -131,7 +157,7 @@ func Verify(ctx context.Context, in Spec, full bool) (staging.VerifyResult, erro
 	return res, nil
 }
 
-func verifyFile(s *spec, it *fileItem, dst string, size int64, led *ledger.Ledger, full bool) (bool, error) {
+func verifyFile(s *spec, it *fileItem, d *staging.Dir, name string, size int64, led *ledger.Ledger, full bool) (bool, error) {
 	src, err := os.Open(it.Src)
 	if err != nil {
 		return false, sourceErr(it, err)
@@ -145,7 +171,7 @@ func verifyFile(s *spec, it *fileItem, dst string, size int64, led *ledger.Ledge
 		return false, nil
 	}
 	if full {
-		sum, err := fullSHA(dst)
+		sum, err := fullSHAIn(d, name)
 		if err != nil {
 			return false, nil
 		}
@@ -161,7 +187,7 @@ func verifyFile(s *spec, it *fileItem, dst string, size int64, led *ledger.Ledge
 	if err != nil {
 		return false, sourceErr(it, err)
 	}
-	_, dstSample, err := samplePath(dst)
+	dstSample, err := sampleDst(d, name, size)
 	if err != nil || dstSample != srcSample {
 		return false, nil
 	}

@@ -6,6 +6,7 @@
 package ledger
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -17,6 +18,10 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sparklane/sparklane/internal/staging"
 )
 
 // Sampling shape. A region is hashed as: its length, then head, tail and
@@ -206,5 +211,77 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 		d.Sync()
 		d.Close()
 	}
+	return nil
+}
+
+// LoadIn is Load for the ledger file name inside d, a staging directory
+// opened beneath the node's root: a ledger that is a symlink is not
+// followed (it reads as corrupt and is rebuilt by adoption).
+func LoadIn(d *staging.Dir, name, kind string) (*Ledger, error) {
+	b, err := d.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return New(kind), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read ledger %s: %w", d.Join(name), err)
+	}
+	l := New(kind)
+	if err := json.Unmarshal(b, l); err != nil {
+		return nil, fmt.Errorf("ledger %s is not valid JSON (%v): delete it to re-verify the tree from scratch", d.Join(name), err)
+	}
+	if l.Version != Version {
+		return nil, fmt.Errorf("ledger %s has version %d, this sparklane reads %d: delete it to re-verify", d.Join(name), l.Version, Version)
+	}
+	if l.Entries == nil {
+		l.Entries = map[string]Entry{}
+	}
+	return l, nil
+}
+
+// SaveIn is Save for the ledger file name inside d (beneath the node's root).
+func (l *Ledger) SaveIn(d *staging.Dir, name string) error {
+	l.UpdatedAt = time.Now().UTC()
+	b, err := json.MarshalIndent(l, "", " ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomicIn(d, name, b, 0o644)
+}
+
+// WriteFileAtomicIn is WriteFileAtomic for name inside d: the temp file is
+// created exclusively (never through a link) beside it, fsynced and renamed
+// over name, and d is fsynced; nothing is written outside d.
+func WriteFileAtomicIn(d *staging.Dir, name string, data []byte, perm os.FileMode) error {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := "." + name + ".tmp-" + fmt.Sprintf("%x", rnd)
+	f, err := d.OpenFile(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
+	if err != nil {
+		return staging.ClassifyWrite(d.Join(name), fmt.Errorf("write %s: %w", d.Join(name), err))
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			d.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return staging.ClassifyWrite(d.Join(name), fmt.Errorf("write %s: %w", d.Join(name), err))
+	}
+	if err := f.Chmod(perm); err != nil {
+		return staging.ClassifyWrite(d.Join(name), fmt.Errorf("write %s: %w", d.Join(name), err))
+	}
+	if err := f.Sync(); err != nil {
+		return staging.ClassifyWrite(d.Join(name), fmt.Errorf("fsync %s: %w", d.Join(name), err))
+	}
+	if err := f.Close(); err != nil {
+		return staging.ClassifyWrite(d.Join(name), fmt.Errorf("write %s: %w", d.Join(name), err))
+	}
+	if err := d.Rename(tmp, name); err != nil {
+		return staging.ClassifyWrite(d.Join(name), fmt.Errorf("rename into %s: %w", d.Join(name), err))
+	}
+	ok = true
+	_ = d.Sync()
 	return nil
 }

@@ -130,6 +130,11 @@ func ReadPackedHeader(path string) (PackedHeader, error) {
 	if err != nil {
 		return PackedHeader{}, err
 	}
+	return readPackedHeaderFile(f, path)
+}
+
+// readPackedHeaderFile is ReadPackedHeader on an open file, which it closes.
+func readPackedHeaderFile(f *os.File, path string) (PackedHeader, error) {
 	defer f.Close()
 	b := make([]byte, PackedHeaderSize)
 	if _, err := io.ReadFull(f, b); err != nil {

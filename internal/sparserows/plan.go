@@ -213,6 +213,11 @@ func plan(spec Spec) (PlanInfo, error) {
 		if h, ok := pi.headers[shard]; ok {
 			return h, nil
 		}
+		if !filepath.IsLocal(shard) {
+			// The name also becomes a dst path (sparse-copy): "../x" or
+			// "/etc/x" would read and write outside src and dst.
+			return nil, fault.Permanent(SourceCorrupt, fmt.Errorf("%s names shard %q for tensor %s: a shard must be a file name inside the snapshot dir: fix the index", indexPath, shard, tensor))
+		}
 		p := filepath.Join(spec.Src, shard)
 		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
 			return nil, fault.Permanent(fault.SourceMissing, fmt.Errorf("%s names shard %s for tensor %s, but %s does not exist: the snapshot is incomplete, re-download it", indexPath, shard, tensor, p))

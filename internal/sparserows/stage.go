@@ -35,14 +35,18 @@ const (
 
 // outFile is one output: a packed layer file or a sparse shard copy.
 type outFile struct {
-	rel    string // name under Dst
-	final  string
-	tmp    string
-	mode   int
-	header []byte // expected bytes at offset 0
-	size   int64  // expected file size
-	f      *os.File
-	last   int // index of the last layer using it (finalized after it)
+	rel   string // name under Dst
+	final string
+	tmp   string
+	// dir is the output's directory opened beneath the node's roots (nil
+	// while it does not exist); name and tmpName are the base names in it.
+	dir           *staging.Dir
+	name, tmpName string
+	mode          int
+	header        []byte // expected bytes at offset 0
+	size          int64  // expected file size
+	f             *os.File
+	last          int // index of the last layer using it (finalized after it)
 
 	wrote, adopted, repaired, done bool
 }
@@ -72,6 +76,8 @@ type run struct {
 	pi   PlanInfo
 	dry  bool
 	led  *ledger.Ledger
+	dc   *staging.Dirs // destination directories, opened beneath the roots
+	dst  *staging.Dir  // spec.Dst (nil in a dry run while it does not exist)
 	outs map[string]*outFile
 	srcs map[string]*os.File
 	res  staging.Result
@@ -108,20 +114,12 @@ func Stage(ctx context.Context, spec Spec, opts staging.Options) (staging.Result
 		return staging.Result{}, err
 	}
 	r := &run{ctx: ctx, spec: spec, opts: opts, pi: pi, dry: opts.DryRun, outs: map[string]*outFile{}, srcs: map[string]*os.File{},
-		useCFR: spec.CopyMode != CopyReadWrite, resumeLi: -1}
+		useCFR: spec.CopyMode != CopyReadWrite, resumeLi: -1, dc: staging.NewDirs(spec.Roots)}
 	r.res.DryRun = r.dry
 	r.res.TotalBytes = pi.Bytes
 	defer r.closeAll()
-	if !r.dry {
-		if err := os.MkdirAll(spec.Dst, 0o755); err != nil {
-			return r.res, fmt.Errorf("create dst %s: %w: check the node's roots and permissions", spec.Dst, err)
-		}
-	}
-	r.led, err = ledger.Load(filepath.Join(spec.Dst, LedgerName), LedgerKind)
-	if err != nil {
-		// A ledger is a cache of verified hashes: a broken one is dropped
-		// and the tree re-verified against the source by adoption.
-		r.led = ledger.New(LedgerKind)
+	if err := r.openDst(); err != nil {
+		return r.res, err
 	}
 	if opts.Resume != nil {
 		for i, lp := range pi.Layers {
@@ -181,6 +179,60 @@ func Stage(ctx context.Context, spec Spec, opts staging.Options) (staging.Result
 	return r.res, nil
 }
 
+// openDst opens Dst beneath the node's roots (made unless dry: a link out
+// of the roots fails here, before any write) and loads its ledger.
+func (r *run) openDst() error {
+	d, err := r.dc.Dir(filepath.Clean(r.spec.Dst), !r.dry)
+	if err != nil && !(r.dry && errors.Is(err, fs.ErrNotExist)) {
+		return staging.ClassifyWrite(r.spec.Dst, fmt.Errorf("open dst %s: %w", r.spec.Dst, err))
+	}
+	r.dst = d
+	r.led = ledger.New(LedgerKind)
+	if d != nil {
+		// A ledger is a cache of verified hashes: a broken one is dropped
+		// and the tree re-verified against the source by adoption.
+		if l, err := ledger.LoadIn(d, LedgerName, LedgerKind); err == nil {
+			r.led = l
+		}
+	}
+	return nil
+}
+
+// outDir opens o's directory beneath the roots: made when create, else
+// nil (no error) while it does not exist.
+func (r *run) outDir(o *outFile, create bool) (*staging.Dir, error) {
+	if o.dir != nil {
+		return o.dir, nil
+	}
+	d, err := r.dc.Dir(filepath.Dir(o.final), create)
+	if err != nil {
+		if !create && errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, staging.ClassifyWrite(o.final, err)
+	}
+	o.dir = d
+	return d, nil
+}
+
+// regularIn reports whether name in d is a regular file (links not followed).
+func regularIn(d *staging.Dir, name string) bool {
+	if d == nil {
+		return false
+	}
+	st, err := d.Lstat(name)
+	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
+}
+
+// packedHeaderIn reads and checks the packed header of name in d.
+func packedHeaderIn(d *staging.Dir, name string) (PackedHeader, error) {
+	f, err := d.OpenFile(name, unix.O_RDONLY, 0)
+	if err != nil {
+		return PackedHeader{}, err
+	}
+	return readPackedHeaderFile(f, d.Join(name))
+}
+
 // advanceResume moves the resume point of a resumed packed file past the
 // blocks its temp file already holds beyond the last heartbeat (heartbeats
 // reach the server throttled, seconds late). Blocks are written in order,
@@ -198,7 +250,10 @@ func (r *run) advanceResume() {
 	if o == nil || o.mode != modeResumed {
 		return
 	}
-	f, err := os.Open(o.tmp)
+	if o.dir == nil {
+		return
+	}
+	f, err := o.dir.OpenFile(o.tmpName, unix.O_RDONLY, 0)
 	if err != nil {
 		return
 	}
@@ -235,26 +290,31 @@ func (r *run) decideOutputs() error {
 			}
 			o := &outFile{rel: lp.Output, header: hb, size: h.FileSize(), last: i}
 			o.final = filepath.Join(r.spec.Dst, o.rel)
-			o.tmp = filepath.Join(r.spec.Dst, "."+o.rel+".partial")
+			o.name, o.tmpName = filepath.Base(o.final), "."+filepath.Base(o.final)+".partial"
+			o.tmp = filepath.Join(filepath.Dir(o.final), o.tmpName)
 			o.mode = modeFresh
-			if !isRegular(o.final) {
+			d, err := r.outDir(o, false)
+			if err != nil {
+				return err
+			}
+			if !regularIn(d, o.name) {
 				// Missing, or a symlink (never written through: it may
 				// point at the NAS): a fresh file replaces it.
-			} else if got, err := ReadPackedHeader(o.final); err == nil && got == h {
+			} else if got, err := packedHeaderIn(d, o.name); err == nil && got == h {
 				o.mode = modeExisting
-			} else if st, serr := os.Stat(o.final); serr == nil && st.Size() == o.size {
+			} else if st, serr := d.Lstat(o.name); serr == nil && st.Size == o.size {
 				// Right size but a header that does not decode (torn or
 				// zeroed): repair the header and check the rows block by
 				// block. A valid header for other rows or another
 				// checkpoint means a rebuild.
-				if hb, rerr := readHeaderBytes(o.final); rerr == nil {
+				if hb, rerr := readHeaderBytes(d, o.name); rerr == nil {
 					if _, perr := UnmarshalPackedHeader(hb); perr != nil {
 						o.mode = modeExisting
 					}
 				}
 			}
-			if o.mode == modeFresh && r.resumeLi == i {
-				if got, err := ReadPackedHeader(o.tmp); err == nil && got == h && isRegular(o.tmp) {
+			if o.mode == modeFresh && r.resumeLi == i && regularIn(d, o.tmpName) {
+				if got, err := packedHeaderIn(d, o.tmpName); err == nil && got == h {
 					o.mode = modeResumed
 				}
 			}
@@ -273,11 +333,16 @@ func (r *run) decideOutputs() error {
 			h := r.pi.headers[s]
 			o := &outFile{rel: s, header: h.Raw, size: h.FileSize, last: lastUse[s]}
 			o.final = filepath.Join(r.spec.Dst, s)
-			o.tmp = filepath.Join(filepath.Dir(o.final), "."+filepath.Base(s)+".partial")
+			o.name, o.tmpName = filepath.Base(s), "."+filepath.Base(s)+".partial"
+			o.tmp = filepath.Join(filepath.Dir(o.final), o.tmpName)
 			o.mode = modeFresh
-			if isRegular(o.final) {
+			d, err := r.outDir(o, false)
+			if err != nil {
+				return err
+			}
+			if regularIn(d, o.name) {
 				o.mode = modeExisting
-			} else if r.resumeLi >= 0 && isRegular(o.tmp) {
+			} else if r.resumeLi >= 0 && regularIn(d, o.tmpName) {
 				o.mode = modeResumed
 			}
 			r.outs[o.rel] = o
@@ -296,14 +361,8 @@ func (r *run) openOutputs() error {
 	return nil
 }
 
-// isRegular reports whether path is a regular file, not following symlinks.
-func isRegular(path string) bool {
-	st, err := os.Lstat(path)
-	return err == nil && st.Mode().IsRegular()
-}
-
-func readHeaderBytes(path string) ([]byte, error) {
-	f, err := os.Open(path)
+func readHeaderBytes(d *staging.Dir, name string) ([]byte, error) {
+	f, err := d.OpenFile(name, unix.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -323,32 +382,39 @@ func (r *run) openOut(o *outFile) error {
 	case o.mode == modeFresh && r.dry:
 		return nil
 	case o.mode == modeFresh:
-		if err := os.MkdirAll(filepath.Dir(o.tmp), 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", filepath.Dir(o.tmp), err)
-		}
-		o.f, err = os.OpenFile(o.tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		d, err := r.outDir(o, true)
 		if err != nil {
-			return fmt.Errorf("create %s: %w: check permissions on dst", o.tmp, err)
+			return err
+		}
+		o.f, err = d.OpenFile(o.tmpName, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return staging.ClassifyWrite(o.tmp, fmt.Errorf("create: %w", err))
 		}
 		if err := o.f.Truncate(o.size); err != nil {
-			return fmt.Errorf("size %s to %d bytes: %w", o.tmp, o.size, err)
+			return staging.ClassifyWrite(o.tmp, fmt.Errorf("size %s to %d bytes: %w", o.tmp, o.size, err))
 		}
 		if _, err := o.f.WriteAt(o.header, 0); err != nil {
-			return fmt.Errorf("write header of %s: %w", o.tmp, err)
+			return staging.ClassifyWrite(o.tmp, fmt.Errorf("write header of %s: %w", o.tmp, err))
 		}
 		return nil
 	}
-	path := o.final
+	path, name := o.final, o.name
 	if o.mode == modeResumed {
-		path = o.tmp
+		path, name = o.tmp, o.tmpName
 	}
-	flag := os.O_RDWR | syscall.O_NOFOLLOW
+	flag := os.O_RDWR
 	if r.dry {
-		flag = os.O_RDONLY | syscall.O_NOFOLLOW
+		flag = os.O_RDONLY
 	}
-	o.f, err = os.OpenFile(path, flag, 0)
+	d, err := r.outDir(o, false)
+	if err == nil && d == nil {
+		err = fmt.Errorf("directory %s vanished", filepath.Dir(path))
+	}
+	if err == nil {
+		o.f, err = d.OpenFile(name, flag, 0)
+	}
 	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
+		return staging.ClassifyWrite(path, fmt.Errorf("open %s: %w", path, err))
 	}
 	st, err := o.f.Stat()
 	if err != nil {
@@ -579,8 +645,8 @@ func (r *run) saveLedger() error {
 	if r.dry || !r.dirty {
 		return nil
 	}
-	if err := r.led.Save(filepath.Join(r.spec.Dst, LedgerName)); err != nil {
-		return err
+	if err := r.led.SaveIn(r.dst, LedgerName); err != nil {
+		return staging.ClassifyWrite(filepath.Join(r.spec.Dst, LedgerName), err)
 	}
 	r.dirty = false
 	return nil
@@ -720,20 +786,13 @@ func (r *run) finishLayer(li int) error {
 		o.f = nil
 		o.done = true
 		if o.mode != modeExisting {
-			if err := os.Rename(o.tmp, o.final); err != nil {
-				return fmt.Errorf("rename %s into %s: %w", o.tmp, o.final, err)
+			if err := o.dir.Rename(o.tmpName, o.name); err != nil {
+				return staging.ClassifyWrite(o.final, err)
 			}
-			syncDir(filepath.Dir(o.final))
+			o.dir.Sync()
 		}
 	}
 	return r.saveLedger()
-}
-
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
 }
 
 func (r *run) closeAll() {
@@ -746,6 +805,7 @@ func (r *run) closeAll() {
 	for _, f := range r.srcs {
 		f.Close()
 	}
+	r.dc.Close()
 }
 
 // LocalManifest is engram-local.json of a sparse-copy tree: where the
@@ -835,17 +895,18 @@ func (r *run) writeSidecars() error {
 	}
 	for name, want := range files {
 		r.res.TotalFiles++
-		p := filepath.Join(r.spec.Dst, name)
-		if got, err := os.ReadFile(p); err == nil && bytes.Equal(got, want) {
-			r.res.VerifiedFiles++
-			continue
+		if r.dst != nil {
+			if got, err := r.dst.ReadFile(name); err == nil && bytes.Equal(got, want) {
+				r.res.VerifiedFiles++
+				continue
+			}
 		}
 		r.res.CopiedFiles++
 		if r.dry {
 			continue
 		}
-		if err := ledger.WriteFileAtomic(p, want, 0o644); err != nil {
-			return err
+		if err := ledger.WriteFileAtomicIn(r.dst, name, want, 0o644); err != nil {
+			return staging.ClassifyWrite(r.dst.Join(name), err)
 		}
 	}
 	return nil

@@ -3,10 +3,9 @@ package sparserows
 import (
 	"bytes"
 	"context"
+	"io/fs"
 	"os"
-	"path/filepath"
 
-	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/staging"
 )
 
@@ -24,11 +23,11 @@ func Verify(ctx context.Context, spec Spec, full bool) (staging.VerifyResult, er
 	if err != nil {
 		return vr, err
 	}
-	r := &run{ctx: ctx, spec: spec, opts: staging.Options{Force: full}, pi: pi, dry: true, outs: map[string]*outFile{}, srcs: map[string]*os.File{}, resumeLi: -1}
+	r := &run{ctx: ctx, spec: spec, opts: staging.Options{Force: full}, pi: pi, dry: true, outs: map[string]*outFile{}, srcs: map[string]*os.File{}, resumeLi: -1,
+		dc: staging.NewDirs(spec.Roots)}
 	defer r.closeAll()
-	r.led, err = ledger.Load(filepath.Join(spec.Dst, LedgerName), LedgerKind)
-	if err != nil {
-		r.led = ledger.New(LedgerKind)
+	if err := r.openDst(); err != nil {
+		return vr, err
 	}
 	if err := r.decideOutputs(); err != nil {
 		return vr, err
@@ -42,7 +41,7 @@ func Verify(ctx context.Context, spec Spec, full bool) (staging.VerifyResult, er
 		switch {
 		case o.mode == modeFresh:
 			broken[o] = true
-			if _, err := os.Stat(o.final); err == nil {
+			if o.dir != nil && regularIn(o.dir, o.name) {
 				vr.Bad = append(vr.Bad, rel+": header is for other rows or another checkpoint")
 			} else {
 				vr.Missing = append(vr.Missing, rel)
@@ -82,7 +81,11 @@ func Verify(ctx context.Context, spec Spec, full bool) (staging.VerifyResult, er
 			if !ok {
 				continue
 			}
-			got, err := os.ReadFile(filepath.Join(spec.Dst, name))
+			var got []byte
+			err := fs.ErrNotExist
+			if r.dst != nil {
+				got, err = r.dst.ReadFile(name)
+			}
 			switch {
 			case err != nil:
 				vr.Missing = append(vr.Missing, name)

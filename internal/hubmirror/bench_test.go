@@ -1,0 +1,84 @@
+package hubmirror
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sparklane/sparklane/internal/staging"
+)
+
+// benchHub builds a hub of n small linked files (8 KiB) and big files of
+// bigSize bytes, for the fast-path benchmarks: many small files are where
+// per-file syscalls (the roots boundary, the ledger) show.
+func benchHub(b *testing.B, n, big int, bigSize int) (root, hub string) {
+	b.Helper()
+	root = b.TempDir()
+	hub = filepath.Join(root, "nas", "hub")
+	t := &testing.T{}
+	r := newRepo(t, hub, "org/model")
+	for i := 0; i < n; i++ {
+		sum := r.blob(testData(uint64(i+1), 8<<10), false)
+		r.link(rev1, fmt.Sprintf("d%02d/f%05d.json", i%50, i), sum)
+	}
+	for i := 0; i < big; i++ {
+		sum := r.blob(testData(uint64(100000+i), bigSize), false)
+		r.link(rev1, fmt.Sprintf("model-%05d.safetensors", i), sum)
+	}
+	r.ref("main", rev1)
+	if t.Failed() {
+		b.Fatal("building the bench hub failed")
+	}
+	return root, hub
+}
+
+// BenchmarkStageSmallFiles stages 2,000 small files into an empty dst.
+func BenchmarkStageSmallFiles(b *testing.B) {
+	root, hub := benchHub(b, 2000, 0, 0)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		dst := filepath.Join(root, "node", fmt.Sprint(i))
+		if _, err := Stage(context.Background(), Spec{Src: hub, Dst: dst, Repos: []string{"org/model"}, Roots: []string{root}}, staging.Options{}); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		os.RemoveAll(dst)
+		b.StartTimer()
+	}
+}
+
+// BenchmarkSecondPass re-verifies a staged tree of 2,000 small files and
+// 4 × 16 MiB: the pass every cutover makes, copying nothing.
+func BenchmarkSecondPass(b *testing.B) {
+	root, hub := benchHub(b, 2000, 4, 16<<20)
+	sp := Spec{Src: hub, Dst: filepath.Join(root, "node"), Repos: []string{"org/model"}, Roots: []string{root}}
+	if _, err := Stage(context.Background(), sp, staging.Options{}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := Stage(context.Background(), sp, staging.Options{})
+		if err != nil || res.CopiedFiles != 0 {
+			b.Fatalf("second pass: %+v %v", res, err)
+		}
+	}
+}
+
+// BenchmarkStageBigFiles stages 4 × 64 MiB into an empty dst (chunked copy,
+// fdatasync per chunk).
+func BenchmarkStageBigFiles(b *testing.B) {
+	root, hub := benchHub(b, 0, 4, 64<<20)
+	b.SetBytes(4 * 64 << 20)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		dst := filepath.Join(root, "node", fmt.Sprint(i))
+		if _, err := Stage(context.Background(), Spec{Src: hub, Dst: dst, Repos: []string{"org/model"}, Roots: []string{root}}, staging.Options{}); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		os.RemoveAll(dst)
+		b.StartTimer()
+	}
+}
