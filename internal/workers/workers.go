@@ -19,6 +19,7 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/devserver"
 	"github.com/sparklane/sparklane/internal/logging"
 	"github.com/sparklane/sparklane/internal/tclient"
@@ -133,18 +134,42 @@ type ConnectOptions struct {
 	NoEmbedded bool
 }
 
+// dialOptions are the client options every connection of this config uses.
+func dialOptions(cfg *config.Config, log *zap.Logger) (tclient.DialOptions, error) {
+	dial := tclient.DialOptions{Address: cfg.Temporal.Address, Namespace: cfg.Temporal.Namespace, TLSCert: cfg.Temporal.TLSCert, TLSKey: cfg.Temporal.TLSKey, TLSCA: cfg.Temporal.TLSCA, Logger: logging.SDK(log.Named("sdk"))}
+	if cfg.Temporal.APIKeyEnv != "" {
+		dial.APIKey = os.Getenv(cfg.Temporal.APIKeyEnv)
+		if dial.APIKey == "" {
+			return dial, fmt.Errorf("temporal.api_key_env names %s, but it is empty: export the API key in it", cfg.Temporal.APIKeyEnv)
+		}
+	}
+	return dial, nil
+}
+
+// Dial connects to the Temporal frontend at address (a running control
+// service's), hosting nothing in this process.
+func Dial(ctx context.Context, cfg *config.Config, log *zap.Logger, address, uiURL string) (*Env, error) {
+	dial, err := dialOptions(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	dial.Address = address
+	c, err := tclient.Dial(ctx, dial)
+	if err != nil {
+		return nil, err
+	}
+	return &Env{Cfg: cfg, Log: log, Client: c, Address: address, UIURL: uiURL}, nil
+}
+
 // Connect reaches Temporal as the config says. With temporal.address empty
 // it first looks for an embedded server already running on this machine
 // (worker dev); failing that it starts one over the same SQLite file, so
 // runs show in the UI later.
 func Connect(ctx context.Context, cfg *config.Config, log *zap.Logger, opt ConnectOptions) (*Env, error) {
 	e := &Env{Cfg: cfg, Log: log}
-	dial := tclient.DialOptions{Address: cfg.Temporal.Address, Namespace: cfg.Temporal.Namespace, TLSCert: cfg.Temporal.TLSCert, TLSKey: cfg.Temporal.TLSKey, TLSCA: cfg.Temporal.TLSCA, Logger: logging.SDK(log.Named("sdk"))}
-	if cfg.Temporal.APIKeyEnv != "" {
-		dial.APIKey = os.Getenv(cfg.Temporal.APIKeyEnv)
-		if dial.APIKey == "" {
-			return nil, fmt.Errorf("temporal.api_key_env names %s, but it is empty: export the API key in it", cfg.Temporal.APIKeyEnv)
-		}
+	dial, err := dialOptions(cfg, log)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Temporal.Address != "" {
 		c, err := tclient.Dial(ctx, dial)
@@ -242,19 +267,43 @@ func portOpen(addr string) bool {
 	return true
 }
 
-// RunDev is `worker dev`: the embedded server and web UI, the control
-// worker and a node worker for every local node, until ctx ends.
+// RunDev is the control service (`worker dev`, `starter control run`): the
+// embedded server and web UI (or the external cluster of temporal.address),
+// the control worker and a node worker for every local node, until ctx
+// ends. It holds state_dir's control lock for its whole life, so there is
+// one per state_dir and every starter finds it (internal/control).
 func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
-	local := net.JoinHostPort(devserver.LoopbackIP, strconv.Itoa(cfg.Temporal.Port))
-	if cfg.Temporal.Address == "" && portOpen(local) {
-		return errors.New("something already listens on " + local + ": another 'worker dev' or a starter command holds the embedded server; stop it first")
-	}
-	e, err := Connect(ctx, cfg, log, ConnectOptions{LocalWorkers: true})
+	lock, err := control.Acquire(cfg.StateDir, control.Owner{Config: cfg.File, ConfigHash: control.HashFile(cfg.File), Version: Version, Nodes: LocalNodes(cfg)})
 	if err != nil {
 		return err
 	}
+	defer lock.Release()
+	var e *Env
+	if cfg.Temporal.Address != "" {
+		if e, err = Connect(ctx, cfg, log, ConnectOptions{NoEmbedded: true}); err == nil {
+			err = e.StartLocalWorkers()
+		}
+	} else {
+		local := net.JoinHostPort(devserver.LoopbackIP, strconv.Itoa(cfg.Temporal.Port))
+		if cfg.Temporal.Port != 0 && portOpen(local) {
+			return errors.New("something else already listens on " + local + " (not the control service of state_dir " + cfg.StateDir + "): stop it, or set [temporal] port and ui_port to free ports")
+		}
+		e, err = Connect(ctx, cfg, log, ConnectOptions{LocalWorkers: true})
+	}
+	if err != nil {
+		if e != nil {
+			e.Close()
+		}
+		return err
+	}
 	defer e.Close()
-	log.Info("sparklane dev worker running", zap.String("temporal", e.Address), zap.String("ui", e.UIURL), zap.Strings("local_nodes", LocalNodes(cfg)))
+	owner := lock.Owner()
+	owner.Frontend, owner.UI = e.Address, e.UIURL
+	if err := lock.Publish(owner); err != nil {
+		return err
+	}
+	log.Info("sparklane control service running", zap.String("temporal", e.Address), zap.String("ui", e.UIURL), zap.Strings("local_nodes", LocalNodes(cfg)), zap.String("lock", control.LockPath(cfg.StateDir)))
 	<-ctx.Done()
+	log.Info("sparklane control service stopping")
 	return nil
 }

@@ -1,0 +1,365 @@
+// Package control finds, starts and stops the control service: the one
+// long-lived process per state_dir that, in embedded mode, holds the
+// Temporal server (SQLite under state_dir), its web UI, the control worker
+// and the workers of this machine's nodes.
+//
+// `starter` is only ever a client of it. When no control service runs,
+// starter starts one in the background (detached into its own session,
+// logging to state_dir/control.log) and connects to it; a starter killed
+// at any moment therefore leaves nothing half-owned: the run goes on in the
+// service and any later starter can follow, cancel or resume it.
+//
+// One control service per state_dir is guaranteed by an exclusive flock on
+// state_dir/control.lock, which also publishes who holds it (pid, command,
+// start time, frontend and UI addresses) so that every refusal can name
+// the owner. The lock dies with its process, so a kill -9 never leaves a
+// stale lock behind.
+//
+// The package knows nothing of Temporal beyond addresses.
+package control
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// File names under state_dir.
+const (
+	// LockFile is held (flock) by the running control service and holds
+	// its Owner as JSON.
+	LockFile = "control.lock"
+	// LogFile receives a background control service's output.
+	LogFile = "control.log"
+)
+
+// Owner describes the process holding a state_dir's control lock.
+type Owner struct {
+	PID int `json:"pid"`
+	// Command is how the owner was started (argv joined), so an operator
+	// knows what to stop.
+	Command string    `json:"command"`
+	Since   time.Time `json:"since"`
+	// Frontend is the Temporal frontend address; empty while starting.
+	Frontend string `json:"frontend,omitempty"`
+	// UI is the web UI base URL, when it runs one.
+	UI string `json:"ui,omitempty"`
+	// Config is the fleet config file the service loaded, ConfigHash its
+	// sha256 then: a starter whose config differs warns that the service
+	// runs an older one.
+	Config     string `json:"config,omitempty"`
+	ConfigHash string `json:"config_hash,omitempty"`
+	// Version is the owner's sparklane version.
+	Version string `json:"version,omitempty"`
+	// Nodes are the local nodes whose workers the service runs.
+	Nodes []string `json:"nodes,omitempty"`
+}
+
+func (o Owner) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pid %d", o.PID)
+	if o.Command != "" {
+		fmt.Fprintf(&b, " (%s)", o.Command)
+	}
+	if !o.Since.IsZero() {
+		fmt.Fprintf(&b, ", since %s", o.Since.Format(time.RFC3339))
+	}
+	if o.Frontend != "" {
+		fmt.Fprintf(&b, ", Temporal frontend %s", o.Frontend)
+	} else {
+		b.WriteString(", still starting (no frontend published yet)")
+	}
+	return b.String()
+}
+
+// HeldError says a state_dir's control lock is held by another process.
+type HeldError struct {
+	Path  string
+	Owner Owner
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("%s is held by a running control service: %s; starter uses it by itself — to replace it, stop it first with 'starter control stop'", e.Path, e.Owner.describe())
+}
+
+// Lock is a held control lock.
+type Lock struct {
+	f     *os.File
+	owner Owner
+}
+
+// LockPath is state_dir/control.lock.
+func LockPath(stateDir string) string { return filepath.Join(stateDir, LockFile) }
+
+// LogPath is state_dir/control.log.
+func LogPath(stateDir string) string { return filepath.Join(stateDir, LogFile) }
+
+// Acquire takes stateDir's control lock for this process and publishes o.
+// When another process holds it, the error is a *HeldError naming it.
+func Acquire(stateDir string, o Owner) (*Lock, error) {
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create state_dir %s: %w", stateDir, err)
+	}
+	path := LockPath(stateDir)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		held := readOwner(f)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, &HeldError{Path: path, Owner: held}
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if o.PID == 0 {
+		o.PID = os.Getpid()
+	}
+	if o.Since.IsZero() {
+		o.Since = time.Now().UTC().Truncate(time.Second)
+	}
+	if o.Command == "" {
+		o.Command = strings.Join(os.Args, " ")
+	}
+	l := &Lock{f: f}
+	if err := l.Publish(o); err != nil {
+		l.Release()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Publish rewrites the owner record (e.g. once the frontend listens).
+func (l *Lock) Publish(o Owner) error {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if err := l.f.Truncate(0); err != nil {
+		return fmt.Errorf("write %s: %w", l.f.Name(), err)
+	}
+	if _, err := l.f.WriteAt(b, 0); err != nil {
+		return fmt.Errorf("write %s: %w", l.f.Name(), err)
+	}
+	l.owner = o
+	return l.f.Sync()
+}
+
+// Owner is what the lock publishes now.
+func (l *Lock) Owner() Owner { return l.owner }
+
+// Release clears the owner record and drops the lock.
+func (l *Lock) Release() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	_ = l.f.Truncate(0)
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
+
+func readOwner(f *os.File) Owner {
+	buf := make([]byte, 64<<10)
+	n, _ := f.ReadAt(buf, 0)
+	var o Owner
+	_ = json.Unmarshal(bytes.TrimSpace(buf[:n]), &o)
+	return o
+}
+
+// Find reports the control service holding stateDir, if one runs.
+func Find(stateDir string) (Owner, bool) {
+	f, err := os.Open(LockPath(stateDir))
+	if err != nil {
+		return Owner{}, false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return Owner{}, false
+	}
+	return readOwner(f), true
+}
+
+// StartOptions say how to start a control service in the background.
+type StartOptions struct {
+	// Exe and Args are the service's command line (`starter control run
+	// --config FILE` or `worker dev --config FILE`).
+	Exe  string
+	Args []string
+	// Env is the service's environment (default: this process's).
+	Env []string
+	// StateDir is the service's state_dir (its lock and log live there).
+	StateDir string
+	// Wait bounds how long Start waits for the frontend (default 2m: the
+	// first start creates the SQLite schema).
+	Wait time.Duration
+}
+
+// Start returns the running control service of o.StateDir, starting one
+// in the background first when none runs. Two starters racing here start
+// at most one service between them: the loser's child finds the lock held
+// and exits, and both return the winner.
+func Start(ctx context.Context, o StartOptions) (owner Owner, started bool, err error) {
+	if owner, ok := ready(o.StateDir); ok {
+		return owner, false, nil
+	}
+	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
+		return Owner{}, false, fmt.Errorf("create state_dir %s: %w", o.StateDir, err)
+	}
+	logPath := LogPath(o.StateDir)
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return Owner{}, false, fmt.Errorf("open %s: %w", logPath, err)
+	}
+	defer logf.Close()
+	logStart, _ := logf.Seek(0, 2)
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return Owner{}, false, err
+	}
+	defer devnull.Close()
+	cmd := exec.Command(o.Exe, o.Args...)
+	cmd.Env = o.Env
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
+	// Its own session: a Ctrl-C or SIGHUP aimed at the starter's terminal
+	// never reaches the service.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		return Owner{}, false, fmt.Errorf("start the control service (%s): %w", o.Exe, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	wait := o.Wait
+	if wait <= 0 {
+		wait = 2 * time.Minute
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	childDone := false
+	var childErr error
+	for {
+		if owner, ok := ready(o.StateDir); ok {
+			return owner, owner.PID == cmd.Process.Pid, nil
+		}
+		if childDone {
+			// Our child lost a race to another service that is still
+			// starting: wait for that one.
+			if held, ok := Find(o.StateDir); ok && held.PID != cmd.Process.Pid {
+				childDone = false
+				exited = nil
+			} else {
+				return Owner{}, false, fmt.Errorf("the control service exited while starting (%v); its log %s ends with:\n%s", childErr, logPath, tailFrom(logPath, logStart, 20))
+			}
+		}
+		select {
+		case childErr = <-exited:
+			childDone = true
+		case <-tick.C:
+		case <-deadline.C:
+			return Owner{}, false, fmt.Errorf("the control service (pid %d) did not publish a Temporal frontend within %s; see %s", cmd.Process.Pid, wait, logPath)
+		case <-ctx.Done():
+			return Owner{}, false, ctx.Err()
+		}
+	}
+}
+
+// ready is the running service of stateDir once its frontend accepts
+// connections.
+func ready(stateDir string) (Owner, bool) {
+	owner, ok := Find(stateDir)
+	if !ok || owner.Frontend == "" {
+		return Owner{}, false
+	}
+	c, err := net.DialTimeout("tcp", owner.Frontend, time.Second)
+	if err != nil {
+		return Owner{}, false
+	}
+	c.Close()
+	return owner, true
+}
+
+// Stop asks stateDir's control service to stop (SIGTERM: it lets its
+// workers finish their current calls) and waits until its lock is free;
+// past timeout it is killed. It reports the owner it stopped, and false
+// when none ran.
+func Stop(ctx context.Context, stateDir string, timeout time.Duration) (Owner, bool, error) {
+	owner, ok := Find(stateDir)
+	if !ok {
+		return Owner{}, false, nil
+	}
+	if owner.PID <= 0 {
+		return owner, true, fmt.Errorf("%s is held but names no pid; stop the process holding it by hand (fuser %s)", LockPath(stateDir), LockPath(stateDir))
+	}
+	p, err := os.FindProcess(owner.PID)
+	if err != nil {
+		return owner, true, err
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return owner, true, fmt.Errorf("signal control service pid %d: %w", owner.PID, err)
+	}
+	deadline := time.Now().Add(timeout)
+	killed := false
+	for {
+		if _, held := Find(stateDir); !held {
+			return owner, true, nil
+		}
+		if !killed && time.Now().After(deadline) {
+			_ = p.Signal(syscall.SIGKILL)
+			killed = true
+			deadline = time.Now().Add(10 * time.Second)
+		} else if killed && time.Now().After(deadline) {
+			return owner, true, fmt.Errorf("control service pid %d still holds %s after SIGKILL", owner.PID, LockPath(stateDir))
+		}
+		select {
+		case <-ctx.Done():
+			return owner, true, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// HashFile is the hex sha256 of a file's content ("" when unreadable).
+func HashFile(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// tailFrom returns the last n lines written to path after offset.
+func tailFrom(path string, offset int64, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	if offset > 0 && offset <= int64(len(b)) {
+		b = b[offset:]
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}
