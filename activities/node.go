@@ -256,8 +256,11 @@ func (a *NodeActivities) BeforeServe(ctx context.Context, in BeforeServeInput) (
 }
 
 // StartRank starts this node's rank container (a no-op when the identical
-// container already runs). Mount sources are mapped through fs_root; export
-// trees bring their per-file bind manifests (NAS files bound read-only).
+// container already runs). Mount sources are mapped through fs_root and
+// must lie beneath the node's roots (or shared roots, read-only), symlinks
+// resolved, unless the mount says host = true: a refused mount is a
+// permanent MountRefused error and no container is created. Export trees
+// bring their per-file bind manifests (NAS files bound read-only).
 func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (StartRankResult, error) {
 	d, err := a.dockerClient(ctx)
 	if err != nil {
@@ -265,14 +268,24 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 	}
 	var mounts []config.Mount
 	for _, m := range in.Plan.Mounts {
-		src := a.local(m.Src)
-		mounts = append(mounts, config.Mount{Src: src, Dst: m.Dst, ReadOnly: m.ReadOnly})
-		// An export tree carries a per-file bind manifest beside it: the
-		// skipped NAS files bound read-only over their placeholders.
-		if _, err := os.Stat(hubmirror.BindManifestPath(src)); err != nil {
+		mounts = append(mounts, config.Mount{Src: a.local(m.Src), Dst: m.Dst, ReadOnly: m.ReadOnly, Host: m.Host})
+	}
+	// Check the recipe's sources before reading anything beside them.
+	roots := a.roots()
+	mounts, err = serve.CheckMountSources(a.Node.Name, mounts, roots, a.SharedRoots)
+	if err != nil {
+		return StartRankResult{}, classify(fmt.Errorf("rank %d: %w", in.Plan.Rank, err))
+	}
+	for _, m := range mounts {
+		if m.Host {
 			continue
 		}
-		binds, err := hubmirror.ReadBindManifest(src)
+		// An export tree carries a per-file bind manifest beside it: the
+		// skipped NAS files bound read-only over their placeholders.
+		if _, err := os.Stat(hubmirror.BindManifestPath(m.Src)); err != nil {
+			continue
+		}
+		binds, err := hubmirror.ReadBindManifest(m.Src)
 		if err != nil {
 			return StartRankResult{}, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
 		}
@@ -283,6 +296,7 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 	r, err := serve.StartRank(ctx, d, serve.RankSpec{
 		Lane: in.Lane, Node: a.Node.Name, Rank: in.Plan.Rank, RecipeHash: in.RecipeHash, Image: in.Plan.Image,
 		Argv: in.Plan.Argv, Env: in.Plan.Env, Mounts: mounts, GPUs: in.Plan.GPUs,
+		Roots: roots, SharedRoots: a.SharedRoots,
 	})
 	if err != nil {
 		return StartRankResult{}, classify(fmt.Errorf("node %s rank %d: %w", a.Node.Name, in.Plan.Rank, err))

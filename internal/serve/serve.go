@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -96,6 +97,11 @@ type RankSpec struct {
 	Env  map[string]string `json:"env,omitempty"`
 	// Mounts have node-local sources (fs_root already applied).
 	Mounts []config.Mount `json:"mounts,omitempty"`
+	// Roots and SharedRoots bound the mount sources (fs_root applied to
+	// Roots): a source outside them, lexically or through a symlink, is
+	// refused before any container exists unless its mount says Host.
+	Roots       []string `json:"roots,omitempty"`
+	SharedRoots []string `json:"shared_roots,omitempty"`
 	// CreateSources lists mount sources StartRank may create when missing
 	// (JIT cache dirs); any other missing source is an error.
 	CreateSources []string `json:"create_sources,omitempty"`
@@ -130,6 +136,11 @@ func StartRank(ctx context.Context, d Docker, spec RankSpec) (RankStarted, error
 	if spec.Lane == "" || spec.Image == "" {
 		return RankStarted{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("rank %d on node %s: lane and image are required", spec.Rank, spec.Node))
 	}
+	mounts, err := CheckMountSources(spec.Node, spec.Mounts, spec.Roots, spec.SharedRoots)
+	if err != nil {
+		return RankStarted{}, fmt.Errorf("container %s: %w", name, err)
+	}
+	spec.Mounts = mounts
 	if err := checkSources(spec, name); err != nil {
 		return RankStarted{}, err
 	}
@@ -188,6 +199,10 @@ func checkSources(spec RankSpec, name string) error {
 	create := map[string]bool{}
 	for _, s := range spec.CreateSources {
 		create[s] = true
+		// Mount sources arrive resolved (CheckMountSources).
+		if r, err := resolveExisting(filepath.Clean(s)); err == nil {
+			create[r] = true
+		}
 	}
 	for i, m := range spec.Mounts {
 		if m.Src == "" || m.Dst == "" {

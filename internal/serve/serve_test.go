@@ -317,12 +317,18 @@ func TestBindsReadOnlyAndMissingSource(t *testing.T) {
 	img := testImage(t, d)
 	lane := newLane(t, d)
 	ctx := context.Background()
-	ro, rw := t.TempDir(), t.TempDir()
+	root := t.TempDir()
+	ro, rw := filepath.Join(root, "ro"), filepath.Join(root, "rw")
+	for _, d := range []string{ro, rw} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	r0 := spec(lane, "serve-n1", 0, "h", img, "write:/weights/probe", "exit:0")
-	r0.Mounts = []config.Mount{{Src: ro, Dst: "/weights", ReadOnly: true}}
+	r0.Mounts, r0.Roots = []config.Mount{{Src: ro, Dst: "/weights", ReadOnly: true}}, []string{root}
 	r1 := spec(lane, "serve-n1", 1, "h", img, "write:/cache/probe", "exit:0")
-	r1.Mounts = []config.Mount{{Src: rw, Dst: "/cache"}}
+	r1.Mounts, r1.Roots = []config.Mount{{Src: rw, Dst: "/cache"}}, []string{root}
 	for _, s := range []serve.RankSpec{r0, r1} {
 		if _, err := serve.StartRank(ctx, d, s); err != nil {
 			t.Fatalf("StartRank rank %d: %v", s.Rank, err)
@@ -342,9 +348,9 @@ func TestBindsReadOnlyAndMissingSource(t *testing.T) {
 		t.Errorf("read-write bind: %v", err)
 	}
 
-	missing := filepath.Join(t.TempDir(), "staged", "not-yet")
+	missing := filepath.Join(root, "staged", "not-yet")
 	bad := spec(lane, "serve-n1", 2, "h", img, "sleep")
-	bad.Mounts = []config.Mount{{Src: missing, Dst: "/models", ReadOnly: true}}
+	bad.Mounts, bad.Roots = []config.Mount{{Src: missing, Dst: "/models", ReadOnly: true}}, []string{root}
 	_, err := serve.StartRank(ctx, d, bad)
 	if typ, _ := fault.TypeOf(err); typ != fault.SourceMissing || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "/models") {
 		t.Errorf("StartRank with a missing bind source: %v, want SourceMissing naming %s and /models", err, missing)
