@@ -33,17 +33,16 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 	var out *os.File
 	var off int64
 	want, have := st.resume[it.Rel]
-	if st.opts.Resume != nil {
-		// A retried attempt: the temp file may be ahead of the last
-		// heartbeat (heartbeats reach the server throttled, seconds late).
-		// Every chunk before the one holding its last byte was written and
-		// fdatasynced before that chunk began, so it is trusted like a
-		// heartbeat offset (after the same sampled check): a kill -9 costs
-		// at most one chunk per file in flight, however stale the heartbeat.
-		if fi, err := d.Lstat(tmp); err == nil && isReg(fi) && fi.Size > 0 {
-			if done := (min(fi.Size, size) - 1) / chunkSize * chunkSize; done > want {
-				want, have = done, true
-			}
+	// Whichever run finds it (a retried attempt, or a new run after a
+	// cancel, with or without heartbeat details), a temp file beside dst is
+	// this destination's earlier copy: every chunk before the one holding
+	// its last byte was written and fdatasynced before that chunk began, so
+	// it is trusted like a heartbeat offset after the same sampled check of
+	// the prefix against the source. A kill -9 or a cancel costs at most one
+	// chunk per file in flight, however stale (or absent) the heartbeat.
+	if fi, err := d.Lstat(tmp); err == nil && isReg(fi) && fi.Size > 0 {
+		if done := (min(fi.Size, size) - 1) / chunkSize * chunkSize; done > want {
+			want, have = done, true
 		}
 	}
 	if have && want > 0 && want <= size {

@@ -494,11 +494,13 @@ func TestExports(t *testing.T) {
 
 // Rule 12: cancel mid-file, resume from the last progress: at most one
 // chunk is copied again; a corrupted resumed prefix is not trusted.
+// Issue 13.6: a new run with no heartbeat details at all (a fresh Stage
+// after a cancel) resumes from the fsynced chunks of the temp file too.
 func TestResumeAfterCancel(t *testing.T) {
 	old := chunkSize
 	chunkSize = 64 << 10
 	t.Cleanup(func() { chunkSize = old })
-	for _, mode := range []string{"heartbeat", "corrupt", "stale-heartbeat"} {
+	for _, mode := range []string{"heartbeat", "corrupt", "stale-heartbeat", "fresh-run"} {
 		corrupt := mode == "corrupt"
 		f := newFixture(t, false)
 		big := testData(700, 2<<20+12345)
@@ -542,10 +544,14 @@ func TestResumeAfterCancel(t *testing.T) {
 			must(t, fh.Close())
 		}
 		resume := &last
-		if mode == "stale-heartbeat" {
+		switch mode {
+		case "stale-heartbeat":
 			// The retried attempt got an old heartbeat (they are throttled):
 			// the fsynced chunks of the temp file still count.
 			resume = &staging.Progress{}
+		case "fresh-run":
+			// A new workflow run: no heartbeat details at all.
+			resume = nil
 		}
 		res2, err := Stage(context.Background(), sp, staging.Options{Parallel: 1, Resume: resume})
 		must(t, err)

@@ -128,6 +128,9 @@ func Stage(ctx context.Context, spec Spec, opts staging.Options) (staging.Result
 			}
 		}
 	}
+	if r.resumeLi < 0 {
+		r.resumeFromDisk()
+	}
 	if err := r.decideOutputs(); err != nil {
 		return r.res, err
 	}
@@ -231,6 +234,45 @@ func packedHeaderIn(d *staging.Dir, name string) (PackedHeader, error) {
 		return PackedHeader{}, err
 	}
 	return readPackedHeaderFile(f, d.Join(name))
+}
+
+// resumeFromDisk sets a resume point from the temp files an interrupted
+// pass left when no heartbeat says where it stopped (a new run after a
+// cancel, a heartbeat that never reached the server): temp files are keyed
+// by their destination and judged by content, whichever run finds them.
+// Packed layers are written in order, so the first layer with a temp file
+// and no final file is the one in flight: the point is its first row, which
+// advanceResume moves past the blocks the file already holds (those are
+// then checked against the source, not rewritten). A sparse-copy pass
+// writes several shards at once: with any temp file left, every block of a
+// resumed shard is checked (sampled against the ledger or the source) and
+// only the blocks that do not match are rewritten.
+func (r *run) resumeFromDisk() {
+	if r.dst == nil {
+		return
+	}
+	if r.spec.Format == FormatPacked {
+		for i, lp := range r.pi.Layers {
+			d, err := r.dc.Dir(filepath.Dir(filepath.Join(r.spec.Dst, lp.Output)), false)
+			if err != nil {
+				continue
+			}
+			name := filepath.Base(lp.Output)
+			if !regularIn(d, name) && regularIn(d, "."+name+".partial") {
+				r.resumeLi, r.resumeNext = i, lp.First
+				return
+			}
+		}
+		return
+	}
+	for _, sh := range r.pi.Shards {
+		d, err := r.dc.Dir(filepath.Dir(filepath.Join(r.spec.Dst, sh)), false)
+		if err == nil && !regularIn(d, filepath.Base(sh)) && regularIn(d, "."+filepath.Base(sh)+".partial") && len(r.pi.Layers) > 0 {
+			last := len(r.pi.Layers) - 1
+			r.resumeLi, r.resumeNext = last, r.pi.Layers[last].First+r.pi.Layers[last].Count
+			return
+		}
+	}
 }
 
 // advanceResume moves the resume point of a resumed packed file past the
