@@ -708,13 +708,13 @@ func (r *run) writeBlock(b block) error {
 			return err
 		}
 		if err := r.copyRange(sf, p.srcOff, p.out.f, p.outOff, p.n); err != nil {
-			return fmt.Errorf("tensor %s rows %d-%d: copy %s → %s: %w", r.pi.Layers[b.li].Tensor, b.first, b.first+b.count-1, sf.Name(), p.out.f.Name(), err)
+			return staging.ClassifyWrite(p.out.f.Name(), fmt.Errorf("tensor %s rows %d-%d: copy %s → %s: %w", r.pi.Layers[b.li].Tensor, b.first, b.first+b.count-1, sf.Name(), p.out.f.Name(), err))
 		}
 		touched[p.out] = true
 	}
 	for o := range touched {
 		if err := unix.Fdatasync(int(o.f.Fd())); err != nil {
-			return fmt.Errorf("fsync %s: %w", o.f.Name(), err)
+			return staging.ClassifyWrite(o.f.Name(), fmt.Errorf("fsync %s: %w", o.f.Name(), err))
 		}
 	}
 	src, out, err := r.readers(b)
