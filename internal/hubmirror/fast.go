@@ -2,10 +2,10 @@ package hubmirror
 
 import (
 	"bytes"
+	"context"
 	"os"
-	"sync"
-	"sync/atomic"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
 	"github.com/sparklane/sparklane/internal/ledger"
@@ -26,28 +26,20 @@ const smallWorkers = 4
 // planning (cold lstat/readlink on a NAS is latency-bound).
 const metaWorkers = 16
 
-// parallelDo runs fn(0..n-1) on workers goroutines.
-func parallelDo(n, workers int, fn func(i int)) {
-	if workers > n {
-		workers = n
+// forEach runs fn(ctx, 0..n-1) with at most workers calls in flight
+// (errgroup with SetLimit). The first error cancels the ctx the other calls
+// get, stops starting new ones and is returned; with no error, the parent's
+// own cancellation is returned (calls it stopped from starting are not done).
+func forEach(parent context.Context, n, workers int, fn func(ctx context.Context, i int) error) error {
+	g, ctx := errgroup.WithContext(parent)
+	g.SetLimit(max(1, workers))
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		g.Go(func() error { return fn(ctx, i) })
 	}
-	var next atomic.Int64
-	next.Store(-1)
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1))
-				if i >= n {
-					return
-				}
-				fn(i)
-			}
-		}()
+	if err := g.Wait(); err != nil {
+		return err
 	}
-	wg.Wait()
+	return parent.Err()
 }
 
 // prefetch asks the kernel to read the sampled regions of f ahead, all at

@@ -276,13 +276,15 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 		if err != nil {
 			return nil, err
 		}
-		parallelDo(len(cands), metaWorkers, func(i int) {
+		// Each entry's error is kept and reported in plan order below, so
+		// the message does not depend on scheduling.
+		err = forEach(ctx, len(cands), metaWorkers, func(_ context.Context, i int) error {
 			c := cands[i]
 			if c.link {
 				t, err := os.Readlink(c.path)
 				if err != nil {
 					c.err = fmt.Errorf("repo %s: readlink %s: %w", repo, c.path, err)
-					return
+					return nil
 				}
 				c.first = join(c.path, t)
 			}
@@ -292,7 +294,7 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 				// Skipped entries too: their targets are bound into the
 				// container from the bind manifest.
 				if c.err = s.checkInside(c.path, "source entry", roots); c.err != nil {
-					return
+					return nil
 				}
 			}
 			switch {
@@ -304,7 +306,11 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 			default:
 				c.err = checkReadable(c.final, fmt.Sprintf("repo %s entry %s", repo, c.path))
 			}
+			return nil
 		})
+		if err != nil {
+			return nil, err
+		}
 		for _, c := range cands {
 			if c.err != nil {
 				return nil, c.err

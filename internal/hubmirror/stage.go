@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
 	"github.com/sparklane/sparklane/internal/fault"
@@ -152,8 +153,6 @@ func (st *stager) finish(err error) (staging.Result, error) {
 // beside them smallWorkers×Parallel small ones (latency-bound). The first
 // error cancels the rest (whose temp files stay for a resume).
 func (st *stager) files(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var big, small []*fileItem
 	for _, it := range st.p.Files {
 		if it.Size <= smallMax {
@@ -162,26 +161,21 @@ func (st *stager) files(ctx context.Context) error {
 			big = append(big, it)
 		}
 	}
-	var once sync.Once
-	var first error
-	pool := func(items []*fileItem, workers int) {
-		parallelDo(len(items), workers, func(i int) {
-			if ctx.Err() != nil {
-				return
-			}
-			if err := st.file(ctx, items[i]); err != nil {
-				once.Do(func() { first = err; cancel() })
-			}
-		})
+	// The two pools run side by side in one group: the first failure
+	// cancels both, and is what Wait returns (the cancellations it causes
+	// come later).
+	g, gctx := errgroup.WithContext(ctx)
+	pool := func(items []*fileItem, workers int) func() error {
+		return func() error {
+			return forEach(gctx, len(items), workers, func(ctx context.Context, i int) error {
+				return st.file(ctx, items[i])
+			})
+		}
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); pool(small, smallWorkers*st.opts.Parallel) }()
-	pool(big, st.opts.Parallel)
-	wg.Wait()
-	if first != nil {
-		// Prefer the real failure over the cancellations it caused.
-		return first
+	g.Go(pool(small, smallWorkers*st.opts.Parallel))
+	g.Go(pool(big, st.opts.Parallel))
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	return ctx.Err()
 }
@@ -492,20 +486,9 @@ func (st *stager) saveLocked() error {
 // (temp link + rename), missing ones created (symlink(2) is atomic). Entries
 // are handled in parallel: on a cold tree this is one lstat each.
 func (st *stager) links() error {
-	errs := make([]error, len(st.p.Links))
-	parallelDo(len(st.p.Links), metaWorkers, func(i int) {
-		errs[i] = st.link(st.p.Links[i])
+	return forEach(context.Background(), len(st.p.Links), metaWorkers, func(_ context.Context, i int) error {
+		return st.link(st.p.Links[i])
 	})
-	return firstErr(errs)
-}
-
-func firstErr(errs []error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func (st *stager) link(l linkItem) error {

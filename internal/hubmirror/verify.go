@@ -48,17 +48,17 @@ func Verify(ctx context.Context, in Spec, full bool) (staging.VerifyResult, erro
 		err          error
 	}
 	outs := make([]outcome, len(p.Files))
-	parallelDo(len(p.Files), metaWorkers, func(i int) {
+	if err := forEach(ctx, len(p.Files), metaWorkers, func(ctx context.Context, i int) error {
 		if ctx.Err() != nil {
 			outs[i].err = ctx.Err()
-			return
+			return nil
 		}
 		it := p.Files[i]
 		dst := filepath.Join(s.mirror, it.Rel)
 		d, name, err := dc.Parent(dst, false)
 		if err != nil && !missing(err) {
 			outs[i].err = err
-			return
+			return nil
 		}
 		var fi unix.Stat_t
 		if err == nil {
@@ -73,7 +73,10 @@ func Verify(ctx context.Context, in Spec, full bool) (staging.VerifyResult, erro
 			good, err := verifyFile(s, it, d, name, fi.Size, led, full)
 			outs[i].bad, outs[i].err = !good, err
 		}
-	})
+		return nil
+	}); err != nil {
+		return res, err
+	}
 	for i, o := range outs {
 		dst := filepath.Join(s.mirror, p.Files[i].Rel)
 		switch {
@@ -88,7 +91,7 @@ func Verify(ctx context.Context, in Spec, full bool) (staging.VerifyResult, erro
 		}
 	}
 	linkState := make([]int, len(p.Links)) // 0 ok, 1 missing, 2 bad
-	parallelDo(len(p.Links), metaWorkers, func(i int) {
+	if err := forEach(ctx, len(p.Links), metaWorkers, func(_ context.Context, i int) error {
 		path := filepath.Join(s.mirror, p.Links[i].Rel)
 		d, name, err := dc.Parent(path, false)
 		var fi unix.Stat_t
@@ -105,7 +108,10 @@ func Verify(ctx context.Context, in Spec, full bool) (staging.VerifyResult, erro
 				linkState[i] = 2
 			}
 		}
-	})
+		return nil
+	}); err != nil {
+		return res, err
+	}
 	for i, st := range linkState {
 		path := filepath.Join(s.mirror, p.Links[i].Rel)
 		switch st {
