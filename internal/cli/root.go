@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
 	"go.uber.org/zap"
 
 	"github.com/sparklane/sparklane/internal/config"
@@ -30,7 +31,10 @@ type App struct {
 	LogLevel   string
 
 	cfg *config.Config
-	log *zap.Logger
+	// viper reads the fleet config: --config bound to its "config" key,
+	// SPARKLANE_* env, the file, defaults (config.NewViper).
+	viper *viper.Viper
+	log   *zap.Logger
 	// env is the Temporal connection, opened on first use.
 	env *workers.Env
 	// Interrupts delivers Ctrl-C to commands that follow a workflow.
@@ -84,7 +88,10 @@ func (a *App) Root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&a.ConfigPath, "config", "", "fleet config (default $SPARKLANE_CONFIG or ./sparklane.toml)")
+	root.PersistentFlags().StringVar(&a.ConfigPath, "config", "", "fleet config (default $SPARKLANE_CONFIG or ./sparklane.toml); any key can be overridden by SPARKLANE_<KEY> (SPARKLANE_TEMPORAL_ADDRESS)")
+	a.viper = config.NewViper()
+	// Flag > env > file > default; Lookup cannot fail for a flag defined above.
+	_ = a.viper.BindPFlag("config", root.PersistentFlags().Lookup("config"))
 	root.PersistentFlags().BoolVar(&a.JSON, "json", false, "print results as JSON (for scripts)")
 	root.PersistentFlags().StringVar(&a.LogLevel, "log-level", "warn", "log level of the in-process server and workers")
 	root.AddCommand(a.statusCmd(), a.lanesCmd(), a.recipeCmd(), a.stageCmd(), a.verifyCmd(),
@@ -118,12 +125,23 @@ func (a *App) logger() *zap.Logger {
 	return a.log
 }
 
-// config loads the fleet config once.
+// config loads the fleet config once, through viper: --config (bound
+// with BindPFlag in Root), $SPARKLANE_CONFIG or ./sparklane.toml, with
+// SPARKLANE_* overrides. Recipes-dir warnings go to stderr.
 func (a *App) config() (*config.Config, error) {
 	if a.cfg != nil {
 		return a.cfg, nil
 	}
-	cfg, err := config.Load(a.ConfigPath)
+	v := a.viper
+	if v == nil { // an App used without Root()
+		v = config.NewViper()
+	}
+	// A path set by code (the demo's fleet) rather than typed as the flag
+	// still ranks as the flag.
+	if a.ConfigPath != "" && v.GetString("config") != a.ConfigPath {
+		v.Set("config", a.ConfigPath)
+	}
+	cfg, err := config.LoadViper(v)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +155,10 @@ func (a *App) recipes() (*config.Config, []*config.Recipe, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	rs, err := config.LoadRecipes(cfg.RecipesDir)
+	rs, warnings, err := config.LoadRecipeDir(cfg.RecipesDir, cfg.File)
+	for _, w := range warnings {
+		fmt.Fprintln(a.Err, "warning:", w)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,8 +1,11 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,9 +14,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/docker/go-units"
+	"github.com/go-viper/mapstructure/v2"
 	toml "github.com/pelletier/go-toml/v2"
+	"github.com/spf13/viper"
 	"gopkg.in/yaml.v3"
 
 	"github.com/sparklane/sparklane/internal/fault"
@@ -34,42 +41,187 @@ const (
 // re-probe when the config does not say.
 const DefaultProbeGrace = 5 * time.Second
 
-// Load reads the fleet config. With path empty it tries $SPARKLANE_CONFIG,
-// then ./sparklane.toml. Unknown keys and wrong types are errors naming the
-// file and the full key path (all of them at once), because a key silently
-// swallowed into the wrong table once made staging read the wrong cache.
-// Relative state_dir and recipes_dir are taken relative to the file's
-// directory; "~" is expanded.
-func Load(path string) (*Config, error) {
-	if path == "" {
-		if env := os.Getenv("SPARKLANE_CONFIG"); env != "" {
-			path = env
-		} else if _, err := os.Stat("sparklane.toml"); err == nil {
-			path = "sparklane.toml"
-		} else {
-			return nil, fault.Permanent(fault.InvalidSpec, errors.New(
-				"no fleet config: --config not given, $SPARKLANE_CONFIG unset and ./sparklane.toml absent: copy recipes/sparklane.example.toml to ./sparklane.toml and edit it"))
+// Limits on a config or recipe file, checked before it is parsed: the TOML
+// parser's work grows with the square of the key count (140,000 keys took
+// 37 s), and no fleet or lane needs more than a few hundred.
+const (
+	MaxFileBytes = 1 << 20
+	MaxFileKeys  = 4096
+)
+
+// EnvPrefix starts every environment variable that overrides a config key:
+// SPARKLANE_TEMPORAL_ADDRESS sets temporal.address.
+const EnvPrefix = "SPARKLANE"
+
+// NewViper returns the viper instance the fleet config is read through:
+// every key outside the arrays of tables bound to its SPARKLANE_*
+// variable, "config" (the file) to $SPARKLANE_CONFIG, and the defaults.
+// A CLI binds its --config flag to the "config" key (BindPFlag) and hands
+// the instance to LoadViper; see the package doc for the precedence.
+func NewViper() *viper.Viper {
+	v := viper.New()
+	v.SetEnvPrefix(EnvPrefix)
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	for _, k := range envKeys(reflect.TypeOf(Config{}), "") {
+		_ = v.BindEnv(k) // only fails without a key
+	}
+	_ = v.BindEnv("config")
+	v.SetDefault("state_dir", DefaultStateDir)
+	v.SetDefault("recipes_dir", DefaultRecipesDir)
+	v.SetDefault("probe_grace", DefaultProbeGrace)
+	v.SetDefault("temporal.namespace", DefaultNamespace)
+	v.SetDefault("temporal.port", DefaultPort)
+	v.SetDefault("temporal.ui_port", DefaultUIPort)
+	return v
+}
+
+// envKeys lists the keys of t an environment variable may set: every
+// scalar and list, recursing into tables, but not into arrays of tables
+// ([[nodes]]), whose entries have no name an env var could carry.
+func envKeys(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		k := fieldKey(f)
+		if k == "" {
+			continue
+		}
+		ft := f.Type
+		switch {
+		case ft.Kind() == reflect.Struct && ft != durationType:
+			out = append(out, envKeys(ft, join(prefix, k))...)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+		default:
+			out = append(out, join(prefix, k))
 		}
 	}
-	data, err := os.ReadFile(path)
+	return out
+}
+
+// EnvVar is the environment variable that overrides key (temporal.address
+// → SPARKLANE_TEMPORAL_ADDRESS).
+func EnvVar(key string) string {
+	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// Load reads the fleet config from path (what --config says), else
+// $SPARKLANE_CONFIG, else ./sparklane.toml, with SPARKLANE_* overrides and
+// defaults applied (LoadViper). Unknown keys, keys in the wrong case and
+// wrong types are errors naming the file and the full key path (all of
+// them at once), because a key silently swallowed into the wrong table
+// once made staging read the wrong cache. Relative state_dir and
+// recipes_dir are taken relative to the file's directory (also when set
+// from the environment); "~" is expanded.
+func Load(path string) (*Config, error) {
+	v := NewViper()
+	if path != "" {
+		v.Set("config", path) // what a --config flag says
+	}
+	return LoadViper(v)
+}
+
+// LoadViper reads the fleet config through v (from NewViper, maybe with
+// --config bound to its "config" key): it finds the file, checks it as
+// written (limits, keys, case, types), then lets viper merge it with the
+// environment and defaults and decodes the result with UnmarshalExact.
+func LoadViper(v *viper.Viper) (*Config, error) {
+	bad := func(err error) (*Config, error) { return nil, fault.Permanent(fault.InvalidSpec, err) }
+	path := v.GetString("config")
+	if path == "" {
+		if _, err := os.Stat("sparklane.toml"); err != nil {
+			return bad(errors.New(
+				"no fleet config: --config not given, $SPARKLANE_CONFIG unset and ./sparklane.toml absent: copy recipes/sparklane.example.toml to ./sparklane.toml and edit it"))
+		}
+		path = "sparklane.toml"
+	}
+	data, err := readSpecFile(path, "config")
 	if err != nil {
-		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("read config %s: %w: pass --config PATH or set $SPARKLANE_CONFIG", path, err))
+		return nil, err
 	}
 	tree, err := parseTOML(path, data)
 	if err != nil {
 		return nil, err
 	}
+	// The file as written: key names and case, then types (strict: a
+	// quoted number in the file is an error, as the operator meant a string).
+	errs := checkKeys(path, tree, reflect.TypeOf(Config{}))
+	if derr := decodeTree(tree, &Config{}); derr != nil {
+		errs = append(errs, decodeErrors(path, derr, len(errs) > 0, nil)...)
+	}
+	if len(errs) > 0 {
+		return bad(errors.Join(errs...))
+	}
+	// The merged view: flag > env > file > default.
+	v.SetConfigType("toml")
+	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+		return bad(fmt.Errorf("%s: %w: fix the TOML syntax", path, err))
+	}
 	cfg := &Config{}
-	d := &decoder{file: path, rootKeys: structKeys(reflect.TypeOf(Config{}))}
-	d.decode("", tree, reflect.ValueOf(cfg).Elem(), "")
-	if len(d.errs) > 0 {
-		return nil, fault.Permanent(fault.InvalidSpec, errors.Join(d.errs...))
+	if err := v.UnmarshalExact(cfg, func(c *mapstructure.DecoderConfig) { decoderConfig(c, true) }); err != nil {
+		envOf := func(key string) string {
+			if ev := EnvVar(key); os.Getenv(ev) != "" {
+				return ev
+			}
+			return ""
+		}
+		return bad(errors.Join(decodeErrors(path, err, false, envOf)...))
 	}
 	cfg.File = path
 	if err := applyConfigDefaults(cfg); err != nil {
-		return nil, fault.Permanent(fault.InvalidSpec, err)
+		return bad(err)
 	}
 	return cfg, nil
+}
+
+// readSpecFile reads a config or recipe file without ever blocking on a
+// FIFO or device (it is opened non-blocking and must be a regular file)
+// and refuses one over MaxFileBytes before reading it.
+func readSpecFile(path, what string) ([]byte, error) {
+	bad := func(format string, args ...any) ([]byte, error) {
+		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf(format, args...))
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return bad("read %s %s: %w: pass --config PATH or set $SPARKLANE_CONFIG", what, path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return bad("read %s %s: %w", what, path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return bad("%s: not a regular file (%s): a %s must be a regular file", path, fileKind(st.Mode()), what)
+	}
+	if st.Size() > MaxFileBytes {
+		return bad("%s: %d bytes, over the %d-byte (1 MiB) limit for a %s file: split it or remove what it does not need", path, st.Size(), MaxFileBytes, what)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return bad("read %s %s: %w", what, path, err)
+	}
+	if len(data) > MaxFileBytes {
+		return bad("%s: over the %d-byte (1 MiB) limit for a %s file: split it or remove what it does not need", path, MaxFileBytes, what)
+	}
+	return data, nil
+}
+
+// fileKind names a non-regular file's type for messages.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	}
+	return m.Type().String()
 }
 
 func applyConfigDefaults(cfg *Config) error {
@@ -155,9 +307,13 @@ func expandHome(p string) (string, error) {
 	return filepath.Join(home, strings.TrimPrefix(p, "~")), nil
 }
 
-// parseTOML parses data into a generic tree; syntax errors carry
-// file:line:column.
+// parseTOML parses data into a generic tree, keys exactly as written;
+// syntax errors carry file:line:column. A file with more than MaxFileKeys
+// keys is refused before the parser sees it.
 func parseTOML(file string, data []byte) (map[string]any, error) {
+	if n := countTOMLKeys(data, MaxFileKeys+1); n > MaxFileKeys {
+		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: more than %d keys, the limit for a config or recipe file: split it or remove keys", file, MaxFileKeys))
+	}
 	var tree map[string]any
 	if err := toml.Unmarshal(data, &tree); err != nil {
 		var de *toml.DecodeError
@@ -173,58 +329,107 @@ func parseTOML(file string, data []byte) (map[string]any, error) {
 	return tree, nil
 }
 
-var sizeRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtTpPeE]?)(i?)([bB]?)$`)
+// countTOMLKeys counts, up to limit, the key/value pairs ('=' outside
+// strings and comments) and table headers ('[' opening a line) of a TOML
+// document: an upper bound on its keys that costs one pass.
+func countTOMLKeys(data []byte, limit int) int {
+	n := 0
+	lineStart := true
+	for i := 0; i < len(data) && n < limit; i++ {
+		c := data[i]
+		switch {
+		case c == '\n':
+			lineStart = true
+			continue
+		case c == ' ' || c == '\t' || c == '\r':
+			continue
+		case c == '#':
+			for i < len(data) && data[i] != '\n' {
+				i++
+			}
+			i--
+		case c == '"' || c == '\'':
+			q := string(c)
+			if i+2 < len(data) && data[i+1] == c && data[i+2] == c {
+				q = strings.Repeat(q, 3)
+			}
+			j := i + len(q)
+			for j < len(data) && !bytes.HasPrefix(data[j:], []byte(q)) {
+				if c == '"' && data[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			i = j + len(q) - 1
+		case c == '=':
+			n++
+		case c == '[' && lineStart:
+			n++
+		}
+		lineStart = false
+	}
+	return n
+}
+
+var sizeRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtTpP]?)(i?)([bB]?)$`)
 
 // ParseSize reads a byte size as operators write it: "100G", "55G",
 // "1.5T", "512M", "100GiB", "4096". A bare unit letter and the "iB" forms
-// are binary (G = 2^30, what df -h prints); "GB", "TB"... are decimal.
+// are binary (G = 2^30, what df -h prints; go-units' RAMInBytes); "GB",
+// "TB"... are decimal (go-units' FromHumanSize). The form is checked first
+// so that what go-units would also accept ("1e3", "5 b") stays an error.
 func ParseSize(s string) (int64, error) {
-	m := sizeRE.FindStringSubmatch(strings.TrimSpace(s))
+	t := strings.TrimSpace(s)
+	m := sizeRE.FindStringSubmatch(t)
 	if m == nil {
 		return 0, fmt.Errorf("%q is not a size: write it like \"100G\", \"1.5T\" or \"512M\"", s)
+	}
+	unit, iB, b := m[2], m[3] != "", m[4] != ""
+	if iB && unit == "" {
+		return 0, fmt.Errorf("%q is not a size: \"i\" needs a unit letter (GiB)", s)
+	}
+	if unit == "" && strings.Contains(m[1], ".") {
+		return 0, fmt.Errorf("%q: a byte count must be whole", s)
 	}
 	num, err := strconv.ParseFloat(m[1], 64)
 	if err != nil {
 		return 0, fmt.Errorf("%q is not a size: %w", s, err)
 	}
-	unit := strings.ToUpper(m[2])
-	base := 1024.0
-	if m[3] == "" && m[4] != "" && unit != "" {
-		base = 1000
+	parse, base := units.RAMInBytes, 1024.0
+	if unit != "" && b && !iB {
+		parse, base = units.FromHumanSize, 1000
 	}
-	if m[3] != "" && unit == "" {
-		return 0, fmt.Errorf("%q is not a size: \"i\" needs a unit letter (GiB)", s)
-	}
-	exp := strings.Index("KMGTPE", unit) + 1
-	if unit == "" {
-		exp = 0
-	}
-	v := num * math.Pow(base, float64(exp))
-	if v >= math.MaxInt64 {
+	if num*math.Pow(base, float64(strings.IndexAny("KMGTP", strings.ToUpper(unit))+1)) >= math.MaxInt64 {
 		return 0, fmt.Errorf("%q is too large", s)
 	}
-	if exp == 0 && num != math.Trunc(num) {
-		return 0, fmt.Errorf("%q: a byte count must be whole", s)
+	n, err := parse(strings.ReplaceAll(t, " ", ""))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size: write it like \"100G\", \"1.5T\" or \"512M\"", s)
 	}
-	return int64(v), nil
+	return n, nil
 }
+
+// ErrNotRecipe marks a file in a recipes directory that is something else
+// (a fleet config, a docker-compose file): LoadRecipeDir skips it with a
+// warning; LoadRecipe on it is an error.
+var ErrNotRecipe = errors.New("not a lane recipe")
 
 // LoadRecipe reads one recipe: TOML (*.toml, sparklane's format) or a
 // sparkrun v2 YAML recipe (*.yaml, *.yml), loaded unmodified. Unknown keys
-// are errors naming the file and key path.
+// are errors naming the file and key path. Only regular files are read.
 func LoadRecipe(path string) (*Recipe, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("read recipe %s: %w", path, err))
-	}
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".toml":
-		return parseTOMLRecipe(path, data)
-	case ".yaml", ".yml":
-		return parseSparkrun(path, data)
-	default:
+	ext := strings.ToLower(filepath.Ext(path))
+	if ext != ".toml" && ext != ".yaml" && ext != ".yml" {
 		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: unknown recipe format: name it NAME.toml (sparklane) or NAME.yaml (sparkrun v2)", path))
 	}
+	data, err := readSpecFile(path, "recipe")
+	if err != nil {
+		return nil, err
+	}
+	if ext == ".toml" {
+		return parseTOMLRecipe(path, data)
+	}
+	return parseSparkrun(path, data)
 }
 
 func baseName(path string) string {
@@ -237,11 +442,16 @@ func parseTOMLRecipe(path string, data []byte) (*Recipe, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !hasAny(tree, "runtime", "command", "image", "staging") && hasAny(tree, "nodes", "clusters", "temporal") {
+		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: %w: it is a fleet config ([[nodes]], [[clusters]]); pass it with --config", path, ErrNotRecipe))
+	}
 	r := &Recipe{}
-	d := &decoder{file: path, rootKeys: structKeys(reflect.TypeOf(Recipe{}))}
-	d.decode("", tree, reflect.ValueOf(r).Elem(), "")
-	if len(d.errs) > 0 {
-		return nil, fault.Permanent(fault.InvalidSpec, errors.Join(d.errs...))
+	errs := checkKeys(path, tree, reflect.TypeOf(Recipe{}))
+	if derr := decodeTree(tree, r); derr != nil {
+		errs = append(errs, decodeErrors(path, derr, len(errs) > 0, nil)...)
+	}
+	if len(errs) > 0 {
+		return nil, fault.Permanent(fault.InvalidSpec, errors.Join(errs...))
 	}
 	r.File, r.Format = path, "toml"
 	if r.Name == "" {
@@ -249,6 +459,15 @@ func parseTOMLRecipe(path string, data []byte) (*Recipe, error) {
 	}
 	applyRecipeDefaults(r)
 	return r, nil
+}
+
+func hasAny(m map[string]any, keys ...string) bool {
+	for _, k := range keys {
+		if _, ok := m[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // Recipe defaults applied at load, so every consumer (serve, probe, bench,
@@ -300,23 +519,35 @@ type sparkrunFile struct {
 }
 
 func parseSparkrun(path string, data []byte) (*Recipe, error) {
-	var tree map[string]any
-	if err := yaml.Unmarshal(data, &tree); err != nil {
-		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: %w: fix the YAML syntax", path, err))
+	bad := func(err error) (*Recipe, error) { return nil, fault.Permanent(fault.InvalidSpec, err) }
+	var raw any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return bad(fmt.Errorf("%s: %w: fix the YAML syntax", path, err))
 	}
-	tree, _ = normalize(tree).(map[string]any)
-	if tree == nil {
-		tree = map[string]any{}
+	if raw == nil {
+		raw = map[string]any{}
+	}
+	tree, ok := normalize(raw).(map[string]any)
+	if !ok {
+		return bad(fmt.Errorf("%s: the document is %s, not a table of keys: a sparkrun recipe starts with recipe_version, model, runtime, container", path, describe(raw)))
+	}
+	if n := countKeys(tree, MaxFileKeys+1); n > MaxFileKeys {
+		return bad(fmt.Errorf("%s: more than %d keys, the limit for a config or recipe file: split it or remove keys", path, MaxFileKeys))
+	}
+	if !hasAny(tree, "recipe_version", "model", "runtime", "container", "command") {
+		return bad(fmt.Errorf("%s: %w: none of sparkrun's keys (recipe_version, model, runtime, container, command)", path, ErrNotRecipe))
 	}
 	var f sparkrunFile
-	d := &decoder{file: path}
-	d.decode("", tree, reflect.ValueOf(&f).Elem(), "")
+	errs := checkKeys(path, tree, reflect.TypeOf(f))
+	if derr := decodeTree(tree, &f); derr != nil {
+		errs = append(errs, decodeErrors(path, derr, len(errs) > 0, nil)...)
+	}
 	version, _ := scalarString(f.RecipeVersion)
 	if f.RecipeVersion != nil && version != "2" {
-		d.errs = append(d.errs, fmt.Errorf("%s: recipe_version: %q is not supported: sparklane reads sparkrun v2 recipes (recipe_version: \"2\")", path, version))
+		errs = append(errs, fmt.Errorf("%s: recipe_version: %q is not supported: sparklane reads sparkrun v2 recipes (recipe_version: \"2\")", path, version))
 	}
-	if len(d.errs) > 0 {
-		return nil, fault.Permanent(fault.InvalidSpec, errors.Join(d.errs...))
+	if len(errs) > 0 {
+		return bad(errors.Join(errs...))
 	}
 	r := &Recipe{
 		File: path, Format: "sparkrun", Name: baseName(path),
@@ -329,6 +560,33 @@ func parseSparkrun(path string, data []byte) (*Recipe, error) {
 	return r, nil
 }
 
+// countKeys counts the keys of a decoded tree, stopping at limit.
+func countKeys(v any, limit int) int {
+	n := 0
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for _, e := range x {
+				if n >= limit {
+					return
+				}
+				n++
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				if n >= limit {
+					return
+				}
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return n
+}
+
 // IsFleetConfigFile says whether a file in a recipes directory is a fleet
 // config (sparklane.toml, sparklane.example.toml) rather than a lane.
 func IsFleetConfigFile(path string) bool {
@@ -336,36 +594,76 @@ func IsFleetConfigFile(path string) bool {
 	return strings.HasPrefix(b, "sparklane") && strings.HasSuffix(b, ".toml")
 }
 
-// LoadRecipes reads every recipe in dir (*.toml except fleet configs named
-// sparklane*.toml, *.yaml, *.yml), in name order. Every file's errors are
-// reported together; the recipes that did load are returned alongside the
-// error so `starter lanes` can still list them.
+// LoadRecipes is LoadRecipeDir without the skip list, its warnings
+// dropped; callers that can show warnings use LoadRecipeDir.
 func LoadRecipes(dir string) ([]*Recipe, error) {
+	rs, _, err := LoadRecipeDir(dir)
+	return rs, err
+}
+
+// LoadRecipeDir reads every recipe in dir (*.toml except fleet configs
+// named sparklane*.toml, *.yaml, *.yml), in name order. Files in skip (the
+// fleet config in use) are never read. What is not a recipe is skipped
+// with a warning naming it: a FIFO, socket or device (never opened: a FIFO
+// would block the open forever), a fleet config under another name, a
+// YAML file without sparkrun's keys (docker-compose). Every recipe's
+// errors are reported together; the recipes that did load are returned
+// alongside the error so `starter lanes` can still list them.
+func LoadRecipeDir(dir string, skip ...string) ([]*Recipe, []string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("read recipes_dir %s: %w: set recipes_dir in the fleet config", dir, err))
+		return nil, nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("read recipes_dir %s: %w: set recipes_dir in the fleet config", dir, err))
 	}
+	var skipInfo []fs.FileInfo
+	for _, p := range skip {
+		if st, err := os.Stat(p); err == nil {
+			skipInfo = append(skipInfo, st)
+		}
+	}
+	var warnings []string
 	var names []string
 	for _, e := range entries {
-		if e.IsDir() {
+		name := e.Name()
+		ext := strings.ToLower(filepath.Ext(name))
+		if ext != ".toml" && ext != ".yaml" && ext != ".yml" {
 			continue
 		}
-		switch strings.ToLower(filepath.Ext(e.Name())) {
-		case ".toml":
-			if IsFleetConfigFile(e.Name()) {
-				continue
-			}
-		case ".yaml", ".yml":
-		default:
+		if ext == ".toml" && IsFleetConfigFile(name) {
 			continue
 		}
-		names = append(names, e.Name())
+		p := filepath.Join(dir, name)
+		// Stat follows a symlink to what it names, without opening it.
+		st, err := os.Stat(p)
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("%s: %v: skipped", p, err))
+			continue
+		}
+		if st.IsDir() {
+			continue
+		}
+		if !st.Mode().IsRegular() {
+			warnings = append(warnings, fmt.Sprintf("%s: not a regular file (%s): skipped", p, fileKind(st.Mode())))
+			continue
+		}
+		same := false
+		for _, s := range skipInfo {
+			same = same || os.SameFile(s, st)
+		}
+		if same {
+			continue
+		}
+		names = append(names, name)
 	}
 	sort.Strings(names)
 	var out []*Recipe
 	var errs []error
 	for _, n := range names {
-		r, err := LoadRecipe(filepath.Join(dir, n))
+		p := filepath.Join(dir, n)
+		r, err := LoadRecipe(p)
+		if errors.Is(err, ErrNotRecipe) {
+			warnings = append(warnings, fmt.Sprintf("%v: skipped", unwrapFault(err)))
+			continue
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -373,7 +671,16 @@ func LoadRecipes(dir string) ([]*Recipe, error) {
 		out = append(out, r)
 	}
 	if len(errs) > 0 {
-		return out, fault.Permanent(fault.InvalidSpec, errors.Join(errs...))
+		return out, warnings, fault.Permanent(fault.InvalidSpec, errors.Join(errs...))
 	}
-	return out, nil
+	return out, warnings, nil
+}
+
+// unwrapFault is the message of err without its fault wrapper.
+func unwrapFault(err error) error {
+	var f *fault.Error
+	if errors.As(err, &f) {
+		return f.Err
+	}
+	return err
 }

@@ -15,6 +15,9 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // exampleFleet loads recipes/sparklane.example.toml and the shipped lanes.
 func exampleFleet(t *testing.T) (*Config, []*Recipe) {
 	t.Helper()
+	// Written for the repo root (recipes_dir = "recipes"): loaded where it
+	// lies, the environment points it at recipes/.
+	t.Setenv("SPARKLANE_RECIPES_DIR", shippedRecipesDir(t))
 	cfg, err := Load(filepath.Join(shippedRecipesDir(t), "sparklane.example.toml"))
 	if err != nil {
 		t.Fatal(err)

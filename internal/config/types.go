@@ -1,6 +1,24 @@
 // Package config loads the fleet configuration and lane recipes, validates
 // them as a whole (every error at once, each naming its file and key), and
 // renders per-node commands, env and mounts. It knows nothing of Temporal.
+//
+// The fleet config (sparklane.toml) is read with viper. Each value comes from
+// the first of these that sets it:
+//
+//  1. a command-line flag bound to the key (starter and worker bind only
+//     --config, which names the file);
+//  2. the environment: SPARKLANE_ + the key path upper-cased with "." → "_"
+//     (SPARKLANE_STATE_DIR, SPARKLANE_TEMPORAL_ADDRESS, SPARKLANE_CONFIG for
+//     the file itself); lists are comma-separated (SPARKLANE_SHARED_ROOTS=/a,/b);
+//     keys inside [[nodes]], [[clusters]] and [[devices]] have no variable;
+//  3. the file: --config, else $SPARKLANE_CONFIG, else ./sparklane.toml;
+//  4. the defaults (DefaultStateDir, DefaultNamespace, ...).
+//
+// Before viper sees a file it is parsed with go-toml to check what the
+// operator wrote: size and key-count limits, unknown keys with their full
+// path, keys in the wrong case (viper folds case, so State_Dir would
+// otherwise be read as state_dir silently) and types. Recipes (TOML and
+// sparkrun YAML) are decoded with mapstructure under the same rules.
 package config
 
 import "time"
@@ -9,7 +27,9 @@ import "time"
 // them, and which clusters group them. Loaded from sparklane.toml.
 type Config struct {
 	// File is the path the config was loaded from, so errors can name it.
-	File string `mapstructure:"-" json:"file,omitempty"`
+	// It is viper's "config" key (--config, $SPARKLANE_CONFIG), never a key
+	// of the file itself (toml:"-").
+	File string `mapstructure:"config" toml:"-" json:"file,omitempty"`
 	// StateDir holds the embedded Temporal SQLite file, demo data and reports
 	// that are not under recipes_dir.
 	StateDir string `mapstructure:"state_dir" json:"state_dir"`
@@ -69,6 +89,11 @@ type Node struct {
 	FSRoot string `mapstructure:"fs_root" json:"fs_root,omitempty"`
 	// Power says how to switch the node on and off.
 	Power Power `mapstructure:"power" json:"power,omitempty"`
+	// ClearHelper is an argv prefix (["sudo", "-n"]) the node worker puts
+	// before its remove command when a [hooks] clear directory holds entries
+	// it cannot delete itself (receipt roots written by root-run
+	// containers). Empty: the worker removes them itself.
+	ClearHelper []string `mapstructure:"clear_helper" json:"clear_helper,omitempty"`
 }
 
 // Power configures a node's or device's power control.
@@ -108,35 +133,38 @@ type Recipe struct {
 	// File is the recipe's path; Format is "toml" or "sparkrun".
 	File   string `mapstructure:"-" json:"file"`
 	Format string `mapstructure:"-" json:"format"`
-	Name   string `json:"name"`
+	// Name is the lane's name (default: the file name without extension).
+	// It becomes part of paths and container names, so it is a name, not a
+	// path: ^[a-z0-9][a-z0-9._-]*$ (see ValidName).
+	Name string `mapstructure:"name" json:"name"`
 	// Aliases let operators say --lane mia.
-	Aliases []string `json:"aliases,omitempty"`
-	Cluster string   `json:"cluster"`
+	Aliases []string `mapstructure:"aliases" json:"aliases,omitempty"`
+	Cluster string   `mapstructure:"cluster" json:"cluster"`
 	// Runtime is sglang | vllm | exllamav3 | sim.
-	Runtime string `json:"runtime"`
-	Image   string `json:"image"`
-	Model   string `json:"model"`
+	Runtime string `mapstructure:"runtime" json:"runtime"`
+	Image   string `mapstructure:"image" json:"image"`
+	Model   string `mapstructure:"model" json:"model"`
 	// MinNodes comes from sparkrun recipes; 0 means the cluster's size.
-	MinNodes int `json:"min_nodes,omitempty"`
+	MinNodes int `mapstructure:"min_nodes" json:"min_nodes,omitempty"`
 	// MaxNodes comes from sparkrun recipes (single-node lanes say 1); 0
 	// means no upper bound. Rendering on a larger cluster is refused.
-	MaxNodes int `json:"max_nodes,omitempty"`
+	MaxNodes int `mapstructure:"max_nodes" json:"max_nodes,omitempty"`
 	// RecipeVersion, Metadata and Mods are carried from sparkrun v2 recipes
 	// so a loaded recipe round-trips what its authors wrote; sparklane does
 	// not apply sparkrun mods itself.
 	RecipeVersion string         `mapstructure:"recipe_version" json:"recipe_version,omitempty"`
-	Metadata      map[string]any `json:"metadata,omitempty"`
-	Mods          []string       `json:"mods,omitempty"`
+	Metadata      map[string]any `mapstructure:"metadata" json:"metadata,omitempty"`
+	Mods          []string       `mapstructure:"mods" json:"mods,omitempty"`
 	// Command is a template with {key} placeholders filled from Defaults,
 	// overrides and the built-ins (model, image, node_rank, nnodes, head_addr...).
-	Command  string            `json:"command"`
-	Defaults map[string]any    `json:"defaults,omitempty"`
-	Env      map[string]string `json:"env,omitempty"`
-	Mounts   []Mount           `json:"mounts,omitempty"`
-	Hooks    Hooks             `json:"hooks,omitempty"`
-	Staging  []Staging         `json:"staging,omitempty"`
-	Probe    Probe             `json:"probe,omitempty"`
-	Bench    Bench             `json:"bench,omitempty"`
+	Command  string            `mapstructure:"command" json:"command"`
+	Defaults map[string]any    `mapstructure:"defaults" json:"defaults,omitempty"`
+	Env      map[string]string `mapstructure:"env" json:"env,omitempty"`
+	Mounts   []Mount           `mapstructure:"mounts" json:"mounts,omitempty"`
+	Hooks    Hooks             `mapstructure:"hooks" json:"hooks,omitempty"`
+	Staging  []Staging         `mapstructure:"staging" json:"staging,omitempty"`
+	Probe    Probe             `mapstructure:"probe" json:"probe,omitempty"`
+	Bench    Bench             `mapstructure:"bench" json:"bench,omitempty"`
 }
 
 // Mount is a bind mount into every rank's container. Src is a node-local
@@ -158,7 +186,8 @@ type Hooks struct {
 	// Clear lists node directories whose contents are removed (the
 	// directories themselves kept) before serve: per-run receipt roots that a
 	// runtime treats as strict-on-exist, where a stale entry poisons every
-	// restart. Each must lie under the node's roots.
+	// restart. Each must lie strictly inside a node root, and never be (or
+	// hold) a staging dst or export of the recipe.
 	Clear []string `mapstructure:"clear" json:"clear,omitempty"`
 	// Timeout bounds each hook (default 2m).
 	Timeout time.Duration `mapstructure:"timeout" json:"timeout,omitempty"`
@@ -172,8 +201,8 @@ type Staging struct {
 	Src  string `mapstructure:"src" json:"src"`
 	Dst  string `mapstructure:"dst" json:"dst"`
 	// MinFree is the free space required on dst before any write, in bytes
-	// (parsed from "100G").
-	MinFree int64 `mapstructure:"min_free" json:"min_free,omitempty"`
+	// (parsed from "100G" by the size hook: unit:"bytes").
+	MinFree int64 `mapstructure:"min_free" unit:"bytes" json:"min_free,omitempty"`
 	// hub-mirror
 	Repos   []string `mapstructure:"repos" json:"repos,omitempty"`
 	Skip    []string `mapstructure:"skip" json:"skip,omitempty"`

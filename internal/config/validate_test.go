@@ -200,6 +200,9 @@ func shippedRecipesDir(t *testing.T) string {
 
 func TestShippedRecipesValidateAgainstExample(t *testing.T) {
 	dir := shippedRecipesDir(t)
+	// The example is written for the repo root (recipes_dir = "recipes");
+	// loaded where it lies, the environment points it at recipes/.
+	t.Setenv("SPARKLANE_RECIPES_DIR", dir)
 	cfg, err := Load(filepath.Join(dir, "sparklane.example.toml"))
 	if err != nil {
 		t.Fatal(err)
