@@ -57,6 +57,9 @@ type nodeProc struct {
 	node string
 	log  string
 	cmd  *exec.Cmd
+	// env is added to the worker's environment at the next start (the
+	// staging fault point, staging.TestPauseAtEnv).
+	env []string
 }
 
 // buildWorker builds ./worker into dir (the module root is two levels up)
@@ -90,6 +93,7 @@ func (p *nodeProc) start() {
 	}
 	defer lf.Close()
 	cmd := exec.Command(p.bin, "node", "--node", p.node, "--config", p.cfg, "--log", "json")
+	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		p.t.Fatalf("start worker node --node %s: %v", p.node, err)
@@ -207,8 +211,9 @@ func writtenBytes(t *testing.T, dir string, header int64) int64 {
 }
 
 // killFleet is a two-node fleet (cluster duo) whose n2 worker is a separate
-// process, with a hub-mirror lane over a 1.5 GiB synthetic hub and a
-// sparse-rows lane over a 2 GiB engram table.
+// process (not started: each test starts it with the fault point it needs),
+// with a hub-mirror lane over a 1.5 GiB synthetic hub and a sparse-rows
+// lane over a 2 GiB engram table.
 func killFleet(t *testing.T) (*fleet, *nodeProc) {
 	t.Helper()
 	base := t.TempDir()
@@ -253,7 +258,6 @@ layers = [1]
 		}})
 	f.startControl()
 	p := &nodeProc{t: t, bin: built(), cfg: f.cfgFile, node: "n2", log: filepath.Join(base, "worker-n2.log")}
-	p.start()
 	t.Cleanup(p.stop)
 	return f, p
 }
@@ -334,6 +338,12 @@ func startStage(ctx context.Context, t *testing.T, f *fleet, lane string) client
 // retried StageBlock resumes from its last heartbeat, the staging completes
 // and verifies, and what was on disk at the kill is re-copied only up to one
 // chunk (hub-mirror) per file in flight, or one block (sparse-rows).
+//
+// The kill point is deterministic: the worker starts with the staging
+// fault point (staging.TestPauseAtEnv) set to a byte count a third of the
+// way in, so the copy holds there, heartbeating Paused, until the test has
+// seen that heartbeat and killed the worker. It restarts without it. (The
+// 1 GiB pack once finished before a test that raced it could kill it.)
 func TestNodeWorkerKill9MidStagingResumes(t *testing.T) {
 	f, proc := killFleet(t)
 	n2Root := filepath.Join(f.dir, "nodes", "n2")
@@ -341,39 +351,34 @@ func TestNodeWorkerKill9MidStagingResumes(t *testing.T) {
 	cases := []struct {
 		lane, dst string
 		header    int64
-		// moving reports a heartbeat taken mid-copy.
-		moving func(staging.Progress) bool
+		// pauseAt is the fault point: bytes done when the copy holds.
+		pauseAt int64
 		// bound is the most re-copying allowed.
 		bound func(staging.Progress) int64
 	}{
-		{"big-hub", "srv/sparklane/hf", 0,
-			func(p staging.Progress) bool {
-				if p.BytesDone > p.BytesTotal*3/4 {
-					return false // too close to the end to prove anything
-				}
-				for _, f := range p.InFlight {
-					if f.Offset > 0 {
-						return true
-					}
-				}
-				return false
-			},
+		{"big-hub", "srv/sparklane/hf", 0, 512 << 20,
 			// Four big files in flight (hub-mirror's default parallelism).
 			func(p staging.Progress) int64 { return 4 * chunk }},
-		{"big-rows", "srv/sparklane/engram", sparserows.PackedHeaderSize,
-			func(p staging.Progress) bool { return p.RowsDone > 0 && p.RowsDone <= p.RowsTotal*3/4 },
+		{"big-rows", "srv/sparklane/engram", sparserows.PackedHeaderSize, 320 << 20,
 			func(staging.Progress) int64 { return chunk }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.lane, func(t *testing.T) {
 			ctx := withTimeout(t, 4*time.Minute)
+			proc.stop()
+			proc.env = []string{fmt.Sprintf("%s=%d", staging.TestPauseAtEnv, tc.pauseAt)}
+			proc.start()
 			run := startStage(ctx, t, f, tc.lane)
-			hctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-			seen := pendingStage(hctx, t, f.env.Client, workflows.StageNodeID(tc.lane, "n2"), tc.moving)
+			hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+			seen := pendingStage(hctx, t, f.env.Client, workflows.StageNodeID(tc.lane, "n2"), func(p staging.Progress) bool { return p.Paused })
 			cancel()
 			proc.kill9()
+			if seen.BytesDone < tc.pauseAt || seen.BytesDone > seen.BytesTotal*3/4 {
+				t.Fatalf("held at %d of %d bytes: want past the fault point %d and short of the end", seen.BytesDone, seen.BytesTotal, tc.pauseAt)
+			}
 			dst := filepath.Join(n2Root, tc.dst)
 			onDisk := writtenBytes(t, dst, tc.header)
+			proc.env = nil
 			proc.start()
 
 			var res workflows.StageResult

@@ -45,6 +45,8 @@ type Progress struct {
 	// Layer and NextRow: where a sparse-rows pack resumes.
 	Layer   int   `json:"layer,omitempty"`
 	NextRow int64 `json:"next_row,omitempty"`
+	// Paused is set while a test fault point holds the pass (TestPause).
+	Paused bool `json:"paused,omitempty"`
 }
 
 // FileOffset is one in-flight file.
