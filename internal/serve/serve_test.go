@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -547,10 +548,10 @@ func TestRunHooks(t *testing.T) {
 }
 
 func TestRunHooksTimeout(t *testing.T) {
-	marker := filepath.Join(t.TempDir(), "late")
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	start := time.Now()
 	_, err := serve.RunHooks(context.Background(), serve.HooksInput{
-		Commands: []string{"echo started; (sleep 3; touch " + marker + ") & sleep 30"},
+		Commands: []string{"sleep 60 & echo $! > " + pidFile + "; echo started; sleep 30"},
 		Timeout:  500 * time.Millisecond,
 	})
 	took := time.Since(start)
@@ -560,10 +561,26 @@ func TestRunHooksTimeout(t *testing.T) {
 	if took > 5*time.Second {
 		t.Errorf("hook timeout took %s", took)
 	}
-	// The whole process group was killed: the background child never ran on.
-	time.Sleep(3500*time.Millisecond - took)
-	if _, err := os.Stat(marker); err == nil {
-		t.Errorf("a child of the timed-out hook kept running")
+	// The whole process group was killed: the background child, which
+	// would sleep a minute, is gone (or a zombie awaiting its reaper).
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stat := "/proc/" + strings.TrimSpace(string(b)) + "/stat"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := os.ReadFile(stat)
+		if err != nil {
+			break // reaped
+		}
+		if f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:])); len(f) > 0 && (f[0] == "Z" || f[0] == "X") {
+			break // killed, not yet reaped
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a child of the timed-out hook is still running 10s later: %s", st)
+		}
+		runtime.Gosched()
 	}
 }
 
