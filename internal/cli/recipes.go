@@ -34,16 +34,22 @@ func (a *App) recipeCmd() *cobra.Command {
 		Short: "check recipe files; exit 1 listing every error",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			errs := config.CheckFiles(files)
+			errs, notices := config.Check(files)
 			if a.JSON {
 				msgs := []string{}
 				for _, e := range errs {
 					msgs = append(msgs, e.Error())
 				}
-				if err := a.printJSON(map[string]any{"ok": len(errs) == 0, "errors": msgs}); err != nil {
+				if notices == nil {
+					notices = []string{}
+				}
+				if err := a.printJSON(map[string]any{"ok": len(errs) == 0, "errors": msgs, "notices": notices}); err != nil {
 					return err
 				}
 			} else {
+				for _, n := range notices {
+					fmt.Fprintln(a.Out, "notice:", n)
+				}
 				for _, e := range errs {
 					fmt.Fprintln(a.Out, e)
 				}

@@ -28,6 +28,9 @@ const (
 // fixedKeys are per-node facts; neither [defaults] nor -o may change them.
 var fixedKeys = []string{"lane", "node", "node_rank", "nnodes", "head_addr", "node_addr", "hf_cache_dir"}
 
+// builtinKeys have a value from render unless [defaults] or -o set one.
+var builtinKeys = []string{"model", "image", "port", "dist_port", "master_port", "tensor_parallel", "expert_parallel", "model_path"}
+
 var placeholderRE = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // LocalPath maps a recipe path to the path the node's worker touches:
@@ -360,7 +363,7 @@ func renderNode(cfg *Config, r *Recipe, v *vars, n *Node, rank, nnodes int, head
 		}
 	}
 
-	mounts, err := renderMounts(cfg, r, v, env, rank, tp)
+	mounts, err := renderMounts(cfg, r, v, n, env, rank, tp)
 	if err != nil {
 		return nil, err
 	}
@@ -386,6 +389,37 @@ func renderNode(cfg *Config, r *Recipe, v *vars, n *Node, rank, nnodes int, head
 		Mounts:        mounts,
 		GPUs:          r.Runtime != "sim",
 	}, nil
+}
+
+// checkMountSource says why src may not be bound on node n: not absolute,
+// a ".." in it, outside the node's roots and shared_roots (compared after
+// the node's fs_root mapping, as the node worker binds it), or on a shared
+// root without read_only.
+func checkMountSource(cfg *Config, n *Node, src string, readOnly bool) error {
+	if !filepath.IsAbs(src) {
+		return fmt.Errorf("%q is not absolute", src)
+	}
+	if hasDotDot(src) {
+		return fmt.Errorf("%s contains \"..\": write the source without it", src)
+	}
+	local := n.LocalPath(src, cfg.SharedRoots)
+	for _, root := range n.Roots {
+		lr := n.LocalPath(root, cfg.SharedRoots)
+		if local == filepath.Clean(lr) || isUnder(local, filepath.Clean(lr)) {
+			return nil
+		}
+	}
+	c := filepath.Clean(src)
+	for _, sr := range cfg.SharedRoots {
+		sr = filepath.Clean(sr)
+		if c == sr || isUnder(c, sr) {
+			if !readOnly {
+				return fmt.Errorf("%s is on shared root %s, which containers may only read: set read_only = true", src, sr)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%s is outside node %s's roots %v and shared_roots %v: bind a path under them, or set host = true on the mount if it is a host path on purpose (recipe check lists host mounts)", src, n.Name, n.Roots, cfg.SharedRoots)
 }
 
 // ContainerName is the deterministic name of a lane's rank container, so a
@@ -436,7 +470,11 @@ func appendWorldFlags(runtime string, argv []string, head string, port, nnodes, 
 // dst at its mount (read-only, EnvVar pointing at it); a hub mirror's
 // DST/hub where the recipe bound hf_cache_dir (HF_HUB_CACHE set, offline);
 // export trees read-only at their mounts.
-func renderMounts(cfg *Config, r *Recipe, v *vars, env map[string]string, rank, tp int) ([]Mount, error) {
+//
+// A recipe mount's source must lie inside one of node n's roots or a
+// shared root (read-only there, as node workers bind the NAS) unless the
+// mount says host = true: a recipe cannot bind /etc by accident.
+func renderMounts(cfg *Config, r *Recipe, v *vars, n *Node, env map[string]string, rank, tp int) ([]Mount, error) {
 	var hub *Staging
 	for i := range r.Staging {
 		if r.Staging[i].Kind == "hub-mirror" {
@@ -474,7 +512,12 @@ func renderMounts(cfg *Config, r *Recipe, v *vars, env map[string]string, rank, 
 			hubBound = true
 			continue
 		}
-		mounts = append(mounts, Mount{Src: src, Dst: dst, ReadOnly: m.ReadOnly})
+		if !m.Host {
+			if err := checkMountSource(cfg, n, src, m.ReadOnly); err != nil {
+				return nil, recipeErr(r, fmt.Sprintf("mounts[%d].src", i), "%v", err)
+			}
+		}
+		mounts = append(mounts, Mount{Src: src, Dst: dst, ReadOnly: m.ReadOnly, Host: m.Host})
 	}
 	for i, s := range r.Staging {
 		switch s.Kind {

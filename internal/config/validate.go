@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,6 +66,14 @@ func recipeErr(r *Recipe, key, format string, args ...any) error {
 
 func validateConfig(cfg *Config) []error {
 	var errs []error
+	if cfg.ProbeGrace < 0 {
+		errs = append(errs, cfgErr(cfg, "probe_grace", "%s is negative: write how long to wait, like \"5s\"", cfg.ProbeGrace))
+	}
+	for key, port := range map[string]int{"temporal.port": cfg.Temporal.Port, "temporal.ui_port": cfg.Temporal.UIPort} {
+		if port < 0 || port > 65535 {
+			errs = append(errs, cfgErr(cfg, key, "%d is not a port in 1..65535", port))
+		}
+	}
 	if cfg.HFCacheDir != "" && !filepath.IsAbs(cfg.HFCacheDir) {
 		errs = append(errs, cfgErr(cfg, "hf_cache_dir", "%q is not absolute: write the NAS hub root as an absolute path", cfg.HFCacheDir))
 	}
@@ -95,6 +104,11 @@ func validateConfig(cfg *Config) []error {
 		}
 		if n.FSRoot != "" && !filepath.IsAbs(n.FSRoot) {
 			errs = append(errs, cfgErr(cfg, key+".fs_root", "%q is not absolute", n.FSRoot))
+		}
+		for j, a := range n.ClearHelper {
+			if strings.TrimSpace(a) == "" {
+				errs = append(errs, cfgErr(cfg, fmt.Sprintf("%s.clear_helper[%d]", key, j), "empty word: write the helper's argv, like [\"sudo\", \"-n\"]"))
+			}
 		}
 	}
 	clusters := map[string]int{}
@@ -158,9 +172,64 @@ func clusterNames(cfg *Config) []string {
 	return out
 }
 
-// validateNames catches two recipes answering to one lane name.
+// laneNameRE is what a lane name or alias may look like: it becomes part
+// of directory names (recipes/LANE/reports) and container names.
+var laneNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+
+// MaxNameLen bounds a lane name (container names and paths carry it).
+const MaxNameLen = 100
+
+// ValidName says why name cannot be a lane name or alias, or nil. Names
+// are names, not paths: lower-case letters, digits, '.', '_' and '-',
+// starting with a letter or digit, no "..".
+func ValidName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty")
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%d characters, over %d", len(name), MaxNameLen)
+	case !laneNameRE.MatchString(name) || strings.Contains(name, ".."):
+		return fmt.Errorf("%q is not a lane name: use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit, without \"..\" (it names directories and containers)", name)
+	}
+	return nil
+}
+
+// LaneDir is the one place a per-lane path is derived: base/LANE, refused
+// unless lane is a valid name (so "../x" or "a/b" never leave base).
+func LaneDir(base, lane string) (string, error) {
+	if err := ValidName(lane); err != nil {
+		return "", fault.Permanent(fault.InvalidSpec, fmt.Errorf("lane %q: %w", lane, err))
+	}
+	return filepath.Join(base, lane), nil
+}
+
+// ReportsDir is where a lane's bench reports live: RECIPES_DIR/LANE/reports.
+func ReportsDir(cfg *Config, lane string) (string, error) {
+	d, err := LaneDir(cfg.RecipesDir, lane)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "reports"), nil
+}
+
+// validateNames catches names that are not names and two recipes
+// answering to one lane name.
 func validateNames(recipes []*Recipe) []error {
 	var errs []error
+	for _, r := range recipes {
+		if err := ValidName(r.Name); err != nil {
+			from := ""
+			if r.Name == baseName(r.File) {
+				from = " (taken from the file name: rename the file or set name)"
+			}
+			errs = append(errs, recipeErr(r, "name", "%v%s", err, from))
+		}
+		for i, a := range r.Aliases {
+			if err := ValidName(a); err != nil {
+				errs = append(errs, recipeErr(r, fmt.Sprintf("aliases[%d]", i), "%v", err))
+			}
+		}
+	}
 	owner := map[string]*Recipe{}
 	for _, r := range recipes {
 		if o, ok := owner[r.Name]; ok {
@@ -233,10 +302,20 @@ func validateRecipe(r *Recipe) []error {
 		}
 	}
 	for _, k := range []string{"tensor_parallel", "port", "dist_port", "master_port", "expert_parallel"} {
-		if _, _, err := intDefault(r, k); err != nil {
+		n, ok, err := intDefault(r, k)
+		if err != nil {
 			errs = append(errs, err)
+		} else if ok && (k == "port" || k == "dist_port" || k == "master_port") && (n < 1 || n > 65535) {
+			errs = append(errs, recipeErr(r, "defaults."+k, "%d is not a port in 1..65535", n))
 		}
 	}
+	if r.Probe.Ready < 0 {
+		errs = append(errs, recipeErr(r, "probe.ready", "%s is negative: write the readiness budget, like \"30m\"", r.Probe.Ready))
+	}
+	if r.Hooks.Timeout < 0 {
+		errs = append(errs, recipeErr(r, "hooks.timeout", "%s is negative: write how long a hook may run, like \"2m\"", r.Hooks.Timeout))
+	}
+	errs = append(errs, checkPlaceholders(r)...)
 	if r.MinNodes < 0 || r.MaxNodes < 0 || (r.MaxNodes > 0 && r.MinNodes > r.MaxNodes) {
 		errs = append(errs, recipeErr(r, "min_nodes", "min_nodes %d / max_nodes %d is not a valid range", r.MinNodes, r.MaxNodes))
 	}
@@ -253,11 +332,7 @@ func validateRecipe(r *Recipe) []error {
 			errs = append(errs, recipeErr(r, key+".dst", "%q is not absolute", m.Dst))
 		}
 	}
-	for i, c := range r.Hooks.Clear {
-		if !filepath.IsAbs(c) {
-			errs = append(errs, recipeErr(r, fmt.Sprintf("hooks.clear[%d]", i), "%q is not absolute", c))
-		}
-	}
+	errs = append(errs, checkClearPaths(r)...)
 	ids := map[string]int{}
 	for i, s := range r.Staging {
 		key := fmt.Sprintf("staging[%d]", i)
@@ -372,12 +447,122 @@ func validateOnCluster(cfg *Config, r *Recipe) []error {
 			}
 		}
 		for i, p := range r.Hooks.Clear {
-			if filepath.IsAbs(p) {
-				if err := checkUnderRoots(p, n); err != nil {
-					errs = append(errs, recipeErr(r, fmt.Sprintf("hooks.clear[%d]", i), "%v", err))
+			if !filepath.IsAbs(p) || hasDotDot(p) {
+				continue // reported by checkClearPaths
+			}
+			key := fmt.Sprintf("hooks.clear[%d]", i)
+			if err := checkUnderRoots(p, n); err != nil {
+				errs = append(errs, recipeErr(r, key, "%v", err))
+				continue
+			}
+			for _, root := range n.Roots {
+				if filepath.Clean(root) == filepath.Clean(p) {
+					errs = append(errs, recipeErr(r, key, "%s is node %s's root itself: clear would empty the whole root (staged weights, ledgers, other lanes); name a directory inside it", p, n.Name))
 				}
 			}
 		}
+	}
+	return errs
+}
+
+// checkClearPaths checks [hooks] clear on its own: absolute, no "..", and
+// never a staging dst or export of the recipe, an ancestor of one, or
+// inside one (clearing would delete staged data and its ledger).
+func checkClearPaths(r *Recipe) []error {
+	var errs []error
+	type staged struct{ key, path string }
+	var dsts []staged
+	for i, s := range r.Staging {
+		if s.Dst == "" || !filepath.IsAbs(s.Dst) {
+			continue
+		}
+		key := fmt.Sprintf("staging[%d]", i)
+		dsts = append(dsts, staged{key + ".dst", filepath.Clean(s.Dst)})
+		for j, e := range s.Exports {
+			dsts = append(dsts, staged{fmt.Sprintf("%s.exports[%d]", key, j), s.ExportPath(e)})
+		}
+	}
+	for i, c := range r.Hooks.Clear {
+		key := fmt.Sprintf("hooks.clear[%d]", i)
+		switch {
+		case !filepath.IsAbs(c):
+			errs = append(errs, recipeErr(r, key, "%q is not absolute", c))
+			continue
+		case hasDotDot(c):
+			errs = append(errs, recipeErr(r, key, "%s contains \"..\": write the directory to clear without it", c))
+			continue
+		}
+		cc := filepath.Clean(c)
+		for _, d := range dsts {
+			switch {
+			case cc == d.path:
+				errs = append(errs, recipeErr(r, key, "%s is %s: clear would delete the staged data; clear a directory of its own", c, d.key))
+			case isUnder(d.path, cc):
+				errs = append(errs, recipeErr(r, key, "%s holds %s (%s): clear would delete the staged data; clear a directory of its own", c, d.key, d.path))
+			case isUnder(cc, d.path):
+				errs = append(errs, recipeErr(r, key, "%s is inside %s (%s): clear would delete staged data; clear a directory of its own", c, d.key, d.path))
+			}
+		}
+	}
+	return errs
+}
+
+// isUnder says whether p lies strictly below dir (both clean).
+func isUnder(p, dir string) bool {
+	if dir == "/" {
+		return p != "/"
+	}
+	return strings.HasPrefix(p, dir+string(filepath.Separator))
+}
+
+// checkPlaceholders finds the {key}s render would not resolve, following
+// [defaults] values the way render does (a default may name another key),
+// and reports them with render's words at the key render would name. So
+// recipe check on one file, without a fleet, fails where lanes would.
+func checkPlaceholders(r *Recipe) []error {
+	known := map[string]bool{}
+	for _, k := range append(append([]string(nil), fixedKeys...), builtinKeys...) {
+		known[k] = true
+	}
+	for k := range r.Defaults {
+		known[k] = true
+	}
+	var errs []error
+	check := func(key, s string) {
+		reported := map[string]bool{}
+		visited := map[string]bool{}
+		var walk func(s string)
+		walk = func(s string) {
+			for _, m := range placeholderRE.FindAllStringSubmatch(s, -1) {
+				p := m[1]
+				if !known[p] {
+					if !reported[p] {
+						reported[p] = true
+						errs = append(errs, recipeErr(r, key, "unknown placeholder {%s}: add %s under [defaults] or pass -o %s=VALUE", p, p, p))
+					}
+					continue
+				}
+				if v, ok := r.Defaults[p]; ok && !visited[p] {
+					visited[p] = true
+					walk(valueString(v))
+				}
+			}
+		}
+		walk(s)
+	}
+	check("image", r.Image)
+	for _, k := range []string{"tensor_parallel", "dist_port", "master_port", "port", "expert_parallel"} {
+		if v, ok := r.Defaults[k]; ok {
+			check("defaults."+k, valueString(v))
+		}
+	}
+	check("command", r.Command)
+	for _, k := range sortedStrings(r.Env) {
+		check("env."+k, r.Env[k])
+	}
+	for i, m := range r.Mounts {
+		check(fmt.Sprintf("mounts[%d].src", i), m.Src)
+		check(fmt.Sprintf("mounts[%d].dst", i), m.Dst)
 	}
 	return errs
 }
@@ -467,7 +652,14 @@ func Resolve(recipes []*Recipe, laneOrAlias string) (*Recipe, error) {
 // their own; when a fleet config (sparklane*.toml) is among the files they
 // are also validated against it and rendered on their clusters.
 func CheckFiles(paths []string) []error {
-	var errs []error
+	errs, _ := Check(paths)
+	return errs
+}
+
+// Check is CheckFiles plus notices: what is allowed but worth a look
+// before a cutover, such as every host = true mount (a host path bound
+// into the container on purpose).
+func Check(paths []string) (errs []error, notices []string) {
 	var cfg *Config
 	var recipes []*Recipe
 	for _, p := range paths {
@@ -489,7 +681,14 @@ func CheckFiles(paths []string) []error {
 		}
 		recipes = append(recipes, r)
 	}
-	return append(errs, flatten(Validate(cfg, recipes))...)
+	for _, r := range recipes {
+		for i, m := range r.Mounts {
+			if m.Host {
+				notices = append(notices, fmt.Sprintf("%s: mounts[%d]: host mount %s -> %s (host = true: bound from the host, outside the node's roots)", r.File, i, m.Src, m.Dst))
+			}
+		}
+	}
+	return append(errs, flatten(Validate(cfg, recipes))...), notices
 }
 
 // flatten splits joined errors into one error per line item.

@@ -1,0 +1,364 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// errText joins errors one per line for assertions.
+func errText(errs []error) string {
+	var b strings.Builder
+	for _, e := range errs {
+		b.WriteString(e.Error())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func wantLines(t *testing.T, got string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("missing %q in:\n%s", w, got)
+		}
+	}
+}
+
+const hostileFleet = `
+shared_roots = ["/nas"]
+hf_cache_dir = "/nas/hub"
+
+[[nodes]]
+name = "n1"
+roots = ["/nvme", "/var/lib/sparklane"]
+fs_root = "/tmp/sim/n1"
+clear_helper = ["sudo", "-n"]
+
+[[clusters]]
+name = "one"
+nodes = ["n1"]
+`
+
+const laneHead = `runtime = "sim"
+image = "img"
+command = "serve"
+cluster = "one"
+`
+
+func TestLaneNamesAreNames(t *testing.T) {
+	dir := t.TempDir()
+	bad := map[string]string{
+		"dots.toml":    `name = "../etc"`,
+		"slash.toml":   `name = "a/b"`,
+		"space.toml":   `name = "my lane"`,
+		"newline.toml": `name = "a\nb"`,
+		"dotdot.toml":  `name = "a..b"`,
+		"upper.toml":   `name = "Mia"`,
+		"alias.toml":   "name = \"fine\"\naliases = [\"ok\", \"mia/..\"]",
+	}
+	var paths []string
+	for f, body := range bad {
+		paths = append(paths, writeFile(t, dir, f, body+"\n"+laneHead))
+	}
+	paths = append(paths, writeFile(t, dir, "My Lane.toml", laneHead))
+	got := errText(CheckFiles(paths))
+	wantLines(t, got,
+		filepath.Join(dir, "dots.toml")+`: name: "../etc" is not a lane name`,
+		filepath.Join(dir, "slash.toml")+`: name: "a/b" is not a lane name`,
+		filepath.Join(dir, "space.toml")+`: name: "my lane" is not a lane name`,
+		filepath.Join(dir, "newline.toml")+`: name: "a\nb" is not a lane name`,
+		filepath.Join(dir, "dotdot.toml")+`: name: "a..b" is not a lane name`,
+		filepath.Join(dir, "upper.toml")+`: name: "Mia" is not a lane name`,
+		filepath.Join(dir, "alias.toml")+`: aliases[1]: "mia/.." is not a lane name`,
+		filepath.Join(dir, "My Lane.toml")+`: name: "My Lane" is not a lane name`, "(taken from the file name: rename the file or set name)",
+	)
+	if strings.Contains(got, "aliases[0]") {
+		t.Errorf("valid alias refused:\n%s", got)
+	}
+
+	for _, lane := range []string{"../x", "a/b", "..", "", "x\ny"} {
+		if d, err := LaneDir("/srv/recipes", lane); err == nil {
+			t.Errorf("LaneDir accepted %q: %s", lane, d)
+		}
+	}
+	d, err := ReportsDir(&Config{RecipesDir: "/srv/recipes"}, "dsv41-flash-4x-mia")
+	if err != nil || d != "/srv/recipes/dsv41-flash-4x-mia/reports" {
+		t.Fatalf("ReportsDir = %s, %v", d, err)
+	}
+	if _, err := ReportsDir(&Config{RecipesDir: "/srv/recipes"}, "../../etc"); err == nil {
+		t.Fatal("ReportsDir let a lane name climb out of recipes_dir")
+	}
+}
+
+func TestMountSourcesInsideRoots(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := writeFile(t, dir, "sparklane.toml", hostileFleet)
+	rp := writeFile(t, dir, "lane.toml", laneHead+`
+[[mounts]]
+src = "/etc"
+dst = "/host-etc"
+[[mounts]]
+src = "/nas/models"
+dst = "/models"
+[[mounts]]
+src = "/nvme/cache/{lane}"
+dst = "/cache"
+[[mounts]]
+src = "/dev/infiniband"
+dst = "/dev/infiniband"
+host = true
+[[mounts]]
+src = "/tmp/sim/n1/nvme/x"
+dst = "/x"
+`)
+	errs, notices := Check([]string{cfgPath, rp})
+	got := errText(errs)
+	wantLines(t, got,
+		rp+`: mounts[0].src: /etc is outside node n1's roots [/nvme /var/lib/sparklane] and shared_roots [/nas]: bind a path under them, or set host = true`,
+	)
+	// Render stops at the first bad mount of a node; fix it and the next shows.
+	b, _ := os.ReadFile(rp)
+	os.WriteFile(rp, []byte(strings.Replace(string(b), `src = "/etc"`, `src = "/nvme/etc"`, 1)), 0o644)
+	errs, _ = Check([]string{cfgPath, rp})
+	wantLines(t, errText(errs), rp+`: mounts[1].src: /nas/models is on shared root /nas, which containers may only read: set read_only = true`)
+	b, _ = os.ReadFile(rp)
+	os.WriteFile(rp, []byte(strings.Replace(string(b), "dst = \"/models\"\n", "dst = \"/models\"\nread_only = true\n", 1)), 0o644)
+	errs, _ = Check([]string{cfgPath, rp})
+	// A path already carrying the fs_root is not inside the roots: the
+	// worker would map it again (/tmp/sim/n1/tmp/sim/n1/...).
+	wantLines(t, errText(errs), rp+`: mounts[4].src: /tmp/sim/n1/nvme/x is outside node n1's roots`)
+	b, _ = os.ReadFile(rp)
+	os.WriteFile(rp, []byte(strings.Replace(string(b), `src = "/tmp/sim/n1/nvme/x"`, `src = "/var/lib/sparklane/x"`, 1)), 0o644)
+	errs, notices = Check([]string{cfgPath, rp})
+	if len(errs) != 0 {
+		t.Fatalf("fixed recipe: %v", errs)
+	}
+	if len(notices) != 1 || notices[0] != rp+": mounts[3]: host mount /dev/infiniband -> /dev/infiniband (host = true: bound from the host, outside the node's roots)" {
+		t.Fatalf("notices %q", notices)
+	}
+	cfg, _ := Load(cfgPath)
+	r, _ := LoadRecipe(rp)
+	plan, err := Render(cfg, r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := 0
+	for _, m := range plan.Nodes[0].Mounts {
+		if m.Host {
+			host++
+			if m.Src != "/dev/infiniband" {
+				t.Errorf("host mount %+v", m)
+			}
+		}
+	}
+	if host != 1 {
+		t.Fatalf("rendered plan lost host = true: %+v", plan.Nodes[0].Mounts)
+	}
+}
+
+func TestHooksClearRules(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := writeFile(t, dir, "sparklane.toml", hostileFleet)
+	rp := writeFile(t, dir, "lane.toml", laneHead+`
+[hooks]
+clear = ["/nvme", "/nvme/stage", "/nvme/stage/w/receipts", "/nvme/a/../b", "relative", "/etc/x", "/nvme/stage/w", "/var/lib/sparklane/receipts", "/nvme/exports/m"]
+[[staging]]
+kind = "hub-mirror"
+src = "/nas/hub"
+dst = "/nvme/stage/w"
+repos = ["org/m"]
+exports = [{ repo = "org/m", path = "/nvme/exports/m" }]
+`)
+	got := errText(CheckFiles([]string{cfgPath, rp}))
+	wantLines(t, got,
+		rp+`: hooks.clear[0]: /nvme holds staging[0].dst (/nvme/stage/w)`,
+		rp+`: hooks.clear[0]: /nvme is node n1's root itself: clear would empty the whole root`,
+		rp+`: hooks.clear[1]: /nvme/stage holds staging[0].dst (/nvme/stage/w): clear would delete the staged data`,
+		rp+`: hooks.clear[2]: /nvme/stage/w/receipts is inside staging[0].dst (/nvme/stage/w)`,
+		rp+`: hooks.clear[3]: /nvme/a/../b contains ".."`,
+		rp+`: hooks.clear[4]: "relative" is not absolute`,
+		rp+`: hooks.clear[5]: /etc/x is outside node n1's roots [/nvme /var/lib/sparklane]`,
+		rp+`: hooks.clear[6]: /nvme/stage/w is staging[0].dst: clear would delete the staged data`,
+		rp+`: hooks.clear[8]: /nvme/exports/m is staging[0].exports[0]`,
+	)
+	if strings.Contains(got, "hooks.clear[7]") {
+		t.Errorf("a clear path of its own inside a root was refused:\n%s", got)
+	}
+
+	cfg, err := Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cfg.Nodes[0].ClearHelper, " ") != "sudo -n" {
+		t.Fatalf("clear_helper %q", cfg.Nodes[0].ClearHelper)
+	}
+	bad := writeFile(t, dir, "bad.toml", strings.Replace(hostileFleet, `clear_helper = ["sudo", "-n"]`, `clear_helper = ["", "-n"]`, 1))
+	cfg, err = Load(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(cfg, nil); err == nil || !strings.Contains(err.Error(), bad+`: nodes[0].clear_helper[0]: empty word`) {
+		t.Fatalf("empty clear_helper word: %v", err)
+	}
+}
+
+func TestSizeAndKeyLimits(t *testing.T) {
+	dir := t.TempDir()
+	big := writeFile(t, dir, "sparklane.toml", "# "+strings.Repeat("x", MaxFileBytes)+"\n")
+	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), big+": ") || !strings.Contains(err.Error(), "1 MiB") {
+		t.Fatalf("1 MiB config: %v", err)
+	}
+	bigRecipe := writeFile(t, dir, "big.yaml", "# "+strings.Repeat("x", MaxFileBytes)+"\n")
+	if _, err := LoadRecipe(bigRecipe); err == nil || !strings.Contains(err.Error(), bigRecipe+": ") || !strings.Contains(err.Error(), "1 MiB") {
+		t.Fatalf("1 MiB recipe: %v", err)
+	}
+
+	var keys strings.Builder
+	for i := 0; i <= MaxFileKeys; i++ {
+		fmt.Fprintf(&keys, "K%d = \"v\"\n", i)
+	}
+	if keys.Len() > MaxFileBytes {
+		t.Fatal("test file too big to test the key limit alone")
+	}
+	manyCfg := writeFile(t, dir, "many.toml", "[temporal]\n"+keys.String())
+	want := fmt.Sprintf("more than %d keys", MaxFileKeys)
+	if _, err := Load(manyCfg); err == nil || !strings.HasPrefix(err.Error(), manyCfg+": "+want) {
+		t.Fatalf("config with many keys: %v", err)
+	}
+	manyLane := writeFile(t, dir, "lane.toml", laneHead+"[env]\n"+keys.String())
+	if _, err := LoadRecipe(manyLane); err == nil || !strings.HasPrefix(err.Error(), manyLane+": "+want) {
+		t.Fatalf("recipe with many keys: %v", err)
+	}
+	var yk strings.Builder
+	yk.WriteString("recipe_version: \"2\"\nmodel: m\nenv:\n")
+	for i := 0; i <= MaxFileKeys; i++ {
+		fmt.Fprintf(&yk, "  K%d: v\n", i)
+	}
+	manyYAML := writeFile(t, dir, "lane.yaml", yk.String())
+	if _, err := LoadRecipe(manyYAML); err == nil || !strings.HasPrefix(err.Error(), manyYAML+": "+want) {
+		t.Fatalf("sparkrun recipe with many keys: %v", err)
+	}
+	// '=' inside strings and comments is not a key.
+	if n := countTOMLKeys([]byte("a = \"x = y\" # b = c\nc = '''\nd = e\n'''\n[t]\n"), 100); n != 3 {
+		t.Fatalf("countTOMLKeys = %d, want 3 (a, c, [t])", n)
+	}
+}
+
+func TestRecipesDirSkipsWhatIsNotARecipe(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "ok.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\n")
+	fleet := writeFile(t, dir, "fleet.toml", hostileFleet)
+	writeFile(t, dir, "other-fleet.toml", hostileFleet)
+	writeFile(t, dir, "docker-compose.yml", "services:\n  temporal:\n    image: temporalio/server\n")
+	fifo := filepath.Join(dir, "x.toml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "s.yaml")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := os.Symlink(fifo, filepath.Join(dir, "link.toml")); err != nil {
+		t.Fatal(err)
+	}
+	rs, warnings, err := LoadRecipeDir(dir, fleet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].Name != "ok" {
+		t.Fatalf("loaded %v", rs)
+	}
+	got := strings.Join(warnings, "\n")
+	wantLines(t, got,
+		fifo+": not a regular file (named pipe): skipped",
+		sock+": not a regular file (socket): skipped",
+		filepath.Join(dir, "link.toml")+": not a regular file (named pipe): skipped",
+		filepath.Join(dir, "docker-compose.yml")+": not a lane recipe: none of sparkrun's keys",
+		filepath.Join(dir, "other-fleet.toml")+": not a lane recipe: it is a fleet config",
+	)
+	if len(warnings) != 5 || strings.Contains(got, fleet+":") {
+		t.Fatalf("warnings (the config in use is skipped silently):\n%s", got)
+	}
+	// Named directly, a FIFO is refused without blocking.
+	if _, err := LoadRecipe(fifo); err == nil || !strings.Contains(err.Error(), fifo+": not a regular file (named pipe)") {
+		t.Fatalf("LoadRecipe(fifo): %v", err)
+	}
+	if _, err := Load(fifo); err == nil || !strings.Contains(err.Error(), fifo+": not a regular file (named pipe)") {
+		t.Fatalf("Load(fifo): %v", err)
+	}
+}
+
+func TestValidationGaps(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := writeFile(t, dir, "sparklane.toml", `
+probe_grace = "-1s"
+[temporal]
+ui_port = 70000
+[[nodes]]
+name = "a"
+roots = ["/nvme"]
+[[nodes]]
+name = "a"
+roots = ["/nvme"]
+[[clusters]]
+name = "c"
+nodes = ["a", "a"]
+`)
+	cfg, err := Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, errText(flatten(Validate(cfg, nil))),
+		cfgPath+`: probe_grace: -1s is negative`,
+		cfgPath+`: temporal.ui_port: 70000 is not a port in 1..65535`,
+		cfgPath+`: nodes[1].name: node a is defined twice (also nodes[0])`,
+		cfgPath+`: clusters[0].nodes[1]: node a is listed twice in cluster c`,
+	)
+
+	rp := writeFile(t, dir, "lane.toml", `runtime = "sim"
+image = "img"
+command = "serve --port {port} {nope} --x {via}"
+[defaults]
+port = 70000
+dist_port = 0
+via = "{missing}"
+[probe]
+ready = "-1m"
+[hooks]
+timeout = "-5s"
+`)
+	// Checked alone (no fleet among the files): the unknown placeholder is
+	// caught with the words render uses.
+	got := errText(CheckFiles([]string{rp}))
+	wantLines(t, got,
+		rp+`: defaults.port: 70000 is not a port in 1..65535`,
+		rp+`: defaults.dist_port: 0 is not a port in 1..65535`,
+		rp+`: probe.ready: -1m0s is negative`,
+		rp+`: hooks.timeout: -5s is negative`,
+		rp+`: command: unknown placeholder {nope}: add nope under [defaults] or pass -o nope=VALUE`,
+		rp+`: command: unknown placeholder {missing}: add missing under [defaults] or pass -o missing=VALUE`,
+	)
+	// The same recipe, valid otherwise, fails render with the same line.
+	ok := writeFile(t, dir, "ok.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"serve {nope}\"\ncluster = \"c1\"\n")
+	one := writeFile(t, dir, "one.toml", "[[nodes]]\nname = \"a\"\n[[clusters]]\nname = \"c1\"\nnodes = [\"a\"]\n")
+	oneCfg, err := Load(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := LoadRecipe(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rerr := Render(oneCfg, r, nil)
+	checkErrs := CheckFiles([]string{ok})
+	if rerr == nil || len(checkErrs) != 1 || checkErrs[0].Error() != rerr.Error() {
+		t.Fatalf("check and render differ:\n check: %v\nrender: %v", checkErrs, rerr)
+	}
+}
