@@ -184,6 +184,9 @@ func (e *pathError) Error() string { return e.msg }
 // last component is missing.
 func openParent(root, rel string) (*os.File, string, *unix.Stat_t, error) {
 	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, "", nil, nil // no root yet: nothing beneath it either
+	}
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("open root %s: %w", root, err)
 	}

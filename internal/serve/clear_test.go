@@ -105,8 +105,10 @@ func TestClearRemovesReceiptRoot(t *testing.T) {
 	n := newClearNode(t)
 	never := filepath.Join(n.root, "state", "other", "receipts")
 	staged := readTree(t, n.root+"/lane")
+	// A second root the node has not created yet holds nothing to remove.
+	noRoot := filepath.Join(filepath.Dir(n.root), "nvme-not-mounted")
 	res, err := serve.RunHooks(context.Background(), serve.HooksInput{
-		Clear: []string{n.receipts, never}, Roots: []string{n.root}, Protected: []string{n.staged},
+		Clear: []string{n.receipts, never, noRoot + "/receipts"}, Roots: []string{n.root, noRoot}, Protected: []string{n.staged},
 	})
 	if err != nil {
 		t.Fatalf("RunHooks: %v", err)
@@ -117,8 +119,9 @@ func TestClearRemovesReceiptRoot(t *testing.T) {
 	want := []serve.Cleared{
 		{Path: n.receipts, Files: 4, Bytes: int64(len("r0") + len("r11") + len("{}\n") + len("12345"))},
 		{Path: never, Absent: true},
+		{Path: noRoot + "/receipts", Absent: true},
 	}
-	if len(res.Cleared) != 2 || res.Cleared[0] != want[0] || res.Cleared[1] != want[1] {
+	if len(res.Cleared) != 3 || res.Cleared[0] != want[0] || res.Cleared[1] != want[1] || res.Cleared[2] != want[2] {
 		t.Errorf("Cleared = %+v, want %+v", res.Cleared, want)
 	}
 	// Strict-on-exists, as the kit does it: the root can be made afresh.
@@ -315,5 +318,46 @@ func TestClearHelper(t *testing.T) {
 	}
 	if got := readTree(t, outside); got["receipts/x"] != "x" {
 		t.Errorf("outside changed: %v", got)
+	}
+}
+
+// mountTmpfs mounts a fresh tmpfs at dir (created) until the test ends.
+func mountTmpfs(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("sparklane-test", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("mount tmpfs at %s (the tests run as root with CAP_SYS_ADMIN): %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+}
+
+// Like rm --one-file-system: a clear never removes across a mount point,
+// and refuses before removing anything.
+func TestClearStaysOnOneFileSystem(t *testing.T) {
+	n := newClearNode(t)
+	inner := filepath.Join(n.receipts, "nfs")
+	mountTmpfs(t, inner)
+	writeFiles(t, inner, map[string]string{"other-fs": "kept"})
+	before := readTree(t, n.receipts)
+	_, err := serve.RunHooks(context.Background(), serve.HooksInput{Clear: []string{n.receipts}, Roots: []string{n.root}})
+	wantRefused(t, err, inner+" is on another file system")
+	if got := readTree(t, n.receipts); !sameTree(got, before) {
+		t.Errorf("receipts changed by a refused clear: %v, want %v", got, before)
+	}
+
+	// The clear path itself a mount point: refused too.
+	mounted := filepath.Join(n.root, "state", "scratch")
+	mountTmpfs(t, mounted)
+	writeFiles(t, mounted, map[string]string{"x": "kept"})
+	_, err = serve.RunHooks(context.Background(), serve.HooksInput{Clear: []string{mounted}, Roots: []string{n.root}})
+	wantRefused(t, err, "is a mount point")
+	if got := readTree(t, mounted); got["x"] != "kept" {
+		t.Errorf("mount point contents changed: %v", got)
 	}
 }
