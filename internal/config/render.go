@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kballard/go-shellquote"
+
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -330,13 +332,9 @@ func renderNode(cfg *Config, r *Recipe, v *vars, n *Node, rank, nnodes int, head
 		return nil, err
 	}
 
-	cmd, err := v.render("command", r.Command)
+	argv, err := renderArgv(r, v)
 	if err != nil {
 		return nil, err
-	}
-	argv, err := SplitArgs(cmd)
-	if err != nil {
-		return nil, recipeErr(r, "command", "%v", err)
 	}
 	if len(argv) == 0 {
 		return nil, recipeErr(r, "command", "renders to nothing: give the serve command")
@@ -610,89 +608,51 @@ func RecipeHash(r *Recipe, overrides map[string]string) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// SplitArgs splits a rendered command the way sh would for the forms
-// recipes use: whitespace separates words, a backslash-newline continues
-// the line, single quotes are literal, double quotes allow \" \\ \$ \`
-// escapes, and a bare backslash escapes the next character.
-func SplitArgs(s string) ([]string, error) {
-	var out []string
-	var cur strings.Builder
-	inWord := false
-	rs := []rune(s)
-	for i := 0; i < len(rs); i++ {
-		ch := rs[i]
-		switch {
-		case ch == '\\':
-			if i+1 >= len(rs) {
-				return nil, errors.New("command ends with a lone backslash")
-			}
-			i++
-			if rs[i] == '\n' {
-				continue
-			}
-			cur.WriteRune(rs[i])
-			inWord = true
-		case ch == '\'':
-			j := i + 1
-			for j < len(rs) && rs[j] != '\'' {
-				j++
-			}
-			if j >= len(rs) {
-				return nil, errors.New("unterminated single quote in command")
-			}
-			cur.WriteString(string(rs[i+1 : j]))
-			inWord = true
-			i = j
-		case ch == '"':
-			j := i + 1
-			for ; j < len(rs) && rs[j] != '"'; j++ {
-				if rs[j] == '\\' && j+1 < len(rs) {
-					switch rs[j+1] {
-					case '"', '\\', '$', '`':
-						cur.WriteRune(rs[j+1])
-						j++
-						continue
-					case '\n':
-						j++
-						continue
-					}
-				}
-				cur.WriteRune(rs[j])
-			}
-			if j >= len(rs) {
-				return nil, errors.New("unterminated double quote in command")
-			}
-			inWord = true
-			i = j
-		case ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r':
-			if inWord {
-				out = append(out, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteRune(ch)
-			inWord = true
+// renderArgv splits the command template into shell words first and only
+// then fills each word's placeholders, so a value is always one argument:
+// a model path with a space stays one word, and -o port="1 --evil" is the
+// single (bad) argument "1 --evil", never an extra flag. A word that is
+// nothing but one placeholder and renders empty is dropped, as an unquoted
+// empty variable is in sh: {extra_args} = "" leaves no "" argument behind.
+func renderArgv(r *Recipe, v *vars) ([]string, error) {
+	words, err := SplitArgs(r.Command)
+	if err != nil {
+		return nil, recipeErr(r, "command", "%v", err)
+	}
+	argv := make([]string, 0, len(words))
+	for _, w := range words {
+		out, err := v.render("command", w)
+		if err != nil {
+			return nil, err
 		}
+		if out == "" && wholePlaceholder(w) {
+			continue
+		}
+		argv = append(argv, out)
 	}
-	if inWord {
-		out = append(out, cur.String())
-	}
-	return out, nil
+	return argv, nil
 }
 
-var safeArg = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+func wholePlaceholder(w string) bool {
+	m := placeholderRE.FindStringIndex(w)
+	return m != nil && m[0] == 0 && m[1] == len(w)
+}
 
-// JoinArgs is the inverse of SplitArgs: one line, each argument quoted only
-// when it needs to be, so the printed command can be pasted into a shell.
-func JoinArgs(argv []string) string {
-	parts := make([]string, len(argv))
-	for i, a := range argv {
-		if safeArg.MatchString(a) {
-			parts[i] = a
-		} else {
-			parts[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
+// SplitArgs splits a command into words by sh's rules (go-shellquote):
+// whitespace separates words, a backslash-newline continues the line,
+// single quotes are literal, double quotes allow \" \\ \$ \` escapes, a bare
+// backslash escapes the next character. No expansion of any kind is done.
+func SplitArgs(s string) ([]string, error) {
+	words, err := shellquote.Split(strings.ReplaceAll(s, "\r\n", "\n"))
+	if err != nil {
+		return nil, fmt.Errorf("%v: close the quote or drop the trailing backslash", strings.ToLower(err.Error()[:1])+err.Error()[1:])
 	}
-	return strings.Join(parts, " ")
+	return words, nil
+}
+
+// JoinArgs is the inverse of SplitArgs (go-shellquote's Join): one line,
+// each argument quoted only when it needs to be, so the printed command
+// can be pasted into a shell and splits back into the same argv.
+func JoinArgs(argv []string) string {
+	return shellquote.Join(argv...)
 }

@@ -382,7 +382,55 @@ func TestSplitArgs(t *testing.T) {
 			t.Errorf("SplitArgs(%q) accepted", bad)
 		}
 	}
-	if JoinArgs([]string{"x", "a b", "it's", "--k=v"}) != `x 'a b' 'it'\''s' --k=v` {
+	if JoinArgs([]string{"x", "a b", "it's", "--k=v"}) != `x 'a b' it\'s --k=v` {
 		t.Errorf("JoinArgs: %s", JoinArgs([]string{"x", "a b", "it's", "--k=v"}))
+	}
+}
+
+// JoinArgs prints what SplitArgs reads back as the same argv, whatever the
+// arguments hold.
+func TestJoinArgsRoundTrips(t *testing.T) {
+	argv := []string{"serve", "", "a b", "it's", `"q"`, "$(rm -rf /)", "`x`", "a\nb", "\\", "--k=v w", "{model}", "*", "~x", "tab\there", "ünï cödé"}
+	back, err := SplitArgs(JoinArgs(argv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(back, "\x00") != strings.Join(argv, "\x00") {
+		t.Fatalf("round trip:\n got %q\nwant %q\n via %s", back, argv, JoinArgs(argv))
+	}
+}
+
+// Words first, placeholders second: a value is one argument, so an -o
+// value cannot add a flag and a path with a space is not split.
+func TestRenderValuesStayOneArgument(t *testing.T) {
+	cfg := &Config{File: "fleet.toml", Nodes: []Node{{Name: "a"}}, Clusters: []Cluster{{Name: "one", Nodes: []string{"a"}}}}
+	r := &Recipe{File: "lane.toml", Name: "lane", Cluster: "one", Runtime: "sim", Image: "img",
+		Model:    "/models/my model",
+		Command:  "serve {model} --served-model-name {served} --name '{label}' --x=\"{label}\" {extra_args}",
+		Defaults: map[string]any{"served": "m", "label": "it's a \"test\"", "extra_args": ""}}
+	plan, err := Render(cfg, r, map[string]string{"served": "1 --evil"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := plan.Nodes[0].Argv
+	want := []string{"serve", "/models/my model", "--served-model-name", "1 --evil", "--name", `it's a "test"`, `--x=it's a "test"`}
+	if strings.Join(argv, "|") != strings.Join(want, "|") {
+		t.Fatalf("argv %q\nwant %q", argv, want)
+	}
+	back, err := SplitArgs(plan.Nodes[0].Command)
+	if err != nil || strings.Join(back, "|") != strings.Join(argv, "|") {
+		t.Fatalf("displayed command %s does not split back to argv: %q %v", plan.Nodes[0].Command, back, err)
+	}
+	// A flag-looking value for a whole-word placeholder is still one word.
+	plan, err = Render(cfg, r, map[string]string{"extra_args": "--a --b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plan.Nodes[0].Argv; got[len(got)-1] != "--a --b" || len(got) != len(want)+1 {
+		t.Fatalf("extra_args: %q", got)
+	}
+	r.Command = "serve 'unterminated {model}"
+	if _, err := Render(cfg, r, nil); err == nil || !strings.HasPrefix(err.Error(), "lane.toml: command: unterminated single-quoted string") {
+		t.Fatalf("bad quoting: %v", err)
 	}
 }
