@@ -145,7 +145,9 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 		a.Log.Info("resuming staging from heartbeat", zap.String("block", in.Block.ID), zap.Int64("bytes_done", prev.BytesDone), zap.Int64("rows_done", prev.RowsDone))
 	}
 	var last time.Time
+	pause := staging.TestPauseFromEnv() // nil outside tests
 	opts.OnProgress = func(p staging.Progress) {
+		pause.Hold(ctx, p, func(q staging.Progress) { heartbeat(ctx, q) })
 		if time.Since(last) < 500*time.Millisecond && len(p.InFlight) == 0 && p.NextRow == 0 {
 			return
 		}
@@ -235,7 +237,7 @@ func (a *NodeActivities) BeforeServe(ctx context.Context, in BeforeServeInput) (
 		root = "/"
 	}
 	r, err := serve.RunHooks(ctx, serve.HooksInput{
-		Clear: clear, Roots: a.roots(),
+		Clear: clear, Roots: a.roots(), Helper: a.Node.ClearHelper,
 		Commands: in.Hooks.BeforeServe, Timeout: in.Hooks.Timeout, Dir: root,
 		Env: map[string]string{
 			"SPARKLANE_LANE": in.Lane, "SPARKLANE_NODE": a.Node.Name, "SPARKLANE_RANK": fmt.Sprint(in.Rank),

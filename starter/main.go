@@ -1,5 +1,6 @@
 // Command starter is sparklane's operator CLI: it starts workflows, follows
-// them and prints results. See `starter --help`.
+// them and prints results. See `starter --help`. It is only a client of the
+// control service: killing it at any moment loses nothing.
 package main
 
 import (
@@ -12,9 +13,8 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	ints := make(chan os.Signal, 4)
-	signal.Notify(ints, os.Interrupt)
-	os.Exit(cli.Execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, ints))
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	cli.HardExit = os.Exit
+	os.Exit(cli.Execute(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, signals))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/workflows"
@@ -89,20 +90,25 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *config.Reci
 		return nil, nil
 	}
 	var res workflows.CutoverResult
-	err = a.follow(ctx, run, &res)
+	return a.cutoverOutcome(&res, a.follow(ctx, run, &res))
+}
+
+// cutoverOutcome turns a followed cutover's end into the result to print
+// and the command's error (exit 2: failed and reported, 1: no report).
+func (a *App) cutoverOutcome(res *workflows.CutoverResult, err error) (*workflows.CutoverResult, error) {
 	if err != nil {
-		if !appErrorDetails(err, &res) {
+		if !appErrorDetails(err, res) {
 			return nil, exitCode(1, fmt.Errorf("%s", rootMessage(err)))
 		}
 		if a.JSON {
 			_ = a.printJSON(res)
 		}
-		return &res, exitCode(2, fmt.Errorf("cutover to %s failed at step %q: %s", res.Lane, res.FailedStep, res.Error))
+		return res, exitCode(2, fmt.Errorf("cutover to %s failed at step %q: %s", res.Lane, res.FailedStep, res.Error))
 	}
 	if a.JSON {
-		return &res, a.printJSON(res)
+		return res, a.printJSON(res)
 	}
-	return &res, nil
+	return res, nil
 }
 
 func (a *App) runURL(id, runID string) string {
@@ -153,49 +159,52 @@ func printCutover(a *App, res *workflows.CutoverResult) {
 
 func (a *App) cancelCmd() *cobra.Command {
 	var cluster, lane string
+	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "cancel [WORKFLOW_ID] | --cluster C | --lane L",
-		Short: "cancel a running cutover (cleanup and rollback run)",
+		Short: "cancel a run (a cutover's cleanup and rollback run) and wait until it has ended",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			id := ""
-			switch {
-			case len(args) == 1:
-				id = args[0]
-			case cluster != "":
-				id = workflows.CutoverID(cluster)
-			case lane != "":
-				_, r, _, err := a.lane(lane, nil)
-				if err != nil {
-					return err
-				}
-				id = workflows.CutoverID(r.Cluster)
-			default:
-				return fmt.Errorf("name a workflow ID, --cluster or --lane")
+			id, err := a.runID(args, cluster, lane)
+			if err != nil {
+				return err
 			}
 			env, err := a.connect(ctx)
 			if err != nil {
 				return err
 			}
-			if err := env.Client.CancelWorkflow(ctx, id, ""); err != nil {
+			d, err := env.Client.DescribeWorkflowExecution(ctx, id, "")
+			if err != nil {
+				return exitCode(1, fmt.Errorf("no run %s: %w", id, err))
+			}
+			info := d.GetWorkflowExecutionInfo()
+			if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				fmt.Fprintf(a.Out, "%s is not running (%s): nothing to cancel\n", id, statusName(info.GetStatus()))
+				return nil
+			}
+			runID := info.GetExecution().GetRunId()
+			if err := env.Client.CancelWorkflow(ctx, id, runID); err != nil {
 				return fmt.Errorf("cancel %s: %w", id, err)
 			}
-			fmt.Fprintf(a.Out, "cancel requested for %s; cleanup runs in the workflow\n", id)
-			deadline := time.Now().Add(2 * time.Minute)
-			for time.Now().Before(deadline) {
-				st, err := describeStatus(ctx, env.Client, id)
-				if err == nil && st != "RUNNING" {
-					fmt.Fprintf(a.Out, "%s: %s\n", id, st)
-					return nil
-				}
-				time.Sleep(500 * time.Millisecond)
+			fmt.Fprintf(a.Out, "cancel requested for %s (run %s); waiting for its cleanup to finish...\n", id, runID)
+			wctx, stop := context.WithTimeout(ctx, wait)
+			defer stop()
+			_ = env.Client.GetWorkflow(wctx, id, runID).Get(wctx, nil)
+			d, err = env.Client.DescribeWorkflowExecution(ctx, id, runID)
+			if err != nil {
+				return err
 			}
-			fmt.Fprintf(a.Out, "%s still running its cleanup; see the UI\n", id)
+			st := d.GetWorkflowExecutionInfo().GetStatus()
+			if st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				return exitCode(1, fmt.Errorf("%s is still running its cleanup after %s; follow it with 'starter attach %s'", id, wait, id))
+			}
+			fmt.Fprintf(a.Out, "%s: %s\n", id, statusName(st))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&cluster, "cluster", "", "cancel the cutover on this cluster")
 	cmd.Flags().StringVar(&lane, "lane", "", "cancel the cutover on this lane's cluster")
+	cmd.Flags().DurationVar(&wait, "wait", 30*time.Minute, "how long to wait for the run to close")
 	return cmd
 }
 

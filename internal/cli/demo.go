@@ -1,16 +1,16 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/simimage"
@@ -27,7 +27,8 @@ func (a *App) demoCmd() *cobra.Command {
 		Short: "run the whole pipeline on a simulated 4-node fleet on this machine (no config needed)",
 		Long: "Creates a demo fleet of 4 local nodes under --dir, a synthetic NAS hub (safetensors shards in the\n" +
 			"Hugging Face layout plus engram tables), two sim lanes (demo-4x, demo-2x), starts the embedded\n" +
-			"Temporal server, its web UI and the workers in-process, builds the engine-sim image, and runs\n" +
+			"Temporal server, its web UI and the workers in the demo's control service (in the background),\n" +
+			"builds the engine-sim image, and runs\n" +
 			"cutover --lane demo-4x then cutover --lane demo-2x (stage → verify → serve → probe → bench).\n" +
 			"A second run reuses the staged data (verify-only). The UI stays up until Ctrl-C unless --exit.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -47,9 +48,6 @@ func (a *App) demoCmd() *cobra.Command {
 			bytes, err := config.ParseSize(size)
 			if err != nil {
 				return fmt.Errorf("--size %q: %w", size, err)
-			}
-			if busy := "127.0.0.1:" + strconv.Itoa(port); portBusy(busy) {
-				return fmt.Errorf("%s is taken (a 'worker dev' or another demo?): stop it, or pass --port and --ui-port", busy)
 			}
 			say := func(format string, args ...any) {
 				if !a.JSON {
@@ -83,11 +81,25 @@ func (a *App) demoCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			_, wasRunning := control.Find(cfg.StateDir)
 			env, err := a.connect(ctx)
 			if err != nil {
 				return err
 			}
-			say("  Temporal %s, web UI %s\n", env.Address, env.UIURL)
+			// The demo's runs live in its control service, like any
+			// starter's; the demo stops the service when it ends only if
+			// it started it.
+			stopService := func() {
+				if wasRunning {
+					return
+				}
+				sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				if _, _, err := control.Stop(sctx, cfg.StateDir, 30*time.Second); err != nil {
+					fmt.Fprintln(a.Err, "stop the demo's control service:", err)
+				}
+			}
+			say("  Temporal %s, web UI %s (control service log: %s)\n", env.Address, env.UIURL, control.LogPath(cfg.StateDir))
 			var results []*workflows.CutoverResult
 			for _, lane := range demo.Lanes {
 				_, r, plan, err := a.lane(lane, nil)
@@ -113,8 +125,11 @@ func (a *App) demoCmd() *cobra.Command {
 			say("demo done in %.1fs. Config: %s", time.Since(started).Seconds(), fleet.ConfigFile)
 			say("  web UI: %s (filter: SparklaneLane = \"demo-2x\")", env.UIURL)
 			say("  try:    go run ./starter --config %s status", fleet.ConfigFile)
-			say("  stop:   go run ./starter --config %s stop --cluster demo-4x", fleet.ConfigFile)
+			last := demo.Lanes[len(demo.Lanes)-1]
+			say("  the last lane (%s) keeps serving; stop it with:", last)
+			say("          go run ./starter --config %s stop --lane %s", fleet.ConfigFile, last)
 			if exit {
+				stopService()
 				return nil
 			}
 			say("The UI stays up until Ctrl-C.")
@@ -122,6 +137,7 @@ func (a *App) demoCmd() *cobra.Command {
 			case <-a.Interrupts:
 			case <-ctx.Done():
 			}
+			stopService()
 			return nil
 		},
 	}
@@ -131,13 +147,4 @@ func (a *App) demoCmd() *cobra.Command {
 	cmd.Flags().IntVar(&port, "port", 7233, "embedded Temporal frontend port")
 	cmd.Flags().IntVar(&uiPort, "ui-port", 8233, "embedded web UI port")
 	return cmd
-}
-
-func portBusy(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
@@ -39,6 +40,11 @@ type App struct {
 	env *workers.Env
 	// Interrupts delivers Ctrl-C to commands that follow a workflow.
 	Interrupts <-chan os.Signal
+	// following is set while a command follows a run and takes Ctrl-C.
+	following atomic.Bool
+	// ControlExe is the program started as the background control service
+	// (default: $SPARKLANE_CONTROL_EXE, else this program).
+	ControlExe string
 }
 
 // exitError carries a process exit code through cobra.
@@ -57,8 +63,19 @@ func (e *exitError) Error() string {
 func exitCode(code int, err error) error { return &exitError{code: code, err: err} }
 
 // Execute runs the starter with args and returns the process exit code.
-func Execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writer, interrupts <-chan os.Signal) int {
-	a := &App{Out: out, Err: errw, In: in, Interrupts: interrupts}
+//
+// signals carries SIGINT and SIGTERM (nil: none). While a command follows a
+// run, Ctrl-C goes to it (twice cancels the run); otherwise, and for
+// SIGTERM, the command's context is cancelled, and a second signal ends the
+// process through HardExit: a starter is only a client, so nothing is lost.
+func Execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writer, signals <-chan os.Signal) int {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	follow := make(chan os.Signal, 4)
+	a := &App{Out: out, Err: errw, In: in, Interrupts: follow}
+	if signals != nil {
+		go a.dispatchSignals(ctx, cancel, signals, follow)
+	}
 	root := a.Root()
 	root.SetArgs(args)
 	root.SetOut(out)
@@ -80,6 +97,40 @@ func Execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writ
 	return 1
 }
 
+// HardExit ends the process on a second signal while a command does not
+// return (starter's main sets os.Exit; tests leave it nil).
+var HardExit func(code int)
+
+func (a *App) dispatchSignals(ctx context.Context, cancel context.CancelFunc, signals <-chan os.Signal, follow chan<- os.Signal) {
+	cancelled := false
+	done := ctx.Done()
+	for {
+		select {
+		case s := <-signals:
+			if s == os.Interrupt && a.following.Load() {
+				select {
+				case follow <- s:
+				default:
+				}
+				continue
+			}
+			code := 130
+			if s != os.Interrupt {
+				code = 143
+			}
+			if cancelled && HardExit != nil {
+				fmt.Fprintln(a.Err, "\nstarter: interrupted again: exiting")
+				HardExit(code)
+			}
+			cancelled = true
+			done = nil // from now on, wait only for a second signal
+			cancel()
+		case <-done:
+			return
+		}
+	}
+}
+
 // Root builds the command tree.
 func (a *App) Root() *cobra.Command {
 	root := &cobra.Command{
@@ -95,7 +146,8 @@ func (a *App) Root() *cobra.Command {
 	root.PersistentFlags().BoolVar(&a.JSON, "json", false, "print results as JSON (for scripts)")
 	root.PersistentFlags().StringVar(&a.LogLevel, "log-level", "warn", "log level of the in-process server and workers")
 	root.AddCommand(a.statusCmd(), a.lanesCmd(), a.recipeCmd(), a.stageCmd(), a.verifyCmd(),
-		a.upCmd(), a.stopCmd(), a.probeCmd(), a.cutoverCmd(), a.cancelCmd(), a.demoCmd(), a.scheduleCmd())
+		a.upCmd(), a.stopCmd(), a.probeCmd(), a.cutoverCmd(), a.cancelCmd(), a.demoCmd(), a.scheduleCmd(),
+		a.controlCmd(), a.attachCmd())
 	for _, c := range a.extraCommands() {
 		root.AddCommand(c)
 	}
@@ -204,8 +256,8 @@ func parseOverrides(kv []string) (map[string]string, error) {
 	return out, nil
 }
 
-// connect opens the Temporal connection: an external cluster, a running
-// embedded server, or one started in-process with the local workers.
+// connect opens the Temporal connection: an external cluster, or the
+// state_dir's control service (started in the background when none runs).
 func (a *App) connect(ctx context.Context) (*workers.Env, error) {
 	if a.env != nil {
 		return a.env, nil
@@ -214,7 +266,7 @@ func (a *App) connect(ctx context.Context) (*workers.Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := workers.Connect(ctx, cfg, a.logger(), workers.ConnectOptions{LocalWorkers: true})
+	env, err := a.connectService(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

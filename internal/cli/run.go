@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -59,7 +58,7 @@ func (a *App) start(ctx context.Context, s runSpec) (client.WorkflowRun, error) 
 	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {
-			return nil, exitCode(3, fmt.Errorf("%s is already running (run %s): wait for it, or cancel it with 'starter cancel %s'", s.ID, started.RunId, s.ID))
+			return nil, exitCode(3, fmt.Errorf("%s is already running (run %s): follow it with 'starter attach %s', or cancel it with 'starter cancel %s'", s.ID, started.RunId, s.ID, s.ID))
 		}
 		return nil, fmt.Errorf("start %s: %w", s.ID, err)
 	}
@@ -71,6 +70,8 @@ func (a *App) start(ctx context.Context, s runSpec) (client.WorkflowRun, error) 
 // Ctrl-C asks for confirmation; a second within 5 s cancels the workflow,
 // whose cleanup then runs and is shown.
 func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) error {
+	a.following.Store(true)
+	defer a.following.Store(false)
 	env := a.env
 	done := make(chan error, 1)
 	go func() { done <- run.Get(ctx, result) }()
@@ -157,15 +158,6 @@ func pendingProgress(ctx context.Context, c client.Client, id string) (staging.P
 		found = true
 	}
 	return total, found
-}
-
-// describeStatus is used by cancel/status of a workflow ID.
-func describeStatus(ctx context.Context, c client.Client, id string) (string, error) {
-	d, err := c.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimPrefix(d.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"), nil
 }
 
 // isTerminal reports whether w is a character device (a terminal).

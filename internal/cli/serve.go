@@ -3,18 +3,21 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/workflows"
 )
 
 func (a *App) upCmd() *cobra.Command {
 	var lane string
-	var noWait, dryRun bool
+	var noWait, dryRun, force bool
 	var overrides []string
 	cmd := &cobra.Command{
-		Use:   "up --lane L [--no-wait] [--dry-run]",
+		Use:   "up --lane L [--no-wait] [--dry-run] [--force]",
 		Short: "serve a lane on its nodes (hooks, containers) and probe it; no staging",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -25,6 +28,11 @@ func (a *App) upCmd() *cobra.Command {
 			if dryRun {
 				return a.dryRun(ctx, cfg, r, plan, "up")
 			}
+			if !force {
+				if err := a.refuseHeldNodes(ctx, cfg, r.Name, nodesOf(plan)); err != nil {
+					return err
+				}
+			}
 			return a.runServe(ctx, runSpec{ID: workflows.UpID(r.Cluster), Workflow: workflows.Serve, Lane: r.Name, Cluster: r.Cluster,
 				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: workflows.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait}})
 		},
@@ -32,8 +40,36 @@ func (a *App) upCmd() *cobra.Command {
 	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the containers started")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print every node's command, env and mounts; start nothing")
+	cmd.Flags().BoolVar(&force, "force", false, "start even on nodes another lane holds (both then share the GPU)")
 	cmd.Flags().StringArrayVarP(&overrides, "override", "o", nil, "key=value override (repeatable)")
 	return cmd
+}
+
+// refuseHeldNodes probes the lane's nodes and refuses when another lane
+// serves on any of them: two engines on one GPU fail in ways that look
+// like a broken lane. A cutover stops the previous lane itself; up does not.
+func (a *App) refuseHeldNodes(ctx context.Context, cfg *config.Config, lane string, nodes []string) error {
+	run, err := a.start(ctx, runSpec{ID: fmt.Sprintf("fleet-probe/%d", time.Now().UnixNano()), Workflow: workflows.FleetProbe,
+		Input: workflows.FleetProbeInput{Nodes: nodes, Grace: cfg.ProbeGrace, PickupTimeout: 3 * time.Second}})
+	if err != nil {
+		return err
+	}
+	var res workflows.FleetProbeResult
+	if err := run.Get(ctx, &res); err != nil && !appErrorDetails(err, &res) {
+		return err
+	}
+	var held []string
+	for _, n := range res.Nodes {
+		for _, l := range n.Lanes {
+			if l != lane {
+				held = append(held, fmt.Sprintf("%s serves lane %s", n.Node, l))
+			}
+		}
+	}
+	if len(held) > 0 {
+		return exitCode(3, fmt.Errorf("up --lane %s refused: %s; stop it first ('starter stop --lane LANE'), switch with 'starter cutover --lane %s', or pass --force", lane, strings.Join(held, ", "), lane))
+	}
+	return nil
 }
 
 func (a *App) probeCmd() *cobra.Command {

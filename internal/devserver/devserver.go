@@ -579,7 +579,10 @@ func acquireLock(stateDir string) (*os.File, error) {
 		addr := readAddr(f)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("devserver: state dir %s is in use by another embedded Temporal server (frontend %s): stop it, or set temporal.address = %q to use it", stateDir, addr, addr)
+			if addr == "" {
+				return nil, fmt.Errorf("devserver: state dir %s is in use by another embedded Temporal server that is still starting (no frontend published yet): wait for it, or stop it ('starter control stop')", stateDir)
+			}
+			return nil, fmt.Errorf("devserver: state dir %s is in use by another embedded Temporal server (frontend %s): stop it ('starter control stop'), or set temporal.address = %q to use it", stateDir, addr, addr)
 		}
 		return nil, fmt.Errorf("devserver: lock %s: %w", path, err)
 	}
@@ -589,10 +592,7 @@ func acquireLock(stateDir string) (*os.File, error) {
 func readAddr(f *os.File) string {
 	buf := make([]byte, 64)
 	n, _ := f.ReadAt(buf, 0)
-	if a := strings.TrimSpace(string(buf[:n])); a != "" {
-		return a
-	}
-	return "unknown address"
+	return strings.TrimSpace(string(buf[:n]))
 }
 
 // Running reports whether an embedded server holds stateDir and, if so, its
@@ -609,7 +609,7 @@ func Running(stateDir string) (frontend string, ok bool) {
 		return "", false
 	}
 	addr := readAddr(f)
-	if addr == "unknown address" {
+	if addr == "" {
 		return "", false
 	}
 	return addr, true

@@ -1,0 +1,270 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/control"
+	"github.com/sparklane/sparklane/internal/logging"
+	"github.com/sparklane/sparklane/internal/workers"
+	"github.com/sparklane/sparklane/workflows"
+)
+
+// serviceArgs is the command line of a background control service for the
+// config at file: this same binary, `control run`.
+func serviceArgs(file, level string) []string {
+	return []string{"control", "run", "--config", file, "--log-level", level}
+}
+
+// controlExe is the binary started as the control service: this one, unless
+// a test or packager says otherwise ($SPARKLANE_CONTROL_EXE).
+func (a *App) controlExe() (string, error) {
+	if a.ControlExe != "" {
+		return a.ControlExe, nil
+	}
+	if exe := os.Getenv("SPARKLANE_CONTROL_EXE"); exe != "" {
+		return exe, nil
+	}
+	return os.Executable()
+}
+
+// connectService is the connection of every command: in embedded mode the
+// state_dir's control service (started in the background when none runs),
+// otherwise the external cluster. The starter itself never hosts a server
+// or a worker, so killing it at any moment loses nothing.
+func (a *App) connectService(ctx context.Context, cfg *config.Config) (*workers.Env, error) {
+	if cfg.Temporal.Address != "" {
+		return workers.Connect(ctx, cfg, a.logger(), workers.ConnectOptions{NoEmbedded: true})
+	}
+	file, err := filepath.Abs(cfg.File)
+	if err != nil {
+		return nil, err
+	}
+	exe, err := a.controlExe()
+	if err != nil {
+		return nil, fmt.Errorf("find this program to start the control service: %w", err)
+	}
+	owner, started, err := control.Start(ctx, control.StartOptions{Exe: exe, Args: serviceArgs(file, "info"), StateDir: cfg.StateDir})
+	if err != nil {
+		return nil, fmt.Errorf("control service for state_dir %s: %w", cfg.StateDir, err)
+	}
+	if started {
+		fmt.Fprintf(a.Err, "started the control service in the background (pid %d, log %s); it keeps running runs when this command ends — 'starter control stop' stops it\n", owner.PID, control.LogPath(cfg.StateDir))
+	} else if owner.ConfigHash != "" && owner.ConfigHash != control.HashFile(cfg.File) {
+		fmt.Fprintf(a.Err, "warning: the control service (pid %d, since %s) loaded %s before it changed; restart it to apply the change: starter control stop\n", owner.PID, owner.Since.Format(time.RFC3339), owner.Config)
+	}
+	return workers.Dial(ctx, cfg, a.logger(), owner.Frontend, owner.UI)
+}
+
+func (a *App) controlCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "control run|start|stop|status",
+		Short: "the control service: embedded Temporal server + web UI, control worker, this machine's node workers",
+		Long: "In embedded mode (no temporal.address) every starter command talks to the control service of the\n" +
+			"config's state_dir, and starts it in the background when none runs. Runs live there, not in the\n" +
+			"starter: kill a starter at any moment and 'starter attach' follows the run again.",
+	}
+	var wait time.Duration
+	run := &cobra.Command{
+		Use:   "run",
+		Short: "run the control service in the foreground (what 'start' runs in the background; same as 'worker dev')",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			log, err := logging.New("console", a.serviceLogLevel())
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			// Ctrl-C or SIGTERM cancels the command's context: the
+			// workers finish their current calls and the server stops.
+			ctx := cmd.Context()
+			return workers.RunDev(ctx, cfg, log)
+		},
+	}
+	start := &cobra.Command{
+		Use:   "start",
+		Short: "start the control service in the background unless it runs",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			env, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			owner, _ := control.Find(cfg.StateDir)
+			return a.printOwner(cfg, owner, true, env.UIURL)
+		},
+	}
+	stop := &cobra.Command{
+		Use:   "stop",
+		Short: "stop the control service (runs under way pause and resume when it starts again)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			owner, ran, err := control.Stop(cmd.Context(), cfg.StateDir, wait)
+			if err != nil {
+				return err
+			}
+			if a.JSON {
+				return a.printJSON(map[string]any{"stopped": ran, "owner": owner})
+			}
+			if !ran {
+				fmt.Fprintf(a.Out, "no control service runs for state_dir %s\n", cfg.StateDir)
+				return nil
+			}
+			fmt.Fprintf(a.Out, "stopped the control service (pid %d)\n", owner.PID)
+			return nil
+		},
+	}
+	stop.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for a clean stop before SIGKILL")
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "is the control service running, and where",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			owner, ok := control.Find(cfg.StateDir)
+			if err := a.printOwner(cfg, owner, ok, owner.UI); err != nil {
+				return err
+			}
+			if !ok {
+				return exitCode(1, nil)
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(run, start, stop, status)
+	return cmd
+}
+
+func (a *App) serviceLogLevel() string {
+	if a.LogLevel == "" || a.LogLevel == "warn" {
+		return "info"
+	}
+	return a.LogLevel
+}
+
+func (a *App) printOwner(cfg *config.Config, owner control.Owner, running bool, ui string) error {
+	if a.JSON {
+		return a.printJSON(map[string]any{"running": running, "state_dir": cfg.StateDir, "owner": owner, "log": control.LogPath(cfg.StateDir)})
+	}
+	if !running {
+		fmt.Fprintf(a.Out, "no control service runs for state_dir %s (any starter command starts one)\n", cfg.StateDir)
+		return nil
+	}
+	fmt.Fprintf(a.Out, "control service: pid %d since %s\n  Temporal: %s\n", owner.PID, owner.Since.Format(time.RFC3339), owner.Frontend)
+	if ui != "" {
+		fmt.Fprintf(a.Out, "  web UI:   %s\n", ui)
+	}
+	fmt.Fprintf(a.Out, "  config:   %s\n  nodes:    %v\n  log:      %s\n", owner.Config, owner.Nodes, control.LogPath(cfg.StateDir))
+	return nil
+}
+
+// attachCmd follows a run that another (perhaps killed) starter started.
+func (a *App) attachCmd() *cobra.Command {
+	var cluster, lane string
+	cmd := &cobra.Command{
+		Use:     "attach [WORKFLOW_ID] | --cluster C | --lane L",
+		Aliases: []string{"follow"},
+		Short:   "follow a run again (a cutover, stage, verify, serve, …) until it ends, and print its result",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			id, err := a.runID(args, cluster, lane)
+			if err != nil {
+				return err
+			}
+			env, err := a.connect(ctx)
+			if err != nil {
+				return err
+			}
+			d, err := env.Client.DescribeWorkflowExecution(ctx, id, "")
+			if err != nil {
+				return fmt.Errorf("no run %s: %w (list runs in the web UI or with 'temporal workflow list')", id, err)
+			}
+			info := d.GetWorkflowExecutionInfo()
+			run := env.Client.GetWorkflow(ctx, id, info.GetExecution().GetRunId())
+			if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && !a.JSON {
+				fmt.Fprintf(a.Out, "%s already ended (%s); its result:\n", id, statusName(info.GetStatus()))
+			}
+			switch info.GetType().GetName() {
+			case "Cutover":
+				var res workflows.CutoverResult
+				out, err := a.cutoverOutcome(&res, a.follow(ctx, run, &res))
+				if out != nil && !a.JSON {
+					printCutover(a, out)
+				}
+				return err
+			case "Stage":
+				var res workflows.StageResult
+				if err := a.follow(ctx, run, &res); err != nil {
+					return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
+				}
+				return a.printStage(res)
+			default:
+				var res any
+				if err := a.follow(ctx, run, &res); err != nil {
+					return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
+				}
+				return a.printJSON(res)
+			}
+		},
+	}
+	cmd.Flags().StringVar(&cluster, "cluster", "", "the cutover on this cluster")
+	cmd.Flags().StringVar(&lane, "lane", "", "the cutover on this lane's cluster")
+	return cmd
+}
+
+// runID resolves a workflow ID from an argument, --cluster or --lane.
+func (a *App) runID(args []string, cluster, lane string) (string, error) {
+	switch {
+	case len(args) == 1:
+		return args[0], nil
+	case cluster != "":
+		return workflows.CutoverID(cluster), nil
+	case lane != "":
+		_, r, _, err := a.lane(lane, nil)
+		if err != nil {
+			return "", err
+		}
+		return workflows.CutoverID(r.Cluster), nil
+	}
+	return "", errors.New("name a workflow ID (e.g. stage/LANE, cutover/CLUSTER), --cluster or --lane")
+}
+
+// statusName is a workflow status as operators read it (Running, Completed…).
+func statusName(s enumspb.WorkflowExecutionStatus) string {
+	switch s {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return "Running"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return "Completed"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+		return "Failed"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return "Canceled"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return "Terminated"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		return "ContinuedAsNew"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return "TimedOut"
+	}
+	return s.String()
+}

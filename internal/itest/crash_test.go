@@ -1,0 +1,384 @@
+package itest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/sparklane/sparklane/internal/control"
+	"github.com/sparklane/sparklane/internal/demo"
+	"github.com/sparklane/sparklane/internal/node"
+	"github.com/sparklane/sparklane/internal/simimage"
+	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/workflows"
+)
+
+// These tests run the real starter binary as separate processes against the
+// embedded default (no temporal.address): the starter starts the control
+// service in the background and is only its client, so kill -9 of a
+// starter mid-run loses nothing.
+
+// buildBinary builds the command at ./pkg (module root two levels up) into
+// dir once per test binary run.
+var builtBinaries sync.Map
+
+func buildBinary(t *testing.T, pkg string) string {
+	t.Helper()
+	type built struct {
+		once sync.Once
+		bin  string
+		err  error
+		out  []byte
+	}
+	v, _ := builtBinaries.LoadOrStore(pkg, &built{})
+	b := v.(*built)
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "sparklane-bin-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.bin = filepath.Join(dir, filepath.Base(pkg))
+		cmd := exec.Command("go", "build", "-o", b.bin, "./"+pkg)
+		cmd.Dir = filepath.Join("..", "..")
+		b.out, b.err = cmd.CombinedOutput()
+	})
+	if b.err != nil {
+		t.Fatalf("go build ./%s: %v\n%s", pkg, b.err, b.out)
+	}
+	return b.bin
+}
+
+// procFleet is a 4-node fleet in embedded mode, driven through
+// starter processes, with the staging pause hook armed for its service.
+type procFleet struct {
+	t       *testing.T
+	dir     string
+	cfgFile string
+	state   string
+	starter string
+	release string
+	env     []string
+}
+
+func newProcFleet(t *testing.T, pauseAt int64) *procFleet {
+	t.Helper()
+	ctx := withTimeout(t, 10*time.Minute)
+	dc, err := node.DockerClient(ctx, "", nil)
+	if err != nil {
+		t.Fatalf("Docker is required for these tests (real containers): %v", err)
+	}
+	t.Cleanup(func() { dc.Close() })
+	image, err := simimage.Build(ctx, dc, simimage.Options{})
+	if err != nil {
+		t.Fatalf("build engine-sim image: %v", err)
+	}
+	bin := buildBinary(t, "starter")
+	dir := t.TempDir()
+	nas, err := demo.GenerateNAS(filepath.Join(dir, "nas"), 256<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The demo's lanes, renamed (crash-4x, crash-2x on nodes c1..c4) so
+	// their containers never meet a developer's own demo on this engine.
+	tport, uiport := ephemeralPort(t), ephemeralPort(t)
+	recipes := filepath.Join(dir, "recipes")
+	if err := os.MkdirAll(recipes, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.WriteRecipes(recipes, image, nas, freePort(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range demo.Lanes {
+		b, err := os.ReadFile(filepath.Join(recipes, l+".toml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := strings.NewReplacer("demo-4x", "crash-4x", "demo-2x", "crash-2x", `aliases = ["d4"]`, "", `aliases = ["d2"]`, "").Replace(string(b))
+		if err := os.Remove(filepath.Join(recipes, l+".toml")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(recipes, strings.Replace(l, "demo", "crash", 1)+".toml"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "state_dir = %q\nrecipes_dir = %q\nhf_cache_dir = %q\nshared_roots = [%q]\nprobe_grace = \"2s\"\n\n",
+		filepath.Join(dir, "state"), recipes, nas.Hub, filepath.Dir(nas.Hub))
+	fmt.Fprintf(&cfg, "[temporal]\nport = %d\nui_port = %d\n\n", tport, uiport)
+	for i := 1; i <= 4; i++ {
+		root := filepath.Join(dir, "nodes", fmt.Sprintf("c%d", i))
+		if err := os.MkdirAll(filepath.Join(root, "srv", "sparklane"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&cfg, "[[nodes]]\nname = \"c%d\"\naddress = \"127.0.0.1\"\nroots = [\"/srv/sparklane\"]\nfs_root = %q\n\n", i, root)
+	}
+	cfg.WriteString("[[clusters]]\nname = \"crash-4x\"\nnodes = [\"c1\", \"c2\", \"c3\", \"c4\"]\n\n[[clusters]]\nname = \"crash-2x\"\nnodes = [\"c1\", \"c2\"]\n")
+	cfgFile := filepath.Join(dir, "sparklane.toml")
+	if err := os.WriteFile(cfgFile, []byte(cfg.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &procFleet{t: t, dir: dir, cfgFile: cfgFile, state: filepath.Join(dir, "state"), starter: bin, release: filepath.Join(dir, "release")}
+	p.env = append(os.Environ(),
+		staging.TestPauseAtEnv+"="+fmt.Sprint(pauseAt),
+		staging.TestReleaseEnv+"="+p.release)
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_ = os.WriteFile(p.release, nil, 0o644)
+		p.run(cctx, "stop", "--lane", "crash-4x")
+		p.run(cctx, "stop", "--lane", "crash-2x")
+		if _, _, err := control.Stop(cctx, p.state, 30*time.Second); err != nil {
+			t.Errorf("stop the control service: %v", err)
+		}
+		for _, l := range []string{"crash-4x", "crash-2x"} {
+			cs, _ := dc.ContainerList(cctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "sparklane.lane="+l))})
+			for _, c := range cs {
+				_ = dc.ContainerRemove(cctx, c.ID, container.RemoveOptions{Force: true})
+			}
+		}
+	})
+	return p
+}
+
+// startStarter starts `starter ARGS...` as a process of its own.
+func (p *procFleet) startStarter(args ...string) (*exec.Cmd, *bytes.Buffer) {
+	p.t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command(p.starter, append([]string{"--config", p.cfgFile}, args...)...)
+	cmd.Env = p.env
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("start starter %v: %v", args, err)
+	}
+	return cmd, &out
+}
+
+// run runs `starter ARGS...` to its end: exit code and output.
+func (p *procFleet) run(ctx context.Context, args ...string) (int, string) {
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, p.starter, append([]string{"--config", p.cfgFile}, args...)...)
+	cmd.Env = p.env
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		code = -1
+	}
+	return code, out.String()
+}
+
+// client dials the control service the starters started.
+func (p *procFleet) client(ctx context.Context) client.Client {
+	p.t.Helper()
+	owner, ok := control.Find(p.state)
+	if !ok || owner.Frontend == "" {
+		p.t.Fatalf("no control service holds %s", p.state)
+	}
+	c, err := client.DialContext(ctx, client.Options{HostPort: owner.Frontend, Namespace: "default", Logger: quietLogger{}})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(c.Close)
+	return c
+}
+
+// waitPaused waits until every StageBlock of the run id (or of its stage
+// children) reports in its heartbeat that it holds at the pause offset.
+func (p *procFleet) waitPaused(ctx context.Context, c client.Client, ids ...string) {
+	p.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		paused := 0
+		for _, id := range ids {
+			d, err := c.DescribeWorkflowExecution(ctx, id, "")
+			if err != nil {
+				continue
+			}
+			for _, pa := range d.GetPendingActivities() {
+				var pr staging.Progress
+				if pa.GetActivityType().GetName() == "StageBlock" && pa.GetHeartbeatDetails() != nil &&
+					converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &pr) == nil && pr.Paused {
+					paused++
+				}
+			}
+		}
+		if paused >= len(ids) {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("staging of %v never reached the pause point", ids)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// ephemeralPort is a port the kernel just handed out and nobody holds.
+func ephemeralPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func kill9(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 starter: %v", err)
+	}
+	_ = cmd.Wait()
+}
+
+func runStatus(ctx context.Context, t *testing.T, c client.Client, id string) enumspb.WorkflowExecutionStatus {
+	t.Helper()
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		t.Fatalf("describe %s: %v", id, err)
+	}
+	return d.GetWorkflowExecutionInfo().GetStatus()
+}
+
+// A starter killed with SIGKILL mid-stage and mid-cutover orphans nothing:
+// the run goes on in the control service and a second starter attaches to
+// it and gets its result; nothing is copied twice; cancel waits for the end.
+func TestStarterKilledMidRunGoesOn(t *testing.T) {
+	const pauseAt = 40 << 20
+	p := newProcFleet(t, pauseAt)
+	ctx := withTimeout(t, 15*time.Minute)
+
+	// Two starters racing to start the service: one service, both use it.
+	var wg sync.WaitGroup
+	outs := make([]string, 2)
+	codes := make([]int, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); codes[i], outs[i] = p.run(ctx, "--json", "control", "start") }()
+	}
+	wg.Wait()
+	var pids []int
+	for i := range 2 {
+		if codes[i] != 0 {
+			t.Fatalf("racing 'control start' #%d: exit %d\n%s", i, codes[i], outs[i])
+		}
+		var st struct {
+			Running bool          `json:"running"`
+			Owner   control.Owner `json:"owner"`
+		}
+		if err := json.Unmarshal([]byte(outs[i][strings.Index(outs[i], "{"):]), &st); err != nil {
+			t.Fatalf("control start --json: %v\n%s", err, outs[i])
+		}
+		pids = append(pids, st.Owner.PID)
+	}
+	if pids[0] != pids[1] || pids[0] == 0 {
+		t.Fatalf("two racing starters ended up with services %v, want one", pids)
+	}
+	c := p.client(ctx)
+
+	// kill -9 of `starter stage` while every node holds at the pause point.
+	stage, out := p.startStarter("stage", "--lane", "crash-2x")
+	id := workflows.StageID("crash-2x")
+	p.waitPaused(ctx, c, workflows.StageNodeID("crash-2x", "c1"), workflows.StageNodeID("crash-2x", "c2"))
+	kill9(t, stage)
+	if st := runStatus(ctx, t, c, id); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("after kill -9 of the starter, %s is %v, want still running\nstarter said: %s", id, st, out)
+	}
+	// A second starter on the same lane is refused and pointed at attach.
+	if code, o := p.run(ctx, "stage", "--lane", "crash-2x"); code != 3 || !strings.Contains(o, "starter attach "+id) {
+		t.Fatalf("second stage while the first runs: exit %d, want 3 naming 'starter attach %s':\n%s", code, id, o)
+	}
+	if err := os.WriteFile(p.release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, o := p.run(ctx, "--json", "attach", id)
+	if code != 0 {
+		t.Fatalf("attach %s: exit %d\n%s", id, code, o)
+	}
+	var sj struct {
+		Nodes []struct {
+			Node   string `json:"node"`
+			Blocks []struct {
+				Block       string `json:"block"`
+				CopiedBytes int64  `json:"copied_bytes"`
+				TotalBytes  int64  `json:"total_bytes"`
+			} `json:"blocks"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(o[strings.Index(o, "{"):]), &sj); err != nil {
+		t.Fatalf("attach --json: %v\n%s", err, o)
+	}
+	if len(sj.Nodes) != 2 {
+		t.Fatalf("attach reported %d nodes, want 2:\n%s", len(sj.Nodes), o)
+	}
+	for _, n := range sj.Nodes {
+		for _, b := range n.Blocks {
+			if b.Block == "weights" && (b.CopiedBytes == 0 || b.CopiedBytes > b.TotalBytes) {
+				t.Errorf("%s/%s copied %d of %d bytes: the starter's death must cost no copy", n.Node, b.Block, b.CopiedBytes, b.TotalBytes)
+			}
+		}
+	}
+
+	// cancel waits until the run is closed and says how it ended.
+	if err := os.Remove(p.release); err != nil {
+		t.Fatal(err)
+	}
+	id4 := workflows.StageID("crash-4x")
+	stage3, _ := p.startStarter("stage", "--lane", "crash-4x", "--node", "c3")
+	p.waitPaused(ctx, c, workflows.StageNodeID("crash-4x", "c3"))
+	code, o = p.run(ctx, "cancel", id4)
+	_ = stage3.Wait()
+	if code != 0 || !strings.Contains(o, id4+": Canceled") {
+		t.Fatalf("cancel %s: exit %d, want it to wait and report Canceled:\n%s", id4, code, o)
+	}
+	if st := runStatus(ctx, t, c, id4); st != enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED {
+		t.Fatalf("%s is %v after cancel returned, want Canceled", id4, st)
+	}
+	if code, o := p.run(ctx, "cancel", id4); code != 0 || !strings.Contains(o, "not running") {
+		t.Fatalf("cancel of an ended run: exit %d, want 0 and 'not running':\n%s", code, o)
+	}
+
+	// kill -9 of `starter cutover` while demo4 stages; a second starter
+	// attaches and prints the cutover's result.
+	cut, cutOut := p.startStarter("cutover", "--lane", "crash-4x")
+	cid := workflows.CutoverID("crash-4x")
+	p.waitPaused(ctx, c, workflows.StageNodeID("crash-4x", "c4"))
+	kill9(t, cut)
+	if st := runStatus(ctx, t, c, cid); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("after kill -9 of the starter, %s is %v, want still running\nstarter said: %s", cid, st, cutOut)
+	}
+	if err := os.WriteFile(p.release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, o = p.run(ctx, "attach", "--lane", "crash-4x")
+	if code != 0 || !strings.Contains(o, "cutover to crash-4x on crash-4x: ok") {
+		t.Fatalf("attach --lane crash-4x: exit %d, want the cutover's ok:\n%s", code, o)
+	}
+}
+
+// quietLogger keeps the SDK client's lines out of test output.
+type quietLogger struct{}
+
+func (quietLogger) Debug(string, ...any) {}
+func (quietLogger) Info(string, ...any)  {}
+func (quietLogger) Warn(string, ...any)  {}
+func (quietLogger) Error(string, ...any) {}
