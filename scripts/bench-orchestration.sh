@@ -14,3 +14,5 @@ grep -E "^cutover to|demo done" "$dir.demo.log"
 echo "== starter status on 32 local nodes"
 /tmp/orchbench status --nodes 32
 go run ./starter --config "$dir/sparklane.toml" stop --cluster demo-4x >/dev/null 2>&1 || true
+# that stop started the demo fleet's control service again: stop it too
+go run ./starter --config "$dir/sparklane.toml" control stop >/dev/null 2>&1 || true

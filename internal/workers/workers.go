@@ -22,7 +22,9 @@ import (
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/devserver"
 	"github.com/sparklane/sparklane/internal/logging"
+	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/tclient"
+	"github.com/sparklane/sparklane/internal/tunnel"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -94,6 +96,24 @@ func RunNode(ctx context.Context, cfg *config.Config, c client.Client, name stri
 		return err
 	}
 	return runUntilDone(ctx, w)
+}
+
+// TunnelTargets are the remote nodes (non-empty ssh) the control service
+// tunnels its embedded frontend to.
+func TunnelTargets(cfg *config.Config) ([]tunnel.Target, error) {
+	var out []tunnel.Target
+	for _, n := range cfg.Nodes {
+		if n.SSH == "" {
+			continue
+		}
+		t, err := node.ParseSSH(n.SSH)
+		if err != nil {
+			return nil, fmt.Errorf("%s: nodes %s: ssh %q: %w", cfg.File, n.Name, n.SSH, err)
+		}
+		t.KnownHosts, t.Identity = n.KnownHosts, n.Identity
+		out = append(out, tunnel.Target{Node: n.Name, SSH: t})
+	}
+	return out, nil
 }
 
 // LocalNodes are the nodes of this machine (empty ssh).
@@ -301,6 +321,19 @@ func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	owner.Frontend, owner.UI = e.Address, e.UIURL
 	if err := lock.Publish(owner); err != nil {
 		return err
+	}
+	if cfg.Temporal.Address == "" {
+		// Remote nodes reach the embedded server (loopback only) through
+		// a reverse SSH tunnel to their own 127.0.0.1 (internal/tunnel).
+		targets, err := TunnelTargets(cfg)
+		if err != nil {
+			return err
+		}
+		if len(targets) > 0 {
+			k := &tunnel.Keeper{Frontend: e.Address, RemotePort: cfg.Temporal.Port, Log: log.Named("tunnel")}
+			go k.Run(ctx, targets)
+			log.Info("tunnels to remote nodes", zap.Int("nodes", len(targets)), zap.Int("node_port", cfg.Temporal.Port))
+		}
 	}
 	log.Info("sparklane control service running", zap.String("temporal", e.Address), zap.String("ui", e.UIURL), zap.Strings("local_nodes", LocalNodes(cfg)), zap.String("lock", control.LockPath(cfg.StateDir)))
 	<-ctx.Done()

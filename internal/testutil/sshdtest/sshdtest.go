@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,6 +74,27 @@ func (s *Server) Stop() {
 	}
 	_ = s.cmd.Process.Kill()
 	<-s.done
+}
+
+// PID is the listening sshd's process id (its per-connection children are
+// its child processes).
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
+// DropConnections kills every connection's sshd child (what a node reboot
+// or a cut link does to open SSH sessions), leaving the listener up.
+func (s *Server) DropConnections() error {
+	out, err := exec.Command("pgrep", "-P", strconv.Itoa(s.PID())).Output()
+	if err != nil {
+		return fmt.Errorf("pgrep -P %d: %w (no connection to drop?)", s.PID(), err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return nil
 }
 
 // Options vary the server for tests of host-key algorithm choice.
