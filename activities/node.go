@@ -143,6 +143,9 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 	if resumeFrom(ctx, &prev) {
 		opts.Resume = &prev
 		a.Log.Info("resuming staging from heartbeat", zap.String("block", in.Block.ID), zap.Int64("bytes_done", prev.BytesDone), zap.Int64("rows_done", prev.RowsDone))
+	} else if in.Resume != nil {
+		opts.Resume = in.Resume
+		a.Log.Info("resuming staging from the progress of an activity that lost its node", zap.String("block", in.Block.ID), zap.Int64("bytes_done", in.Resume.BytesDone), zap.Int64("rows_done", in.Resume.RowsDone))
 	}
 	var last time.Time
 	pause := staging.TestPauseFromEnv() // nil outside tests

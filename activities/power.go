@@ -44,26 +44,37 @@ func (a *ControlActivities) powerTarget(name string) (power.Target, error) {
 	return power.Target{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%q is neither a node nor a device in %s", name, a.Config.File))
 }
 
-// powerEngine checks worker polling through Temporal's task queue view.
-func (a *ControlActivities) powerEngine() *power.Engine {
-	return &power.Engine{Polling: func(ctx context.Context, t power.Target) error {
-		if a.Temporal == nil {
+// polling reports whether a worker polled node.NAME lately (the server keeps
+// a poller's last access; a live worker long-polls at least every minute).
+func (a *ControlActivities) polling(ctx context.Context, name string) error {
+	if a.Temporal == nil {
+		return nil
+	}
+	resp, err := a.Temporal.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+		Namespace: a.Config.Temporal.Namespace, TaskQueue: &taskqueuepb.TaskQueue{Name: "node." + name, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+		TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range resp.GetPollers() {
+		if p.GetLastAccessTime() != nil && time.Since(p.GetLastAccessTime().AsTime()) < 90*time.Second {
 			return nil
 		}
-		resp, err := a.Temporal.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
-			Namespace: a.Config.Temporal.Namespace, TaskQueue: &taskqueuepb.TaskQueue{Name: "node." + t.Name, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
-			TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
-		})
-		if err != nil {
-			return err
-		}
-		for _, p := range resp.GetPollers() {
-			if p.GetLastAccessTime() != nil && time.Since(p.GetLastAccessTime().AsTime()) < 90*time.Second {
-				return nil
-			}
-		}
-		return fmt.Errorf("no worker polls node.%s", t.Name)
-	}}
+	}
+	return fmt.Errorf("no worker polls node.%s", name)
+}
+
+// powerEngine checks worker polling through Temporal's task queue view.
+func (a *ControlActivities) powerEngine() *power.Engine {
+	return &power.Engine{Polling: func(ctx context.Context, t power.Target) error { return a.polling(ctx, t.Name) }}
+}
+
+// NodePolling says whether a worker polls node.NAME, for runs that wait for
+// a node to come back.
+func (a *ControlActivities) NodePolling(ctx context.Context, in NodePollingInput) (NodePollingResult, error) {
+	err := a.polling(ctx, in.Node)
+	return NodePollingResult{Node: in.Node, Polling: err == nil}, nil
 }
 
 // PowerShutdown is the graceful shutdown step (SSH command or RouterOS API).

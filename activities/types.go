@@ -55,6 +55,21 @@ type StageBlockInput struct {
 	TP     int            `json:"tp"`
 	Force  bool           `json:"force,omitempty"`
 	DryRun bool           `json:"dry_run,omitempty"`
+	// Resume is the progress an earlier activity heartbeated before its
+	// node went away; the workflow passes it to the new activity it starts
+	// once the node is back (heartbeat details do not cross activities).
+	Resume *staging.Progress `json:"resume,omitempty"`
+}
+
+// NodePollingInput names a node whose queue is checked for a worker.
+type NodePollingInput struct {
+	Node string `json:"node"`
+}
+
+// NodePollingResult says whether a worker polls node.NAME.
+type NodePollingResult struct {
+	Node    string `json:"node"`
+	Polling bool   `json:"polling"`
 }
 
 // StageBlockResult is one block's outcome on one node.

@@ -71,6 +71,7 @@ func newTracker(ctx workflow.Context, name, lane string) *tracker {
 		out := t.p
 		out.Steps = append([]Step(nil), t.p.Steps...)
 		out.Children = append([]string(nil), t.p.Children...)
+		out.Waiting = append([]NodeWait(nil), t.p.Waiting...)
 		return out, nil
 	})
 	return t
@@ -98,6 +99,33 @@ func (t *tracker) end(i int, detail string, err error) {
 		return
 	}
 	s.Status = StepDone
+}
+
+// wait marks step i as waiting for node (down since since), for the query.
+func (t *tracker) wait(i int, node string, since time.Time, detail string) {
+	s := &t.p.Steps[i]
+	s.Status, s.Detail = StepWaiting, detail
+	for j := range t.p.Waiting {
+		if t.p.Waiting[j].Node == node {
+			t.p.Waiting[j].Since = since
+			return
+		}
+	}
+	t.p.Waiting = append(t.p.Waiting, NodeWait{Node: node, Since: since})
+}
+
+// resume marks step i running again once its node is back.
+func (t *tracker) resume(i int) {
+	s := &t.p.Steps[i]
+	node := s.Node
+	s.Status, s.Detail = StepRunning, ""
+	out := t.p.Waiting[:0]
+	for _, w := range t.p.Waiting {
+		if w.Node != node {
+			out = append(out, w)
+		}
+	}
+	t.p.Waiting = out
 }
 
 func (t *tracker) child(id string) { t.p.Children = append(t.p.Children, id) }

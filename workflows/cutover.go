@@ -33,6 +33,9 @@ type CutoverInput struct {
 	// Grace is the wait before the fleet probe's one re-probe.
 	Grace  time.Duration `json:"grace,omitempty"`
 	Pickup time.Duration `json:"pickup,omitempty"`
+	// OutageBudget is how long a node may be gone mid-run before the
+	// cutover fails naming it (0: DefaultOutageBudget).
+	OutageBudget time.Duration `json:"outage_budget,omitempty"`
 }
 
 // CutoverResult says what happened, step by step; on failure it is also
@@ -210,7 +213,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 		t.skip("stage", "", "--stage=skip")
 	} else {
 		i := t.start("stage", "")
-		st, err := stageChildren(ctx, t, in.Plan, blocks, "", in.Stage, false, false, in.Pickup)
+		st, err := stageChildren(ctx, t, in.Plan, blocks, "", in.Stage, false, false, in.Pickup, in.OutageBudget)
 		t.end(i, "", err)
 		res.Stage = st
 		if err != nil {

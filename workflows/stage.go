@@ -39,9 +39,19 @@ func StageNode(ctx workflow.Context, in StageNodeInput) (StageNodeResult, error)
 	for _, b := range in.Blocks {
 		i := t.start("stage "+b.ID, in.Node)
 		var r activities.StageBlockResult
-		err := workflow.ExecuteActivity(actx, na.StageBlock, activities.StageBlockInput{
+		bin := activities.StageBlockInput{
 			Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP, Force: in.Mode == StageForce, DryRun: in.DryRun,
-		}).Get(ctx, &r)
+		}
+		// A node gone mid-copy (reboot, upgrade) is waited for within the
+		// outage budget; the block then resumes from its last heartbeat
+		// and the fsynced bytes on the node's disk.
+		err := onNode(ctx, t, i, in.Node, in.OutageBudget, func() error {
+			err := workflow.ExecuteActivity(actx, na.StageBlock, bin).Get(ctx, &r)
+			if p := lastProgress(err); p != nil {
+				bin.Resume = p
+			}
+			return err
+		})
 		t.end(i, fmt.Sprintf("%d files copied, %d verified, %d adopted", r.Result.CopiedFiles, r.Result.VerifiedFiles, r.Result.AdoptedFiles), err)
 		if err != nil {
 			return res, nodeErr(in.Node, "stage "+b.ID, err)
@@ -53,9 +63,11 @@ func StageNode(ctx workflow.Context, in StageNodeInput) (StageNodeResult, error)
 		for _, b := range in.Blocks {
 			i := t.start("verify "+b.ID, in.Node)
 			var v activities.VerifyBlockResult
-			err := workflow.ExecuteActivity(vctx, na.VerifyBlock, activities.VerifyBlockInput{
-				Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP,
-			}).Get(ctx, &v)
+			err := onNode(ctx, t, i, in.Node, in.OutageBudget, func() error {
+				return workflow.ExecuteActivity(vctx, na.VerifyBlock, activities.VerifyBlockInput{
+					Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP,
+				}).Get(ctx, &v)
+			})
 			if err == nil && !v.Result.Clean() {
 				err = temporal.NewNonRetryableApplicationError(
 					fmt.Sprintf("node %s block %s: %d bad, %d missing after staging (first: %s)", in.Node, b.ID,
@@ -98,7 +110,7 @@ func nodeErr(node, step string, err error) error {
 // stageChildren starts StageNode on every node of plan (or only one) in
 // parallel and waits for all; the first error is returned after all ended.
 // An optional heartbeat overrides the staging heartbeat timeout.
-func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, blocks []config.Staging, only, mode string, dryRun, verify bool, pickup time.Duration, heartbeat ...time.Duration) ([]StageNodeResult, error) {
+func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, blocks []config.Staging, only, mode string, dryRun, verify bool, pickup, budget time.Duration, heartbeat ...time.Duration) ([]StageNodeResult, error) {
 	var hb time.Duration
 	if len(heartbeat) > 0 {
 		hb = heartbeat[0]
@@ -121,7 +133,7 @@ func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, block
 		t.child(id)
 		kids = append(kids, child{n.Node, workflow.ExecuteChildWorkflow(cctx, StageNode, StageNodeInput{
 			Lane: plan.Lane, Node: n.Node, Rank: n.Rank, TP: plan.TP, Blocks: blocks, Mode: mode,
-			DryRun: dryRun, Verify: verify, PickupTimeout: pickup, Heartbeat: hb,
+			DryRun: dryRun, Verify: verify, PickupTimeout: pickup, Heartbeat: hb, OutageBudget: budget,
 		})})
 	}
 	if only != "" && len(kids) == 0 {
@@ -152,7 +164,7 @@ func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, block
 func Stage(ctx workflow.Context, in StageInput) (StageResult, error) {
 	t := newTracker(ctx, "Stage", in.Plan.Lane)
 	i := t.start("stage", "")
-	nodes, err := stageChildren(ctx, t, in.Plan, in.Blocks, in.Only, in.Mode, in.DryRun, in.Verify, in.Pickup, in.Heartbeat)
+	nodes, err := stageChildren(ctx, t, in.Plan, in.Blocks, in.Only, in.Mode, in.DryRun, in.Verify, in.Pickup, in.OutageBudget, in.Heartbeat)
 	t.end(i, "", err)
 	return StageResult{Lane: in.Plan.Lane, Nodes: nodes}, err
 }

@@ -79,6 +79,15 @@ type Progress struct {
 	// Children are child workflow IDs (per-node staging) whose pending
 	// activities carry byte-level progress in their heartbeats.
 	Children []string `json:"children,omitempty"`
+	// Waiting are nodes whose worker is gone and that the run waits for,
+	// within its outage budget.
+	Waiting []NodeWait `json:"waiting,omitempty"`
+}
+
+// NodeWait is a node a run waits for, and since when.
+type NodeWait struct {
+	Node  string    `json:"node"`
+	Since time.Time `json:"since"`
 }
 
 // ---- fleet probe ----
@@ -178,6 +187,9 @@ type StageNodeInput struct {
 	// Heartbeat is the staging activities' heartbeat timeout: how soon a
 	// killed node worker is noticed and its copy retried (0: one minute).
 	Heartbeat time.Duration `json:"heartbeat,omitempty"`
+	// OutageBudget is how long the node may be gone (no worker) before the
+	// stage fails naming it (0: DefaultOutageBudget).
+	OutageBudget time.Duration `json:"outage_budget,omitempty"`
 }
 
 // StageNodeResult is what one node's staging did.
@@ -199,6 +211,8 @@ type StageInput struct {
 	Pickup time.Duration `json:"pickup,omitempty"`
 	// Heartbeat is passed to every StageNode (0: one minute).
 	Heartbeat time.Duration `json:"heartbeat,omitempty"`
+	// OutageBudget is passed to every StageNode (0: DefaultOutageBudget).
+	OutageBudget time.Duration `json:"outage_budget,omitempty"`
 }
 
 // StageResult collects every node's result.

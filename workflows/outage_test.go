@@ -1,0 +1,123 @@
+package workflows
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/staging"
+)
+
+// outageEnv runs StageNode on node dgx3 whose worker is gone for the first
+// `gone` StageBlock calls (pickup timeouts, the first carrying the last
+// heartbeated progress) and polls again after `back` NodePolling answers.
+type outageEnv struct {
+	env       *testsuite.TestWorkflowEnvironment
+	stageRuns []activities.StageBlockInput
+	polls     int
+}
+
+func newOutageEnv(t *testing.T, gone, back int) *outageEnv {
+	var s testsuite.WorkflowTestSuite
+	o := &outageEnv{env: s.NewTestWorkflowEnvironment()}
+	o.env.RegisterActivity(&activities.NodeActivities{})
+	o.env.RegisterActivity(&activities.ControlActivities{})
+	o.env.OnActivity("StageBlock", mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StageBlockInput) (activities.StageBlockResult, error) {
+		o.stageRuns = append(o.stageRuns, in)
+		switch n := len(o.stageRuns); {
+		case n == 1:
+			// The worker died mid-copy; its retries found no worker: the
+			// server reports the pickup timeout with the last heartbeat.
+			details := staging.Progress{FilesTotal: 4, BytesTotal: 4 << 30, BytesDone: 3 << 30}
+			return activities.StageBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil, details)
+		case n <= gone:
+			return activities.StageBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+		}
+		return activities.StageBlockResult{Node: "dgx3", Block: in.Block.ID, Result: staging.Result{CopiedFiles: 1}}, nil
+	})
+	o.env.OnActivity("NodePolling", mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.NodePollingInput) (activities.NodePollingResult, error) {
+		o.polls++
+		return activities.NodePollingResult{Node: in.Node, Polling: o.polls > back}, nil
+	})
+	return o
+}
+
+func outageInput(budget time.Duration) StageNodeInput {
+	return StageNodeInput{Lane: "mia", Node: "dgx3", Blocks: []config.Staging{{Kind: "hub-mirror", ID: "weights"}}, Mode: StageAuto, OutageBudget: budget}
+}
+
+// A node worker gone for minutes mid-copy (heartbeat lost, then nobody picks
+// up) is waited for within the budget, the wait shows in the progress
+// query, and the block is run again with the last heartbeated progress.
+func TestStageNodeWaitsForANodeThatComesBack(t *testing.T) {
+	o := newOutageEnv(t, 3, 6)
+	var waiting []string
+	o.env.RegisterDelayedCallback(func() {
+		v, err := o.env.QueryWorkflow(ProgressQuery)
+		if err != nil {
+			t.Errorf("query: %v", err)
+			return
+		}
+		var p Progress
+		if err := v.Get(&p); err != nil {
+			t.Error(err)
+			return
+		}
+		for _, s := range p.Steps {
+			if s.Status == StepWaiting {
+				waiting = append(waiting, s.Detail)
+			}
+		}
+		if len(p.Waiting) != 1 || p.Waiting[0].Node != "dgx3" {
+			t.Errorf("progress.waiting = %+v, want dgx3", p.Waiting)
+		}
+	}, 30*time.Second)
+	o.env.ExecuteWorkflow(StageNode, outageInput(30*time.Minute))
+	if err := o.env.GetWorkflowError(); err != nil {
+		t.Fatalf("stage with a node back within budget failed: %v", err)
+	}
+	var res StageNodeResult
+	if err := o.env.GetWorkflowResult(&res); err != nil || len(res.Blocks) != 1 {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	if len(o.stageRuns) != 4 {
+		t.Fatalf("StageBlock ran %d times, want 4 (lost, 2 more pickups timed out, done)", len(o.stageRuns))
+	}
+	last := o.stageRuns[len(o.stageRuns)-1]
+	if last.Resume == nil || last.Resume.BytesDone != 3<<30 {
+		t.Fatalf("the block was run again without the heartbeated progress: %+v", last.Resume)
+	}
+	if len(waiting) != 1 || !strings.Contains(waiting[0], "waiting for node dgx3 (down ") {
+		t.Fatalf("progress during the outage: %q, want a waiting step naming dgx3", waiting)
+	}
+}
+
+// A node that never comes back fails the stage after the budget, naming
+// the node and how long it was gone.
+func TestStageNodeFailsPastTheOutageBudget(t *testing.T) {
+	o := newOutageEnv(t, 1000, 1<<30)
+	o.env.ExecuteWorkflow(StageNode, outageInput(2*time.Minute))
+	err := o.env.GetWorkflowError()
+	if err == nil {
+		t.Fatal("stage succeeded though the node never came back")
+	}
+	for _, want := range []string{"node dgx3 was gone for 2m", "outage budget of 2m0s", "node.dgx3"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if errType(err) != "NodeUnreachable" {
+		t.Errorf("error type %q, want NodeUnreachable", errType(err))
+	}
+	if o.polls < 2 {
+		t.Errorf("NodePolling asked %d times during a 2m budget, want it to keep asking", o.polls)
+	}
+}
