@@ -3,7 +3,9 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -61,7 +63,7 @@ func (k *keyCheck) walk(path string, v any, t reflect.Type) {
 // unknown records an unknown key with the most useful hint: the case to
 // write it in, the root key it was meant to be, or the nearest valid key.
 func (k *keyCheck) unknown(path, key string, valid []string) {
-	full := join(path, key)
+	full := join(path, quoteKey(key))
 	for _, v := range valid {
 		if strings.EqualFold(v, key) {
 			k.errs = append(k.errs, fmt.Errorf("%s: key %s: write it %s: keys are lower-case (a key in another case would be read as %s without a word)", k.file, full, join(path, v), v))
@@ -77,6 +79,17 @@ func (k *keyCheck) unknown(path, key string, valid []string) {
 		hint = " — valid keys here: " + strings.Join(valid, ", ")
 	}
 	k.errs = append(k.errs, fmt.Errorf("%s: unknown key %s%s", k.file, full, hint))
+}
+
+var bareKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// quoteKey writes a key as TOML would need it: bare when it can be, else
+// quoted, so a key holding a newline or a dot stays one readable token.
+func quoteKey(k string) string {
+	if bareKeyRE.MatchString(k) {
+		return k
+	}
+	return strconv.Quote(k)
 }
 
 func foldFind(list []string, s string) string {
