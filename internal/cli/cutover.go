@@ -68,12 +68,16 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *config.Reci
 	default:
 		return nil, fmt.Errorf("--stage=%s: use auto, skip or force", f.stage)
 	}
+	budget, err := outageBudget(cfg, r)
+	if err != nil {
+		return nil, err
+	}
 	run, err := a.start(ctx, runSpec{
 		ID: workflows.CutoverID(r.Cluster), Workflow: workflows.Cutover, Lane: r.Name, Cluster: r.Cluster,
 		Memo: recipeMemo(r, plan),
 		// --no-wait detaches this command; the workflow still runs every step.
 		Input: workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
-			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: cfg.ProbeGrace, Fleet: allNodes(cfg)},
+			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: cfg.ProbeGrace, Fleet: allNodes(cfg), OutageBudget: budget},
 	})
 	if err != nil {
 		return nil, err
@@ -206,6 +210,21 @@ func (a *App) cancelCmd() *cobra.Command {
 	cmd.Flags().StringVar(&lane, "lane", "", "cancel the cutover on this lane's cluster")
 	cmd.Flags().DurationVar(&wait, "wait", 30*time.Minute, "how long to wait for the run to close")
 	return cmd
+}
+
+// outageBudget is the lane's node outage budget: the recipe's, else the
+// config's (0: the workflows' default).
+func outageBudget(cfg *config.Config, r *config.Recipe) (time.Duration, error) {
+	if r.NodeOutageBudget < 0 {
+		return 0, fmt.Errorf("%s: node_outage_budget %s is negative: give a duration such as \"30m\"", r.File, r.NodeOutageBudget)
+	}
+	if cfg.NodeOutageBudget < 0 {
+		return 0, fmt.Errorf("%s: node_outage_budget %s is negative: give a duration such as \"30m\"", cfg.File, cfg.NodeOutageBudget)
+	}
+	if r.NodeOutageBudget > 0 {
+		return r.NodeOutageBudget, nil
+	}
+	return cfg.NodeOutageBudget, nil
 }
 
 func allNodes(cfg *config.Config) []string {

@@ -48,6 +48,14 @@ func (r *renderer) draw(p workflows.Progress, bars map[string]staging.Progress) 
 			r.seen[k] = s.Status
 			fmt.Fprintln(r.w, stepLine(s))
 		}
+		for _, w := range p.Waiting {
+			// One line when the wait starts (plain output has no redraw).
+			k := "wait@" + w.Node + "@" + w.Since.String()
+			if r.seen[k] == "" {
+				r.seen[k] = "y"
+				fmt.Fprintln(r.w, waitLine(w, time.Now()))
+			}
+		}
 		for id, pr := range bars {
 			k := "bar@" + id
 			line := barLine(id, pr, r.rate(id, pr))
@@ -69,6 +77,9 @@ func (r *renderer) draw(p workflows.Progress, bars map[string]staging.Progress) 
 	}
 	for _, id := range sortedMapKeys(bars) {
 		out = append(out, barLine(id, bars[id], r.rate(id, bars[id])))
+	}
+	for _, w := range p.Waiting {
+		out = append(out, waitLine(w, time.Now()))
 	}
 	if r.lines > 0 {
 		fmt.Fprintf(r.w, "\033[%dA", r.lines)
@@ -100,10 +111,15 @@ func (r *renderer) rate(id string, p staging.Progress) float64 {
 	return rate
 }
 
+// waitLine is a node the run waits for, with how long it has been gone.
+func waitLine(w workflows.NodeWait, now time.Time) string {
+	return fmt.Sprintf("⏸ waiting for node %s (down %s)", w.Node, now.Sub(w.Since).Round(time.Second))
+}
+
 func stepLine(s workflows.Step) string {
 	mark := map[string]string{
 		workflows.StepRunning: "…", workflows.StepDone: "✓", workflows.StepFailed: "✗",
-		workflows.StepSkipped: "-", workflows.StepPending: " ",
+		workflows.StepSkipped: "-", workflows.StepPending: " ", workflows.StepWaiting: "⏸",
 	}[s.Status]
 	name := s.Name
 	if s.Node != "" {

@@ -123,6 +123,16 @@ func (a *App) drawOnce(ctx context.Context, c client.Client, run client.Workflow
 		if pr, ok := pendingProgress(qctx, c, child); ok {
 			bars[child] = pr
 		}
+		// A running child waiting for its node shows in the parent's display.
+		if d, err := c.DescribeWorkflowExecution(qctx, child, ""); err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			continue
+		}
+		if cv, err := c.QueryWorkflow(qctx, child, "", workflows.ProgressQuery); err == nil {
+			var cp workflows.Progress
+			if cv.Get(&cp) == nil {
+				p.Waiting = append(p.Waiting, cp.Waiting...)
+			}
+		}
 	}
 	// The run itself may heartbeat staging progress (a single StageNode).
 	if pr, ok := pendingProgress(qctx, c, run.GetID()); ok {

@@ -32,8 +32,13 @@ func (a *App) stageCmd() *cobra.Command {
 				cfg, _ := a.config()
 				return a.dryRun(ctx, cfg, r, plan, "stage")
 			}
+			cfg, _ := a.config()
+			budget, err := outageBudget(cfg, r)
+			if err != nil {
+				return err
+			}
 			run, err := a.start(ctx, runSpec{ID: workflows.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
-				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify}})
+				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: budget}})
 			if err != nil {
 				return err
 			}

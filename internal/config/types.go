@@ -43,6 +43,10 @@ type Config struct {
 	// ProbeGrace is how long the fleet probe waits before its one re-probe
 	// when a lane needs more free nodes than it found (a node still warming up).
 	ProbeGrace time.Duration `mapstructure:"probe_grace" json:"probe_grace"`
+	// NodeOutageBudget is how long a run waits for a node whose worker went
+	// away mid-run (a reboot, an upgrade) before failing naming it; a lane's
+	// recipe may set its own (default 30m).
+	NodeOutageBudget time.Duration `mapstructure:"node_outage_budget" json:"node_outage_budget,omitempty"`
 	Temporal   Temporal      `mapstructure:"temporal" json:"temporal"`
 	Nodes      []Node        `mapstructure:"nodes" json:"nodes"`
 	Clusters   []Cluster     `mapstructure:"clusters" json:"clusters"`
@@ -164,6 +168,9 @@ type Recipe struct {
 	Hooks    Hooks             `mapstructure:"hooks" json:"hooks,omitempty"`
 	Staging  []Staging         `mapstructure:"staging" json:"staging,omitempty"`
 	Probe    Probe             `mapstructure:"probe" json:"probe,omitempty"`
+	// NodeOutageBudget overrides the config's for this lane (a lane whose
+	// nodes take long to reboot).
+	NodeOutageBudget time.Duration `mapstructure:"node_outage_budget" json:"node_outage_budget,omitempty"`
 	Bench    Bench             `mapstructure:"bench" json:"bench,omitempty"`
 }
 
