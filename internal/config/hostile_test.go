@@ -81,6 +81,11 @@ func TestLaneNamesAreNames(t *testing.T) {
 		t.Errorf("valid alias refused:\n%s", got)
 	}
 
+	// Render never derives a container name from a bad name.
+	fleet := &Config{File: "fleet.toml", Nodes: []Node{{Name: "a"}}, Clusters: []Cluster{{Name: "one", Nodes: []string{"a"}}}}
+	if _, err := Render(fleet, &Recipe{File: "x.toml", Name: "../x", Cluster: "one", Runtime: "sim", Image: "i", Command: "serve"}, nil); err == nil || !strings.Contains(err.Error(), `x.toml: name: "../x" is not a lane name`) {
+		t.Fatalf("Render with a path for a name: %v", err)
+	}
 	for _, lane := range []string{"../x", "a/b", "..", "", "x\ny"} {
 		if d, err := LaneDir("/srv/recipes", lane); err == nil {
 			t.Errorf("LaneDir accepted %q: %s", lane, d)

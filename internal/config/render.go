@@ -176,6 +176,11 @@ func Render(cfg *Config, r *Recipe, overrides map[string]string) (*LanePlan, err
 		return nil, errors.New("render: config and recipe are required")
 	}
 	bad := func(err error) (*LanePlan, error) { return nil, fault.Permanent(fault.InvalidSpec, err) }
+	if err := ValidName(r.Name); err != nil {
+		// The name becomes container names and paths: never render one
+		// that Validate would refuse.
+		return bad(recipeErr(r, "name", "%v", err))
+	}
 	if r.Cluster == "" {
 		return bad(fmt.Errorf("%s: cluster: empty: set cluster in the recipe or pass --cluster", r.File))
 	}
@@ -421,7 +426,8 @@ func checkMountSource(cfg *Config, n *Node, src string, readOnly bool) error {
 }
 
 // ContainerName is the deterministic name of a lane's rank container, so a
-// retried start looks before it creates.
+// retried start looks before it creates. Render only calls it for lanes
+// whose name passed ValidName, so it is always a valid Docker name.
 func ContainerName(lane string, rank int) string {
 	return fmt.Sprintf("sparklane-%s-r%d", lane, rank)
 }
