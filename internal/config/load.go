@@ -182,7 +182,10 @@ func readSpecFile(path, what string) ([]byte, error) {
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return bad("read %s %s: %w: pass --config PATH or set $SPARKLANE_CONFIG", what, path, err)
+		if what == "config" {
+			return bad("read %s %s: %w: pass --config PATH or set $SPARKLANE_CONFIG", what, path, err)
+		}
+		return bad("read %s %s: %w", what, path, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
