@@ -316,13 +316,18 @@ roots = ["/nvme"]
 name = "c"
 nodes = ["a", "a"]
 `)
+	// -1 (no web UI) is a valid ui_port.
+	noUI, err := Load(writeFile(t, dir, "noui.toml", "[temporal]\nui_port = -1\n"))
+	if err != nil || Validate(noUI, nil) != nil || noUI.Temporal.UIPort != -1 {
+		t.Fatalf("ui_port = -1: %v %v", err, Validate(noUI, nil))
+	}
 	cfg, err := Load(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantLines(t, errText(flatten(Validate(cfg, nil))),
 		cfgPath+`: probe_grace: -1s is negative`,
-		cfgPath+`: temporal.ui_port: 70000 is not a port in 1..65535`,
+		cfgPath+`: temporal.ui_port: 70000 is not a port in 1..65535 (or -1: no web UI)`,
 		cfgPath+`: nodes[1].name: node a is defined twice (also nodes[0])`,
 		cfgPath+`: clusters[0].nodes[1]: node a is listed twice in cluster c`,
 	)

@@ -69,10 +69,11 @@ func validateConfig(cfg *Config) []error {
 	if cfg.ProbeGrace < 0 {
 		errs = append(errs, cfgErr(cfg, "probe_grace", "%s is negative: write how long to wait, like \"5s\"", cfg.ProbeGrace))
 	}
-	for key, port := range map[string]int{"temporal.port": cfg.Temporal.Port, "temporal.ui_port": cfg.Temporal.UIPort} {
-		if port < 0 || port > 65535 {
-			errs = append(errs, cfgErr(cfg, key, "%d is not a port in 1..65535", port))
-		}
+	if p := cfg.Temporal.Port; p < 0 || p > 65535 {
+		errs = append(errs, cfgErr(cfg, "temporal.port", "%d is not a port in 1..65535", p))
+	}
+	if p := cfg.Temporal.UIPort; p < -1 || p > 65535 {
+		errs = append(errs, cfgErr(cfg, "temporal.ui_port", "%d is not a port in 1..65535 (or -1: no web UI)", p))
 	}
 	if cfg.HFCacheDir != "" && !filepath.IsAbs(cfg.HFCacheDir) {
 		errs = append(errs, cfgErr(cfg, "hf_cache_dir", "%q is not absolute: write the NAS hub root as an absolute path", cfg.HFCacheDir))
