@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func writeConfigTestFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func runStarter(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errw bytes.Buffer
+	code := Execute(context.Background(), args, strings.NewReader(""), &out, &errw, nil)
+	return code, out.String(), errw.String()
+}
+
+const cliFleet = `recipes_dir = "lanes"
+[[nodes]]
+name = "a"
+roots = ["/nvme"]
+[[clusters]]
+name = "one"
+nodes = ["a"]
+`
+
+// --config (bound to viper with BindPFlag) beats $SPARKLANE_CONFIG, which
+// beats ./sparklane.toml; SPARKLANE_RECIPES_DIR beats the file's key.
+func TestStarterConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	lane := "runtime = \"sim\"\nimage = \"i\"\ncommand = \"serve\"\ncluster = \"one\"\n"
+	flagCfg := writeConfigTestFile(t, filepath.Join(dir, "f"), "fleet.toml", cliFleet)
+	writeConfigTestFile(t, filepath.Join(dir, "f", "lanes"), "from-flag.toml", lane)
+	envCfg := writeConfigTestFile(t, filepath.Join(dir, "e"), "fleet.toml", cliFleet)
+	writeConfigTestFile(t, filepath.Join(dir, "e", "lanes"), "from-env.toml", lane)
+	writeConfigTestFile(t, filepath.Join(dir, "x"), "from-env-dir.toml", lane)
+	t.Setenv("SPARKLANE_CONFIG", envCfg)
+
+	code, out, errOut := runStarter(t, "--config", flagCfg, "lanes")
+	if code != 0 || !strings.Contains(out, "from-flag") || strings.Contains(out, "from-env") {
+		t.Fatalf("--config: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runStarter(t, "lanes")
+	if code != 0 || !strings.Contains(out, "from-env") {
+		t.Fatalf("$SPARKLANE_CONFIG: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Setenv("SPARKLANE_RECIPES_DIR", filepath.Join(dir, "x"))
+	code, out, errOut = runStarter(t, "lanes")
+	if code != 0 || !strings.Contains(out, "from-env-dir") || strings.Contains(out, "from-env ") {
+		t.Fatalf("$SPARKLANE_RECIPES_DIR: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// lanes warns about (and never opens) a FIFO in recipes_dir; recipe check
+// prints host mounts as notices.
+func TestStarterWarningsAndNotices(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfigTestFile(t, dir, "sparklane.toml", cliFleet)
+	lanes := filepath.Join(dir, "lanes")
+	writeConfigTestFile(t, lanes, "ok.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"serve\"\ncluster = \"one\"\n")
+	if err := syscall.Mkfifo(filepath.Join(lanes, "stuck.toml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runStarter(t, "--config", cfg, "lanes")
+	if code != 0 || !strings.Contains(out, "ok") || !strings.Contains(errOut, "warning: "+filepath.Join(lanes, "stuck.toml")+": not a regular file (named pipe): skipped") {
+		t.Fatalf("lanes with a FIFO: exit %d\n%s%s", code, out, errOut)
+	}
+
+	host := writeConfigTestFile(t, lanes, "host.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"serve\"\ncluster = \"one\"\n[[mounts]]\nsrc = \"/dev/infiniband\"\ndst = \"/dev/infiniband\"\nhost = true\n")
+	code, out, errOut = runStarter(t, "recipe", "check", cfg, host)
+	if code != 0 || !strings.Contains(out, "notice: "+host+": mounts[0]: host mount /dev/infiniband -> /dev/infiniband") || !strings.Contains(out, "2 recipe file(s) ok") {
+		t.Fatalf("recipe check with a host mount: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, _ = runStarter(t, "--json", "recipe", "check", cfg, host)
+	if code != 0 || !strings.Contains(out, `"notices"`) || !strings.Contains(out, "host mount /dev/infiniband") {
+		t.Fatalf("recipe check --json: exit %d\n%s", code, out)
+	}
+}
