@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
@@ -280,34 +281,14 @@ func (a *App) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-// table prints rows with aligned columns.
+// table prints rows with aligned columns (text/tabwriter).
 func table(w io.Writer, header []string, rows [][]string) {
-	widths := make([]int, len(header))
-	for i, h := range header {
-		widths[i] = len(h)
-	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, r := range rows {
-		for i, c := range r {
-			if i < len(widths) && len(c) > widths[i] {
-				widths[i] = len(c)
-			}
-		}
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}
-	line := func(cells []string) {
-		var b strings.Builder
-		for i, c := range cells {
-			if i == len(cells)-1 {
-				b.WriteString(c)
-				break
-			}
-			fmt.Fprintf(&b, "%-*s  ", widths[i], c)
-		}
-		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
-	}
-	line(header)
-	for _, r := range rows {
-		line(r)
-	}
+	_ = tw.Flush()
 }
 
 func sortedMapKeys[V any](m map[string]V) []string {

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/term"
 )
 
 // Output modes accepted by New. Console is for `worker dev` at a terminal;
@@ -72,10 +73,7 @@ func ParseLevel(level string) (zapcore.Level, error) {
 	return lvl, nil
 }
 
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // SDK adapts a zap logger to the Temporal SDK's logger interface, so
 // client.Options.Logger, workflow.GetLogger and activity.GetLogger all write

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/safetensors"
+	"github.com/sparklane/sparklane/internal/staging"
 )
 
 const indexName = "model.safetensors.index.json"
@@ -48,7 +49,7 @@ func (e *engine) load(ctx context.Context) (loadStats, error) {
 	}
 	lim := &limiter{bytesPerSec: e.cfg.LoadMiBps * (1 << 20), start: time.Now(), every: 5 * time.Second}
 	lim.report = func(done int64, el time.Duration) {
-		e.logf("rank %d loading: %s of %s read (%.0f MiB/s)", e.cfg.NodeRank, humanBytes(done), humanBytes(total), float64(done)/el.Seconds()/(1<<20))
+		e.logf("rank %d loading: %s of %s read (%.0f MiB/s)", e.cfg.NodeRank, staging.HumanBytes(done), staging.HumanBytes(total), float64(done)/el.Seconds()/(1<<20))
 	}
 	buf := make([]byte, 1<<20)
 	tensorsIn := map[string]map[string]bool{}

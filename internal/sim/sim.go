@@ -38,9 +38,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sparklane/sparklane/internal/staging"
 )
 
 // Fail-at phases make the engine fail on purpose, so tests can exercise
@@ -216,7 +217,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	e.loadSeconds = time.Since(start).Seconds()
 	e.loadBytes = st.bytes
-	e.logf("loaded %d safetensors files (%d tensors, %s) in %.2fs from %s", st.files, st.tensors, humanBytes(st.bytes), e.loadSeconds, st.dir)
+	e.logf("loaded %d safetensors files (%d tensors, %s) in %.2fs from %s", st.files, st.tensors, staging.HumanBytes(st.bytes), e.loadSeconds, st.dir)
 
 	if cfg.FailAt == FailJoin {
 		return fmt.Errorf("rank %d: simulated failure while joining (--fail-at join)", cfg.NodeRank)
@@ -264,15 +265,3 @@ func (e *engine) logf(format string, args ...any) {
 	fmt.Fprintf(e.log, "engine-sim: "+format+"\n", args...)
 }
 
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}

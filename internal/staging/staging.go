@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/docker/go-units"
+
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -137,16 +139,14 @@ func CheckFree(path string, need int64) error {
 	return nil
 }
 
-// HumanBytes prints n in binary units (1.5 GiB).
+// binaryUnits are the IEC units HumanBytes prints.
+var binaryUnits = []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+
+// HumanBytes prints n in binary units (1.5 GiB), through docker/go-units
+// (the one byte formatter of the project: CLI, reports, engine-sim).
 func HumanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
+	if n < 1024 {
 		return fmt.Sprintf("%d B", n)
 	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+	return units.CustomSize("%.1f %s", float64(n), 1024, binaryUnits)
 }
