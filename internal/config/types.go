@@ -47,9 +47,9 @@ type Config struct {
 	// away mid-run (a reboot, an upgrade) before failing naming it; a lane's
 	// recipe may set its own (default 30m).
 	NodeOutageBudget time.Duration `mapstructure:"node_outage_budget" json:"node_outage_budget,omitempty"`
-	Temporal   Temporal      `mapstructure:"temporal" json:"temporal"`
-	Nodes      []Node        `mapstructure:"nodes" json:"nodes"`
-	Clusters   []Cluster     `mapstructure:"clusters" json:"clusters"`
+	Temporal         Temporal      `mapstructure:"temporal" json:"temporal"`
+	Nodes            []Node        `mapstructure:"nodes" json:"nodes"`
+	Clusters         []Cluster     `mapstructure:"clusters" json:"clusters"`
 	// Devices are extra powered gear (switches) that power workflows drive.
 	Devices []Device `mapstructure:"devices" json:"devices,omitempty"`
 }
@@ -171,7 +171,7 @@ type Recipe struct {
 	// NodeOutageBudget overrides the config's for this lane (a lane whose
 	// nodes take long to reboot).
 	NodeOutageBudget time.Duration `mapstructure:"node_outage_budget" json:"node_outage_budget,omitempty"`
-	Bench    Bench             `mapstructure:"bench" json:"bench,omitempty"`
+	Bench            Bench         `mapstructure:"bench" json:"bench,omitempty"`
 }
 
 // Mount is a bind mount into every rank's container. Src is a node-local

@@ -264,4 +264,3 @@ func (e *engine) logf(format string, args ...any) {
 	defer e.logMu.Unlock()
 	fmt.Fprintf(e.log, "engine-sim: "+format+"\n", args...)
 }
-
