@@ -304,6 +304,7 @@ func TestValidationGaps(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := writeFile(t, dir, "sparklane.toml", `
 probe_grace = "-1s"
+node_outage_budget = "-1h"
 [temporal]
 ui_port = 70000
 [[nodes]]
@@ -327,6 +328,7 @@ nodes = ["a", "a"]
 	}
 	wantLines(t, errText(flatten(Validate(cfg, nil))),
 		cfgPath+`: probe_grace: -1s is negative`,
+		cfgPath+`: node_outage_budget: -1h0m0s is negative`,
 		cfgPath+`: temporal.ui_port: 70000 is not a port in 1..65535 (or -1: no web UI)`,
 		cfgPath+`: nodes[1].name: node a is defined twice (also nodes[0])`,
 		cfgPath+`: clusters[0].nodes[1]: node a is listed twice in cluster c`,
@@ -335,6 +337,7 @@ nodes = ["a", "a"]
 	rp := writeFile(t, dir, "lane.toml", `runtime = "sim"
 image = "img"
 command = "serve --port {port} {nope} --x {via}"
+node_outage_budget = "-2m"
 [defaults]
 port = 70000
 dist_port = 0
@@ -351,6 +354,7 @@ timeout = "-5s"
 		rp+`: defaults.port: 70000 is not a port in 1..65535`,
 		rp+`: defaults.dist_port: 0 is not a port in 1..65535`,
 		rp+`: probe.ready: -1m0s is negative`,
+		rp+`: node_outage_budget: -2m0s is negative`,
 		rp+`: hooks.timeout: -5s is negative`,
 		rp+`: command: unknown placeholder {nope}: add nope under [defaults] or pass -o nope=VALUE`,
 		rp+`: command: unknown placeholder {missing}: add missing under [defaults] or pass -o missing=VALUE`,

@@ -66,6 +66,9 @@ func recipeErr(r *Recipe, key, format string, args ...any) error {
 
 func validateConfig(cfg *Config) []error {
 	var errs []error
+	if cfg.NodeOutageBudget < 0 {
+		errs = append(errs, cfgErr(cfg, "node_outage_budget", "%s is negative: write how long a run waits for a node, like \"30m\"", cfg.NodeOutageBudget))
+	}
 	if cfg.ProbeGrace < 0 {
 		errs = append(errs, cfgErr(cfg, "probe_grace", "%s is negative: write how long to wait, like \"5s\"", cfg.ProbeGrace))
 	}
@@ -312,6 +315,9 @@ func validateRecipe(r *Recipe) []error {
 	}
 	if r.Probe.Ready < 0 {
 		errs = append(errs, recipeErr(r, "probe.ready", "%s is negative: write the readiness budget, like \"30m\"", r.Probe.Ready))
+	}
+	if r.NodeOutageBudget < 0 {
+		errs = append(errs, recipeErr(r, "node_outage_budget", "%s is negative: write how long a run waits for a node, like \"30m\"", r.NodeOutageBudget))
 	}
 	if r.Hooks.Timeout < 0 {
 		errs = append(errs, recipeErr(r, "hooks.timeout", "%s is negative: write how long a hook may run, like \"2m\"", r.Hooks.Timeout))
