@@ -312,7 +312,8 @@ func writeEngramTables(t *testing.T, dir string, rows map[int]int64) {
 
 // startStage runs the Stage workflow for lane on n2 only, with the short
 // heartbeat timeout, through the client (as `starter stage --node n2`).
-func startStage(ctx context.Context, t *testing.T, f *fleet, lane string) client.WorkflowRun {
+// An optional outage budget bounds how long the run waits for a gone node.
+func startStage(ctx context.Context, t *testing.T, f *fleet, lane string, budget ...time.Duration) client.WorkflowRun {
 	t.Helper()
 	rs, err := config.LoadRecipes(f.cfg.RecipesDir)
 	if err != nil {
@@ -327,11 +328,18 @@ func startStage(ctx context.Context, t *testing.T, f *fleet, lane string) client
 		t.Fatal(err)
 	}
 	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.StageID(lane), TaskQueue: workflows.ControlQueue},
-		workflows.Stage, workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: "n2", Mode: workflows.StageAuto, Verify: true, Heartbeat: killHeartbeat})
+		workflows.Stage, workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: "n2", Mode: workflows.StageAuto, Verify: true, Heartbeat: killHeartbeat, OutageBudget: firstOr(budget, 0)})
 	if err != nil {
 		t.Fatalf("start stage %s: %v", lane, err)
 	}
 	return run
+}
+
+func firstOr[T any](v []T, def T) T {
+	if len(v) > 0 {
+		return v[0]
+	}
+	return def
 }
 
 // kill -9 of the n2 node worker mid-copy and mid-pack: after a restart the
