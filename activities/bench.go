@@ -14,11 +14,6 @@ import (
 	"github.com/sparklane/sparklane/internal/report"
 )
 
-// ReportsDir is where a lane's bench reports live: recipes/LANE/reports.
-func ReportsDir(cfg *config.Config, lane string) string {
-	return filepath.Join(cfg.RecipesDir, lane, "reports")
-}
-
 // Bench runs the built-in perf sweep (and the recipe's external harness, if
 // it names one) against the serving lane, then writes the report bundle and
 // its verdict against the baseline. Progress lines are heartbeated.
@@ -48,7 +43,10 @@ func (a *ControlActivities) Bench(ctx context.Context, in BenchInput) (BenchResu
 	if err != nil {
 		return BenchResult{}, classify(fmt.Errorf("lane %s perf bench: %w", in.Plan.Lane, err))
 	}
-	dir := ReportsDir(a.Config, in.Plan.Lane)
+	dir, err := config.ReportsDir(a.Config, in.Plan.Lane)
+	if err != nil {
+		return BenchResult{}, classify(err)
+	}
 	bundle := report.Bundle{
 		Lane: in.Plan.Lane, Label: in.Label, Version: a.Version, Perf: &perf,
 		RecipeFile: in.Recipe.File, Plan: &in.Plan, Image: firstImage(in), EngineArgs: headArgs(in),

@@ -115,9 +115,12 @@ func (a *ControlActivities) nodeDocker(ctx context.Context, name string) (serve.
 // ResolveLane reads a lane's recipe from recipes_dir and renders it (for
 // rollback to a previous lane, and for schedules that name lanes).
 func (a *ControlActivities) ResolveLane(ctx context.Context, in ResolveLaneInput) (ResolveLaneResult, error) {
-	recipes, err := config.LoadRecipes(a.Config.RecipesDir)
+	recipes, warnings, err := config.LoadRecipeDir(a.Config.RecipesDir, a.Config.File)
 	if err != nil {
 		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
+	}
+	for _, w := range warnings {
+		a.Log.Warn("recipes_dir: skipped", zap.String("why", w))
 	}
 	r, err := config.Resolve(recipes, in.Lane)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/report"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -73,7 +74,10 @@ func (a *App) reportCmd() *cobra.Command {
 				return err
 			}
 			cfg, _ := a.config()
-			dir := activities.ReportsDir(cfg, r.Name)
+			dir, err := config.ReportsDir(cfg, r.Name)
+			if err != nil {
+				return err
+			}
 			switch {
 			case show != "":
 				rep, err := report.Load(dir, show)
