@@ -373,6 +373,12 @@ func TestStarterKilledMidRunGoesOn(t *testing.T) {
 	if code != 0 || !strings.Contains(o, "cutover to crash-4x on crash-4x: ok") {
 		t.Fatalf("attach --lane crash-4x: exit %d, want the cutover's ok:\n%s", code, o)
 	}
+
+	// up of another lane on nodes crash-4x serves is refused, naming it.
+	code, o = p.run(ctx, "up", "--lane", "crash-2x")
+	if code != 3 || !strings.Contains(o, "c1 serves lane crash-4x") || !strings.Contains(o, "--force") {
+		t.Fatalf("up --lane crash-2x on crash-4x's nodes: exit %d, want 3 naming the holder:\n%s", code, o)
+	}
 }
 
 // quietLogger keeps the SDK client's lines out of test output.
@@ -382,3 +388,65 @@ func (quietLogger) Debug(string, ...any) {}
 func (quietLogger) Info(string, ...any)  {}
 func (quietLogger) Warn(string, ...any)  {}
 func (quietLogger) Error(string, ...any) {}
+
+// The control service run in the foreground (`starter control run`, what a
+// systemd unit runs) stops cleanly on SIGINT and on SIGTERM and frees its
+// state_dir's lock; a second service on the same state_dir is refused
+// naming the first.
+func TestControlServiceHonoursSignals(t *testing.T) {
+	bin := buildBinary(t, "starter")
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	cfg := filepath.Join(dir, "sparklane.toml")
+	body := fmt.Sprintf("state_dir = %q\nrecipes_dir = %q\n\n[temporal]\nport = %d\nui_port = %d\n\n[[nodes]]\nname = \"s1\"\naddress = \"127.0.0.1\"\nroots = [\"/srv\"]\nfs_root = %q\n",
+		state, dir, ephemeralPort(t), ephemeralPort(t), filepath.Join(dir, "s1"))
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		var out bytes.Buffer
+		cmd := exec.Command(bin, "--config", cfg, "control", "run")
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			if o, ok := control.Find(state); ok && o.Frontend != "" {
+				break
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("control run exited before serving: %v\n%s", err, out.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("control run never published its frontend:\n%s", out.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if sig == syscall.SIGINT {
+			o, code := exec.Command(bin, "--config", cfg, "control", "run").CombinedOutput()
+			if code == nil || !strings.Contains(string(o), "held by a running control service") || !strings.Contains(string(o), fmt.Sprintf("pid %d", cmd.Process.Pid)) {
+				t.Fatalf("a second control service on the same state_dir: %v\n%s", code, o)
+			}
+		}
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("control run after %v: %v\n%s", sig, err, out.String())
+			}
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			t.Fatalf("control run ignored %v for a minute:\n%s", sig, out.String())
+		}
+		if _, held := control.Find(state); held {
+			t.Fatalf("the lock of %s is still held after %v", state, sig)
+		}
+	}
+}
