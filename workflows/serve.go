@@ -157,7 +157,10 @@ func probeLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 		return res, temporal.NewNonRetryableApplicationError("lane "+plan.Lane+" did not become ready: "+errMessage(err), nonEmpty(errType(err), fault.ProbeFailed), err)
 	}
 	res.Ready, res.BaseURL = &ready, ready.BaseURL
-	pctx := controlOpts(ctx, 5*time.Minute, 0, 2)
+	// A wrong answer is a permanent ProbeFailed at once; a head that does
+	// not answer at all (a node's link down for a minute) is asked again
+	// for about two minutes before the lane is called dead.
+	pctx := controlOpts(ctx, 5*time.Minute, 0, probeAttempts)
 	if len(rc.Probe.Smoke) > 0 {
 		i = t.start("smoke", "")
 		var sm activities.SmokeResult
@@ -182,6 +185,10 @@ func probeLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 	res.Answers = true
 	return res, nil
 }
+
+// probeAttempts spans a partition of a minute or so: retries back off
+// 1, 2, 4, 8, 16, 30, 30 s (controlOpts) between requests that each time out.
+const probeAttempts = 8
 
 func nonZero(v, d int) int {
 	if v > 0 {
