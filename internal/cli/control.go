@@ -14,6 +14,7 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/logging"
+	"github.com/sparklane/sparklane/internal/pki"
 	"github.com/sparklane/sparklane/internal/workers"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -150,7 +151,61 @@ func (a *App) controlCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(run, start, stop, status)
+	cmd.AddCommand(run, start, stop, status, a.certsCmd())
+	return cmd
+}
+
+// certsCmd issues the CA and certificates of the external cluster's mTLS
+// profile (docker-compose.temporal.mtls.yml).
+func (a *App) certsCmd() *cobra.Command {
+	var dir string
+	var hosts, clients []string
+	cmd := &cobra.Command{
+		Use:   "certs --host NAME_OR_IP... [--dir DIR] [--client NAME...]",
+		Short: "issue the CA, frontend and client certificates for an external cluster's mTLS profile (kept when present)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			if dir == "" {
+				dir = filepath.Join(cfg.StateDir, "pki")
+			}
+			ca, err := pki.LoadOrCreateCA(dir, "sparklane fleet CA")
+			if err != nil {
+				return err
+			}
+			out := map[string]pki.Files{}
+			srv, err := ca.Server("frontend", append([]string{"temporal", "localhost", "127.0.0.1"}, hosts...))
+			if err != nil {
+				return err
+			}
+			out["frontend"] = srv
+			names := append([]string{"control", "ui", "operator"}, clients...)
+			for _, n := range cfg.Nodes {
+				names = append(names, "node-"+n.Name)
+			}
+			for _, n := range names {
+				f, err := ca.Client(n)
+				if err != nil {
+					return err
+				}
+				out[n] = f
+			}
+			if a.JSON {
+				return a.printJSON(map[string]any{"ca": ca.File, "certs": out})
+			}
+			fmt.Fprintf(a.Out, "CA %s\n", ca.File)
+			for _, n := range sortedMapKeys(out) {
+				fmt.Fprintf(a.Out, "  %-16s %s  %s\n", n, out[n].Cert, out[n].Key)
+			}
+			fmt.Fprintf(a.Out, "copy ca.pem and each node's node-NAME pair to that node; see docker-compose.temporal.mtls.yml\n")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "where the CA and certificates live (default STATE_DIR/pki)")
+	cmd.Flags().StringArrayVar(&hosts, "host", nil, "a name or address the frontend answers at (repeatable; temporal, localhost and 127.0.0.1 are always in)")
+	cmd.Flags().StringArrayVar(&clients, "client", nil, "an extra client identity (repeatable; control, ui, operator and node-NAME for every node are always issued)")
 	return cmd
 }
 

@@ -1,0 +1,190 @@
+// Package pki makes the small certificate authority an mTLS deployment of
+// the external Temporal cluster needs (docker-compose.temporal.mtls.yml):
+// a CA, a server certificate for the frontend's names and addresses, and
+// client certificates for sparklane's workers, the starter and the UI.
+// Keys are ECDSA P-256; files are written 0600 (keys) under a directory the
+// operator chooses (by default STATE_DIR/pki). Existing files are kept, so
+// issuing a new client never replaces the CA the server already trusts.
+package pki
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Validity of issued certificates; the CA outlives them.
+const (
+	CAValidity   = 10 * 365 * 24 * time.Hour
+	CertValidity = 2 * 365 * 24 * time.Hour
+)
+
+// Files are the PEM files of one issued identity.
+type Files struct {
+	Cert string `json:"cert"`
+	Key  string `json:"key"`
+}
+
+// CA is a loaded certificate authority.
+type CA struct {
+	Dir  string
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	// File is the CA certificate's path (what servers and clients trust).
+	File string
+}
+
+// LoadOrCreateCA returns the CA in dir (ca.pem, ca-key.pem), creating it
+// when absent.
+func LoadOrCreateCA(dir, name string) (*CA, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("pki: create %s: %w", dir, err)
+	}
+	certFile, keyFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem")
+	if _, err := os.Stat(certFile); err == nil {
+		cert, key, err := load(certFile, keyFile)
+		if err != nil {
+			return nil, err
+		}
+		if !cert.IsCA {
+			return nil, fmt.Errorf("pki: %s is not a CA certificate: move it away or choose another --dir", certFile)
+		}
+		return &CA{Dir: dir, cert: cert, key: key, File: certFile}, nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: name, Organization: []string{"sparklane"}},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(CAValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := write(certFile, keyFile, der, key); err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &CA{Dir: dir, cert: cert, key: key, File: certFile}, nil
+}
+
+// Server issues (or keeps) NAME.pem for a server answering at hosts (DNS
+// names or IP addresses).
+func (ca *CA) Server(name string, hosts []string) (Files, error) {
+	if len(hosts) == 0 {
+		return Files{}, errors.New("pki: a server certificate needs at least one host name or address")
+	}
+	return ca.issue(name, hosts, x509.ExtKeyUsageServerAuth)
+}
+
+// Client issues (or keeps) NAME.pem for a client identity (a node's worker,
+// the control service, an operator's starter).
+func (ca *CA) Client(name string) (Files, error) {
+	return ca.issue(name, nil, x509.ExtKeyUsageClientAuth)
+}
+
+func (ca *CA) issue(name string, hosts []string, usage x509.ExtKeyUsage) (Files, error) {
+	f := Files{Cert: filepath.Join(ca.Dir, name+".pem"), Key: filepath.Join(ca.Dir, name+"-key.pem")}
+	if _, err := os.Stat(f.Cert); err == nil {
+		cert, _, err := load(f.Cert, f.Key)
+		if err != nil {
+			return f, err
+		}
+		if err := cert.CheckSignatureFrom(ca.cert); err != nil {
+			return f, fmt.Errorf("pki: %s was not issued by %s: remove it to issue a new one", f.Cert, ca.File)
+		}
+		return f, nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return f, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: name, Organization: []string{"sparklane"}},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(CertValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return f, err
+	}
+	return f, write(f.Cert, f.Key, der, key)
+}
+
+func serial() *big.Int {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	return n
+}
+
+func write(certFile, keyFile string, der []byte, key *ecdsa.PrivateKey) error {
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		return fmt.Errorf("pki: write %s: %w", keyFile, err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return fmt.Errorf("pki: write %s: %w", certFile, err)
+	}
+	return nil
+}
+
+func load(certFile, keyFile string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	cb, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pki: read %s: %w", certFile, err)
+	}
+	b, _ := pem.Decode(cb)
+	if b == nil || b.Type != "CERTIFICATE" {
+		return nil, nil, fmt.Errorf("pki: %s holds no PEM certificate", certFile)
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pki: parse %s: %w", certFile, err)
+	}
+	kb, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pki: read %s: %w", keyFile, err)
+	}
+	k, _ := pem.Decode(kb)
+	if k == nil {
+		return nil, nil, fmt.Errorf("pki: %s holds no PEM key", keyFile)
+	}
+	key, err := x509.ParseECPrivateKey(k.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pki: parse %s: %w", keyFile, err)
+	}
+	return cert, key, nil
+}
