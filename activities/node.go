@@ -239,8 +239,16 @@ func (a *NodeActivities) BeforeServe(ctx context.Context, in BeforeServeInput) (
 	if root == "" {
 		root = "/"
 	}
+	// Staged data is never cleared: every block's destination and export.
+	var protected []string
+	for _, b := range in.Staging {
+		protected = append(protected, a.local(b.Dst))
+		for _, e := range b.Exports {
+			protected = append(protected, a.local(b.ExportPath(e)))
+		}
+	}
 	r, err := serve.RunHooks(ctx, serve.HooksInput{
-		Clear: clear, Roots: a.roots(), Helper: a.Node.ClearHelper,
+		Clear: clear, Roots: a.roots(), Protected: protected, Helper: a.Node.ClearHelper,
 		Commands: in.Hooks.BeforeServe, Timeout: in.Hooks.Timeout, Dir: root,
 		Env: map[string]string{
 			"SPARKLANE_LANE": in.Lane, "SPARKLANE_NODE": a.Node.Name, "SPARKLANE_RANK": fmt.Sprint(in.Rank),
@@ -253,7 +261,7 @@ func (a *NodeActivities) BeforeServe(ctx context.Context, in BeforeServeInput) (
 		}
 		a.Log.Info("before_serve cleared", zap.String("lane", in.Lane), zap.String("path", c.Path), zap.Int64("files", c.Files), zap.Int64("bytes", c.Bytes), zap.Bool("absent", c.Absent), zap.Bool("helper", c.Helper))
 	}
-	out := BeforeServeResult{Node: a.Node.Name}
+	out := BeforeServeResult{Node: a.Node.Name, Cleared: r.Cleared}
 	for _, o := range r.Outputs {
 		out.Outputs = append(out.Outputs, HookOutput{Command: o.Command, Exit: o.Exit, Output: o.Output})
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/serve"
 	"github.com/sparklane/sparklane/internal/staging"
 )
 
@@ -115,6 +116,9 @@ type BeforeServeInput struct {
 	Lane  string       `json:"lane"`
 	Rank  int          `json:"rank"`
 	Hooks config.Hooks `json:"hooks"`
+	// Staging are the lane's staging blocks: a clear path may never be or
+	// contain one of their destinations or exports.
+	Staging []config.Staging `json:"staging,omitempty"`
 }
 
 // HookOutput is one hook's captured, trimmed output.
@@ -128,6 +132,8 @@ type HookOutput struct {
 type BeforeServeResult struct {
 	Node    string       `json:"node"`
 	Outputs []HookOutput `json:"outputs,omitempty"`
+	// Cleared are the clear paths removed (or found absent), with counts.
+	Cleared []serve.Cleared `json:"cleared,omitempty"`
 }
 
 // StartRankInput starts one rank's container.

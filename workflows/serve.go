@@ -92,12 +92,12 @@ func serveLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 		futs, steps = nil, nil
 		for _, n := range plan.Nodes {
 			steps = append(steps, t.start("before_serve", n.Node))
-			futs = append(futs, workflow.ExecuteActivity(nodeOpts(ctx, n.Node, pickup, run, 0, 1), na.BeforeServe, activities.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks}))
+			futs = append(futs, workflow.ExecuteActivity(nodeOpts(ctx, n.Node, pickup, run, 0, 1), na.BeforeServe, activities.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging}))
 		}
 		for i, f := range futs {
 			var r activities.BeforeServeResult
 			err := f.Get(ctx, &r)
-			t.end(steps[i], fmt.Sprintf("%d hooks", len(r.Outputs)), err)
+			t.end(steps[i], fmt.Sprintf("%d hooks, cleared %d roots", len(r.Outputs), len(r.Cleared)), err)
 			if err != nil {
 				return res, nodeErr(plan.Nodes[i].Node, "before_serve", err)
 			}

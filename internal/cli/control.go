@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -151,8 +153,128 @@ func (a *App) controlCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(run, start, stop, status, a.certsCmd())
+	cmd.AddCommand(run, start, stop, status, a.certsCmd(), a.controlInstallCmd())
 	return cmd
+}
+
+// controlUnit is the systemd unit of the control service on the control
+// host: it restarts on failure, and its runs survive restarts because they
+// live in the SQLite file under state_dir.
+func controlUnit(binary, config string) string {
+	return fmt.Sprintf(`# Written by 'starter control install': sparklane's control service
+# (embedded Temporal server + web UI, control worker, this host's node workers,
+# reverse SSH tunnels to remote nodes).
+[Unit]
+Description=sparklane control service
+After=network-online.target docker.service
+Wants=network-online.target
+
+[Service]
+ExecStart=%s control run --config %s
+Restart=on-failure
+RestartSec=2
+KillSignal=SIGTERM
+TimeoutStopSec=60
+
+[Install]
+WantedBy=multi-user.target
+`, binary, config)
+}
+
+// controlInstallCmd installs the control service as a systemd unit.
+func (a *App) controlInstallCmd() *cobra.Command {
+	var unitDir, binDir string
+	cmd := &cobra.Command{
+		Use:   "install [--unit-dir DIR] [--bin-dir DIR]",
+		Short: "install the control service on this host as the systemd unit sparklane-control (idempotent)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			file, err := filepath.Abs(cfg.File)
+			if err != nil {
+				return err
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			// A stable copy: `go run` binaries vanish when it ends.
+			bin := filepath.Join(binDir, "starter")
+			changed := []string{}
+			if same, err := sameFile(exe, bin); err != nil || !same {
+				if err := copyExecutable(exe, bin); err != nil {
+					return fmt.Errorf("install %s: %w", bin, err)
+				}
+				changed = append(changed, bin)
+			}
+			unit := filepath.Join(unitDir, "sparklane-control.service")
+			want := controlUnit(bin, file)
+			if have, err := os.ReadFile(unit); err != nil || string(have) != want {
+				if err := os.MkdirAll(unitDir, 0o755); err != nil {
+					return err
+				}
+				if err := os.WriteFile(unit, []byte(want), 0o644); err != nil {
+					return fmt.Errorf("write %s: %w", unit, err)
+				}
+				changed = append(changed, unit)
+			}
+			if len(changed) == 0 {
+				fmt.Fprintf(a.Out, "sparklane-control: unchanged (%s, %s)\n", bin, unit)
+			} else {
+				fmt.Fprintf(a.Out, "sparklane-control: wrote %s\n", strings.Join(changed, ", "))
+			}
+			if _, err := os.Stat("/run/systemd/system"); err != nil {
+				fmt.Fprintf(a.Out, "this host does not run systemd: start the service with '%s control start --config %s' (or your supervisor running '%s control run --config %s')\n", bin, file, bin, file)
+				return nil
+			}
+			for _, args := range [][]string{{"daemon-reload"}, {"enable", "--now", "sparklane-control.service"}} {
+				if out, err := exec.CommandContext(cmd.Context(), "systemctl", args...).CombinedOutput(); err != nil {
+					return fmt.Errorf("systemctl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+				}
+			}
+			if len(changed) > 0 {
+				if out, err := exec.CommandContext(cmd.Context(), "systemctl", "restart", "sparklane-control.service").CombinedOutput(); err != nil {
+					return fmt.Errorf("systemctl restart sparklane-control: %v: %s", err, strings.TrimSpace(string(out)))
+				}
+			}
+			fmt.Fprintln(a.Out, "sparklane-control: enabled and running (journalctl -u sparklane-control)")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&unitDir, "unit-dir", "/etc/systemd/system", "where the unit is written")
+	cmd.Flags().StringVar(&binDir, "bin-dir", "/usr/local/lib/sparklane", "where this program is copied for the unit to run")
+	return cmd
+}
+
+func sameFile(a, b string) (bool, error) {
+	x, err := os.ReadFile(a)
+	if err != nil {
+		return false, err
+	}
+	y, err := os.ReadFile(b)
+	if err != nil {
+		return false, err
+	}
+	return string(x) == string(y), nil
+}
+
+// copyExecutable writes src to dst through a temp name and a rename, so a
+// running copy is never overwritten in place.
+func copyExecutable(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	tmp := dst + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o755); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
 }
 
 // certsCmd issues the CA and certificates of the external cluster's mTLS

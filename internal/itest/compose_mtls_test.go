@@ -90,3 +90,35 @@ func TestComposeMTLSProfile(t *testing.T) {
 		}
 	}
 }
+
+// `starter control install` writes the control service's systemd unit and a
+// stable copy of the program, changes nothing the second time, and says so
+// clearly on a host without systemd.
+func TestControlInstallWritesUnitIdempotently(t *testing.T) {
+	f := newFleet(t, fleetOptions{nodes: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	units, bins := t.TempDir(), t.TempDir()
+	code, out, errOut := f.starter(ctx, "control", "install", "--unit-dir", units, "--bin-dir", bins)
+	if code != 0 {
+		t.Fatalf("control install: exit %d\n%s%s", code, out, errOut)
+	}
+	unit, err := os.ReadFile(filepath.Join(units, "sparklane-control.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "ExecStart=" + filepath.Join(bins, "starter") + " control run --config " + f.cfgFile
+	if !strings.Contains(string(unit), want) || !strings.Contains(string(unit), "Restart=on-failure") {
+		t.Fatalf("unit lacks %q or restart-on-failure:\n%s", want, unit)
+	}
+	if st, err := os.Stat(filepath.Join(bins, "starter")); err != nil || st.Mode().Perm()&0o100 == 0 {
+		t.Fatalf("program copy: %v %v", st, err)
+	}
+	if _, err := os.Stat("/run/systemd/system"); err != nil && !strings.Contains(out, "does not run systemd") {
+		t.Errorf("no systemd here, and install did not say so:\n%s", out)
+	}
+	code, out, errOut = f.starter(ctx, "control", "install", "--unit-dir", units, "--bin-dir", bins)
+	if code != 0 || !strings.Contains(out, "unchanged") {
+		t.Fatalf("second install: exit %d, want 'unchanged'\n%s%s", code, out, errOut)
+	}
+}
