@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -118,13 +117,10 @@ type RankStarted struct {
 	Created bool   `json:"created"`
 }
 
-var badNameChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
-
 // ContainerName is the deterministic name of a lane's rank container,
-// sparklane-LANE-rRANK, with characters Docker refuses replaced by '-'.
-func ContainerName(lane string, rank int) string {
-	return "sparklane-" + badNameChars.ReplaceAllString(lane, "-") + "-r" + strconv.Itoa(rank)
-}
+// sparklane-LANE-rRANK: config.ContainerName, the one place names are made
+// (lane names are validated there, so they are valid Docker names).
+func ContainerName(lane string, rank int) string { return config.ContainerName(lane, rank) }
 
 // StartRank starts one rank's container, looking before it creates: an
 // existing container of that name with the same recipe hash that is running

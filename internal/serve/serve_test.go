@@ -182,11 +182,10 @@ func waitExited(t *testing.T, d *client.Client, lane string, n int) []serve.Rank
 }
 
 func TestContainerName(t *testing.T) {
-	if got := serve.ContainerName("Mia/v2 test", 1); got != "sparklane-Mia-v2-test-r1" {
-		t.Errorf("ContainerName = %q", got)
-	}
-	if got := serve.ContainerName("qwen3.5_fp8", 0); got != "sparklane-qwen3.5_fp8-r0" {
-		t.Errorf("ContainerName = %q", got)
+	for _, lane := range []string{"mia", "qwen3.5_fp8", "demo-2x"} {
+		if got, want := serve.ContainerName(lane, 1), config.ContainerName(lane, 1); got != want || got != "sparklane-"+lane+"-r1" {
+			t.Errorf("ContainerName(%q, 1) = %q, want %q (config's)", lane, got, want)
+		}
 	}
 }
 
