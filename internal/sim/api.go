@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // metrics are the counters /metrics exposes.
@@ -317,19 +319,17 @@ func (e *engine) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 			return 499
 		}
 	}
-	if len(toks) == 0 && !sleepUntil(first) {
+	if !sleepUntil(first) {
 		return 499
 	}
-	// Decode is paced from when the first token actually went out: a stall
-	// before it (a loaded machine) delays the answer but never makes the
-	// following tokens burst out faster than the configured rate.
-	anchor := first
+	// Decode is paced by a token bucket of one (golang.org/x/time/rate)
+	// from when the first token actually went out: a stall (a loaded
+	// machine) delays the answer but never lets the following tokens burst
+	// out faster than the configured rate.
+	pace := rate.NewLimiter(rate.Limit(e.cfg.DecodeTPS), 1)
 	for i, tok := range toks {
-		if !sleepUntil(anchor.Add(time.Duration(i) * step)) {
+		if pace.Wait(ctx) != nil {
 			return 499
-		}
-		if i == 0 {
-			anchor = time.Now()
 		}
 		var fin any
 		if i == len(toks)-1 {
