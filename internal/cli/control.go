@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/control"
@@ -363,19 +364,10 @@ func (a *App) attachCmd() *cobra.Command {
 		Short:   "follow a run again (a cutover, stage, verify, serve, …) until it ends, and print its result",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			id, err := a.runID(args, cluster, lane)
+			env, id, info, err := a.findRun(ctx, args, cluster, lane)
 			if err != nil {
 				return err
 			}
-			env, err := a.connect(ctx)
-			if err != nil {
-				return err
-			}
-			d, err := env.Client.DescribeWorkflowExecution(ctx, id, "")
-			if err != nil {
-				return fmt.Errorf("no run %s: %w (list runs in the web UI or with 'temporal workflow list')", id, err)
-			}
-			info := d.GetWorkflowExecutionInfo()
 			run := env.Client.GetWorkflow(ctx, id, info.GetExecution().GetRunId())
 			if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && !a.JSON {
 				fmt.Fprintf(a.Out, "%s already ended (%s); its result:\n", id, statusName(info.GetStatus()))
@@ -406,6 +398,24 @@ func (a *App) attachCmd() *cobra.Command {
 	cmd.Flags().StringVar(&cluster, "cluster", "", "the cutover on this cluster")
 	cmd.Flags().StringVar(&lane, "lane", "", "the cutover on this lane's cluster")
 	return cmd
+}
+
+// findRun resolves the run a command names and describes its latest
+// execution.
+func (a *App) findRun(ctx context.Context, args []string, cluster, lane string) (*workers.Env, string, *workflowpb.WorkflowExecutionInfo, error) {
+	id, err := a.runID(args, cluster, lane)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	env, err := a.connect(ctx)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	d, err := env.Client.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return nil, "", nil, exitCode(1, fmt.Errorf("no run %s: %w (list runs in the web UI or with 'temporal workflow list')", id, err))
+	}
+	return env, id, d.GetWorkflowExecutionInfo(), nil
 }
 
 // runID resolves a workflow ID from an argument, --cluster or --lane.

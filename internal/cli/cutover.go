@@ -169,19 +169,10 @@ func (a *App) cancelCmd() *cobra.Command {
 		Short: "cancel a run (a cutover's cleanup and rollback run) and wait until it has ended",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			id, err := a.runID(args, cluster, lane)
+			env, id, info, err := a.findRun(ctx, args, cluster, lane)
 			if err != nil {
 				return err
 			}
-			env, err := a.connect(ctx)
-			if err != nil {
-				return err
-			}
-			d, err := env.Client.DescribeWorkflowExecution(ctx, id, "")
-			if err != nil {
-				return exitCode(1, fmt.Errorf("no run %s: %w", id, err))
-			}
-			info := d.GetWorkflowExecutionInfo()
 			if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				fmt.Fprintf(a.Out, "%s is not running (%s): nothing to cancel\n", id, statusName(info.GetStatus()))
 				return nil
@@ -194,7 +185,7 @@ func (a *App) cancelCmd() *cobra.Command {
 			wctx, stop := context.WithTimeout(ctx, wait)
 			defer stop()
 			_ = env.Client.GetWorkflow(wctx, id, runID).Get(wctx, nil)
-			d, err = env.Client.DescribeWorkflowExecution(ctx, id, runID)
+			d, err := env.Client.DescribeWorkflowExecution(ctx, id, runID)
 			if err != nil {
 				return err
 			}
