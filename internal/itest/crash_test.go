@@ -34,9 +34,21 @@ import (
 // service in the background and is only its client, so kill -9 of a
 // starter mid-run loses nothing.
 
-// buildBinary builds the command at ./pkg (module root two levels up) into
-// dir once per test binary run.
-var builtBinaries sync.Map
+// buildBinary builds the command at ./pkg (module root two levels up) once
+// per test binary run, into a directory TestMain removes at the end.
+var (
+	builtBinaries sync.Map
+	binDir        string
+	binDirOnce    sync.Once
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 func buildBinary(t *testing.T, pkg string) string {
 	t.Helper()
@@ -49,12 +61,11 @@ func buildBinary(t *testing.T, pkg string) string {
 	v, _ := builtBinaries.LoadOrStore(pkg, &built{})
 	b := v.(*built)
 	b.once.Do(func() {
-		dir, err := os.MkdirTemp("", "sparklane-bin-")
-		if err != nil {
-			b.err = err
+		binDirOnce.Do(func() { binDir, b.err = os.MkdirTemp("", "sparklane-bin-") })
+		if b.err != nil {
 			return
 		}
-		b.bin = filepath.Join(dir, filepath.Base(pkg))
+		b.bin = filepath.Join(binDir, filepath.Base(pkg))
 		cmd := exec.Command("go", "build", "-o", b.bin, "./"+pkg)
 		cmd.Dir = filepath.Join("..", "..")
 		b.out, b.err = cmd.CombinedOutput()
