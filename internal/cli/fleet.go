@@ -1,0 +1,547 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/fleet"
+	"github.com/sparklane/sparklane/internal/node"
+	"github.com/sparklane/sparklane/workflows"
+)
+
+func init() {
+	extraCommandBuilders = append(extraCommandBuilders, (*App).fleetCmd)
+}
+
+// fleetOpts are the flags the fleet subcommands share.
+type fleetOpts struct {
+	binary     string
+	wait       time.Duration
+	supervisor bool
+	root       string
+	timeout    time.Duration
+	// built caches the worker built per GOARCH in this command.
+	built map[string]string
+}
+
+func (o *fleetOpts) engine() *fleet.Engine {
+	e := &fleet.Engine{}
+	if o.supervisor {
+		e.Manager = fleet.ManagerSupervisor
+	}
+	if o.root != "" {
+		l := fleet.DefaultLayout()
+		for _, p := range []*string{&l.LibDir, &l.ConfDir, &l.RunDir, &l.UnitDir, &l.StateDir} {
+			*p = filepath.Join(o.root, *p)
+		}
+		e.Layout = l
+	}
+	return e
+}
+
+func (a *App) fleetCmd() *cobra.Command {
+	o := &fleetOpts{built: map[string]string{}}
+	cmd := &cobra.Command{
+		Use:   "fleet install|status|upgrade|uninstall [NODE...]",
+		Short: "install, inspect, upgrade and remove the node services (worker node --node NAME) on remote nodes over SSH",
+		Long: "Puts this control host's worker binary on each remote node (ssh = \"user@host:port\") at\n" +
+			"/usr/local/lib/sparklane/worker, writes the node's /etc/sparklane/sparklane.toml (Temporal at the node's\n" +
+			"127.0.0.1:PORT, where the control service's SSH tunnel ends) and runs it as the systemd unit\n" +
+			"sparklane-node.service — or, on a host without systemd, under a small sh supervisor. Nodes with an empty\n" +
+			"ssh are served by the control service itself. Host keys are always checked against known_hosts.",
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&o.binary, "worker-binary", "", "the worker binary to install (default: build ./worker of this source tree into STATE_DIR/bin, for each node's architecture)")
+	pf.DurationVar(&o.timeout, "ssh-timeout", node.DefaultTimeout, "bound on each SSH dial")
+	pf.BoolVar(&o.supervisor, "supervisor", false, "run the worker under the sh supervisor even where systemd runs (test fleets)")
+	pf.StringVar(&o.root, "root", "", "prefix every install path on the node with this directory (tests against this machine)")
+	_ = pf.MarkHidden("root")
+
+	install := &cobra.Command{
+		Use:   "install [NODE...]",
+		Short: "install or update the node service on remote nodes and wait until each polls node.NAME (idempotent)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.fleetInstall(cmd.Context(), o, args, false)
+		},
+	}
+	install.Flags().DurationVar(&o.wait, "wait", 60*time.Second, "how long to wait for each node's worker to poll node.NAME (0: do not wait)")
+	upgrade := &cobra.Command{
+		Use:   "upgrade [NODE...]",
+		Short: "rolling upgrade: one node at a time, upload the new binary, restart, wait for its poller before the next",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.fleetInstall(cmd.Context(), o, args, true)
+		},
+	}
+	upgrade.Flags().DurationVar(&o.wait, "wait", 60*time.Second, "how long to wait for each node's worker to poll before the next node (0: do not wait)")
+	status := &cobra.Command{
+		Use:   "status [NODE...]",
+		Short: "per node: service state, worker build vs the control's, running since, last poll seen by the server",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.fleetStatus(cmd.Context(), o, args)
+		},
+	}
+	uninstall := &cobra.Command{
+		Use:   "uninstall [NODE...]",
+		Short: "stop the node service and remove what install added (staged data is left alone)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.fleetUninstall(cmd.Context(), o, args)
+		},
+	}
+	cmd.AddCommand(install, status, upgrade, uninstall)
+	return cmd
+}
+
+// fleetNodes are the remote nodes named in args (all remote nodes when
+// none), with a line for each local node saying why it is skipped.
+func (a *App) fleetNodes(cfg *config.Config, args []string) ([]config.Node, error) {
+	var out []config.Node
+	if len(args) == 0 {
+		for _, n := range cfg.Nodes {
+			if n.SSH == "" {
+				if !a.JSON {
+					fmt.Fprintf(a.Out, "%s: local (empty ssh): its worker runs inside the control service; nothing to install\n", n.Name)
+				}
+				continue
+			}
+			out = append(out, n)
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("%s has no remote node (a [[nodes]] entry with ssh = \"user@host:port\"): nothing to do", cfg.File)
+		}
+		return out, nil
+	}
+	for _, name := range args {
+		n := cfg.Node(name)
+		if n == nil {
+			var names []string
+			for _, x := range cfg.Nodes {
+				names = append(names, x.Name)
+			}
+			return nil, fmt.Errorf("node %q is not in %s (nodes: %s)", name, cfg.File, strings.Join(names, ", "))
+		}
+		if n.SSH == "" {
+			return nil, fmt.Errorf("node %s has no ssh in %s: its worker runs inside the control service on this machine, not as an installed service", name, cfg.File)
+		}
+		out = append(out, *n)
+	}
+	return out, nil
+}
+
+// dialNode opens the SSH connection to n (host key checked).
+func (o *fleetOpts) dialNode(ctx context.Context, cfg *config.Config, n config.Node) (*fleet.SSHHost, error) {
+	t, err := node.ParseSSH(n.SSH)
+	if err != nil {
+		return nil, &fleet.StepError{Node: n.Name, Step: "read its ssh", Err: err, Hint: "fix nodes." + n.Name + ".ssh in " + cfg.File}
+	}
+	t.KnownHosts, t.Identity = n.KnownHosts, n.Identity
+	return fleet.DialHost(ctx, n.Name, t, o.timeout)
+}
+
+// workerBinary is the worker to install on a node of architecture arch
+// (`uname -m`): --worker-binary, or ./worker of this source tree built once
+// per architecture into STATE_DIR/bin.
+func (a *App) workerBinary(ctx context.Context, cfg *config.Config, o *fleetOpts, arch string) (string, error) {
+	if o.binary != "" {
+		return o.binary, nil
+	}
+	goarch := fleet.GoArch(arch)
+	if goarch == "" {
+		return "", fmt.Errorf("the node's architecture %q is not one sparklane builds for (amd64, arm64): pass --worker-binary", arch)
+	}
+	if p, ok := o.built[goarch]; ok {
+		return p, nil
+	}
+	src, err := sourceTree()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(cfg.StateDir, "bin", "worker")
+	env := os.Environ()
+	if goarch != runtime.GOARCH {
+		out = filepath.Join(cfg.StateDir, "bin", "linux-"+goarch, "worker")
+		env = append(env, "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED=0")
+	}
+	if !a.JSON {
+		fmt.Fprintf(a.Err, "building the worker for linux/%s: go build -o %s ./worker\n", goarch, out)
+	}
+	c := exec.CommandContext(ctx, "go", "build", "-o", out, "./worker")
+	c.Dir, c.Env = src, env
+	if b, err := c.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build the worker in %s (go build -o %s ./worker): %v\n%s", src, out, err, b)
+	}
+	o.built[goarch] = out
+	return out, nil
+}
+
+// sourceTree is the sparklane module root above the working directory.
+func sourceTree() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/sparklane/sparklane\n") {
+			if _, err := os.Stat(filepath.Join(dir, "worker", "main.go")); err == nil {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("not run inside the sparklane source tree, so there is no worker to build: pass --worker-binary PATH (a worker built for the nodes, e.g. GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -o worker ./worker)")
+		}
+		dir = parent
+	}
+}
+
+// pollerSource asks the Temporal server which workers poll node.NAME's
+// activity queue.
+func (a *App) pollerSource(ctx context.Context) (fleet.PollerSource, error) {
+	env, err := a.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, name string) ([]fleet.Poller, error) {
+		resp, err := env.Client.DescribeTaskQueue(ctx, workflows.NodeQueue(name), enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+		if err != nil {
+			return nil, fmt.Errorf("describe task queue %s: %w", workflows.NodeQueue(name), err)
+		}
+		var out []fleet.Poller
+		for _, p := range resp.GetPollers() {
+			fp := fleet.Poller{Identity: p.GetIdentity()}
+			if p.GetLastAccessTime() != nil {
+				fp.LastAccess = p.GetLastAccessTime().AsTime()
+			}
+			out = append(out, fp)
+		}
+		return out, nil
+	}, nil
+}
+
+// fleetInstallReport is one node's line of install or upgrade.
+type fleetInstallReport struct {
+	fleet.InstallResult
+	// Poller is the worker seen polling node.NAME afterwards.
+	Poller string `json:"poller,omitempty"`
+	// PollWait is how long it took to see it.
+	PollWait time.Duration `json:"poll_wait,omitempty"`
+	Error    string        `json:"error,omitempty"`
+}
+
+// fleetInstall installs (or, rolling, upgrades) the node service on nodes.
+// Install goes on to the next node after a failure and exits 1 at the end;
+// upgrade stops at the first failure, so a bad binary takes down one node.
+func (a *App) fleetInstall(ctx context.Context, o *fleetOpts, args []string, upgrade bool) error {
+	cfg, err := a.config()
+	if err != nil {
+		return err
+	}
+	nodes, err := a.fleetNodes(cfg, args)
+	if err != nil {
+		return err
+	}
+	eng := o.engine()
+	layout := eng.Layout
+	if layout == (fleet.Layout{}) {
+		layout = fleet.DefaultLayout()
+	}
+	nodeCfg, notices, err := fleet.NodeConfig(cfg, layout.StateDir)
+	if err != nil {
+		return err
+	}
+	for _, n := range notices {
+		fmt.Fprintln(a.Err, "notice:", n)
+	}
+	var pollers fleet.PollerSource
+	if o.wait > 0 {
+		if pollers, err = a.pollerSource(ctx); err != nil {
+			return fmt.Errorf("connect to Temporal to wait for the node workers (or pass --wait 0): %w", err)
+		}
+	}
+	var reports []fleetInstallReport
+	var errs []error
+	for _, n := range nodes {
+		rep, err := a.fleetInstallNode(ctx, cfg, o, eng, n, nodeCfg, pollers, upgrade)
+		if err != nil {
+			rep.Error = err.Error()
+			errs = append(errs, err)
+		}
+		reports = append(reports, rep)
+		if !a.JSON {
+			printInstall(a, rep)
+		}
+		if err != nil && upgrade {
+			if !a.JSON {
+				fmt.Fprintf(a.Out, "upgrade stopped at %s: the nodes after it were not touched\n", n.Name)
+			}
+			break
+		}
+	}
+	if a.JSON {
+		if err := a.printJSON(reports); err != nil {
+			return err
+		}
+	}
+	if len(errs) > 0 {
+		return exitCode(1, errors.Join(errs...))
+	}
+	return nil
+}
+
+func (a *App) fleetInstallNode(ctx context.Context, cfg *config.Config, o *fleetOpts, eng *fleet.Engine, n config.Node, nodeCfg []byte, pollers fleet.PollerSource, upgrade bool) (fleetInstallReport, error) {
+	rep := fleetInstallReport{InstallResult: fleet.InstallResult{Node: n.Name}}
+	h, err := o.dialNode(ctx, cfg, n)
+	if err != nil {
+		return rep, err
+	}
+	defer h.Close()
+	if upgrade {
+		st, err := eng.Status(ctx, h)
+		if err != nil {
+			return rep, err
+		}
+		if !st.Installed {
+			return rep, &fleet.StepError{Node: n.Name, Step: "upgrade", Err: errors.New("the node service is not installed"), Hint: "install it first: starter fleet install " + n.Name}
+		}
+	}
+	arch, err := eng.Arch(ctx, h)
+	if err != nil {
+		return rep, err
+	}
+	bin, err := a.workerBinary(ctx, cfg, o, arch)
+	if err != nil {
+		return rep, &fleet.StepError{Node: n.Name, Step: "find the worker binary", Err: err}
+	}
+	// The pollers before anything changes: a restarted worker is one not
+	// among them.
+	var before []fleet.Poller
+	if pollers != nil {
+		before, _ = pollers(ctx, n.Name)
+	}
+	res, err := eng.Install(ctx, h, fleet.Spec{Node: n.Name, Binary: bin, Config: nodeCfg})
+	rep.InstallResult = res
+	if err != nil {
+		return rep, err
+	}
+	if pollers != nil {
+		t0 := time.Now()
+		p, err := fleet.WaitPoller(ctx, pollers, n.Name, fleet.NewPoller(before, res.Run == fleet.Running, time.Now), o.wait, 500*time.Millisecond)
+		rep.PollWait = time.Since(t0)
+		if err != nil {
+			return rep, err
+		}
+		rep.Poller = p.Identity
+	}
+	return rep, nil
+}
+
+func printInstall(a *App, r fleetInstallReport) {
+	if r.Binary == "" {
+		fmt.Fprintf(a.Out, "%s: FAILED: %s\n", r.Node, r.Error)
+		return
+	}
+	fmt.Fprintf(a.Out, "%s: binary %s (build %s), config %s, service %s (%s), %s", r.Node, r.Binary, short(r.BuildID), r.Config, r.Service, r.Manager, r.Run)
+	if r.Poller != "" {
+		fmt.Fprintf(a.Out, ", polling node.%s (%s, after %s)", r.Node, r.Poller, r.PollWait.Round(100*time.Millisecond))
+	}
+	fmt.Fprintf(a.Out, " in %s\n", r.Took.Round(10*time.Millisecond))
+	for _, n := range r.Notices {
+		fmt.Fprintf(a.Out, "  notice: %s\n", n)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(a.Out, "  FAILED: %s\n", r.Error)
+	}
+}
+
+// fleetStatusRow is one node in `fleet status`.
+type fleetStatusRow struct {
+	fleet.NodeStatus
+	// ControlBuildID is the sha256 of the worker this control host would
+	// install on the node ("" when none is built: pass --worker-binary).
+	ControlBuildID string `json:"control_build_id,omitempty"`
+	// Mismatch: the node runs another build than the control's.
+	Mismatch bool `json:"mismatch"`
+	// LastPoll is the latest poll of node.NAME the server saw.
+	LastPoll time.Time `json:"last_poll,omitempty"`
+	Error    string    `json:"error,omitempty"`
+}
+
+// controlBuildID is the build the control would install on arch: of
+// --worker-binary, or of the worker last built into STATE_DIR/bin (status
+// never builds).
+func controlBuildID(cfg *config.Config, o *fleetOpts, arch string) string {
+	p := o.binary
+	if p == "" {
+		goarch := fleet.GoArch(arch)
+		p = filepath.Join(cfg.StateDir, "bin", "worker")
+		if goarch != runtime.GOARCH {
+			p = filepath.Join(cfg.StateDir, "bin", "linux-"+goarch, "worker")
+		}
+	}
+	id, err := fleet.BuildID(p)
+	if err != nil {
+		return ""
+	}
+	return id
+}
+
+func (a *App) fleetStatus(ctx context.Context, o *fleetOpts, args []string) error {
+	cfg, err := a.config()
+	if err != nil {
+		return err
+	}
+	nodes, err := a.fleetNodes(cfg, args)
+	if err != nil {
+		return err
+	}
+	eng := o.engine()
+	pollers, perr := a.pollerSource(ctx)
+	var rows []fleetStatusRow
+	failed := false
+	for _, n := range nodes {
+		row := fleetStatusRow{NodeStatus: fleet.NodeStatus{Node: n.Name, State: "unknown"}}
+		h, err := o.dialNode(ctx, cfg, n)
+		if err == nil {
+			var arch string
+			if arch, err = eng.Arch(ctx, h); err == nil {
+				row.ControlBuildID = controlBuildID(cfg, o, arch)
+				row.NodeStatus, err = eng.Status(ctx, h)
+			}
+			h.Close()
+		}
+		if err != nil {
+			row.Error, failed = err.Error(), true
+		}
+		row.Mismatch = row.Installed && row.ControlBuildID != "" && row.BuildID != row.ControlBuildID
+		if pollers != nil {
+			ps, err := pollers(ctx, n.Name)
+			if err != nil && row.Error == "" {
+				row.Error = err.Error()
+			}
+			for _, p := range ps {
+				if p.LastAccess.After(row.LastPoll) {
+					row.LastPoll = p.LastAccess
+				}
+			}
+		}
+		rows = append(rows, row)
+	}
+	if a.JSON {
+		if err := a.printJSON(rows); err != nil {
+			return err
+		}
+	} else {
+		out := [][]string{}
+		for _, r := range rows {
+			svc := r.State
+			if r.Manager != "" {
+				svc += " (" + r.Manager + ")"
+			}
+			since, poll, mm := "-", "never", ""
+			if !r.Since.IsZero() {
+				since = r.Since.Local().Format(time.RFC3339)
+			}
+			if !r.LastPoll.IsZero() {
+				poll = time.Since(r.LastPoll).Round(time.Second).String() + " ago"
+			} else if pollers == nil {
+				poll = "unknown"
+			}
+			ctl := short(r.ControlBuildID)
+			if ctl == "" {
+				ctl = "none built"
+			}
+			if r.Mismatch {
+				mm = "MISMATCH"
+			}
+			out = append(out, []string{r.Node, svc, orDash(short(r.BuildID)), ctl, since, poll, mm})
+		}
+		table(a.Out, []string{"NODE", "SERVICE", "BUILD", "CONTROL BUILD", "RUNNING SINCE", "LAST POLL", ""}, out)
+		for _, r := range rows {
+			if r.Error != "" {
+				fmt.Fprintf(a.Out, "%s: %s\n", r.Node, r.Error)
+			}
+			if r.Mismatch {
+				fmt.Fprintf(a.Out, "%s runs build %s, not the control's %s: starter fleet upgrade %s\n", r.Node, short(r.BuildID), short(r.ControlBuildID), r.Node)
+			}
+		}
+		if perr != nil {
+			fmt.Fprintf(a.Out, "last poll unknown: %v\n", perr)
+		}
+	}
+	if failed {
+		return exitCode(1, nil)
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (a *App) fleetUninstall(ctx context.Context, o *fleetOpts, args []string) error {
+	cfg, err := a.config()
+	if err != nil {
+		return err
+	}
+	nodes, err := a.fleetNodes(cfg, args)
+	if err != nil {
+		return err
+	}
+	eng := o.engine()
+	type row struct {
+		fleet.UninstallResult
+		Error string `json:"error,omitempty"`
+	}
+	var rows []row
+	var errs []error
+	for _, n := range nodes {
+		r := row{UninstallResult: fleet.UninstallResult{Node: n.Name}}
+		h, err := o.dialNode(ctx, cfg, n)
+		if err == nil {
+			r.UninstallResult, err = eng.Uninstall(ctx, h)
+			h.Close()
+		}
+		if err != nil {
+			r.Error = err.Error()
+			errs = append(errs, err)
+		}
+		rows = append(rows, r)
+		if a.JSON {
+			continue
+		}
+		switch {
+		case err != nil:
+			fmt.Fprintf(a.Out, "%s: FAILED: %v\n", n.Name, err)
+		case len(r.Removed) == 0:
+			fmt.Fprintf(a.Out, "%s: nothing installed\n", n.Name)
+		default:
+			stopped := ""
+			if r.Stopped {
+				stopped = "stopped the service; "
+			}
+			fmt.Fprintf(a.Out, "%s: %sremoved %s (staged data left alone)\n", n.Name, stopped, strings.Join(r.Removed, ", "))
+		}
+	}
+	if a.JSON {
+		if err := a.printJSON(rows); err != nil {
+			return err
+		}
+	}
+	if len(errs) > 0 {
+		return exitCode(1, errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+// Package fleete2e runs `starter fleet install|status|upgrade|uninstall`
+// end to end: the real worker binary, installed over a real loopback sshd,
+// polling a real embedded Temporal server of a control service. It is its
+// own package so the fleet engine's tests do not link the server.
+package fleete2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sparklane/sparklane/internal/cli"
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/control"
+	"github.com/sparklane/sparklane/internal/fleet"
+	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
+	"github.com/sparklane/sparklane/internal/workers"
+)
+
+func starter(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errw bytes.Buffer
+	code := cli.Execute(context.Background(), args, strings.NewReader(""), &out, &errw, nil)
+	return code, out.String(), errw.String()
+}
+
+func readPID(path string) int {
+	b, _ := os.ReadFile(path)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+type installRow struct {
+	fleet.InstallResult
+	Poller   string        `json:"poller"`
+	PollWait time.Duration `json:"poll_wait"`
+	Error    string        `json:"error"`
+}
+
+func installJSON(t *testing.T, args ...string) []installRow {
+	t.Helper()
+	code, out, errOut := starter(t, args...)
+	var rows []installRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || code != 0 {
+		t.Fatalf("starter %v: exit %d (%v)\n%s\n%s", args, code, err, out, errOut)
+	}
+	return rows
+}
+
+func TestFleetInstallStatusUpgradeUninstallWithTheRealWorker(t *testing.T) {
+	dir := t.TempDir()
+	// The real worker, built from this tree (the build cache makes it a
+	// link of some seconds).
+	worker := filepath.Join(dir, "worker")
+	build := exec.Command("go", "build", "-o", worker, "./worker")
+	build.Dir = "../../.."
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./worker: %v\n%s", err, b)
+	}
+
+	srv := sshdtest.Start(t)
+	port := sshdtest.FreePort(t)
+	state := filepath.Join(dir, "state")
+	root := filepath.Join(dir, "node-root")
+	cfgFile := filepath.Join(dir, "sparklane.toml")
+	if err := os.WriteFile(cfgFile, []byte(fmt.Sprintf(`state_dir = %q
+hf_cache_dir = %q
+
+[temporal]
+port = %d
+ui_port = -1
+
+[[nodes]]
+name = "dgx2"
+ssh = "root@127.0.0.1:%d"
+known_hosts = %q
+identity = %q
+roots = [%q]
+
+[[clusters]]
+name = "solo"
+nodes = ["dgx2"]
+`, state, filepath.Join(dir, "nas"), port, srv.Port, srv.KnownHostsFile, srv.IdentityFile, filepath.Join(dir, "nvme"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// The control service of this state_dir, in this process: its embedded
+	// frontend listens on 127.0.0.1:PORT, which is also where the node's
+	// worker (on this machine) looks for it.
+	cfg, err := config.Load(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- workers.RunDev(ctx, cfg, zap.NewNop()) }()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("the control service did not stop within 30 s")
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if o, ok := control.Find(state); ok && o.Frontend != "" {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("control service ended: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the control service did not publish its frontend within 60 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	l := fleet.DefaultLayout()
+	for _, p := range []*string{&l.LibDir, &l.ConfDir, &l.RunDir, &l.UnitDir, &l.StateDir} {
+		*p = filepath.Join(root, *p)
+	}
+	t.Cleanup(func() {
+		for _, p := range []string{l.PIDFile(), l.WorkerPIDFile()} {
+			if pid := readPID(p); pid > 0 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	common := []string{"--config", cfgFile, "--json", "fleet", "--root", root, "--supervisor", "--worker-binary", worker}
+
+	// Install: uploaded, written, installed, started, and the server sees
+	// the node's worker polling node.dgx2.
+	rows := installJSON(t, append(common, "install", "--wait", "90s")...)
+	if len(rows) != 1 || rows[0].Binary != fleet.Uploaded || rows[0].Config != fleet.Written || rows[0].Service != fleet.Installed || rows[0].Run != fleet.Started || rows[0].Poller == "" {
+		t.Fatalf("first install: %+v", rows)
+	}
+	first := rows[0]
+	for _, s := range first.Steps {
+		t.Logf("install of the real worker (%d MiB): %-8s %v", fileSize(t, worker)>>20, s.Step, s.Took)
+	}
+	t.Logf("install took %v, then the worker polled after %v", first.Took, first.PollWait)
+	nodeCfg, err := config.Load(l.Config())
+	if err != nil {
+		t.Fatalf("the installed node config does not load: %v", err)
+	}
+	if nodeCfg.Temporal.Address != fmt.Sprintf("127.0.0.1:%d", port) || nodeCfg.StateDir != l.StateDir {
+		t.Fatalf("node config temporal %+v state_dir %s", nodeCfg.Temporal, nodeCfg.StateDir)
+	}
+
+	// Again: nothing changes, the running worker is left alone.
+	pid := readPID(l.WorkerPIDFile())
+	rows = installJSON(t, append(common, "install", "--wait", "90s")...)
+	if r := rows[0]; r.Binary != fleet.Unchanged || r.Config != fleet.Unchanged || r.Service != fleet.Unchanged || r.Run != fleet.Running || readPID(l.WorkerPIDFile()) != pid {
+		t.Fatalf("second install: %+v (worker pid %d → %d)", r, pid, readPID(l.WorkerPIDFile()))
+	}
+
+	// Status: active, same build as the control's, a recent poll.
+	code, out, errOut := starter(t, append(common, "status")...)
+	var st []struct {
+		fleet.NodeStatus
+		ControlBuildID string    `json:"control_build_id"`
+		Mismatch       bool      `json:"mismatch"`
+		LastPoll       time.Time `json:"last_poll"`
+		Error          string    `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || len(st) != 1 {
+		t.Fatalf("status: exit %d (%v)\n%s\n%s", code, err, out, errOut)
+	}
+	s := st[0]
+	if s.State != "active" || s.WorkerPID != pid || s.BuildID != first.BuildID || s.ControlBuildID != first.BuildID || s.Mismatch || time.Since(s.LastPoll) > 2*time.Minute || s.Error != "" {
+		t.Fatalf("status %+v", s)
+	}
+
+	// A new build: status flags the mismatch; upgrade uploads it, restarts
+	// the worker and waits for the new one's poll.
+	worker2 := filepath.Join(dir, "worker2")
+	b, err := os.ReadFile(worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(worker2, append(b, []byte("\nsparklane test build 2\n")...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	common2 := append(append([]string{}, common[:len(common)-1]...), worker2)
+	code, out, _ = starter(t, append(common2, "status")...)
+	if code != 0 || !strings.Contains(out, `"mismatch": true`) {
+		t.Fatalf("status with a new control build: exit %d\n%s", code, out)
+	}
+	rows = installJSON(t, append(common2, "upgrade", "--wait", "90s")...)
+	if r := rows[0]; r.Binary != fleet.Uploaded || r.Run != fleet.Restarted || r.Poller == "" || r.Poller == first.Poller {
+		t.Fatalf("upgrade: %+v (first poller %s)", r, first.Poller)
+	}
+	if readPID(l.WorkerPIDFile()) == pid {
+		t.Fatal("upgrade did not restart the worker")
+	}
+	t.Logf("upgrade took %v, the new worker polled after %v", rows[0].Took, rows[0].PollWait)
+
+	// Uninstall: stopped, files gone, the node's staged data untouched.
+	staged := filepath.Join(l.StateDir, "keep.txt")
+	if err := os.MkdirAll(l.StateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(staged, []byte("staged"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wpid := readPID(l.WorkerPIDFile())
+	code, out, errOut = starter(t, append(common, "uninstall")...)
+	if code != 0 || !strings.Contains(out, `"stopped": true`) {
+		t.Fatalf("uninstall: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if syscall.Kill(wpid, 0) == nil {
+		t.Fatalf("the worker (pid %d) still runs after uninstall", wpid)
+	}
+	for _, p := range []string{l.Binary(), l.Config(), l.Supervisor(), l.LibDir, l.ConfDir, l.RunDir} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s is still there after uninstall", p)
+		}
+	}
+	if _, err := os.Stat(staged); err != nil {
+		t.Fatalf("uninstall touched staged data: %v", err)
+	}
+}
+
+func fileSize(t *testing.T, p string) int64 {
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
