@@ -84,6 +84,26 @@ type Engine struct {
 	Manager string
 	// StopTimeout bounds waiting for a supervisor to stop (default 30 s).
 	StopTimeout time.Duration
+	// Systemctl and SystemdDir are test hooks for hosts where systemd
+	// cannot run (this machine, in tests): the systemctl program (default
+	// "systemctl") and the directory whose presence means systemd runs
+	// (default /run/systemd/system).
+	Systemctl  string
+	SystemdDir string
+}
+
+func (e *Engine) systemctl() string {
+	if e.Systemctl == "" {
+		return "systemctl"
+	}
+	return quote(e.Systemctl)
+}
+
+func (e *Engine) systemdDir() string {
+	if e.SystemdDir == "" {
+		return "/run/systemd/system"
+	}
+	return e.SystemdDir
 }
 
 func (e *Engine) layout() Layout {
@@ -208,10 +228,10 @@ func (e *Engine) probe(ctx context.Context, h Host) (*facts, error) {
 	l := e.layout()
 	paths := []string{l.Binary(), l.Config(), l.Supervisor(), l.Unit()}
 	var b strings.Builder
-	b.WriteString(`echo "uid=$(id -u)"; echo "user=$(id -un)"; echo "arch=$(uname -m)"
-if test -d /run/systemd/system; then echo systemd=1; else echo systemd=0; fi
+	fmt.Fprintf(&b, `echo "uid=$(id -u)"; echo "user=$(id -un)"; echo "arch=$(uname -m)"
+if test -d %s; then echo systemd=1; else echo systemd=0; fi
 command -v sha256sum >/dev/null 2>&1 || echo nosha=1
-`)
+`, quote(e.systemdDir()))
 	for _, p := range paths {
 		fmt.Fprintf(&b, "if [ -f %s ]; then echo \"sha=$(sha256sum < %s | cut -c1-64) %s\"; fi\n", quote(p), quote(p), p)
 	}
@@ -420,14 +440,14 @@ func (e *Engine) Install(ctx context.Context, h Host, s Spec) (InstallResult, er
 
 func (e *Engine) startSystemd(ctx context.Context, h Host, f *facts, changed, unitChanged bool) (string, error) {
 	if unitChanged {
-		if _, err := e.must(ctx, h, f, "systemctl daemon-reload", "systemctl daemon-reload", nil); err != nil {
+		if _, err := e.must(ctx, h, f, "systemctl daemon-reload", e.systemctl()+" daemon-reload", nil); err != nil {
 			return "", err
 		}
 	}
-	if _, err := e.must(ctx, h, f, "systemctl enable "+UnitName, "systemctl enable --quiet "+UnitName, nil); err != nil {
+	if _, err := e.must(ctx, h, f, "systemctl enable "+UnitName, e.systemctl()+" enable --quiet "+UnitName, nil); err != nil {
 		return "", err
 	}
-	r, err := e.run(ctx, h, f, "systemctl is-active", "systemctl is-active --quiet "+UnitName, nil)
+	r, err := e.run(ctx, h, f, "systemctl is-active", e.systemctl()+" is-active --quiet "+UnitName, nil)
 	if err != nil {
 		return "", err
 	}
@@ -435,10 +455,10 @@ func (e *Engine) startSystemd(ctx context.Context, h Host, f *facts, changed, un
 	case r.Exit == 0 && !changed:
 		return Running, nil
 	case r.Exit == 0:
-		_, err = e.must(ctx, h, f, "systemctl restart "+UnitName, "systemctl restart "+UnitName, nil)
+		_, err = e.must(ctx, h, f, "systemctl restart "+UnitName, e.systemctl()+" restart "+UnitName, nil)
 		return Restarted, withJournal(err)
 	}
-	_, err = e.must(ctx, h, f, "systemctl start "+UnitName, "systemctl reset-failed "+UnitName+" 2>/dev/null; systemctl start "+UnitName, nil)
+	_, err = e.must(ctx, h, f, "systemctl start "+UnitName, e.systemctl()+" reset-failed "+UnitName+" 2>/dev/null; "+e.systemctl()+" start "+UnitName, nil)
 	return Started, withJournal(err)
 }
 
@@ -529,7 +549,7 @@ func (e *Engine) Restart(ctx context.Context, h Host) error {
 		return err
 	}
 	if e.manager(f) == ManagerSystemd {
-		_, err := e.must(ctx, h, f, "systemctl restart "+UnitName, "systemctl restart "+UnitName, nil)
+		_, err := e.must(ctx, h, f, "systemctl restart "+UnitName, e.systemctl()+" restart "+UnitName, nil)
 		return withJournal(err)
 	}
 	_, err = e.startSupervisor(ctx, h, f, true)
@@ -573,7 +593,7 @@ func (e *Engine) Status(ctx context.Context, h Host) (NodeStatus, error) {
 	}
 	var script string
 	if st.Manager == ManagerSystemd {
-		script = fmt.Sprintf(`echo "state=$(systemctl is-active %s)"; echo "pid=$(systemctl show -p MainPID --value %s)"`, UnitName, UnitName)
+		script = fmt.Sprintf(`echo "state=$(%[1]s is-active %[2]s)"; echo "pid=$(%[1]s show -p MainPID --value %[2]s)"`, e.systemctl(), UnitName)
 	} else {
 		script = fmt.Sprintf(`if %s; then echo state=active; [ -f %s ] && echo "pid=$(cat %s)"; else echo state=inactive; fi`,
 			l.supervisorRunning(), quote(l.WorkerPIDFile()), quote(l.WorkerPIDFile()))
@@ -631,11 +651,11 @@ func (e *Engine) Uninstall(ctx context.Context, h Host) (UninstallResult, error)
 		return res, err
 	}
 	if f.sha[l.Unit()] != "" && f.systemd {
-		r, err := e.run(ctx, h, f, "systemctl is-active", "systemctl is-active --quiet "+UnitName, nil)
+		r, err := e.run(ctx, h, f, "systemctl is-active", e.systemctl()+" is-active --quiet "+UnitName, nil)
 		if err != nil {
 			return res, err
 		}
-		if _, err := e.must(ctx, h, f, "systemctl disable --now "+UnitName, "systemctl disable --now --quiet "+UnitName, nil); err != nil {
+		if _, err := e.must(ctx, h, f, "systemctl disable --now "+UnitName, e.systemctl()+" disable --now --quiet "+UnitName, nil); err != nil {
 			return res, err
 		}
 		res.Stopped = r.Exit == 0
@@ -657,7 +677,7 @@ func (e *Engine) Uninstall(ctx context.Context, h Host) (UninstallResult, error)
 		fmt.Fprintf(&b, "rmdir %s 2>/dev/null && echo %s/ || true\n", quote(d), quote(d))
 	}
 	if f.sha[l.Unit()] != "" && f.systemd {
-		b.WriteString("systemctl daemon-reload\n")
+		b.WriteString(e.systemctl() + " daemon-reload\n")
 	}
 	r, err := e.must(ctx, h, f, "remove the files", b.String(), nil)
 	if err != nil {

@@ -521,3 +521,120 @@ func TestWaitPollerWantsANewWorker(t *testing.T) {
 		t.Fatalf("timeout error: %v", err)
 	}
 }
+
+// systemctlDouble is a test double of systemctl (systemd cannot run in
+// this container): it records each call and keeps the unit's enabled and
+// active state in files, with mainPID as the unit's main process.
+func systemctlDouble(dir string, mainPID int) string {
+	return fmt.Sprintf(`#!/bin/sh
+state=%s
+echo "$*" >>"$state/calls"
+quiet= now= words=
+for a; do
+	case "$a" in
+	--quiet) quiet=1 ;;
+	--now) now=1 ;;
+	--value|-p|MainPID) ;;
+	*) words="$words $a" ;;
+	esac
+done
+set -- $words
+case "$1" in
+daemon-reload|reset-failed) ;;
+enable) touch "$state/enabled" ;;
+disable) rm -f "$state/enabled"; [ -n "$now" ] && rm -f "$state/active" ;;
+start|restart) touch "$state/active" ;;
+is-active)
+	if [ -f "$state/active" ]; then [ -n "$quiet" ] || echo active; exit 0; fi
+	[ -n "$quiet" ] || echo inactive; exit 3 ;;
+show) if [ -f "$state/active" ]; then echo %d; else echo 0; fi ;;
+*) echo "systemctl double: unknown command $1" >&2; exit 1 ;;
+esac
+`, quote(dir), mainPID)
+}
+
+func TestSystemdUnitInstallUpgradeStatusUninstall(t *testing.T) {
+	r := newRig(t)
+	l := r.eng.Layout
+	sd := t.TempDir()
+	ctl := filepath.Join(sd, "systemctl")
+	if err := os.WriteFile(ctl, []byte(systemctlDouble(sd, os.Getpid())), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.eng.Manager, r.eng.Systemctl, r.eng.SystemdDir = "", ctl, sd // auto: systemd "runs"
+	calls := func() string {
+		b, _ := os.ReadFile(filepath.Join(sd, "calls"))
+		_ = os.Remove(filepath.Join(sd, "calls"))
+		return strings.TrimSpace(string(b))
+	}
+	unit := "sparklane-node.service"
+
+	res := r.install()
+	wantSteps(t, res, Uploaded, Written, Installed, Started)
+	if res.Manager != ManagerSystemd || len(res.Notices) != 0 {
+		t.Fatalf("manager %q notices %v, want systemd and none", res.Manager, res.Notices)
+	}
+	want := strings.Join([]string{"daemon-reload", "enable --quiet " + unit, "is-active --quiet " + unit, "reset-failed " + unit, "start " + unit}, "\n")
+	if got := calls(); got != want {
+		t.Fatalf("systemctl calls:\n%s\nwant:\n%s", got, want)
+	}
+	b, err := os.ReadFile(l.Unit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"ExecStart=" + l.Binary() + " node --node dgx2 --config " + l.Config(), "Restart=on-failure", "RestartSec=2", "WantedBy=multi-user.target"} {
+		if !strings.Contains(string(b), "\n"+line+"\n") {
+			t.Errorf("unit %s lacks %q:\n%s", l.Unit(), line, b)
+		}
+	}
+	if _, err := os.Stat(l.Supervisor()); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a supervisor script was written on a systemd host (%v)", err)
+	}
+
+	res = r.install()
+	wantSteps(t, res, Unchanged, Unchanged, Unchanged, Running)
+	if got := calls(); got != "enable --quiet "+unit+"\nis-active --quiet "+unit {
+		t.Fatalf("second install called systemctl:\n%s", got)
+	}
+
+	r.writeDouble("v2")
+	res = r.install()
+	wantSteps(t, res, Uploaded, Unchanged, Unchanged, Restarted)
+	if got := calls(); !strings.HasSuffix(got, "restart "+unit) || strings.Contains(got, "daemon-reload") {
+		t.Fatalf("upgrade called systemctl:\n%s", got)
+	}
+
+	st, err := r.eng.Status(context.Background(), r.host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := BuildID(r.double); st.Manager != ManagerSystemd || st.State != "active" || st.WorkerPID != os.Getpid() || st.BuildID != id || st.Since.IsZero() {
+		t.Fatalf("status %+v", st)
+	}
+	calls()
+
+	un, err := r.eng.Uninstall(context.Background(), r.host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !un.Stopped || !contains(un.Removed, l.Unit()) || !contains(un.Removed, l.Binary()) {
+		t.Fatalf("uninstall %+v", un)
+	}
+	if got := calls(); !strings.Contains(got, "disable --now --quiet "+unit) || !strings.HasSuffix(got, "daemon-reload") {
+		t.Fatalf("uninstall called systemctl:\n%s", got)
+	}
+	if _, err := os.Stat(filepath.Join(sd, "enabled")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal("the unit is still enabled")
+	}
+
+	// Where no systemd runs, the supervisor is used, and the output says so.
+	r.eng.SystemdDir = filepath.Join(sd, "absent")
+	res = r.install()
+	if res.Manager != ManagerSupervisor || len(res.Notices) != 1 || !strings.Contains(res.Notices[0], "node dgx2 does not run systemd") {
+		t.Fatalf("install without systemd: manager %q notices %v", res.Manager, res.Notices)
+	}
+	r.waitStarts(1) // the systemctl double ran no worker: this is the first start
+	if _, err := r.eng.Uninstall(context.Background(), r.host); err != nil {
+		t.Fatal(err)
+	}
+}
