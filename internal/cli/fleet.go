@@ -305,20 +305,14 @@ func (a *App) fleetInstallNode(ctx context.Context, cfg *config.Config, o *fleet
 		return rep, err
 	}
 	defer h.Close()
-	if upgrade {
-		st, err := eng.Status(ctx, h)
-		if err != nil {
-			return rep, err
-		}
-		if !st.Installed {
-			return rep, &fleet.StepError{Node: n.Name, Step: "upgrade", Err: errors.New("the node service is not installed"), Hint: "install it first: starter fleet install " + n.Name}
-		}
-	}
-	arch, err := eng.Arch(ctx, h)
+	in, err := eng.Inspect(ctx, h)
 	if err != nil {
 		return rep, err
 	}
-	bin, err := a.workerBinary(ctx, cfg, o, arch)
+	if upgrade && !in.Installed {
+		return rep, &fleet.StepError{Node: n.Name, Step: "upgrade", Err: errors.New("the node service is not installed"), Hint: "install it first: starter fleet install " + n.Name}
+	}
+	bin, err := a.workerBinary(ctx, cfg, o, in.Arch)
 	if err != nil {
 		return rep, &fleet.StepError{Node: n.Name, Step: "find the worker binary", Err: err}
 	}
@@ -412,9 +406,9 @@ func (a *App) fleetStatus(ctx context.Context, o *fleetOpts, args []string) erro
 		row := fleetStatusRow{NodeStatus: fleet.NodeStatus{Node: n.Name, State: "unknown"}}
 		h, err := o.dialNode(ctx, cfg, n)
 		if err == nil {
-			var arch string
-			if arch, err = eng.Arch(ctx, h); err == nil {
-				row.ControlBuildID = controlBuildID(cfg, o, arch)
+			var in fleet.Inspection
+			if in, err = eng.Inspect(ctx, h); err == nil {
+				row.ControlBuildID = controlBuildID(cfg, o, in.Arch)
 				row.NodeStatus, err = eng.Status(ctx, h)
 			}
 			h.Close()

@@ -638,3 +638,29 @@ func TestSystemdUnitInstallUpgradeStatusUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An upload cut short fails
+// naming the file, and leaves neither the file nor a temp file behind.
+func TestCutShortUploadLeavesNothing(t *testing.T) {
+	r := newRig(t)
+	dst := filepath.Join(r.root, "lib", "worker")
+	full := []byte(strings.Repeat("sparklane worker bytes\n", 1000))
+	_, err := r.eng.must(context.Background(), r.host, &facts{}, "upload the binary to "+dst, writeScript(dst, "0755", int64(len(full))), strings.NewReader(string(full[:len(full)/2])))
+	if err == nil || !strings.Contains(err.Error(), "node dgx2: upload the binary to "+dst) || !strings.Contains(err.Error(), "cut short") {
+		t.Fatalf("cut-short upload: %v", err)
+	}
+	ents, _ := os.ReadDir(filepath.Dir(dst))
+	if len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents)
+	}
+	// The whole stream goes through.
+	if _, err := r.eng.must(context.Background(), r.host, &facts{}, "upload", writeScript(dst, "0755", int64(len(full))), strings.NewReader(string(full))); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != string(full) {
+		t.Fatal("the uploaded file differs")
+	}
+	if fi, _ := os.Stat(dst); fi.Mode().Perm() != 0o755 {
+		t.Fatalf("mode %v", fi.Mode())
+	}
+}

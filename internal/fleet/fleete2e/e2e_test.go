@@ -184,6 +184,13 @@ nodes = ["dgx2"]
 		t.Fatalf("status %+v", s)
 	}
 
+	textArgs := append([]string{}, common...)
+	textArgs = append(textArgs[:2], textArgs[3:]...) // without --json
+	code, out, errOut = starter(t, append(textArgs, "status")...)
+	if code != 0 || !strings.Contains(out, "active (supervisor)") || !strings.Contains(out, short(first.BuildID)) || strings.Contains(out, "MISMATCH") || !strings.Contains(out, " ago") {
+		t.Fatalf("status (text): exit %d\n%s\n%s", code, out, errOut)
+	}
+
 	// A new build: status flags the mismatch; upgrade uploads it, restarts
 	// the worker and waits for the new one's poll.
 	worker2 := filepath.Join(dir, "worker2")
@@ -205,6 +212,9 @@ nodes = ["dgx2"]
 	}
 	if readPID(l.WorkerPIDFile()) == pid {
 		t.Fatal("upgrade did not restart the worker")
+	}
+	for _, s := range rows[0].Steps {
+		t.Logf("upgrade: %-8s %v", s.Step, s.Took)
 	}
 	t.Logf("upgrade took %v, the new worker polled after %v", rows[0].Took, rows[0].PollWait)
 
@@ -240,4 +250,64 @@ func fileSize(t *testing.T, p string) int64 {
 		t.Fatal(err)
 	}
 	return fi.Size()
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// Errors from the CLI name the node, the step and what to do, and nodes
+// that are not remote are refused or skipped saying why.
+func TestFleetErrorsNameNodeStepAndRemedy(t *testing.T) {
+	dir := t.TempDir()
+	srv := sshdtest.Start(t)
+	other, _ := sshdtest.NewKey(t, dir, "other_host")
+	kh := filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(kh, []byte(sshdtest.KnownHostsLine(srv.Port, other)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	worker := filepath.Join(dir, "worker")
+	if err := os.WriteFile(worker, []byte("#!/bin/sh\nexec sleep 3600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(dir, "sparklane.toml")
+	if err := os.WriteFile(cfgFile, []byte(fmt.Sprintf(`state_dir = %q
+
+[[nodes]]
+name = "here"
+
+[[nodes]]
+name = "dgx3"
+ssh = "root@127.0.0.1:%d"
+known_hosts = %q
+identity = %q
+`, filepath.Join(dir, "state"), srv.Port, kh, srv.IdentityFile)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--config", cfgFile, "fleet", "--root", filepath.Join(dir, "root"), "--supervisor", "--worker-binary", worker}
+
+	code, out, errOut := starter(t, append(common, "install", "--wait", "0")...)
+	if code != 1 || !strings.Contains(out, "here: local (empty ssh)") {
+		t.Fatalf("install: exit %d, want 1 and the local node skipped\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"node dgx3: connect:", fmt.Sprintf("127.0.0.1:%d", srv.Port), "HOST KEY MISMATCH", kh + ":1", "ssh-keygen -R"} {
+		if !strings.Contains(out, want) || !strings.Contains(errOut, want) {
+			t.Errorf("install output does not name %q:\nstdout:\n%s\nstderr:\n%s", want, out, errOut)
+		}
+	}
+	code, _, errOut = starter(t, append(common, "install", "--wait", "0", "here")...)
+	if code != 1 || !strings.Contains(errOut, "node here has no ssh in "+cfgFile) {
+		t.Fatalf("install of a local node: exit %d\n%s", code, errOut)
+	}
+	code, _, errOut = starter(t, append(common, "uninstall", "dgx9")...)
+	if code != 1 || !strings.Contains(errOut, `node "dgx9" is not in `+cfgFile+" (nodes: here, dgx3)") {
+		t.Fatalf("uninstall of an unknown node: exit %d\n%s", code, errOut)
+	}
+	code, _, errOut = starter(t, append(common, "upgrade", "--wait", "0")...)
+	if code != 1 || !strings.Contains(errOut, "node dgx3: connect:") {
+		t.Fatalf("upgrade: exit %d\n%s", code, errOut)
+	}
 }
