@@ -692,7 +692,7 @@ func (e *Engine) Uninstall(ctx context.Context, h Host) (UninstallResult, error)
 		}
 		res.Stopped = true
 	}
-	files := []string{l.Unit(), l.Supervisor(), l.Binary(), l.Config(), l.PIDFile(), l.WorkerPIDFile(), l.StopFile(), l.LogFile()}
+	files := []string{l.Unit(), l.Supervisor(), l.Binary(), l.Config(), l.PIDFile(), l.WorkerPIDFile(), l.StopFile(), l.LogFile(), l.LogFile() + ".1"}
 	var b strings.Builder
 	for _, p := range files {
 		fmt.Fprintf(&b, "if [ -e %s ] || [ -L %s ]; then rm -f %s && echo %s; fi\n", quote(p), quote(p), quote(p), quote(p))

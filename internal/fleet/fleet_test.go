@@ -664,3 +664,29 @@ func TestCutShortUploadLeavesNothing(t *testing.T) {
 		t.Fatalf("mode %v", fi.Mode())
 	}
 }
+
+// The supervisor's log lives in /run (memory): past 10 MiB it is moved
+// aside when the worker (re)starts, and the new log gets the new lines.
+func TestSupervisorRotatesItsLog(t *testing.T) {
+	r := newRig(t)
+	l := r.eng.Layout
+	if err := os.MkdirAll(l.RunDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 10<<20+1)
+	if err := os.WriteFile(l.LogFile(), []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.install()
+	r.waitStarts(1)
+	if b, err := os.ReadFile(l.LogFile() + ".1"); err != nil || len(b) < len(big) {
+		t.Fatalf("the old log was not moved aside (%d bytes, %v)", len(b), err)
+	}
+	if b, _ := os.ReadFile(l.LogFile()); len(b) > 4096 || !strings.Contains(string(b), "supervise: worker started") {
+		t.Fatalf("new log (%d bytes): %.200q", len(b), b)
+	}
+	res, err := r.eng.Uninstall(context.Background(), r.host)
+	if err != nil || !contains(res.Removed, l.LogFile()+".1") {
+		t.Fatalf("uninstall %+v, %v: want the rotated log removed", res, err)
+	}
+}

@@ -27,8 +27,10 @@ type Host interface {
 
 // Result is what one remote command did.
 type Result struct {
+	// Stdout and Stderr are the command's output, kept to quote in errors.
 	Stdout, Stderr string
-	Exit           int
+	// Exit is the exit status (-1: it did not run to an exit).
+	Exit int
 }
 
 // SSHHost is a Host over one SSH connection (host key checked against

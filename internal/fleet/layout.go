@@ -105,7 +105,9 @@ WantedBy=multi-user.target
 // (the test fleet's hosts, minimal containers): it runs the worker,
 // restarts it 2 s after it exits, records its own pid in PIDFile and the
 // worker's in WorkerPIDFile, and stops (stopping the worker with SIGTERM)
-// on SIGTERM, or without restarting when StopFile exists.
+// on SIGTERM, or without restarting when StopFile exists. Output goes to
+// LogFile, moved to LogFile.1 at a (re)start once it passes 10 MiB, since
+// /run is memory.
 func (l Layout) supervisorScript(nodeName string) string {
 	return fmt.Sprintf(`#!/bin/sh
 # Written by 'starter fleet install': supervises the sparklane node service
@@ -114,6 +116,7 @@ run=%s
 pidfile=%s
 workerpid=%s
 stopfile=%s
+log=%s
 mkdir -p "$run"
 echo $$ >"$pidfile.tmp" && mv -f "$pidfile.tmp" "$pidfile"
 child=
@@ -127,6 +130,8 @@ finish() {
 }
 trap finish TERM INT
 while [ ! -e "$stopfile" ]; do
+	if [ -f "$log" ] && [ "$(wc -c <"$log")" -gt 10485760 ]; then mv -f "$log" "$log.1"; fi
+	exec >>"$log" 2>&1
 	%s &
 	child=$!
 	echo "$child" >"$workerpid.tmp" && mv -f "$workerpid.tmp" "$workerpid"
@@ -140,7 +145,7 @@ while [ ! -e "$stopfile" ]; do
 	wait $!
 done
 rm -f "$pidfile" "$workerpid"
-`, nodeName, quote(l.RunDir), quote(l.PIDFile()), quote(l.WorkerPIDFile()), quote(l.StopFile()), l.workerArgs(nodeName))
+`, nodeName, quote(l.RunDir), quote(l.PIDFile()), quote(l.WorkerPIDFile()), quote(l.StopFile()), quote(l.LogFile()), l.workerArgs(nodeName))
 }
 
 // quote makes s one POSIX shell word.
