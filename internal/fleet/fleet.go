@@ -451,6 +451,15 @@ func (e *Engine) Install(ctx context.Context, h Host, s Spec) (InstallResult, er
 	step("service")
 	changed := res.Binary != Unchanged || res.Config != Unchanged || res.Service != Unchanged
 
+	// The other manager's service, left by an install under the other
+	// choice (--supervisor given or dropped), would run a second worker.
+	if replaced, err := e.removeOtherManager(ctx, h, f, res.Manager); err != nil {
+		return res, err
+	} else if replaced != "" {
+		res.Notices = append(res.Notices, fmt.Sprintf("node %s: removed %s, which an earlier install set up; the worker now runs under %s", h.Name(), replaced, res.Manager))
+		changed = true
+	}
+
 	// Running it.
 	if res.Manager == ManagerSystemd {
 		res.Run, err = e.startSystemd(ctx, h, f, changed, res.Service != Unchanged)
@@ -460,6 +469,29 @@ func (e *Engine) Install(ctx context.Context, h Host, s Spec) (InstallResult, er
 	step("run")
 	res.Took = time.Since(start)
 	return res, err
+}
+
+// removeOtherManager stops and removes the service of the manager not in
+// use (the supervisor when systemd runs the worker, and the reverse),
+// returning what it removed ("" when none was there).
+func (e *Engine) removeOtherManager(ctx context.Context, h Host, f *facts, using string) (string, error) {
+	l := e.layout()
+	switch {
+	case using == ManagerSystemd && f.sha[l.Supervisor()] != "":
+		if err := e.stopSupervisor(ctx, h, f); err != nil {
+			return "", err
+		}
+		_, err := e.must(ctx, h, f, "remove the supervisor "+l.Supervisor(), "rm -f "+quote(l.Supervisor()), nil)
+		return "the sh supervisor " + l.Supervisor(), err
+	case using == ManagerSupervisor && f.sha[l.Unit()] != "":
+		script := "rm -f " + quote(l.Unit())
+		if f.systemd {
+			script = e.systemctl() + " disable --now --quiet " + UnitName + " && " + script + " && " + e.systemctl() + " daemon-reload"
+		}
+		_, err := e.must(ctx, h, f, "remove the systemd unit "+l.Unit(), script, nil)
+		return "the systemd unit " + l.Unit(), err
+	}
+	return "", nil
 }
 
 func (e *Engine) startSystemd(ctx context.Context, h Host, f *facts, changed, unitChanged bool) (string, error) {

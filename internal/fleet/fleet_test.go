@@ -634,6 +634,36 @@ func TestSystemdUnitInstallUpgradeStatusUninstall(t *testing.T) {
 		t.Fatalf("install without systemd: manager %q notices %v", res.Manager, res.Notices)
 	}
 	r.waitStarts(1) // the systemctl double ran no worker: this is the first start
+	sup := readPID(l.PIDFile())
+
+	// systemd again: the supervisor is stopped and removed, the unit runs.
+	r.eng.SystemdDir = sd
+	calls()
+	res = r.install()
+	if res.Manager != ManagerSystemd || res.Run != Started || len(res.Notices) != 1 || !strings.Contains(res.Notices[0], "removed the sh supervisor") {
+		t.Fatalf("switch to systemd: %+v", res)
+	}
+	if alive(sup) {
+		t.Fatalf("the supervisor (pid %d) still runs beside the systemd unit", sup)
+	}
+	if _, err := os.Stat(l.Supervisor()); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the supervisor script is still there (%v)", err)
+	}
+
+	// --supervisor on a systemd host: the unit is disabled and removed.
+	r.eng.Manager = ManagerSupervisor
+	calls()
+	res = r.install()
+	if res.Manager != ManagerSupervisor || len(res.Notices) != 1 || !strings.Contains(res.Notices[0], "removed the systemd unit") {
+		t.Fatalf("switch to the supervisor: %+v", res)
+	}
+	if got := calls(); !strings.Contains(got, "disable --now --quiet "+unit) || !strings.HasSuffix(got, "daemon-reload") {
+		t.Fatalf("switch to the supervisor called systemctl:\n%s", got)
+	}
+	if _, err := os.Stat(l.Unit()); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the unit is still there (%v)", err)
+	}
+	r.waitStarts(2)
 	if _, err := r.eng.Uninstall(context.Background(), r.host); err != nil {
 		t.Fatal(err)
 	}
