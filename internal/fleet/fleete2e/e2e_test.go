@@ -166,6 +166,10 @@ nodes = ["dgx2"]
 	if r := rows[0]; r.Binary != fleet.Unchanged || r.Config != fleet.Unchanged || r.Service != fleet.Unchanged || r.Run != fleet.Running || readPID(l.WorkerPIDFile()) != pid {
 		t.Fatalf("second install: %+v (worker pid %d → %d)", r, pid, readPID(l.WorkerPIDFile()))
 	}
+	for _, s := range rows[0].Steps {
+		t.Logf("second install: %-8s %v", s.Step, s.Took)
+	}
+	t.Logf("second install took %v, the running worker's poll seen after %v", rows[0].Took, rows[0].PollWait)
 
 	// Status: active, same build as the control's, a recent poll.
 	code, out, errOut := starter(t, append(common, "status")...)
