@@ -100,13 +100,15 @@ func teardown(st *state, logf func(string, ...any)) error {
 				errs = append(errs, fmt.Errorf("node %s: %w", n.Name, err))
 			}
 		}
-		if _, err := os.Stat("/run/netns/" + n.NetNS); err == nil && n.NetNS != "" {
-			if err := run(ctx, "ip", "netns", "del", n.NetNS); err != nil {
-				errs = append(errs, err)
-			}
-		}
 		if _, err := net.InterfaceByName(n.Veth); err == nil && n.Veth != "" {
 			if err := run(ctx, "ip", "link", "del", n.Veth); err != nil {
+				if _, gone := net.InterfaceByName(n.Veth); gone == nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		if _, err := os.Stat("/run/netns/" + n.NetNS); err == nil && n.NetNS != "" {
+			if err := run(ctx, "ip", "netns", "del", n.NetNS); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -373,10 +373,8 @@ func TestDockerOnNodes(t *testing.T) {
 	if dirs := cgroupDirs(a); len(dirs) > 0 {
 		t.Fatalf("container cgroups left: %v", dirs)
 	}
-	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-		c.Close()
-		t.Fatalf("%s still answers after Close", addr)
-	}
+	// (No dial to addr here: with the bridge gone 10.231.x.y routes to the
+	// machine's default gateway, which may accept anything.)
 }
 
 // TestDownAfterKilledRun: a test process killed with its fleet up (no
