@@ -172,13 +172,16 @@ func (a *App) workerBinary(ctx context.Context, cfg *config.Config, o *fleetOpts
 		out = filepath.Join(cfg.StateDir, "bin", "linux-"+goarch, "worker")
 		env = append(env, "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED=0")
 	}
+	// -s -w drops the symbol table and DWARF (panics still name their
+	// functions): 213 → 159 MiB to upload to, and hash on, every node.
+	args := []string{"build", "-ldflags=-s -w", "-o", out, "./worker"}
 	if !a.JSON {
-		fmt.Fprintf(a.Err, "building the worker for linux/%s: go build -o %s ./worker\n", goarch, out)
+		fmt.Fprintf(a.Err, "building the worker for linux/%s: go %s\n", goarch, strings.Join(args, " "))
 	}
-	c := exec.CommandContext(ctx, "go", "build", "-o", out, "./worker")
+	c := exec.CommandContext(ctx, "go", args...)
 	c.Dir, c.Env = src, env
 	if b, err := c.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build the worker in %s (go build -o %s ./worker): %v\n%s", src, out, err, b)
+		return "", fmt.Errorf("build the worker in %s (go %s): %v\n%s", src, strings.Join(args, " "), err, b)
 	}
 	o.built[goarch] = out
 	return out, nil

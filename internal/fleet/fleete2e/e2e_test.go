@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -60,15 +59,6 @@ func installJSON(t *testing.T, args ...string) []installRow {
 
 func TestFleetInstallStatusUpgradeUninstallWithTheRealWorker(t *testing.T) {
 	dir := t.TempDir()
-	// The real worker, built from this tree (the build cache makes it a
-	// link of some seconds).
-	worker := filepath.Join(dir, "worker")
-	build := exec.Command("go", "build", "-o", worker, "./worker")
-	build.Dir = "../../.."
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./worker: %v\n%s", err, b)
-	}
-
 	srv := sshdtest.Start(t)
 	port := sshdtest.FreePort(t)
 	state := filepath.Join(dir, "state")
@@ -139,15 +129,21 @@ nodes = ["dgx2"]
 			}
 		}
 	})
-	common := []string{"--config", cfgFile, "--json", "fleet", "--root", root, "--supervisor", "--worker-binary", worker}
+	common := []string{"--config", cfgFile, "--json", "fleet", "--root", root, "--supervisor"}
 
-	// Install: uploaded, written, installed, started, and the server sees
+	// Install, run inside this source tree, builds the real worker into
+	// STATE_DIR/bin (the build cache makes it a link of some seconds),
+	// then: uploaded, written, installed, started, and the server sees
 	// the node's worker polling node.dgx2.
 	rows := installJSON(t, append(common, "install", "--wait", "90s")...)
 	if len(rows) != 1 || rows[0].Binary != fleet.Uploaded || rows[0].Config != fleet.Written || rows[0].Service != fleet.Installed || rows[0].Run != fleet.Started || rows[0].Poller == "" {
 		t.Fatalf("first install: %+v", rows)
 	}
 	first := rows[0]
+	worker := filepath.Join(state, "bin", "worker")
+	if id, err := fleet.BuildID(worker); err != nil || id != first.BuildID {
+		t.Fatalf("the installed build %s is not the worker built into %s (%s, %v)", first.BuildID, worker, id, err)
+	}
 	for _, s := range first.Steps {
 		t.Logf("install of the real worker (%d MiB): %-8s %v", fileSize(t, worker)>>20, s.Step, s.Took)
 	}
@@ -205,7 +201,7 @@ nodes = ["dgx2"]
 	if err := os.WriteFile(worker2, append(b, []byte("\nsparklane test build 2\n")...), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	common2 := append(append([]string{}, common[:len(common)-1]...), worker2)
+	common2 := append(append([]string{}, common...), "--worker-binary", worker2)
 	code, out, _ = starter(t, append(common2, "status")...)
 	if code != 0 || !strings.Contains(out, `"mismatch": true`) {
 		t.Fatalf("status with a new control build: exit %d\n%s", code, out)
