@@ -182,3 +182,19 @@ func removeCgroup(root string) error {
 	}
 	return nil
 }
+
+// Open attaches to the fleet NAME under base from its state file (made by
+// `scripts/testfleet up`), for status, Exec, SSH and Close.
+func Open(base, name string) (*Fleet, error) {
+	if base == "" {
+		base = DefaultBase
+	}
+	st, err := readState(filepath.Join(base, name))
+	if err != nil {
+		return nil, fmt.Errorf("testfleet %s: no fleet of that name under %s: %w", name, base, err)
+	}
+	return &Fleet{st: *st}, nil
+}
+
+// Docker reports whether the fleet's nodes run a dockerd.
+func (f *Fleet) Docker() bool { return f.st.Docker }
