@@ -238,7 +238,8 @@ type fleetInstallReport struct {
 	Poller string `json:"poller,omitempty"`
 	// PollWait is how long it took to see it.
 	PollWait time.Duration `json:"poll_wait,omitempty"`
-	Error    string        `json:"error,omitempty"`
+	// Error says what failed on this node, and what to do.
+	Error string `json:"error,omitempty"`
 }
 
 // fleetInstall installs (or, rolling, upgrades) the node service on nodes.
@@ -370,7 +371,8 @@ type fleetStatusRow struct {
 	Mismatch bool `json:"mismatch"`
 	// LastPoll is the latest poll of node.NAME the server saw.
 	LastPoll time.Time `json:"last_poll,omitempty"`
-	Error    string    `json:"error,omitempty"`
+	// Error says why the node could not be asked.
+	Error string `json:"error,omitempty"`
 }
 
 // controlBuildID is the build the control would install on arch: of

@@ -48,13 +48,17 @@ const (
 
 // StepError is a failure on one node at one step, with what to do about it.
 type StepError struct {
+	// Node is the node's name; Step is what was being done (connect,
+	// upload the binary to PATH, start the supervisor, …).
 	Node string
 	Step string
-	Err  error
+	// Err is the cause, with its fault type (HostKeyMismatch, AuthFailed…).
+	Err error
 	// Hint says what the operator should do (may be empty when Err says it).
 	Hint string
 }
 
+// Error reads "node NAME: STEP: cause: what to do".
 func (e *StepError) Error() string {
 	s := fmt.Sprintf("node %s: %s: %v", e.Node, e.Step, e.Err)
 	if e.Hint != "" {
@@ -63,6 +67,7 @@ func (e *StepError) Error() string {
 	return s
 }
 
+// Unwrap exposes the cause, so fault.TypeOf sees its permanent type.
 func (e *StepError) Unwrap() error { return e.Err }
 
 // Spec is what to install on one node.
@@ -115,6 +120,7 @@ func (e *Engine) layout() Layout {
 
 // InstallResult says, per step, what Install did on one node.
 type InstallResult struct {
+	// Node is the node's name.
 	Node string `json:"node"`
 	// Binary is uploaded or unchanged; Config is written or unchanged;
 	// Service is installed or unchanged; Run is started, restarted or running.
@@ -136,7 +142,9 @@ type InstallResult struct {
 
 // StepTime is how long one install step took.
 type StepTime struct {
-	Step string        `json:"step"`
+	// Step is hash, probe, binary, config, service or run.
+	Step string `json:"step"`
+	// Took is its wall time.
 	Took time.Duration `json:"took"`
 }
 
@@ -614,10 +622,12 @@ func (e *Engine) Restart(ctx context.Context, h Host) error {
 
 // NodeStatus is what the node says about its service.
 type NodeStatus struct {
+	// Node is the node's name.
 	Node string `json:"node"`
 	// Installed: the binary is on the node.
-	Installed bool   `json:"installed"`
-	Manager   string `json:"manager,omitempty"`
+	Installed bool `json:"installed"`
+	// Manager is systemd or supervisor (empty: no service installed).
+	Manager string `json:"manager,omitempty"`
 	// State is active, inactive, failed, … (systemd's words; the
 	// supervisor's running worker is active).
 	State string `json:"state"`
@@ -685,6 +695,7 @@ func (e *Engine) Status(ctx context.Context, h Host) (NodeStatus, error) {
 
 // UninstallResult lists what Uninstall removed.
 type UninstallResult struct {
+	// Node is the node's name.
 	Node string `json:"node"`
 	// Stopped says a running service was stopped.
 	Stopped bool `json:"stopped"`
@@ -749,7 +760,10 @@ func (e *Engine) Uninstall(ctx context.Context, h Host) (UninstallResult, error)
 
 // Poller is one worker polling a node's queue, as the Temporal server sees it.
 type Poller struct {
-	Identity   string    `json:"identity"`
+	// Identity is the worker's identity (pid@host by default): a
+	// restarted worker has a new one.
+	Identity string `json:"identity"`
+	// LastAccess is the server's time of its latest poll.
 	LastAccess time.Time `json:"last_access"`
 }
 
