@@ -1,0 +1,147 @@
+package fleete2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/control"
+	"github.com/sparklane/sparklane/internal/fleet"
+	"github.com/sparklane/sparklane/internal/testfleet"
+	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
+	"github.com/sparklane/sparklane/internal/workers"
+)
+
+// The real deployment path on the network-namespace test fleet: two hosts
+// with their own IPs, sshd and mount namespaces; the control service on
+// this machine holds a reverse SSH tunnel to each, so a node's worker
+// reaches the embedded server at the node's own 127.0.0.1:PORT. Install
+// (no systemd on the hosts: the supervisor, said so), status, a rolling
+// upgrade node by node, uninstall.
+func TestFleetOnTestFleetThroughTheTunnel(t *testing.T) {
+	tf := testfleet.New(t, testfleet.Options{Name: "flinst", Nodes: 2})
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	port := sshdtest.FreePort(t)
+	var nodes strings.Builder
+	for _, n := range tf.Nodes() {
+		fmt.Fprintf(&nodes, "[[nodes]]\nname = %q\nssh = %q\nknown_hosts = %q\nidentity = %q\naddress = %q\nroots = [\"/mnt/nvme\"]\n\n",
+			n.Name, n.SSHAddr(), tf.KnownHostsFile(), tf.IdentityFile(), n.IP)
+	}
+	cfgFile := filepath.Join(dir, "sparklane.toml")
+	if err := os.WriteFile(cfgFile, []byte(fmt.Sprintf("state_dir = %q\nshared_roots = [%q]\n\n[temporal]\nport = %d\nui_port = -1\n\n%s[[clusters]]\nname = \"pair\"\nnodes = [\"h1\", \"h2\"]\n",
+		state, testfleet.NASPath, port, nodes.String())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- workers.RunDev(ctx, cfg, zap.NewNop()) }()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("the control service did not stop within 30 s")
+		}
+	})
+	waitControl(t, state, done)
+
+	// /usr/local/lib is the host's own on these hosts (not a node-local
+	// mount), so the install goes under the node-local /mnt/nvme.
+	root := "/mnt/nvme/sparklane-root"
+	common := []string{"--config", cfgFile, "--json", "fleet", "--root", root}
+	rows := installJSON(t, append(common, "install", "--wait", "120s")...)
+	if len(rows) != 2 {
+		t.Fatalf("install rows %+v", rows)
+	}
+	for _, r := range rows {
+		if r.Binary != fleet.Uploaded || r.Run != fleet.Started || r.Manager != fleet.ManagerSupervisor || r.Poller == "" ||
+			len(r.Notices) != 1 || !strings.Contains(r.Notices[0], "does not run systemd") {
+			t.Fatalf("install on %s: %+v", r.Node, r)
+		}
+		t.Logf("install on %s took %v, its worker polled through the tunnel after %v (%s)", r.Node, r.Took, r.PollWait, r.Poller)
+	}
+	// Each node has its own copy: the files live in its own mount namespace.
+	for _, n := range tf.Nodes() {
+		out, err := tf.SSH(n, "cat "+root+"/etc/sparklane/sparklane.toml; test -x "+root+"/usr/local/lib/sparklane/worker && echo BINARY-OK")
+		if err != nil || !strings.Contains(string(out), fmt.Sprintf("address = '127.0.0.1:%d'", port)) || !strings.Contains(string(out), "BINARY-OK") {
+			t.Fatalf("node %s files: %v\n%s", n.Name, err, out)
+		}
+	}
+
+	code, out, errOut := starter(t, append(common, "status")...)
+	var st []struct {
+		fleet.NodeStatus
+		Mismatch bool      `json:"mismatch"`
+		LastPoll time.Time `json:"last_poll"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || len(st) != 2 {
+		t.Fatalf("status: exit %d (%v)\n%s\n%s", code, err, out, errOut)
+	}
+	for _, s := range st {
+		if s.State != "active" || s.Mismatch || s.LastPoll.IsZero() {
+			t.Fatalf("status of %s: %+v", s.Node, s)
+		}
+	}
+
+	// Rolling upgrade: node by node, each polling again before the next.
+	b, err := os.ReadFile(filepath.Join(state, "bin", "worker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker2 := filepath.Join(dir, "worker2")
+	if err := os.WriteFile(worker2, append(b, []byte("\nsparklane test build 2\n")...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rows = installJSON(t, append(common, "--worker-binary", worker2, "upgrade", "--wait", "120s")...)
+	for i, r := range rows {
+		if r.Node != tf.Nodes()[i].Name || r.Binary != fleet.Uploaded || r.Run != fleet.Restarted || r.Poller == "" {
+			t.Fatalf("upgrade row %d: %+v", i, r)
+		}
+		t.Logf("upgrade of %s took %v, new poller after %v", r.Node, r.Took, r.PollWait)
+	}
+
+	code, out, errOut = starter(t, append(common, "uninstall")...)
+	if code != 0 || strings.Count(out, `"stopped": true`) != 2 {
+		t.Fatalf("uninstall: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, n := range tf.Nodes() {
+		out, _ := tf.SSH(n, "for f in usr/local/lib/sparklane etc/sparklane run/sparklane; do test -e "+root+"/$f && echo LEFT $f; done; true")
+		// (A command line naming the root would match itself.)
+		ps, _ := tf.SSH(n, "pgrep -af '/mnt/nvme/sparklane-roo[t]/' || echo NO-PROCESS")
+		if out := string(out) + string(ps); strings.TrimSpace(out) != "NO-PROCESS" {
+			t.Fatalf("node %s after uninstall:\n%s", n.Name, out)
+		}
+	}
+}
+
+func waitControl(t *testing.T, state string, done chan error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if o, ok := control.Find(state); ok && o.Frontend != "" {
+			return
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("control service ended: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the control service did not publish its frontend within 60 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
