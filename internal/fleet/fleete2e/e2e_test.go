@@ -186,7 +186,13 @@ nodes = ["dgx2"]
 
 	textArgs := append([]string{}, common...)
 	textArgs = append(textArgs[:2], textArgs[3:]...) // without --json
+	code, out, errOut = starter(t, append(textArgs, "install")...)
+	if want := fmt.Sprintf("dgx2: binary unchanged (build %s), config unchanged, service unchanged (supervisor), running, polling node.dgx2 (", short(first.BuildID)); code != 0 || !strings.HasPrefix(out, want) {
+		t.Fatalf("install (text): exit %d, want a line starting %q\n%s\n%s", code, want, out, errOut)
+	}
+	t.Logf("starter fleet install (text):\n%s", out)
 	code, out, errOut = starter(t, append(textArgs, "status")...)
+	t.Logf("starter fleet status (text):\n%s", out)
 	if code != 0 || !strings.Contains(out, "active (supervisor)") || !strings.Contains(out, short(first.BuildID)) || strings.Contains(out, "MISMATCH") || !strings.Contains(out, " ago") {
 		t.Fatalf("status (text): exit %d\n%s\n%s", code, out, errOut)
 	}
