@@ -42,6 +42,16 @@ func (f *Fleet) startDocker(n *Node) error {
 	n.DockerSocket = sock
 	n.CgroupParent = fmt.Sprintf("sparklane-testfleet-%s-%s", f.st.Name, n.Name)
 	_ = os.Remove(filepath.Join(dd, "dockerd.pid"))
+	// A fresh start is a boot: /run is empty on a real host. A stale
+	// exec-root (containerd.pid of a killed containerd whose pid may be
+	// reused) makes dockerd wait for a containerd that is not there.
+	execRoot, err := f.HostPath(n, "/run/sparklane/dx")
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(execRoot); err != nil {
+		return fmt.Errorf("testfleet %s node %s: clear exec-root: %w", f.st.Name, n.Name, err)
+	}
 	// nsenter --net/--mount into the holder, not `ip netns exec`: that
 	// remounts /sys and hides the cgroup mounts dockerd needs.
 	cmd, err := f.startBG(filepath.Join(dd, "dockerd.log"),
@@ -88,7 +98,12 @@ func (f *Fleet) waitDocker(ctx context.Context, n *Node) error {
 	})
 	if err != nil {
 		b, _ := os.ReadFile(filepath.Join(n.Dir, "docker", "dockerd.log"))
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if !strings.Contains(l, "module=grpc") {
+				lines = append(lines, l)
+			}
+		}
 		if len(lines) > 15 {
 			lines = lines[len(lines)-15:]
 		}

@@ -130,7 +130,7 @@ func teardown(st *state, logf func(string, ...any)) error {
 	// Mount points created on the host: removed when empty and no other
 	// fleet still uses them (os.Remove fails on a non-empty directory).
 	for _, p := range st.Mountdirs {
-		if !inUseByOtherFleet(st, p) {
+		if !otherFleetUp(st) {
 			_ = os.Remove(p)
 		}
 	}
@@ -154,7 +154,8 @@ func isHolder(n *Node) bool {
 	return err == nil && strings.HasPrefix(string(b), "sleep\x00infinity")
 }
 
-func inUseByOtherFleet(st *state, p string) bool {
+// otherFleetUp: another fleet may still mount on a shared mount point.
+func otherFleetUp(st *state) bool {
 	base := filepath.Dir(st.Dir)
 	names, _ := List(base)
 	for _, name := range names {

@@ -824,3 +824,21 @@ func killAll(ctx context.Context, n *Node) error {
 		return false, fmt.Errorf("still running: %v", pids)
 	})
 }
+
+// KillByName sends sig to node n's processes whose command name
+// (/proc/PID/comm, e.g. "worker") is name, and returns how many it signalled:
+// how a test crashes one service on one host.
+func (f *Fleet) KillByName(n *Node, name string, sig syscall.Signal) (int, error) {
+	count := 0
+	for _, p := range nodePIDs(n) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p))
+		if err != nil || strings.TrimSpace(string(b)) != name {
+			continue
+		}
+		if err := syscall.Kill(p, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return count, fmt.Errorf("testfleet %s node %s: kill %s (pid %d): %w", f.st.Name, n.Name, name, p, err)
+		}
+		count++
+	}
+	return count, nil
+}

@@ -356,6 +356,23 @@ func TestDockerOnNodes(t *testing.T) {
 		c.Close()
 		t.Fatalf("node %s answers on 18080 too", b.Name)
 	}
+	// A power cut on B: its dockerd dies with everything else; a fresh
+	// dockerd starts on the same data-root (dockerd's own start time).
+	if err := f.KillNode(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := DockerHTTP(b).Get("http://docker/_ping"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("node %s's dockerd answers after KillNode", b.Name)
+	}
+	start = time.Now()
+	if err := f.StartDocker(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("MEASURE dockerd start on a node: %s", time.Since(start).Round(time.Millisecond))
+	if err := f.StartSSHD(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
 	containerPIDs := cgroupProcs(a)
 	if len(containerPIDs) == 0 {
 		t.Fatalf("no process in node %s's container cgroup %s", a.Name, a.CgroupParent)
@@ -427,5 +444,43 @@ func TestDownAfterKilledRun(t *testing.T) {
 	}
 	if left := leftovers(t, "tfkill", st.Dir, pids); len(left) > 0 {
 		t.Fatalf("after Down:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+// TestTwoFleetsAtOnce: fleets of different names (two test packages) run
+// side by side on distinct bridges and subnets; closing one leaves the other.
+func TestTwoFleetsAtOnce(t *testing.T) {
+	f1 := New(t, Options{Name: "tfpa", Nodes: 1})
+	f2 := New(t, Options{Name: "tfpb", Nodes: 1})
+	if f1.Bridge() == f2.Bridge() || f1.ControlIP() == f2.ControlIP() {
+		t.Fatalf("fleets share bridge %s/%s or address %s/%s", f1.Bridge(), f2.Bridge(), f1.ControlIP(), f2.ControlIP())
+	}
+	// A third fleet asking for f1's subnet is refused, naming f1.
+	_, err := Up(context.Background(), Options{Name: "tfpc", Nodes: 1, Subnet: f1.st.Subnet})
+	if err == nil || !strings.Contains(err.Error(), "tfpa") || !strings.Contains(err.Error(), "subnet") {
+		t.Fatalf("Up on a used subnet: %v; want an error naming fleet tfpa", err)
+	}
+	// The same name twice while the first is live is refused.
+	if _, err := Up(context.Background(), Options{Name: "tfpa", Nodes: 1}); err == nil || !strings.Contains(err.Error(), "already up") {
+		t.Fatalf("second Up of tfpa: %v", err)
+	}
+	for _, bad := range []Options{{Name: "Bad_Name", Nodes: 1}, {Name: "toolongname", Nodes: 1}, {Name: "ok", Nodes: 9}} {
+		if _, err := Up(context.Background(), bad); err == nil {
+			t.Errorf("Up(%+v) accepted", bad)
+		}
+	}
+	if err := f1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := f2.SSH(f2.Node(1), "ls /mnt/nvme /mnt/nas >/dev/null && echo ok"); err != nil || string(out) != "ok\n" {
+		t.Fatalf("fleet tfpb after tfpa closed: %v %q", err, out)
+	}
+	// A crashed service on one node: KillByName hits only that node.
+	n := f2.Node(1)
+	if k, err := f2.KillByName(n, "sshd", syscall.SIGKILL); err != nil || k < 1 {
+		t.Fatalf("KillByName sshd: %d %v", k, err)
+	}
+	if _, err := f2.SSH(n, "true"); err == nil {
+		t.Fatal("sshd answers after KillByName")
 	}
 }
