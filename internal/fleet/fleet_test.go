@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -718,5 +719,33 @@ func TestSupervisorRotatesItsLog(t *testing.T) {
 	res, err := r.eng.Uninstall(context.Background(), r.host)
 	if err != nil || !contains(res.Removed, l.LogFile()+".1") {
 		t.Fatalf("uninstall %+v, %v: want the rotated log removed", res, err)
+	}
+}
+
+// A directory the install cannot write (immutable here, as a read-only
+// /usr would be) fails naming the node, the step and that root or
+// passwordless sudo is needed, as a permanent error.
+func TestUnwritableInstallDirSaysWhatToDo(t *testing.T) {
+	r := newRig(t)
+	parent := filepath.Dir(r.eng.Layout.LibDir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chattr", "+i", parent).CombinedOutput(); err != nil {
+		t.Fatalf("chattr +i %s (e2fsprogs, on ext4/xfs): %v %s", parent, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("chattr", "-i", parent).Run() })
+	_, err := r.eng.Install(context.Background(), r.host, r.spec())
+	if err == nil {
+		t.Fatal("install into an immutable directory succeeded")
+	}
+	msg := err.Error()
+	for _, want := range []string{"node dgx2: upload the binary to " + r.eng.Layout.Binary(), "Operation not permitted", "needs root", "passwordless sudo"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+	if typ, _ := fault.TypeOf(err); typ != fault.AuthFailed {
+		t.Errorf("fault type %q, want %s", typ, fault.AuthFailed)
 	}
 }
