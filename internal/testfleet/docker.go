@@ -55,7 +55,7 @@ func (f *Fleet) startDocker(n *Node) error {
 	// nsenter --net/--mount into the holder, not `ip netns exec`: that
 	// remounts /sys and hides the cgroup mounts dockerd needs.
 	cmd, err := f.startBG(filepath.Join(dd, "dockerd.log"),
-		"nsenter", "--target", strconv.Itoa(n.HolderPID), "--net", "--mount", "--",
+		"nsenter", "--target", strconv.Itoa(n.HolderPID), "--net", "--mount", "--uts", "--",
 		"dockerd", "--config-file", cfg,
 		"--data-root", filepath.Join(dd, "data"),
 		"--exec-root", "/run/sparklane/dx",

@@ -84,6 +84,8 @@ type Node struct {
 	// Index is 1..N; Name is "h1".."hN" (the SSH target's host name is IP).
 	Index int    `json:"index"`
 	Name  string `json:"name"`
+	// Hostname is the node's own host name (NAME-hN, its own UTS namespace).
+	Hostname string `json:"hostname"`
 	// IP is the node's address on the fleet bridge (10.231.X.(10+i)).
 	IP string `json:"ip"`
 	// NetNS is the `ip netns` name (/run/netns/NetNS).
@@ -495,10 +497,11 @@ func (f *Fleet) startBG(logPath string, argv ...string) (*exec.Cmd, error) {
 func (f *Fleet) upNode(ctx context.Context, i int) error {
 	n := &Node{
 		Index: i, Name: fmt.Sprintf("h%d", i),
-		IP:    fmt.Sprintf("10.231.%d.%d", f.st.Subnet, nodeIPBase+i),
-		NetNS: fmt.Sprintf("sl-%s-h%d", f.st.Name, i),
-		Veth:  fmt.Sprintf("slv-%s-%d", f.st.Name, i),
-		Dir:   filepath.Join(f.st.Dir, fmt.Sprintf("h%d", i)),
+		IP:       fmt.Sprintf("10.231.%d.%d", f.st.Subnet, nodeIPBase+i),
+		NetNS:    fmt.Sprintf("sl-%s-h%d", f.st.Name, i),
+		Veth:     fmt.Sprintf("slv-%s-%d", f.st.Name, i),
+		Dir:      filepath.Join(f.st.Dir, fmt.Sprintf("h%d", i)),
+		Hostname: fmt.Sprintf("%s-h%d", f.st.Name, i),
 	}
 	fail := func(step string, err error) error {
 		return fmt.Errorf("testfleet %s node %s (%s): %s: %w", f.st.Name, n.Name, n.IP, step, err)
@@ -540,8 +543,9 @@ func (f *Fleet) upNode(ctx context.Context, i int) error {
 		}
 	}
 	// The holder: a process in the node's network namespace with its own
-	// private mount namespace; sshd and dockerd are entered into both.
-	holder, err := f.startBG("", "nsenter", "--net="+ns, "--", "unshare", "--mount", "--propagation", "private", "--", "sleep", "infinity")
+	// private mount and UTS (hostname) namespaces; sshd and dockerd are
+	// entered into all three.
+	holder, err := f.startBG("", "nsenter", "--net="+ns, "--", "unshare", "--mount", "--uts", "--propagation", "private", "--", "sleep", "infinity")
 	if err != nil {
 		return fail("holder", err)
 	}
@@ -586,6 +590,7 @@ func (f *Fleet) upNode(ctx context.Context, i int) error {
 		fmt.Sprintf("mount --bind %s %s", f.NASDir(), NASPath),
 		fmt.Sprintf("mount -o remount,bind,ro %s", NASPath),
 	)
+	script = append(script, "hostname "+n.Hostname)
 	if out, err := f.Exec(n, "sh", "-ec", strings.Join(script, "\n")); err != nil {
 		return fail("mounts", fmt.Errorf("%w: %s", err, out))
 	}
@@ -622,7 +627,7 @@ func (f *Fleet) upNode(ctx context.Context, i int) error {
 // Command is argv run on node n as if at its console: entered into the
 // node's network and mount namespaces (nsenter into the holder).
 func (f *Fleet) Command(n *Node, argv ...string) *exec.Cmd {
-	args := append([]string{"--target", strconv.Itoa(n.HolderPID), "--net", "--mount", "--"}, argv...)
+	args := append([]string{"--target", strconv.Itoa(n.HolderPID), "--net", "--mount", "--uts", "--"}, argv...)
 	return exec.Command("nsenter", args...)
 }
 

@@ -91,6 +91,9 @@ func TestThreeNodeFleet(t *testing.T) {
 			if !strings.Contains(string(out), n.IP+"/24") {
 				t.Errorf("node %s over ssh reports %q, want its address %s", n.Name, out, n.IP)
 			}
+			if !strings.HasSuffix(string(out), "\n"+n.Hostname+"\n") {
+				t.Errorf("node %s's hostname over ssh: %q, want %s", n.Name, out, n.Hostname)
+			}
 			if n.SSHAddr() != "root@"+n.IP+":22" {
 				t.Errorf("SSHAddr %q", n.SSHAddr())
 			}
@@ -202,6 +205,10 @@ func TestThreeNodeFleet(t *testing.T) {
 	t.Run("link down makes a node unreachable and link up restores it", func(t *testing.T) {
 		if err := f.LinkDown(b); err != nil {
 			t.Fatal(err)
+		}
+		// The node sees its cable pulled: no carrier on its eth0.
+		if out, err := f.Exec(b, "ip", "-o", "link", "show", "eth0"); err != nil || !strings.Contains(string(out), "NO-CARRIER") {
+			t.Fatalf("node %s's eth0 with the link down: %v %q; want NO-CARRIER", b.Name, err, out)
 		}
 		if c, err := f.SSHClient(b, time.Second); err == nil {
 			c.Close()
