@@ -7,6 +7,19 @@
 // optionally, its own dockerd. Everything it creates is listed in a state file
 // under /run/sparklane-testfleet/NAME so Down can remove a fleet left behind
 // by a killed run.
+//
+// In a test (root required; it fails, never skips, when a part is missing):
+//
+//	f := testfleet.New(t, testfleet.Options{Name: "mypkg", Nodes: 3, Docker: true})
+//	n := f.Node(2)
+//	f.SSH(n, "ls /mnt/nas")               // over its sshd at n.SSHAddr()
+//	f.Exec(n, "ip", "addr")               // at its console (nsenter)
+//	f.LinkDown(n); f.LinkUp(n)            // pull and replug its cable
+//	f.KillNode(ctx, n)                    // power cut (StartSSHD/StartDocker to boot)
+//	cfgNode := f.Target(n)                // known_hosts + identity for internal/node
+//	dockerHost := "unix://" + n.DockerSocket
+//
+// By hand: scripts/testfleet up 3 [--docker], status, down.
 package testfleet
 
 import (

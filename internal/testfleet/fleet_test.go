@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/node"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -151,10 +152,25 @@ func TestThreeNodeFleet(t *testing.T) {
 		if !errors.As(err, &ke) || len(ke.Want) != 1 {
 			t.Fatalf("dial %s with a wrong known_hosts: %v; want a knownhosts.KeyError", b.IP, err)
 		}
-		// And f.Target is what the project's dialer needs.
-		tg := f.Target(b)
-		if tg.Addr() != b.IP+":22" || tg.KnownHosts != f.KnownHostsFile() || tg.Identity != f.IdentityFile() {
-			t.Errorf("Target = %+v", tg)
+		// And the project's own dialer reaches a node from its config form
+		// (`ssh = "root@IP:22"`, known_hosts, identity).
+		tg, err := node.ParseSSH(b.SSHAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg.KnownHosts, tg.Identity = f.KnownHostsFile(), f.IdentityFile()
+		if tg != f.Target(b) {
+			t.Errorf("Target = %+v, parsed config form = %+v", f.Target(b), tg)
+		}
+		ctx := context.Background()
+		cl, err := node.Dial(ctx, tg, 5*time.Second)
+		if err != nil {
+			t.Fatalf("node.Dial %s: %v", tg, err)
+		}
+		defer cl.Close()
+		stdout, stderr, code, err := node.Run(ctx, cl, "hostname")
+		if err != nil || code != 0 || stdout != b.Hostname+"\n" {
+			t.Fatalf("node.Run hostname on %s: %q %q %d %v", b.Name, stdout, stderr, code, err)
 		}
 	})
 
