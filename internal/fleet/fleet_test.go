@@ -151,6 +151,7 @@ func wantSteps(t *testing.T, got InstallResult, binary, cfg, service, run string
 }
 
 func TestInstallTwiceChangesNothing(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	l := r.eng.Layout
 	first := r.install()
@@ -194,6 +195,7 @@ func TestInstallTwiceChangesNothing(t *testing.T) {
 }
 
 func TestChangedBinaryIsUploadedAndRestarted(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.install()
 	r.waitStarts(1)
@@ -225,6 +227,7 @@ func TestChangedBinaryIsUploadedAndRestarted(t *testing.T) {
 }
 
 func TestSupervisorRestartsKilledWorker(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.install()
 	first := r.waitStarts(1)
@@ -284,6 +287,7 @@ func tree(t *testing.T, root string) []string {
 }
 
 func TestUninstallRemovesOnlyWhatInstallAdded(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	l := r.eng.Layout
 	// What was there before: a neighbour in /etc/sparklane's parent, a
@@ -347,6 +351,7 @@ func contains(list []string, s string) bool {
 }
 
 func TestWrongHostKeyNamesNodeHostAndKnownHosts(t *testing.T) {
+	t.Parallel()
 	srv := sshdtest.Start(t)
 	other, _ := sshdtest.NewKey(t, t.TempDir(), "other_host")
 	kh := filepath.Join(t.TempDir(), "known_hosts")
@@ -371,6 +376,7 @@ func TestWrongHostKeyNamesNodeHostAndKnownHosts(t *testing.T) {
 }
 
 func TestRemoteErrorsSayWhatToDo(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		stderr, want string
 		perm         bool
@@ -391,6 +397,7 @@ func TestRemoteErrorsSayWhatToDo(t *testing.T) {
 }
 
 func TestInstallRefusesABinaryForAnotherArch(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	// A real ELF file of the other architecture: this test program is ELF
 	// for this machine; patch its e_machine field.
@@ -425,6 +432,7 @@ func TestInstallRefusesABinaryForAnotherArch(t *testing.T) {
 }
 
 func TestNodeConfigRoundTrips(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "sparklane.toml")
 	if err := os.WriteFile(src, []byte(`state_dir = "state"
@@ -493,6 +501,7 @@ nodes = ["dgx1", "dgx2"]
 }
 
 func TestWaitPollerWantsANewWorker(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	old := Poller{Identity: "100@dgx2@", LastAccess: now}
 	calls := 0
@@ -555,6 +564,7 @@ esac
 }
 
 func TestSystemdUnitInstallUpgradeStatusUninstall(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	l := r.eng.Layout
 	sd := t.TempDir()
@@ -673,6 +683,7 @@ func TestSystemdUnitInstallUpgradeStatusUninstall(t *testing.T) {
 // An upload cut short fails
 // naming the file, and leaves neither the file nor a temp file behind.
 func TestCutShortUploadLeavesNothing(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	dst := filepath.Join(r.root, "lib", "worker")
 	full := []byte(strings.Repeat("sparklane worker bytes\n", 1000))
@@ -699,6 +710,7 @@ func TestCutShortUploadLeavesNothing(t *testing.T) {
 // The supervisor's log lives in /run (memory): past 10 MiB it is moved
 // aside when the worker (re)starts, and the new log gets the new lines.
 func TestSupervisorRotatesItsLog(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	l := r.eng.Layout
 	if err := os.MkdirAll(l.RunDir, 0o755); err != nil {
@@ -726,6 +738,7 @@ func TestSupervisorRotatesItsLog(t *testing.T) {
 // /usr would be) fails naming the node, the step and that root or
 // passwordless sudo is needed, as a permanent error.
 func TestUnwritableInstallDirSaysWhatToDo(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	parent := filepath.Dir(r.eng.Layout.LibDir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
