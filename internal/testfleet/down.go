@@ -129,10 +129,13 @@ func teardown(st *state, logf func(string, ...any)) error {
 	}
 	// Mount points created on the host: removed when empty and no other
 	// fleet still uses them (os.Remove fails on a non-empty directory).
-	for _, p := range st.Mountdirs {
-		if !otherFleetUp(st) {
+	if st.Dir != "" && !otherFleetUp(st) {
+		list := filepath.Join(filepath.Dir(st.Dir), "mountpoints")
+		b, _ := os.ReadFile(list)
+		for _, p := range append(strings.Fields(string(b)), st.Mountdirs...) {
 			_ = os.Remove(p)
 		}
+		_ = os.Remove(list)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("testfleet %s down: %w (state kept in %s)", st.Name, errors.Join(errs...), st.Dir)

@@ -587,6 +587,11 @@ func (f *Fleet) upNode(ctx context.Context, i int) error {
 				return fail("mount point", err)
 			}
 			f.st.Mountdirs = append(f.st.Mountdirs, p)
+			// Also in the base's list: the last fleet down removes them,
+			// whichever fleet created them.
+			if err := appendLine(filepath.Join(filepath.Dir(f.st.Dir), "mountpoints"), p); err != nil {
+				return fail("mount point", err)
+			}
 		}
 	}
 	if err := f.save(); err != nil {
@@ -859,4 +864,16 @@ func (f *Fleet) KillByName(n *Node, name string, sig syscall.Signal) (int, error
 		count++
 	}
 	return count, nil
+}
+
+func appendLine(path, line string) error {
+	fh, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := fh.WriteString(line + "\n"); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
 }

@@ -473,6 +473,11 @@ func TestDownAfterKilledRun(t *testing.T) {
 // TestTwoFleetsAtOnce: fleets of different names (two test packages) run
 // side by side on distinct bridges and subnets; closing one leaves the other.
 func TestTwoFleetsAtOnce(t *testing.T) {
+	existedBefore := map[string]bool{}
+	for _, p := range append(append([]string{}, NodePaths...), NASPath) {
+		_, err := os.Stat(p)
+		existedBefore[p] = err == nil
+	}
 	f1 := New(t, Options{Name: "tfpa", Nodes: 1})
 	f2 := New(t, Options{Name: "tfpb", Nodes: 1})
 	if f1.Bridge() == f2.Bridge() || f1.ControlIP() == f2.ControlIP() {
@@ -505,5 +510,19 @@ func TestTwoFleetsAtOnce(t *testing.T) {
 	}
 	if _, err := f2.SSH(n, "true"); err == nil {
 		t.Fatal("sshd answers after KillByName")
+	}
+	// The last fleet down removes the mount points fleets created on the
+	// host, whichever fleet created them.
+	if err := f2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if others, _ := List(""); len(others) > 0 {
+		t.Logf("fleets %v of another package are up: they keep the mount points", others)
+		return
+	}
+	for _, p := range append(append([]string{}, NodePaths...), NASPath) {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) && !existedBefore[p] {
+			t.Errorf("mount point %s left on the host after the last fleet: %v", p, err)
+		}
 	}
 }
