@@ -21,7 +21,6 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	toml "github.com/pelletier/go-toml/v2"
 	"github.com/spf13/viper"
-	"gopkg.in/yaml.v3"
 
 	"github.com/sparklane/sparklane/internal/fault"
 )
@@ -501,66 +500,6 @@ func applyRecipeDefaults(r *Recipe) {
 			r.Staging[i].Verify = DefaultVerify
 		}
 	}
-}
-
-// sparkrunFile is the sparkrun v2 recipe shape: exactly the top-level keys
-// sparkrun itself reads (so a typo is an error, not a silently ignored
-// key), plus cluster, which sparklane lets a file pin.
-type sparkrunFile struct {
-	RecipeVersion any               `mapstructure:"recipe_version"`
-	Model         string            `mapstructure:"model"`
-	Runtime       string            `mapstructure:"runtime"`
-	Container     string            `mapstructure:"container"`
-	MinNodes      int               `mapstructure:"min_nodes"`
-	MaxNodes      int               `mapstructure:"max_nodes"`
-	Metadata      map[string]any    `mapstructure:"metadata"`
-	Mods          []string          `mapstructure:"mods"`
-	Defaults      map[string]any    `mapstructure:"defaults"`
-	Env           map[string]string `mapstructure:"env"`
-	Command       string            `mapstructure:"command"`
-	Cluster       string            `mapstructure:"cluster"`
-}
-
-func parseSparkrun(path string, data []byte) (*Recipe, error) {
-	bad := func(err error) (*Recipe, error) { return nil, fault.Permanent(fault.InvalidSpec, err) }
-	var raw any
-	if err := yaml.Unmarshal(data, &raw); err != nil {
-		return bad(fmt.Errorf("%s: %w: fix the YAML syntax", path, err))
-	}
-	if raw == nil {
-		raw = map[string]any{}
-	}
-	tree, ok := normalize(raw).(map[string]any)
-	if !ok {
-		return bad(fmt.Errorf("%s: the document is %s, not a table of keys: a sparkrun recipe starts with recipe_version, model, runtime, container", path, describe(raw)))
-	}
-	if n := countKeys(tree, MaxFileKeys+1); n > MaxFileKeys {
-		return bad(fmt.Errorf("%s: more than %d keys, the limit for a config or recipe file: split it or remove keys", path, MaxFileKeys))
-	}
-	if !hasAny(tree, "recipe_version", "model", "runtime", "container", "command") {
-		return bad(fmt.Errorf("%s: %w: none of sparkrun's keys (recipe_version, model, runtime, container, command)", path, ErrNotRecipe))
-	}
-	var f sparkrunFile
-	errs := checkKeys(path, tree, reflect.TypeOf(f))
-	if derr := decodeTree(tree, &f); derr != nil {
-		errs = append(errs, decodeErrors(path, derr, len(errs) > 0, nil)...)
-	}
-	version, _ := scalarString(f.RecipeVersion)
-	if f.RecipeVersion != nil && version != "2" {
-		errs = append(errs, fmt.Errorf("%s: recipe_version: %q is not supported: sparklane reads sparkrun v2 recipes (recipe_version: \"2\")", path, version))
-	}
-	if len(errs) > 0 {
-		return bad(errors.Join(errs...))
-	}
-	r := &Recipe{
-		File: path, Format: "sparkrun", Name: baseName(path),
-		Cluster: f.Cluster, Runtime: f.Runtime, Image: f.Container, Model: f.Model,
-		MinNodes: f.MinNodes, MaxNodes: f.MaxNodes, RecipeVersion: version,
-		Metadata: f.Metadata, Mods: f.Mods,
-		Command: f.Command, Defaults: f.Defaults, Env: f.Env,
-	}
-	applyRecipeDefaults(r)
-	return r, nil
 }
 
 // countKeys counts the keys of a decoded tree, stopping at limit.

@@ -21,7 +21,16 @@ import (
 // Rendering defaults for the built-in placeholders.
 const (
 	DefaultDistPort = 29500
-	DefaultAPIPort  = 8000
+	// SparkrunDistPort is the rendezvous port sparkrun gives the engines
+	// (its init_port), used for sparkrun recipes so they rendezvous where
+	// their authors expect.
+	SparkrunDistPort = 25000
+	// DefaultDPRPCPort is vLLM's data-parallel RPC port as sparkrun sets it.
+	DefaultDPRPCPort = 13345
+	// SparkrunHFHome is where sparkrun mounts the HF cache root in the
+	// container (HF_HOME); the hub cache is its hub/ directory.
+	SparkrunHFHome = "/cache/huggingface"
+	DefaultAPIPort = 8000
 	// DefaultHubCacheMount is where a staged hub mirror is bound when the
 	// recipe does not bind hf_cache_dir anywhere itself.
 	DefaultHubCacheMount = "/root/.cache/huggingface/hub"
@@ -172,9 +181,32 @@ func headAddr(n *Node) string {
 // and win over [defaults]. Render reads no files; mount sources are recipe
 // paths that node workers map with Node.LocalPath.
 func Render(cfg *Config, r *Recipe, overrides map[string]string) (*LanePlan, error) {
+	return RenderOn(cfg, r, "", overrides)
+}
+
+// RenderOn is Render on a cluster chosen by the operator: cluster (from
+// --cluster) wins over the recipe's own, and a recipe without one (every
+// sparkrun recipe) falls back to the config's default_cluster. The recipe
+// is not changed.
+func RenderOn(cfg *Config, r *Recipe, cluster string, overrides map[string]string) (*LanePlan, error) {
 	if cfg == nil || r == nil {
 		return nil, errors.New("render: config and recipe are required")
 	}
+	if cluster == "" {
+		cluster = r.Cluster
+	}
+	if cluster == "" {
+		cluster = cfg.DefaultCluster
+	}
+	if cluster != r.Cluster {
+		cp := *r
+		cp.Cluster = cluster
+		r = &cp
+	}
+	return render(cfg, r, overrides)
+}
+
+func render(cfg *Config, r *Recipe, overrides map[string]string) (*LanePlan, error) {
 	bad := func(err error) (*LanePlan, error) { return nil, fault.Permanent(fault.InvalidSpec, err) }
 	if err := ValidName(r.Name); err != nil {
 		// The name becomes container names and paths: never render one
@@ -182,7 +214,7 @@ func Render(cfg *Config, r *Recipe, overrides map[string]string) (*LanePlan, err
 		return bad(recipeErr(r, "name", "%v", err))
 	}
 	if r.Cluster == "" {
-		return bad(fmt.Errorf("%s: cluster: empty: set cluster in the recipe or pass --cluster", r.File))
+		return bad(fmt.Errorf("%s: cluster: empty: pass --cluster, set default_cluster in the fleet config, or set cluster in the recipe", r.File))
 	}
 	if !in(Runtimes, r.Runtime) {
 		return bad(recipeErr(r, "runtime", "unknown runtime %q: use one of %s", r.Runtime, strings.Join(Runtimes, ", ")))
@@ -212,13 +244,30 @@ func Render(cfg *Config, r *Recipe, overrides map[string]string) (*LanePlan, err
 			return bad(recipeErr(r, "defaults."+k, "%s is set per node by sparklane: rename this default", k))
 		}
 	}
+	var warnings []string
+	if r.MinNodes > len(nodes) {
+		return bad(recipeErr(r, "min_nodes", "lane needs %d nodes but cluster %s has %d", r.MinNodes, c.Name, len(nodes)))
+	}
+	if r.MaxNodes > 0 && r.MaxNodes < len(nodes) {
+		warnings = append(warnings, fmt.Sprintf("%s: max_nodes %d: runs on the first %d of cluster %s's %d nodes (%s)", r.File, r.MaxNodes, r.MaxNodes, c.Name, len(nodes), strings.Join(c.Nodes[:r.MaxNodes], ", ")))
+		nodes = nodes[:r.MaxNodes]
+	}
+	pp, dp := 1, 1
+	if r.Format == "sparkrun" {
+		// sparkrun runs a recipe on tp×pp×dp nodes (one GPU each), the
+		// first ones of the cluster.
+		tp, tpOK := worldInt(r, overrides, "tensor_parallel")
+		pp, _ = worldInt(r, overrides, "pipeline_parallel")
+		dp, _ = worldInt(r, overrides, "data_parallel")
+		pp, dp = max(pp, 1), max(dp, 1)
+		if need := tp * pp * dp; tpOK && tp > 0 && need < len(nodes) {
+			warnings = append(warnings, fmt.Sprintf("%s: tensor_parallel %d × pipeline_parallel %d × data_parallel %d = %d: runs on the first %d of cluster %s's nodes (%s)", r.File, tp, pp, dp, need, need, c.Name, joinNodeNames(nodes[:need])))
+			nodes = nodes[:need]
+		} else if tpOK && need > len(nodes) {
+			return bad(recipeErr(r, "defaults.tensor_parallel", "tensor_parallel %d × pipeline_parallel %d × data_parallel %d = %d nodes, but cluster %s has %d (one GPU each): pick a bigger cluster or lower them with -o", tp, pp, dp, need, c.Name, len(nodes)))
+		}
+	}
 	nnodes := len(nodes)
-	if r.MinNodes > nnodes {
-		return bad(recipeErr(r, "min_nodes", "lane needs %d nodes but cluster %s has %d", r.MinNodes, c.Name, nnodes))
-	}
-	if r.MaxNodes > 0 && r.MaxNodes < nnodes {
-		return bad(recipeErr(r, "max_nodes", "lane runs on at most %d nodes but cluster %s has %d", r.MaxNodes, c.Name, nnodes))
-	}
 	head := headAddr(nodes[0])
 
 	// model_path: the export mount of the model's repo when one is staged,
@@ -232,7 +281,11 @@ func Render(cfg *Config, r *Recipe, overrides map[string]string) (*LanePlan, err
 		}
 	}
 
-	plan := &LanePlan{Lane: r.Name, Cluster: c.Name, Runtime: r.Runtime, HeadAddr: head}
+	plan := &LanePlan{Lane: r.Name, Cluster: c.Name, Runtime: r.Runtime, HeadAddr: head, Warnings: append(append([]string{}, r.LoadWarnings...), warnings...)}
+	distDefault := DefaultDistPort
+	if r.Format == "sparkrun" {
+		distDefault = SparkrunDistPort
+	}
 	usedAny := map[string]bool{}
 	for rank, n := range nodes {
 		v := &vars{file: r.File, raw: map[string]string{}, where: map[string]string{},
@@ -241,7 +294,8 @@ func Render(cfg *Config, r *Recipe, overrides map[string]string) (*LanePlan, err
 		set("model", r.Model, "model")
 		set("image", r.Image, "image")
 		set("port", strconv.Itoa(DefaultAPIPort), "defaults.port")
-		set("dist_port", strconv.Itoa(DefaultDistPort), "defaults.dist_port")
+		set("dist_port", strconv.Itoa(distDefault), "defaults.dist_port")
+		set("model_revision", r.ModelRevision, "model_revision")
 		set("master_port", "{dist_port}", "defaults.master_port")
 		set("tensor_parallel", strconv.Itoa(nnodes), "defaults.tensor_parallel")
 		set("expert_parallel", "1", "defaults.expert_parallel")
@@ -269,7 +323,7 @@ func Render(cfg *Config, r *Recipe, overrides map[string]string) (*LanePlan, err
 		set("node_addr", headAddr(n), "node_addr")
 		set("hf_cache_dir", cfg.HFCacheDir, "hf_cache_dir")
 
-		np, err := renderNode(cfg, r, v, n, rank, nnodes, head)
+		np, err := renderNode(cfg, r, v, nodes, rank, pp, dp)
 		if err != nil {
 			return bad(err)
 		}
@@ -310,7 +364,31 @@ func sortedStrings(m map[string]string) []string {
 	return keys
 }
 
-func renderNode(cfg *Config, r *Recipe, v *vars, n *Node, rank, nnodes int, head string) (*NodePlan, error) {
+// worldInt is an integer world-shape key from -o or [defaults]; ok=false
+// when unset or not an integer (a placeholder: left to rendering).
+func worldInt(r *Recipe, overrides map[string]string, key string) (int, bool) {
+	s, ok := overrides[key]
+	if !ok {
+		v, ok := r.Defaults[key]
+		if !ok {
+			return 0, false
+		}
+		s = valueString(v)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	return n, err == nil
+}
+
+func joinNodeNames(nodes []*Node) string {
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+func renderNode(cfg *Config, r *Recipe, v *vars, nodes []*Node, rank, pp, dp int) (*NodePlan, error) {
+	n, nnodes, head := nodes[rank], len(nodes), headAddr(nodes[0])
 	image, err := v.render("image", r.Image)
 	if err != nil {
 		return nil, err
@@ -344,11 +422,26 @@ func renderNode(cfg *Config, r *Recipe, v *vars, n *Node, rank, nnodes int, head
 	if len(argv) == 0 {
 		return nil, recipeErr(r, "command", "renders to nothing: give the serve command")
 	}
-	if nnodes > 1 {
+	if r.Runtime == "vllm" && dp > 1 {
+		argv = appendVLLMDataParallel(argv, nodes, rank, distPort, dp, v)
+	} else if nnodes > 1 {
 		argv = appendWorldFlags(r.Runtime, argv, head, distPort, nnodes, rank)
 	}
 
-	env := map[string]string{}
+	// The node's communication env and, for a sparkrun recipe that stages
+	// nothing, the HF cache offline env; the recipe's env wins over both.
+	env := commEnv(n)
+	var hfMount *Mount
+	if r.Format == "sparkrun" && len(r.Staging) == 0 && cfg.HFCacheDir != "" {
+		env["HF_HOME"] = SparkrunHFHome
+		env["HF_HUB_OFFLINE"] = "1"
+		env["TRANSFORMERS_OFFLINE"] = "1"
+		m := Mount{Src: filepath.Clean(cfg.HFCacheDir), Dst: SparkrunHFHome + "/hub", ReadOnly: true}
+		if checkMountSource(cfg, n, m.Src, true) != nil {
+			m.Host = true // the operator's hf_cache_dir, not a recipe's choice
+		}
+		hfMount = &m
+	}
 	for _, k := range sortedStrings(r.Env) {
 		val, err := v.render("env."+k, r.Env[k])
 		if err != nil {
@@ -366,9 +459,21 @@ func renderNode(cfg *Config, r *Recipe, v *vars, n *Node, rank, nnodes int, head
 		}
 	}
 
-	mounts, err := renderMounts(cfg, r, v, n, env, rank, tp)
+	mounts, err := renderMounts(cfg, r, v, n, env, rank, tp, hfMount)
 	if err != nil {
 		return nil, err
+	}
+	spec, err := containerSpec(r, n)
+	if err != nil {
+		return nil, err
+	}
+	var pre []PreExec
+	for i, p := range r.PreExec {
+		run, err := v.render(fmt.Sprintf("pre_exec[%d]", i), p.Run)
+		if err != nil {
+			return nil, err
+		}
+		pre = append(pre, PreExec{Run: run, Copy: p.Copy, Dest: p.Dest})
 	}
 
 	// World shape last: engine adapters read these, so they are never left
@@ -391,6 +496,8 @@ func renderNode(cfg *Config, r *Recipe, v *vars, n *Node, rank, nnodes int, head
 		Env:           env,
 		Mounts:        mounts,
 		GPUs:          r.Runtime != "sim",
+		Container:     spec,
+		PreExec:       pre,
 	}, nil
 }
 
@@ -470,6 +577,42 @@ func appendWorldFlags(runtime string, argv []string, head string, port, nnodes, 
 	return argv
 }
 
+// appendVLLMDataParallel adds vLLM's flags for dp > 1 as sparkrun renders
+// them: nodes form dp replicas of nnodes/dp consecutive nodes; within a
+// replica of more than one node the torch-distributed flags point at the
+// replica's first node (workers --headless); every node gets
+// --data-parallel-size/-rank/-address/-rpc-port, the address being the head.
+func appendVLLMDataParallel(argv []string, nodes []*Node, rank, port, dp int, v *vars) []string {
+	replica := max(len(nodes)/dp, 1)
+	dpRank, inner := rank/replica, rank%replica
+	add := func(flag string, val ...string) {
+		if !hasFlag(argv, flag) {
+			argv = append(argv, flag)
+			argv = append(argv, val...)
+		}
+	}
+	if replica > 1 {
+		add("--nnodes", strconv.Itoa(replica))
+		add("--node-rank", strconv.Itoa(inner))
+		add("--master-addr", headAddr(nodes[dpRank*replica]))
+		add("--master-port", strconv.Itoa(port))
+		if inner > 0 {
+			add("--headless")
+		}
+	}
+	rpc := strconv.Itoa(DefaultDPRPCPort)
+	if _, ok := v.raw["data_parallel_rpc_port"]; ok {
+		if s, err := v.get("data_parallel_rpc_port", nil); err == nil && s != "" {
+			rpc = s
+		}
+	}
+	add("--data-parallel-size", strconv.Itoa(dp))
+	add("--data-parallel-rank", strconv.Itoa(dpRank))
+	add("--data-parallel-address", headAddr(nodes[0]))
+	add("--data-parallel-rpc-port", rpc)
+	return argv
+}
+
 // renderMounts binds the recipe's mounts and the staged data: sparse-rows
 // dst at its mount (read-only, EnvVar pointing at it); a hub mirror's
 // DST/hub where the recipe bound hf_cache_dir (HF_HUB_CACHE set, offline);
@@ -478,7 +621,7 @@ func appendWorldFlags(runtime string, argv []string, head string, port, nnodes, 
 // A recipe mount's source must lie inside one of node n's roots or a
 // shared root (read-only there, as node workers bind the NAS) unless the
 // mount says host = true: a recipe cannot bind /etc by accident.
-func renderMounts(cfg *Config, r *Recipe, v *vars, n *Node, env map[string]string, rank, tp int) ([]Mount, error) {
+func renderMounts(cfg *Config, r *Recipe, v *vars, n *Node, env map[string]string, rank, tp int, hfMount *Mount) ([]Mount, error) {
 	var hub *Staging
 	for i := range r.Staging {
 		if r.Staging[i].Kind == "hub-mirror" {
@@ -495,6 +638,9 @@ func renderMounts(cfg *Config, r *Recipe, v *vars, n *Node, env map[string]strin
 	hubMount := ""
 	if hub != nil && hub.Mount != "" {
 		hubMount = hub.Mount
+	}
+	if hfMount != nil {
+		mounts = append(mounts, *hfMount)
 	}
 	for i, m := range r.Mounts {
 		src, err := v.render(fmt.Sprintf("mounts[%d].src", i), m.Src)

@@ -241,7 +241,8 @@ func TestRenderVLLMFixtureMultiNode(t *testing.T) {
 	}
 	for i, np := range plan.Nodes {
 		cmd := np.Command
-		want := fmt.Sprintf("--nnodes 2 --node-rank %d --master-addr 192.168.100.11 --master-port 29500", i)
+		// 25000: sparkrun's init_port, where its recipes rendezvous.
+		want := fmt.Sprintf("--nnodes 2 --node-rank %d --master-addr 192.168.100.11 --master-port 25000", i)
 		if !strings.Contains(cmd, want) || !strings.Contains(cmd, "-tp 2") || !strings.Contains(cmd, "--gpu-memory-utilization 0.75") {
 			t.Errorf("rank %d command: %s", i, cmd)
 		}
@@ -253,14 +254,19 @@ func TestRenderVLLMFixtureMultiNode(t *testing.T) {
 		}
 		checkGolden(t, fmt.Sprintf("sparkrun-minimax-m2.7-awq4-vllm.r%d.txt", i), goldenText(root, plan, np))
 	}
-	// A single-node sparkrun recipe refuses a two-node cluster.
+	// A single-node sparkrun recipe on a two-node cluster runs on its
+	// head alone, and the plan says so.
 	one, err := LoadRecipe(filepath.Join(fixturesDir(t), "qwen3-vl-embedding-8b-vllm.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	one.Cluster = "2nodes-dac"
-	if _, err := Render(cfg, one, nil); err == nil || !strings.Contains(err.Error(), "max_nodes") {
-		t.Errorf("max_nodes 1 on two nodes: %v", err)
+	p1, err := RenderOn(cfg, one, "2nodes-dac", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p1.Nodes) != 1 || p1.Nodes[0].Node != "dgx1" || strings.Contains(p1.Nodes[0].Command, "--nnodes") ||
+		len(p1.Warnings) != 1 || !strings.Contains(p1.Warnings[0], "max_nodes 1: runs on the first 1 of cluster 2nodes-dac's 2 nodes (dgx1)") {
+		t.Errorf("max_nodes 1 on two nodes: %d nodes, %q", len(p1.Nodes), p1.Warnings)
 	}
 }
 

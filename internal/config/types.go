@@ -35,6 +35,15 @@ type Config struct {
 	StateDir string `mapstructure:"state_dir" json:"state_dir"`
 	// RecipesDir is where lane recipes (*.toml, sparkrun *.yaml) are read from.
 	RecipesDir string `mapstructure:"recipes_dir" json:"recipes_dir"`
+	// RecipesDirs are more recipe directories, searched recursively (a
+	// clone of a recipe registry keeps its recipes in subdirectories).
+	RecipesDirs []string `mapstructure:"recipes_dirs" json:"recipes_dirs,omitempty"`
+	// Registries maps a registry name to a local clone, so a recipe can be
+	// named @NAME/recipe (sparkrun's scoped reference) without copying it.
+	Registries map[string]string `mapstructure:"registries" json:"registries,omitempty"`
+	// DefaultCluster is the cluster a recipe without one (every sparkrun
+	// recipe) runs on when no --cluster is given.
+	DefaultCluster string `mapstructure:"default_cluster" json:"default_cluster,omitempty"`
 	// HFCacheDir is the NAS hub root (models--org--name/...) that staging reads.
 	HFCacheDir string `mapstructure:"hf_cache_dir" json:"hf_cache_dir"`
 	// SharedRoots are paths every node sees alike (the NAS); fs_root never
@@ -93,6 +102,16 @@ type Node struct {
 	FSRoot string `mapstructure:"fs_root" json:"fs_root,omitempty"`
 	// Power says how to switch the node on and off.
 	Power Power `mapstructure:"power" json:"power,omitempty"`
+	// Infiniband says the node has /dev/infiniband (RDMA over RoCE), so
+	// its containers get the device for NCCL. Set here, or by the node
+	// activity that detects it; HCA set implies it.
+	Infiniband bool `mapstructure:"infiniband" json:"infiniband,omitempty"`
+	// HCA lists the node's RDMA devices (rocep1s0f1,roceP2p1s0f1) and
+	// IfName its RoCE netdevs (enp1s0f1np1), comma-separated, as NCCL
+	// reads them: rendered into NCCL_IB_HCA, UCX_NET_DEVICES and the
+	// *_SOCKET_IFNAME variables of that node's ranks.
+	HCA    string `mapstructure:"hca" json:"hca,omitempty"`
+	IfName string `mapstructure:"ifname" json:"ifname,omitempty"`
 	// ClearHelper is an argv prefix (["sudo", "-n"]) the node worker puts
 	// before its remove command when a [hooks] clear directory holds entries
 	// it cannot delete itself (receipt roots written by root-run
@@ -151,8 +170,40 @@ type Recipe struct {
 	// MinNodes comes from sparkrun recipes; 0 means the cluster's size.
 	MinNodes int `mapstructure:"min_nodes" json:"min_nodes,omitempty"`
 	// MaxNodes comes from sparkrun recipes (single-node lanes say 1); 0
-	// means no upper bound. Rendering on a larger cluster is refused.
+	// means no upper bound. On a larger cluster the lane runs on the
+	// first MaxNodes nodes (the plan says so).
 	MaxNodes int `mapstructure:"max_nodes" json:"max_nodes,omitempty"`
+	// Mode is sparkrun's topology (solo | cluster | auto): solo runs on
+	// the cluster's head alone, cluster needs at least two nodes.
+	Mode string `mapstructure:"mode" json:"mode,omitempty"`
+	// ModelRevision pins the model's hub revision (sparkrun's
+	// model_revision): the {model_revision} placeholder, for a command
+	// that passes --revision.
+	ModelRevision string `mapstructure:"model_revision" json:"model_revision,omitempty"`
+	// Executor is the container's shape (sparkrun's executor_config):
+	// GPUs, network, IPC, shm, user, ulimits, devices. Empty fields take
+	// sparklane's defaults (DefaultExecutor), which are what NCCL over
+	// RoCE needs on DGX Spark.
+	Executor Executor `mapstructure:"executor_config" json:"executor_config,omitempty"`
+	// PreExec runs in each rank's container before the serve command
+	// (sparkrun's pre_exec; resolved mods add their copy and run.sh here),
+	// PostExec in the head's container once it serves, PostCommands on
+	// the control host after that. Strings are shell commands; a copy
+	// entry is {copy: SRC, dest: DST}.
+	PreExec      []PreExec `mapstructure:"pre_exec" json:"pre_exec,omitempty"`
+	PostExec     []string  `mapstructure:"post_exec" json:"post_exec,omitempty"`
+	PostCommands []string  `mapstructure:"post_commands" json:"post_commands,omitempty"`
+	// RuntimeConfig is sparkrun's runtime-specific table; BuildArgs,
+	// Builder and BuilderConfig say how the image was built. sparklane
+	// builds no image: it records them (the image must exist on every
+	// node) and the plan warns.
+	RuntimeConfig map[string]any `mapstructure:"runtime_config" json:"runtime_config,omitempty"`
+	BuildArgs     any            `mapstructure:"build_args" json:"build_args,omitempty"`
+	Builder       string         `mapstructure:"builder" json:"builder,omitempty"`
+	BuilderConfig map[string]any `mapstructure:"builder_config" json:"builder_config,omitempty"`
+	// LoadWarnings are findings of loading (a sparkrun key sparklane does
+	// not apply, and why); Render copies them into the plan's warnings.
+	LoadWarnings []string `mapstructure:"-" json:"-"`
 	// RecipeVersion, Metadata and Mods are carried from sparkrun v2 recipes
 	// so a loaded recipe round-trips what its authors wrote; sparklane does
 	// not apply sparkrun mods itself.
@@ -287,6 +338,11 @@ type NodePlan struct {
 	Mounts  []Mount           `json:"mounts"`
 	// GPUs is true for real runtimes (device requests), false for sim.
 	GPUs bool `json:"gpus"`
+	// Container is how the rank's container is started: network, IPC,
+	// shm, ulimits, devices, user, security options.
+	Container ContainerSpec `json:"container"`
+	// PreExec runs in the container before the serve command (mods).
+	PreExec []PreExec `json:"pre_exec,omitempty"`
 }
 
 // LanePlan is a recipe rendered on its cluster.

@@ -430,9 +430,6 @@ func validateOnCluster(cfg *Config, r *Recipe) []error {
 	if r.MinNodes > size {
 		errs = append(errs, recipeErr(r, "min_nodes", "lane needs %d nodes but cluster %s has %d", r.MinNodes, c.Name, size))
 	}
-	if r.MaxNodes > 0 && r.MaxNodes < size {
-		errs = append(errs, recipeErr(r, "max_nodes", "lane runs on at most %d nodes but cluster %s has %d: pick a smaller cluster", r.MaxNodes, c.Name, size))
-	}
 	for _, name := range c.Nodes {
 		n := cfg.Node(name)
 		if n == nil {
