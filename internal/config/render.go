@@ -252,11 +252,17 @@ func render(cfg *Config, r *Recipe, overrides map[string]string) (*LanePlan, err
 		warnings = append(warnings, fmt.Sprintf("%s: max_nodes %d: runs on the first %d of cluster %s's %d nodes (%s)", r.File, r.MaxNodes, r.MaxNodes, c.Name, len(nodes), strings.Join(c.Nodes[:r.MaxNodes], ", ")))
 		nodes = nodes[:r.MaxNodes]
 	}
-	pp, dp := 1, 1
+	pp, dp, tpDefault := 1, 1, 0
 	if r.Format == "sparkrun" {
 		// sparkrun runs a recipe on tp×pp×dp nodes (one GPU each), the
 		// first ones of the cluster.
+		// An unset tensor_parallel is 1, as in sparkrun.
 		tp, tpOK := worldInt(r, overrides, "tensor_parallel")
+		if _, set := overrides["tensor_parallel"]; !set {
+			if _, set = r.Defaults["tensor_parallel"]; !set {
+				tp, tpOK, tpDefault = 1, true, 1
+			}
+		}
 		pp, _ = worldInt(r, overrides, "pipeline_parallel")
 		dp, _ = worldInt(r, overrides, "data_parallel")
 		pp, dp = max(pp, 1), max(dp, 1)
@@ -297,7 +303,11 @@ func render(cfg *Config, r *Recipe, overrides map[string]string) (*LanePlan, err
 		set("dist_port", strconv.Itoa(distDefault), "defaults.dist_port")
 		set("model_revision", r.ModelRevision, "model_revision")
 		set("master_port", "{dist_port}", "defaults.master_port")
-		set("tensor_parallel", strconv.Itoa(nnodes), "defaults.tensor_parallel")
+		if tpDefault > 0 {
+			set("tensor_parallel", strconv.Itoa(tpDefault), "defaults.tensor_parallel")
+		} else {
+			set("tensor_parallel", strconv.Itoa(nnodes), "defaults.tensor_parallel")
+		}
 		set("expert_parallel", "1", "defaults.expert_parallel")
 		set("model_path", modelPath, "defaults.model_path")
 		for k, val := range r.Defaults {
