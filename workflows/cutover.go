@@ -78,8 +78,10 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 	}
 	nodes := planNodes(in.Plan)
 
-	// 0. Power on the lane's nodes that are off (--power-on).
-	if in.PowerOn {
+	// 0. Power on the lane's nodes that are off (--power-on). Runs started
+	// before the step existed never asked for it; the gate records that
+	// this run's code knows it.
+	if in.PowerOn && workflow.GetVersion(ctx, versionPowerOn, workflow.DefaultVersion, 1) >= 1 {
 		i := t.start("power on", "")
 		var pre FleetProbeResult
 		err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
@@ -125,8 +127,9 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 
 	// 2. Which lanes hold our nodes, and where else they run. A lane that
 	// runs only on other fleet nodes is left alone.
+	ownOnly := workflow.GetVersion(ctx, versionPreviousOwnNodes, workflow.DefaultVersion, 1) >= 1
 	for _, st := range probe.Nodes {
-		if !contains(nodes, st.Node) {
+		if ownOnly && !contains(nodes, st.Node) {
 			continue
 		}
 		for _, l := range st.Lanes {
@@ -202,6 +205,10 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 	// a half-stopped lane is brought back whole.
 	for _, l := range res.Previous {
 		if err := stopLane(ctx, t, l, prevNodes[l], in.Pickup); err != nil {
+			if workflow.GetVersion(ctx, versionStopRollback, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				// Runs recorded before the change failed without a rollback.
+				return fail("stop "+l, err)
+			}
 			return rollback("stop "+l, err)
 		}
 	}

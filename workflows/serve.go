@@ -118,6 +118,10 @@ func serveLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 		err := f.Get(ctx, &r)
 		t.end(steps[i], r.Name, err)
 		if err != nil {
+			if workflow.GetVersion(ctx, versionStartAllRanks, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				// Runs recorded before the change returned at once.
+				return res, nodeErr(plan.Nodes[i].Node, "start", err)
+			}
 			if startErr == nil {
 				startErr = nodeErr(plan.Nodes[i].Node, "start", err)
 			}

@@ -1,0 +1,43 @@
+package workflows
+
+// Changing a workflow safely (sparklane's versioning strategy).
+//
+// A control worker is redeployed while cutovers wait hours on their
+// children, so a new binary replays histories written by the old one.
+// sparklane patches in place with workflow.GetVersion: every change to a
+// workflow's command sequence (an activity, child, timer or marker added,
+// removed or reordered, or a branch that changes which of them run) keeps
+// the old path under workflow.DefaultVersion and takes the new one at
+// version 1 (or the next number), behind a change ID named here. Changes to
+// options only (timeouts, retry counts, input fields) need no gate. Once no
+// run older than a gate can still be open (past the longest run plus
+// retention) the old branch may be deleted and the GetVersion call kept
+// with its minimum raised.
+//
+// The replay corpus in testdata/histories holds one real history per
+// workflow type and failure path, recorded through the real server by
+// internal/itest (SPARKLANE_WRITE_HISTORIES=1); TestReplayCommittedHistories
+// replays them all, so an ungated change fails CI. Record new histories
+// after a gated change; keep the old ones, they prove the old branch.
+const (
+	// versionOutageWait: node steps wait for a node that went away
+	// (defined beside onNode in outage.go).
+	_ = versionOutageWait
+
+	// versionPowerOn: Cutover's --power-on step (probe, then Power child)
+	// before the fleet probe.
+	versionPowerOn = "cutover-power-on"
+
+	// versionStopRollback: a stop of a previous lane that fails partway
+	// rolls back instead of failing as it stands.
+	versionStopRollback = "cutover-stop-rollback"
+
+	// versionPreviousOwnNodes: only lanes holding one of the plan's nodes
+	// are previous lanes (stopped, resolved, rolled back); before, every
+	// lane on any probed fleet node was.
+	versionPreviousOwnNodes = "cutover-previous-own-nodes"
+
+	// versionStartAllRanks: serveLane waits for every rank's start before
+	// it returns a failed start, so the cleanup stop cannot race a create.
+	versionStartAllRanks = "serve-start-all-ranks"
+)
