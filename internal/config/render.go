@@ -374,6 +374,13 @@ func sortedStrings(m map[string]string) []string {
 	return keys
 }
 
+// sparkrunClusterEnv is what sparkrun's runtime plugins add on a
+// multi-node launch (their get_cluster_env), under the recipe's env.
+var sparkrunClusterEnv = map[string]map[string]string{
+	"vllm":   {"NCCL_CUMEM_ENABLE": "0", "OMP_NUM_THREADS": "4"},
+	"sglang": {"NCCL_CUMEM_ENABLE": "0", "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "0"},
+}
+
 // worldInt is an integer world-shape key from -o or [defaults]; ok=false
 // when unset or not an integer (a placeholder: left to rendering).
 func worldInt(r *Recipe, overrides map[string]string, key string) (int, bool) {
@@ -441,6 +448,11 @@ func renderNode(cfg *Config, r *Recipe, v *vars, nodes []*Node, rank, pp, dp int
 	// The node's communication env and, for a sparkrun recipe that stages
 	// nothing, the HF cache offline env; the recipe's env wins over both.
 	env := commEnv(n)
+	if r.Format == "sparkrun" && nnodes > 1 {
+		for k, val := range sparkrunClusterEnv[r.Runtime] {
+			env[k] = val
+		}
+	}
 	var hfMount *Mount
 	if r.Format == "sparkrun" && len(r.Staging) == 0 && cfg.HFCacheDir != "" {
 		env["HF_HOME"] = SparkrunHFHome
@@ -790,9 +802,41 @@ func renderArgv(r *Recipe, v *vars) ([]string, error) {
 		if out == "" && wholePlaceholder(w) {
 			continue
 		}
+		// sparkrun splices values into the command text before the shell
+		// splits it, so a recipe's own default "1 2 4 8" is four
+		// arguments there; the same here for a sparkrun recipe's
+		// [defaults] (the author's text). Values from -o stay one word.
+		if r.Format == "sparkrun" && wholePlaceholder(w) && strings.ContainsAny(out, " \t\n") {
+			key := w[1 : len(w)-1]
+			if _, own := r.Defaults[key]; own && v.where[key] == "defaults."+key && !quotedPlaceholder(r.Command, key) {
+				words, err := SplitArgs(out)
+				if err != nil {
+					return nil, recipeErr(r, "defaults."+key, "%v", err)
+				}
+				argv = append(argv, words...)
+				continue
+			}
+		}
 		argv = append(argv, out)
 	}
 	return argv, nil
+}
+
+// quotedPlaceholder says whether {key} is written inside quotes in the
+// command ('{key}' or "{key}"), where the shell keeps it one word.
+func quotedPlaceholder(command, key string) bool {
+	p := "{" + key + "}"
+	for i := strings.Index(command, p); i >= 0; {
+		if i > 0 && (command[i-1] == '\'' || command[i-1] == '"') {
+			return true
+		}
+		j := strings.Index(command[i+len(p):], p)
+		if j < 0 {
+			break
+		}
+		i += len(p) + j
+	}
+	return false
 }
 
 func wholePlaceholder(w string) bool {
