@@ -214,3 +214,56 @@ func commEnv(n *Node) map[string]string {
 	}
 	return env
 }
+
+// Probe model types.
+const (
+	ModelChat      = "chat"
+	ModelEmbedding = "embedding"
+	ModelReranker  = "reranker"
+)
+
+// ModelTypes are the values [probe] model_type takes.
+var ModelTypes = []string{ModelChat, ModelEmbedding, ModelReranker}
+
+// ProbeEndpoint is the OpenAI-style endpoint that proves a lane of this
+// model type decodes: /v1/completions for chat, /v1/embeddings for
+// embedding, /v1/rerank for reranker (vLLM's and SGLang's rerank route).
+func (p Probe) ProbeEndpoint() string {
+	switch p.ModelType {
+	case ModelEmbedding:
+		return "/v1/embeddings"
+	case ModelReranker:
+		return "/v1/rerank"
+	}
+	return "/v1/completions"
+}
+
+// pooledModelType reads a sparkrun recipe's model type from its command:
+// vLLM's --runner pooling (or --task embed/score/classify) serves
+// embeddings, or scores for a reranker (the model's name says which).
+func pooledModelType(model, command string) string {
+	words, err := SplitArgs(command)
+	if err != nil {
+		return ModelChat
+	}
+	pooled := false
+	for i, w := range words {
+		next := ""
+		if i+1 < len(words) {
+			next = words[i+1]
+		}
+		switch {
+		case (w == "--runner" && next == "pooling") || w == "--runner=pooling",
+			(w == "--task" && (next == "embed" || next == "score")), w == "--task=embed", w == "--task=score",
+			w == "--is-embedding":
+			pooled = true
+		}
+	}
+	if !pooled {
+		return ModelChat
+	}
+	if strings.Contains(strings.ToLower(model), "rerank") {
+		return ModelReranker
+	}
+	return ModelEmbedding
+}

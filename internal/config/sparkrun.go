@@ -200,6 +200,8 @@ func parseSparkrun(path string, data []byte) (*Recipe, error) {
 			PreExec{Run: "export WORKSPACE_DIR=$PWD && cd " + dest + " && chmod +x run.sh && ./run.sh"})
 	}
 
+	r.Probe.ModelType = pooledModelType(f.Model, f.Command)
+
 	// Keys recorded but not applied: say so, by name.
 	if f.Name != "" && f.Name != r.Name {
 		warn("name", "%q not used: sparkrun and sparklane name a recipe by its file (%s)", f.Name, r.Name)

@@ -297,6 +297,20 @@ type Probe struct {
 	// Path is the health path (default /v1/models).
 	Path  string  `mapstructure:"path" json:"path,omitempty"`
 	Smoke []Smoke `mapstructure:"smoke" json:"smoke,omitempty"`
+	// ModelType is chat (the default), embedding or reranker: an
+	// embedding or reranker engine has no completions endpoint, so it is
+	// probed on its own (ProbeEndpoint). For sparkrun recipes it is read
+	// from the command (--runner pooling) and the model name.
+	ModelType string `mapstructure:"model_type" json:"model_type,omitempty"`
+	// LogSignatures must all appear in the head's log (each rank's, with
+	// the rank's own lines) before the lane is ready: the lines a
+	// production engine prints when its gated features are on. A missing
+	// one fails readiness naming it.
+	LogSignatures []string `mapstructure:"log_signatures" json:"log_signatures,omitempty"`
+	// APIKeyEnv names the environment variable (on the control host) that
+	// holds the engine's API key, sent by probe and bench as a bearer
+	// token; the key itself never enters config, plans or history.
+	APIKeyEnv string `mapstructure:"api_key_env" json:"api_key_env,omitempty"`
 	// DecodePromptTokens / DecodeMaxTokens shape the decode probe.
 	DecodePromptTokens int `mapstructure:"decode_prompt_tokens" json:"decode_prompt_tokens,omitempty"`
 	DecodeMaxTokens    int `mapstructure:"decode_max_tokens" json:"decode_max_tokens,omitempty"`

@@ -72,6 +72,15 @@ func validateConfig(cfg *Config) []error {
 	if cfg.ProbeGrace < 0 {
 		errs = append(errs, cfgErr(cfg, "probe_grace", "%s is negative: write how long to wait, like \"5s\"", cfg.ProbeGrace))
 	}
+	if cfg.DefaultCluster != "" && cfg.Cluster(cfg.DefaultCluster) == nil {
+		errs = append(errs, cfgErr(cfg, "default_cluster", "unknown cluster %q — known clusters: %s", cfg.DefaultCluster, strings.Join(clusterNames(cfg), ", ")))
+	}
+	for _, name := range sortedStrings(cfg.Registries) {
+		dir := cfg.Registries[name]
+		if ValidName(name) != nil || dir == "" {
+			errs = append(errs, cfgErr(cfg, "registries."+name, "give the path of the registry's local clone, under a plain name"))
+		}
+	}
 	if p := cfg.Temporal.Port; p < 0 || p > 65535 {
 		errs = append(errs, cfgErr(cfg, "temporal.port", "%d is not a port in 1..65535", p))
 	}
@@ -315,6 +324,20 @@ func validateRecipe(r *Recipe) []error {
 	}
 	if r.Probe.Ready < 0 {
 		errs = append(errs, recipeErr(r, "probe.ready", "%s is negative: write the readiness budget, like \"30m\"", r.Probe.Ready))
+	}
+	if r.Probe.ModelType != "" && !in(ModelTypes, r.Probe.ModelType) {
+		errs = append(errs, recipeErr(r, "probe.model_type", "unknown model type %q: use one of %s", r.Probe.ModelType, strings.Join(ModelTypes, ", ")))
+	}
+	for i, s := range r.Probe.LogSignatures {
+		if strings.TrimSpace(s) == "" {
+			errs = append(errs, recipeErr(r, fmt.Sprintf("probe.log_signatures[%d]", i), "empty: write the log line (or part of it) that must appear"))
+		}
+	}
+	if e := r.Probe.APIKeyEnv; e != "" && !envNameRE.MatchString(e) {
+		errs = append(errs, recipeErr(r, "probe.api_key_env", "%q is not an environment variable name: name the variable that holds the key, never the key itself", e))
+	}
+	if r.Mode != "" && !in([]string{"solo", "cluster", "auto"}, r.Mode) {
+		errs = append(errs, recipeErr(r, "mode", "%q: use solo, cluster or auto", r.Mode))
 	}
 	if r.NodeOutageBudget < 0 {
 		errs = append(errs, recipeErr(r, "node_outage_budget", "%s is negative: write how long a run waits for a node, like \"30m\"", r.NodeOutageBudget))
@@ -748,3 +771,6 @@ func FormatLanes(recipes []*Recipe) [][]string {
 	}
 	return rows
 }
+
+// envNameRE is a portable environment variable name.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
