@@ -368,7 +368,7 @@ func TestProbeModelType(t *testing.T) {
 	for file, want := range map[string]string{
 		"official-recipes/qwen3-vl/vllm/qwen3-vl-embedding-8b-vllm.yaml": "/v1/embeddings",
 		"official-recipes/qwen3-vl/vllm/qwen3-vl-reranker-8b-vllm.yaml":  "/v1/rerank",
-		"official-recipes/qwen3.6/vllm/qwen3.6-27b-fp8-vllm.yaml":         "/v1/completions",
+		"official-recipes/qwen3.6/vllm/qwen3.6-27b-fp8-vllm.yaml":        "/v1/completions",
 	} {
 		r, err := LoadRecipe(filepath.Join(registryDir, file))
 		if err != nil {
