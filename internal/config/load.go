@@ -459,6 +459,18 @@ func parseTOMLRecipe(path string, data []byte) (*Recipe, error) {
 	if r.Name == "" {
 		r.Name = baseName(path)
 	}
+	// mods and mode mean the same as in a sparkrun recipe.
+	mods, merrs := resolveMods(path, r.Mods)
+	if len(merrs) > 0 {
+		return nil, fault.Permanent(fault.InvalidSpec, errors.Join(merrs...))
+	}
+	r.PreExec = append(r.PreExec, modPreExec(mods)...)
+	switch r.Mode {
+	case "solo":
+		r.MinNodes, r.MaxNodes = 1, 1
+	case "cluster":
+		r.MinNodes = max(r.MinNodes, 2)
+	}
 	applyRecipeDefaults(r)
 	return r, nil
 }

@@ -194,11 +194,7 @@ func parseSparkrun(path string, data []byte) (*Recipe, error) {
 	}
 	mods, merrs := resolveMods(path, f.Mods)
 	errs = append(errs, merrs...)
-	for _, m := range mods {
-		dest := ModsContainerDir + "/" + filepath.Base(m)
-		r.PreExec = append(r.PreExec, PreExec{Copy: m, Dest: dest},
-			PreExec{Run: "export WORKSPACE_DIR=$PWD && cd " + dest + " && chmod +x run.sh && ./run.sh"})
-	}
+	r.PreExec = append(r.PreExec, modPreExec(mods)...)
 
 	r.Probe.ModelType = pooledModelType(f.Model, f.Command)
 
@@ -316,6 +312,19 @@ func prefixErrs(errs []error, prefix string) []error {
 	out := make([]error, len(errs))
 	for i, e := range errs {
 		out[i] = errors.New(strings.Replace(e.Error(), "unknown key ", "unknown key "+prefix, 1))
+	}
+	return out
+}
+
+// modPreExec is what sparkrun appends to pre_exec for each resolved mod:
+// copy its directory to /workspace/mods/NAME, then run its run.sh there
+// with WORKSPACE_DIR set to the container's working directory.
+func modPreExec(mods []string) []PreExec {
+	var out []PreExec
+	for _, m := range mods {
+		dest := ModsContainerDir + "/" + filepath.Base(m)
+		out = append(out, PreExec{Copy: m, Dest: dest},
+			PreExec{Run: "export WORKSPACE_DIR=$PWD && cd " + dest + " && chmod +x run.sh && ./run.sh"})
 	}
 	return out
 }

@@ -397,3 +397,43 @@ func TestProbeModelType(t *testing.T) {
 		}
 	}
 }
+
+// A TOML recipe takes the same keys: executor_config, pre_exec, mods
+// (resolved as in a sparkrun recipe) and mode.
+func TestTOMLRecipeSparkrunKeys(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "mods", "tpl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "mods", "tpl"), "run.sh", "#!/bin/sh\n")
+	p := writeFile(t, dir, "t.toml", `runtime = "vllm"
+image = "i"
+command = "vllm serve m"
+mode = "solo"
+mods = ["tpl"]
+
+[executor_config]
+user = "0:0"
+ulimit = ["nofile=1024:2048"]
+
+[[pre_exec]]
+run = "echo hi"
+`)
+	r, err := LoadRecipe(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := RenderOn(sparkFleet(), r, "pair", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	np := plan.Nodes[0]
+	if len(plan.Nodes) != 1 || np.Container.User != "0:0" || fmt.Sprint(np.Container.Ulimits) != "[{nofile 1024 2048}]" ||
+		len(np.PreExec) != 3 || np.PreExec[0].Run != "echo hi" || np.PreExec[1].Dest != "/workspace/mods/tpl" {
+		t.Errorf("toml keys: %d nodes, %+v, %+v", len(plan.Nodes), np.Container, np.PreExec)
+	}
+	p = writeFile(t, dir, "m.toml", "runtime = \"vllm\"\nimage = \"i\"\ncommand = \"x\"\nmods = [\"gone\"]\n")
+	if _, err := LoadRecipe(p); err == nil || !strings.Contains(err.Error(), p+`: mods[0]: mod "gone" not found`) {
+		t.Errorf("toml missing mod: %v", err)
+	}
+}

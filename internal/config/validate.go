@@ -38,6 +38,13 @@ func Validate(cfg *Config, recipes []*Recipe) error {
 	errs = append(errs, validateNames(recipes)...)
 	for _, r := range recipes {
 		rerrs := validateRecipe(r)
+		if cfg != nil && r.Cluster == "" && cfg.DefaultCluster != "" && cfg.Cluster(cfg.DefaultCluster) != nil {
+			// A recipe without a cluster (every sparkrun recipe) is checked
+			// where it will run: the default cluster.
+			cp := *r
+			cp.Cluster = cfg.DefaultCluster
+			r = &cp
+		}
 		if cfg != nil {
 			rerrs = append(rerrs, validateOnCluster(cfg, r)...)
 			// A recipe that checks out is rendered on its cluster, so an
