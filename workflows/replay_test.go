@@ -3,42 +3,92 @@ package workflows
 import (
 	"os"
 	"path/filepath"
+	"reflect"
+	"runtime"
+	"sort"
+	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 )
 
-// Committed histories of real runs (a successful cutover and one that
-// failed at probe and rolled back, recorded by the integration tests with
-// SPARKLANE_WRITE_HISTORIES=1) must replay against the current code: a
-// change to a workflow's command sequence without workflow.GetVersion fails
-// here instead of breaking runs in flight.
+// replayed is every workflow type the control worker registers: each must
+// have at least one committed history, so a new type cannot ship without
+// one.
+var replayed = []any{FleetProbe, StageNode, Stage, Verify, Serve, Probe, Stop, Cutover, Bench, Power}
+
+// corpus are the histories that must be there: every workflow type and its
+// failure paths, recorded through the real server by internal/itest.
+var corpus = map[string]string{
+	"cutover-ok":          "TestCutoverServesRollsBackAndStops",
+	"cutover-rolled-back": "TestCutoverServesRollsBackAndStops",
+	"cutover-bench":       "TestReplayCorpusEveryWorkflowType",
+	"cutover-cancelled":   "TestReplayCorpusEveryWorkflowType",
+	"fleetprobe-ok":       "TestReplayCorpusEveryWorkflowType",
+	"stage-ok":            "TestReplayCorpusEveryWorkflowType",
+	"stagenode-ok":        "TestReplayCorpusEveryWorkflowType",
+	"verify-clean":        "TestReplayCorpusEveryWorkflowType",
+	"verify-drift":        "TestReplayCorpusEveryWorkflowType",
+	"serve-ok":            "TestReplayCorpusEveryWorkflowType",
+	"probe-ok":            "TestReplayCorpusEveryWorkflowType",
+	"bench-ok":            "TestReplayCorpusEveryWorkflowType",
+	"stop-ok":             "TestReplayCorpusEveryWorkflowType",
+	"power-off-forced":    "TestReplayCorpusPower",
+	"power-on-refused":    "TestReplayCorpusPower",
+}
+
+// Committed histories of real runs must replay against the current code: a
+// change to a workflow's command sequence without workflow.GetVersion
+// fails here instead of breaking runs in flight (see versions.go).
 func TestReplayCommittedHistories(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"cutover-ok.json": false, "cutover-rolled-back.json": false}
+	have := map[string]bool{}
 	for _, f := range files {
-		want[filepath.Base(f)] = true
+		have[strings.TrimSuffix(filepath.Base(f), ".json")] = true
 	}
-	for name, ok := range want {
-		if !ok {
-			t.Errorf("history %s is missing from testdata/histories: regenerate with SPARKLANE_WRITE_HISTORIES=1 go test -run TestCutoverServes ./internal/itest", name)
+	for name, test := range corpus {
+		if !have[name] {
+			t.Errorf("history %s.json is missing from testdata/histories: record it with SPARKLANE_WRITE_HISTORIES=1 go test -count=1 -run %s ./internal/itest", name, test)
 		}
 	}
+	types := map[string]bool{}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			fh, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := client.HistoryFromJSON(fh, client.HistoryJSONOptions{})
+			fh.Close()
+			if err != nil || len(h.GetEvents()) == 0 {
 				t.Fatalf("history %s unreadable or empty: %v", f, err)
 			}
+			types[h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName()] = true
 			r := worker.NewWorkflowReplayer()
-			for _, wf := range []any{FleetProbe, StageNode, Stage, Verify, Serve, Probe, Stop, Cutover, Bench, Power} {
+			for _, wf := range replayed {
 				r.RegisterWorkflow(wf)
 			}
-			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+			if err := r.ReplayWorkflowHistory(nil, h); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}
 		})
 	}
+	var missing []string
+	for _, wf := range replayed {
+		name := runtime.FuncForPC(reflectPC(wf)).Name()
+		name = name[strings.LastIndex(name, ".")+1:]
+		if !types[name] {
+			missing = append(missing, name)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("no committed history for workflow type(s) %s: add a run to the corpus in internal/itest/history_corpus_test.go", strings.Join(missing, ", "))
+	}
 }
+
+func reflectPC(fn any) uintptr { return reflect.ValueOf(fn).Pointer() }
