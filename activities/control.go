@@ -20,6 +20,7 @@ import (
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/serve"
+	"github.com/sparklane/sparklane/internal/staging"
 )
 
 // ControlActivities run on the control worker (queue sparklane): SSH
@@ -253,7 +254,7 @@ func (a *ControlActivities) WriteVerifyReport(ctx context.Context, in VerifyRepo
 	}
 	b.WriteString("| lane | block | node | ok | bad | missing |\n|---|---|---|---:|---:|---:|\n")
 	for _, bl := range in.Blocks {
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d |\n", bl.Lane, bl.Block, bl.Node, bl.Result.OK, len(bl.Result.Bad), len(bl.Result.Missing))
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d |\n", bl.Lane, bl.Block, bl.Node, bl.Result.OK, bl.Result.NBad(), bl.Result.NMissing())
 	}
 	for _, bl := range in.Blocks {
 		for _, p := range bl.Result.Bad {
@@ -261,6 +262,9 @@ func (a *ControlActivities) WriteVerifyReport(ctx context.Context, in VerifyRepo
 		}
 		for _, p := range bl.Result.Missing {
 			fmt.Fprintf(&b, "\n- missing: %s/%s on %s: `%s`", bl.Lane, bl.Block, bl.Node, p)
+		}
+		if bl.Result.Truncated() {
+			fmt.Fprintf(&b, "\n- %s/%s on %s: only the first %d of each list shown; the full lists are in `%s` on %s", bl.Lane, bl.Block, bl.Node, staging.ListLimit, nonEmptyOr(bl.Result.ListFile, "(not written)"), bl.Node)
 		}
 	}
 	for _, r := range in.Repaired {
@@ -275,4 +279,12 @@ func (a *ControlActivities) WriteVerifyReport(ctx context.Context, in VerifyRepo
 		return "", classify(err)
 	}
 	return path, nil
+}
+
+// nonEmptyOr is s, or def when s is empty.
+func nonEmptyOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -253,7 +253,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 			}
 			res.Verify = append(res.Verify, v)
 			if !v.Result.Clean() {
-				bad = append(bad, fmt.Sprintf("%s: %d bad, %d missing (first: %s)", names[k], len(v.Result.Bad), len(v.Result.Missing), firstOf(v.Result.Bad, v.Result.Missing)))
+				bad = append(bad, fmt.Sprintf("%s: %d bad, %d missing (first: %s)", names[k], v.Result.NBad(), v.Result.NMissing(), firstOf(v.Result.Bad, v.Result.Missing)))
 			}
 		}
 		if len(bad) > 0 {

@@ -71,7 +71,7 @@ func StageNode(ctx workflow.Context, in StageNodeInput) (StageNodeResult, error)
 			if err == nil && !v.Result.Clean() {
 				err = temporal.NewNonRetryableApplicationError(
 					fmt.Sprintf("node %s block %s: %d bad, %d missing after staging (first: %s)", in.Node, b.ID,
-						len(v.Result.Bad), len(v.Result.Missing), firstOf(v.Result.Bad, v.Result.Missing)),
+						v.Result.NBad(), v.Result.NMissing(), firstOf(v.Result.Bad, v.Result.Missing)),
 					fault.ContentMismatch, nil, v)
 			}
 			t.end(i, fmt.Sprintf("%d ok", v.Result.OK), err)
@@ -228,7 +228,7 @@ func Verify(ctx workflow.Context, in VerifyInput) (VerifyWorkflowResult, error) 
 			res.Blocks = append(res.Blocks, v)
 			continue
 		}
-		detail := fmt.Sprintf("%d ok, %d bad, %d missing", v.Result.OK, len(v.Result.Bad), len(v.Result.Missing))
+		detail := fmt.Sprintf("%d ok, %d bad, %d missing", v.Result.OK, v.Result.NBad(), v.Result.NMissing())
 		if !v.Result.Clean() {
 			res.Drift = true
 			drifted = append(drifted, p)
@@ -267,7 +267,7 @@ func Verify(ctx workflow.Context, in VerifyInput) (VerifyWorkflowResult, error) 
 		var bad []string
 		for _, b := range res.Blocks {
 			if !b.Result.Clean() {
-				bad = append(bad, fmt.Sprintf("%s/%s on %s: %d bad, %d missing", b.Lane, b.Block, b.Node, len(b.Result.Bad), len(b.Result.Missing)))
+				bad = append(bad, fmt.Sprintf("%s/%s on %s: %d bad, %d missing", b.Lane, b.Block, b.Node, b.Result.NBad(), b.Result.NMissing()))
 			}
 		}
 		bad = append(bad, failures...)

@@ -4,7 +4,9 @@
 package staging
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -77,16 +79,98 @@ type Result struct {
 }
 
 // VerifyResult is what a verify-only pass found.
+//
+// It travels through Temporal (activity results, CutoverResult, error
+// details), where every payload is bounded (2 MB) and stays in history
+// for the retention period: a wiped destination of 20,000 small files
+// would list them all. So its JSON form carries the counts and only the
+// first ListLimit paths of each list; Spill writes the full lists to a
+// file on the node first and names it in ListFile.
 type VerifyResult struct {
-	OK      int      `json:"ok"`
+	OK int `json:"ok"`
+	// Bad and Missing are the paths at fault; past ListLimit, only the
+	// first ListLimit survive serialization (the counts say how many).
 	Bad     []string `json:"bad"`
 	Missing []string `json:"missing"`
+	// BadCount and MissingCount are the full counts when the lists were
+	// cut (0: the lists are whole).
+	BadCount     int `json:"bad_count,omitempty"`
+	MissingCount int `json:"missing_count,omitempty"`
+	// ListFile is the file on the node holding the full lists, one
+	// "bad PATH" or "missing PATH" a line, when they were cut.
+	ListFile string `json:"list_file,omitempty"`
 	// Full is true when whole contents were hashed (--full).
 	Full bool `json:"full"`
 }
 
+// ListLimit is how many paths of each list a VerifyResult carries through
+// Temporal: enough to act on, small enough that 20,000 bad files cost a
+// few kilobytes of history.
+const ListLimit = 20
+
 // Clean reports whether nothing is bad or missing.
-func (v VerifyResult) Clean() bool { return len(v.Bad) == 0 && len(v.Missing) == 0 }
+func (v VerifyResult) Clean() bool { return v.NBad() == 0 && v.NMissing() == 0 }
+
+// NBad is how many paths are bad, whether or not the list was cut.
+func (v VerifyResult) NBad() int { return max(v.BadCount, len(v.Bad)) }
+
+// NMissing is how many paths are missing, whether or not the list was cut.
+func (v VerifyResult) NMissing() int { return max(v.MissingCount, len(v.Missing)) }
+
+// Truncated reports whether the lists carry fewer paths than the counts.
+func (v VerifyResult) Truncated() bool { return v.NBad() > len(v.Bad) || v.NMissing() > len(v.Missing) }
+
+// MarshalJSON cuts each list to ListLimit paths and records the full
+// counts, so no code path can put an unbounded list into a payload. It is
+// pure (no I/O): workflows marshal it too.
+func (v VerifyResult) MarshalJSON() ([]byte, error) {
+	type plain VerifyResult
+	p := plain(v)
+	if len(p.Bad) > ListLimit {
+		p.BadCount, p.Bad = max(p.BadCount, len(p.Bad)), p.Bad[:ListLimit]
+	}
+	if len(p.Missing) > ListLimit {
+		p.MissingCount, p.Missing = max(p.MissingCount, len(p.Missing)), p.Missing[:ListLimit]
+	}
+	return json.Marshal(p)
+}
+
+// Spill writes the full lists to dir/name (atomically: a temp file
+// renamed) when either is longer than ListLimit and names the file in
+// ListFile, so an operator can still read every path on the node. A
+// result within the limit is left as it is and nothing is written.
+func (v *VerifyResult) Spill(dir, name string) error {
+	if len(v.Bad) <= ListLimit && len(v.Missing) <= ListLimit {
+		return nil
+	}
+	var b strings.Builder
+	for _, p := range v.Bad {
+		b.WriteString("bad " + p + "\n")
+	}
+	for _, p := range v.Missing {
+		b.WriteString("missing " + p + "\n")
+	}
+	path := filepath.Join(dir, name)
+	tmp, err := os.CreateTemp(dir, "."+name+".tmp*")
+	if err != nil {
+		return fmt.Errorf("verify list %s: %w", path, err)
+	}
+	if _, err := tmp.WriteString(b.String()); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("verify list %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("verify list %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("verify list %s: %w", path, err)
+	}
+	v.ListFile = path
+	return nil
+}
 
 // UnderRoots checks that path (absolute, cleaned syntactically) lies inside
 // one of roots; a ".." that escapes a root is caught because the check is on
