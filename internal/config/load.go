@@ -253,6 +253,16 @@ func applyConfigDefaults(cfg *Config) error {
 	if cfg.RecipesDir, err = resolvePath(dir, cfg.RecipesDir); err != nil {
 		return fmt.Errorf("%s: recipes_dir: %w", cfg.File, err)
 	}
+	for i := range cfg.RecipesDirs {
+		if cfg.RecipesDirs[i], err = resolvePath(dir, cfg.RecipesDirs[i]); err != nil {
+			return fmt.Errorf("%s: recipes_dirs[%d]: %w", cfg.File, i, err)
+		}
+	}
+	for name, p := range cfg.Registries {
+		if cfg.Registries[name], err = resolvePath(dir, p); err != nil {
+			return fmt.Errorf("%s: registries.%s: %w", cfg.File, name, err)
+		}
+	}
 	for i := range cfg.Nodes {
 		n := &cfg.Nodes[i]
 		if n.Docker == "" {

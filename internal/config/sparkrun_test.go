@@ -437,3 +437,33 @@ run = "echo hi"
 		t.Errorf("toml missing mod: %v", err)
 	}
 }
+
+// The fleet keys for many recipes and RoCE load from sparklane.toml:
+// recipes_dirs and registries relative to the file, default_cluster, and
+// a node's hca/ifname/infiniband.
+func TestLoadFleetRecipeAndRoCEKeys(t *testing.T) {
+	dir := t.TempDir()
+	body := strings.Replace(goodConfig, `shared_roots = ["/nas"]`, `shared_roots = ["/nas"]
+recipes_dirs = ["reg"]
+default_cluster = "pair"
+
+[registries]
+arena = "reg"
+`, 1)
+	body = strings.Replace(body, `ssh = "op@10.0.0.1:22"`, "ssh = \"op@10.0.0.1:22\"\nhca = \"rocep1s0f1\"\nifname = \"enp1s0f1np1\"\ninfiniband = true", 1)
+	p := writeFile(t, dir, "sparklane.toml", body)
+	cfg, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := filepath.Join(dir, "reg")
+	if fmt.Sprint(cfg.RecipesDirs) != "["+reg+"]" || cfg.Registries["arena"] != reg || cfg.DefaultCluster != "pair" {
+		t.Errorf("recipes keys: %v %v %q", cfg.RecipesDirs, cfg.Registries, cfg.DefaultCluster)
+	}
+	if n := cfg.Node("a"); n.HCA != "rocep1s0f1" || n.IfName != "enp1s0f1np1" || !n.Infiniband {
+		t.Errorf("node keys: %+v", n)
+	}
+	if err := Validate(cfg, nil); err != nil {
+		t.Errorf("validate: %v", err)
+	}
+}
