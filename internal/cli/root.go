@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -46,6 +47,14 @@ type App struct {
 	// ControlExe is the program started as the background control service
 	// (default: $SPARKLANE_CONTROL_EXE, else this program).
 	ControlExe string
+
+	// jsonOut is the real stdout while --json is given: a.Out then collects
+	// any plain text (see jsonEnvelope), so stdout carries JSON only.
+	jsonOut io.Writer
+	// jsonPrinted is set once printJSON wrote a document to stdout.
+	jsonPrinted bool
+	// text collects what commands print as plain text under --json.
+	text *bytes.Buffer
 }
 
 // exitError carries a process exit code through cobra.
@@ -74,28 +83,88 @@ func Execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writ
 	defer cancel()
 	follow := make(chan os.Signal, 4)
 	a := &App{Out: out, Err: errw, In: in, Interrupts: follow}
+	if jsonRequested(args) {
+		// Scripts parse stdout: plain text printed by a command is kept
+		// and folded into the one JSON document written at the end.
+		a.text = &bytes.Buffer{}
+		a.jsonOut, a.Out = out, a.text
+	}
 	if signals != nil {
 		go a.dispatchSignals(ctx, cancel, signals, follow)
 	}
 	root := a.Root()
 	root.SetArgs(args)
-	root.SetOut(out)
+	root.SetOut(a.Out)
 	root.SetErr(errw)
 	err := root.ExecuteContext(ctx)
 	if a.env != nil {
 		a.env.Close()
 	}
-	if err == nil {
-		return 0
-	}
-	if ee, ok := err.(*exitError); ok {
-		if ee.err != nil {
-			fmt.Fprintln(errw, "starter:", ee.err)
+	code, msg := 0, ""
+	if err != nil {
+		code, msg = 1, err.Error()
+		if ee, ok := err.(*exitError); ok {
+			code, msg = ee.code, ""
+			if ee.err != nil {
+				msg = ee.err.Error()
+			}
 		}
-		return ee.code
+		if msg != "" {
+			fmt.Fprintln(errw, "starter:", msg)
+		}
 	}
-	fmt.Fprintln(errw, "starter:", err)
-	return 1
+	if a.jsonOut != nil {
+		a.jsonEnvelope(code, msg)
+	}
+	return code
+}
+
+// jsonRequested reports whether args ask for --json (looked at before
+// cobra parses, so that even a flag error is reported as JSON).
+func jsonRequested(args []string) bool {
+	for _, s := range args {
+		if s == "--" {
+			return false
+		}
+		if s == "--json" || s == "--json=true" || s == "--json=1" {
+			return true
+		}
+	}
+	return false
+}
+
+// jsonEnvelope ends a --json run: when the command printed no JSON
+// document, stdout gets one, {"error": ...} on failure (the exit code is
+// unchanged) or {"ok": true, "output": [...]} with the lines the command
+// printed as text. A command that printed its document already carries
+// its error inside it (status, verify); the one-line error is on stderr.
+func (a *App) jsonEnvelope(code int, msg string) {
+	if a.jsonPrinted {
+		if a.text.Len() > 0 { // text next to a document: keep stdout JSON
+			_, _ = a.Err.Write(a.text.Bytes())
+		}
+		return
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(a.text.String(), "\n"), "\n") {
+		if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	v := map[string]any{}
+	if code != 0 {
+		if msg == "" {
+			msg = fmt.Sprintf("exit %d", code)
+		}
+		v["error"] = msg
+		v["exit_code"] = code
+	} else {
+		v["ok"] = true
+	}
+	if len(lines) > 0 {
+		v["output"] = lines
+	}
+	_ = a.printJSON(v)
 }
 
 // HardExit ends the process on a second signal while a command does not
@@ -275,9 +344,17 @@ func (a *App) connect(ctx context.Context) (*workers.Env, error) {
 	return env, nil
 }
 
+// printJSON writes v as indented JSON to stdout, without HTML escaping
+// (">>" in a command line stays ">>", not "\u003e\u003e").
 func (a *App) printJSON(v any) error {
-	enc := json.NewEncoder(a.Out)
+	w := a.Out
+	if a.jsonOut != nil {
+		w = a.jsonOut
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
+	a.jsonPrinted = true
 	return enc.Encode(v)
 }
 

@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -118,11 +122,25 @@ func (a *App) verifyCmd() *cobra.Command {
 			if err != nil && !appErrorDetails(err, &res) {
 				return err
 			}
-			if perr := a.printVerify(res); perr != nil {
+			var failure string
+			if err != nil {
+				failure = rootMessage(err)
+				if idle := noWorker(res); len(idle) > 0 {
+					// The node was never asked: "1 missing" would send the
+					// operator hunting for drift that may not exist.
+					cfg, _ := a.config()
+					var msgs []string
+					for _, n := range idle {
+						msgs = append(msgs, noWorkerMessage(cfg, n))
+					}
+					failure = strings.Join(msgs, "; ")
+				}
+			}
+			if perr := a.printVerify(res, failure); perr != nil {
 				return perr
 			}
-			if err != nil {
-				return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
+			if failure != "" {
+				return exitCode(1, errors.New(failure))
 			}
 			return nil
 		},
@@ -136,6 +154,41 @@ func (a *App) verifyCmd() *cobra.Command {
 type verifyJSON struct {
 	Nodes []verifyBlockJSON `json:"nodes"`
 	OK    bool              `json:"ok"`
+	// Error is why verify fails (drift, or no worker on a node).
+	Error string `json:"error,omitempty"`
+	// NoWorker lists nodes whose worker never picked up the check:
+	// nothing was verified there.
+	NoWorker []string `json:"no_worker,omitempty"`
+}
+
+// verifyPickupTimeout is what the Verify workflow records as a block's only
+// "missing" entry when no node worker picked the check up within its
+// schedule-to-start timeout (workflows/stage.go: "(verify failed: " +
+// errMessage(timeout)). The workflow has no typed field for it yet.
+const verifyPickupTimeout = "(verify failed: timed out (scheduletostart))"
+
+// noWorker lists, in order and once each, the nodes whose blocks were not
+// verified because no worker polled their queue.
+func noWorker(res workflows.VerifyWorkflowResult) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, b := range res.Blocks {
+		if len(b.Result.Missing) == 1 && b.Result.Missing[0] == verifyPickupTimeout && !seen[b.Node] {
+			seen[b.Node] = true
+			out = append(out, b.Node)
+		}
+	}
+	return out
+}
+
+// noWorkerMessage says which queue nobody polls and how to start its worker.
+func noWorkerMessage(cfg *config.Config, node string) string {
+	file := "sparklane.toml"
+	if cfg != nil && cfg.File != "" {
+		file = cfg.File
+	}
+	return fmt.Sprintf("no worker on %s — nothing was verified there; start it with 'worker node --node %s --config %s' on %s, or install it with 'starter fleet install %s'",
+		workflows.NodeQueue(node), node, file, node, node)
 }
 
 type verifyBlockJSON struct {
@@ -145,12 +198,20 @@ type verifyBlockJSON struct {
 	OK      int      `json:"ok"`
 	Bad     []string `json:"bad"`
 	Missing []string `json:"missing"`
+	// NoWorker: the block was not checked (no worker on the node).
+	NoWorker bool `json:"no_worker,omitempty"`
 }
 
-func (a *App) printVerify(res workflows.VerifyWorkflowResult) error {
-	out := verifyJSON{OK: !res.Drift, Nodes: []verifyBlockJSON{}}
+func (a *App) printVerify(res workflows.VerifyWorkflowResult, failure string) error {
+	idle := noWorker(res)
+	out := verifyJSON{OK: !res.Drift, Nodes: []verifyBlockJSON{}, Error: failure, NoWorker: idle}
 	var rows [][]string
 	for _, b := range res.Blocks {
+		if slices.Contains(idle, b.Node) && len(b.Result.Missing) == 1 && b.Result.Missing[0] == verifyPickupTimeout {
+			out.Nodes = append(out.Nodes, verifyBlockJSON{Node: b.Node, Block: b.Block, Kind: b.Kind, Bad: []string{}, Missing: []string{}, NoWorker: true})
+			rows = append(rows, []string{b.Node, b.Block, "-", "-", "-  (no worker)"})
+			continue
+		}
 		out.Nodes = append(out.Nodes, verifyBlockJSON{Node: b.Node, Block: b.Block, Kind: b.Kind, OK: b.Result.OK, Bad: nonNil(b.Result.Bad), Missing: nonNil(b.Result.Missing)})
 		rows = append(rows, []string{b.Node, b.Block, fmt.Sprint(b.Result.OK), fmt.Sprint(len(b.Result.Bad)), fmt.Sprint(len(b.Result.Missing))})
 	}
@@ -163,6 +224,9 @@ func (a *App) printVerify(res workflows.VerifyWorkflowResult) error {
 			fmt.Fprintf(a.Out, "bad: %s %s %s\n", b.Node, b.Block, p)
 		}
 		for _, p := range b.Result.Missing {
+			if p == verifyPickupTimeout {
+				continue
+			}
 			fmt.Fprintf(a.Out, "missing: %s %s %s\n", b.Node, b.Block, p)
 		}
 	}

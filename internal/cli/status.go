@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -14,14 +15,16 @@ import (
 
 func (a *App) statusCmd() *cobra.Command {
 	var lane string
+	var nodes []string
 	var pickup time.Duration
 	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "probe the fleet: per node free, occupied (lane X) or unreachable (why)",
+		Use:   "status [--lane L] [--node N]...",
+		Short: "probe the fleet: per node free, occupied (lane X) or unreachable (why); exit 1 when a node asked about is not usable",
 		Long: "Runs the FleetProbe workflow: every node's worker reports its containers and free space on its\n" +
 			"roots (a worker that does not pick up within --pickup makes its node unreachable), and SSH is\n" +
 			"checked with the host key verified. With --lane, the lane's nodes must be usable: if not, the probe\n" +
-			"runs once more after probe_grace and then fails listing every node's state.",
+			"runs once more after probe_grace and then fails listing every node's state. With --node (repeatable)\n" +
+			"the named nodes must be usable (free or occupied), else the exit code is 1.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			cfg, err := a.config()
@@ -29,8 +32,15 @@ func (a *App) statusCmd() *cobra.Command {
 				return err
 			}
 			in := workflows.FleetProbeInput{Grace: cfg.ProbeGrace, PickupTimeout: pickup}
+			known := map[string]bool{}
 			for _, n := range cfg.Nodes {
 				in.Nodes = append(in.Nodes, n.Name)
+				known[n.Name] = true
+			}
+			for _, n := range nodes {
+				if !known[n] {
+					return fmt.Errorf("--node %s: no such node in %s (nodes: %s)", n, cfg.File, strings.Join(in.Nodes, ", "))
+				}
 			}
 			spec := runSpec{ID: fmt.Sprintf("fleet-probe/%d", time.Now().UnixNano()), Workflow: workflows.FleetProbe}
 			if lane != "" {
@@ -52,22 +62,51 @@ func (a *App) statusCmd() *cobra.Command {
 			if err != nil && !appErrorDetails(err, &res) {
 				return err
 			}
+			var failure string
+			if err != nil {
+				failure = rootMessage(err)
+			} else if bad := unusable(res, nodes); len(bad) > 0 {
+				failure = fmt.Sprintf("not usable: %s", strings.Join(bad, "; "))
+			}
 			if a.JSON {
-				if perr := a.printJSON(res); perr != nil {
+				if perr := a.printJSON(statusJSON{FleetProbeResult: res, Error: failure}); perr != nil {
 					return perr
 				}
 			} else {
 				printFleet(a, cfg, res)
 			}
-			if err != nil {
-				return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
+			if failure != "" {
+				return exitCode(1, errors.New(failure))
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&lane, "lane", "", "require the nodes of this lane")
+	cmd.Flags().StringArrayVar(&nodes, "node", nil, "require this node to be usable (repeatable)")
 	cmd.Flags().DurationVar(&pickup, "pickup", 3*time.Second, "how long a node worker may take to answer before its node is unreachable")
 	return cmd
+}
+
+// statusJSON is `starter status --json`: the probe result, plus the reason
+// the command fails (a required node not usable) so scripts need not
+// parse stderr.
+type statusJSON struct {
+	workflows.FleetProbeResult
+	Error string `json:"error,omitempty"`
+}
+
+// unusable lists "node: state (why)" for each wanted node that is neither
+// free nor occupied.
+func unusable(res workflows.FleetProbeResult, want []string) []string {
+	var bad []string
+	for _, w := range want {
+		for _, n := range res.Nodes {
+			if n.Node == w && n.State != workflows.NodeFree && n.State != workflows.NodeOccupied {
+				bad = append(bad, n.Node+": "+n.String())
+			}
+		}
+	}
+	return bad
 }
 
 func nodesOf(p *config.LanePlan) []string {
@@ -77,6 +116,10 @@ func nodesOf(p *config.LanePlan) []string {
 	}
 	return out
 }
+
+// reasonWidth is where the REASON column wraps: a reason is often a
+// whole error message, and one 260-character cell makes the table unreadable.
+const reasonWidth = 60
 
 func printFleet(a *App, cfg *config.Config, res workflows.FleetProbeResult) {
 	var rows [][]string
@@ -89,9 +132,42 @@ func printFleet(a *App, cfg *config.Config, res workflows.FleetProbeResult) {
 			}
 			roots = append(roots, fmt.Sprintf("%s %s free", r.Root, staging.HumanBytes(r.Free)))
 		}
-		rows = append(rows, []string{n.Node, n.String(), dash(n.SSH), dash(n.Worker), dash(strings.Join(roots, ", "))})
+		state := n.State
+		if n.State == workflows.NodeOccupied {
+			state = "occupied (lane " + strings.Join(n.Lanes, ", ") + ")"
+		}
+		reason := wrap(n.Why, reasonWidth)
+		if len(reason) == 0 {
+			reason = []string{"-"}
+		}
+		rows = append(rows, []string{n.Node, state, dash(n.SSH), dash(n.Worker), dash(strings.Join(roots, ", ")), reason[0]})
+		for _, more := range reason[1:] {
+			rows = append(rows, []string{"", "", "", "", "", more})
+		}
 	}
-	table(a.Out, []string{"NODE", "STATE", "SSH", "WORKER", "ROOTS"}, rows)
+	table(a.Out, []string{"NODE", "STATE", "SSH", "WORKER", "ROOTS", "REASON"}, rows)
+}
+
+// wrap breaks s into lines of at most width runes at spaces (a longer
+// word gets a line of its own).
+func wrap(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = w
+		case len([]rune(line))+1+len([]rune(w)) <= width:
+			line += " " + w
+		default:
+			lines = append(lines, line)
+			line = w
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 func dash(s string) string {
