@@ -411,6 +411,8 @@ image = "i"
 command = "vllm serve m"
 mode = "solo"
 mods = ["tpl"]
+builder = "eugr"
+build_args = ["--tf5"]
 
 [executor_config]
 user = "0:0"
@@ -431,6 +433,10 @@ run = "echo hi"
 	if len(plan.Nodes) != 1 || np.Container.User != "0:0" || fmt.Sprint(np.Container.Ulimits) != "[{nofile 1024 2048}]" ||
 		len(np.PreExec) != 3 || np.PreExec[0].Run != "echo hi" || np.PreExec[1].Dest != "/workspace/mods/tpl" {
 		t.Errorf("toml keys: %d nodes, %+v, %+v", len(plan.Nodes), np.Container, np.PreExec)
+	}
+	if len(plan.Warnings) != 2 || plan.Warnings[0] != p+`: build_args: recorded (builder "eugr"): sparklane builds no image; i must already be on every node` ||
+		!strings.Contains(plan.Warnings[1], "max_nodes 1: runs on the first 1 of cluster pair's 2 nodes") {
+		t.Errorf("toml warnings: %q", plan.Warnings)
 	}
 	p = writeFile(t, dir, "m.toml", "runtime = \"vllm\"\nimage = \"i\"\ncommand = \"x\"\nmods = [\"gone\"]\n")
 	if _, err := LoadRecipe(p); err == nil || !strings.Contains(err.Error(), p+`: mods[0]: mod "gone" not found`) {
