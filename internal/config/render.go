@@ -266,8 +266,12 @@ func render(cfg *Config, r *Recipe, overrides map[string]string) (*LanePlan, err
 		pp, _ = worldInt(r, overrides, "pipeline_parallel")
 		dp, _ = worldInt(r, overrides, "data_parallel")
 		pp, dp = max(pp, 1), max(dp, 1)
-		if need := tp * pp * dp; tpOK && tp > 0 && need < len(nodes) {
-			warnings = append(warnings, fmt.Sprintf("%s: tensor_parallel %d × pipeline_parallel %d × data_parallel %d = %d: runs on the first %d of cluster %s's nodes (%s)", r.File, tp, pp, dp, need, need, c.Name, joinNodeNames(nodes[:need])))
+		if need := max(tp*pp*dp, r.MinNodes); tpOK && tp > 0 && need < len(nodes) {
+			why := fmt.Sprintf("tensor_parallel %d × pipeline_parallel %d × data_parallel %d = %d", tp, pp, dp, tp*pp*dp)
+			if need > tp*pp*dp {
+				why = fmt.Sprintf("min_nodes %d", need)
+			}
+			warnings = append(warnings, fmt.Sprintf("%s: %s: runs on the first %d of cluster %s's nodes (%s)", r.File, why, need, c.Name, joinNodeNames(nodes[:need])))
 			nodes = nodes[:need]
 		} else if tpOK && need > len(nodes) {
 			return bad(recipeErr(r, "defaults.tensor_parallel", "tensor_parallel %d × pipeline_parallel %d × data_parallel %d = %d nodes, but cluster %s has %d (one GPU each): pick a bigger cluster or lower them with -o", tp, pp, dp, need, c.Name, len(nodes)))

@@ -204,9 +204,11 @@ type Recipe struct {
 	// LoadWarnings are findings of loading (a sparkrun key sparklane does
 	// not apply, and why); Render copies them into the plan's warnings.
 	LoadWarnings []string `mapstructure:"-" json:"-"`
-	// RecipeVersion, Metadata and Mods are carried from sparkrun v2 recipes
-	// so a loaded recipe round-trips what its authors wrote; sparklane does
-	// not apply sparkrun mods itself.
+	// RecipeVersion and Metadata are carried from sparkrun v2 recipes so a
+	// loaded recipe round-trips what its authors wrote. Mods name mod
+	// directories (a run.sh each) found next to the recipe or in its
+	// registry clone's *-mods/; loading turns each into PreExec entries
+	// (copy to /workspace/mods/NAME, run run.sh), or fails naming it.
 	RecipeVersion string         `mapstructure:"recipe_version" json:"recipe_version,omitempty"`
 	Metadata      map[string]any `mapstructure:"metadata" json:"metadata,omitempty"`
 	Mods          []string       `mapstructure:"mods" json:"mods,omitempty"`
