@@ -267,3 +267,16 @@ func pooledModelType(model, command string) string {
 	}
 	return ModelEmbedding
 }
+
+// ApplyDetected fills the node's RDMA facts from what the node activity
+// found (/sys/class/infiniband/*): values set in the config win, so an
+// operator can pin a device or interface the detection gets wrong.
+func (n *Node) ApplyDetected(hca, ifname string, infiniband bool) {
+	if n.HCA == "" {
+		n.HCA = hca
+	}
+	if n.IfName == "" {
+		n.IfName = ifname
+	}
+	n.Infiniband = n.Infiniband || infiniband
+}

@@ -473,3 +473,16 @@ arena = "reg"
 		t.Errorf("validate: %v", err)
 	}
 }
+
+// Detected RDMA facts fill a node; configured ones win.
+func TestApplyDetected(t *testing.T) {
+	n := Node{Name: "a", IfName: "pinned0"}
+	n.ApplyDetected("rocep1s0f1", "enp1s0f1np1", true)
+	if n.HCA != "rocep1s0f1" || n.IfName != "pinned0" || !n.Infiniband {
+		t.Errorf("%+v", n)
+	}
+	env := commEnv(&n)
+	if env["NCCL_SOCKET_IFNAME"] != "pinned0" || env["UCX_NET_DEVICES"] != "rocep1s0f1:1" {
+		t.Errorf("env %v", env)
+	}
+}
