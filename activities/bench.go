@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -17,7 +18,45 @@ import (
 // Bench runs the built-in perf sweep (and the recipe's external harness, if
 // it names one) against the serving lane, then writes the report bundle and
 // its verdict against the baseline. Progress lines are heartbeated.
+//
+// A retried attempt never writes a second bundle: the attempt's run key
+// (workflow ID, run ID and activity ID) names a record of the report it
+// wrote, checked before anything runs. Attempts are single-flight: a lock
+// under the lane's reports dir, its lease renewed by the heartbeat timer,
+// keeps a new attempt waiting while an older one still runs; the older one
+// stops at its next heartbeat once the server has given up on it (the SDK
+// cancels its context).
 func (a *ControlActivities) Bench(ctx context.Context, in BenchInput) (BenchResult, error) {
+	dir, err := config.ReportsDir(a.Config, in.Plan.Lane)
+	if err != nil {
+		return BenchResult{}, classify(err)
+	}
+	key := benchRunKey(ctx, in)
+	runs := filepath.Join(dir, ".bench-runs")
+	if err := os.MkdirAll(runs, 0o755); err != nil {
+		return BenchResult{}, classify(fmt.Errorf("bench run records in %s: %w", runs, err))
+	}
+	hb := newBenchBeat(ctx, filepath.Join(runs, key+".lock"))
+	defer hb.stop()
+	if err := hb.acquire(ctx); err != nil {
+		return BenchResult{}, err
+	}
+	defer hb.release()
+	if res, ok := doneBench(filepath.Join(runs, key+".json")); ok {
+		return res, nil
+	}
+	res, err := a.bench(ctx, in, dir, hb.progress)
+	if err != nil {
+		return res, err
+	}
+	if err := writeJSONAtomic(filepath.Join(runs, key+".json"), res); err != nil {
+		return res, classify(err)
+	}
+	return res, nil
+}
+
+// bench is one attempt's sweep and bundle.
+func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string, progress func(string)) (BenchResult, error) {
 	model := in.Model
 	if model == "" {
 		m, err := probe.ModelName(ctx, in.BaseURL)
@@ -25,14 +64,6 @@ func (a *ControlActivities) Bench(ctx context.Context, in BenchInput) (BenchResu
 			return BenchResult{}, classify(fmt.Errorf("lane %s: ask %s for its model: %w", in.Plan.Lane, in.BaseURL, err))
 		}
 		model = m
-	}
-	var lines []string
-	progress := func(l string) {
-		lines = append(lines, l)
-		if len(lines) > 20 {
-			lines = lines[len(lines)-20:]
-		}
-		heartbeat(ctx, strings.Join(lines, "\n"))
 	}
 	b := in.Recipe.Bench
 	seed := time.Now().UnixNano() % 1_000_000
@@ -42,10 +73,6 @@ func (a *ControlActivities) Bench(ctx context.Context, in BenchInput) (BenchResu
 	})
 	if err != nil {
 		return BenchResult{}, classify(fmt.Errorf("lane %s perf bench: %w", in.Plan.Lane, err))
-	}
-	dir, err := config.ReportsDir(a.Config, in.Plan.Lane)
-	if err != nil {
-		return BenchResult{}, classify(err)
 	}
 	bundle := report.Bundle{
 		Lane: in.Plan.Lane, Label: in.Label, Version: a.Version, Perf: &perf,
