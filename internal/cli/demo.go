@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,7 +23,7 @@ import (
 
 func (a *App) demoCmd() *cobra.Command {
 	var dir, size string
-	var exit bool
+	var exit, clean bool
 	var port, uiPort int
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -44,6 +47,9 @@ func (a *App) demoCmd() *cobra.Command {
 			dir, err := filepath.Abs(dir)
 			if err != nil {
 				return err
+			}
+			if clean {
+				return a.demoClean(ctx, dir)
 			}
 			bytes, err := config.ParseSize(size)
 			if err != nil {
@@ -144,7 +150,109 @@ func (a *App) demoCmd() *cobra.Command {
 	cmd.Flags().StringVar(&dir, "dir", "", "where the demo fleet, NAS and state live (default ~/.local/state/sparklane/demo)")
 	cmd.Flags().StringVar(&size, "size", "1G", "size of the synthetic model on the NAS")
 	cmd.Flags().BoolVar(&exit, "exit", false, "exit when done instead of keeping the web UI up")
+	cmd.Flags().BoolVar(&clean, "clean", false, "stop the demo's lanes and control service and remove what the demo created (--dir), saying how much it freed")
 	cmd.Flags().IntVar(&port, "port", 7233, "embedded Temporal frontend port")
 	cmd.Flags().IntVar(&uiPort, "ui-port", 8233, "embedded web UI port")
 	return cmd
+}
+
+// demoCleanJSON is `starter demo --clean --json`.
+type demoCleanJSON struct {
+	Dir            string   `json:"dir"`
+	Stopped        []string `json:"stopped_containers"`
+	ServiceStopped bool     `json:"control_service_stopped"`
+	FreedBytes     int64    `json:"freed_bytes"`
+}
+
+// demoClean undoes `starter demo`: every sparklane container on the demo's
+// nodes is stopped (through its control service, like `stop --cluster`),
+// the service is stopped, and dir — NAS, staged copies, state, config — is
+// removed. It refuses a dir that holds no demo config, so a mistyped --dir
+// never deletes someone's files.
+func (a *App) demoClean(ctx context.Context, dir string) error {
+	cfgFile := filepath.Join(dir, "sparklane.toml")
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		if a.JSON {
+			return a.printJSON(demoCleanJSON{Dir: dir, Stopped: []string{}})
+		}
+		fmt.Fprintf(a.Out, "nothing to clean: %s does not exist\n", dir)
+		return nil
+	}
+	b, err := os.ReadFile(cfgFile)
+	if err != nil || !strings.HasPrefix(string(b), demo.ConfigHeader) {
+		return fmt.Errorf("%s is not a demo dir (no %s written by `starter demo`): nothing removed; give the demo's --dir", dir, cfgFile)
+	}
+	a.ConfigPath, a.cfg = cfgFile, nil
+	cfg, err := a.config()
+	if err != nil {
+		return fmt.Errorf("demo config %s: %w (remove %s by hand)", cfgFile, err, dir)
+	}
+	out := demoCleanJSON{Dir: dir, Stopped: []string{}}
+	var nodes []string
+	for _, n := range cfg.Nodes {
+		nodes = append(nodes, n.Name)
+	}
+	if _, err := a.connect(ctx); err != nil {
+		return fmt.Errorf("start the demo's control service to stop its lanes: %w", err)
+	}
+	run, err := a.start(ctx, runSpec{ID: workflows.StopID("demo-clean"), Workflow: workflows.Stop,
+		Input: workflows.StopInput{Nodes: nodes, All: true}})
+	if err != nil {
+		return err
+	}
+	var res workflows.StopResult
+	if err := run.Get(ctx, &res); err != nil {
+		return exitCode(1, fmt.Errorf("stop the demo's containers: %s; nothing removed", rootMessage(err)))
+	}
+	for _, n := range res.Nodes {
+		out.Stopped = append(out.Stopped, n.Stopped...)
+	}
+	a.env.Close()
+	a.env = nil
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, found, err := control.Stop(sctx, cfg.StateDir, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("stop the demo's control service: %w; nothing removed", err)
+	}
+	out.ServiceStopped = found
+	size := dirSize(dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	out.FreedBytes = size
+	if a.JSON {
+		return a.printJSON(out)
+	}
+	fmt.Fprintf(a.Out, "stopped %d demo container(s)%s; removed %s: %s freed\n", len(out.Stopped),
+		map[bool]string{true: " and the demo's control service", false: ""}[found], dir, staging.HumanBytes(size))
+	return nil
+}
+
+// dirSize is the bytes allocated to the regular files under dir (hard
+// links counted once): what removing it frees.
+func dirSize(dir string) int64 {
+	var total int64
+	seen := map[[2]uint64]bool{}
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			k := [2]uint64{uint64(st.Dev), st.Ino}
+			if seen[k] {
+				return nil
+			}
+			seen[k] = true
+			total += st.Blocks * 512
+			return nil
+		}
+		total += info.Size()
+		return nil
+	})
+	return total
 }

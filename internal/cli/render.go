@@ -21,7 +21,18 @@ type renderer struct {
 	rates  map[string]rateSample
 	spin   int
 	header string
+	// shownSteps is set once a step line reached the output: the final
+	// summary then need not list the steps again.
+	shownSteps bool
+	// now is the clock (tests set it); lastLine is when plain output last
+	// printed, for the every-few-seconds "still running" line.
+	now      func() time.Time
+	lastLine time.Time
 }
+
+// plainEvery is how often plain (non-terminal) output says what is still
+// running when nothing else changed: a log or CI page must not look frozen.
+const plainEvery = 5 * time.Second
 
 type rateSample struct {
 	at    time.Time
@@ -30,7 +41,7 @@ type rateSample struct {
 }
 
 func newRenderer(w io.Writer, live, quiet bool) *renderer {
-	return &renderer{w: w, live: live, quiet: quiet, seen: map[string]string{}, rates: map[string]rateSample{}}
+	return &renderer{w: w, live: live, quiet: quiet, seen: map[string]string{}, rates: map[string]rateSample{}, now: time.Now}
 }
 
 func stepKey(s workflows.Step) string { return s.Name + "@" + s.Node }
@@ -40,6 +51,11 @@ func (r *renderer) draw(p workflows.Progress, bars map[string]staging.Progress) 
 		return
 	}
 	if !r.live {
+		now := r.now()
+		if r.lastLine.IsZero() {
+			r.lastLine = now
+		}
+		printed := false
 		for _, s := range p.Steps {
 			k := stepKey(s)
 			if r.seen[k] == s.Status {
@@ -47,6 +63,7 @@ func (r *renderer) draw(p workflows.Progress, bars map[string]staging.Progress) 
 			}
 			r.seen[k] = s.Status
 			fmt.Fprintln(r.w, stepLine(s))
+			r.shownSteps, printed = true, true
 		}
 		for _, w := range p.Waiting {
 			// One line when the wait starts (plain output has no redraw).
@@ -67,13 +84,42 @@ func (r *renderer) draw(p workflows.Progress, bars map[string]staging.Progress) 
 			if r.seen[k] != bucket {
 				r.seen[k] = bucket
 				fmt.Fprintln(r.w, line)
+				printed = true
 			}
+		}
+		if printed {
+			r.lastLine = now
+			return
+		}
+		if now.Sub(r.lastLine) < plainEvery {
+			return
+		}
+		var running []string
+		for _, s := range p.Steps {
+			if s.Status == workflows.StepRunning {
+				name := s.Name
+				if s.Node != "" {
+					name += " [" + s.Node + "]"
+				}
+				running = append(running, name)
+			}
+		}
+		for _, id := range sortedMapKeys(bars) {
+			pr := bars[id]
+			if pr.BytesTotal > 0 {
+				running = append(running, fmt.Sprintf("%s %s/%s", shortID(id), staging.HumanBytes(pr.BytesDone), staging.HumanBytes(pr.BytesTotal)))
+			}
+		}
+		if len(running) > 0 {
+			fmt.Fprintf(r.w, "  still running: %s\n", strings.Join(running, ", "))
+			r.lastLine = now
 		}
 		return
 	}
 	var out []string
 	for _, s := range p.Steps {
 		out = append(out, stepLine(s))
+		r.shownSteps = true
 	}
 	for _, id := range sortedMapKeys(bars) {
 		out = append(out, barLine(id, bars[id], r.rate(id, bars[id])))
@@ -153,10 +199,15 @@ func barLine(id string, p staging.Progress, rate float64) string {
 	if rate > 0 && p.BytesTotal > p.BytesDone {
 		eta = (time.Duration(float64(p.BytesTotal-p.BytesDone)/rate) * time.Second).Round(time.Second).String()
 	}
-	name := id
-	if i := strings.LastIndex(id, "/"); i >= 0 {
-		name = id[i+1:]
-	}
+	name := shortID(id)
 	return fmt.Sprintf("  %-10s [%s] %3.0f%% %s/%s %s/s ETA %s", name, bar, frac*100,
 		staging.HumanBytes(p.BytesDone), staging.HumanBytes(p.BytesTotal), staging.HumanBytes(int64(rate)), eta)
+}
+
+// shortID is the last path element of a workflow ID (stage/demo-4x/n1 → n1).
+func shortID(id string) string {
+	if i := strings.LastIndex(id, "/"); i >= 0 {
+		return id[i+1:]
+	}
+	return id
 }

@@ -55,6 +55,9 @@ type App struct {
 	jsonPrinted bool
 	// text collects what commands print as plain text under --json.
 	text *bytes.Buffer
+	// stepsShown is set when the last followed run's steps were printed
+	// as progress, so its summary does not list them a second time.
+	stepsShown bool
 }
 
 // exitError carries a process exit code through cobra.

@@ -85,6 +85,7 @@ func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) er
 		select {
 		case err := <-done:
 			a.drawOnce(ctx, env.Client, run, r)
+			a.stepsShown = r.shownSteps
 			return err
 		case <-a.Interrupts:
 			if cancelled {

@@ -22,13 +22,17 @@ type Fleet struct {
 	NAS        NAS
 }
 
+// ConfigHeader starts every demo config: `starter demo --clean` removes a
+// dir only when its sparklane.toml begins with it.
+const ConfigHeader = "# Written by `starter demo`:"
+
 // WriteFleet writes the demo's sparklane.toml and recipes under dir:
 // nodes demo1..demo4 on this machine, each with its own fs_root (so they do
 // not share a disk), clusters demo-4x and demo-2x, the NAS as a shared root.
 func WriteFleet(dir, stateDir string, nas NAS, image string, port, uiPort int) (Fleet, error) {
 	f := Fleet{Dir: dir, ConfigFile: filepath.Join(dir, "sparklane.toml"), NAS: nas}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Written by `starter demo`: a fleet of %d simulated nodes on this machine.\n", Nodes)
+	fmt.Fprintf(&b, "%s a fleet of %d simulated nodes on this machine.\n", ConfigHeader, Nodes)
 	fmt.Fprintf(&b, "state_dir = %q\nrecipes_dir = %q\nhf_cache_dir = %q\nshared_roots = [%q]\nprobe_grace = \"2s\"\n\n",
 		stateDir, filepath.Join(dir, "recipes"), nas.Hub, filepath.Dir(nas.Hub))
 	fmt.Fprintf(&b, "[temporal]\naddress = \"\"\nnamespace = \"default\"\nport = %d\nui_port = %d\n\n", port, uiPort)
