@@ -10,6 +10,7 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -86,6 +87,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 		var pre FleetProbeResult
 		err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 			WorkflowID: CutoverID(in.Plan.Cluster) + "/power-probe", TaskQueue: ControlQueue,
+			TypedSearchAttributes: searchattr.For(in.Plan.Lane, in.Plan.Cluster),
 		}), FleetProbe, FleetProbeInput{Nodes: nodes, PickupTimeout: in.Pickup}).Get(ctx, &pre)
 		var off []string
 		for _, st := range pre.Nodes {
@@ -96,6 +98,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 		if err == nil && len(off) > 0 {
 			err = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 				WorkflowID: CutoverID(in.Plan.Cluster) + "/power-on", TaskQueue: ControlQueue,
+				TypedSearchAttributes: searchattr.For(in.Plan.Lane, in.Plan.Cluster),
 			}), Power, PowerInput{Action: PowerOn, Targets: off}).Get(ctx, nil)
 		}
 		t.end(i, fmt.Sprintf("%d node(s) switched on", len(off)), err)
@@ -111,6 +114,8 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 		WorkflowID:  CutoverID(in.Plan.Cluster) + "/probe",
 		TaskQueue:   ControlQueue,
 		RetryPolicy: ProbeRetryPolicy(in.Grace),
+		// Child runs carry the lane too, so the UI's lane filter finds them.
+		TypedSearchAttributes: searchattr.For(in.Plan.Lane, in.Plan.Cluster),
 	})
 	probeNodes := nodes
 	for _, n := range in.Fleet {

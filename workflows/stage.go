@@ -10,6 +10,7 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -129,6 +130,9 @@ func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, block
 			WorkflowID:        id,
 			TaskQueue:         ControlQueue,
 			ParentClosePolicy: 0,
+			// Per-node runs carry the lane too, so the UI's lane filter
+			// finds them beside their parent.
+			TypedSearchAttributes: searchattr.For(plan.Lane, plan.Cluster),
 		})
 		t.child(id)
 		kids = append(kids, child{n.Node, workflow.ExecuteChildWorkflow(cctx, StageNode, StageNodeInput{

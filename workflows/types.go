@@ -11,6 +11,7 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 )
 
 // ControlQueue is the task queue of the control worker (workflows and
@@ -21,10 +22,11 @@ const ControlQueue = "sparklane"
 func NodeQueue(node string) string { return "node." + node }
 
 // Search attribute names registered by the embedded server and set on every
-// run, so the UI and `temporal workflow list --query` filter by lane.
+// run, so the UI and `temporal workflow list --query` filter by lane. They
+// are searchattr's, the one definition.
 const (
-	SALane    = "SparklaneLane"
-	SACluster = "SparklaneCluster"
+	SALane    = searchattr.Lane
+	SACluster = searchattr.Cluster
 )
 
 // Workflow IDs are derived from what a run acts on, so a second cutover on a

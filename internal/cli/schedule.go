@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -20,7 +24,7 @@ func (a *App) scheduleCmd() *cobra.Command {
 	var repair bool
 	nightly := &cobra.Command{
 		Use:   "nightly-verify [--cron \"0 3 * * *\"] [--lanes a,b] [--repair]",
-		Short: "create (or replace) a Schedule that verifies the staged blocks of lanes on every node",
+		Short: "create (or update in place) a Schedule that verifies the staged blocks of lanes on every node",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			_, rs, err := a.recipes()
@@ -49,26 +53,14 @@ func (a *App) scheduleCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sc := env.Client.ScheduleClient()
-			_ = sc.GetHandle(ctx, NightlyVerifyID).Delete(ctx) // replace an older one
-			h, err := sc.Create(ctx, client.ScheduleOptions{
-				ID:   NightlyVerifyID,
-				Spec: client.ScheduleSpec{CronExpressions: []string{cron}},
-				Action: &client.ScheduleWorkflowAction{
-					ID:        workflows.VerifyID("nightly"),
-					Workflow:  workflows.Verify,
-					TaskQueue: workflows.ControlQueue,
-					Args:      []any{workflows.VerifyInput{LaneNames: names, Repair: repair, Report: true}},
-				},
-				Memo: map[string]any{"lanes": strings.Join(names, ",")},
-			})
+			id, err := upsertNightlyVerify(ctx, env.Client.ScheduleClient(), cron, names, repair)
 			if err != nil {
-				return fmt.Errorf("create schedule %s: %w", NightlyVerifyID, err)
+				return err
 			}
 			if a.JSON {
-				return a.printJSON(map[string]any{"schedule_id": h.GetID(), "cron": cron, "lanes": names, "repair": repair})
+				return a.printJSON(map[string]any{"schedule_id": id, "cron": cron, "lanes": names, "repair": repair})
 			}
-			fmt.Fprintf(a.Out, "schedule %s: %q verifies %s (repair: %v)\n", h.GetID(), cron, strings.Join(names, ", "), repair)
+			fmt.Fprintf(a.Out, "schedule %s: %q verifies %s (repair: %v)\n", id, cron, strings.Join(names, ", "), repair)
 			return nil
 		},
 	}
@@ -141,4 +133,51 @@ func (a *App) scheduleCmd() *cobra.Command {
 	}
 	cmd.AddCommand(nightly, list, del)
 	return cmd
+}
+
+// upsertNightlyVerify updates the nightly-verify schedule in place (its
+// history of runs, its creation time and a pause stay) or creates it when
+// there is none: delete-then-create lost them, and a failure between the two
+// left no schedule at all. Schedule and scheduled runs carry the search
+// attributes (the lane when there is one; verify runs across lanes are
+// found by workflow ID), from searchattr.For like every other run.
+func upsertNightlyVerify(ctx context.Context, sc client.ScheduleClient, cron string, names []string, repair bool) (string, error) {
+	lane := ""
+	if len(names) == 1 {
+		lane = names[0]
+	}
+	sa := searchattr.For(lane, "")
+	spec := client.ScheduleSpec{CronExpressions: []string{cron}}
+	action := &client.ScheduleWorkflowAction{
+		ID:                    workflows.VerifyID("nightly"),
+		Workflow:              workflows.Verify,
+		TaskQueue:             workflows.ControlQueue,
+		Args:                  []any{workflows.VerifyInput{LaneNames: names, Repair: repair, Report: true}},
+		TypedSearchAttributes: sa,
+	}
+	err := sc.GetHandle(ctx, NightlyVerifyID).Update(ctx, client.ScheduleUpdateOptions{
+		DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+			s := in.Description.Schedule
+			s.Spec, s.Action = &spec, action
+			return &client.ScheduleUpdate{Schedule: &s, TypedSearchAttributes: &sa}, nil
+		},
+	})
+	var notFound *serviceerror.NotFound
+	switch {
+	case err == nil:
+		return NightlyVerifyID, nil
+	case !errors.As(err, &notFound):
+		return "", fmt.Errorf("update schedule %s: %w", NightlyVerifyID, err)
+	}
+	h, err := sc.Create(ctx, client.ScheduleOptions{
+		ID:                    NightlyVerifyID,
+		Spec:                  spec,
+		Action:                action,
+		Memo:                  map[string]any{"lanes": strings.Join(names, ",")},
+		TypedSearchAttributes: sa,
+	})
+	if err != nil {
+		return "", fmt.Errorf("create schedule %s: %w", NightlyVerifyID, err)
+	}
+	return h.GetID(), nil
 }

@@ -29,28 +29,7 @@ import (
 // otherwise, past Temporal's payload limit).
 func TestVerifyOfAWipedTwentyThousandFileMirrorKeepsHistorySmall(t *testing.T) {
 	const n = 20000
-	nas := filepath.Join(t.TempDir(), "nas")
-	repo := filepath.Join(nas, "hub", "models--demo--many-files")
-	rev := strings.Repeat("ab", 20)
-	for _, d := range []string{"blobs", "refs", filepath.Join("snapshots", rev, "shards")} {
-		if err := os.MkdirAll(filepath.Join(repo, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(repo, "refs", "main"), []byte(rev), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < n; i++ {
-		data := []byte(fmt.Sprintf("shard %d\n", i))
-		sum := sha256.Sum256(data)
-		blob := hex.EncodeToString(sum[:])
-		if err := os.WriteFile(filepath.Join(repo, "blobs", blob), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink("../../../blobs/"+blob, filepath.Join(repo, "snapshots", rev, "shards", fmt.Sprintf("part-%05d.bin", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	nas := writeHub(t, "many-files", n)
 	recipe := fmt.Sprintf(`name = "many"
 cluster = "solo"
 runtime = "sim"
@@ -112,4 +91,33 @@ verify = "sampled"
 	if size >= 1<<20 {
 		t.Errorf("history of %s is %d bytes; want under 1 MB", id, size)
 	}
+}
+
+// writeHub writes a NAS with a hub repo demo/NAME of n small files (blobs
+// and snapshot links) and returns the NAS root; the hub is NAS/hub.
+func writeHub(t *testing.T, name string, n int) string {
+	t.Helper()
+	nas := filepath.Join(t.TempDir(), "nas")
+	repo := filepath.Join(nas, "hub", "models--demo--"+name)
+	rev := strings.Repeat("ab", 20)
+	for _, d := range []string{"blobs", "refs", filepath.Join("snapshots", rev, "shards")} {
+		if err := os.MkdirAll(filepath.Join(repo, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(repo, "refs", "main"), []byte(rev), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		data := []byte(fmt.Sprintf("shard %d\n", i))
+		sum := sha256.Sum256(data)
+		blob := hex.EncodeToString(sum[:])
+		if err := os.WriteFile(filepath.Join(repo, "blobs", blob), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("../../../blobs/"+blob, filepath.Join(repo, "snapshots", rev, "shards", fmt.Sprintf("part-%05d.bin", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nas
 }

@@ -33,6 +33,20 @@ var (
 	ClusterKey = temporal.NewSearchAttributeKeyKeyword(Cluster)
 )
 
+// For is the search attributes of a run acting on lane and cluster (either
+// may be empty): the one place runs, child runs and scheduled runs get them
+// from, so every run of a lane is found by the same query.
+func For(lane, cluster string) temporal.SearchAttributes {
+	var sa []temporal.SearchAttributeUpdate
+	if lane != "" {
+		sa = append(sa, LaneKey.ValueSet(lane))
+	}
+	if cluster != "" {
+		sa = append(sa, ClusterKey.ValueSet(cluster))
+	}
+	return temporal.NewSearchAttributes(sa...)
+}
+
 // Definitions lists every custom search attribute with its type; an
 // external cluster needs the same set registered (see Ensure).
 func Definitions() map[string]enumspb.IndexedValueType {
