@@ -7,6 +7,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -63,10 +64,15 @@ func controlOpts(ctx workflow.Context, run, heartbeat time.Duration, attempts in
 type tracker struct {
 	ctx workflow.Context
 	p   Progress
+	// log is workflow.GetLogger's replay-safe logger (silent while a
+	// history replays, so a worker restart does not log every step again),
+	// tagged with the lane: every step's start and end reach the worker's
+	// zap log through the SDK.
+	log log.Logger
 }
 
 func newTracker(ctx workflow.Context, name, lane string) *tracker {
-	t := &tracker{ctx: ctx, p: Progress{Workflow: name, Lane: lane}}
+	t := &tracker{ctx: ctx, p: Progress{Workflow: name, Lane: lane}, log: log.With(workflow.GetLogger(ctx), "Lane", lane)}
 	_ = workflow.SetQueryHandler(ctx, ProgressQuery, func() (Progress, error) {
 		out := t.p
 		out.Steps = append([]Step(nil), t.p.Steps...)
@@ -79,12 +85,14 @@ func newTracker(ctx workflow.Context, name, lane string) *tracker {
 
 func (t *tracker) start(name, node string) int {
 	t.p.Steps = append(t.p.Steps, Step{Name: name, Node: node, Status: StepRunning, Started: workflow.Now(t.ctx)})
+	t.log.Debug("step started", "Step", name, "Node", node)
 	return len(t.p.Steps) - 1
 }
 
 func (t *tracker) skip(name, node, why string) {
 	now := workflow.Now(t.ctx)
 	t.p.Steps = append(t.p.Steps, Step{Name: name, Node: node, Status: StepSkipped, Started: now, Ended: now, Detail: why})
+	t.log.Info("step skipped", "Step", name, "Node", node, "Why", why)
 }
 
 func (t *tracker) end(i int, detail string, err error) {
@@ -96,15 +104,18 @@ func (t *tracker) end(i int, detail string, err error) {
 	if err != nil {
 		s.Status = StepFailed
 		s.Error = errMessage(err)
+		t.log.Warn("step failed", "Step", s.Name, "Node", s.Node, "Seconds", s.Ended.Sub(s.Started).Seconds(), "Error", s.Error)
 		return
 	}
 	s.Status = StepDone
+	t.log.Info("step done", "Step", s.Name, "Node", s.Node, "Seconds", s.Ended.Sub(s.Started).Seconds(), "Detail", s.Detail)
 }
 
 // wait marks step i as waiting for node (down since since), for the query.
 func (t *tracker) wait(i int, node string, since time.Time, detail string) {
 	s := &t.p.Steps[i]
 	s.Status, s.Detail = StepWaiting, detail
+	t.log.Warn("waiting for node", "Step", s.Name, "Node", node, "Detail", detail)
 	for j := range t.p.Waiting {
 		if t.p.Waiting[j].Node == node {
 			t.p.Waiting[j].Since = since
