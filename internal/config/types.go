@@ -217,10 +217,16 @@ type Recipe struct {
 	Command  string            `mapstructure:"command" json:"command"`
 	Defaults map[string]any    `mapstructure:"defaults" json:"defaults,omitempty"`
 	Env      map[string]string `mapstructure:"env" json:"env,omitempty"`
-	Mounts   []Mount           `mapstructure:"mounts" json:"mounts,omitempty"`
-	Hooks    Hooks             `mapstructure:"hooks" json:"hooks,omitempty"`
-	Staging  []Staging         `mapstructure:"staging" json:"staging,omitempty"`
-	Probe    Probe             `mapstructure:"probe" json:"probe,omitempty"`
+	// EnvFrom are container variables whose values are secrets (API
+	// tokens): each names where the node worker reads the value when it
+	// creates the container — "env:NAME" (its own environment) or
+	// "file:/path" (a file on the node) — so the value never enters a
+	// workflow input, the Temporal history, a plan, a log or a report.
+	EnvFrom map[string]string `mapstructure:"env_from" json:"env_from,omitempty"`
+	Mounts  []Mount           `mapstructure:"mounts" json:"mounts,omitempty"`
+	Hooks   Hooks             `mapstructure:"hooks" json:"hooks,omitempty"`
+	Staging []Staging         `mapstructure:"staging" json:"staging,omitempty"`
+	Probe   Probe             `mapstructure:"probe" json:"probe,omitempty"`
 	// NodeOutageBudget overrides the config's for this lane (a lane whose
 	// nodes take long to reboot).
 	NodeOutageBudget time.Duration `mapstructure:"node_outage_budget" json:"node_outage_budget,omitempty"`
@@ -351,6 +357,10 @@ type NodePlan struct {
 	Command string            `json:"command"`
 	Argv    []string          `json:"argv"`
 	Env     map[string]string `json:"env"`
+	// EnvFrom is the recipe's env_from, resolved by the node worker
+	// (secretenv.Resolve) when it creates the container; values never
+	// travel in the plan.
+	EnvFrom map[string]string `json:"env_from,omitempty"`
 	Mounts  []Mount           `json:"mounts"`
 	// GPUs is true for real runtimes (device requests), false for sim.
 	GPUs bool `json:"gpus"`

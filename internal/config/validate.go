@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/secretenv"
 	"github.com/sparklane/sparklane/internal/staging"
 )
 
@@ -315,6 +316,17 @@ func validateRecipe(r *Recipe) []error {
 	}
 	if strings.TrimSpace(r.Command) == "" {
 		errs = append(errs, recipeErr(r, "command", "missing: give the serve command template"))
+	}
+	for _, k := range sortedStrings(r.EnvFrom) {
+		switch _, err := secretenv.Parse(r.EnvFrom[k]); {
+		case !secretenv.ValidName(k):
+			errs = append(errs, recipeErr(r, "env_from."+k, "%q is not an environment variable name", k))
+		case err != nil:
+			errs = append(errs, recipeErr(r, "env_from."+k, "%v", err))
+		}
+		if _, both := r.Env[k]; both {
+			errs = append(errs, recipeErr(r, "env_from."+k, "%s is also set in [env]: keep only the env_from entry (the secret's source)", k))
+		}
 	}
 	for _, k := range sortedKeys(r.Defaults) {
 		if in(fixedKeys, k) {
