@@ -40,6 +40,10 @@ const (
 	// DefaultRepeats is how many requests each prompt length gets; TTFT
 	// p50/p95 per length are taken over them.
 	DefaultRepeats = 3
+	// DefaultRuns is how many times the whole pp/tg sweep runs: each
+	// metric is the median over the runs, and their spread is what a
+	// verdict must beat to call a change (report.CompareWith).
+	DefaultRuns = 3
 )
 
 // PerfInput says what to measure. Zero values take the defaults above.
@@ -61,6 +65,10 @@ type PerfInput struct {
 	GenTokens int
 	// Repeats is the number of requests per prompt length (default 3).
 	Repeats int
+	// Runs is how many times the pp/tg sweep is repeated after one warm-up
+	// and calibration (default 3); the result's rates are medians over the
+	// runs and Samples keeps every run's value.
+	Runs int
 	// ContextTokens is the server's context window; 0 asks /v1/models
 	// (max_model_len, context_length or max_context_length). Prompt lengths
 	// and depths above 95% of it minus GenTokens are clamped.
@@ -110,6 +118,12 @@ type PerfResult struct {
 	// TTFT is over the tg requests at the smallest depth: the latency a
 	// user with a short prompt sees (responsiveness).
 	TTFT Latency `json:"ttft"`
+	// Runs is how many sweeps the figures above are medians of.
+	Runs int `json:"runs,omitempty"`
+	// Samples holds every run's value per metric, under the metric names
+	// of report verdicts ("pp 2048", "tg d0 c1", "tg d0 c2 aggregate",
+	// "ttft p50", "ttft p95"): the run-to-run spread a verdict must beat.
+	Samples map[string][]float64 `json:"samples,omitempty"`
 	// Failures lists every request that failed or timed out, with the
 	// point it belonged to. A failed request is recorded, never retried.
 	Failures []Failure `json:"failures,omitempty"`
@@ -242,123 +256,248 @@ func Perf(ctx context.Context, in PerfInput) (PerfResult, error) {
 	progress("calibrated: %.2f chars/token, chat overhead %d tokens", cal.CharsPerTok, cal.OverheadTokens)
 	pb := promptBuilder{seed: in.Seed, cal: cal}
 
+	run := 0
 	fit := func(kind string, n int) int {
 		if ctxTokens <= 0 {
 			return n
 		}
 		limit := fitLimit(ctxTokens, in.GenTokens)
-		if n > limit {
+		if n > limit && run == 0 {
 			res.Clamped = append(res.Clamped, fmt.Sprintf("%s %d -> %d (context %d)", kind, n, limit, ctxTokens))
 			return limit
 		}
-		return n
+		return min(n, limit)
 	}
 
 	reqNo := 0
-	for _, n := range in.PromptLengths {
-		n = fit("pp", n)
-		pt := PPPoint{RequestedTokens: n}
-		var rates, ttfts []float64
-		var ptoks []int
-		for r := 0; r < in.Repeats; r++ {
-			reqNo++
-			s, err := c.stream(ctx, pb.prompt(reqNo, n), 1)
-			if err != nil {
-				if ctx.Err() != nil {
-					return res, ctx.Err()
-				}
-				if isNoUsage(err) {
-					return res, err
-				}
-				pt.Failed++
-				res.Failures = append(res.Failures, failure(fmt.Sprintf("pp %d", n), err))
-				continue
-			}
-			pt.OK++
-			rates = append(rates, float64(s.PromptTokens)/(s.TTFTMs/1000))
-			ttfts = append(ttfts, s.TTFTMs)
-			ptoks = append(ptoks, s.PromptTokens)
+	var runs []PerfResult
+	for run = 0; run < in.Runs; run++ {
+		if in.Runs > 1 {
+			progress("sweep %d of %d", run+1, in.Runs)
 		}
-		pt.TokPerSec = round1(percentile(rates, 50))
-		pt.TTFT = latency(ttfts)
-		pt.PromptTokens = medianInt(ptoks)
-		res.PP = append(res.PP, pt)
-		progress("pp %d (server counted %d): %.0f tok/s, TTFT p50 %.0f ms (%d ok, %d failed)", n, pt.PromptTokens, pt.TokPerSec, pt.TTFT.P50Ms, pt.OK, pt.Failed)
-	}
-
-	minDepth := -1
-	for _, d := range in.Depths {
-		if minDepth < 0 || d < minDepth {
-			minDepth = d
-		}
-	}
-	var shortTTFT []float64
-	for _, d := range in.Depths {
-		d = fit("depth", d)
-		for _, cc := range in.Concurrency {
-			pt := TGPoint{Depth: d, Concurrency: cc}
-			name := fmt.Sprintf("tg d%d c%d", d, cc)
-			samples := make([]Sample, cc)
-			errs := make([]error, cc)
-			var wg sync.WaitGroup
-			for i := 0; i < cc; i++ {
-				reqNo++
-				prompt := pb.context(reqNo, d)
-				wg.Add(1)
-				go func(i int, prompt string) {
-					defer wg.Done()
-					samples[i], errs[i] = c.stream(ctx, prompt, in.GenTokens)
-				}(i, prompt)
-			}
-			wg.Wait()
-			if ctx.Err() != nil {
-				return res, ctx.Err()
-			}
-			var first, last time.Time
-			var sumTok, sumPrompt int
+		res.PP, res.TG = nil, nil
+		for _, n := range in.PromptLengths {
+			n = fit("pp", n)
+			pt := PPPoint{RequestedTokens: n}
 			var rates, ttfts []float64
-			for i, s := range samples {
-				if errs[i] != nil {
-					if isNoUsage(errs[i]) {
-						return res, errs[i]
+			var ptoks []int
+			for r := 0; r < in.Repeats; r++ {
+				reqNo++
+				s, err := c.stream(ctx, pb.prompt(reqNo, n), 1)
+				if err != nil {
+					if ctx.Err() != nil {
+						return res, ctx.Err()
+					}
+					if isNoUsage(err) {
+						return res, err
 					}
 					pt.Failed++
-					res.Failures = append(res.Failures, failure(name, errs[i]))
-					pt.Requests = append(pt.Requests, Sample{Error: errs[i].Error()})
+					res.Failures = append(res.Failures, failure(fmt.Sprintf("pp %d", n), err))
 					continue
 				}
 				pt.OK++
-				pt.Requests = append(pt.Requests, s)
-				sumTok += s.CompletionTokens
-				sumPrompt += s.PromptTokens
-				if s.TokPerSec > 0 {
-					rates = append(rates, s.TokPerSec)
-				}
+				rates = append(rates, float64(s.PromptTokens)/(s.TTFTMs/1000))
 				ttfts = append(ttfts, s.TTFTMs)
-				if first.IsZero() || s.first.Before(first) {
-					first = s.first
-				}
-				if s.last.After(last) {
-					last = s.last
-				}
+				ptoks = append(ptoks, s.PromptTokens)
 			}
-			if pt.OK > 0 {
-				pt.PromptTokens = sumPrompt / pt.OK
-				pt.PerRequestTokPerSec = round1(mean(rates))
-				if wall := last.Sub(first).Seconds(); wall > 0 {
-					pt.AggregateTokPerSec = round1(float64(sumTok) / wall)
-				}
-			}
+			pt.TokPerSec = round1(percentile(rates, 50))
 			pt.TTFT = latency(ttfts)
-			if d == fitQuiet(minDepth, ctxTokens, in.GenTokens) {
-				shortTTFT = append(shortTTFT, ttfts...)
+			pt.PromptTokens = medianInt(ptoks)
+			res.PP = append(res.PP, pt)
+			progress("pp %d (server counted %d): %.0f tok/s, TTFT p50 %.0f ms (%d ok, %d failed)", n, pt.PromptTokens, pt.TokPerSec, pt.TTFT.P50Ms, pt.OK, pt.Failed)
+		}
+
+		minDepth := -1
+		for _, d := range in.Depths {
+			if minDepth < 0 || d < minDepth {
+				minDepth = d
 			}
-			res.TG = append(res.TG, pt)
-			progress("%s: %.1f tok/s per request, %.1f tok/s aggregate (%d ok, %d failed)", name, pt.PerRequestTokPerSec, pt.AggregateTokPerSec, pt.OK, pt.Failed)
+		}
+		var shortTTFT []float64
+		for _, d := range in.Depths {
+			d = fit("depth", d)
+			for _, cc := range in.Concurrency {
+				pt := TGPoint{Depth: d, Concurrency: cc}
+				name := fmt.Sprintf("tg d%d c%d", d, cc)
+				samples := make([]Sample, cc)
+				errs := make([]error, cc)
+				var wg sync.WaitGroup
+				for i := 0; i < cc; i++ {
+					reqNo++
+					prompt := pb.context(reqNo, d)
+					wg.Add(1)
+					go func(i int, prompt string) {
+						defer wg.Done()
+						samples[i], errs[i] = c.stream(ctx, prompt, in.GenTokens)
+					}(i, prompt)
+				}
+				wg.Wait()
+				if ctx.Err() != nil {
+					return res, ctx.Err()
+				}
+				var first, last time.Time
+				var sumTok, sumPrompt int
+				var rates, ttfts []float64
+				for i, s := range samples {
+					if errs[i] != nil {
+						if isNoUsage(errs[i]) {
+							return res, errs[i]
+						}
+						pt.Failed++
+						res.Failures = append(res.Failures, failure(name, errs[i]))
+						pt.Requests = append(pt.Requests, Sample{Error: errs[i].Error()})
+						continue
+					}
+					pt.OK++
+					pt.Requests = append(pt.Requests, s)
+					sumTok += s.CompletionTokens
+					sumPrompt += s.PromptTokens
+					if s.TokPerSec > 0 {
+						rates = append(rates, s.TokPerSec)
+					}
+					ttfts = append(ttfts, s.TTFTMs)
+					if first.IsZero() || s.first.Before(first) {
+						first = s.first
+					}
+					if s.last.After(last) {
+						last = s.last
+					}
+				}
+				if pt.OK > 0 {
+					pt.PromptTokens = sumPrompt / pt.OK
+					pt.PerRequestTokPerSec = round1(mean(rates))
+					if wall := last.Sub(first).Seconds(); wall > 0 {
+						pt.AggregateTokPerSec = round1(float64(sumTok) / wall)
+					}
+				}
+				pt.TTFT = latency(ttfts)
+				if d == fitQuiet(minDepth, ctxTokens, in.GenTokens) {
+					shortTTFT = append(shortTTFT, ttfts...)
+				}
+				res.TG = append(res.TG, pt)
+				progress("%s: %.1f tok/s per request, %.1f tok/s aggregate (%d ok, %d failed)", name, pt.PerRequestTokPerSec, pt.AggregateTokPerSec, pt.OK, pt.Failed)
+			}
+		}
+		res.TTFT = latency(shortTTFT)
+		runs = append(runs, PerfResult{PP: res.PP, TG: res.TG, TTFT: res.TTFT})
+	}
+	combineRuns(&res, runs)
+	return res, nil
+}
+
+// PerfMetrics names a sweep's figures the way verdicts do ("pp 2048",
+// "tg d0 c1", "tg d0 c2 aggregate", "ttft p50", "ttft p95"), with whether
+// higher is better; points where every request failed are left out.
+func PerfMetrics(r PerfResult) []Metric {
+	var out []Metric
+	for _, p := range r.PP {
+		if p.OK > 0 && p.TokPerSec > 0 {
+			out = append(out, Metric{Name: fmt.Sprintf("pp %d", p.RequestedTokens), Unit: "tok/s", Value: p.TokPerSec, HigherIsBetter: true})
 		}
 	}
-	res.TTFT = latency(shortTTFT)
-	return res, nil
+	for _, p := range r.TG {
+		if p.OK == 0 {
+			continue
+		}
+		if p.PerRequestTokPerSec > 0 {
+			out = append(out, Metric{Name: fmt.Sprintf("tg d%d c%d", p.Depth, p.Concurrency), Unit: "tok/s", Value: p.PerRequestTokPerSec, HigherIsBetter: true})
+		}
+		if p.Concurrency > 1 && p.AggregateTokPerSec > 0 {
+			out = append(out, Metric{Name: fmt.Sprintf("tg d%d c%d aggregate", p.Depth, p.Concurrency), Unit: "tok/s", Value: p.AggregateTokPerSec, HigherIsBetter: true})
+		}
+	}
+	if r.TTFT.N > 0 {
+		out = append(out, Metric{Name: "ttft p50", Unit: "ms", Value: r.TTFT.P50Ms}, Metric{Name: "ttft p95", Unit: "ms", Value: r.TTFT.P95Ms})
+	}
+	return out
+}
+
+// Metric is one named figure of a sweep.
+type Metric struct {
+	Name           string
+	Unit           string
+	Value          float64
+	HigherIsBetter bool
+}
+
+// combineRuns folds repeated sweeps into res: every figure is the median
+// over the runs that measured it, counts are summed, requests kept, and
+// Samples records each run's value per metric.
+func combineRuns(res *PerfResult, runs []PerfResult) {
+	if len(runs) == 0 {
+		return
+	}
+	res.Runs = len(runs)
+	res.Samples = map[string][]float64{}
+	for _, r := range runs {
+		for _, m := range PerfMetrics(r) {
+			res.Samples[m.Name] = append(res.Samples[m.Name], m.Value)
+		}
+	}
+	med := func(get func(PerfResult) (float64, bool)) float64 {
+		var v []float64
+		for _, r := range runs {
+			if x, ok := get(r); ok {
+				v = append(v, x)
+			}
+		}
+		if len(v) == 0 {
+			return 0
+		}
+		return round1(percentile(v, 50))
+	}
+	lat := func(get func(PerfResult) Latency) Latency {
+		var l Latency
+		var p50, p95 []float64
+		for _, r := range runs {
+			x := get(r)
+			if x.N > 0 {
+				l.N += x.N
+				p50 = append(p50, x.P50Ms)
+				p95 = append(p95, x.P95Ms)
+			}
+		}
+		if l.N > 0 {
+			l.P50Ms, l.P95Ms = round1(percentile(p50, 50)), round1(percentile(p95, 50))
+		}
+		return l
+	}
+	first := runs[0]
+	res.PP = append([]PPPoint(nil), first.PP...)
+	for i := range res.PP {
+		i := i
+		p := &res.PP[i]
+		p.OK, p.Failed = 0, 0
+		for _, r := range runs[:] {
+			if i < len(r.PP) {
+				p.OK += r.PP[i].OK
+				p.Failed += r.PP[i].Failed
+			}
+		}
+		p.TokPerSec = med(func(r PerfResult) (float64, bool) {
+			return r.PP[i].TokPerSec, i < len(r.PP) && r.PP[i].OK > 0
+		})
+		p.TTFT = lat(func(r PerfResult) Latency { return r.PP[i].TTFT })
+	}
+	res.TG = append([]TGPoint(nil), first.TG...)
+	for i := range res.TG {
+		i := i
+		p := &res.TG[i]
+		p.OK, p.Failed, p.Requests = 0, 0, nil
+		for _, r := range runs {
+			p.OK += r.TG[i].OK
+			p.Failed += r.TG[i].Failed
+			p.Requests = append(p.Requests, r.TG[i].Requests...)
+		}
+		p.PerRequestTokPerSec = med(func(r PerfResult) (float64, bool) {
+			return r.TG[i].PerRequestTokPerSec, r.TG[i].OK > 0
+		})
+		p.AggregateTokPerSec = med(func(r PerfResult) (float64, bool) {
+			return r.TG[i].AggregateTokPerSec, r.TG[i].OK > 0 && r.TG[i].AggregateTokPerSec > 0
+		})
+		p.TTFT = lat(func(r PerfResult) Latency { return r.TG[i].TTFT })
+	}
+	res.TTFT = lat(func(r PerfResult) Latency { return r.TTFT })
 }
 
 func fitQuiet(n, ctxTokens, gen int) int {
@@ -390,6 +529,9 @@ func (in PerfInput) withDefaults() PerfInput {
 	}
 	if in.Repeats <= 0 {
 		in.Repeats = DefaultRepeats
+	}
+	if in.Runs <= 0 {
+		in.Runs = DefaultRuns
 	}
 	if in.RequestTimeout <= 0 {
 		in.RequestTimeout = DefaultRequestTimeout

@@ -24,7 +24,7 @@ func TestPerfMeasuresConfiguredRates(t *testing.T) {
 	res, err := Perf(context.Background(), PerfInput{
 		BaseURL: base, Model: "double",
 		PromptLengths: []int{512, 2048}, Depths: []int{0, 512}, Concurrency: []int{1, 2},
-		GenTokens: 40, Repeats: 2, Seed: 7,
+		GenTokens: 40, Repeats: 2, Runs: 1, Seed: 7,
 		OnProgress: func(s string) { lines = append(lines, s) },
 	})
 	if err != nil {
@@ -86,7 +86,7 @@ func TestPerfMeasuresConfiguredRates(t *testing.T) {
 
 func TestPerfWithoutUsageFails(t *testing.T) {
 	base := serveDouble(t, &engineDouble{prefill: 50000, decode: 1000, noUsage: true})
-	_, err := Perf(context.Background(), PerfInput{BaseURL: base + "/v1", Model: "double", PromptLengths: []int{64}, Depths: []int{0}, Concurrency: []int{1}, GenTokens: 4, Repeats: 1})
+	_, err := Perf(context.Background(), PerfInput{BaseURL: base + "/v1", Model: "double", PromptLengths: []int{64}, Depths: []int{0}, Concurrency: []int{1}, GenTokens: 4, Repeats: 1, Runs: 1})
 	if err == nil {
 		t.Fatal("Perf against a server without usage succeeded")
 	}
@@ -104,7 +104,7 @@ func TestPerfTimeoutsAreRecordedNotHangs(t *testing.T) {
 	start := time.Now()
 	res, err := Perf(context.Background(), PerfInput{
 		BaseURL: base, Model: "double", PromptLengths: []int{128}, Depths: []int{0, 1000}, Concurrency: []int{1, 2},
-		GenTokens: 8, Repeats: 1, RequestTimeout: 400 * time.Millisecond,
+		GenTokens: 8, Repeats: 1, Runs: 1, RequestTimeout: 400 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatalf("Perf: %v", err)
@@ -132,7 +132,7 @@ func TestPerfTimeoutsAreRecordedNotHangs(t *testing.T) {
 
 func TestPerfClampsToServerContext(t *testing.T) {
 	base := serveDouble(t, &engineDouble{prefill: 50000, decode: 1000, contextLen: 600})
-	res, err := Perf(context.Background(), PerfInput{BaseURL: base, Model: "double", PromptLengths: []int{256, 2048}, Depths: []int{4096}, Concurrency: []int{1}, GenTokens: 16, Repeats: 1})
+	res, err := Perf(context.Background(), PerfInput{BaseURL: base, Model: "double", PromptLengths: []int{256, 2048}, Depths: []int{4096}, Concurrency: []int{1}, GenTokens: 16, Repeats: 1, Runs: 1})
 	if err != nil {
 		t.Fatalf("Perf: %v", err)
 	}
@@ -156,7 +156,7 @@ func TestPerfStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := Perf(ctx, PerfInput{BaseURL: base, Model: "double", PromptLengths: []int{64}, Depths: []int{0}, Concurrency: []int{1}, GenTokens: 500, Repeats: 1})
+	_, err := Perf(ctx, PerfInput{BaseURL: base, Model: "double", PromptLengths: []int{64}, Depths: []int{0}, Concurrency: []int{1}, GenTokens: 500, Repeats: 1, Runs: 1})
 	if err == nil {
 		t.Fatal("Perf succeeded after its context ended")
 	}

@@ -115,7 +115,16 @@ func Markdown(r Report) string {
 			w("| quality score | %g | %g | %+g points | %s |\n", q.Current, q.Baseline, q.Delta, q.Judgement)
 		}
 		for _, m := range v.Metrics {
-			w("| %s (%s) | %s | %s | %+.1f%% | %s |\n", m.Name, m.Unit, num(m.Current, 1), num(m.Baseline, 1), m.DeltaPct, m.Judgement)
+			now, was, judgement := num(m.Current, 1), num(m.Baseline, 1), m.Judgement
+			if m.CurrentCI != nil && m.BaselineCI != nil {
+				// Medians over runs with their bootstrap 95% intervals.
+				now += fmt.Sprintf(" [%s–%s]", num(m.CurrentCI[0], 1), num(m.CurrentCI[1], 1))
+				was += fmt.Sprintf(" [%s–%s]", num(m.BaselineCI[0], 1), num(m.BaselineCI[1], 1))
+			}
+			if m.Why != "" {
+				judgement += " (" + m.Why + ")"
+			}
+			w("| %s (%s) | %s | %s | %+.1f%% | %s |\n", m.Name, m.Unit, now, was, m.DeltaPct, judgement)
 		}
 		w("\n")
 		for _, n := range v.Notes {

@@ -2,7 +2,12 @@ package report
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
+	"math/rand"
+	"sort"
+
+	"github.com/sparklane/sparklane/internal/bench"
 )
 
 // Verdict words. The overall verdict drives `starter bench
@@ -21,6 +26,15 @@ const (
 	// DefaultPerfTolerancePct is the ± % perf change judged neutral (run
 	// to run noise on a healthy lane is a few percent).
 	DefaultPerfTolerancePct = 5.0
+	// DefaultFloorMs is the smallest latency change ever called a change:
+	// a TTFT of 7.3 → 7.8 ms is scheduler noise, never a regression.
+	DefaultFloorMs = 5.0
+	// DefaultFloorTokPerSec is the smallest rate change ever called one.
+	DefaultFloorTokPerSec = 1.0
+	// bootstrapResamples and bootstrapLevel shape the confidence interval
+	// of each metric's median over repeated runs.
+	bootstrapResamples = 2000
+	bootstrapLevel     = 0.95
 )
 
 // CompareOptions tune Compare; zero values take the defaults.
@@ -29,6 +43,10 @@ type CompareOptions struct {
 	QualityBand float64
 	// PerfTolerancePct is ± percent for perf metrics.
 	PerfTolerancePct float64
+	// FloorMs and FloorTokPerSec are absolute changes below which a
+	// latency or rate metric is always neutral (defaults 5 ms, 1 tok/s).
+	FloorMs        float64
+	FloorTokPerSec float64
 }
 
 // Verdict is a report compared with its baseline.
@@ -68,6 +86,20 @@ type MetricDelta struct {
 	// HigherIsBetter is true for rates, false for latencies.
 	HigherIsBetter bool   `json:"higher_is_better"`
 	Judgement      string `json:"judgement"`
+	// Runs are how many sweeps each side's value is the median of; the
+	// intervals are seeded bootstrap 95% confidence intervals of those
+	// medians (absent for single-run reports). A change is called only
+	// when the intervals do not overlap, the change exceeds the tolerance
+	// and the absolute floor; Why says which test kept a change neutral.
+	CurrentRuns  int         `json:"current_runs,omitempty"`
+	BaselineRuns int         `json:"baseline_runs,omitempty"`
+	CurrentCI    *[2]float64 `json:"current_ci,omitempty"`
+	BaselineCI   *[2]float64 `json:"baseline_ci,omitempty"`
+	// Spread is max-min over the current runs (run-to-run noise).
+	Spread float64 `json:"spread,omitempty"`
+	Why    string  `json:"why,omitempty"`
+
+	samples []float64
 }
 
 // Regression reports whether the verdict should fail `--fail-on-regression`.
@@ -101,6 +133,12 @@ func CompareWith(cur, base Report, opt CompareOptions) Verdict {
 	}
 	if opt.PerfTolerancePct <= 0 {
 		opt.PerfTolerancePct = DefaultPerfTolerancePct
+	}
+	if opt.FloorMs <= 0 {
+		opt.FloorMs = DefaultFloorMs
+	}
+	if opt.FloorTokPerSec <= 0 {
+		opt.FloorTokPerSec = DefaultFloorTokPerSec
 	}
 	v := Verdict{BaselineID: base.ID, QualityBand: opt.QualityBand, PerfTolerancePct: opt.PerfTolerancePct, Metrics: []MetricDelta{}}
 	better, worse := false, false
@@ -141,19 +179,12 @@ func CompareWith(cur, base Report, opt CompareOptions) Verdict {
 		}
 		d := MetricDelta{Name: m.Name, Unit: m.Unit, Current: m.Current, Baseline: b.Current, HigherIsBetter: m.HigherIsBetter}
 		d.DeltaPct = round2((m.Current - b.Current) / b.Current * 100)
-		gain := d.DeltaPct
-		if !m.HigherIsBetter {
-			gain = -gain
-		}
-		switch {
-		case gain > opt.PerfTolerancePct:
-			d.Judgement = Better
+		d.Judgement = judge(&d, m.samples, b.samples, opt)
+		switch d.Judgement {
+		case Better:
 			better = true
-		case gain < -opt.PerfTolerancePct:
-			d.Judgement = Worse
+		case Worse:
 			worse = true
-		default:
-			d.Judgement = Neutral
 		}
 		v.Metrics = append(v.Metrics, d)
 	}
@@ -187,34 +218,98 @@ func find(ms []MetricDelta, name string) (MetricDelta, bool) {
 }
 
 // perfMetrics flattens a report's perf sweep into named metrics (value in
-// Current). Points where every request failed are left out.
+// Current, each run's value in samples). Points where every request
+// failed are left out.
 func perfMetrics(r Report) []MetricDelta {
 	if r.Perf == nil {
 		return nil
 	}
 	var out []MetricDelta
-	for _, p := range r.Perf.PP {
-		if p.OK > 0 && p.TokPerSec > 0 {
-			out = append(out, MetricDelta{Name: fmt.Sprintf("pp %d", p.RequestedTokens), Unit: "tok/s", Current: p.TokPerSec, HigherIsBetter: true})
-		}
-	}
-	for _, p := range r.Perf.TG {
-		if p.OK == 0 {
-			continue
-		}
-		if p.PerRequestTokPerSec > 0 {
-			out = append(out, MetricDelta{Name: fmt.Sprintf("tg d%d c%d", p.Depth, p.Concurrency), Unit: "tok/s", Current: p.PerRequestTokPerSec, HigherIsBetter: true})
-		}
-		if p.Concurrency > 1 && p.AggregateTokPerSec > 0 {
-			out = append(out, MetricDelta{Name: fmt.Sprintf("tg d%d c%d aggregate", p.Depth, p.Concurrency), Unit: "tok/s", Current: p.AggregateTokPerSec, HigherIsBetter: true})
-		}
-	}
-	if r.Perf.TTFT.N > 0 {
-		out = append(out,
-			MetricDelta{Name: "ttft p50", Unit: "ms", Current: r.Perf.TTFT.P50Ms},
-			MetricDelta{Name: "ttft p95", Unit: "ms", Current: r.Perf.TTFT.P95Ms})
+	for _, m := range bench.PerfMetrics(*r.Perf) {
+		out = append(out, MetricDelta{Name: m.Name, Unit: m.Unit, Current: m.Value, HigherIsBetter: m.HigherIsBetter, samples: r.Perf.Samples[m.Name]})
 	}
 	return out
+}
+
+// judge calls one metric better, worse or neutral. A change must exceed
+// the percent tolerance and the metric's absolute floor; when both sides
+// were measured over repeated runs it must also exceed the run-to-run
+// spread: the bootstrap confidence intervals of the two medians must not
+// overlap. d gets the intervals and, when neutral, why.
+func judge(d *MetricDelta, cur, base []float64, opt CompareOptions) string {
+	d.CurrentRuns, d.BaselineRuns = len(cur), len(base)
+	if len(cur) > 1 {
+		lo, hi := minMax(cur)
+		d.Spread = round2(hi - lo)
+	}
+	gain := d.DeltaPct
+	if !d.HigherIsBetter {
+		gain = -gain
+	}
+	floor := opt.FloorTokPerSec
+	if d.Unit == "ms" {
+		floor = opt.FloorMs
+	}
+	overlap := false
+	if len(cur) > 1 && len(base) > 1 {
+		c, b := bootstrapCI(d.Name+"/current", cur), bootstrapCI(d.Name+"/baseline", base)
+		d.CurrentCI, d.BaselineCI = &c, &b
+		overlap = c[0] <= b[1] && b[0] <= c[1]
+	}
+	switch {
+	case math.Abs(gain) <= opt.PerfTolerancePct:
+		return Neutral
+	case math.Abs(d.Current-d.Baseline) < floor:
+		d.Why = fmt.Sprintf("change %.2f %s under the floor %g %s", math.Abs(d.Current-d.Baseline), d.Unit, floor, d.Unit)
+		return Neutral
+	case overlap:
+		d.Why = "within run-to-run noise (confidence intervals overlap)"
+		return Neutral
+	case gain > 0:
+		return Better
+	default:
+		return Worse
+	}
+}
+
+// bootstrapCI is the bootstrapLevel confidence interval of the median of
+// v, from bootstrapResamples resamples drawn by a generator seeded with
+// the metric's name: the same reports always give the same verdict.
+func bootstrapCI(name string, v []float64) [2]float64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	rng := rand.New(rand.NewSource(int64(h.Sum64())))
+	meds := make([]float64, bootstrapResamples)
+	buf := make([]float64, len(v))
+	for i := range meds {
+		for j := range buf {
+			buf[j] = v[rng.Intn(len(v))]
+		}
+		meds[i] = median(buf)
+	}
+	sort.Float64s(meds)
+	tail := (1 - bootstrapLevel) / 2
+	lo := meds[int(math.Floor(tail*float64(len(meds)-1)))]
+	hi := meds[int(math.Ceil((1-tail)*float64(len(meds)-1)))]
+	return [2]float64{round2(lo), round2(hi)}
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func minMax(v []float64) (float64, float64) {
+	lo, hi := v[0], v[0]
+	for _, x := range v[1:] {
+		lo, hi = math.Min(lo, x), math.Max(hi, x)
+	}
+	return lo, hi
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
