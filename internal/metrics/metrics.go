@@ -1,0 +1,260 @@
+// Package metrics exports what an operator of a long-running fleet needs in
+// Prometheus: the Temporal SDK's own metrics (activity latency, task-queue
+// polls, workflow task failures — through SDKHandler) and sparklane's
+// (staging bytes and bytes/s per node and block, files verified and
+// repaired, readiness seconds, probe tok/s and TTFT per lane, bench
+// results, node outage seconds), served on a configurable address.
+// It knows nothing of workflows: workers plug SDKHandler into their client
+// options and activities call the recorders.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	sdkmetrics "go.temporal.io/sdk/client"
+)
+
+// Metrics is one process's registry: the SDK's metrics and sparklane's.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	stagingBytes  *prometheus.CounterVec
+	stagingRate   *prometheus.GaugeVec
+	filesVerified *prometheus.CounterVec
+	filesRepaired *prometheus.CounterVec
+	readiness     *prometheus.GaugeVec
+	probeTPS      *prometheus.GaugeVec
+	probeTTFT     *prometheus.GaugeVec
+	benchTG       *prometheus.GaugeVec
+	nodeOutage    *prometheus.GaugeVec
+
+	mu  sync.Mutex
+	sdk map[string]*sdkVec // SDK metric name → its collector
+}
+
+// New builds a registry with the Go runtime and process collectors and
+// sparklane's metrics, all prefixed sparklane_.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &Metrics{reg: reg, sdk: map[string]*sdkVec{}}
+	block := []string{"lane", "node", "block"}
+	m.stagingBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_staging_bytes_total", Help: "Bytes staged (copied) onto a node's disk, per lane, node and staging block."}, block)
+	m.stagingRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_staging_bytes_per_second", Help: "Copy rate of the last staging pass, per lane, node and block."}, block)
+	m.filesVerified = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_files_verified_total", Help: "Staged files checked against the ledger."}, block)
+	m.filesRepaired = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_files_repaired_total", Help: "Staged files re-copied because their content no longer matched."}, block)
+	m.readiness = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_readiness_seconds", Help: "Seconds from container start to the lane answering, last cutover."}, []string{"lane"})
+	m.probeTPS = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_probe_decode_tokens_per_second", Help: "Decode tok/s measured by the last probe of a lane."}, []string{"lane"})
+	m.probeTTFT = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_probe_ttft_seconds", Help: "Time to first token measured by the last probe of a lane."}, []string{"lane"})
+	m.benchTG = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_bench_decode_tokens_per_second", Help: "Aggregate decode tok/s of the last bench of a lane."}, []string{"lane"})
+	m.nodeOutage = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_node_outage_seconds", Help: "How long a run has been waiting for a node whose worker is gone (0 when back)."}, []string{"node"})
+	reg.MustRegister(m.stagingBytes, m.stagingRate, m.filesVerified, m.filesRepaired, m.readiness, m.probeTPS, m.probeTTFT, m.benchTG, m.nodeOutage)
+	return m
+}
+
+// Staged records a staging pass: bytes copied and how fast.
+func (m *Metrics) Staged(lane, node, block string, bytes int64, took time.Duration) {
+	m.stagingBytes.WithLabelValues(lane, node, block).Add(float64(bytes))
+	if took > 0 {
+		m.stagingRate.WithLabelValues(lane, node, block).Set(float64(bytes) / took.Seconds())
+	}
+}
+
+// Verified records a verify pass: files checked and files re-copied.
+func (m *Metrics) Verified(lane, node, block string, checked, repaired int) {
+	m.filesVerified.WithLabelValues(lane, node, block).Add(float64(checked))
+	m.filesRepaired.WithLabelValues(lane, node, block).Add(float64(repaired))
+}
+
+// Ready records how long a lane took to answer after its containers started.
+func (m *Metrics) Ready(lane string, took time.Duration) {
+	m.readiness.WithLabelValues(lane).Set(took.Seconds())
+}
+
+// Probed records a lane's decode probe.
+func (m *Metrics) Probed(lane string, decodeTPS float64, ttft time.Duration) {
+	m.probeTPS.WithLabelValues(lane).Set(decodeTPS)
+	m.probeTTFT.WithLabelValues(lane).Set(ttft.Seconds())
+}
+
+// Benched records a lane's bench result.
+func (m *Metrics) Benched(lane string, decodeTPS float64) {
+	m.benchTG.WithLabelValues(lane).Set(decodeTPS)
+}
+
+// NodeOutage records how long a node has been gone (0 when it is back).
+func (m *Metrics) NodeOutage(node string, down time.Duration) {
+	m.nodeOutage.WithLabelValues(node).Set(down.Seconds())
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Serve serves /metrics on addr (host:port; port 0 picks one) until ctx
+// ends, and returns the address it listens on. Metrics carry no secrets,
+// but bind it to loopback or the fleet's network, not the world.
+func (m *Metrics) Serve(ctx context.Context, addr string) (string, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = l.Close()
+		}
+	}()
+	return l.Addr().String(), nil
+}
+
+// SDKHandler is the Temporal SDK's metrics handler over this registry
+// (client.Options.MetricsHandler): SDK counters, gauges and timers become
+// Prometheus counters, gauges and histograms named temporal_…
+func (m *Metrics) SDKHandler() sdkmetrics.MetricsHandler { return &sdkHandler{m: m} }
+
+// sdkVec is one SDK metric: its label names are fixed by its first use
+// (Prometheus needs one label set per name); a later use with other tags
+// maps them onto those names (missing ones empty, extra ones dropped)
+// rather than failing.
+type sdkVec struct {
+	labels  []string
+	counter *prometheus.CounterVec
+	gauge   *prometheus.GaugeVec
+	hist    *prometheus.HistogramVec
+}
+
+type sdkHandler struct {
+	m    *Metrics
+	tags map[string]string
+}
+
+func (h *sdkHandler) WithTags(tags map[string]string) sdkmetrics.MetricsHandler {
+	merged := make(map[string]string, len(h.tags)+len(tags))
+	for k, v := range h.tags {
+		merged[k] = v
+	}
+	for k, v := range tags {
+		merged[k] = v
+	}
+	return &sdkHandler{m: h.m, tags: merged}
+}
+
+func (h *sdkHandler) vec(name, kind string) (*sdkVec, []string) {
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	key := kind + " " + name
+	v, ok := h.m.sdk[key]
+	if !ok {
+		v = &sdkVec{}
+		for k := range h.tags {
+			v.labels = append(v.labels, sanitize(k))
+		}
+		sort.Strings(v.labels)
+		pname := sanitize(name)
+		if !strings.HasPrefix(pname, "temporal_") {
+			pname = "temporal_" + pname
+		}
+		var c prometheus.Collector
+		switch kind {
+		case "counter":
+			v.counter = prometheus.NewCounterVec(prometheus.CounterOpts{Name: pname + "_total", Help: "Temporal SDK counter " + name + "."}, v.labels)
+			c = v.counter
+		case "gauge":
+			v.gauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: pname, Help: "Temporal SDK gauge " + name + "."}, v.labels)
+			c = v.gauge
+		default:
+			v.hist = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: pname + "_seconds", Help: "Temporal SDK timer " + name + ".", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, v.labels)
+			c = v.hist
+		}
+		if err := h.m.reg.Register(c); err != nil {
+			// A name clash with another kind: keep the metric unexported
+			// rather than break the worker.
+			v.counter, v.gauge, v.hist = nil, nil, nil
+		}
+		h.m.sdk[key] = v
+	}
+	vals := make([]string, len(v.labels))
+	for k, val := range h.tags {
+		sk := sanitize(k)
+		if i := sort.SearchStrings(v.labels, sk); i < len(v.labels) && v.labels[i] == sk {
+			vals[i] = val
+		}
+	}
+	return v, vals
+}
+
+func (h *sdkHandler) Counter(name string) sdkmetrics.MetricsCounter {
+	v, vals := h.vec(name, "counter")
+	if v.counter == nil {
+		return nopMetric{}
+	}
+	c := v.counter.WithLabelValues(vals...)
+	return counterFunc(func(d int64) { c.Add(float64(d)) })
+}
+
+func (h *sdkHandler) Gauge(name string) sdkmetrics.MetricsGauge {
+	v, vals := h.vec(name, "gauge")
+	if v.gauge == nil {
+		return nopMetric{}
+	}
+	g := v.gauge.WithLabelValues(vals...)
+	return gaugeFunc(g.Set)
+}
+
+func (h *sdkHandler) Timer(name string) sdkmetrics.MetricsTimer {
+	v, vals := h.vec(name, "timer")
+	if v.hist == nil {
+		return nopMetric{}
+	}
+	o := v.hist.WithLabelValues(vals...)
+	return timerFunc(func(d time.Duration) { o.Observe(d.Seconds()) })
+}
+
+type counterFunc func(int64)
+
+func (f counterFunc) Inc(d int64) { f(d) }
+
+type gaugeFunc func(float64)
+
+func (f gaugeFunc) Update(v float64) { f(v) }
+
+type timerFunc func(time.Duration)
+
+func (f timerFunc) Record(d time.Duration) { f(d) }
+
+type nopMetric struct{}
+
+func (nopMetric) Inc(int64)            {}
+func (nopMetric) Update(float64)       {}
+func (nopMetric) Record(time.Duration) {}
+
+// sanitize makes a Prometheus name: letters, digits and underscores.
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' && i > 0) {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
