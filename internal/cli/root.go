@@ -220,7 +220,7 @@ func (a *App) Root() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.LogLevel, "log-level", "warn", "log level of the in-process server and workers")
 	root.AddCommand(a.statusCmd(), a.lanesCmd(), a.recipeCmd(), a.stageCmd(), a.verifyCmd(),
 		a.upCmd(), a.stopCmd(), a.probeCmd(), a.cutoverCmd(), a.cancelCmd(), a.demoCmd(), a.scheduleCmd(),
-		a.controlCmd(), a.attachCmd())
+		a.controlCmd(), a.attachCmd(), a.initCmd())
 	for _, c := range a.extraCommands() {
 		root.AddCommand(c)
 	}

@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sparklane/sparklane/internal/discover"
+	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/node"
+)
+
+// initJSON is `starter init --json`.
+type initJSON struct {
+	File    string     `json:"file"`
+	Written bool       `json:"written"`
+	Changed bool       `json:"changed"`
+	Diff    string     `json:"diff,omitempty"`
+	Nodes   []initNode `json:"nodes"`
+}
+
+type initNode struct {
+	Name          string   `json:"name"`
+	SSH           string   `json:"ssh"`
+	Root          string   `json:"root,omitempty"`
+	Address       string   `json:"address,omitempty"`
+	Docker        bool     `json:"docker"`
+	NvidiaRuntime bool     `json:"nvidia_runtime"`
+	GPUs          []string `json:"gpus"`
+	RDMA          []string `json:"rdma"`
+}
+
+func (a *App) initCmd() *cobra.Command {
+	var specs []string
+	var knownHosts, identity, out, sysRoot, dockerCmd string
+	var write bool
+	cmd := &cobra.Command{
+		Use:   "init --node NAME=user@host[:port]... [--known-hosts FILE] [--write]",
+		Short: "discover the nodes over SSH (disks, Docker + NVIDIA runtime, GPUs, RDMA) and write a commented sparklane.toml",
+		Long: "Connects to every --node over SSH with its host key checked against --known-hosts (default\n" +
+			"~/.ssh/known_hosts; add an unknown key with ssh-keyscan after checking its fingerprint), finds its\n" +
+			"disks and free space, Docker and the NVIDIA runtime, GPUs, RDMA devices and their netdevs, and\n" +
+			"writes a config: staging roots on the NVMe, addresses on the fast network, one cluster per node and\n" +
+			"one of all nodes. An existing file is never changed without --write: the diff is shown instead.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if len(specs) == 0 {
+				return errors.New("name at least one node: --node dgx1=user@10.0.0.11 (repeatable)")
+			}
+			if out == "" {
+				out = a.ConfigPath
+			}
+			if out == "" {
+				out = "sparklane.toml"
+			}
+			var hosts []discover.Host
+			res := initJSON{File: out, Nodes: []initNode{}}
+			seen := map[string]bool{}
+			for _, s := range specs {
+				name, target, ok := strings.Cut(s, "=")
+				name = strings.TrimSpace(name)
+				if !ok || name == "" || strings.TrimSpace(target) == "" {
+					return fmt.Errorf("--node %q: write it as NAME=user@host[:port]", s)
+				}
+				if seen[name] {
+					return fmt.Errorf("--node %s given twice", name)
+				}
+				seen[name] = true
+				t, err := node.ParseSSH(target)
+				if err != nil {
+					return fmt.Errorf("--node %s: %w", name, err)
+				}
+				t.KnownHosts, t.Identity = knownHosts, identity
+				c, err := node.Dial(ctx, t, 20*time.Second)
+				if err != nil {
+					return fmt.Errorf("node %s (%s): %w", name, t, err)
+				}
+				f, err := discover.Probe(ctx, c, discover.Options{SysRoot: sysRoot, Docker: dockerCmd})
+				c.Close()
+				if err != nil {
+					return fmt.Errorf("node %s (%s): discovery: %w", name, t, err)
+				}
+				hosts = append(hosts, discover.Host{Name: name, Target: t, SSH: target, KnownHosts: knownHosts, Identity: identity, Facts: f})
+				root, _, _ := f.Root()
+				addr, _ := f.FastAddress()
+				hcas, _ := f.HCAs()
+				gpus := f.GPUs
+				if gpus == nil {
+					gpus = []string{}
+				}
+				if hcas == nil {
+					hcas = []string{}
+				}
+				res.Nodes = append(res.Nodes, initNode{Name: name, SSH: target, Root: root, Address: addr, Docker: f.Docker, NvidiaRuntime: f.NvidiaRuntime, GPUs: gpus, RDMA: hcas})
+			}
+			text := discover.Render(hosts)
+			old, err := os.ReadFile(out)
+			exists := err == nil
+			if err != nil && !os.IsNotExist(err) {
+				return fmt.Errorf("read %s: %w", out, err)
+			}
+			res.Diff = discover.Diff(string(old), text)
+			res.Changed = !exists || res.Diff != ""
+			if res.Changed && (!exists || write) {
+				if err := ledger.WriteFileAtomic(out, []byte(text), 0o644); err != nil {
+					return fmt.Errorf("write %s: %w", out, err)
+				}
+				res.Written = true
+			}
+			if a.JSON {
+				return a.printJSON(res)
+			}
+			for _, n := range res.Nodes {
+				fmt.Fprintf(a.Out, "%s: root %s, address %s, docker %v (nvidia runtime %v), %d GPU(s), RDMA %s\n",
+					n.Name, dash(n.Root), dash(n.Address), n.Docker, n.NvidiaRuntime, len(n.GPUs), dash(strings.Join(n.RDMA, ",")))
+			}
+			switch {
+			case !res.Changed:
+				fmt.Fprintf(a.Out, "%s is up to date\n", out)
+			case !exists:
+				fmt.Fprintf(a.Out, "wrote %s (check it with: starter recipe check %s)\n", out, out)
+			default:
+				fmt.Fprintf(a.Out, "%s differs from what discovery found:\n%s", out, res.Diff)
+				if res.Written {
+					fmt.Fprintf(a.Out, "wrote %s\n", out)
+				} else {
+					fmt.Fprintf(a.Out, "nothing changed: re-run with --write to apply\n")
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&specs, "node", nil, "NAME=user@host[:port] (repeatable)")
+	cmd.Flags().StringVar(&knownHosts, "known-hosts", "", "known_hosts file the host keys are checked against (default ~/.ssh/known_hosts)")
+	cmd.Flags().StringVar(&identity, "identity", "", "private key file for SSH (default: the agent or ~/.ssh/id_*)")
+	cmd.Flags().StringVar(&out, "out", "", "config file to write (default --config, else ./sparklane.toml)")
+	cmd.Flags().BoolVar(&write, "write", false, "replace an existing file whose content differs")
+	cmd.Flags().StringVar(&sysRoot, "sys-root", "", "prefix of /sys on the nodes (a test double's fake /sys tree)")
+	cmd.Flags().StringVar(&dockerCmd, "docker-command", "docker", "the docker command looked up on the nodes")
+	_ = cmd.Flags().MarkHidden("sys-root")
+	_ = cmd.Flags().MarkHidden("docker-command")
+	return cmd
+}

@@ -1,0 +1,188 @@
+// Package discover finds out what a GPU node offers — disks and free
+// space, Docker and its NVIDIA runtime, GPUs, RDMA devices and their
+// netdevs — over one SSH session, and writes a commented fleet config from
+// it (`starter init`), so an operator does not type addresses and device
+// names by hand.
+package discover
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sparklane/sparklane/internal/node"
+)
+
+// Options shape one probe.
+type Options struct {
+	// SysRoot prefixes /sys when reading /sys/class/infiniband: "" on a
+	// real node; tests point it at a fake /sys tree (a test double).
+	SysRoot string
+	// Docker is the docker command looked up on the node (default
+	// "docker"); tests name a missing one to see Docker absent.
+	Docker string
+}
+
+// Disk is one mounted filesystem.
+type Disk struct {
+	Device string
+	Mount  string
+	Size   int64
+	Free   int64
+}
+
+// RDMA is one device under /sys/class/infiniband with its netdevs.
+type RDMA struct {
+	Device  string
+	Netdevs []string
+}
+
+// Facts are what a node offers.
+type Facts struct {
+	Disks []Disk
+	// Docker is true when the docker command exists; NvidiaRuntime when
+	// `docker info` lists the nvidia runtime.
+	Docker        bool
+	NvidiaRuntime bool
+	// GPUs are nvidia-smi's "name, memory" lines.
+	GPUs []string
+	RDMA []RDMA
+	// Addrs maps a netdev to its IPv4 addresses (CIDR form).
+	Addrs map[string][]string
+}
+
+// script prints one section per fact; every command may be missing.
+func script(o Options) string {
+	docker := o.Docker
+	if docker == "" {
+		docker = "docker"
+	}
+	return fmt.Sprintf(`R=%s; D=%s
+echo @@df; df -PB1 -x tmpfs -x devtmpfs -x overlay -x squashfs 2>/dev/null | tail -n +2
+echo @@docker; if command -v "$D" >/dev/null 2>&1; then echo present; "$D" info --format '{{json .Runtimes}}' 2>/dev/null; else echo absent; fi
+echo @@gpu; if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null; fi
+echo @@ib; for d in "$R"/sys/class/infiniband/*; do [ -e "$d" ] || continue; echo "$(basename "$d") $(ls "$d/device/net" 2>/dev/null | tr '\n' ' ')"; done
+echo @@ip; ip -4 -o addr show 2>/dev/null | awk '{print $2, $4}'
+echo @@end
+`, shellQuote(o.SysRoot), shellQuote(docker))
+}
+
+// Probe runs the discovery script on a connected node.
+func Probe(ctx context.Context, c *ssh.Client, o Options) (Facts, error) {
+	out, errOut, code, err := node.Run(ctx, c, script(o))
+	if err != nil {
+		return Facts{}, err
+	}
+	if code != 0 || !strings.Contains(out, "@@end") {
+		return Facts{}, fmt.Errorf("discovery script exited %d: %s", code, strings.TrimSpace(errOut))
+	}
+	return Parse(out), nil
+}
+
+// Parse reads the script's output.
+func Parse(out string) Facts {
+	f := Facts{Addrs: map[string][]string{}}
+	section := ""
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "@@") {
+			section = line[2:]
+			continue
+		}
+		if line == "" {
+			continue
+		}
+		fields := strings.Fields(line)
+		switch section {
+		case "df":
+			if len(fields) < 6 {
+				continue
+			}
+			size, _ := strconv.ParseInt(fields[1], 10, 64)
+			free, _ := strconv.ParseInt(fields[3], 10, 64)
+			f.Disks = append(f.Disks, Disk{Device: fields[0], Mount: strings.Join(fields[5:], " "), Size: size, Free: free})
+		case "docker":
+			if line == "present" {
+				f.Docker = true
+			} else if strings.Contains(line, `"nvidia"`) {
+				f.NvidiaRuntime = true
+			}
+		case "gpu":
+			f.GPUs = append(f.GPUs, line)
+		case "ib":
+			f.RDMA = append(f.RDMA, RDMA{Device: fields[0], Netdevs: fields[1:]})
+		case "ip":
+			if len(fields) == 2 {
+				f.Addrs[fields[0]] = append(f.Addrs[fields[0]], fields[1])
+			}
+		}
+	}
+	return f
+}
+
+// skipMount are system mounts never proposed as staging roots.
+func skipMount(m string) bool {
+	for _, p := range []string{"/boot", "/snap", "/run", "/dev", "/sys", "/proc", "/var/lib/docker", "/etc"} {
+		if m == p || strings.HasPrefix(m, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// Root proposes the staging root: on the NVMe disk with the most free
+// space when there is one, else the disk with the most free space.
+func (f Facts) Root() (string, Disk, bool) {
+	var best Disk
+	found, bestNVMe := false, false
+	for _, d := range f.Disks {
+		if skipMount(d.Mount) {
+			continue
+		}
+		nvme := strings.Contains(d.Device, "nvme") || strings.Contains(d.Mount, "nvme")
+		if !found || (nvme && !bestNVMe) || (nvme == bestNVMe && d.Free > best.Free) {
+			best, bestNVMe, found = d, nvme, true
+		}
+	}
+	if !found {
+		return "", Disk{}, false
+	}
+	if best.Mount == "/" {
+		return "/srv/sparklane", best, true
+	}
+	return path.Join(best.Mount, "sparklane"), best, true
+}
+
+// FastAddress is the IPv4 address of the first RDMA netdev that has one:
+// the fast network a lane's ranks talk over.
+func (f Facts) FastAddress() (addr, netdev string) {
+	for _, r := range f.RDMA {
+		for _, n := range r.Netdevs {
+			if a := f.Addrs[n]; len(a) > 0 {
+				ip, _, _ := strings.Cut(a[0], "/")
+				return ip, n
+			}
+		}
+	}
+	return "", ""
+}
+
+// HCAs and Netdevs are the RDMA devices and their netdevs, sorted.
+func (f Facts) HCAs() (hcas, netdevs []string) {
+	for _, r := range f.RDMA {
+		hcas = append(hcas, r.Device)
+		netdevs = append(netdevs, r.Netdevs...)
+	}
+	sort.Strings(hcas)
+	sort.Strings(netdevs)
+	return hcas, netdevs
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
