@@ -1,15 +1,21 @@
 package cli
 
 import (
+	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/term"
 
 	"github.com/sparklane/sparklane/internal/discover"
+	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/node"
 )
@@ -77,6 +83,13 @@ func (a *App) initCmd() *cobra.Command {
 				}
 				t.KnownHosts, t.Identity = knownHosts, identity
 				c, err := node.Dial(ctx, t, 20*time.Second)
+				if unknownHost(err, t) && a.confirmHostKeys() {
+					// An unknown host on a terminal: show its key, ask, and
+					// remember it only when the operator says yes.
+					if err = a.confirmHostKey(ctx, name, t); err == nil {
+						c, err = node.Dial(ctx, t, 20*time.Second)
+					}
+				}
 				if err != nil {
 					return fmt.Errorf("node %s (%s): %w", name, t, err)
 				}
@@ -145,4 +158,61 @@ func (a *App) initCmd() *cobra.Command {
 	_ = cmd.Flags().MarkHidden("sys-root")
 	_ = cmd.Flags().MarkHidden("docker-command")
 	return cmd
+}
+
+// confirmHostKeys reports whether unknown host keys may be confirmed
+// interactively: stdin is a terminal (tests set askHostKeys).
+func (a *App) confirmHostKeys() bool {
+	if a.askHostKeys {
+		return true
+	}
+	f, ok := a.In.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd())) && !a.JSON
+}
+
+// confirmHostKey shows the key an unknown host offers and adds it to the
+// known_hosts file when the operator types "yes".
+func (a *App) confirmHostKey(ctx context.Context, name string, t node.SSHTarget) error {
+	key, err := discover.HostKey(ctx, t, 20*time.Second)
+	if err != nil {
+		return err
+	}
+	file := t.KnownHosts
+	if file == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return err
+		}
+		file = filepath.Join(home, ".ssh", "known_hosts")
+	}
+	fmt.Fprintf(a.Err, "node %s (%s) is not in %s.\nIt offers %s key %s.\nCompare that fingerprint with the node's own (ssh-keygen -lf /etc/ssh/ssh_host_%s_key.pub on its console).\nTrust it and add it to %s? (yes/no) ",
+		name, t.Addr(), file, key.Type(), ssh.FingerprintSHA256(key), strings.TrimPrefix(key.Type(), "ssh-"), file)
+	answer, _ := bufio.NewReader(a.In).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "yes" && a != "y" {
+		return fault.Permanent(fault.UnknownHost, fmt.Errorf("host key of %s not trusted (answer %q): nothing written", t.Addr(), strings.TrimSpace(answer)))
+	}
+	if err := discover.TrustHostKey(file, t, key); err != nil {
+		return fmt.Errorf("add the host key to %s: %w", file, err)
+	}
+	fmt.Fprintf(a.Err, "added %s %s for %s to %s\n", key.Type(), ssh.FingerprintSHA256(key), t.Addr(), file)
+	return nil
+}
+
+// unknownHost reports whether Dial failed only because the host's key is
+// not known yet: not in known_hosts, or no known_hosts file at all.
+func unknownHost(err error, t node.SSHTarget) bool {
+	if err == nil {
+		return false
+	}
+	if typ, _ := fault.TypeOf(err); typ == fault.UnknownHost {
+		return true
+	}
+	file := t.KnownHosts
+	if file == "" {
+		if home, herr := os.UserHomeDir(); herr == nil {
+			file = filepath.Join(home, ".ssh", "known_hosts")
+		}
+	}
+	_, serr := os.Stat(file)
+	return os.IsNotExist(serr)
 }

@@ -58,6 +58,9 @@ type App struct {
 	// stepsShown is set when the last followed run's steps were printed
 	// as progress, so its summary does not list them a second time.
 	stepsShown bool
+	// askHostKeys makes `init` confirm unknown host keys on In even when
+	// it is not a terminal (tests).
+	askHostKeys bool
 }
 
 // exitError carries a process exit code through cobra.

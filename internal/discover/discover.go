@@ -8,13 +8,19 @@ package discover
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/sparklane/sparklane/internal/node"
 )
@@ -186,3 +192,48 @@ func (f Facts) HCAs() (hcas, netdevs []string) {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// errGotKey stops the handshake once the host key is in hand.
+var errGotKey = errors.New("host key fetched")
+
+// HostKey fetches the key t's server offers, without trusting it, so
+// `starter init` can show its fingerprint for the operator to confirm.
+func HostKey(ctx context.Context, t node.SSHTarget, timeout time.Duration) (ssh.PublicKey, error) {
+	var key ssh.PublicKey
+	cfg := &ssh.ClientConfig{
+		User: t.User,
+		HostKeyCallback: func(_ string, _ net.Addr, k ssh.PublicKey) error {
+			key = k
+			return errGotKey
+		},
+		Timeout: timeout,
+	}
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.DialContext(ctx, "tcp", t.Addr())
+	if err != nil {
+		return nil, fmt.Errorf("ssh %s: %w", t.Addr(), err)
+	}
+	defer conn.Close()
+	_, _, _, err = ssh.NewClientConn(conn, t.Addr(), cfg)
+	if key == nil {
+		return nil, fmt.Errorf("ssh %s: no host key offered: %w", t.Addr(), err)
+	}
+	return key, nil
+}
+
+// TrustHostKey appends key for t to the known_hosts file (created 0600
+// when missing), after the operator confirmed its fingerprint.
+func TrustHostKey(file string, t node.SSHTarget, key ssh.PublicKey) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(f, knownhosts.Line([]string{knownhosts.Normalize(t.Addr())}, key)); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
