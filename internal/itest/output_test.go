@@ -112,3 +112,68 @@ verify = "sampled"
 		t.Errorf("verify --json: exit %d, %+v", code, res)
 	}
 }
+
+// Every command's --json output on a real fleet is exactly one JSON
+// document on stdout — on success and on failure ({"error": ...} with the
+// exit code unchanged) — and nothing else is printed there.
+func TestEveryCommandJSONParsesOnSuccessAndFailure(t *testing.T) {
+	recipe := `name = "solo"
+cluster = "one"
+runtime = "sim"
+image = "sparklane/engine-sim:latest"
+model = "demo/sim-model"
+command = "/engine-sim /hub --port {port} >> /dev/null"
+`
+	f := newFleet(t, fleetOptions{nodes: 1, clusters: map[string][]string{"one": {"n1"}}, recipes: map[string]string{"solo": recipe}})
+	f.startControl()
+	f.startNode("n1")
+	ctx := withTimeout(t, 3*time.Minute)
+	cases := []struct {
+		args []string
+		fail bool
+	}{
+		{[]string{"status"}, false},
+		{[]string{"status", "--node", "n1"}, false},
+		{[]string{"status", "--node", "n9"}, true},
+		{[]string{"lanes"}, false},
+		{[]string{"recipe", "render", "--lane", "solo"}, false},
+		{[]string{"recipe", "render", "--lane", "nope"}, true},
+		{[]string{"cutover", "--lane", "solo", "--dry-run"}, false},
+		{[]string{"stage", "--lane", "solo"}, true}, // no [[staging]] blocks
+		{[]string{"verify", "--lane", "solo"}, false},
+		{[]string{"stop", "--lane", "solo"}, false},
+		{[]string{"stop"}, true},
+		{[]string{"probe", "--lane", "solo"}, true}, // not serving
+		{[]string{"report", "--lane", "solo", "--list"}, false},
+		{[]string{"report", "--lane", "solo", "--show", "nope"}, true},
+		{[]string{"attach", "no-such-workflow"}, true},
+		{[]string{"schedule", "list"}, false},
+		{[]string{"control", "status"}, true}, // no service runs: exit 1, {"running": false}
+		{[]string{"cancel", "--cluster", "one"}, true},
+		{[]string{"frobnicate"}, true},
+	}
+	for _, c := range cases {
+		code, out, errOut := f.starter(ctx, append(c.args, "--json")...)
+		name := strings.Join(c.args, " ")
+		if (code != 0) != c.fail {
+			t.Errorf("%s --json: exit %d, want failure=%v\nstdout: %s\nstderr: %s", name, code, c.fail, out, errOut)
+		}
+		dec := json.NewDecoder(strings.NewReader(out))
+		var v any
+		if err := dec.Decode(&v); err != nil || dec.More() {
+			t.Errorf("%s --json: stdout is not one JSON document (%v):\n%s", name, err, out)
+			continue
+		}
+		if m, ok := v.(map[string]any); ok && code != 0 {
+			if _, has := m["error"]; !has {
+				_, hasErrs := m["errors"]
+				if running, ok := m["running"]; !hasErrs && !(ok && running == false) {
+					t.Errorf("%s --json failed (exit %d) without an error in the document:\n%s", name, code, out)
+				}
+			}
+		}
+		if strings.Contains(out, `\u003e`) {
+			t.Errorf("%s --json: HTML-escaped output:\n%s", name, out)
+		}
+	}
+}
