@@ -21,21 +21,23 @@ var replayed = []any{FleetProbe, StageNode, Stage, Verify, Serve, Probe, Stop, C
 // corpus are the histories that must be there: every workflow type and its
 // failure paths, recorded through the real server by internal/itest.
 var corpus = map[string]string{
-	"cutover-ok":          "TestCutoverServesRollsBackAndStops",
-	"cutover-rolled-back": "TestCutoverServesRollsBackAndStops",
-	"cutover-bench":       "TestReplayCorpusEveryWorkflowType",
-	"cutover-cancelled":   "TestReplayCorpusEveryWorkflowType",
-	"fleetprobe-ok":       "TestReplayCorpusEveryWorkflowType",
-	"stage-ok":            "TestReplayCorpusEveryWorkflowType",
-	"stagenode-ok":        "TestReplayCorpusEveryWorkflowType",
-	"verify-clean":        "TestReplayCorpusEveryWorkflowType",
-	"verify-drift":        "TestReplayCorpusEveryWorkflowType",
-	"serve-ok":            "TestReplayCorpusEveryWorkflowType",
-	"probe-ok":            "TestReplayCorpusEveryWorkflowType",
-	"bench-ok":            "TestReplayCorpusEveryWorkflowType",
-	"stop-ok":             "TestReplayCorpusEveryWorkflowType",
-	"power-off-forced":    "TestReplayCorpusPower",
-	"power-on-refused":    "TestReplayCorpusPower",
+	"cutover-ok":               "TestCutoverServesRollsBackAndStops",
+	"cutover-rolled-back":      "TestCutoverServesRollsBackAndStops",
+	"cutover-bench":            "TestReplayCorpusEveryWorkflowType",
+	"cutover-cancelled":        "TestReplayCorpusEveryWorkflowType",
+	"fleetprobe-ok":            "TestReplayCorpusEveryWorkflowType",
+	"stage-ok":                 "TestReplayCorpusEveryWorkflowType",
+	"stagenode-ok":             "TestReplayCorpusEveryWorkflowType",
+	"verify-clean":             "TestReplayCorpusEveryWorkflowType",
+	"verify-drift":             "TestReplayCorpusEveryWorkflowType",
+	"serve-ok":                 "TestReplayCorpusEveryWorkflowType",
+	"probe-ok":                 "TestReplayCorpusEveryWorkflowType",
+	"bench-ok":                 "TestReplayCorpusEveryWorkflowType",
+	"stop-ok":                  "TestReplayCorpusEveryWorkflowType",
+	"stage-outage-resumed":     "TestReplayCorpusStageResumedAfterNodeOutage",
+	"stagenode-outage-resumed": "TestReplayCorpusStageResumedAfterNodeOutage",
+	"power-off-forced":         "TestReplayCorpusPower",
+	"power-on-refused":         "TestReplayCorpusPower",
 }
 
 // Committed histories of real runs must replay against the current code: a
