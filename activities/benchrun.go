@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/report"
 )
 
 // BenchBeat is how often a running bench heartbeats and renews its lock,
@@ -38,6 +40,32 @@ func benchRunKey(ctx context.Context, in BenchInput) string {
 	}
 	sum := sha256.Sum256([]byte(wf + "\x00" + run + "\x00" + act))
 	return hex.EncodeToString(sum[:12])
+}
+
+// TestHookBenchWritten, when set (tests only), runs after an attempt wrote
+// its bundle and before it recorded it; an error it returns fails the
+// attempt there, as a worker lost at that moment would.
+var TestHookBenchWritten func(ctx context.Context) error
+
+// bundleOfRun finds the bundle an earlier attempt of this run wrote but
+// did not record: the lane's latest report, when it names this workflow run
+// (a run benches once).
+func bundleOfRun(dir string, in BenchInput) (BenchResult, bool) {
+	if in.RunID == "" {
+		return BenchResult{}, false
+	}
+	rep, err := report.Latest(dir)
+	if err != nil || rep.Evidence.Temporal.RunID != in.RunID || rep.Evidence.Temporal.WorkflowID != in.WorkflowID {
+		return BenchResult{}, false
+	}
+	res := BenchResult{ReportID: rep.ID, JSON: filepath.Join(dir, rep.ID+".json"), MD: filepath.Join(dir, rep.ID+".md")}
+	if rep.Verdict != nil {
+		res.Verdict = rep.Verdict.Overall
+	}
+	if rep.Perf != nil {
+		res.Summary = summarize(*rep.Perf, rep.Harness, res.Verdict)
+	}
+	return res, true
 }
 
 // doneBench returns the result an earlier attempt recorded, when its report
