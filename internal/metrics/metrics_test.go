@@ -53,12 +53,14 @@ func TestSDKAndSparklaneMetricsAreScraped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := time.Now()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	t.Logf("scrape: %d bytes in %s", len(body), time.Since(start).Round(time.Microsecond))
 	text := string(body)
 	for _, want := range []string{
 		`sparklane_staging_bytes_total{block="weights",lane="demo-4x",node="n1"} 2.5165824e+07`,
