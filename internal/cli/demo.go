@@ -164,8 +164,8 @@ type demoCleanJSON struct {
 	FreedBytes     int64    `json:"freed_bytes"`
 }
 
-// demoClean undoes `starter demo`: every sparklane container on the demo's
-// nodes is stopped (through its control service, like `stop --cluster`),
+// demoClean undoes `starter demo`: the demo's lanes are stopped on its
+// nodes (through its control service, like `stop --lane`),
 // the service is stopped, and dir — NAS, staged copies, state, config — is
 // removed. It refuses a dir that holds no demo config, so a mistyped --dir
 // never deletes someone's files.
@@ -195,17 +195,20 @@ func (a *App) demoClean(ctx context.Context, dir string) error {
 	if _, err := a.connect(ctx); err != nil {
 		return fmt.Errorf("start the demo's control service to stop its lanes: %w", err)
 	}
-	run, err := a.start(ctx, runSpec{ID: workflows.StopID("demo-clean"), Workflow: workflows.Stop,
-		Input: workflows.StopInput{Nodes: nodes, All: true}})
-	if err != nil {
-		return err
-	}
-	var res workflows.StopResult
-	if err := run.Get(ctx, &res); err != nil {
-		return exitCode(1, fmt.Errorf("stop the demo's containers: %s; nothing removed", rootMessage(err)))
-	}
-	for _, n := range res.Nodes {
-		out.Stopped = append(out.Stopped, n.Stopped...)
+	// Only the demo's own lanes are stopped, wherever they run on its nodes.
+	for _, lane := range demo.Lanes {
+		run, err := a.start(ctx, runSpec{ID: workflows.StopID(lane), Workflow: workflows.Stop, Lane: lane,
+			Input: workflows.StopInput{Nodes: nodes, Lane: lane}})
+		if err != nil {
+			return err
+		}
+		var res workflows.StopResult
+		if err := run.Get(ctx, &res); err != nil {
+			return exitCode(1, fmt.Errorf("stop the demo's lane %s: %s; nothing removed", lane, rootMessage(err)))
+		}
+		for _, n := range res.Nodes {
+			out.Stopped = append(out.Stopped, n.Stopped...)
+		}
 	}
 	a.env.Close()
 	a.env = nil
