@@ -103,7 +103,11 @@ func TestReplayCorpusEveryWorkflowType(t *testing.T) {
 	}
 	saveHistory(t, f, workflows.CutoverID("demo-4x"), "cutover-cancelled")
 	if r, _ := laneContainers(t, dc, "demo-2x"); r != 2 {
-		t.Errorf("demo-2x runs %d containers after the cancelled cutover's rollback, want 2", r)
+		var p workflows.Progress
+		if v, err := f.env.Client.QueryWorkflow(ctx, workflows.CutoverID("demo-4x"), "", workflows.ProgressQuery); err == nil {
+			_ = v.Get(&p)
+		}
+		t.Errorf("demo-2x runs %d containers after the cancelled cutover's rollback, want 2; steps: %+v", r, p.Steps)
 	}
 	if _, all := laneContainers(t, dc, "demo-4x"); all != 0 {
 		t.Errorf("the cancelled lane left %d containers", all)
