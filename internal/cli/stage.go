@@ -213,7 +213,7 @@ func (a *App) printVerify(res workflows.VerifyWorkflowResult, failure string) er
 			continue
 		}
 		out.Nodes = append(out.Nodes, verifyBlockJSON{Node: b.Node, Block: b.Block, Kind: b.Kind, OK: b.Result.OK, Bad: nonNil(b.Result.Bad), Missing: nonNil(b.Result.Missing)})
-		rows = append(rows, []string{b.Node, b.Block, fmt.Sprint(b.Result.OK), fmt.Sprint(len(b.Result.Bad)), fmt.Sprint(len(b.Result.Missing))})
+		rows = append(rows, []string{b.Node, b.Block, fmt.Sprint(b.Result.OK), fmt.Sprint(b.Result.NBad()), fmt.Sprint(b.Result.NMissing())})
 	}
 	if a.JSON {
 		return a.printJSON(out)
@@ -228,6 +228,9 @@ func (a *App) printVerify(res workflows.VerifyWorkflowResult, failure string) er
 				continue
 			}
 			fmt.Fprintf(a.Out, "missing: %s %s %s\n", b.Node, b.Block, p)
+		}
+		if more := b.Result.NBad() + b.Result.NMissing() - len(b.Result.Bad) - len(b.Result.Missing); more > 0 {
+			fmt.Fprintf(a.Out, "… and %d more on %s %s (only the first %d of each list travel in the run's history)\n", more, b.Node, b.Block, len(b.Result.Missing))
 		}
 	}
 	return nil
