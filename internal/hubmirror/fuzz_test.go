@@ -19,7 +19,7 @@ const secretMark = "HOST-SECRET-0d9f1c"
 // fuzzNames are path components, "..x" style names included.
 var fuzzNames = []string{"a", "b", "..x", "a..b", "sub", "model.safetensors", "config.json", "...", ".hidden"}
 
-// buildFuzzTree lays out base/{src/hub,shared,outside,node} and then the
+// buildFuzzTree lays out base/{src/hub,nasroot,outside,node} and then the
 // entries data asks for: dirs, files, relative, absolute, dangling and
 // looping links in the repo, and links planted in dst. Creation errors
 // (a parent that is a file, a name taken) are ignored: the tree is
@@ -29,7 +29,7 @@ func buildFuzzTree(t *testing.T, base string, data []byte) (repo string) {
 	hub := filepath.Join(base, "src", "hub")
 	r := newRepo(t, hub, "org/model")
 	repo = r.dir
-	shared := filepath.Join(base, "shared")
+	shared := filepath.Join(base, "nasroot")
 	outside := filepath.Join(base, "outside")
 	dst := filepath.Join(base, "node", "hf")
 	for _, d := range []string{shared, outside, filepath.Join(base, "node")} {
@@ -62,7 +62,7 @@ func buildFuzzTree(t *testing.T, base string, data []byte) (repo string) {
 	relTargets := []string{
 		"../../blobs/" + shaHex([]byte(`{"ok":true}`)), "..", ".", "../../../../../outside/secret",
 		"../../../../../../outside", "sub/../../..", "a", "../a", "missing", "../../blobs/..x",
-		"../../../../../shared/vocab.txt", "../../../../../node/hf",
+		"../../../../../nasroot/vocab.txt", "../../../../../node/hf",
 	}
 	absTargets := []string{
 		filepath.Join(outside, "secret"), outside, filepath.Join(shared, "vocab.txt"), shared,
@@ -144,7 +144,7 @@ func FuzzPlan(f *testing.F) {
 		dst := filepath.Join(base, "node", "hf")
 		sp := Spec{
 			Src: filepath.Join(base, "src", "hub"), Dst: dst, Repos: []string{"org/model"}, Skip: []string{"sub/b"},
-			Roots: []string{filepath.Join(base, "node")}, SharedRoots: []string{filepath.Join(base, "shared")},
+			Roots: []string{filepath.Join(base, "node")}, SharedRoots: []string{filepath.Join(base, "nasroot")},
 			Exports: []Export{{Repo: "org/model", Path: filepath.Join(base, "node", "export")}},
 		}
 		before := treeState(t, base)
