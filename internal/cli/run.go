@@ -10,6 +10,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -122,11 +123,15 @@ func (a *App) drawOnce(ctx context.Context, c client.Client, run client.Workflow
 	}
 	bars := map[string]staging.Progress{}
 	for _, child := range p.Children {
-		if pr, ok := pendingProgress(qctx, c, child); ok {
+		d, err := c.DescribeWorkflowExecution(qctx, child, "")
+		if err != nil {
+			continue
+		}
+		if pr, ok := pendingProgress(d); ok {
 			bars[child] = pr
 		}
 		// A running child waiting for its node shows in the parent's display.
-		if d, err := c.DescribeWorkflowExecution(qctx, child, ""); err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			continue
 		}
 		if cv, err := c.QueryWorkflow(qctx, child, "", workflows.ProgressQuery); err == nil {
@@ -137,19 +142,17 @@ func (a *App) drawOnce(ctx context.Context, c client.Client, run client.Workflow
 		}
 	}
 	// The run itself may heartbeat staging progress (a single StageNode).
-	if pr, ok := pendingProgress(qctx, c, run.GetID()); ok {
-		bars[run.GetID()] = pr
+	if d, err := c.DescribeWorkflowExecution(qctx, run.GetID(), ""); err == nil {
+		if pr, ok := pendingProgress(d); ok {
+			bars[run.GetID()] = pr
+		}
 	}
 	r.draw(p, bars)
 }
 
 // pendingProgress reads byte progress from the heartbeat details of a
-// workflow's pending staging activity.
-func pendingProgress(ctx context.Context, c client.Client, id string) (staging.Progress, bool) {
-	d, err := c.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil {
-		return staging.Progress{}, false
-	}
+// described workflow's pending staging activities.
+func pendingProgress(d *workflowservice.DescribeWorkflowExecutionResponse) (staging.Progress, bool) {
 	var total staging.Progress
 	found := false
 	dc := converter.GetDefaultDataConverter()
