@@ -315,18 +315,7 @@ func writeEngramTables(t *testing.T, dir string, rows map[int]int64) {
 // An optional outage budget bounds how long the run waits for a gone node.
 func startStage(ctx context.Context, t *testing.T, f *fleet, lane string, budget ...time.Duration) client.WorkflowRun {
 	t.Helper()
-	rs, err := config.LoadRecipes(f.cfg.RecipesDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := config.Resolve(rs, lane)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := config.Render(f.cfg, r, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, plan := f.lanePlan(lane)
 	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.StageID(lane), TaskQueue: workflows.ControlQueue},
 		workflows.Stage, workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: "n2", Mode: workflows.StageAuto, Verify: true, Heartbeat: killHeartbeat, OutageBudget: firstOr(budget, 0)})
 	if err != nil {

@@ -187,3 +187,21 @@ func (f *fleet) reload() {
 	}
 	f.cfg = cfg
 }
+
+// lanePlan loads the fleet's recipes and renders lane on its cluster.
+func (f *fleet) lanePlan(lane string) (*config.Recipe, *config.LanePlan) {
+	f.t.Helper()
+	rs, err := config.LoadRecipes(f.cfg.RecipesDir)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	r, err := config.Resolve(rs, lane)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	plan, err := config.Render(f.cfg, r, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return r, plan
+}

@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -119,18 +118,7 @@ func TestReplayCorpusEveryWorkflowType(t *testing.T) {
 // does, and returns the run without waiting for it.
 func startCutover(ctx context.Context, t *testing.T, f *fleet, lane string) client.WorkflowRun {
 	t.Helper()
-	rs, err := config.LoadRecipes(f.cfg.RecipesDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := config.Resolve(rs, lane)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := config.Render(f.cfg, r, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, plan := f.lanePlan(lane)
 	var fleetNodes []string
 	for _, n := range f.cfg.Nodes {
 		fleetNodes = append(fleetNodes, n.Name)
