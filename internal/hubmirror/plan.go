@@ -2,10 +2,12 @@ package hubmirror
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -311,6 +313,18 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A download still under way, or one that stopped half-way, is
+		// refused before anything is written (naming what is missing).
+		revFiles := map[string]map[string]bool{}
+		for _, c := range cands {
+			if revFiles[c.rev] == nil {
+				revFiles[c.rev] = map[string]bool{}
+			}
+			revFiles[c.rev][filepath.ToSlash(c.inRev)] = true
+		}
+		if err := checkComplete(repo, root, revFiles); err != nil {
+			return nil, err
+		}
 		for _, c := range cands {
 			if c.err != nil {
 				return nil, c.err
@@ -368,6 +382,91 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 	})
 	sort.Slice(p.Links, func(i, j int) bool { return p.Links[i].Rel < p.Links[j].Rel })
 	return p, nil
+}
+
+// SourceIncomplete is the permanent fault type of a hub repo whose download
+// is not finished: *.incomplete files in its blobs/ (huggingface_hub's
+// partial downloads), or a shard index naming shards its snapshot lacks.
+// Staging it would give the node a model that fails to load hours later.
+const SourceIncomplete = "SourceIncomplete"
+
+// shardIndexSuffix ends the name of a sharded checkpoint's index
+// (model.safetensors.index.json, also in subfolders or for other prefixes).
+const shardIndexSuffix = ".safetensors.index.json"
+
+// checkComplete refuses repo (at root on the NAS) when its blobs/ holds
+// *.incomplete files or when an index in one of its snapshots names shards
+// that snapshot lacks. revFiles maps each revision to the slash paths of
+// its entries (skipped ones included: they exist, they are bound).
+func checkComplete(repo, root string, revFiles map[string]map[string]bool) error {
+	var partial []string
+	blobs := filepath.Join(root, "blobs")
+	if ents, err := os.ReadDir(blobs); err == nil {
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".incomplete") {
+				partial = append(partial, e.Name())
+			}
+		}
+	}
+	if len(partial) > 0 {
+		sort.Strings(partial)
+		return fault.Permanent(SourceIncomplete, fmt.Errorf("repo %s: the download is incomplete: %s holds %d partial file(s) (%s): finish the download on the NAS (hf download %s) and stage again", repo, blobs, len(partial), listSome(partial, 5), repo))
+	}
+	revs := make([]string, 0, len(revFiles))
+	for r := range revFiles {
+		revs = append(revs, r)
+	}
+	sort.Strings(revs)
+	for _, rev := range revs {
+		files := revFiles[rev]
+		idxs := make([]string, 0)
+		for f := range files {
+			if strings.HasSuffix(f, shardIndexSuffix) {
+				idxs = append(idxs, f)
+			}
+		}
+		sort.Strings(idxs)
+		for _, idx := range idxs {
+			p := filepath.Join(root, "snapshots", rev, filepath.FromSlash(idx))
+			b, err := os.ReadFile(p)
+			if err != nil {
+				// Unreadable or dangling: the entry's own resolution says so.
+				continue
+			}
+			var ix struct {
+				WeightMap map[string]string `json:"weight_map"`
+			}
+			if err := json.Unmarshal(b, &ix); err != nil {
+				return fault.Permanent(SourceIncomplete, fmt.Errorf("repo %s: shard index %s is not valid JSON (%v): the download is incomplete or corrupt; download it again on the NAS", repo, p, err))
+			}
+			dir := path.Dir(idx)
+			seen := map[string]bool{}
+			var missing []string
+			for _, shard := range ix.WeightMap {
+				rel := path.Clean(path.Join(dir, shard))
+				if seen[rel] {
+					continue
+				}
+				seen[rel] = true
+				if !files[rel] {
+					missing = append(missing, rel)
+				}
+			}
+			if len(missing) > 0 {
+				sort.Strings(missing)
+				return fault.Permanent(SourceIncomplete, fmt.Errorf("repo %s: snapshot %s is incomplete: its index %s names %d shard(s) the snapshot lacks (%s): finish the download on the NAS (hf download %s --revision %s) and stage again", repo, rev, idx, len(missing), listSome(missing, 5), repo, rev))
+			}
+		}
+	}
+	return nil
+}
+
+// listSome joins up to n names and says how many more there are.
+func listSome(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
 func errOr(err error, s string) any {

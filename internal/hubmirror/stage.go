@@ -37,8 +37,12 @@ func Stage(ctx context.Context, in Spec, opts staging.Options) (staging.Result, 
 	if err != nil {
 		return staging.Result{}, err
 	}
-	if err := staging.CheckFree(s.Dst, s.MinFree); err != nil {
-		return staging.Result{}, err
+	if s.MinFree > 0 {
+		// Only what must be written counts: a verify-only pass on a disk
+		// the mirror filled needs no free space.
+		if err := staging.CheckFreeToWrite(s.Dst, s.MinFree, p.TotalBytes, toWrite(s, p)); err != nil {
+			return staging.Result{}, err
+		}
 	}
 	st, err := newStager(s, p, opts)
 	if err != nil {
@@ -48,6 +52,21 @@ func Stage(ctx context.Context, in Spec, opts staging.Options) (staging.Result, 
 	res, err := st.run(ctx)
 	res.Seconds = time.Since(start).Seconds()
 	return res, err
+}
+
+// toWrite estimates the bytes a pass must write: every planned file whose
+// mirror copy is missing or of another size (a same-size file that fails
+// its samples is re-copied too, and a full disk then fails that copy with
+// NoSpace, leaving no partial file).
+func toWrite(s *spec, p *plan) int64 {
+	var n int64
+	for _, it := range p.Files {
+		fi, err := os.Lstat(filepath.Join(s.mirror, it.Rel))
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() != it.Size {
+			n += it.Size
+		}
+	}
+	return n
 }
 
 type stager struct {

@@ -144,10 +144,8 @@ func Stage(ctx context.Context, spec Spec, opts staging.Options) (staging.Result
 				need += b.bytes
 			}
 		}
-		if need > 0 {
-			if err := staging.CheckFree(spec.Dst, max(spec.MinFree, need)); err != nil {
-				return r.res, err
-			}
+		if err := staging.CheckFreeToWrite(spec.Dst, spec.MinFree, pi.Bytes, need); err != nil {
+			return r.res, err
 		}
 	}
 	if err := r.openOutputs(); err != nil {

@@ -223,6 +223,27 @@ func CheckFree(path string, need int64) error {
 	return nil
 }
 
+// CheckFreeToWrite is min_free applied to what a pass must actually write
+// (issue 14, item 7): toWrite bytes of a block of total bytes, with
+// min_free read as "the block plus headroom". It needs toWrite plus the
+// headroom (min_free − total, when positive) free, so a first stage needs
+// max(min_free, total) as before, while a verify-only pass (toWrite = 0)
+// needs nothing and passes on a disk the mirror itself filled.
+func CheckFreeToWrite(path string, minFree, total, toWrite int64) error {
+	if toWrite <= 0 {
+		return nil
+	}
+	need := toWrite + max(0, minFree-total)
+	free, err := FreeBytes(path)
+	if err != nil {
+		return err
+	}
+	if free < need {
+		return fault.Permanent(fault.NoSpace, fmt.Errorf("%s: need %s free (%s to write of the block's %s, min_free %s), have %s: free space or lower min_free", path, HumanBytes(need), HumanBytes(toWrite), HumanBytes(total), HumanBytes(minFree), HumanBytes(free)))
+	}
+	return nil
+}
+
 // binaryUnits are the IEC units HumanBytes prints.
 var binaryUnits = []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 
