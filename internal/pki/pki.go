@@ -104,7 +104,17 @@ func (ca *CA) Client(name string) (Files, error) {
 	return ca.issue(name, nil, x509.ExtKeyUsageClientAuth)
 }
 
-func (ca *CA) issue(name string, hosts []string, usage x509.ExtKeyUsage) (Files, error) {
+// Peer issues (or keeps) NAME.pem for a fleet node that is both a server
+// and a client of its peers (the staging relay's mTLS: every node serves
+// what it staged and fetches from the others), answering at hosts.
+func (ca *CA) Peer(name string, hosts []string) (Files, error) {
+	if len(hosts) == 0 {
+		return Files{}, errors.New("pki: a peer certificate needs at least one host name or address")
+	}
+	return ca.issue(name, hosts, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+}
+
+func (ca *CA) issue(name string, hosts []string, usage ...x509.ExtKeyUsage) (Files, error) {
 	f := Files{Cert: filepath.Join(ca.Dir, name+".pem"), Key: filepath.Join(ca.Dir, name+"-key.pem")}
 	if _, err := os.Stat(f.Cert); err == nil {
 		cert, _, err := load(f.Cert, f.Key)
@@ -126,7 +136,7 @@ func (ca *CA) issue(name string, hosts []string, usage x509.ExtKeyUsage) (Files,
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(CertValidity),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		ExtKeyUsage:  usage,
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

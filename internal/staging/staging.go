@@ -51,6 +51,20 @@ type Progress struct {
 	NextRow int64 `json:"next_row,omitempty"`
 	// Paused is set while a test fault point holds the pass (TestPause).
 	Paused bool `json:"paused,omitempty"`
+	// Sources: where the bytes came from when the block is relayed
+	// between nodes (internal/relay), so an operator sees that the NAS
+	// is read about once per lane and which peers carried the rest.
+	Sources
+}
+
+// Sources counts where a relayed pass's bytes came from.
+type Sources struct {
+	// FromNAS is the bytes read from the NAS: relay copies and their
+	// sampled checks, plus what the hub-mirror pass copied itself (its
+	// own sampled checks, at most 3 MiB a file, are not counted).
+	FromNAS int64 `json:"from_nas,omitempty"`
+	// FromPeers is the bytes received from each peer node, by name.
+	FromPeers map[string]int64 `json:"from_peers,omitempty"`
 }
 
 // FileOffset is one in-flight file.
@@ -76,6 +90,24 @@ type Result struct {
 	DryRun bool `json:"dry_run,omitempty"`
 	// Exports lists the export trees made (node-local paths).
 	Exports []string `json:"exports,omitempty"`
+	// Sources is set when the block was relayed between nodes.
+	Sources
+	// Relay says how the relay went when it was on: files refetched from
+	// the NAS because a peer sent them wrong, and peers given up on (slow,
+	// gone, wrong) with why.
+	Relay *RelayReport `json:"relay,omitempty"`
+}
+
+// RelayReport is the relay's account of one node's pass.
+type RelayReport struct {
+	Files        int               `json:"files"`
+	Present      int               `json:"present"`
+	Refetched    int               `json:"refetched,omitempty"`
+	PeerFailures map[string]string `json:"peer_failures,omitempty"`
+	Resumed      int64             `json:"resumed,omitempty"`
+	// Error is why the relay stopped early, when it did (what it did not
+	// deliver was then read from the NAS).
+	Error string `json:"error,omitempty"`
 }
 
 // VerifyResult is what a verify-only pass found.

@@ -1,0 +1,58 @@
+package hubmirror
+
+import (
+	"context"
+	"io/fs"
+	"sort"
+)
+
+// File is one regular file a Stage of a Spec would bring onto the node, as
+// the relay (internal/relay) plans it: every node of a lane lists the same
+// NAS and so computes the same list, which lets each node derive the same
+// relay plan without it travelling through workflow history.
+type File struct {
+	// Rel is the mirror-relative path (the ledger key).
+	Rel string
+	// Src is the NAS file (links resolved syntactically, checked inside
+	// src and the shared roots).
+	Src string
+	// Size is the source's size when listed.
+	Size int64
+	// Mode is the permission bits the staged file gets.
+	Mode fs.FileMode
+	// WantSHA is the blob's LFS sha256 name, or empty.
+	WantSHA string
+}
+
+// Files validates in and lists, read-only, the regular files Stage would
+// bring into the mirror, sorted by Rel, with the mirror directory
+// (Dst/hub) they land in. Nothing is written.
+func Files(ctx context.Context, in Spec) (mirror string, files []File, err error) {
+	s, err := validate(in)
+	if err != nil {
+		return "", nil, err
+	}
+	p, err := buildPlan(ctx, s)
+	if err != nil {
+		return "", nil, err
+	}
+	files = make([]File, 0, len(p.Files))
+	for _, it := range p.Files {
+		files = append(files, File{Rel: it.Rel, Src: it.Src, Size: it.Size, Mode: it.Mode, WantSHA: it.WantSHA})
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Rel < files[j].Rel })
+	return s.mirror, files, nil
+}
+
+// ChunkSize is how many bytes Stage copies between fsyncs. A receiver that
+// writes the same temp files (".NAME.sparklane-tmp" beside NAME) with a
+// chunk dividing this one leaves temp files Stage can resume, and resumes
+// Stage's.
+func ChunkSize() int64 { return chunkSize }
+
+// TempBase is the temp name of a mirror file name in the same directory.
+func TempBase(name string) string { return tmpBase(name) }
+
+// SmallMax is the size up to which Stage reads a file whole (and samples
+// it whole): relaying such a file saves no NAS read.
+const SmallMax = smallMax

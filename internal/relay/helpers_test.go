@@ -1,0 +1,182 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sparklane/sparklane/internal/pki"
+)
+
+// testChunk is the fsync granularity the tests use (divides hubmirror's).
+const testChunk = 256 << 10
+
+func testData(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, 0x7e1a))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func shaHex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// fleet is a set of relay nodes in one test process: each its own root,
+// mirror, registry, mTLS server on its own 127.0.0.x address, and receiver.
+type fleet struct {
+	t     *testing.T
+	dir   string
+	nas   string
+	ca    *pki.CA
+	nodes []*tnode
+	files []File
+	data  map[string][]byte
+}
+
+type tnode struct {
+	name   string
+	root   string
+	mirror string
+	id     Identity
+	reg    *Registry
+	srv    *Server
+	rcv    *Receiver
+}
+
+// newFleet makes n nodes and a NAS holding files of the given sizes.
+func newFleet(t *testing.T, n int, sizes ...int) *fleet {
+	t.Helper()
+	f := &fleet{t: t, dir: t.TempDir(), data: map[string][]byte{}}
+	f.nas = filepath.Join(f.dir, "nas")
+	must(t, os.MkdirAll(f.nas, 0o755))
+	for i, sz := range sizes {
+		b := testData(uint64(i+1), sz)
+		rel := filepath.Join("models--o--m", "blobs", shaHex(b))
+		must(t, os.MkdirAll(filepath.Join(f.nas, filepath.Dir(rel)), 0o755))
+		must(t, os.WriteFile(filepath.Join(f.nas, rel), b, 0o644))
+		f.files = append(f.files, File{Rel: rel, Src: filepath.Join(f.nas, rel), Size: int64(sz), Mode: 0o644, WantSHA: shaHex(b)})
+		f.data[rel] = b
+	}
+	ca, err := pki.LoadOrCreateCA(filepath.Join(f.dir, "pki"), "test fleet CA")
+	must(t, err)
+	f.ca = ca
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("n%d", i+1)
+		host := fmt.Sprintf("127.0.0.%d", 20+i)
+		files, err := ca.Peer(PeerPrefix+name, []string{host})
+		must(t, err)
+		nd := &tnode{name: name, root: filepath.Join(f.dir, name), id: Identity{CA: ca.File, Cert: files.Cert, Key: files.Key}}
+		nd.mirror = filepath.Join(nd.root, "stage", "hub")
+		must(t, os.MkdirAll(nd.root, 0o755))
+		nd.reg = NewRegistry()
+		stls, err := ServerTLS(nd.id)
+		must(t, err)
+		nd.srv = &Server{Registry: nd.reg, StartTimeout: 20 * time.Second, StallTimeout: 20 * time.Second}
+		must(t, nd.srv.Listen(host+":0", stls))
+		ctls, err := ClientTLS(nd.id)
+		must(t, err)
+		nd.rcv = &Receiver{Registry: nd.reg, TLS: ctls, StartTimeout: 20 * time.Second, StallTimeout: 20 * time.Second}
+		t.Cleanup(func() { nd.srv.Close(); nd.reg.Close() })
+		f.nodes = append(f.nodes, nd)
+	}
+	return f
+}
+
+func (f *fleet) names() []string {
+	var s []string
+	for _, n := range f.nodes {
+		s = append(s, n.name)
+	}
+	return s
+}
+
+func (f *fleet) peers() map[string]string {
+	m := map[string]string{}
+	for _, n := range f.nodes {
+		m[n.name] = n.srv.Addr()
+	}
+	return m
+}
+
+func (f *fleet) job(nd *tnode) Job {
+	return Job{Key: "lane/0", Node: nd.name, Nodes: f.names(), Peers: f.peers(), Mirror: nd.mirror, Roots: []string{nd.root}, Files: f.files, Chunk: testChunk, Parallel: 2}
+}
+
+// runAll runs every node's receiver at once (as the nodes' StageBlock
+// activities do) and returns their results by node.
+func (f *fleet) runAll(ctx context.Context, mod func(*tnode, *Job)) map[string]Result {
+	f.t.Helper()
+	var mu sync.Mutex
+	res := map[string]Result{}
+	var wg sync.WaitGroup
+	for _, nd := range f.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j := f.job(nd)
+			if mod != nil {
+				mod(nd, &j)
+			}
+			r, err := nd.rcv.Run(ctx, j)
+			if err != nil {
+				f.t.Errorf("node %s: %v", nd.name, err)
+			}
+			mu.Lock()
+			res[nd.name] = r
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return res
+}
+
+// checkMirrors asserts every node holds every file byte for byte, with no
+// temp file left.
+func (f *fleet) checkMirrors(nodes ...*tnode) {
+	f.t.Helper()
+	if len(nodes) == 0 {
+		nodes = f.nodes
+	}
+	for _, nd := range nodes {
+		for rel, want := range f.data {
+			got, err := os.ReadFile(filepath.Join(nd.mirror, rel))
+			if err != nil {
+				f.t.Errorf("node %s: %v", nd.name, err)
+				continue
+			}
+			if !bytes.Equal(got, want) {
+				f.t.Errorf("node %s: %s differs from the NAS", nd.name, rel)
+			}
+			if _, err := os.Stat(filepath.Join(nd.mirror, filepath.Dir(rel), "."+filepath.Base(rel)+".sparklane-tmp")); err == nil {
+				f.t.Errorf("node %s: temp file of %s left behind", nd.name, rel)
+			}
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sum(m map[string]int64) int64 {
+	var s int64
+	for _, v := range m {
+		s += v
+	}
+	return s
+}

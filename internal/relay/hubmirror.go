@@ -1,0 +1,100 @@
+package relay
+
+import (
+	"context"
+
+	"go.uber.org/zap"
+
+	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/hubmirror"
+	"github.com/sparklane/sparklane/internal/staging"
+)
+
+// MinRelaySize is the size below which a file is not relayed: hubmirror
+// reads such files whole to sample them, so a peer would save no NAS read.
+const MinRelaySize = 4 * hubmirror.SmallMax
+
+// HubMirror stages one hub-mirror block on one node through the relay.
+type HubMirror struct {
+	// Receiver is the node's (its Registry is what its Server serves).
+	Receiver *Receiver
+	// Key names the block identically on every node (LANE/INDEX).
+	Key string
+	// Node is this node; Nodes every node staging the block, in cluster
+	// order; Peers their relay servers' host:port by name.
+	Node  string
+	Nodes []string
+	Peers map[string]string
+	// Chunk is the relay's fsync granularity (0: hubmirror's).
+	Chunk int64
+}
+
+// Stage relays the block's large files (at least MinRelaySize; under
+// verify = "sha256" only LFS blobs, whose name confirms them whole), then
+// runs hubmirror.Stage, which adopts what the relay placed (a sampled
+// check against the NAS), copies what it did not deliver and the small
+// files from the NAS, and writes the ledger, links and exports. A relay
+// that fails for a reason retrying might fix costs NAS reads, not the
+// stage; a permanent fault (disk full, a path out of the roots) fails it.
+func (h HubMirror) Stage(ctx context.Context, spec hubmirror.Spec, opts staging.Options, log *zap.Logger) (staging.Result, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	mirror, all, err := hubmirror.Files(ctx, spec)
+	if err != nil {
+		return staging.Result{}, err
+	}
+	var files []File
+	var bytes int64
+	for _, f := range all {
+		if f.Size < MinRelaySize || (spec.Verify == "sha256" && f.WantSHA == "") {
+			continue
+		}
+		files = append(files, File{Rel: f.Rel, Src: f.Src, Size: f.Size, Mode: f.Mode, WantSHA: f.WantSHA})
+		bytes += f.Size
+	}
+	var rr Result
+	var rerr error
+	var report *staging.RelayReport
+	if !opts.DryRun && !opts.Force && len(files) > 0 {
+		if err := staging.CheckFree(spec.Dst, spec.MinFree); err != nil {
+			return staging.Result{}, err
+		}
+		job := Job{Key: h.Key, Node: h.Node, Nodes: h.Nodes, Peers: h.Peers, Mirror: mirror, Roots: spec.Roots,
+			Files: files, SHA256: spec.Verify == "sha256", Parallel: opts.Parallel, Chunk: h.Chunk}
+		if opts.OnProgress != nil {
+			job.OnProgress = func(p Progress) {
+				opts.OnProgress(staging.Progress{FilesTotal: p.FilesTotal, FilesDone: p.FilesDone, BytesTotal: p.BytesTotal, BytesDone: p.BytesDone,
+					Sources: staging.Sources{FromNAS: p.FromNAS, FromPeers: p.FromPeers}})
+			}
+		}
+		rr, rerr = h.Receiver.Run(ctx, job)
+		report = &staging.RelayReport{Files: rr.Files, Present: rr.Present, Refetched: rr.Refetched, PeerFailures: rr.PeerFailures, Resumed: rr.Resumed}
+		if rerr != nil {
+			if _, perm := fault.TypeOf(rerr); perm || ctx.Err() != nil {
+				return staging.Result{Relay: report, Sources: staging.Sources{FromNAS: rr.FromNAS, FromPeers: rr.FromPeers}}, rerr
+			}
+			report.Error = rerr.Error()
+			log.Warn("relay stopped early; the hub-mirror pass reads the rest from the NAS", zap.String("block", h.Key), zap.Error(rerr))
+		}
+	}
+	// The ledger pass: its progress carries the relay's counts (what it
+	// copies itself from the NAS shows in the result).
+	inner := opts
+	if opts.OnProgress != nil {
+		inner.OnProgress = func(p staging.Progress) {
+			p.FromNAS = rr.FromNAS
+			p.FromPeers = rr.FromPeers
+			opts.OnProgress(p)
+		}
+	}
+	res, err := hubmirror.Stage(ctx, spec, inner)
+	res.Relay = report
+	res.FromNAS = rr.FromNAS + res.CopiedBytes
+	res.FromPeers = rr.FromPeers
+	// What the relay wrote is this pass's copying too (the ledger pass
+	// adopted those files without copying).
+	res.CopiedBytes += rr.Written
+	res.CopiedFiles += rr.Received
+	return res, err
+}

@@ -1,0 +1,121 @@
+package relay
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// helperEnv makes the test binary a node worker's receiver (see TestMain):
+// it runs one relay job from a peer and, once a given number of bytes of a
+// file are fsynced, says so on stdout and waits to be killed.
+const helperEnv = "SPARKLANE_RELAY_TEST_HELPER"
+
+type helperSpec struct {
+	Job     Job      `json:"job"`
+	ID      Identity `json:"id"`
+	PauseAt int64    `json:"pause_at"`
+}
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(helperEnv); spec != "" {
+		os.Exit(runHelper(spec))
+	}
+	os.Exit(m.Run())
+}
+
+func runHelper(spec string) int {
+	var h helperSpec
+	if err := json.Unmarshal([]byte(spec), &h); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctls, err := ClientTLS(h.ID)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	h.Job.OnChunk = func(rel string, synced int64) {
+		if synced == h.PauseAt {
+			fmt.Println("PAUSED", rel, synced)
+			select {} // held here until killed
+		}
+	}
+	rcv := &Receiver{Registry: NewRegistry(), TLS: ctls}
+	if _, err := rcv.Run(context.Background(), h.Job); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("DONE")
+	return 0
+}
+
+// A receiving node worker killed -9 mid-file (a partly written chunk after
+// its last fsync) resumes from its last fsynced chunk: the restarted
+// receiver re-copies only what follows it, from the same peer.
+func TestKilledReceiverResumesFromItsLastFsyncedChunk(t *testing.T) {
+	f := newFleet(t, 2, 4<<20+77)
+	fl := f.files[0]
+	n1, n2 := f.nodes[0], f.nodes[1]
+	// n1 reads the NAS and keeps serving.
+	j1 := f.job(n1)
+	j1.Nodes = []string{"n1", "n2"}
+	if _, err := n1.rcv.Run(context.Background(), j1); err != nil {
+		t.Fatal(err)
+	}
+	j2 := f.job(n2)
+	j2.Nodes = []string{"n1", "n2"}
+	pauseAt := int64(3 * testChunk)
+	spec, err := json.Marshal(helperSpec{Job: j2, ID: n2.id, PauseAt: pauseAt})
+	must(t, err)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("helper ended before pausing: %v", err)
+	}
+	t.Logf("helper: %s", line)
+	must(t, cmd.Process.Kill()) // SIGKILL: no cleanup runs
+	cmd.Wait()
+	tmp := filepath.Join(n2.mirror, filepath.Dir(fl.Rel), "."+filepath.Base(fl.Rel)+".sparklane-tmp")
+	st, err := os.Stat(tmp)
+	if err != nil {
+		t.Fatalf("no temp file after the kill: %v", err)
+	}
+	if st.Size() != pauseAt {
+		t.Fatalf("temp file holds %d B, want the %d B fsynced before the pause", st.Size(), pauseAt)
+	}
+	// The chunk in flight when the worker died: written, never fsynced.
+	tf, err := os.OpenFile(tmp, os.O_WRONLY|os.O_APPEND, 0)
+	must(t, err)
+	_, err = tf.Write(make([]byte, testChunk/2))
+	must(t, err)
+	must(t, tf.Close())
+
+	// The worker is back: a new process state, the same disk.
+	start := time.Now()
+	r, err := n2.rcv.Run(context.Background(), j2)
+	must(t, err)
+	f.checkMirrors(n2)
+	recopied := r.FromPeers["n1"]
+	t.Logf("resumed at %d B; re-copied %d B of %d (%s)", r.Resumed, recopied, fl.Size, strconv.FormatFloat(time.Since(start).Seconds(), 'f', 2, 64))
+	if r.Resumed != pauseAt {
+		t.Errorf("resumed at %d, want the last fsynced chunk %d", r.Resumed, pauseAt)
+	}
+	if recopied != fl.Size-pauseAt {
+		t.Errorf("re-copied %d B from n1, want only the rest %d", recopied, fl.Size-pauseAt)
+	}
+}
