@@ -129,7 +129,7 @@ func (a *NodeActivities) sharedRoots() []string {
 func (a *NodeActivities) rowsSpec(b config.Staging, rank, tp int) sparserows.Spec {
 	return sparserows.Spec{
 		Src: a.local(b.Src), Dst: a.local(b.Dst), Format: b.Format, Tensors: b.Tensors, Layers: b.Layers,
-		Rank: rank, TP: tp, MinFree: b.MinFree, Roots: a.roots(),
+		Rank: rank, TP: tp, MinFree: b.MinFree, Roots: a.roots(), RecordBytes: b.RecordBytes,
 	}
 }
 

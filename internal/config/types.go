@@ -288,6 +288,11 @@ type Staging struct {
 	// serve step fills it from the staged manifest.
 	RowsEnv string `mapstructure:"rows_env" json:"rows_env,omitempty"`
 	Rows    int64  `mapstructure:"rows" json:"rows,omitempty"`
+	// RecordBytes is the size of one record the runtime reads from packed
+	// files (264 on mia; internal/sparserows/FORMAT.md). Staging refuses,
+	// before writing anything, a table whose row width gives another size,
+	// instead of packing rows the runtime would misread. 0: any width.
+	RecordBytes int64 `mapstructure:"record_bytes" json:"record_bytes,omitempty"`
 }
 
 // Export materializes a regular-file tree of one repo for O_NOFOLLOW runtimes.

@@ -422,8 +422,8 @@ func validateRecipe(r *Recipe) []error {
 					errs = append(errs, recipeErr(r, ek+".mount", "%q is not an absolute container path", e.Mount))
 				}
 			}
-			if len(s.Tensors) > 0 || len(s.Layers) > 0 || s.Format != "" {
-				errs = append(errs, recipeErr(r, key, "tensors/layers/format belong to sparse-rows blocks, not hub-mirror"))
+			if len(s.Tensors) > 0 || len(s.Layers) > 0 || s.Format != "" || s.RecordBytes != 0 {
+				errs = append(errs, recipeErr(r, key, "tensors/layers/format/record_bytes belong to sparse-rows blocks, not hub-mirror"))
 			}
 		case "sparse-rows":
 			if len(s.Tensors) == 0 {
@@ -440,6 +440,9 @@ func validateRecipe(r *Recipe) []error {
 			}
 			if s.Rows < 0 {
 				errs = append(errs, recipeErr(r, key+".rows", "must not be negative"))
+			}
+			if s.RecordBytes < 0 {
+				errs = append(errs, recipeErr(r, key+".record_bytes", "must not be negative"))
 			}
 		case "":
 			errs = append(errs, recipeErr(r, key+".kind", "missing: use hub-mirror or sparse-rows"))

@@ -20,6 +20,10 @@ const (
 	// cross-checks the engram files against: one number for every layer,
 	// or a comma list in layer order.
 	EnvEngramRows = "SPARK_ENGRAM_ROWS"
+	// EnvEngramRecordBytes is the record size the stand-in runtime reads
+	// from packed engram files (a real runtime has it built in: 264 on
+	// mia); a file of other records is refused. Unset: the header's size.
+	EnvEngramRecordBytes = "ENGINE_SIM_ENGRAM_RECORD_BYTES"
 )
 
 // DefaultPort is the API port when --port is not given (vLLM's default).
@@ -235,6 +239,13 @@ func ParseArgs(args []string, getenv func(string) string) (Config, error) {
 			}
 			c.EngramRows = append(c.EngramRows, n)
 		}
+	}
+	if v := getenv(EnvEngramRecordBytes); v != "" {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("env %s=%q: want a positive record size in bytes", EnvEngramRecordBytes, v)
+		}
+		c.EngramRecordBytes = n
 	}
 	c.HFHubCache = getenv("HF_HUB_CACHE")
 	if c.HFHubCache == "" {

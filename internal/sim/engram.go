@@ -19,7 +19,7 @@ const EngramManifest = "engram-local.json"
 // tp and row range = the rank's tile) or a sparse-copy tree (manifest plus
 // shards whose safetensors headers parse). Returns the number of files
 // checked.
-func (e *engine) checkEngram() (int, error) {
+func (e *engine) checkEngram(loc tensorIndex) (int, error) {
 	dir := e.cfg.EngramDir
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -32,7 +32,7 @@ func (e *engine) checkEngram() (int, error) {
 	pat := filepath.Join(dir, fmt.Sprintf("engram-l*-r%dof%d.bin", rank, tp))
 	packed, _ := filepath.Glob(pat)
 	if len(packed) > 0 {
-		return e.checkPacked(packed)
+		return e.checkPacked(packed, loc)
 	}
 	man := filepath.Join(dir, EngramManifest)
 	if _, err := os.Stat(man); err == nil {
@@ -45,24 +45,30 @@ func (e *engine) checkEngram() (int, error) {
 	return 0, fmt.Errorf("engram dir %s holds neither packed files for rank %d of tp %d (%s) nor %s: stage the sparse-rows block first", dir, rank, tp, filepath.Base(pat), EngramManifest)
 }
 
-func (e *engine) checkPacked(files []string) (int, error) {
+func (e *engine) checkPacked(files []string, loc tensorIndex) (int, error) {
 	rank, tp := e.cfg.NodeRank, e.cfg.TP
 	type hf struct {
 		path string
-		h    sparserows.PackedHeader
+		h    packedHeader
 	}
 	var hs []hf
 	for _, p := range files {
-		h, err := sparserows.ReadPackedHeader(p)
+		h, err := readPackedHeader(p)
 		if err != nil {
 			return 0, fmt.Errorf("corrupt engram file: %w", err)
 		}
-		if h.Rank != rank || h.TP != tp {
-			return 0, fmt.Errorf("%s: header says rank %d of tp %d, this is rank %d of tp %d: mixed-up staging, re-stage", p, h.Rank, h.TP, rank, tp)
+		if h.rank != rank || h.tp != tp {
+			return 0, fmt.Errorf("%s: header says rank %d of tp %d, this is rank %d of tp %d: mixed-up staging, re-stage", p, h.rank, h.tp, rank, tp)
+		}
+		if want := fmt.Sprintf("engram-l%d-r%dof%d.bin", h.layer, h.rank, h.tp); filepath.Base(p) != want {
+			return 0, fmt.Errorf("%s: header says layer %d, rank %d of tp %d, which is named %s: mixed-up staging, re-stage", p, h.layer, h.rank, h.tp, want)
+		}
+		if rb := e.cfg.EngramRecordBytes; rb > 0 && h.recordSize != rb {
+			return 0, fmt.Errorf("%s: %d-byte records, this runtime reads %d-byte records (%s): the table was packed from rows of another width; stage the table the runtime reads (record_bytes)", p, h.recordSize, rb, EnvEngramRecordBytes)
 		}
 		hs = append(hs, hf{p, h})
 	}
-	sort.Slice(hs, func(i, j int) bool { return hs[i].h.Layer < hs[j].h.Layer })
+	sort.Slice(hs, func(i, j int) bool { return hs[i].h.layer < hs[j].h.layer })
 	rows := e.cfg.EngramRows
 	if len(rows) > 1 && len(rows) != len(hs) {
 		return 0, fmt.Errorf("%s lists %d row counts but %s holds %d layers for rank %d", EnvEngramRows, len(rows), e.cfg.EngramDir, len(hs), rank)
@@ -77,13 +83,20 @@ func (e *engine) checkPacked(files []string) (int, error) {
 			if err != nil {
 				return 0, fmt.Errorf("%s: %s=%d: %v", x.path, EnvEngramRows, total, err)
 			}
-			if x.h.FirstRow != first || x.h.RowCount != count {
-				return 0, fmt.Errorf("%s: rows [%d,+%d) but rank %d of tp %d owns [%d,+%d) of %d rows (%s): stale or mis-tiled staging, re-stage", x.path, x.h.FirstRow, x.h.RowCount, rank, tp, first, count, total, EnvEngramRows)
+			if x.h.firstRow != first || x.h.rowCount != count {
+				return 0, fmt.Errorf("%s: rows [%d,+%d) but rank %d of tp %d owns [%d,+%d) of %d rows (%s): stale or mis-tiled staging, re-stage", x.path, x.h.firstRow, x.h.rowCount, rank, tp, first, count, total, EnvEngramRows)
 			}
-			continue
+		} else if !tileConsistent(x.h.firstRow, x.h.rowCount, tp, rank) {
+			return 0, fmt.Errorf("%s: rows [%d,+%d) cannot be rank %d's tile of any table split over tp %d: mis-tiled staging, re-stage", x.path, x.h.firstRow, x.h.rowCount, rank, tp)
 		}
-		if !tileConsistent(x.h.FirstRow, x.h.RowCount, tp, rank) {
-			return 0, fmt.Errorf("%s: rows [%d,+%d) cannot be rank %d's tile of any table split over tp %d: mis-tiled staging, re-stage", x.path, x.h.FirstRow, x.h.RowCount, rank, tp)
+		compared, err := readPackedRecords(x.path, x.h, loc)
+		if err != nil {
+			return 0, err
+		}
+		if compared > 0 {
+			e.logf("rank %d engram %s: %d records of %d bytes read, %d compared with rows of %s", rank, filepath.Base(x.path), x.h.rowCount, x.h.recordSize, compared, x.h.tensor)
+		} else {
+			e.logf("rank %d engram %s: %d records of %d bytes read (table %s is not in the model tree: rows not compared)", rank, filepath.Base(x.path), x.h.rowCount, x.h.recordSize, x.h.tensor)
 		}
 	}
 	return len(hs), nil

@@ -118,3 +118,68 @@ func TestEngramStagedTreesAccepted(t *testing.T) {
 func runRankZeroCheck(t *testing.T, model, engram string) (string, error) {
 	return runRank(t, model, engram, 0, nil)
 }
+
+// TestEngramReadsPackedRecords: engine-sim reads the packer's output with
+// its own reader of FORMAT.md's layout, reads every record and compares
+// rows with the checkpoint it loads; a flipped record byte, a header of
+// another record size and a record size the runtime does not read are
+// refused naming the file.
+func TestEngramReadsPackedRecords(t *testing.T) {
+	src := engramCheckpoint(t) // the model tree holds the engram tables
+	root := t.TempDir()
+	dst := filepath.Join(root, "engram")
+	spec := sparserows.Spec{Src: src, Dst: dst, Format: sparserows.FormatPacked, Tensors: []string{"model.layers.{L}.engram.table"}, Layers: []int{3, 14}, Rank: 1, TP: 2, Roots: []string{root}, RecordBytes: 32}
+	if _, err := sparserows.Stage(context.Background(), spec, staging.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(recordBytes int64) (string, error) {
+		t.Helper()
+		log := &syncWriter{w: &bytes.Buffer{}}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		cfg := sim.Config{ModelPath: src, NNodes: 2, TP: 2, NodeRank: 1, DistInitAddr: distAddr(t), EngramDir: dst, EngramRows: []int64{1001, 1003}, EngramRecordBytes: recordBytes, Log: log}
+		errc := make(chan error, 1)
+		go func() { errc <- sim.Run(ctx, cfg) }()
+		for {
+			select {
+			case err := <-errc:
+				return log.String(), err
+			case <-time.After(20 * time.Millisecond):
+				if strings.Contains(log.String(), "engram files checked") {
+					cancel()
+					return log.String(), <-errc
+				}
+			}
+		}
+	}
+	out, err := run(32)
+	if err != nil || !strings.Contains(out, "engram-l3-r1of2.bin: 500 records of 32 bytes read, 64 compared with rows of model.layers.3.engram.table") ||
+		!strings.Contains(out, "engram-l14-r1of2.bin: 501 records of 32 bytes read, 64 compared") {
+		t.Fatalf("packed files refused or not read: %v\n%s", err, out)
+	}
+	if _, err := run(264); err == nil || !strings.Contains(err.Error(), "32-byte records, this runtime reads 264-byte records") {
+		t.Fatalf("a runtime reading 264-byte records accepted 32-byte ones: %v", err)
+	}
+	// A flipped byte in the last record (the header stays valid).
+	p := filepath.Join(dst, "engram-l14-r1of2.bin")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 0xff
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(32); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "record 500") || !strings.Contains(err.Error(), "row 1002") {
+		t.Fatalf("a corrupt record was accepted or not named: %v", err)
+	}
+	// A header byte changed: the CRC catches it.
+	b[len(b)-1] ^= 0xff
+	b[40]++ // record_size
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(0); err == nil || !strings.Contains(err.Error(), "header CRC-32") {
+		t.Fatalf("a header with a changed record size was accepted: %v", err)
+	}
+}

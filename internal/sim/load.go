@@ -53,6 +53,9 @@ func (e *engine) load(ctx context.Context) (loadStats, error) {
 	}
 	buf := make([]byte, 1<<20)
 	tensorsIn := map[string]map[string]bool{}
+	// Where each tensor of the tree lies, so packed engram records can be
+	// compared with the rows they claim to hold.
+	loc := tensorIndex{}
 	for _, rel := range files {
 		p := filepath.Join(dir, rel)
 		h, n, err := readShard(ctx, p, e.cfg.NoFollow, lim, buf)
@@ -63,8 +66,9 @@ func (e *engine) load(ctx context.Context) (loadStats, error) {
 		st.tensors += len(h.Tensors)
 		st.bytes += n
 		names := map[string]bool{}
-		for k := range h.Tensors {
+		for k, t := range h.Tensors {
 			names[k] = true
+			loc[k] = tensorLoc{path: p, off: h.DataStart + t.Begin, t: t}
 		}
 		tensorsIn[filepath.ToSlash(rel)] = names
 		if e.cfg.FailAt == FailLoad {
@@ -86,7 +90,7 @@ func (e *engine) load(ctx context.Context) (loadStats, error) {
 		}
 	}
 	if e.cfg.EngramDir != "" {
-		n, err := e.checkEngram()
+		n, err := e.checkEngram(loc)
 		if err != nil {
 			return st, err
 		}

@@ -104,6 +104,9 @@ type Config struct {
 	// EngramRows is the total row count per layer (SPARK_ENGRAM_ROWS); nil
 	// checks each file's row range for consistency with its tp/rank only.
 	EngramRows []int64
+	// EngramRecordBytes is the record size this runtime reads from packed
+	// files (ENGINE_SIM_ENGRAM_RECORD_BYTES); 0 takes the header's.
+	EngramRecordBytes int64
 
 	// Ignored lists the unknown engine flags that were accepted and ignored.
 	Ignored []string

@@ -10,7 +10,10 @@ import (
 )
 
 // Packed file layout: a PackedHeaderSize-byte header, then RowCount records
-// of RecordSize bytes each, one per row, in source order.
+// of RecordSize bytes each, one per row, in source order. FORMAT.md in this
+// directory is the runtime's read contract (every field, what a record
+// holds, how the rank's rows are chosen); testdata/packed-v1 is a fixture
+// written from that page alone.
 //
 // Header (little-endian):
 //

@@ -29,6 +29,12 @@ const (
 // shape): retrying cannot help, the NAS copy must be fixed.
 const SourceCorrupt = "SourceCorrupt"
 
+// RecordSizeMismatch is the permanent fault type of a table whose row width
+// does not give the record size the runtime reads (Spec.RecordBytes): a
+// packed file of other records would be read as garbage rows, so nothing
+// is written.
+const RecordSizeMismatch = "RecordSizeMismatch"
+
 // IndexName is the checkpoint's shard index; it is copied into sparse-copy
 // trees so the runtime finds the shards the same way.
 const IndexName = "model.safetensors.index.json"
@@ -74,6 +80,11 @@ type Spec struct {
 	// BlockRows is the number of rows per ledger/resume block; 0 chooses
 	// about 64 MiB per block.
 	BlockRows int64
+	// RecordBytes is the record size the runtime reads from packed files
+	// (the recipe's record_bytes: 264 on mia). A table whose row width
+	// gives another size is refused before anything is written, naming
+	// tensor, width and expected size. 0 accepts any width.
+	RecordBytes int64
 	// CopyMode picks the copy path (CopyAuto, CopyFileRange, CopyReadWrite);
 	// empty is right for production, the benchmark sets it to compare.
 	CopyMode string
@@ -168,6 +179,9 @@ func checkSpec(spec Spec) error {
 	}
 	if spec.TP < 1 || spec.Rank < 0 || spec.Rank >= spec.TP {
 		return inv("rank %d of tp %d: need tp >= 1 and 0 <= rank < tp", spec.Rank, spec.TP)
+	}
+	if spec.RecordBytes < 0 {
+		return inv("record_bytes %d is negative", spec.RecordBytes)
 	}
 	if spec.BlockRows < 0 {
 		return inv("block_rows %d is negative", spec.BlockRows)
@@ -281,6 +295,9 @@ func plan(spec Spec) (PlanInfo, error) {
 		}
 		if lp.RecordSize == 0 {
 			return pi, fault.Permanent(fault.InvalidSpec, fmt.Errorf("tensor %s in %s: rows of 0 bytes (shape has a zero dimension)", name, lp.Parts[0].Shard))
+		}
+		if spec.RecordBytes > 0 && lp.RecordSize != spec.RecordBytes {
+			return pi, fault.Permanent(RecordSizeMismatch, fmt.Errorf("tensor %s in %s: rows of %v %s are %d bytes, but the runtime reads %d-byte records (record_bytes): nothing was written; stage the table the runtime expects or fix record_bytes in the recipe", name, lp.Parts[0].Shard, rowShape, lp.DType, lp.RecordSize, spec.RecordBytes))
 		}
 		lp.First, lp.Count, lp.Bytes = first, count, count*lp.RecordSize
 		lp.BlockRows = spec.BlockRows
