@@ -2,9 +2,9 @@
 // of multi-host behaviour (fleet install over SSH, node outages, partitions,
 // relay staging) run against real separate hosts: each node has its own
 // network namespace with an IP on a bridge the fleet creates, its own mount
-// namespace (its own /mnt/nvme, /var/lib/sparklane, /etc/sparklane, a
-// read-only NAS at /mnt/nas), its own OpenSSH sshd on NODEIP:22 and,
-// optionally, its own dockerd. Everything it creates is listed in a state file
+// namespace (its own /mnt/nvme, /var/lib/sparklane, /etc/sparklane,
+// /usr/local/lib/sparklane, a read-only NAS at /mnt/nas), its own OpenSSH
+// sshd on NODEIP:22 and, optionally, its own dockerd. Everything it creates is listed in a state file
 // under /run/sparklane-testfleet/NAME so Down can remove a fleet left behind
 // by a killed run.
 //
@@ -56,8 +56,10 @@ const NASPath = "/mnt/nas"
 
 // NodePaths are the node-local directories: on each node they are bind
 // mounts of that node's own directory, so a write on one node is invisible
-// to the others and to the control host.
-var NodePaths = []string{"/mnt/nvme", "/var/lib/sparklane", "/etc/sparklane", "/run/sparklane", "/etc/systemd/system"}
+// to the others and to the control host. They include every directory
+// `starter fleet install` writes (fleet.DefaultLayout), so tests install at
+// the real default paths.
+var NodePaths = []string{"/mnt/nvme", "/var/lib/sparklane", "/etc/sparklane", "/run/sparklane", "/etc/systemd/system", "/usr/local/lib/sparklane"}
 
 // NodeDockerSocket is the node dockerd's socket as seen on the node (over
 // SSH); Node.DockerSocket is the same socket as seen from the control host.

@@ -58,10 +58,10 @@ func TestFleetOnTestFleetThroughTheTunnel(t *testing.T) {
 	})
 	waitControl(t, state, done)
 
-	// /usr/local/lib is the host's own on these hosts (not a node-local
-	// mount), so the install goes under the node-local /mnt/nvme.
-	root := "/mnt/nvme/sparklane-root"
-	common := []string{"--config", cfgFile, "--json", "fleet", "--root", root}
+	// Every install path is node-local on these hosts: the install goes
+	// to the real default paths (fleet.DefaultLayout).
+	l := fleet.DefaultLayout()
+	common := []string{"--config", cfgFile, "--json", "fleet"}
 	rows := installJSON(t, append(common, "install", "--wait", "120s")...)
 	if len(rows) != 2 {
 		t.Fatalf("install rows %+v", rows)
@@ -75,7 +75,7 @@ func TestFleetOnTestFleetThroughTheTunnel(t *testing.T) {
 	}
 	// Each node has its own copy: the files live in its own mount namespace.
 	for _, n := range tf.Nodes() {
-		out, err := tf.SSH(n, "cat "+root+"/etc/sparklane/sparklane.toml; test -x "+root+"/usr/local/lib/sparklane/worker && echo BINARY-OK")
+		out, err := tf.SSH(n, "cat "+l.Config()+"; test -x "+l.Binary()+" && echo BINARY-OK")
 		if err != nil || !strings.Contains(string(out), fmt.Sprintf("address = '127.0.0.1:%d'", port)) || !strings.Contains(string(out), "BINARY-OK") {
 			t.Fatalf("node %s files: %v\n%s", n.Name, err, out)
 		}
@@ -118,13 +118,30 @@ func TestFleetOnTestFleetThroughTheTunnel(t *testing.T) {
 		t.Fatalf("uninstall: exit %d\n%s\n%s", code, out, errOut)
 	}
 	for _, n := range tf.Nodes() {
-		out, _ := tf.SSH(n, "for f in usr/local/lib/sparklane etc/sparklane run/sparklane; do test -e "+root+"/$f && echo LEFT $f; done; true")
-		// (A command line naming the root would match itself.)
-		ps, _ := tf.SSH(n, "pgrep -af '/mnt/nvme/sparklane-roo[t]/' || echo NO-PROCESS")
-		if out := string(out) + string(ps); strings.TrimSpace(out) != "NO-PROCESS" {
+		// The directories themselves are the test hosts' mount points
+		// (node-local), so they stay; nothing install wrote may be left.
+		out, _ := tf.SSH(n, "ls -A "+l.LibDir+" "+l.ConfDir+" "+l.RunDir+" | grep -v -e '^/' -e '^$' || true")
+		if strings.TrimSpace(string(out)) != "" {
 			t.Fatalf("node %s after uninstall:\n%s", n.Name, out)
 		}
+		if ps := nodeProcs(tf, n, l.Binary()); len(ps) > 0 {
+			t.Fatalf("node %s after uninstall still runs %v", n.Name, ps)
+		}
 	}
+}
+
+// nodeProcs lists node n's processes whose command line contains s (the
+// hosts share this machine's pid namespace, so pgrep would also see other
+// hosts' processes).
+func nodeProcs(tf *testfleet.Fleet, n *testfleet.Node, s string) []string {
+	var out []string
+	for _, pid := range tf.NodePIDs(n) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && strings.Contains(string(b), s) {
+			out = append(out, fmt.Sprintf("%d %s", pid, strings.ReplaceAll(string(b), "\x00", " ")))
+		}
+	}
+	return out
 }
 
 func waitControl(t *testing.T, state string, done chan error) {
