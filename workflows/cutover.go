@@ -170,7 +170,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 		dctx, cancel := workflow.NewDisconnectedContext(ctx)
 		defer cancel()
 		var errs []string
-		if err := stopLane(dctx, t, in.Plan.Lane, nodes, in.Pickup); err != nil {
+		if err := stopLane(dctx, t, in.Plan.Lane, nodes, in.Pickup, in.OutageBudget); err != nil {
 			errs = append(errs, "stopping "+in.Plan.Lane+": "+errMessage(err))
 		}
 		if in.NoRollback {
@@ -184,12 +184,12 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 					continue
 				}
 				i := t.start("rollback "+l, "")
-				sr, err := serveLane(dctx, t, r.Recipe, r.Plan, false, in.Pickup)
+				sr, err := serveLane(dctx, t, r.Recipe, r.Plan, false, in.Pickup, in.OutageBudget)
 				t.end(i, "", err)
 				if err != nil {
 					answers = false
 					errs = append(errs, "serving "+l+" again: "+errMessage(err))
-					if serr := stopLane(dctx, t, l, planNodes(r.Plan), in.Pickup); serr != nil {
+					if serr := stopLane(dctx, t, l, planNodes(r.Plan), in.Pickup, in.OutageBudget); serr != nil {
 						errs = append(errs, "stopping "+l+" after its failed rollback: "+errMessage(serr))
 					}
 					continue
@@ -209,7 +209,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 	// 3. Stop them (verified). A stop that fails partway rolls back too:
 	// a half-stopped lane is brought back whole.
 	for _, l := range res.Previous {
-		if err := stopLane(ctx, t, l, prevNodes[l], in.Pickup); err != nil {
+		if err := stopLane(ctx, t, l, prevNodes[l], in.Pickup, in.OutageBudget); err != nil {
 			if workflow.GetVersion(ctx, versionStopRollback, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 				// Runs recorded before the change failed without a rollback.
 				return fail("stop "+l, err)
@@ -270,7 +270,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 	}
 
 	// 6–7. Serve and probe.
-	sr, err := serveLane(ctx, t, in.Recipe, in.Plan, in.NoWait, in.Pickup)
+	sr, err := serveLane(ctx, t, in.Recipe, in.Plan, in.NoWait, in.Pickup, in.OutageBudget)
 	res.Serve = &sr
 	if err != nil {
 		step := "serve"

@@ -56,6 +56,11 @@ type fakeFleet struct {
 	readyCalls int
 	// Power.
 	shutdownErr, unreachErr, relayOffErr error
+	// gone: node -> how many more of its EnsureImage/StartRank/StopLane
+	// calls find no worker (pickup timeout); polls counts NodePolling
+	// questions per node.
+	gone  map[string]int
+	polls map[string]int
 }
 
 func newFakeFleet(t *testing.T) *fakeFleet {
@@ -65,6 +70,7 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 		lanesOn: map[string][]string{}, notPolling: map[string]bool{}, sshOff: map[string]string{}, sshDown: map[string]string{},
 		local: map[string]bool{}, resolve: map[string]activities.ResolveLaneResult{}, resolveErr: map[string]error{},
 		verifyBad: map[string][]string{}, stageErr: map[string]error{}, startErr: map[string]error{}, startDelay: map[string]time.Duration{}, readyErr: map[string]error{},
+		gone: map[string]int{}, polls: map[string]int{},
 	}
 	env := f.env
 	env.RegisterActivity(&activities.NodeActivities{})
@@ -102,7 +108,18 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 		}
 		return r, nil
 	})
+	env.OnActivity("NodePolling", any2...).Return(func(ctx context.Context, in activities.NodePollingInput) (activities.NodePollingResult, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.polls[in.Node]++
+		// A gone node seems back at every third question (its worker
+		// polled, then the re-run pickup timed out again while gone lasts).
+		return activities.NodePollingResult{Node: in.Node, Polling: f.gone[in.Node] == 0 || f.polls[in.Node]%3 == 0}, nil
+	})
 	env.OnActivity("StopLane", any2...).Return(func(ctx context.Context, in activities.StopLaneInput) (activities.StopLaneResult, error) {
+		if err := f.goneErr(ctx); err != nil {
+			return activities.StopLaneResult{}, err
+		}
 		n := f.record(ctx, "StopLane "+in.Lane)
 		return activities.StopLaneResult{Node: n, Stopped: []string{"sparklane-" + in.Lane + "@" + n}}, nil
 	})
@@ -124,6 +141,9 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 		return r, nil
 	})
 	env.OnActivity("EnsureImage", any2...).Return(func(ctx context.Context, in activities.EnsureImageInput) (activities.EnsureImageResult, error) {
+		if err := f.goneErr(ctx); err != nil {
+			return activities.EnsureImageResult{}, err
+		}
 		n := f.record(ctx, "EnsureImage "+in.Image)
 		return activities.EnsureImageResult{Node: n, ID: "sha256:" + in.Image}, nil
 	})
@@ -134,6 +154,9 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 	env.OnActivity("StartRank", any2...).Return(func(ctx context.Context, in activities.StartRankInput) (activities.StartRankResult, error) {
 		if d := f.startDelay[strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node.")]; d > 0 {
 			time.Sleep(d)
+		}
+		if err := f.goneErr(ctx); err != nil {
+			return activities.StartRankResult{}, err
 		}
 		n := f.record(ctx, "StartRank "+in.Lane)
 		f.mu.Lock()
@@ -184,6 +207,19 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 	env.OnActivity("PowerWaitUnreachable", any2...).Return(powerStep("PowerWaitUnreachable", &f.unreachErr))
 	env.OnActivity("PowerRelayOff", any2...).Return(powerStep("PowerRelayOff", &f.relayOffErr))
 	return f
+}
+
+// goneErr is the pickup timeout a node-pinned call meets while its node is
+// gone (f.gone), counting the call down.
+func (f *fakeFleet) goneErr(ctx context.Context) error {
+	n := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node.")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gone[n] > 0 {
+		f.gone[n]--
+		return temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+	}
+	return nil
 }
 
 // record notes one activity call as "label@node" (node activities) or

@@ -66,6 +66,13 @@ func onNode(ctx workflow.Context, t *tracker, step int, node string, budget time
 	if workflow.GetVersion(ctx, versionOutageWait, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return call()
 	}
+	return waitForNode(ctx, t, step, node, budget, call)
+}
+
+// waitForNode is onNode's loop without its version gate: callers that gate
+// it themselves (the serve-phase steps, behind versionServeOutageWait) run
+// it directly.
+func waitForNode(ctx workflow.Context, t *tracker, step int, node string, budget time.Duration, call func() error) error {
 	if budget <= 0 {
 		budget = DefaultOutageBudget
 	}
@@ -101,4 +108,51 @@ func onNode(ctx workflow.Context, t *tracker, step int, node string, budget time
 		}
 		t.resume(step)
 	}
+}
+
+// versionServeOutageWait gates the wait-for-node behaviour of the serve
+// phase's node steps (image, before_serve hooks, start rank, stop): runs
+// recorded before it fail those steps at once when a node's worker is gone.
+const versionServeOutageWait = "serve-node-outage-wait"
+
+// serveWaits reports whether this run's serve-phase node steps wait for a
+// node that went away (see versionServeOutageWait).
+func serveWaits(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, versionServeOutageWait, workflow.DefaultVersion, 1) >= 1
+}
+
+// perNode runs one node-pinned step per node, all at once, and returns each
+// one's error in node order. call(ctx, i) starts node i's activity and
+// get(ctx, i, f) waits for and decodes its result (both with the context
+// they are given: the node's coroutine's, on the waiting path). Without wait it is exactly the old command
+// sequence (every activity scheduled, then each awaited in order); with
+// wait each node's step runs in its own coroutine under waitForNode, so a
+// node whose worker is gone (a reboot, an upgrade) is waited for within
+// budget — its step shows "waiting for node N (down …)" — while the others
+// go on.
+func perNode(ctx workflow.Context, t *tracker, wait bool, budget time.Duration, steps []int, nodes []string,
+	call func(ctx workflow.Context, i int) workflow.Future, get func(ctx workflow.Context, i int, f workflow.Future) error) []error {
+	errs := make([]error, len(nodes))
+	if !wait {
+		futs := make([]workflow.Future, len(nodes))
+		for i := range nodes {
+			futs[i] = call(ctx, i)
+		}
+		for i, f := range futs {
+			errs[i] = get(ctx, i, f)
+		}
+		return errs
+	}
+	done := make([]workflow.Settable, len(nodes))
+	futs := make([]workflow.Future, len(nodes))
+	for i := range nodes {
+		futs[i], done[i] = workflow.NewFuture(ctx)
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			done[i].Set(nil, waitForNode(gctx, t, steps[i], nodes[i], budget, func() error { return get(gctx, i, call(gctx, i)) }))
+		})
+	}
+	for i, f := range futs {
+		errs[i] = f.Get(ctx, nil)
+	}
+	return errs
 }

@@ -121,3 +121,90 @@ func TestStageNodeFailsPastTheOutageBudget(t *testing.T) {
 		t.Errorf("NodePolling asked %d times during a 2m budget, want it to keep asking", o.polls)
 	}
 }
+
+// progressWaiting is the progress query's waiting steps and nodes.
+func progressWaiting(t *testing.T, env *testsuite.TestWorkflowEnvironment) (details []string, nodes []string) {
+	v, err := env.QueryWorkflow(ProgressQuery)
+	if err != nil {
+		t.Errorf("query: %v", err)
+		return nil, nil
+	}
+	var p Progress
+	if err := v.Get(&p); err != nil {
+		t.Error(err)
+		return nil, nil
+	}
+	for _, s := range p.Steps {
+		if s.Status == StepWaiting {
+			details = append(details, s.Name+"@"+s.Node+": "+s.Detail)
+		}
+	}
+	for _, w := range p.Waiting {
+		nodes = append(nodes, w.Node)
+	}
+	return details, nodes
+}
+
+// A node whose worker is gone when the serve phase reaches it (a reboot
+// between staging and serve) is waited for within the outage budget while
+// the other nodes go on; the wait shows in the progress query, and the
+// lane comes up once the node polls again.
+func TestServeWaitsForANodeThatComesBack(t *testing.T) {
+	f := newFakeFleet(t)
+	f.gone["b"] = 2 // its image step's first two pickups time out
+	var details, nodes []string
+	f.env.RegisterDelayedCallback(func() { details, nodes = progressWaiting(t, f.env) }, 15*time.Second)
+	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c"), OutageBudget: 30 * time.Minute})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatalf("Serve with node b back within its budget: %v", err)
+	}
+	var res ServeResult
+	if err := f.env.GetWorkflowResult(&res); err != nil || !res.Answers || len(res.Ranks) != 3 {
+		t.Fatalf("result %+v (%v), want 3 ranks answering", res, err)
+	}
+	if len(details) != 1 || !strings.HasPrefix(details[0], "image@b: waiting for node b (down ") || len(nodes) != 1 || nodes[0] != "b" {
+		t.Fatalf("progress during the outage: steps %q, waiting %q; want b's image step waiting", details, nodes)
+	}
+	if f.polls["b"] == 0 || f.gone["b"] != 0 {
+		t.Fatalf("NodePolling asked %d times, %d pickups left", f.polls["b"], f.gone["b"])
+	}
+	f.expectPhases(on("EnsureImage img-new", "a", "b", "c"), on("StartRank new", "a", "b", "c"),
+		[]string{"WaitReady new"}, []string{"Smoke http://new"}, []string{"DecodeProbe http://new"})
+}
+
+// Past the budget the serve step fails naming the node and how long it
+// was gone; the half-started lane's stop waits for that node as long, and
+// then says it could not stop there either.
+func TestServeFailsPastTheOutageBudgetNamingTheNode(t *testing.T) {
+	f := newFakeFleet(t)
+	f.gone["c"] = 1 << 30
+	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c"), OutageBudget: 2 * time.Minute})
+	err := f.env.GetWorkflowError()
+	if err == nil {
+		t.Fatal("Serve succeeded though node c never came back")
+	}
+	for _, want := range []string{"node c was gone for 2m", "outage budget of 2m0s", "node.c", "stopping the half-started lane failed"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if n := f.count("StartRank"); n != 0 {
+		t.Errorf("StartRank ran %d times though a node had no image", n)
+	}
+}
+
+// A stop asked for by hand (Stop workflow, no budget) does not wait for a
+// node that is gone: a switched-off node must not hold it for half an hour.
+func TestStopByHandDoesNotWaitForAGoneNode(t *testing.T) {
+	f := newFakeFleet(t)
+	f.gone["b"] = 1 << 30
+	f.env.ExecuteWorkflow(Stop, StopInput{Lane: "old", Nodes: []string{"a", "b"}})
+	err := f.env.GetWorkflowError()
+	if err == nil || !strings.Contains(err.Error(), "node b") {
+		t.Fatalf("stop with node b gone: %v, want a failure naming b", err)
+	}
+	if f.polls["b"] != 0 {
+		t.Errorf("the stop waited for b (NodePolling asked %d times)", f.polls["b"])
+	}
+	f.expectPhases(on("StopLane old", "a"))
+}

@@ -23,6 +23,10 @@ type ServeInput struct {
 	// NoWait returns after the containers started.
 	NoWait bool          `json:"no_wait,omitempty"`
 	Pickup time.Duration `json:"pickup,omitempty"`
+	// OutageBudget is how long a node may be gone (no worker polling its
+	// queue) during the serve steps before they fail naming it (0:
+	// DefaultOutageBudget): a node rebooting mid-serve is waited for.
+	OutageBudget time.Duration `json:"outage_budget,omitempty"`
 }
 
 // ServeResult is what serving and probing found.
@@ -44,11 +48,11 @@ type ServeResult struct {
 // half-started lane is left running.
 func Serve(ctx workflow.Context, in ServeInput) (ServeResult, error) {
 	t := newTracker(ctx, "Serve", in.Plan.Lane)
-	res, err := serveLane(ctx, t, in.Recipe, in.Plan, in.NoWait, in.Pickup)
+	res, err := serveLane(ctx, t, in.Recipe, in.Plan, in.NoWait, in.Pickup, in.OutageBudget)
 	if err != nil {
 		dctx, cancel := workflow.NewDisconnectedContext(ctx)
 		defer cancel()
-		if serr := stopLane(dctx, t, in.Plan.Lane, planNodes(in.Plan), in.Pickup); serr != nil {
+		if serr := stopLane(dctx, t, in.Plan.Lane, planNodes(in.Plan), in.Pickup, in.OutageBudget); serr != nil {
 			return res, temporal.NewNonRetryableApplicationError(errMessage(err)+"; and stopping the half-started lane failed: "+errMessage(serr), errType(err), err)
 		}
 	}
@@ -63,8 +67,92 @@ func planNodes(p config.LanePlan) []string {
 	return out
 }
 
-// serveLane is Serve's body, shared with Cutover and its rollback.
-func serveLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.LanePlan, noWait bool, pickup time.Duration) (ServeResult, error) {
+// serveLane is Serve's body, shared with Cutover and its rollback. Its node
+// steps wait for a node that went away within budget (runs recorded before
+// versionServeOutageWait fail them at once).
+func serveLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.LanePlan, noWait bool, pickup, budget time.Duration) (ServeResult, error) {
+	if !serveWaits(ctx) {
+		return serveLaneV0(ctx, t, rc, plan, noWait, pickup)
+	}
+	res := ServeResult{Lane: plan.Lane}
+	nodes := planNodes(plan)
+	// Image present on every node.
+	var steps []int
+	for _, n := range plan.Nodes {
+		steps = append(steps, t.start("image", n.Node))
+	}
+	images := make([]activities.EnsureImageResult, len(plan.Nodes))
+	errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
+		return workflow.ExecuteActivity(nodeOpts(ctx, nodes[i], pickup, 2*time.Minute, 0, 3), na.EnsureImage, activities.EnsureImageInput{Image: plan.Nodes[i].Image})
+	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &images[i]) })
+	for i, err := range errs {
+		t.end(steps[i], images[i].ID, err)
+		if err != nil {
+			return res, nodeErr(nodes[i], "image", err)
+		}
+		res.Image = append(res.Image, images[i])
+	}
+	// before_serve hooks.
+	if len(rc.Hooks.BeforeServe) > 0 || len(rc.Hooks.Clear) > 0 {
+		hookBudget := rc.Hooks.Timeout
+		if hookBudget <= 0 {
+			hookBudget = 2 * time.Minute
+		}
+		run := hookBudget*time.Duration(len(rc.Hooks.BeforeServe)+1) + 30*time.Second
+		steps = nil
+		for _, n := range plan.Nodes {
+			steps = append(steps, t.start("before_serve", n.Node))
+		}
+		hooks := make([]activities.BeforeServeResult, len(plan.Nodes))
+		errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
+			n := plan.Nodes[i]
+			return workflow.ExecuteActivity(nodeOpts(ctx, n.Node, pickup, run, 0, 1), na.BeforeServe, activities.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging})
+		}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &hooks[i]) })
+		for i, err := range errs {
+			r := hooks[i]
+			t.end(steps[i], fmt.Sprintf("%d hooks, cleared %d roots", len(r.Outputs), len(r.Cleared)), err)
+			if err != nil {
+				return res, nodeErr(nodes[i], "before_serve", err)
+			}
+			res.Hooks = append(res.Hooks, r)
+		}
+	}
+	// Start every rank; rank 0 waits for the others to join. Every start
+	// ends before a failure is returned: a stop racing a start still
+	// creating its container would leave that container running.
+	steps = nil
+	for _, n := range plan.Nodes {
+		steps = append(steps, t.start(fmt.Sprintf("start rank %d", n.Rank), n.Node))
+	}
+	ranks := make([]activities.StartRankResult, len(plan.Nodes))
+	errs = perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
+		return workflow.ExecuteActivity(nodeOpts(ctx, nodes[i], pickup, 5*time.Minute, 0, 3), na.StartRank, activities.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: plan.Nodes[i]})
+	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &ranks[i]) })
+	var startErr error
+	for i, err := range errs {
+		t.end(steps[i], ranks[i].Name, err)
+		if err != nil {
+			if startErr == nil {
+				startErr = nodeErr(nodes[i], "start", err)
+			}
+			continue
+		}
+		res.Ranks = append(res.Ranks, ranks[i])
+	}
+	if startErr != nil {
+		return res, startErr
+	}
+	if noWait {
+		t.skip("probe", "", "--no-wait")
+		return res, nil
+	}
+	return probeLane(ctx, t, rc, plan, res)
+}
+
+// serveLaneV0 is serveLane as recorded before versionServeOutageWait:
+// a node whose worker is gone fails its step at once. Kept verbatim so
+// those histories replay.
+func serveLaneV0(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.LanePlan, noWait bool, pickup time.Duration) (ServeResult, error) {
 	res := ServeResult{Lane: plan.Lane}
 	// Image present on every node.
 	var futs []workflow.Future
@@ -214,6 +302,11 @@ type StopInput struct {
 	Nodes  []string      `json:"nodes"`
 	All    bool          `json:"all,omitempty"`
 	Pickup time.Duration `json:"pickup,omitempty"`
+	// OutageBudget, when positive, is how long a node may be gone (no
+	// worker) before its stop fails naming it. 0 fails at once: a stop
+	// asked for by hand covers every node of the fleet, and one that is
+	// switched off must not hold it for half an hour.
+	OutageBudget time.Duration `json:"outage_budget,omitempty"`
 }
 
 // StopResult lists what was stopped per node.
@@ -225,17 +318,24 @@ type StopResult struct {
 // a stop that leaves anything running fails, naming it.
 func Stop(ctx workflow.Context, in StopInput) (StopResult, error) {
 	t := newTracker(ctx, "Stop", in.Lane)
-	return stopNodes(ctx, t, in.Lane, in.Nodes, in.All, in.Pickup)
+	budget := in.OutageBudget
+	if budget <= 0 {
+		budget = -1
+	}
+	return stopNodes(ctx, t, in.Lane, in.Nodes, in.All, in.Pickup, budget)
 }
 
-func stopLane(ctx workflow.Context, t *tracker, lane string, nodes []string, pickup time.Duration) error {
-	_, err := stopNodes(ctx, t, lane, nodes, false, pickup)
+func stopLane(ctx workflow.Context, t *tracker, lane string, nodes []string, pickup, budget time.Duration) error {
+	_, err := stopNodes(ctx, t, lane, nodes, false, pickup, budget)
 	return err
 }
 
-func stopNodes(ctx workflow.Context, t *tracker, lane string, nodes []string, all bool, pickup time.Duration) (StopResult, error) {
+// stopNodes stops lane on every node at once; a node whose worker is gone
+// is waited for within budget (0: DefaultOutageBudget; negative: not at
+// all). Runs recorded before versionServeOutageWait fail its stop at once,
+// with the same commands.
+func stopNodes(ctx workflow.Context, t *tracker, lane string, nodes []string, all bool, pickup, budget time.Duration) (StopResult, error) {
 	var res StopResult
-	var futs []workflow.Future
 	var steps []int
 	label := "stop " + lane
 	if all {
@@ -243,20 +343,22 @@ func stopNodes(ctx workflow.Context, t *tracker, lane string, nodes []string, al
 	}
 	for _, n := range nodes {
 		steps = append(steps, t.start(label, n))
-		futs = append(futs, workflow.ExecuteActivity(nodeOpts(ctx, n, pickup, 3*time.Minute, 0, 3), na.StopLane, activities.StopLaneInput{Lane: lane, All: all, Timeout: 30 * time.Second}))
 	}
+	results := make([]activities.StopLaneResult, len(nodes))
+	wait := serveWaits(ctx) && budget >= 0
+	errs := perNode(ctx, t, wait, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
+		return workflow.ExecuteActivity(nodeOpts(ctx, nodes[i], pickup, 3*time.Minute, 0, 3), na.StopLane, activities.StopLaneInput{Lane: lane, All: all, Timeout: 30 * time.Second})
+	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &results[i]) })
 	var firstErr error
-	for i, f := range futs {
-		var r activities.StopLaneResult
-		err := f.Get(ctx, &r)
-		t.end(steps[i], fmt.Sprintf("%d stopped", len(r.Stopped)), err)
+	for i, err := range errs {
+		t.end(steps[i], fmt.Sprintf("%d stopped", len(results[i].Stopped)), err)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = nodeErr(nodes[i], label, err)
 			}
 			continue
 		}
-		res.Nodes = append(res.Nodes, r)
+		res.Nodes = append(res.Nodes, results[i])
 	}
 	return res, firstErr
 }

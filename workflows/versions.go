@@ -24,6 +24,11 @@ const (
 	// (defined beside onNode in outage.go).
 	_ = versionOutageWait
 
+	// versionServeOutageWait: the serve phase's node steps (image,
+	// before_serve hooks, start rank, stop) wait for a node that went away
+	// within the outage budget too (defined in outage.go).
+	_ = versionServeOutageWait
+
 	// versionPowerOn: Cutover's --power-on step (probe, then Power child)
 	// before the fleet probe.
 	versionPowerOn = "cutover-power-on"

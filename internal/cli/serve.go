@@ -33,8 +33,12 @@ func (a *App) upCmd() *cobra.Command {
 					return err
 				}
 			}
+			budget, err := outageBudget(cfg, r)
+			if err != nil {
+				return err
+			}
 			return a.runServe(ctx, runSpec{ID: workflows.UpID(r.Cluster), Workflow: workflows.Serve, Lane: r.Name, Cluster: r.Cluster,
-				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: workflows.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait}})
+				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: workflows.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait, OutageBudget: budget}})
 		},
 	}
 	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
