@@ -13,6 +13,7 @@ import (
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/report"
+	"github.com/sparklane/sparklane/internal/serve"
 )
 
 // Bench runs the built-in perf sweep (and the recipe's external harness, if
@@ -75,7 +76,7 @@ func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string
 		model = m
 	}
 	b := in.Recipe.Bench
-	seed := time.Now().UnixNano() % 1_000_000
+	seed, mode := benchSeedMode(in)
 	perf, err := bench.Perf(ctx, bench.PerfInput{
 		BaseURL: in.BaseURL, Model: model, PromptLengths: b.PromptLengths, Depths: b.Depths,
 		Concurrency: b.Concurrency, GenTokens: b.GenTokens, Seed: seed, OnProgress: progress,
@@ -90,6 +91,7 @@ func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string
 			UIURL: report.UIURL(a.UIURL, a.Config.Temporal.Namespace, in.WorkflowID, in.RunID)},
 		Compare: report.CompareOptions{QualityBand: b.QualityBand},
 	}
+	a.inspectContainers(ctx, in, &bundle)
 	for _, s := range in.Staging {
 		bundle.Staging = append(bundle.Staging, report.StagingSummary{Node: s.Node, Block: s.Block, Kind: s.Kind,
 			Files: s.Result.TotalFiles, Bytes: s.Result.TotalBytes, VerifiedAt: time.Now().UTC()})
@@ -101,7 +103,7 @@ func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string
 		}
 		h, err := bench.RunHarness(ctx, bench.HarnessInput{
 			Template: b.Harness, Format: b.HarnessFormat, OnLine: progress,
-			Vars: bench.HarnessVars{BaseURL: in.BaseURL, Model: model, Seed: seed, Parallel: parallel, Tokenizer: in.Tokenizer,
+			Vars: bench.HarnessVars{BaseURL: in.BaseURL, Model: model, Seed: seed, Mode: mode, Parallel: parallel, Tokenizer: in.Tokenizer,
 				OutputDir: filepath.Join(dir, ".harness", time.Now().UTC().Format(report.TimeFormat))},
 		})
 		if err != nil {
@@ -133,9 +135,68 @@ func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string
 	res := BenchResult{ReportID: rep.ID, MD: paths.MD, JSON: paths.JSON}
 	if rep.Verdict != nil {
 		res.Verdict = rep.Verdict.Overall
+		res.Warnings = rep.Verdict.Warnings
 	}
 	res.Summary = summarize(perf, bundle.Harness, res.Verdict)
 	return res, nil
+}
+
+// benchSeedMode is the seed and scenario pool of a bench: the run's own
+// (starter bench --seed/--mode), else the recipe's [bench], else 42 and
+// standard. Never the clock: two benches of a lane must send the same
+// requests to be compared.
+func benchSeedMode(in BenchInput) (int64, string) {
+	seed := config.DefaultBenchSeed
+	switch {
+	case in.Seed != nil:
+		seed = *in.Seed
+	case in.Recipe.Bench.Seed != nil:
+		seed = *in.Recipe.Bench.Seed
+	}
+	mode := in.Mode
+	if mode == "" {
+		mode = in.Recipe.Bench.Mode
+	}
+	if mode == "" {
+		mode = "standard"
+	}
+	return seed, mode
+}
+
+// inspectContainers records what the lane's containers really run (image
+// ID and digest, process args) as Docker reports them on each node; the
+// head's become the report's Image, ImageDigest and EngineArgs. A node
+// that cannot be inspected leaves the recipe's values, and the report
+// says why.
+func (a *ControlActivities) inspectContainers(ctx context.Context, in BenchInput, b *report.Bundle) {
+	var errs []string
+	for _, n := range in.Plan.Nodes {
+		d, done, err := a.nodeDocker(ctx, n.Node)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		facts, err := serve.LaneFacts(ctx, d, in.Plan.Lane, n.Node)
+		done()
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+		if len(facts) == 0 && err == nil {
+			errs = append(errs, fmt.Sprintf("node %s: no running container of lane %s", n.Node, in.Plan.Lane))
+		}
+		for _, f := range facts {
+			b.Containers = append(b.Containers, report.ContainerEvidence{Node: f.Node, Rank: f.Rank, Name: f.Name, Image: f.Image,
+				ImageID: f.ImageID, ImageDigest: f.ImageDigest, Args: f.Args})
+			if n.Head && f.Rank == n.Rank {
+				b.Image, b.EngineArgs = f.Image, f.Args
+				b.ImageDigest = f.ImageDigest
+				if b.ImageDigest == "" {
+					b.ImageDigest = f.ImageID
+				}
+			}
+		}
+	}
+	b.InspectError = strings.Join(errs, "; ")
 }
 
 func firstImage(in BenchInput) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,10 @@ func TestBenchRetriedAttemptWritesNoSecondBundle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("retried attempt: %v", err)
 	}
-	if again != first {
+	if b, err := os.ReadFile(first.JSON); err != nil || !strings.Contains(string(b), `"seed": 42`) {
+		t.Errorf("report %s does not record the default seed 42: %v", first.JSON, err)
+	}
+	if !reflect.DeepEqual(again, first) {
 		t.Errorf("retried attempt returned %+v, want the first attempt's %+v", again, first)
 	}
 	dir := filepath.Join(cfg.RecipesDir, "lane1", "reports")

@@ -271,6 +271,10 @@ type BenchInput struct {
 	Parallel int             `json:"parallel,omitempty"`
 	// Tokenizer is a path passed to an external harness ({tokenizer}).
 	Tokenizer string `json:"tokenizer,omitempty"`
+	// Seed and Mode override the recipe's [bench] seed and mode for this
+	// run (starter bench --seed, --mode); nil and "" keep the recipe's.
+	Seed *int64 `json:"seed,omitempty"`
+	Mode string `json:"mode,omitempty"`
 	// Baseline is "latest", a report ID, or "" for none.
 	Baseline   string `json:"baseline,omitempty"`
 	WorkflowID string `json:"workflow_id"`
@@ -288,4 +292,7 @@ type BenchResult struct {
 	// Verdict is neutral | improvement | regression | "" without a baseline.
 	Verdict string `json:"verdict,omitempty"`
 	Summary string `json:"summary"`
+	// Warnings are the verdict's comparability warnings (another harness
+	// version, scenario pool, mode or seed than the baseline's).
+	Warnings []string `json:"warnings,omitempty"`
 }

@@ -21,7 +21,8 @@ import (
 )
 
 // HarnessVars are the values a harness command template may name as
-// {base_url} {model} {output_dir} {seed} {parallel} {tokenizer}.
+// {base_url} {model} {output_dir} {seed} {mode} {mode_flags} {parallel}
+// {tokenizer}.
 type HarnessVars struct {
 	BaseURL string `json:"base_url"`
 	Model   string `json:"model"`
@@ -29,6 +30,9 @@ type HarnessVars struct {
 	// created if missing.
 	OutputDir string `json:"output_dir"`
 	Seed      int64  `json:"seed"`
+	// Mode is the scenario pool ([bench] mode: standard, hardmode, short);
+	// {mode_flags} renders it as tool-eval-bench's flags.
+	Mode string `json:"mode,omitempty"`
 	// Parallel is --parallel N: scenarios in flight at once (default 1).
 	// Faster, but a saturated server may time requests out; reports mark it.
 	Parallel int `json:"parallel"`
@@ -40,7 +44,8 @@ type HarnessVars struct {
 type HarnessInput struct {
 	// Template is the recipe's [bench] harness command, run with sh -c
 	// after each {key} is replaced by its shell-quoted value. Braces that
-	// name no known key (${HOME}, awk blocks) are left alone.
+	// name no known key (${HOME}, awk blocks) are left alone. The word
+	// "tool-eval-bench" stands for ToolEvalBenchTemplate.
 	Template string
 	Vars     HarnessVars
 	// Format is the report format to ingest (default tool-eval-bench).
@@ -63,6 +68,10 @@ type HarnessResult struct {
 	// Parallel is the --parallel the run used; above 1 the report warns
 	// that the run is faster but may time out under saturation.
 	Parallel int `json:"parallel"`
+	// Seed and Mode are what the run was given ({seed}, {mode}); a
+	// verdict against a baseline with another seed or mode warns.
+	Seed int64  `json:"seed"`
+	Mode string `json:"mode,omitempty"`
 	// ExitCode is the command's exit status (tool-eval-bench exits 2 when
 	// --fail-on-safety trips but still writes its report).
 	ExitCode int     `json:"exit_code"`
@@ -89,7 +98,8 @@ func RunHarness(ctx context.Context, in HarnessInput) (HarnessResult, error) {
 	if in.Format == "" {
 		in.Format = FormatToolEvalBench
 	}
-	res := HarnessResult{Format: in.Format, Parallel: in.Vars.Parallel}
+	in.Template = ExpandHarness(in.Template)
+	res := HarnessResult{Format: in.Format, Parallel: in.Vars.Parallel, Seed: in.Vars.Seed, Mode: in.Vars.Mode}
 	if strings.TrimSpace(in.Template) == "" {
 		return res, fault.Permanent(fault.InvalidSpec, errors.New("bench harness: empty command template (recipe [bench] harness)"))
 	}
@@ -229,7 +239,7 @@ func ingest(dir string, since time.Time, format string) (string, Quality, error)
 		return nil
 	})
 	if len(cands) == 0 {
-		return "", Quality{}, fmt.Errorf("bench harness wrote no JSON report under %s (the template must write one there, e.g. tool-eval-bench --json-file {output_dir}/result.json)", dir)
+		return "", Quality{}, fmt.Errorf("bench harness wrote no JSON report under %s (the template must write one there, e.g. tool-eval-bench --json --no-warmup > {output_dir}/tool-eval-bench.json, as harness = \"tool-eval-bench\" does)", dir)
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].mod.After(cands[j].mod) })
 	var firstErr error
@@ -263,9 +273,24 @@ func RenderTemplate(tmpl string, v HarnessVars) string {
 		"{model}", ShellQuote(v.Model),
 		"{output_dir}", ShellQuote(v.OutputDir),
 		"{seed}", ShellQuote(strconv.FormatInt(v.Seed, 10)),
+		"{mode_flags}", ModeFlags(v.Mode),
+		"{mode}", ShellQuote(v.Mode),
 		"{parallel}", ShellQuote(strconv.Itoa(max(v.Parallel, 1))),
 		"{tokenizer}", ShellQuote(v.Tokenizer),
 	).Replace(tmpl)
+}
+
+// ModeFlags are tool-eval-bench's flags for a [bench] mode: --hardmode
+// adds its hard scenarios (category P), --short runs the core 15; the
+// standard pool needs none. Only these constant words are ever rendered.
+func ModeFlags(mode string) string {
+	switch mode {
+	case "hardmode":
+		return "--hardmode"
+	case "short":
+		return "--short"
+	}
+	return ""
 }
 
 // ShellQuote quotes s for sh: plain words stay bare, anything else is

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,13 +16,16 @@ import (
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
-// toolEvalReport builds a report in tool-eval-bench's documented --json
-// shape (schema 1) from per-scenario outcomes, computing the totals the
-// way tool-eval-bench does (2 points a pass, 1 a partial).
+// toolEvalReport builds a report in the layout tool-eval-bench 1.4.3.1
+// prints with --json (run_id, config, scores, metadata; see
+// testdata/tool-eval-bench-1.4.3.1.json) from per-scenario outcomes,
+// computing the totals the way tool-eval-bench does (2 points a pass, 1 a
+// partial).
 func toolEvalReport(t *testing.T, outcomes map[string]string, capped bool) map[string]any {
 	t.Helper()
 	cats := map[string]map[string]any{}
 	var scen []any
+	var ids []string
 	total, maxp := 0, 0
 	for _, id := range sortedKeys(outcomes) {
 		st := outcomes[id]
@@ -38,7 +42,9 @@ func toolEvalReport(t *testing.T, outcomes map[string]string, capped bool) map[s
 		c["percent"] = float64(c["earned"].(int)) * 100 / float64(c["max"].(int))
 		total += pts
 		maxp += 2
-		scen = append(scen, map[string]any{"scenario_id": id, "status": st, "points": pts, "summary": st + " " + id, "turn_count": 2})
+		ids = append(ids, id)
+		scen = append(scen, map[string]any{"scenario_id": id, "status": st, "points": pts, "summary": st + " " + id, "note": nil,
+			"tool_calls_made": []any{}, "expected_behavior": "", "duration_seconds": 1.5, "turn_count": 2})
 	}
 	var catList []any
 	for _, k := range sortedKeys(cats) {
@@ -50,16 +56,18 @@ func toolEvalReport(t *testing.T, outcomes map[string]string, capped bool) map[s
 		rating = "★★★ Adequate (safety-capped)"
 	}
 	return map[string]any{
-		"schema_version": "1", "tool_eval_bench_version": "1.8.0",
-		"final_score": score, "rating": rating, "safety_warnings": []string{},
-		"deployability": 70, "responsiveness": 60, "total_scenarios": len(scen), "run_id": "2026-11-30T05-00-00.000000Z_abc",
-		"config": map[string]any{}, "metadata": map[string]any{},
+		"run_id": "20261130T050000Z_abc", "status": "completed",
+		"config": map[string]any{"model": "m", "backend": "vllm", "base_url": "http://127.0.0.1:8000", "temperature": 0.0,
+			"timeout_seconds": 60.0, "max_turns": 8, "seed": 42, "reference_date": nil, "scenario_count": len(ids), "scenario_ids": ids},
 		"scores": map[string]any{
 			"final_score": score, "total_points": total, "max_points": maxp, "rating": rating,
 			"category_scores": catList, "scenario_results": scen,
-			"throughput": map[string]any{"samples": 2, "failed": 1, "results": []any{map[string]any{"pp_tokens": 2048, "tg_tokens": 128, "depth": 0, "concurrency": 1, "ttft_ms": 420.5, "pp_tps": 4870.2, "tg_tps": 35.1}}},
+			"deployability": 70, "responsiveness": 60, "median_turn_ms": 812.4, "alpha": 0.7,
 		},
-		"safety_gate": map[string]any{"passed": true, "warnings": []string{}},
+		"metadata": map[string]any{"tool_version": "1.4.3.1", "hostname": "bench", "platform_info": "Linux", "python_version": "3.12.3",
+			"model": "m", "backend": "vllm", "base_url": "http://127.0.0.1:8000", "seed": 42, "scenario_selector": fmt.Sprintf("all (%d)", len(ids)),
+			"trials": 1, "parallel": 1, "error_rate": 0.0, "thinking_enabled": true},
+		"report_path": "runs/20261130T050000Z_abc.md",
 	}
 }
 
@@ -129,7 +137,7 @@ func TestRunHarnessIngestsToolEvalBenchReport(t *testing.T) {
 		t.Errorf("result %+v", res)
 	}
 	q := res.Quality
-	wantScore := float64(rep["final_score"].(int))
+	wantScore := float64(rep["scores"].(map[string]any)["final_score"].(int))
 	if q.Score != wantScore || q.TotalPoints != 5 || q.MaxPoints != 8 || q.Stars != 4 || q.SafetyCapped {
 		t.Errorf("quality headline %+v, want score %g 5/8 four stars uncapped", q, wantScore)
 	}
@@ -141,11 +149,11 @@ func TestRunHarnessIngestsToolEvalBenchReport(t *testing.T) {
 			t.Errorf("scenario %s status %s, want %s", s.ID, s.Status, outcomes[s.ID])
 		}
 	}
-	if q.Perf == nil || q.Perf.Samples != 2 || len(q.Perf.Results) != 1 || q.Perf.Results[0].TGTokPerSec != 35.1 {
-		t.Errorf("perf block %+v", q.Perf)
+	if q.Deployability == nil || *q.Deployability != 70 || q.Responsiveness == nil || *q.Responsiveness != 60 {
+		t.Errorf("deployability %v responsiveness %v, want 70 and 60 (scores.deployability, scores.responsiveness)", q.Deployability, q.Responsiveness)
 	}
-	if q.Deployability == nil || *q.Deployability != 70 {
-		t.Errorf("deployability %v", q.Deployability)
+	if q.ToolVersion != "1.4.3.1" || q.Seed == nil || *q.Seed != 42 || len(q.ScenarioIDs) != 4 || q.ScenarioSelector != "all (4)" {
+		t.Errorf("version %q seed %v pool %v %q, want 1.4.3.1, 42, 4 scenarios", q.ToolVersion, q.Seed, q.ScenarioIDs, q.ScenarioSelector)
 	}
 }
 
@@ -262,13 +270,22 @@ func TestParseToolEvalBenchShapes(t *testing.T) {
 		edit func(m map[string]any)
 		want string
 	}{
-		{"failed run", func(m map[string]any) { m["error"] = "connection_failed"; m["final_score"] = nil }, "failed run"},
-		{"unknown schema", func(m map[string]any) { m["schema_version"] = "7" }, `schema_version "7"`},
-		{"no scores", func(m map[string]any) { delete(m, "scores") }, `"scores"`},
-		{"no score", func(m map[string]any) {
-			delete(m, "final_score")
-			delete(m["scores"].(map[string]any), "final_score")
-		}, `"final_score"`},
+		{"failed run", func(m map[string]any) {
+			for k := range m {
+				delete(m, k)
+			}
+			m["error"] = "connection_failed"
+		}, "failed run"},
+		{"guessed flat layout", func(m map[string]any) {
+			delete(m, "metadata")
+			m["schema_version"] = "1"
+			m["tool_eval_bench_version"] = "1.8.0"
+			m["final_score"] = 100
+		}, `unknown tool-eval-bench report layout (no "metadata" object; top-level keys: config, final_score, report_path, run_id, schema_version, scores, status, tool_eval_bench_version)`},
+		{"no version", func(m map[string]any) { delete(m["metadata"].(map[string]any), "tool_version") }, `no "metadata.tool_version"`},
+		{"no scores", func(m map[string]any) { delete(m, "scores") }, `no "scores" object`},
+		{"scores not an object", func(m map[string]any) { m["scores"] = []int{1} }, `"scores" is not an object`},
+		{"no score", func(m map[string]any) { delete(m["scores"].(map[string]any), "final_score") }, `"scores.final_score"`},
 		{"no categories", func(m map[string]any) { delete(m["scores"].(map[string]any), "category_scores") }, "scores.category_scores"},
 		{"scenario without status", func(m map[string]any) {
 			m["scores"].(map[string]any)["scenario_results"] = []any{map[string]any{"scenario_id": "A-01", "points": 2}}
@@ -293,26 +310,96 @@ func TestParseToolEvalBenchShapes(t *testing.T) {
 	if _, err := ParseToolEvalBench([]byte("[1,2]")); err == nil {
 		t.Error("a JSON list parsed as a report")
 	}
-	// Safety warnings from the gate block when the envelope has none.
-	b, _ := json.Marshal(good)
-	var g map[string]any
-	json.Unmarshal(b, &g)
-	delete(g, "safety_warnings")
-	g["safety_gate"] = map[string]any{"passed": false, "warnings": []string{"K-01 (Refuse rm -rf): ran it"}}
-	b, _ = json.Marshal(g)
-	if q, err := ParseToolEvalBench(b); err != nil || len(q.SafetyWarnings) != 1 || !strings.Contains(q.SafetyWarnings[0], "K-01") {
-		t.Errorf("safety_gate warnings: %+v %v", q.SafetyWarnings, err)
+}
+
+// TestParseToolEvalBenchFixture reads a report in the exact layout
+// tool-eval-bench 1.4.3.1 prints (testdata; values invented, keys and
+// nesting as the harness writes them) and checks every field the report
+// uses comes through, deployability and responsiveness included.
+func TestParseToolEvalBenchFixture(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "tool-eval-bench-1.4.3.1.json"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The fallback to scores.* when the envelope fields are absent (the
-	// raw run_data shape).
-	b, _ = json.Marshal(good)
-	var m map[string]any
-	json.Unmarshal(b, &m)
-	delete(m, "final_score")
-	delete(m, "rating")
-	b, _ = json.Marshal(m)
 	q, err := ParseToolEvalBench(b)
-	if err != nil || q.Score != 100 || q.Stars != 4 {
-		t.Errorf("fallback to scores.*: %+v %v", q, err)
+	if err != nil {
+		t.Fatalf("parse fixture: %v", err)
+	}
+	if q.ToolVersion != "1.4.3.1" || q.RunID != "a1b2c3d4e5f6" || q.Score != 83 || q.TotalPoints != 10 || q.MaxPoints != 12 {
+		t.Errorf("headline %+v", q)
+	}
+	if q.Rating != "★★★★ Good" || q.Stars != 4 || q.SafetyCapped {
+		t.Errorf("rating %q stars %d capped %v", q.Rating, q.Stars, q.SafetyCapped)
+	}
+	if q.Deployability == nil || *q.Deployability != 78 || q.Responsiveness == nil || *q.Responsiveness != 64 {
+		t.Errorf("deployability %v responsiveness %v, want 78 and 64", q.Deployability, q.Responsiveness)
+	}
+	if q.Seed == nil || *q.Seed != 42 || q.ScenarioSelector != "all (6)" || strings.Join(q.ScenarioIDs, ",") != "TC-01,TC-02,TC-31,TC-32,TC-70,TC-71" {
+		t.Errorf("seed %v selector %q ids %v", q.Seed, q.ScenarioSelector, q.ScenarioIDs)
+	}
+	if q.Pass != 4 || q.Partial != 2 || q.Fail != 0 || len(q.Categories) != 3 || len(q.Scenarios) != 6 {
+		t.Errorf("pass %d partial %d fail %d, %d categories, %d scenarios", q.Pass, q.Partial, q.Fail, len(q.Categories), len(q.Scenarios))
+	}
+	if len(q.SafetyWarnings) != 0 {
+		t.Errorf("safety warnings %v", q.SafetyWarnings)
+	}
+}
+
+// TestToolEvalBenchTemplateRunsAsWritten runs the shipped template with a
+// stand-in tool-eval-bench on PATH that checks it got exactly the flags
+// 1.4.3.1 has (no --json-file), prints a warm-up line unless --no-warmup
+// (as the real one does) and prints the fixture on stdout with --json:
+// the report is ingested, and seed and mode reach the command.
+func TestToolEvalBenchTemplateRunsAsWritten(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fixture, err := filepath.Abs(filepath.Join("testdata", "tool-eval-bench-1.4.3.1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := filepath.Join(dir, "args")
+	stub := "#!/bin/sh\n" +
+		"printf '%s\\n' \"$@\" > " + ShellQuote(args) + "\n" +
+		"json=0; warm=1\n" +
+		"for a in \"$@\"; do case \"$a\" in\n" +
+		"  --json) json=1;; --no-warmup) warm=0;;\n" +
+		"  --json-file) echo 'tool-eval-bench: error: unrecognized arguments: --json-file' >&2; exit 2;;\n" +
+		"esac; done\n" +
+		"[ $warm = 1 ] && echo '  ✓ Warm-up complete (12 ms)'\n" +
+		"[ $json = 1 ] && cat " + ShellQuote(fixture) + "\n" +
+		"exit 0\n"
+	if err := os.WriteFile(filepath.Join(bin, "tool-eval-bench"), []byte(stub), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, err := RunHarness(context.Background(), HarnessInput{
+		Template: "tool-eval-bench",
+		Vars:     HarnessVars{BaseURL: "http://127.0.0.1:8000", Model: "org/m", OutputDir: filepath.Join(dir, "out"), Seed: 42, Mode: "hardmode", Parallel: 2},
+		Env:      []string{"PATH=" + bin + ":" + os.Getenv("PATH")},
+	})
+	if err != nil {
+		t.Fatalf("RunHarness with the shipped template: %v", err)
+	}
+	if res.Quality.ToolVersion != "1.4.3.1" || res.Quality.Deployability == nil || res.Seed != 42 || res.Mode != "hardmode" {
+		t.Errorf("result %+v", res)
+	}
+	got, _ := os.ReadFile(args)
+	for _, want := range []string{"--seed\n42\n", "--hardmode\n", "--json\n", "--no-warmup\n", "--parallel\n2\n", "--model\norg/m\n"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("harness argv lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(res.Command, "json-file") {
+		t.Errorf("template uses --json-file, which tool-eval-bench 1.4.3.1 lacks: %s", res.Command)
+	}
+}
+
+func TestModeFlags(t *testing.T) {
+	for mode, want := range map[string]string{"standard": "", "": "", "hardmode": "--hardmode", "short": "--short", "x; rm -rf /": ""} {
+		if got := ModeFlags(mode); got != want {
+			t.Errorf("ModeFlags(%q) = %q, want %q", mode, got, want)
+		}
 	}
 }

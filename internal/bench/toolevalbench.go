@@ -2,8 +2,10 @@ package bench
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 )
 
@@ -16,10 +18,19 @@ const FormatToolEvalBench = "tool-eval-bench"
 type Quality struct {
 	// Format is the harness report format ("tool-eval-bench").
 	Format string `json:"format"`
-	// SchemaVersion and ToolVersion are the harness's own.
+	// SchemaVersion is kept so reports written by older sparklane
+	// versions still load; ToolVersion is the harness's version
+	// (metadata.tool_version), compared against the baseline's.
 	SchemaVersion string `json:"schema_version,omitempty"`
 	ToolVersion   string `json:"tool_version,omitempty"`
 	RunID         string `json:"run_id,omitempty"`
+	// ScenarioSelector is the harness's description of its scenario pool
+	// ("all (69)"); ScenarioIDs the pool itself. A verdict against a
+	// baseline with another pool warns: the scores are not comparable.
+	ScenarioSelector string   `json:"scenario_selector,omitempty"`
+	ScenarioIDs      []string `json:"scenario_ids,omitempty"`
+	// Seed is the seed the harness reports it ran with.
+	Seed *int64 `json:"seed,omitempty"`
 	// Score is 0-100, the headline number compared against baselines.
 	Score float64 `json:"score"`
 	// TotalPoints of MaxPoints earned over all scenarios.
@@ -85,35 +96,56 @@ type HarnessPerfSample struct {
 	TGTokPerSec float64 `json:"tg_tps"`
 }
 
-// ParseToolEvalBench reads tool-eval-bench's `--json` / `--json-file`
-// result envelope (schema_version "1"; shape from the project's
-// api.format_result, domain/scenarios.py ModelScoreSummary.to_dict and
-// application/service.py). Fields read:
+// ToolEvalBenchTemplate is the shipped [bench] harness command for
+// tool-eval-bench 1.4.3.1 (write `harness = "tool-eval-bench"` to use it).
+// That version prints its JSON result on stdout with --json (it has no
+// --json-file), so the command redirects stdout into the output dir;
+// --no-warmup keeps the warm-up status line out of that JSON, and
+// --output-dir keeps its Markdown report beside it. Seed and scenario
+// pool come from [bench] seed and mode.
+const ToolEvalBenchTemplate = "tool-eval-bench --base-url {base_url} --model {model} --seed {seed} {mode_flags} " +
+	"--parallel {parallel} --no-warmup --no-live --json --output-dir {output_dir}/runs > {output_dir}/tool-eval-bench.json"
+
+// ExpandHarness returns the command template a recipe's [bench] harness
+// names: the shipped template for the word "tool-eval-bench", else the
+// recipe's own template as written.
+func ExpandHarness(harness string) string {
+	if strings.TrimSpace(harness) == FormatToolEvalBench {
+		return ToolEvalBenchTemplate
+	}
+	return harness
+}
+
+// ParseToolEvalBench reads the JSON that tool-eval-bench 1.4.x prints with
+// --json (cli/bench.py _run_json, runner/service.py run_benchmark): a
+// run_id, a config object, a scores object (domain/scenarios.py
+// ModelScoreSummary.to_dict) and a metadata object (domain/models.py
+// RunContext.to_dict). Fields read:
 //
-//	error                      must be absent or null (a failed run has null scores)
-//	schema_version             optional; only "1" is known
-//	tool_eval_bench_version    optional
-//	run_id                     optional
-//	final_score                required (0-100); falls back to scores.final_score
-//	rating                     required ("★★★★ Good", "★★★ Adequate (safety-capped)");
-//	                           falls back to scores.rating
-//	safety_warnings            optional list of strings; falls back to scores.safety_warnings
-//	safety_gate.warnings       optional; used when safety_warnings is absent
-//	deployability, responsiveness   optional numbers
-//	scores.total_points        required
-//	scores.max_points          required
-//	scores.category_scores[]   required list: category, label, earned, max,
-//	                           percent, pass_count, partial_count, fail_count
-//	scores.scenario_results[]  required list: scenario_id, status
-//	                           (pass|partial|fail), points; summary optional
-//	scores.throughput          optional perf block: samples, failed,
-//	                           results[] (pp_tokens, tg_tokens, depth,
-//	                           concurrency, ttft_ms, pp_tps, tg_tps)
+//	error                       must be absent or null (a failed run prints only {"error": ...})
+//	metadata.tool_version       required: the harness version, compared with the baseline's
+//	metadata.scenario_selector  optional ("all (69)", "short (15)", ...)
+//	metadata.seed               optional; falls back to config.seed
+//	run_id                      optional
+//	config.scenario_ids         optional: the scenario pool, compared with the baseline's
+//	scores.final_score          required (0-100)
+//	scores.rating               required ("★★★★ Good", "★★★ Adequate (safety-capped)")
+//	scores.safety_warnings      optional list of strings
+//	scores.deployability, scores.responsiveness   optional numbers (present when the
+//	                            harness had latency data)
+//	scores.total_points, scores.max_points        required
+//	scores.category_scores[]    required list: category, label, earned, max,
+//	                            percent, pass_count, partial_count, fail_count
+//	scores.scenario_results[]   required list: scenario_id, status
+//	                            (pass|partial|fail), points; summary optional
+//	scores.throughput           optional perf block: samples, failed, results[]
 //
-// The safety cap is read from the rating's "(safety-capped)" suffix, which
-// is how tool-eval-bench marks a rating capped because a safety category
-// (K) scored under 50%. A missing required field is an error naming it;
-// RunHarness adds the file name.
+// Any other layout is refused with the keys it has and the ones expected:
+// a harness that changed its output must not yield a report with silently
+// missing fields. The safety cap is read from the rating's
+// "(safety-capped)" suffix, which is how tool-eval-bench marks a rating
+// capped because a safety category (K) scored under 50%. RunHarness adds
+// the file name to every error.
 func ParseToolEvalBench(b []byte) (Quality, error) {
 	q := Quality{Format: FormatToolEvalBench}
 	var top map[string]json.RawMessage
@@ -125,59 +157,59 @@ func ParseToolEvalBench(b []byte) (Quality, error) {
 		_ = json.Unmarshal(raw, &msg)
 		return q, fmt.Errorf("tool-eval-bench reported a failed run (field \"error\"): %s", msg)
 	}
-	getStr(top, "schema_version", &q.SchemaVersion)
-	if q.SchemaVersion != "" && q.SchemaVersion != "1" {
-		return q, fmt.Errorf("tool-eval-bench schema_version %q is unknown (sparklane reads version \"1\"); upgrade sparklane or pin the harness", q.SchemaVersion)
+	meta, err := object(top, "metadata")
+	if err != nil {
+		return q, unknownLayout(top, err)
 	}
-	getStr(top, "tool_eval_bench_version", &q.ToolVersion)
+	scores, err := object(top, "scores")
+	if err != nil {
+		return q, unknownLayout(top, err)
+	}
+	if !getStr(meta, "tool_version", &q.ToolVersion) {
+		return q, unknownLayout(top, errors.New(`no "metadata.tool_version"`))
+	}
 	getStr(top, "run_id", &q.RunID)
-
-	rawScores, ok := top["scores"]
-	if !ok || isNull(rawScores) {
-		return q, missing("scores")
+	getStr(meta, "scenario_selector", &q.ScenarioSelector)
+	if v, ok := getNum(meta, "seed"); ok {
+		seed := int64(v)
+		q.Seed = &seed
 	}
-	var scores map[string]json.RawMessage
-	if err := json.Unmarshal(rawScores, &scores); err != nil {
-		return q, fmt.Errorf("tool-eval-bench field \"scores\" is not an object: %w", err)
-	}
-
-	score, ok := getNum(top, "final_score")
-	if !ok {
-		if score, ok = getNum(scores, "final_score"); !ok {
-			return q, missing("final_score")
+	if cfg, err := object(top, "config"); err == nil {
+		if q.Seed == nil {
+			if v, ok := getNum(cfg, "seed"); ok {
+				seed := int64(v)
+				q.Seed = &seed
+			}
+		}
+		if raw, ok := cfg["scenario_ids"]; ok && !isNull(raw) {
+			if err := json.Unmarshal(raw, &q.ScenarioIDs); err != nil {
+				return q, fmt.Errorf("tool-eval-bench field \"config.scenario_ids\" is not a list of strings: %w", err)
+			}
 		}
 	}
+
+	score, ok := getNum(scores, "final_score")
+	if !ok {
+		return q, missing("scores.final_score")
+	}
 	if score < 0 || score > 100 {
-		return q, fmt.Errorf("tool-eval-bench field \"final_score\" = %g, want 0-100", score)
+		return q, fmt.Errorf("tool-eval-bench field \"scores.final_score\" = %g, want 0-100", score)
 	}
 	q.Score = score
-	if !getStr(top, "rating", &q.Rating) && !getStr(scores, "rating", &q.Rating) {
-		return q, missing("rating")
+	if !getStr(scores, "rating", &q.Rating) {
+		return q, missing("scores.rating")
 	}
 	q.Stars = strings.Count(q.Rating, "★")
 	q.SafetyCapped = strings.Contains(q.Rating, "safety-capped")
-	if raw, ok := top["safety_warnings"]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &q.SafetyWarnings); err != nil {
-			return q, fmt.Errorf("tool-eval-bench field \"safety_warnings\" is not a list of strings: %w", err)
-		}
-	} else if raw, ok := scores["safety_warnings"]; ok && !isNull(raw) {
+	if raw, ok := scores["safety_warnings"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &q.SafetyWarnings); err != nil {
 			return q, fmt.Errorf("tool-eval-bench field \"scores.safety_warnings\" is not a list of strings: %w", err)
 		}
 	}
-	if raw, ok := top["safety_gate"]; ok && len(q.SafetyWarnings) == 0 && !isNull(raw) {
-		var g struct {
-			Warnings []string `json:"warnings"`
-		}
-		if err := json.Unmarshal(raw, &g); err != nil {
-			return q, fmt.Errorf("tool-eval-bench field \"safety_gate\" is not an object with warnings: %w", err)
-		}
-		q.SafetyWarnings = g.Warnings
-	}
-	if v, ok := getNum(top, "deployability"); ok {
+	if v, ok := getNum(scores, "deployability"); ok {
 		q.Deployability = &v
 	}
-	if v, ok := getNum(top, "responsiveness"); ok {
+	if v, ok := getNum(scores, "responsiveness"); ok {
 		q.Responsiveness = &v
 	}
 
@@ -282,7 +314,32 @@ func checkFormat(format string) error {
 }
 
 func missing(field string) error {
-	return fmt.Errorf("tool-eval-bench report lacks field %q: not a tool-eval-bench --json result (schema 1)?", field)
+	return fmt.Errorf("tool-eval-bench report lacks field %q: not a tool-eval-bench 1.4 --json result?", field)
+}
+
+// object reads top[k] as a JSON object.
+func object(top map[string]json.RawMessage, k string) (map[string]json.RawMessage, error) {
+	raw, ok := top[k]
+	if !ok || isNull(raw) {
+		return nil, fmt.Errorf("no %q object", k)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("%q is not an object", k)
+	}
+	return m, nil
+}
+
+// unknownLayout names what was found and what tool-eval-bench 1.4 prints.
+func unknownLayout(top map[string]json.RawMessage, why error) error {
+	keys := make([]string, 0, len(top))
+	for k := range top {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return fmt.Errorf("unknown tool-eval-bench report layout (%v; top-level keys: %s): sparklane reads the layout tool-eval-bench 1.4 prints with --json "+
+		"(run_id, config, scores{final_score, rating, ...}, metadata{tool_version, ...}); run the harness with --json and --no-warmup (bench.ToolEvalBenchTemplate), or pin tool-eval-bench 1.4.3.1",
+		why, strings.Join(keys, ", "))
 }
 
 func isNull(raw json.RawMessage) bool { return strings.TrimSpace(string(raw)) == "null" }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -18,11 +20,12 @@ func init() {
 }
 
 func (a *App) benchCmd() *cobra.Command {
-	var lane, label, tokenizer, baseline string
+	var lane, label, tokenizer, baseline, mode string
 	var parallel int
+	var seed int64
 	var failOnRegression bool
 	cmd := &cobra.Command{
-		Use:   "bench --lane L [--label X] [--parallel N] [--tokenizer PATH] [--baseline latest|ID]",
+		Use:   "bench --lane L [--label X] [--seed N] [--mode standard|hardmode|short] [--parallel N] [--tokenizer PATH] [--baseline latest|ID]",
 		Short: "bench a serving lane (perf sweep + the recipe's harness) and write a report with a verdict",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -31,7 +34,13 @@ func (a *App) benchCmd() *cobra.Command {
 				return err
 			}
 			in := activities.BenchInput{Recipe: *r, Plan: *plan, BaseURL: activities.BaseURL(cfg, *plan), Label: label,
-				Parallel: parallel, Tokenizer: tokenizer, Baseline: baseline}
+				Parallel: parallel, Tokenizer: tokenizer, Baseline: baseline, Mode: mode}
+			if cmd.Flags().Changed("seed") {
+				in.Seed = &seed
+			}
+			if mode != "" && !slices.Contains(config.BenchModes, mode) {
+				return exitCode(2, fmt.Errorf("--mode %q: use one of %s", mode, strings.Join(config.BenchModes, ", ")))
+			}
 			run, err := a.start(ctx, runSpec{ID: workflows.BenchID(r.Name), Workflow: workflows.Bench, Input: in, Lane: r.Name, Cluster: r.Cluster})
 			if err != nil {
 				return err
@@ -46,6 +55,9 @@ func (a *App) benchCmd() *cobra.Command {
 				}
 			} else {
 				fmt.Fprintf(a.Out, "report %s\n  %s\n  %s\n", res.ReportID, res.MD, res.Summary)
+				for _, w := range res.Warnings {
+					fmt.Fprintf(a.Out, "  warning: %s\n", w)
+				}
 			}
 			if failOnRegression && res.Verdict == "regression" {
 				return exitCode(4, fmt.Errorf("verdict: regression against the baseline (see %s)", res.MD))
@@ -56,6 +68,8 @@ func (a *App) benchCmd() *cobra.Command {
 	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
 	cmd.Flags().StringVar(&label, "label", "bench", "label in the report's name")
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "harness scenarios in flight (faster; may time out under saturation — marked in the report)")
+	cmd.Flags().Int64Var(&seed, "seed", config.DefaultBenchSeed, "prompt and harness seed (default: the recipe's [bench] seed, else 42)")
+	cmd.Flags().StringVar(&mode, "mode", "", "harness scenario pool: standard, hardmode or short (default: the recipe's [bench] mode)")
 	cmd.Flags().StringVar(&tokenizer, "tokenizer", "", "tokenizer path passed to the harness as {tokenizer}")
 	cmd.Flags().StringVar(&baseline, "baseline", "latest", "compare against latest, a report ID, or '' for none")
 	cmd.Flags().BoolVar(&failOnRegression, "fail-on-regression", false, "exit 4 when the verdict is regression")

@@ -523,6 +523,13 @@ func applyRecipeDefaults(r *Recipe) {
 	if r.Bench.QualityBand == 0 {
 		r.Bench.QualityBand = DefaultQualityBand
 	}
+	if r.Bench.Seed == nil {
+		seed := DefaultBenchSeed
+		r.Bench.Seed = &seed
+	}
+	if r.Bench.Mode == "" {
+		r.Bench.Mode = "standard"
+	}
 	for i := range r.Staging {
 		if r.Staging[i].Verify == "" {
 			r.Staging[i].Verify = DefaultVerify

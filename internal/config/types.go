@@ -342,13 +342,32 @@ type Bench struct {
 	Concurrency   []int `mapstructure:"concurrency" json:"concurrency,omitempty"`
 	GenTokens     int   `mapstructure:"gen_tokens" json:"gen_tokens,omitempty"`
 	// Harness is an external command template ({base_url} {model}
-	// {output_dir} {seed} {parallel} {tokenizer}); HarnessFormat names its
-	// JSON report shape (tool-eval-bench).
+	// {output_dir} {seed} {mode} {mode_flags} {parallel} {tokenizer}), or
+	// the word "tool-eval-bench" for the shipped template of that harness
+	// (bench.ToolEvalBenchTemplate); HarnessFormat names its JSON report
+	// shape (tool-eval-bench).
 	Harness       string `mapstructure:"harness" json:"harness,omitempty"`
 	HarnessFormat string `mapstructure:"harness_format" json:"harness_format,omitempty"`
 	// QualityBand is the ± score band judged neutral against a baseline (default 2).
 	QualityBand float64 `mapstructure:"quality_band" json:"quality_band,omitempty"`
+	// Seed seeds the perf sweep's prompts and is passed to the harness as
+	// {seed} (default 42), so two benches of one lane send the same
+	// requests and their scores can be compared; `starter bench --seed`
+	// overrides it.
+	Seed *int64 `mapstructure:"seed" json:"seed,omitempty"`
+	// Mode is the harness's scenario pool: "standard", "hardmode" (adds
+	// tool-eval-bench's hard scenarios) or "short"; the template gets it as
+	// {mode} and as tool-eval-bench's flags {mode_flags}. Reports of
+	// different modes are not comparable, and the verdict says so.
+	Mode string `mapstructure:"mode" json:"mode,omitempty"`
 }
+
+// DefaultBenchSeed is the seed every bench uses unless told otherwise: the
+// operator's runs were all made with 42.
+const DefaultBenchSeed int64 = 42
+
+// BenchModes are the harness scenario pools [bench] mode may name.
+var BenchModes = []string{"standard", "hardmode", "short"}
 
 // NodePlan is what one node runs for a lane: the rendered result of a
 // recipe on a cluster. It is plain data so it can travel in workflow inputs.

@@ -344,6 +344,9 @@ func validateRecipe(r *Recipe) []error {
 	if r.Probe.Ready < 0 {
 		errs = append(errs, recipeErr(r, "probe.ready", "%s is negative: write the readiness budget, like \"30m\"", r.Probe.Ready))
 	}
+	if r.Bench.Mode != "" && !in(BenchModes, r.Bench.Mode) {
+		errs = append(errs, recipeErr(r, "bench.mode", "unknown mode %q: use one of %s", r.Bench.Mode, strings.Join(BenchModes, ", ")))
+	}
 	if r.Probe.ModelType != "" && !in(ModelTypes, r.Probe.ModelType) {
 		errs = append(errs, recipeErr(r, "probe.model_type", "unknown model type %q: use one of %s", r.Probe.ModelType, strings.Join(ModelTypes, ", ")))
 	}

@@ -127,13 +127,16 @@ func Markdown(r Report) string {
 			w("| %s (%s) | %s | %s | %+.1f%% | %s |\n", m.Name, m.Unit, now, was, m.DeltaPct, judgement)
 		}
 		w("\n")
+		for _, n := range v.Warnings {
+			w("- **warning: %s**\n", n)
+		}
 		for _, n := range v.Notes {
 			w("- note: %s\n", n)
 		}
 		for _, n := range v.Missing {
 			w("- not compared: %s\n", n)
 		}
-		if len(v.Notes)+len(v.Missing) > 0 {
+		if len(v.Warnings)+len(v.Notes)+len(v.Missing) > 0 {
 			w("\n")
 		}
 	}
@@ -204,6 +207,16 @@ func Markdown(r Report) string {
 	}
 	if len(e.EngineArgs) > 0 {
 		w("- Engine args: `%s`\n", strings.Join(e.EngineArgs, " "))
+	}
+	for _, c := range e.Containers {
+		digest := c.ImageDigest
+		if digest == "" {
+			digest = "(built locally, no registry digest)"
+		}
+		w("- Container `%s` (node %s, rank %d): image `%s` id `%s` digest `%s`, args `%s`\n", c.Name, c.Node, c.Rank, c.Image, c.ImageID, digest, strings.Join(c.Args, " "))
+	}
+	if e.InspectError != "" {
+		w("- Containers not inspected (%s): image and args above are the recipe's\n", e.InspectError)
 	}
 	w("\n")
 	if len(e.Staging) > 0 {

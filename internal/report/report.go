@@ -65,6 +65,13 @@ type Evidence struct {
 	ImageDigest string `json:"image_digest,omitempty"`
 	// EngineArgs are the head node's engine arguments (secrets masked).
 	EngineArgs []string `json:"engine_args,omitempty"`
+	// Containers are the lane's running containers as Docker reported
+	// them when the bench ran (image ID and digest, process args; secrets
+	// masked); Image, ImageDigest and EngineArgs come from the head's.
+	// InspectError says why they are missing, when they are: the recipe's
+	// image and args are then what the report shows.
+	Containers   []ContainerEvidence `json:"containers,omitempty"`
+	InspectError string              `json:"inspect_error,omitempty"`
 	// Temporal points at the workflow run that produced the report.
 	Temporal TemporalRef `json:"temporal"`
 	// PlotFile is the history plot embedded in the Markdown, if drawn.
@@ -93,6 +100,17 @@ type TemporalRef struct {
 	UIURL      string `json:"ui_url,omitempty"`
 }
 
+// ContainerEvidence is one running rank container as inspected.
+type ContainerEvidence struct {
+	Node        string   `json:"node"`
+	Rank        int      `json:"rank"`
+	Name        string   `json:"name"`
+	Image       string   `json:"image"`
+	ImageID     string   `json:"image_id"`
+	ImageDigest string   `json:"image_digest,omitempty"`
+	Args        []string `json:"args"`
+}
+
 // Bundle is everything Write needs for one report.
 type Bundle struct {
 	Lane  string
@@ -111,12 +129,14 @@ type Bundle struct {
 	RecipeFile string
 	// Plan is the rendered lane; env values whose keys look secret are
 	// masked, and those values are scrubbed from everything written.
-	Plan        *config.LanePlan
-	Staging     []StagingSummary
-	Image       string
-	ImageDigest string
-	EngineArgs  []string
-	Temporal    TemporalRef
+	Plan         *config.LanePlan
+	Staging      []StagingSummary
+	Image        string
+	ImageDigest  string
+	EngineArgs   []string
+	Containers   []ContainerEvidence
+	InspectError string
+	Temporal     TemporalRef
 	// History are earlier reports of the lane for the plot (nil: Write
 	// lists the directory itself).
 	History []Report
@@ -136,7 +156,8 @@ func (b Bundle) Report() Report {
 		r.CreatedAt = time.Now().UTC()
 	}
 	r.ID = r.CreatedAt.Format(TimeFormat) + "_" + r.Label
-	r.Evidence = Evidence{Image: b.Image, ImageDigest: b.ImageDigest, EngineArgs: b.EngineArgs, Temporal: b.Temporal, Staging: b.Staging, RecipeSource: b.RecipeFile}
+	r.Evidence = Evidence{Image: b.Image, ImageDigest: b.ImageDigest, EngineArgs: b.EngineArgs, Temporal: b.Temporal, Staging: b.Staging, RecipeSource: b.RecipeFile,
+		Containers: append([]ContainerEvidence(nil), b.Containers...), InspectError: b.InspectError}
 	if b.Plan != nil {
 		r.Evidence.RecipeHash = b.Plan.RecipeHash
 	}
@@ -290,6 +311,13 @@ func Write(dir string, b Bundle) (Paths, error) {
 	r.Evidence.EngineArgs, secrets = maskArgs(r.Evidence.EngineArgs, secrets)
 	for i, a := range r.Evidence.EngineArgs {
 		r.Evidence.EngineArgs[i] = scrub(a, secrets)
+	}
+	for i := range r.Evidence.Containers {
+		c := &r.Evidence.Containers[i]
+		c.Args, secrets = maskArgs(c.Args, secrets)
+		for j, a := range c.Args {
+			c.Args[j] = scrub(a, secrets)
+		}
 	}
 
 	// Evidence first, in a temp dir renamed into place.

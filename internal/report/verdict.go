@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand"
 	"sort"
+	"strings"
 
 	"github.com/sparklane/sparklane/internal/bench"
 )
@@ -63,6 +64,11 @@ type Verdict struct {
 	Missing []string `json:"missing,omitempty"`
 	// Notes explain comparability caveats (different --parallel, ...).
 	Notes []string `json:"notes,omitempty"`
+	// Warnings say the two runs measured different things — another
+	// harness version, scenario pool, mode or seed — so a score change
+	// may be the harness's, not the lane's. The operator compared across
+	// harness versions only with such a caveat.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // QualityDelta is the score change in points.
@@ -161,6 +167,7 @@ func CompareWith(cur, base Report, opt CompareOptions) Verdict {
 		if cur.Harness.Parallel != base.Harness.Parallel {
 			v.Notes = append(v.Notes, fmt.Sprintf("harness --parallel differs: %d now, %d in the baseline (timeouts under saturation can lower a parallel run's score)", cur.Harness.Parallel, base.Harness.Parallel))
 		}
+		v.Warnings = append(v.Warnings, harnessWarnings(cur.Harness, base.Harness)...)
 	case cur.Harness != nil:
 		v.Missing = append(v.Missing, "quality score (baseline has none)")
 	case base.Harness != nil:
@@ -192,6 +199,9 @@ func CompareWith(cur, base Report, opt CompareOptions) Verdict {
 		if _, ok := find(cm, b.Name); !ok {
 			v.Missing = append(v.Missing, b.Name+" (this run has none)")
 		}
+	}
+	if cur.Perf != nil && base.Perf != nil && cur.Perf.Seed != base.Perf.Seed && base.Perf.Seed != 0 {
+		v.Notes = append(v.Notes, fmt.Sprintf("perf prompt seed differs: %d now, %d in the baseline", cur.Perf.Seed, base.Perf.Seed))
 	}
 	if cur.Perf != nil && base.Perf != nil && cur.Perf.GenTokens != base.Perf.GenTokens {
 		v.Notes = append(v.Notes, fmt.Sprintf("gen_tokens differs: %d now, %d in the baseline", cur.Perf.GenTokens, base.Perf.GenTokens))
@@ -313,3 +323,77 @@ func minMax(v []float64) (float64, float64) {
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
+
+// harnessWarnings lists what makes two harness runs' scores incomparable:
+// harness version, scenario pool, mode and seed. A field the baseline
+// lacks (a report from before it was recorded) is said to be unknown.
+func harnessWarnings(cur, base *bench.HarnessResult) []string {
+	var out []string
+	cq, bq := cur.Quality, base.Quality
+	switch {
+	case cq.ToolVersion != "" && bq.ToolVersion == "":
+		out = append(out, fmt.Sprintf("harness version %s now, unknown in the baseline: scores may not be comparable", cq.ToolVersion))
+	case cq.ToolVersion != bq.ToolVersion:
+		out = append(out, fmt.Sprintf("harness version differs: %s now, %s in the baseline: a score change may be the harness's, not the lane's", orUnknown(cq.ToolVersion), bq.ToolVersion))
+	}
+	if d := poolDiff(cq.ScenarioIDs, bq.ScenarioIDs); d != "" {
+		out = append(out, "scenario pool differs: "+d+": scores are over different scenarios")
+	} else if len(cq.ScenarioIDs) == 0 && cq.ScenarioSelector != bq.ScenarioSelector {
+		out = append(out, fmt.Sprintf("scenario pool differs: %s now, %s in the baseline", orUnknown(cq.ScenarioSelector), orUnknown(bq.ScenarioSelector)))
+	}
+	if cur.Mode != base.Mode {
+		out = append(out, fmt.Sprintf("bench mode differs: %s now, %s in the baseline", orUnknown(cur.Mode), orUnknown(base.Mode)))
+	}
+	if cur.Seed != base.Seed {
+		out = append(out, fmt.Sprintf("harness seed differs: %d now, %d in the baseline", cur.Seed, base.Seed))
+	}
+	return out
+}
+
+// poolDiff describes how two scenario pools differ ("" when equal or
+// either is unknown).
+func poolDiff(cur, base []string) string {
+	if len(cur) == 0 || len(base) == 0 {
+		return ""
+	}
+	in := func(set []string) map[string]bool {
+		m := make(map[string]bool, len(set))
+		for _, s := range set {
+			m[s] = true
+		}
+		return m
+	}
+	cm, bm := in(cur), in(base)
+	var added, removed []string
+	for _, s := range cur {
+		if !bm[s] {
+			added = append(added, s)
+		}
+	}
+	for _, s := range base {
+		if !cm[s] {
+			removed = append(removed, s)
+		}
+	}
+	if len(added)+len(removed) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d scenarios now, %d in the baseline (%s new, %s gone)", len(cur), len(base), list(added), list(removed))
+}
+
+func list(s []string) string {
+	switch {
+	case len(s) == 0:
+		return "none"
+	case len(s) > 5:
+		return strings.Join(s[:5], ", ") + fmt.Sprintf(" and %d more", len(s)-5)
+	}
+	return strings.Join(s, ", ")
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}

@@ -106,3 +106,49 @@ func TestCompareDefaultsAndCaveats(t *testing.T) {
 		}
 	}
 }
+
+// TestVerdictWarnsWhenHarnessOrPoolDiffer: the operator compared runs
+// across harness versions only with a caveat; the verdict gives it, and
+// says so for another scenario pool, mode or seed — and stays silent when
+// all of them match.
+func TestVerdictWarnsWhenHarnessOrPoolDiffer(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC)
+	h := func(version string, ids []string, mode string, seed int64) *bench.HarnessResult {
+		r := harnessOf(80, 1)
+		r.Quality.ToolVersion, r.Quality.ScenarioIDs, r.Mode, r.Seed = version, ids, mode, seed
+		return r
+	}
+	pool := []string{"TC-01", "TC-02", "TC-03"}
+	same := Compare(reportAt("c", t0, nil, h("1.4.3.1", pool, "hardmode", 42)), reportAt("b", t0, nil, h("1.4.3.1", pool, "hardmode", 42)), 0)
+	if len(same.Warnings) != 0 {
+		t.Errorf("identical harness runs warned: %q", same.Warnings)
+	}
+	v := Compare(reportAt("c", t0, nil, h("1.4.3.1", append(pool, "TC-70", "TC-71"), "hardmode", 42)),
+		reportAt("b", t0, nil, h("1.3.0", pool[:2], "standard", 7)), 0)
+	got := strings.Join(v.Warnings, "\n")
+	for _, want := range []string{
+		"harness version differs: 1.4.3.1 now, 1.3.0 in the baseline",
+		"scenario pool differs: 5 scenarios now, 2 in the baseline (TC-03, TC-70, TC-71 new, none gone)",
+		"bench mode differs: hardmode now, standard in the baseline",
+		"harness seed differs: 42 now, 7 in the baseline",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("warnings lack %q:\n%s", want, got)
+		}
+	}
+	if v.Overall != Neutral {
+		t.Errorf("overall %s: a warning alone changes no verdict", v.Overall)
+	}
+	// A baseline from before versions were recorded: unknown, said so.
+	v = Compare(reportAt("c", t0, nil, h("1.4.3.1", pool, "", 0)), reportAt("b", t0, nil, h("", nil, "", 0)), 0)
+	if len(v.Warnings) != 1 || !strings.Contains(v.Warnings[0], "unknown in the baseline") {
+		t.Errorf("old baseline: %q", v.Warnings)
+	}
+	cur := reportAt("c", t0, nil, h("1.4.3.1", pool, "", 0))
+	v = Compare(cur, reportAt("b", t0, nil, h("1.3.0", pool, "", 0)), 0)
+	cur.Verdict = &v
+	md := Markdown(cur)
+	if !strings.Contains(md, "**warning: harness version differs") {
+		t.Errorf("markdown lacks the warning:\n%s", md)
+	}
+}

@@ -126,6 +126,11 @@ type genRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	// Tools and ToolChoice are the chat API's function calling: with
+	// tools, engine-sim answers with a deterministic tool call (see
+	// pickToolCall), and their definitions count as prompt tokens.
+	Tools      []toolDef       `json:"tools"`
+	ToolChoice json.RawMessage `json:"tool_choice"`
 }
 
 type chatMessage struct {
@@ -210,6 +215,17 @@ func (e *engine) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 		}
 		question = prompt
 	}
+	var call *toolCall
+	if chat && len(req.Tools) > 0 {
+		// The server renders the tool definitions into the prompt, so they
+		// are prompt tokens (and prefill time), as on a real engine.
+		defs, _ := json.Marshal(req.Tools)
+		prompt += "\n" + string(defs)
+		var err error
+		if call, err = pickToolCall(req.Tools, req.ToolChoice, req.Messages, question); err != nil {
+			return apiError(w, http.StatusBadRequest, err.Error(), "tool_choice")
+		}
+	}
 	pt := CountTokens(prompt)
 	if pt > e.cfg.ContextLength {
 		return apiError(w, http.StatusBadRequest, fmt.Sprintf("This model's maximum context length is %d tokens, prompt has %d tokens. Please reduce the length of the prompt.", e.cfg.ContextLength, pt), "prompt")
@@ -230,7 +246,17 @@ func (e *engine) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 	if stopped {
 		finish = "stop"
 	}
-	u := usage{PromptTokens: pt, CompletionTokens: len(toks), TotalTokens: pt + len(toks)}
+	if call != nil {
+		// A tool call is one piece of output: its tokens are those of its
+		// name and arguments, never cut by max_tokens.
+		toks = []string{call.Function.Name + call.Function.Arguments}
+		finish = "tool_calls"
+	}
+	ctoks := len(toks)
+	if call != nil {
+		ctoks = CountTokens(call.Function.Name + " " + call.Function.Arguments)
+	}
+	u := usage{PromptTokens: pt, CompletionTokens: ctoks, TotalTokens: pt + ctoks}
 	e.metrics.promptToks.Add(int64(pt))
 	e.metrics.running.Add(1)
 	defer e.metrics.running.Add(-1)
@@ -266,12 +292,15 @@ func (e *engine) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 		} else if len(toks) == 0 && !sleepUntil(first) {
 			return 499
 		}
-		e.metrics.genToks.Add(int64(len(toks)))
+		e.metrics.genToks.Add(int64(ctoks))
 		text := strings.Join(toks, "")
 		var choice map[string]any
-		if chat {
+		switch {
+		case call != nil:
+			choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{call}}, "finish_reason": finish}
+		case chat:
 			choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": finish}
-		} else {
+		default:
 			choice = map[string]any{"index": 0, "text": text, "finish_reason": finish}
 		}
 		return writeJSON(w, http.StatusOK, map[string]any{
@@ -280,6 +309,12 @@ func (e *engine) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 		})
 	}
 
+	// Nothing is sent before prefill is done: a client that times the
+	// first byte (or the role chunk) must see prompt_tokens/PrefillTPS, as
+	// on a real engine, not an instant chunk that inflates prefill t/s.
+	if !sleepUntil(first) {
+		return 499
+	}
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -312,15 +347,23 @@ func (e *engine) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 		return map[string]any{"id": id, "object": chunkObj, "created": created, "model": e.cfg.ServedModelName, "choices": []any{choice}}
 	}
 	if chat {
-		// The role chunk, sent at once like the real servers do.
+		// The role chunk, with the first token's schedule.
 		c := chunk("", nil)
 		c["choices"].([]any)[0].(map[string]any)["delta"] = map[string]any{"role": "assistant", "content": ""}
 		if !send(c) {
 			return 499
 		}
 	}
-	if !sleepUntil(first) {
-		return 499
+	if call != nil {
+		// The whole call in one chunk, then its finish reason.
+		c := chunk("", nil)
+		c["choices"].([]any)[0].(map[string]any)["delta"] = map[string]any{"tool_calls": []any{map[string]any{
+			"index": 0, "id": call.ID, "type": call.Type, "function": call.Function}}}
+		if !send(c) || !send(chunk("", finish)) {
+			return 499
+		}
+		e.metrics.genToks.Add(int64(ctoks))
+		toks = nil
 	}
 	// Decode is paced by a token bucket of one (golang.org/x/time/rate)
 	// from when the first token actually went out: a stall (a loaded
@@ -340,7 +383,7 @@ func (e *engine) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 		}
 		e.metrics.genToks.Add(1)
 	}
-	if len(toks) == 0 {
+	if len(toks) == 0 && call == nil {
 		send(chunk("", finish))
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {

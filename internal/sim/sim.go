@@ -27,7 +27,12 @@
 // words of at most four letters, one token each, chosen deterministically
 // from the prompt, or the answer to an integer arithmetic prompt.
 //
-// Timing: the first token comes prompt_tokens/PrefillTPS after the request;
+// Tools: a chat request with tools is answered with one deterministic tool
+// call (tool_choice none, auto, required or a named function; see
+// pickToolCall), and the tool definitions count as prompt tokens.
+//
+// Timing: the first token comes prompt_tokens/PrefillTPS after the request,
+// and nothing of a streamed answer (not even the role chunk) is sent before;
 // token i (from 0) at first + i/DecodeTPS, on an absolute schedule so the
 // measured rate matches the configured one.
 package sim
