@@ -97,6 +97,12 @@ type VerifyBlockResult struct {
 	Block  string               `json:"block"`
 	Kind   string               `json:"kind"`
 	Result staging.VerifyResult `json:"result"`
+	// NoWorker is set (by the Verify workflow, never by the activity) when
+	// no worker of the node picked the check up within its pickup timeout:
+	// nothing was verified there, so the block is neither clean nor
+	// drifted, and the operator is told to start the worker instead of
+	// hunting for drift that may not exist.
+	NoWorker bool `json:"no_worker,omitempty"`
 }
 
 // EnsureImageInput names the image a node must have.

@@ -136,6 +136,9 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 	})
 	env.OnActivity("VerifyBlock", any2...).Return(func(ctx context.Context, in activities.VerifyBlockInput) (activities.VerifyBlockResult, error) {
 		n := f.record(ctx, "VerifyBlock "+in.Lane+"/"+in.Block.ID)
+		if f.notPolling[n] {
+			return activities.VerifyBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+		}
 		r := activities.VerifyBlockResult{Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: staging.VerifyResult{OK: 3}}
 		r.Result.Bad = f.verifyBad[in.Lane+"/"+in.Block.ID+"@"+n]
 		return r, nil

@@ -43,6 +43,19 @@ func nodeGone(err error) bool {
 	return false
 }
 
+// noPickup reports an error that means "no worker polls the queue": the
+// activity was never picked up within its schedule-to-start timeout.
+func noPickup(err error) bool {
+	var to *temporal.TimeoutError
+	return errors.As(err, &to) && to.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START
+}
+
+// noWorkerText says which queue nobody polls and how to start its worker.
+func noWorkerText(node string) string {
+	return fmt.Sprintf("no worker on %s — nothing was verified there; start it with 'worker node --node %s' on %s, or install it with 'starter fleet install %s'",
+		NodeQueue(node), node, node, node)
+}
+
 // lastProgress is the staging progress the last attempt heartbeated before
 // its node went away, if the error carries it.
 func lastProgress(err error) *staging.Progress {

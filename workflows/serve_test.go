@@ -99,6 +99,40 @@ func TestVerifyDriftFailsListingBlocks(t *testing.T) {
 	f.expectPhases(cat(on("VerifyBlock new/weights", "a", "b"), on("VerifyBlock new/rows", "a", "b")))
 }
 
+// A node whose worker never picks the check up is reported as such, typed
+// (NoWorker on its blocks and in the result, error type NoWorker), never as
+// drift or a "missing" file.
+func TestVerifyNoWorkerIsTypedNotDrift(t *testing.T) {
+	f := newFakeFleet(t)
+	f.notPolling["b"] = true
+	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}})
+	app := appErr(t, f.env.GetWorkflowError())
+	if app.Type() != fault.NoWorker || !strings.Contains(app.Message(), "no worker on node.b") || strings.Contains(app.Message(), "drifted") {
+		t.Fatalf("error %q type %q, want NoWorker naming node.b and no drift", app.Message(), app.Type())
+	}
+	var res VerifyWorkflowResult
+	if err := app.Details(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Drift || len(res.NoWorker) != 1 || res.NoWorker[0] != "b" || len(res.Blocks) != 4 {
+		t.Fatalf("details %+v, want no drift, no_worker [b], 4 blocks", res)
+	}
+	for _, b := range res.Blocks {
+		if b.NoWorker != (b.Node == "b") || len(b.Result.Missing) != 0 {
+			t.Errorf("block %+v: want NoWorker only on b and nothing listed missing", b)
+		}
+	}
+	// With drift elsewhere, the drift is the error and node b still says no worker.
+	f = newFakeFleet(t)
+	f.notPolling["b"] = true
+	f.verifyBad["new/weights@a"] = []string{"hub/model-00002.safetensors"}
+	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}})
+	app = appErr(t, f.env.GetWorkflowError())
+	if app.Type() != fault.ContentMismatch || !strings.Contains(app.Message(), "new/weights on a: 1 bad") || !strings.Contains(app.Message(), "no worker on node.b") {
+		t.Fatalf("error %q type %q, want ContentMismatch naming a's drift and b's missing worker", app.Message(), app.Type())
+	}
+}
+
 func TestVerifyRepairRestagesOnlyDriftedBlocks(t *testing.T) {
 	f := newFakeFleet(t)
 	f.verifyBad["new/weights@b"] = []string{"hub/model-00002.safetensors"}

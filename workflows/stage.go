@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -225,9 +226,20 @@ func Verify(ctx workflow.Context, in VerifyInput) (VerifyWorkflowResult, error) 
 		v.Lane = p.lane
 		if err != nil {
 			t.end(p.step, "", err)
+			v = activities.VerifyBlockResult{Lane: p.lane, Node: p.node, Block: p.block.ID, Kind: p.block.Kind}
+			if noPickup(err) {
+				// Nobody polls the node's queue: nothing was checked, and
+				// that is not drift.
+				v.NoWorker = true
+				if !slices.Contains(res.NoWorker, p.node) {
+					res.NoWorker = append(res.NoWorker, p.node)
+					failures = append(failures, noWorkerText(p.node))
+				}
+				res.Blocks = append(res.Blocks, v)
+				continue
+			}
 			failures = append(failures, fmt.Sprintf("%s on %s: %s", p.block.ID, p.node, errMessage(err)))
 			res.Drift = true
-			v = activities.VerifyBlockResult{Lane: p.lane, Node: p.node, Block: p.block.ID, Kind: p.block.Kind}
 			v.Result.Missing = []string{"(verify failed: " + errMessage(err) + ")"}
 			res.Blocks = append(res.Blocks, v)
 			continue
@@ -276,6 +288,10 @@ func Verify(ctx workflow.Context, in VerifyInput) (VerifyWorkflowResult, error) 
 		}
 		bad = append(bad, failures...)
 		return res, temporal.NewNonRetryableApplicationError("staged data drifted: "+strings.Join(bad, "; "), fault.ContentMismatch, nil, res)
+	}
+	if len(res.NoWorker) > 0 {
+		// No drift found, but some nodes were not checked at all.
+		return res, temporal.NewNonRetryableApplicationError(strings.Join(failures, "; "), fault.NoWorker, nil, res)
 	}
 	return res, nil
 }

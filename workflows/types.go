@@ -251,4 +251,9 @@ type VerifyWorkflowResult struct {
 	Repaired []activities.StageBlockResult  `json:"repaired,omitempty"`
 	Drift    bool                           `json:"drift"`
 	Report   string                         `json:"report,omitempty"`
+	// NoWorker lists, in plan order and once each, the nodes whose worker
+	// never picked up a check (no worker polls node.NAME): their blocks
+	// carry NoWorker and were not verified. Typed, so callers never parse
+	// an error's text to tell "no worker" from drift.
+	NoWorker []string `json:"no_worker,omitempty"`
 }

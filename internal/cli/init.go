@@ -18,6 +18,7 @@ import (
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/node"
+	"github.com/sparklane/sparklane/internal/staging"
 )
 
 // initJSON is `starter init --json`.
@@ -30,9 +31,12 @@ type initJSON struct {
 }
 
 type initNode struct {
-	Name          string   `json:"name"`
-	SSH           string   `json:"ssh"`
-	Root          string   `json:"root,omitempty"`
+	Name string `json:"name"`
+	SSH  string `json:"ssh"`
+	Root string `json:"root,omitempty"`
+	// RootFree is the free space (bytes) under the root's disk at discovery
+	// time: shown, never written to the file (it changes by the minute).
+	RootFree      int64    `json:"root_free,omitempty"`
 	Address       string   `json:"address,omitempty"`
 	Docker        bool     `json:"docker"`
 	NvidiaRuntime bool     `json:"nvidia_runtime"`
@@ -99,7 +103,7 @@ func (a *App) initCmd() *cobra.Command {
 					return fmt.Errorf("node %s (%s): discovery: %w", name, t, err)
 				}
 				hosts = append(hosts, discover.Host{Name: name, Target: t, SSH: target, KnownHosts: knownHosts, Identity: identity, Facts: f})
-				root, _, _ := f.Root()
+				root, disk, _ := f.Root()
 				addr, _ := f.FastAddress()
 				hcas, _ := f.HCAs()
 				gpus := f.GPUs
@@ -109,7 +113,7 @@ func (a *App) initCmd() *cobra.Command {
 				if hcas == nil {
 					hcas = []string{}
 				}
-				res.Nodes = append(res.Nodes, initNode{Name: name, SSH: target, Root: root, Address: addr, Docker: f.Docker, NvidiaRuntime: f.NvidiaRuntime, GPUs: gpus, RDMA: hcas})
+				res.Nodes = append(res.Nodes, initNode{Name: name, SSH: target, Root: root, RootFree: disk.Free, Address: addr, Docker: f.Docker, NvidiaRuntime: f.NvidiaRuntime, GPUs: gpus, RDMA: hcas})
 			}
 			text := discover.Render(hosts)
 			old, err := os.ReadFile(out)
@@ -129,8 +133,8 @@ func (a *App) initCmd() *cobra.Command {
 				return a.printJSON(res)
 			}
 			for _, n := range res.Nodes {
-				fmt.Fprintf(a.Out, "%s: root %s, address %s, docker %v (nvidia runtime %v), %d GPU(s), RDMA %s\n",
-					n.Name, dash(n.Root), dash(n.Address), n.Docker, n.NvidiaRuntime, len(n.GPUs), dash(strings.Join(n.RDMA, ",")))
+				fmt.Fprintf(a.Out, "%s: root %s (%s free), address %s, docker %v (nvidia runtime %v), %d GPU(s), RDMA %s\n",
+					n.Name, dash(n.Root), staging.HumanBytes(n.RootFree), dash(n.Address), n.Docker, n.NvidiaRuntime, len(n.GPUs), dash(strings.Join(n.RDMA, ",")))
 			}
 			switch {
 			case !res.Changed:

@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -125,7 +124,7 @@ func (a *App) verifyCmd() *cobra.Command {
 			var failure string
 			if err != nil {
 				failure = rootMessage(err)
-				if idle := noWorker(res); len(idle) > 0 {
+				if idle := noWorker(res); len(idle) > 0 && !res.Drift {
 					// The node was never asked: "1 missing" would send the
 					// operator hunting for drift that may not exist.
 					cfg, _ := a.config()
@@ -161,25 +160,9 @@ type verifyJSON struct {
 	NoWorker []string `json:"no_worker,omitempty"`
 }
 
-// verifyPickupTimeout is what the Verify workflow records as a block's only
-// "missing" entry when no node worker picked the check up within its
-// schedule-to-start timeout (workflows/stage.go: "(verify failed: " +
-// errMessage(timeout)). The workflow has no typed field for it yet.
-const verifyPickupTimeout = "(verify failed: timed out (scheduletostart))"
-
-// noWorker lists, in order and once each, the nodes whose blocks were not
-// verified because no worker polled their queue.
-func noWorker(res workflows.VerifyWorkflowResult) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, b := range res.Blocks {
-		if len(b.Result.Missing) == 1 && b.Result.Missing[0] == verifyPickupTimeout && !seen[b.Node] {
-			seen[b.Node] = true
-			out = append(out, b.Node)
-		}
-	}
-	return out
-}
+// noWorker lists the nodes whose blocks were not verified because no
+// worker polled their queue: the workflow's typed result, in plan order.
+func noWorker(res workflows.VerifyWorkflowResult) []string { return res.NoWorker }
 
 // noWorkerMessage says which queue nobody polls and how to start its worker.
 func noWorkerMessage(cfg *config.Config, node string) string {
@@ -204,10 +187,10 @@ type verifyBlockJSON struct {
 
 func (a *App) printVerify(res workflows.VerifyWorkflowResult, failure string) error {
 	idle := noWorker(res)
-	out := verifyJSON{OK: !res.Drift, Nodes: []verifyBlockJSON{}, Error: failure, NoWorker: idle}
+	out := verifyJSON{OK: !res.Drift && len(idle) == 0, Nodes: []verifyBlockJSON{}, Error: failure, NoWorker: idle}
 	var rows [][]string
 	for _, b := range res.Blocks {
-		if slices.Contains(idle, b.Node) && len(b.Result.Missing) == 1 && b.Result.Missing[0] == verifyPickupTimeout {
+		if b.NoWorker {
 			out.Nodes = append(out.Nodes, verifyBlockJSON{Node: b.Node, Block: b.Block, Kind: b.Kind, Bad: []string{}, Missing: []string{}, NoWorker: true})
 			rows = append(rows, []string{b.Node, b.Block, "-", "-", "-  (no worker)"})
 			continue
@@ -224,9 +207,6 @@ func (a *App) printVerify(res workflows.VerifyWorkflowResult, failure string) er
 			fmt.Fprintf(a.Out, "bad: %s %s %s\n", b.Node, b.Block, p)
 		}
 		for _, p := range b.Result.Missing {
-			if p == verifyPickupTimeout {
-				continue
-			}
 			fmt.Fprintf(a.Out, "missing: %s %s %s\n", b.Node, b.Block, p)
 		}
 		if more := b.Result.NBad() + b.Result.NMissing() - len(b.Result.Bad) - len(b.Result.Missing); more > 0 {

@@ -40,12 +40,15 @@ func Render(hosts []Host) string {
 		}
 		for _, d := range f.Disks {
 			if !skipMount(d.Mount) {
-				w("# disk %s on %s: %s free of %s\n", d.Device, d.Mount, staging.HumanBytes(d.Free), staging.HumanBytes(d.Size))
+				// Free space is printed by init, not written here: it
+				// changes by the minute, and a re-run must show no diff
+				// when the node did not change.
+				w("# disk %s on %s: %s\n", d.Device, d.Mount, staging.HumanBytes(d.Size))
 			}
 		}
 		root, disk, ok := f.Root()
 		if ok {
-			w("# staging root on %s (%s free)\nroots = [%q]\n", disk.Mount, staging.HumanBytes(disk.Free), root)
+			w("# staging root on %s (the NVMe disk when there is one, else the one with the most free space)\nroots = [%q]\n", disk.Mount, root)
 		} else {
 			w("# no data disk found: set the staging root by hand\nroots = [\"/srv/sparklane\"]\n")
 		}

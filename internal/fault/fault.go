@@ -49,6 +49,10 @@ const (
 	StopIncomplete  = "StopIncomplete"
 	ProbeFailed     = "ProbeFailed"
 	NotEnoughNodes  = "NotEnoughNodes"
+	// NoWorker: no worker polls a node's queue, so a step pinned there was
+	// never picked up; the fix is to start the node's worker, not to
+	// look for bad data.
+	NoWorker = "NoWorker"
 	// LinkEscape: a source link resolves outside the staging src and the
 	// shared roots, or a destination path component is a symlink out of the
 	// node's roots; following it would read or write the host's files.
