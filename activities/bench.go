@@ -79,7 +79,7 @@ func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string
 	seed, mode := benchSeedMode(in)
 	perf, err := bench.Perf(ctx, bench.PerfInput{
 		BaseURL: in.BaseURL, Model: model, PromptLengths: b.PromptLengths, Depths: b.Depths,
-		Concurrency: b.Concurrency, GenTokens: b.GenTokens, Seed: seed, OnProgress: progress,
+		Concurrency: b.Concurrency, GenTokens: b.GenTokens, Runs: b.Runs, Seed: seed, OnProgress: progress,
 	})
 	if err != nil {
 		return BenchResult{}, classify(fmt.Errorf("lane %s perf bench: %w", in.Plan.Lane, err))

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -100,5 +101,49 @@ func TestBenchLockIsSingleFlight(t *testing.T) {
 	h2.release()
 	if _, err := os.Stat(lock); !os.IsNotExist(err) {
 		t.Errorf("lock left after release: %v", err)
+	}
+}
+
+// A recipe's [bench] runs reaches the sweep: the bundle's figures are
+// medians over that many runs, each run's value kept in the samples.
+func TestBenchRecipeRunsRepeatsTheSweep(t *testing.T) {
+	recipes := t.TempDir()
+	if err := os.WriteFile(filepath.Join(recipes, "lane1.toml"), []byte(`runtime = "sim"
+image = "i"
+command = "serve"
+[bench]
+prompt_lengths = [128]
+depths = [0]
+concurrency = [1]
+gen_tokens = 8
+runs = 2
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs, _, err := config.LoadRecipeDir(recipes, "")
+	if err != nil || len(rs) != 1 || rs[0].Bench.Runs != 2 {
+		t.Fatalf("recipe: %v %+v", err, rs)
+	}
+	model := simtest.WriteModel(t, filepath.Join(t.TempDir(), "model"), simtest.Model{})
+	eng := simtest.Start(t, sim.Config{ModelPath: model, ServedModelName: "sim-model", PrefillTPS: 4000, DecodeTPS: 200, ContextLength: 16384})
+	eng.WaitServing(t, 30*time.Second)
+	cfg := &config.Config{RecipesDir: t.TempDir()}
+	a := &ControlActivities{Config: cfg, Version: "test"}
+	res, err := a.Bench(context.Background(), BenchInput{Recipe: *rs[0], Plan: config.LanePlan{Lane: "lane1"},
+		BaseURL: eng.URL, Model: "sim-model", Label: "runs", WorkflowID: "bench/lane1", RunID: "run-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(cfg.RecipesDir, "lane1", "reports", res.ReportID+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bundle struct {
+		Perf struct {
+			Runs int `json:"runs"`
+		} `json:"perf"`
+	}
+	if err := json.Unmarshal(b, &bundle); err != nil || bundle.Perf.Runs != 2 {
+		t.Fatalf("bundle perf.runs = %d (%v), want the recipe's 2:\n%.400s", bundle.Perf.Runs, err, b)
 	}
 }

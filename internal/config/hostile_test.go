@@ -346,6 +346,8 @@ via = "{missing}"
 ready = "-1m"
 [hooks]
 timeout = "-5s"
+[bench]
+runs = 300
 `)
 	// Checked alone (no fleet among the files): the unknown placeholder is
 	// caught with the words render uses.
@@ -356,6 +358,7 @@ timeout = "-5s"
 		rp+`: probe.ready: -1m0s is negative`,
 		rp+`: node_outage_budget: -2m0s is negative`,
 		rp+`: hooks.timeout: -5s is negative`,
+		rp+`: bench.runs: 300 is out of range: write how many times the sweep repeats, 1..50 (0 or absent: 3)`,
 		rp+`: command: unknown placeholder {nope}: add nope under [defaults] or pass -o nope=VALUE`,
 		rp+`: command: unknown placeholder {missing}: add missing under [defaults] or pass -o missing=VALUE`,
 	)

@@ -508,6 +508,9 @@ const (
 	DefaultHookTimeout = 2 * time.Minute
 	DefaultVerify      = "sampled"
 	DefaultQualityBand = 2.0
+	// MaxBenchRuns bounds [bench] runs: each run is a whole pp/tg sweep,
+	// so a typo (300 for 3) would hold the fleet for hours.
+	MaxBenchRuns = 50
 )
 
 func applyRecipeDefaults(r *Recipe) {

@@ -341,6 +341,11 @@ type Bench struct {
 	Depths        []int `mapstructure:"depths" json:"depths,omitempty"`
 	Concurrency   []int `mapstructure:"concurrency" json:"concurrency,omitempty"`
 	GenTokens     int   `mapstructure:"gen_tokens" json:"gen_tokens,omitempty"`
+	// Runs is how many times the pp/tg sweep is repeated (0: the bench's
+	// default, 3): figures are medians over the runs and their spread is
+	// what a verdict must beat, so more runs on a noisy engine mean fewer
+	// changes called on noise, at the cost of a longer bench.
+	Runs int `mapstructure:"runs" json:"runs,omitempty"`
 	// Harness is an external command template ({base_url} {model}
 	// {output_dir} {seed} {mode} {mode_flags} {parallel} {tokenizer}), or
 	// the word "tool-eval-bench" for the shipped template of that harness

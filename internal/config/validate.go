@@ -341,6 +341,9 @@ func validateRecipe(r *Recipe) []error {
 			errs = append(errs, recipeErr(r, "defaults."+k, "%d is not a port in 1..65535", n))
 		}
 	}
+	if r.Bench.Runs < 0 || r.Bench.Runs > MaxBenchRuns {
+		errs = append(errs, recipeErr(r, "bench.runs", "%d is out of range: write how many times the sweep repeats, 1..%d (0 or absent: 3)", r.Bench.Runs, MaxBenchRuns))
+	}
 	if r.Probe.Ready < 0 {
 		errs = append(errs, recipeErr(r, "probe.ready", "%s is negative: write the readiness budget, like \"30m\"", r.Probe.Ready))
 	}
