@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -280,8 +281,31 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 		return StartRankResult{}, classify(err)
 	}
 	var mounts []config.Mount
+	var create []string
 	for _, m := range in.Plan.Mounts {
-		mounts = append(mounts, config.Mount{Src: a.local(m.Src), Dst: m.Dst, ReadOnly: m.ReadOnly, Host: m.Host})
+		mounts = append(mounts, config.Mount{Src: a.local(m.Src), Dst: m.Dst, ReadOnly: m.ReadOnly, Host: m.Host, Create: m.Create})
+		if m.Create && !m.Host {
+			create = append(create, a.local(m.Src))
+		}
+	}
+	// rows_env variables from what is staged here, cross-checked.
+	env := in.Plan.Env
+	if len(in.Plan.RowsFrom) > 0 {
+		env = make(map[string]string, len(in.Plan.Env)+len(in.Plan.RowsFrom))
+		for k, v := range in.Plan.Env {
+			env[k] = v
+		}
+		for _, rf := range in.Plan.RowsFrom {
+			v, err := serve.RowsEnv(a.Node.Name, a.local(rf.Dst), rf)
+			if err != nil {
+				return StartRankResult{}, classify(fmt.Errorf("rank %d: %w", in.Plan.Rank, err))
+			}
+			env[rf.Env] = v
+		}
+	}
+	owner := in.Plan.Container.User
+	if _, _, ok := numericUser(owner); !ok {
+		owner = ""
 	}
 	// Check the recipe's sources before reading anything beside them.
 	roots := a.roots()
@@ -308,8 +332,8 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 	}
 	r, err := serve.StartRank(ctx, d, serve.RankSpec{
 		Lane: in.Lane, Node: a.Node.Name, Rank: in.Plan.Rank, RecipeHash: in.RecipeHash, Image: in.Plan.Image,
-		Argv: in.Plan.Argv, Env: in.Plan.Env, Mounts: mounts, GPUs: in.Plan.GPUs,
-		Roots: roots, SharedRoots: a.SharedRoots,
+		Argv: in.Plan.Argv, Env: env, Mounts: mounts, GPUs: in.Plan.GPUs,
+		Roots: roots, SharedRoots: a.SharedRoots, CreateSources: create, CreateOwner: owner,
 	})
 	if err != nil {
 		return StartRankResult{}, classify(fmt.Errorf("node %s rank %d: %w", a.Node.Name, in.Plan.Rank, err))
@@ -365,4 +389,21 @@ func (a *NodeActivities) InspectLane(ctx context.Context, in InspectLaneInput) (
 		out.Ranks = append(out.Ranks, RankState{Node: a.Node.Name, Rank: s.Rank, Name: s.Name, State: s.State, ExitCode: s.ExitCode, Logs: s.Logs})
 	}
 	return out, nil
+}
+
+// numericUser parses a container user "UID[:GID]" given as numbers (a
+// name would need the image's /etc/passwd to resolve).
+func numericUser(u string) (uid, gid int, ok bool) {
+	us, gs, hasG := strings.Cut(u, ":")
+	uid, err := strconv.Atoi(us)
+	if err != nil || uid < 0 {
+		return 0, 0, false
+	}
+	gid = uid
+	if hasG {
+		if gid, err = strconv.Atoi(gs); err != nil || gid < 0 {
+			return 0, 0, false
+		}
+	}
+	return uid, gid, true
 }

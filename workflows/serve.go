@@ -267,7 +267,7 @@ func probeLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 	var dp activities.DecodeProbeResult
 	err = workflow.ExecuteActivity(pctx, ca.DecodeProbe, activities.DecodeProbeInput{
 		BaseURL: ready.BaseURL, Model: ready.Model,
-		PromptTokens: nonZero(rc.Probe.DecodePromptTokens, 256), MaxTokens: nonZero(rc.Probe.DecodeMaxTokens, 64),
+		PromptTokens: nonZero(rc.Probe.DecodePromptTokens, config.DefaultDecodePromptTokens), MaxTokens: nonZero(rc.Probe.DecodeMaxTokens, config.DefaultDecodeMaxTokens),
 	}).Get(ctx, &dp)
 	t.end(i, fmt.Sprintf("decode %.1f tok/s, TTFT %.2fs", dp.DecodeTPS, dp.TTFTSeconds), err)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/bmatcuk/doublestar/v4"
 	"github.com/kballard/go-shellquote"
 
 	"github.com/sparklane/sparklane/internal/fault"
@@ -524,7 +525,22 @@ func renderNode(cfg *Config, r *Recipe, v *vars, nodes []*Node, rank, pp, dp int
 		GPUs:          r.Runtime != "sim",
 		Container:     spec,
 		PreExec:       pre,
+		RowsFrom:      rowsFrom(r, rank, tp),
 	}, nil
+}
+
+// rowsFrom lists the sparse-rows blocks whose rows_env the serve step fills
+// from the staged data on the node of rank (ranks beyond the TP group hold
+// the split of their rank modulo tp, as staging tiles them).
+func rowsFrom(r *Recipe, rank, tp int) []RowsFrom {
+	var out []RowsFrom
+	for _, s := range r.Staging {
+		if s.Kind != "sparse-rows" || s.RowsEnv == "" || tp < 1 {
+			continue
+		}
+		out = append(out, RowsFrom{Env: s.RowsEnv, Dst: s.Dst, Format: s.Format, Layers: append([]int(nil), s.Layers...), Rows: s.Rows, Rank: rank % tp, TP: tp})
+	}
+	return out
 }
 
 // checkMountSource says why src may not be bound on node n: not absolute,
@@ -556,6 +572,57 @@ func checkMountSource(cfg *Config, n *Node, src string, readOnly bool) error {
 		}
 	}
 	return fmt.Errorf("%s is outside node %s's roots %v and shared_roots %v: bind a path under them, or set host = true on the mount if it is a host path on purpose (recipe check lists host mounts)", src, n.Name, n.Roots, cfg.SharedRoots)
+}
+
+// checkCreateSource refuses create = true on a source the serve step must
+// not make: a host path, or one on a shared root (the NAS), or outside the
+// node's roots.
+func checkCreateSource(cfg *Config, n *Node, src string, host bool) error {
+	if host {
+		return fmt.Errorf("%s is a host path (host = true): sparklane creates mount sources only under the node's roots; drop create or host", src)
+	}
+	local := n.LocalPath(src, cfg.SharedRoots)
+	for _, root := range n.Roots {
+		lr := filepath.Clean(n.LocalPath(root, cfg.SharedRoots))
+		if local != lr && isUnder(local, lr) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s is not strictly under one of node %s's roots %v: a created source must be (not a shared root, not a root itself)", src, n.Name, n.Roots)
+}
+
+// checkSkipBindOverlap refuses a recipe mount whose container path is one
+// the staging manifest binds: a file of an export that the block's skip
+// globs keep on the NAS is bound read-only, file by file, from the export's
+// bind manifest at serve time (page15 on exl3). A hand-written mount of the
+// same path would make Docker refuse the container at start, on every node;
+// here it is a render error naming both.
+func checkSkipBindOverlap(r *Recipe, i int, dst string) error {
+	d := filepath.Clean(dst)
+	for si, s := range r.Staging {
+		if s.Kind != "hub-mirror" || len(s.Skip) == 0 {
+			continue
+		}
+		for ei, e := range s.Exports {
+			if e.Mount == "" {
+				continue
+			}
+			m := filepath.Clean(e.Mount)
+			if !isUnder(d, m) {
+				continue
+			}
+			rel, err := filepath.Rel(m, d)
+			if err != nil {
+				continue
+			}
+			for _, g := range s.Skip {
+				if ok, _ := doublestar.Match(g, filepath.ToSlash(rel)); ok {
+					return recipeErr(r, fmt.Sprintf("mounts[%d].dst", i), "%s is also bound by staging[%d] (export of %s at %s): %s matches its skip glob %q, so the staging manifest binds that NAS file there read-only at serve time; remove this [[mounts]] entry (two binds at one path are refused by Docker)", dst, si, s.Exports[ei].Repo, e.Mount, rel, g)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // ContainerName is the deterministic name of a lane's rank container, so a
@@ -693,7 +760,15 @@ func renderMounts(cfg *Config, r *Recipe, v *vars, n *Node, env map[string]strin
 				return nil, recipeErr(r, fmt.Sprintf("mounts[%d].src", i), "%v", err)
 			}
 		}
-		mounts = append(mounts, Mount{Src: src, Dst: dst, ReadOnly: m.ReadOnly, Host: m.Host})
+		if m.Create {
+			if err := checkCreateSource(cfg, n, src, m.Host); err != nil {
+				return nil, recipeErr(r, fmt.Sprintf("mounts[%d].create", i), "%v", err)
+			}
+		}
+		if err := checkSkipBindOverlap(r, i, dst); err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, Mount{Src: src, Dst: dst, ReadOnly: m.ReadOnly, Host: m.Host, Create: m.Create})
 	}
 	for i, s := range r.Staging {
 		switch s.Kind {
@@ -723,11 +798,12 @@ func renderMounts(cfg *Config, r *Recipe, v *vars, n *Node, env map[string]strin
 				}
 			}
 			if s.RowsEnv != "" && s.Rows > 0 {
-				count, err := tileCount(s.Rows, tp, rank)
-				if err != nil {
+				// The table's total (the runtime tiles it itself); the
+				// rank must own rows of it.
+				if _, err := tileCount(s.Rows, tp, rank); err != nil {
 					return nil, recipeErr(r, fmt.Sprintf("staging[%d].rows", i), "%v", err)
 				}
-				env[s.RowsEnv] = strconv.FormatInt(count, 10)
+				env[s.RowsEnv] = strconv.FormatInt(s.Rows, 10)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -8,8 +9,10 @@ import (
 	"github.com/sparklane/sparklane/internal/sparserows"
 )
 
-// The rendered SPARK_ENGRAM_ROWS must be the row count the staging engine
-// packs for the rank (sparserows.Tile), or the runtime's cross-check fails.
+// The rendered SPARK_ENGRAM_ROWS is the table's total (the runtime tiles it
+// itself, as engine-sim does), and every rank's tile of it is what the
+// staging engine packs (sparserows.Tile); the serve step re-checks it on
+// the node (RowsFrom).
 func TestRowsEnvMatchesSparserowsTile(t *testing.T) {
 	cfg := &config.Config{File: "fleet.toml",
 		Nodes:    []config.Node{{Name: "a"}, {Name: "b"}, {Name: "c"}},
@@ -25,12 +28,15 @@ func TestRowsEnvMatchesSparserowsTile(t *testing.T) {
 			t.Fatal(err)
 		}
 		for rank, np := range plan.Nodes {
-			_, count, err := sparserows.Tile(rows, 3, rank)
-			if err != nil {
+			if _, _, err := sparserows.Tile(rows, 3, rank); err != nil {
 				t.Fatal(err)
 			}
-			if np.Env["SPARK_ENGRAM_ROWS"] != strconv.FormatInt(count, 10) || np.Env["SPARK_ENGRAM_DIR"] != "/engram" {
-				t.Errorf("rows %d rank %d: env %v, Tile says %d", rows, rank, np.Env, count)
+			if np.Env["SPARK_ENGRAM_ROWS"] != strconv.FormatInt(rows, 10) || np.Env["SPARK_ENGRAM_DIR"] != "/engram" {
+				t.Errorf("rows %d rank %d: env %v, want the total %d", rows, rank, np.Env, rows)
+			}
+			want := config.RowsFrom{Env: "SPARK_ENGRAM_ROWS", Dst: "/nvme/x", Format: "packed", Layers: []int{0}, Rows: rows, Rank: rank, TP: 3}
+			if len(np.RowsFrom) != 1 || fmt.Sprint(np.RowsFrom[0]) != fmt.Sprint(want) {
+				t.Errorf("rows %d rank %d: rows_from %+v, want %+v", rows, rank, np.RowsFrom, want)
 			}
 		}
 		if len(plan.Warnings) != 0 {

@@ -243,6 +243,13 @@ type Mount struct {
 	// shared_roots (a device socket, a driver directory). Without it such a
 	// source is refused; recipe check lists every host mount.
 	Host bool `mapstructure:"host" json:"host,omitempty"`
+	// Create makes the serve step create Src when it is missing (a JIT
+	// cache the engine fills: nothing stages it, so a fresh node would
+	// otherwise fail with SourceMissing). Src must lie under a node root
+	// (not a shared root, not a host path); it is made beneath the root
+	// without following links, owned by the container's user when the
+	// lane runs as a numeric user, else by the node worker.
+	Create bool `mapstructure:"create" json:"create,omitempty"`
 }
 
 // Hooks run on each node before its containers start.
@@ -282,10 +289,13 @@ type Staging struct {
 	// variable that points the runtime at it (DSV41_PACKED_DIR).
 	Mount  string `mapstructure:"mount" json:"mount,omitempty"`
 	EnvVar string `mapstructure:"env" json:"env,omitempty"`
-	// RowsEnv names the variable the runtime cross-checks the rank's row
-	// count per layer against (SPARK_ENGRAM_ROWS). With Rows (the table's
-	// total rows per layer) set, rendering fills it per rank; otherwise the
-	// serve step fills it from the staged manifest.
+	// RowsEnv names the variable the runtime cross-checks each layer's
+	// table against (SPARK_ENGRAM_ROWS): the table's total rows, one number
+	// per layer, comma-separated in layer order. The serve step fills it on
+	// each node from the staged manifest (sparse-copy) and checks the
+	// rank's staged rows are its tile of those totals; Rows (the total,
+	// every layer alike), when given, is rendered and cross-checked too. A
+	// packed block needs Rows (its files hold only the rank's rows).
 	RowsEnv string `mapstructure:"rows_env" json:"rows_env,omitempty"`
 	Rows    int64  `mapstructure:"rows" json:"rows,omitempty"`
 	// RecordBytes is the size of one record the runtime reads from packed
@@ -324,10 +334,20 @@ type Probe struct {
 	// holds the engine's API key, sent by probe and bench as a bearer
 	// token; the key itself never enters config, plans or history.
 	APIKeyEnv string `mapstructure:"api_key_env" json:"api_key_env,omitempty"`
-	// DecodePromptTokens / DecodeMaxTokens shape the decode probe.
+	// DecodePromptTokens / DecodeMaxTokens shape the decode probe
+	// (temperature 0); unset, the operator's log's shape
+	// (DefaultDecodePromptTokens, DefaultDecodeMaxTokens), so probe numbers
+	// compare with the ones recorded there.
 	DecodePromptTokens int `mapstructure:"decode_prompt_tokens" json:"decode_prompt_tokens,omitempty"`
 	DecodeMaxTokens    int `mapstructure:"decode_max_tokens" json:"decode_max_tokens,omitempty"`
 }
+
+// The decode probe's default shape: the operator's log measured decode
+// with a 487-token prompt and 400 generated tokens at temperature 0.
+const (
+	DefaultDecodePromptTokens = 487
+	DefaultDecodeMaxTokens    = 400
+)
 
 // Smoke is one prompt whose answer must contain Expect.
 type Smoke struct {
@@ -398,6 +418,30 @@ type NodePlan struct {
 	Container ContainerSpec `json:"container"`
 	// PreExec runs in the container before the serve command (mods).
 	PreExec []PreExec `json:"pre_exec,omitempty"`
+	// RowsFrom are the sparse-rows blocks whose rows_env the serve step
+	// fills on the node from what was staged there (the manifest's table
+	// totals, per layer), cross-checked against the rank's tile and the
+	// recipe's rows: the numbers the runtime checks its tables against
+	// cannot drift from the staged data.
+	RowsFrom []RowsFrom `json:"rows_from,omitempty"`
+}
+
+// RowsFrom is one sparse-rows block's row-count variable, filled at serve
+// time from the block's staged dst.
+type RowsFrom struct {
+	// Env is the variable (SPARK_ENGRAM_ROWS); Dst the block's staged dir
+	// on the node (fs_root not applied); Format packed or sparse-copy.
+	Env    string `json:"env"`
+	Dst    string `json:"dst"`
+	Format string `json:"format"`
+	// Layers are the block's layers in order; Rows the recipe's total rows
+	// per layer (0: not given).
+	Layers []int `json:"layers"`
+	Rows   int64 `json:"rows,omitempty"`
+	// Rank and TP are the rank's place in the tensor-parallel world the
+	// rows were tiled for.
+	Rank int `json:"rank"`
+	TP   int `json:"tp"`
 }
 
 // LanePlan is a recipe rendered on its cluster.

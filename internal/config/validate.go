@@ -447,6 +447,9 @@ func validateRecipe(r *Recipe) []error {
 			if s.Rows < 0 {
 				errs = append(errs, recipeErr(r, key+".rows", "must not be negative"))
 			}
+			if s.RowsEnv != "" && s.Rows == 0 && s.Format == "packed" {
+				errs = append(errs, recipeErr(r, key+".rows", "missing: rows_env %s on a packed block needs the table's total rows (packed files hold only each rank's rows, so the serve step cannot read the total from them)", s.RowsEnv))
+			}
 			if s.RecordBytes < 0 {
 				errs = append(errs, recipeErr(r, key+".record_bytes", "must not be negative"))
 			}
@@ -743,7 +746,71 @@ func Check(paths []string) (errs []error, notices []string) {
 			}
 		}
 	}
+	for _, r := range recipes {
+		errs = append(errs, PinErrors(r)...)
+	}
 	return append(errs, flatten(Validate(cfg, recipes))...), notices
+}
+
+// IncompleteDigest is what recipe check says of a pin that is not whole:
+// the operator's log gives some digests only in part (mia's image
+// sha256:3dbc3130…, checkpoint fb2764a5), and a recipe that pads them with
+// zeros would pass every check and pin nothing.
+const IncompleteDigest = "complete this digest"
+
+var (
+	imageDigestRE = regexp.MustCompile(`@sha256:([^\s]*)$`)
+	snapshotRevRE = regexp.MustCompile(`/snapshots/([^/]+)`)
+	fullSHA256RE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	fullCommitRE  = regexp.MustCompile(`^[0-9a-f]{40}$`)
+)
+
+// PinErrors lists, for recipe check, every pin of r that is not whole: an
+// image digest that is not 64 hex digits (or is all zeros), and a model
+// revision (model_revision, [defaults] revision, a staging src's
+// snapshots/REV) that is not a 40-hex commit (or is all zeros), and a repo
+// id or model with "…" in it (the notes' own mark of a cut value). Each
+// error names the file, the key and how to find the full value.
+func PinErrors(r *Recipe) []error {
+	var errs []error
+	zero := func(s string) bool { return strings.Trim(s, "0") == "" }
+	if m := imageDigestRE.FindStringSubmatch(r.Image); m != nil {
+		h := strings.TrimRight(m[1], ".…")
+		switch {
+		case zero(h):
+			errs = append(errs, recipeErr(r, "image", "digest sha256:%s is a zero placeholder: %s (docker image inspect --format '{{index .RepoDigests 0}}' on a node that runs the image)", m[1], IncompleteDigest))
+		case !fullSHA256RE.MatchString(h):
+			errs = append(errs, recipeErr(r, "image", "digest sha256:%s has %d of 64 hex digits: %s (docker image inspect --format '{{index .RepoDigests 0}}' on a node that runs the image)", m[1], len(h), IncompleteDigest))
+		}
+	}
+	rev := func(key, v string) {
+		h := strings.TrimRight(v, ".…")
+		switch {
+		case h == "" || strings.ContainsAny(h, "{}"):
+		case zero(h):
+			errs = append(errs, recipeErr(r, key, "revision %s is a zero placeholder: %s (the 40-hex commit in the repo's refs/main on the NAS)", v, IncompleteDigest))
+		case !fullCommitRE.MatchString(h):
+			errs = append(errs, recipeErr(r, key, "revision %s has %d of 40 hex digits: %s (the 40-hex commit in the repo's refs/main on the NAS)", v, len(h), IncompleteDigest))
+		}
+	}
+	rev("model_revision", r.ModelRevision)
+	if v, ok := r.Defaults["revision"]; ok {
+		rev("defaults.revision", valueString(v))
+	}
+	for i, st := range r.Staging {
+		if m := snapshotRevRE.FindStringSubmatch(st.Src); m != nil {
+			rev(fmt.Sprintf("staging[%d].src", i), m[1])
+		}
+		for j, repo := range st.Repos {
+			if strings.Contains(repo, "…") {
+				errs = append(errs, recipeErr(r, fmt.Sprintf("staging[%d].repos[%d]", i, j), "repo id %q is not whole (\"…\" marks what the notes do not give): complete this: the org/name of the repo on the NAS (models--ORG--NAME), here and in the exports", repo))
+			}
+		}
+	}
+	if strings.Contains(r.Model, "…") {
+		errs = append(errs, recipeErr(r, "model", "model %q is not whole: complete this (the hub id)", r.Model))
+	}
+	return errs
 }
 
 // flatten splits joined errors into one error per line item.

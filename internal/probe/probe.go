@@ -435,10 +435,10 @@ func Prompt(n int) string {
 func DecodeProbe(ctx context.Context, in DecodeInput) (DecodeResult, error) {
 	var res DecodeResult
 	if in.PromptTokens <= 0 {
-		in.PromptTokens = 512
+		in.PromptTokens = config.DefaultDecodePromptTokens
 	}
 	if in.MaxTokens <= 0 {
-		in.MaxTokens = 128
+		in.MaxTokens = config.DefaultDecodeMaxTokens
 	}
 	if in.MaxTokens < 2 {
 		return res, fault.Permanent(fault.InvalidSpec, fmt.Errorf("decode probe max_tokens %d: need at least 2 tokens to measure a decode rate", in.MaxTokens))

@@ -26,6 +26,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/staging"
+	"golang.org/x/sys/unix"
 )
 
 // Labels every sparklane container carries; they are how stop, inspect and
@@ -102,8 +104,14 @@ type RankSpec struct {
 	Roots       []string `json:"roots,omitempty"`
 	SharedRoots []string `json:"shared_roots,omitempty"`
 	// CreateSources lists mount sources StartRank may create when missing
-	// (JIT cache dirs); any other missing source is an error.
+	// (JIT cache dirs, create = true); any other missing source is an
+	// error. Each is made beneath one of Roots (openat2 RESOLVE_BENEATH: no
+	// link followed out of the root), mode 0755.
 	CreateSources []string `json:"create_sources,omitempty"`
+	// CreateOwner is "UID[:GID]" (numeric) the created sources are given:
+	// the container's user, so an engine that does not run as root can
+	// write its cache. Empty: the node worker's user.
+	CreateOwner string `json:"create_owner,omitempty"`
 	// GPUs requests every NVIDIA GPU (real runtimes; false for sim).
 	GPUs        bool              `json:"gpus"`
 	ExtraLabels map[string]string `json:"extra_labels,omitempty"`
@@ -200,14 +208,22 @@ func checkSources(spec RankSpec, name string) error {
 			create[r] = true
 		}
 	}
+	seen := map[string]string{}
+	for _, m := range spec.Mounts {
+		d := filepath.Clean(m.Dst)
+		if prev, dup := seen[d]; dup && m.Dst != "" {
+			return fault.Permanent(fault.InvalidSpec, fmt.Errorf("container %s on node %s: two binds land at %s (from %s and from %s): a recipe [[mounts]] entry duplicates a bind of the staging manifest (a skipped file of an export); remove the recipe's mount", name, spec.Node, d, prev, m.Src))
+		}
+		seen[d] = m.Src
+	}
 	for i, m := range spec.Mounts {
 		if m.Src == "" || m.Dst == "" {
 			return fault.Permanent(fault.InvalidSpec, fmt.Errorf("container %s on node %s: mount %d (%q -> %q) needs both src and dst", name, spec.Node, i, m.Src, m.Dst))
 		}
 		if _, err := os.Stat(m.Src); err != nil {
 			if os.IsNotExist(err) && create[m.Src] {
-				if err := os.MkdirAll(m.Src, 0o755); err != nil {
-					return fmt.Errorf("container %s on node %s: create bind source %s for mount -> %s: %w", name, spec.Node, m.Src, m.Dst, err)
+				if err := createSource(spec, m); err != nil {
+					return fmt.Errorf("container %s on node %s: %w", name, spec.Node, err)
 				}
 				continue
 			}
@@ -218,6 +234,57 @@ func checkSources(spec RankSpec, name string) error {
 		}
 	}
 	return nil
+}
+
+// createSource makes a create = true mount source beneath the node's
+// roots (never through a link out of them) and gives the directories it
+// made to spec.CreateOwner.
+func createSource(spec RankSpec, m config.Mount) error {
+	uid, gid := -1, -1
+	if o := spec.CreateOwner; o != "" {
+		u, g, hasG := strings.Cut(o, ":")
+		var err error
+		if uid, err = strconv.Atoi(u); err != nil || uid < 0 {
+			return fault.Permanent(fault.InvalidSpec, fmt.Errorf("create bind source %s: owner %q is not UID[:GID]", m.Src, o))
+		}
+		gid = uid
+		if hasG {
+			if gid, err = strconv.Atoi(g); err != nil || gid < 0 {
+				return fault.Permanent(fault.InvalidSpec, fmt.Errorf("create bind source %s: owner %q is not UID[:GID]", m.Src, o))
+			}
+		}
+	}
+	// The first missing component: everything from it down is ours to own.
+	first := m.Src
+	for p := filepath.Dir(m.Src); p != filepath.Dir(p); p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		}
+		first = p
+	}
+	dc := staging.NewDirs(spec.Roots)
+	defer dc.Close()
+	if _, err := dc.Dir(m.Src, true); err != nil {
+		if _, ok := fault.TypeOf(err); ok {
+			return fmt.Errorf("create bind source %s for mount -> %s: %w", m.Src, m.Dst, err)
+		}
+		return fault.Permanent(MountRefused, fmt.Errorf("create bind source %s for mount -> %s beneath the node's roots %v: %w", m.Src, m.Dst, spec.Roots, err))
+	}
+	if uid < 0 {
+		return nil
+	}
+	for p := m.Src; ; p = filepath.Dir(p) {
+		d, name, err := dc.Parent(p, false)
+		if err != nil {
+			return fmt.Errorf("create bind source %s: open %s: %w", m.Src, filepath.Dir(p), err)
+		}
+		if err := unix.Fchownat(d.Fd(), name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("create bind source %s: give %s to %s: %w (the node worker needs CAP_CHOWN, or run the lane as the worker's user)", m.Src, p, spec.CreateOwner, err)
+		}
+		if p == first {
+			return nil
+		}
+	}
 }
 
 func containerConfig(spec RankSpec) (*container.Config, *container.HostConfig) {
