@@ -159,3 +159,45 @@ func TestNotEnoughSpaceFailsBeforeWriting(t *testing.T) {
 		}
 	}
 }
+
+// Issue 14 item 7: min_free counts only what a pass must write. Once the
+// rank's share is staged, a verify-only pass passes however little space
+// is free (min_free far beyond the disk here); a pass that must rewrite a
+// block is refused naming what it must write.
+func TestMinFreeVerifyOnlyPassesOnAFullDisk(t *testing.T) {
+	src := t.TempDir()
+	standardCheckpoint(t, src)
+	for _, format := range []string{FormatPacked, FormatSparseCopy} {
+		spec := baseSpec(t, src, format, 1, 2)
+		if _, err := Stage(context.Background(), spec, staging.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		spec.MinFree = 1 << 60
+		res, err := Stage(context.Background(), spec, staging.Options{})
+		if err != nil {
+			t.Fatalf("%s: verify-only pass with min_free beyond the free space: %v", format, err)
+		}
+		if res.CopiedBytes != 0 || res.CopiedFiles != 0 {
+			t.Fatalf("%s: verify-only pass %+v copied something", format, res)
+		}
+		// Lose the first output: now bytes must be written, and they do not fit.
+		ents, _ := os.ReadDir(spec.Dst)
+		var victim string
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".bin") || strings.HasSuffix(e.Name(), ".safetensors") {
+				victim = e.Name()
+				break
+			}
+		}
+		if victim == "" {
+			t.Fatalf("%s: no output in %s", format, spec.Dst)
+		}
+		if err := os.Remove(filepath.Join(spec.Dst, victim)); err != nil {
+			t.Fatal(err)
+		}
+		_, err = Stage(context.Background(), spec, staging.Options{})
+		if typ, _ := fault.TypeOf(err); typ != fault.NoSpace || !strings.Contains(err.Error(), "to write") || !strings.Contains(err.Error(), spec.Dst) {
+			t.Fatalf("%s: after losing %s: %v, want NoSpace naming the bytes to write", format, victim, err)
+		}
+	}
+}
