@@ -34,6 +34,10 @@ type NodeActivities struct {
 	SharedRoots []string
 	HFCacheDir  string
 	Log         *zap.Logger
+	// RDMARoot prefixes /sys/class/infiniband and /dev/infiniband when the
+	// worker detects the node's RDMA devices ("" is /; tests point it at a
+	// fake tree, a double for hardware this machine lacks).
+	RDMARoot string
 
 	mu     sync.Mutex
 	docker serve.Docker
@@ -330,15 +334,57 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 			mounts = append(mounts, config.Mount{Src: a.local(b.Source), Dst: filepath.Join(m.Dst, b.Target), ReadOnly: true})
 		}
 	}
+	env, ctr := a.withRDMA(in.Plan)
 	r, err := serve.StartRank(ctx, d, serve.RankSpec{
 		Lane: in.Lane, Node: a.Node.Name, Rank: in.Plan.Rank, RecipeHash: in.RecipeHash, Image: in.Plan.Image,
 		Argv: in.Plan.Argv, Env: env, Mounts: mounts, GPUs: in.Plan.GPUs,
 		Roots: roots, SharedRoots: a.SharedRoots, CreateSources: create, CreateOwner: owner,
+		Container: ctr, PreExec: in.Plan.PreExec,
 	})
 	if err != nil {
 		return StartRankResult{}, classify(fmt.Errorf("node %s rank %d: %w", a.Node.Name, in.Plan.Rank, err))
 	}
 	return StartRankResult{Node: a.Node.Name, Rank: in.Plan.Rank, ID: r.ID, Name: r.Name, Created: r.Created}, nil
+}
+
+// withRDMA completes a rank's plan with the RDMA devices this node has
+// (/sys/class/infiniband/*, /dev/infiniband): the node's config values win
+// (Node.ApplyDetected keeps them), then the communication env is rendered
+// again and only variables the plan lacks are added, so the recipe's env
+// and the config's hca/ifname win over detection. /dev/infiniband is added
+// when the recipe names no devices of its own.
+func (a *NodeActivities) withRDMA(p config.NodePlan) (map[string]string, config.ContainerSpec) {
+	env := make(map[string]string, len(p.Env))
+	for k, v := range p.Env {
+		env[k] = v
+	}
+	ctr := p.Container
+	det, err := serve.DetectRDMA(a.RDMARoot)
+	if err != nil {
+		if a.Log != nil {
+			a.Log.Warn("RDMA detection failed: the rank gets the config's hca/ifname only", zap.String("node", a.Node.Name), zap.Error(err))
+		}
+		return env, ctr
+	}
+	n := a.Node
+	n.ApplyDetected(det.HCA(), det.IfName(), det.Infiniband)
+	for k, v := range config.CommEnv(&n) {
+		if _, set := env[k]; !set {
+			env[k] = v
+		}
+	}
+	if ctr.DetectRDMA && det.Infiniband {
+		host := filepath.Join(orSlash(a.RDMARoot), config.InfinibandDevice)
+		ctr.Devices = []string{host + ":" + config.InfinibandDevice}
+	}
+	return env, ctr
+}
+
+func orSlash(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return p
 }
 
 // StopLane stops and removes the lane's containers here and looks again.

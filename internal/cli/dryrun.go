@@ -47,7 +47,14 @@ type DryRunNode struct {
 	Argv      []string          `json:"argv"`
 	Env       map[string]string `json:"env"`
 	Mounts    []DryRunMount     `json:"mounts"`
-	Staging   []DryRunBlock     `json:"staging"`
+	// Docker is the container shape as docker run flags; PreExec what runs
+	// in the container before the command (mods).
+	Docker []string `json:"docker"`
+	// DetectRDMA says the node worker adds the RDMA devices and
+	// interfaces it finds there at start.
+	DetectRDMA bool             `json:"detect_rdma,omitempty"`
+	PreExec    []config.PreExec `json:"pre_exec,omitempty"`
+	Staging    []DryRunBlock    `json:"staging"`
 }
 
 // DryRunMount is a bind with its mode (ro|rw).
@@ -127,7 +134,8 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *config.Recipe, 
 	}
 	for _, n := range plan.Nodes {
 		dn := DryRunNode{Node: n.Node, Rank: n.Rank, Head: n.Head, Container: n.ContainerName, Image: n.Image,
-			Command: n.Command, Argv: n.Argv, Env: map[string]string{}, Mounts: []DryRunMount{}, Staging: stagePlans[n.Node]}
+			Command: n.Command, Argv: n.Argv, Env: map[string]string{}, Mounts: []DryRunMount{}, Staging: stagePlans[n.Node],
+			Docker: n.Container.DockerArgs(), DetectRDMA: n.Container.DetectRDMA, PreExec: n.PreExec}
 		if st, ok := states[n.Node]; ok {
 			dn.State, dn.Why, dn.Lanes = st.State, st.Why, st.Lanes
 		} else {
@@ -231,6 +239,7 @@ func printDryRun(a *App, d DryRun) {
 		for _, m := range n.Mounts {
 			fmt.Fprintf(a.Out, "    %s -> %s (%s)\n", m.Src, m.Dst, m.Mode)
 		}
+		printDocker(a, n.Docker, n.DetectRDMA, n.PreExec)
 		for _, b := range n.Staging {
 			if b.Plan == nil {
 				fmt.Fprintf(a.Out, "  staging %s (%s): %s\n", b.Block, b.Kind, b.Error)

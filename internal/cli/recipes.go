@@ -113,6 +113,24 @@ func printPlan(a *App, plan *config.LanePlan) {
 				fmt.Fprintf(a.Out, "    %s -> %s (%s)\n", m.Src, m.Dst, mode)
 			}
 		}
+		printDocker(a, n.Container.DockerArgs(), n.Container.DetectRDMA, n.PreExec)
+	}
+}
+
+// printDocker prints a rank's container shape as docker run flags, and
+// what runs in the container before its command.
+func printDocker(a *App, args []string, detect bool, pre []config.PreExec) {
+	more := ""
+	if detect {
+		more = "  (+ RDMA devices and NCCL/UCX interfaces the node worker detects)"
+	}
+	fmt.Fprintf(a.Out, "  docker: %s%s\n", config.JoinArgs(args), more)
+	for _, p := range pre {
+		if p.Copy != "" {
+			fmt.Fprintf(a.Out, "  pre_exec: copy %s -> %s\n", p.Copy, p.Dest)
+		} else {
+			fmt.Fprintf(a.Out, "  pre_exec: %s\n", p.Run)
+		}
 	}
 }
 

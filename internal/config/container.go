@@ -69,6 +69,10 @@ type ContainerSpec struct {
 	RestartPolicy string   `json:"restart_policy,omitempty"`
 	Labels        []string `json:"labels,omitempty"`
 	Entrypoint    *string  `json:"entrypoint,omitempty"`
+	// DetectRDMA is true when the recipe names no devices: the node
+	// worker then adds /dev/infiniband itself when it finds the device
+	// there (a node the config says nothing about still gets RDMA).
+	DetectRDMA bool `json:"detect_rdma,omitempty"`
 }
 
 // PreExec is one pre_exec entry: a shell command run in the container
@@ -144,6 +148,12 @@ func containerSpec(r *Recipe, n *Node) (ContainerSpec, error) {
 		}
 	}
 	uls := DefaultUlimits
+	if r.Runtime == "sim" {
+		// engine-sim does no NCCL: it needs no locked memory, and a
+		// dockerd not allowed to raise memlock (a CI runner) could not
+		// start it.
+		uls = nil
+	}
 	if e.Ulimit != nil {
 		uls = e.Ulimit
 	}
@@ -156,8 +166,11 @@ func containerSpec(r *Recipe, n *Node) (ContainerSpec, error) {
 	}
 	if e.Devices != nil {
 		c.Devices = e.Devices
-	} else if n.Infiniband || n.HCA != "" {
-		c.Devices = []string{InfinibandDevice}
+	} else {
+		c.DetectRDMA = true
+		if n.Infiniband || n.HCA != "" {
+			c.Devices = []string{InfinibandDevice}
+		}
 	}
 	return c, nil
 }
@@ -184,6 +197,10 @@ func parseUlimit(s string) (Ulimit, error) {
 // CommEnvKeys are the per-node communication variables rendered from a
 // node's hca/ifname, in the order they are documented.
 var CommEnvKeys = []string{"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "NCCL_IB_HCA", "UCX_NET_DEVICES", "NCCL_CUMEM_ENABLE"}
+
+// CommEnv is commEnv for the node worker, which renders it again from the
+// devices it detects (Node.ApplyDetected) and adds what the plan lacks.
+func CommEnv(n *Node) map[string]string { return commEnv(n) }
 
 // commEnv is the per-node communication env of n: the engines find the
 // RoCE interfaces by these names, or fall back to TCP on the wrong one.
@@ -279,4 +296,60 @@ func (n *Node) ApplyDetected(hca, ifname string, infiniband bool) {
 		n.IfName = ifname
 	}
 	n.Infiniband = n.Infiniband || infiniband
+}
+
+// DockerArgs is the container shape as `docker run` flags (what --dry-run
+// and `recipe render` show, and what an operator would type by hand).
+// Devices the node worker adds when it detects RDMA are not known yet and
+// are said so by DetectRDMA.
+func (c ContainerSpec) DockerArgs() []string {
+	var out []string
+	if c.GPUs != "" {
+		out = append(out, "--gpus", c.GPUs)
+	}
+	out = append(out, "--network", pickStr(c.Network, DefaultNetwork), "--ipc", pickStr(c.IPC, DefaultIPC))
+	if c.ShmSize != "" {
+		out = append(out, "--shm-size", c.ShmSize)
+	}
+	if c.Privileged {
+		out = append(out, "--privileged")
+	}
+	for _, s := range c.SecurityOpt {
+		out = append(out, "--security-opt", s)
+	}
+	for _, s := range c.CapAdd {
+		out = append(out, "--cap-add", s)
+	}
+	for _, u := range c.Ulimits {
+		v := strconv.FormatInt(u.Soft, 10)
+		if u.Hard != u.Soft {
+			v += ":" + strconv.FormatInt(u.Hard, 10)
+		} else if u.Soft == -1 {
+			v = "-1:-1"
+		}
+		out = append(out, "--ulimit", u.Name+"="+v)
+	}
+	for _, d := range c.Devices {
+		out = append(out, "--device", d)
+	}
+	if c.User != "" {
+		out = append(out, "--user", c.User)
+	}
+	if c.MemoryBytes > 0 {
+		out = append(out, "--memory", strconv.FormatInt(c.MemoryBytes, 10))
+	}
+	if c.Entrypoint != nil {
+		out = append(out, "--entrypoint", *c.Entrypoint)
+	}
+	for _, l := range c.Labels {
+		out = append(out, "--label", l)
+	}
+	return out
+}
+
+func pickStr(v, def string) string {
+	if v != "" {
+		return v
+	}
+	return def
 }

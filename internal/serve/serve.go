@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -51,6 +49,7 @@ type Docker interface {
 	ContainerStop(ctx context.Context, containerID string, options container.StopOptions) error
 	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
 	ContainerLogs(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
+	CopyToContainer(ctx context.Context, containerID, dstPath string, content io.Reader, options container.CopyToContainerOptions) error
 }
 
 var _ Docker = (*client.Client)(nil)
@@ -73,7 +72,7 @@ func EnsureImage(ctx context.Context, d Docker, image, node string) (ImageInfo, 
 	ins, err := d.ImageInspect(ctx, image)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return ImageInfo{}, fault.Permanent(fault.ImageMissing, fmt.Errorf("image %s missing on node %s: build or load it there (docker load / the demo builds sparklane/engine-sim)", image, node))
+			return ImageInfo{}, fault.Permanent(fault.ImageMissing, fmt.Errorf("image %s missing on node %s: build or load it on that node (docker save %s | ssh NODE docker load; the demo builds sparklane/engine-sim)", image, node, image))
 		}
 		return ImageInfo{}, fmt.Errorf("inspect image %s on node %s: %w", image, node, err)
 	}
@@ -115,6 +114,15 @@ type RankSpec struct {
 	// GPUs requests every NVIDIA GPU (real runtimes; false for sim).
 	GPUs        bool              `json:"gpus"`
 	ExtraLabels map[string]string `json:"extra_labels,omitempty"`
+	// Container is the rendered container shape (network, IPC, shm,
+	// ulimits, devices, user, security options); its zero value is the
+	// shape plans rendered before it existed had: host network and IPC.
+	Container config.ContainerSpec `json:"container"`
+	// PreExec runs in the container before Argv: copies (a mod's
+	// directory) go in between create and start, shell commands run
+	// first and the serve command is exec'd after them, so the engine is
+	// still the container's main process.
+	PreExec []config.PreExec `json:"pre_exec,omitempty"`
 }
 
 // RankStarted says which container serves the rank and whether this call
@@ -173,7 +181,10 @@ func StartRank(ctx context.Context, d Docker, spec RankSpec) (RankStarted, error
 		case !cerrdefs.IsNotFound(err):
 			return RankStarted{}, fmt.Errorf("node %s: inspect container %s: %w", spec.Node, name, err)
 		}
-		cfg, hc := containerConfig(spec)
+		cfg, hc, err := containerConfig(ctx, d, spec)
+		if err != nil {
+			return RankStarted{}, err
+		}
 		created, err := d.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 		if err != nil {
 			if cerrdefs.IsConflict(err) && attempt < 10 {
@@ -191,8 +202,15 @@ func StartRank(ctx context.Context, d Docker, spec RankSpec) (RankStarted, error
 			}
 			return RankStarted{}, fmt.Errorf("node %s: create container %s: %w", spec.Node, name, err)
 		}
+		if err := copyPreExec(ctx, d, created.ID, spec); err != nil {
+			_ = d.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true})
+			return RankStarted{}, err
+		}
 		if err := d.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 			_ = d.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true})
+			if strings.Contains(err.Error(), "rlimit") {
+				return RankStarted{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: start container %s: its Docker cannot grant the ulimits %v (memlock=-1 needs a dockerd allowed to raise it: LimitMEMLOCK=infinity in its unit): fix the node, or set executor_config.ulimit in the recipe: %w", spec.Node, name, spec.Container.Ulimits, err))
+			}
 			return RankStarted{}, fmt.Errorf("node %s: start container %s (%s): %w", spec.Node, name, strings.Join(spec.Argv, " "), err)
 		}
 		return RankStarted{ID: created.ID, Name: name, Created: true}, nil
@@ -285,35 +303,6 @@ func createSource(spec RankSpec, m config.Mount) error {
 			return nil
 		}
 	}
-}
-
-func containerConfig(spec RankSpec) (*container.Config, *container.HostConfig) {
-	labels := map[string]string{}
-	for k, v := range spec.ExtraLabels {
-		labels[k] = v
-	}
-	labels[LabelLane] = spec.Lane
-	labels[LabelNode] = spec.Node
-	labels[LabelRank] = strconv.Itoa(spec.Rank)
-	labels[LabelRecipeHash] = spec.RecipeHash
-	env := make([]string, 0, len(spec.Env))
-	for k, v := range spec.Env {
-		env = append(env, k+"="+v)
-	}
-	sort.Strings(env)
-	cfg := &container.Config{Image: spec.Image, Cmd: spec.Argv, Env: env, Labels: labels}
-	hc := &container.HostConfig{
-		NetworkMode:   "host",
-		IpcMode:       "host",
-		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
-	}
-	for _, m := range spec.Mounts {
-		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Src, Target: m.Dst, ReadOnly: m.ReadOnly})
-	}
-	if spec.GPUs {
-		hc.DeviceRequests = []container.DeviceRequest{{Driver: "nvidia", Count: -1, Capabilities: [][]string{{"gpu"}}}}
-	}
-	return cfg, hc
 }
 
 func laneFilter(lane string) container.ListOptions {

@@ -8,6 +8,10 @@
 //	ignoreterm     ignore SIGTERM from now on
 //	sleep          sleep until signalled (SIGTERM exits 0 unless ignored)
 //	exit:CODE      exit with CODE
+//	ids            print "uid=U gid=G"
+//	ls:DIR         print each entry of DIR as "ls NAME char|dir|file"
+//	limits         print /proc/self/limits' locked-memory and stack lines
+//	cat:PATH       print the file at PATH
 package main
 
 import (
@@ -55,6 +59,38 @@ func main() {
 			<-ch
 			fmt.Println("got signal, exiting")
 			os.Exit(0)
+		case "ids":
+			fmt.Printf("uid=%d gid=%d\n", os.Getuid(), os.Getgid())
+		case "ls":
+			ents, err := os.ReadDir(arg)
+			if err != nil {
+				fmt.Println("ls failed:", err)
+				os.Exit(3)
+			}
+			for _, e := range ents {
+				kind := "file"
+				switch {
+				case e.Type()&os.ModeCharDevice != 0:
+					kind = "char"
+				case e.IsDir():
+					kind = "dir"
+				}
+				fmt.Println("ls", e.Name(), kind)
+			}
+		case "limits":
+			b, _ := os.ReadFile("/proc/self/limits")
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "Max locked memory") || strings.HasPrefix(l, "Max stack size") {
+					fmt.Println(strings.Join(strings.Fields(l), " "))
+				}
+			}
+		case "cat":
+			b, err := os.ReadFile(arg)
+			if err != nil {
+				fmt.Println("cat failed:", err)
+				os.Exit(3)
+			}
+			fmt.Print(string(b))
 		case "exit":
 			code, _ := strconv.Atoi(arg)
 			os.Exit(code)
