@@ -116,14 +116,21 @@ func (a *ControlActivities) nodeDocker(ctx context.Context, name string) (serve.
 // ResolveLane reads a lane's recipe from recipes_dir and renders it (for
 // rollback to a previous lane, and for schedules that name lanes).
 func (a *ControlActivities) ResolveLane(ctx context.Context, in ResolveLaneInput) (ResolveLaneResult, error) {
-	recipes, warnings, err := config.LoadRecipeDir(a.Config.RecipesDir, a.Config.File)
+	// recipes_dir and recipes_dirs, as the CLI reads them: a broken recipe
+	// elsewhere does not stop this lane from resolving.
+	set, err := config.LoadRecipeSet(a.Config, a.Config.File)
 	if err != nil {
 		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
 	}
-	for _, w := range warnings {
-		a.Log.Warn("recipes_dir: skipped", zap.String("why", w))
+	for _, w := range set.Warnings {
+		a.Log.Warn("recipes: skipped", zap.String("why", w))
 	}
-	r, err := config.Resolve(recipes, in.Lane)
+	r, err := config.Resolve(set.Recipes, in.Lane)
+	if err != nil {
+		if b := set.BrokenFor(in.Lane); b != nil {
+			err = fmt.Errorf("lane %s: recipe %s is broken: %s", in.Lane, b.File, b.Error)
+		}
+	}
 	if err != nil {
 		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
 	}

@@ -21,6 +21,7 @@ type cutoverFlags struct {
 	noRollback, dryRun bool
 	powerOn            bool
 	overrides          []string
+	cluster            string
 }
 
 func (a *App) cutoverCmd() *cobra.Command {
@@ -30,7 +31,7 @@ func (a *App) cutoverCmd() *cobra.Command {
 		Short: "switch the lane's cluster to it: stage → verify → serve → probe → bench, rolling back on failure",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			cfg, r, plan, err := a.lane(f.lane, f.overrides)
+			cfg, r, plan, err := a.laneOn(f.lane, f.cluster, f.overrides)
 			if err != nil {
 				return err
 			}
@@ -46,6 +47,7 @@ func (a *App) cutoverCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&f.lane, "lane", "", "lane name or alias")
 	cmd.Flags().StringVar(&f.stage, "stage", "auto", "auto | skip | force")
+	cmd.Flags().StringVar(&f.cluster, "cluster", "", "run on this cluster (a recipe without one, e.g. every sparkrun recipe, else runs on default_cluster)")
 	cmd.Flags().BoolVar(&f.noWait, "no-wait", false, "start the cutover and return its workflow ID (it runs every step; follow it in the UI)")
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "bench the lane once it answers and write a report")
 	cmd.Flags().StringVar(&f.label, "label", "", "report label for --bench")

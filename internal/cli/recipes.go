@@ -12,16 +12,24 @@ import (
 func (a *App) lanesCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "lanes",
-		Short: "list lanes: name, aliases, cluster, runtime, staging blocks",
+		Short: "list lanes: name, aliases, cluster, runtime, staging blocks; broken recipes with their error",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, rs, err := a.recipes()
+			_, set, err := a.recipeSet()
 			if err != nil {
 				return err
 			}
 			if a.JSON {
-				return a.printJSON(rs)
+				out := map[string]any{"lanes": set.Recipes, "broken": set.Broken}
+				if set.Broken == nil {
+					out["broken"] = []config.BrokenRecipe{}
+				}
+				return a.printJSON(out)
 			}
-			table(a.Out, []string{"LANE", "ALIASES", "CLUSTER", "RUNTIME", "STAGING"}, config.FormatLanes(rs))
+			rows := config.FormatLanes(set.Recipes)
+			for _, b := range set.Broken {
+				rows = append(rows, []string{"BROKEN " + b.File, "-", "-", "-", firstLine(b.Error)})
+			}
+			table(a.Out, []string{"LANE", "ALIASES", "CLUSTER", "RUNTIME", "STAGING"}, rows)
 			return nil
 		},
 	}
@@ -30,11 +38,25 @@ func (a *App) lanesCmd() *cobra.Command {
 func (a *App) recipeCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "recipe", Short: "check and render recipes"}
 	check := &cobra.Command{
-		Use:   "check FILE...",
-		Short: "check recipe files; exit 1 listing every error",
-		Args:  cobra.MinimumNArgs(1),
+		Use:   "check [FILE...]",
+		Short: "check recipe files (without FILE: every recipe of recipes_dir and recipes_dirs); exit 1 listing every error",
 		RunE: func(cmd *cobra.Command, files []string) error {
-			errs, notices := config.Check(files)
+			var errs []error
+			var notices []string
+			if len(files) == 0 {
+				_, set, err := a.recipeSet()
+				if err != nil {
+					return err
+				}
+				for _, b := range set.Broken {
+					errs = append(errs, fmt.Errorf("broken: %s", b.Error))
+				}
+				for _, r := range set.Recipes {
+					files = append(files, r.File)
+				}
+			} else {
+				errs, notices = config.Check(files)
+			}
 			if a.JSON {
 				msgs := []string{}
 				for _, e := range errs {
@@ -63,13 +85,13 @@ func (a *App) recipeCmd() *cobra.Command {
 			return nil
 		},
 	}
-	var lane string
+	var lane, onCluster string
 	var overrides []string
 	render := &cobra.Command{
-		Use:   "render --lane L",
+		Use:   "render --lane L [--cluster C]",
 		Short: "print each node's rendered command, env and mounts",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, _, plan, err := a.lane(lane, overrides)
+			_, _, plan, err := a.laneOn(lane, onCluster, overrides)
 			if err != nil {
 				return err
 			}
@@ -81,6 +103,7 @@ func (a *App) recipeCmd() *cobra.Command {
 		},
 	}
 	render.Flags().StringVar(&lane, "lane", "", "lane name or alias")
+	render.Flags().StringVar(&onCluster, "cluster", "", "run on this cluster (a recipe without one, e.g. every sparkrun recipe, else runs on default_cluster)")
 	render.Flags().StringArrayVarP(&overrides, "override", "o", nil, "key=value override of a recipe default (repeatable)")
 	cmd.AddCommand(check, render)
 	return cmd

@@ -34,6 +34,8 @@ type App struct {
 	LogLevel   string
 
 	cfg *config.Config
+	// set is the recipe set, loaded and validated on first use.
+	set *config.RecipeSet
 	// viper reads the fleet config: --config bound to its "config" key,
 	// SPARKLANE_* env, the file, defaults (config.NewViper).
 	viper *viper.Viper
@@ -279,43 +281,88 @@ func (a *App) config() (*config.Config, error) {
 
 // recipes loads and validates every recipe against the config.
 func (a *App) recipes() (*config.Config, []*config.Recipe, error) {
+	cfg, set, err := a.recipeSet()
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, set.Recipes, nil
+}
+
+// recipeSet loads recipes_dir and recipes_dirs once and validates them: a
+// broken recipe is listed (a warning on stderr, a row in `lanes`) and
+// every other lane keeps working. Only a broken fleet config, or recipes
+// clashing with each other, fail every command.
+func (a *App) recipeSet() (*config.Config, *config.RecipeSet, error) {
 	cfg, err := a.config()
 	if err != nil {
 		return nil, nil, err
 	}
-	rs, warnings, err := config.LoadRecipeDir(cfg.RecipesDir, cfg.File)
-	for _, w := range warnings {
+	if a.set != nil {
+		return cfg, a.set, nil
+	}
+	set, err := config.LoadRecipeSet(cfg, cfg.File)
+	for _, w := range set.Warnings {
 		fmt.Fprintln(a.Err, "warning:", w)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := config.Validate(cfg, rs); err != nil {
+	if err := set.Validate(cfg); err != nil {
 		return nil, nil, err
 	}
-	return cfg, rs, nil
+	for _, b := range set.Broken {
+		fmt.Fprintf(a.Err, "warning: broken recipe %s (other lanes are not affected): %s\n", b.File, firstLine(b.Error))
+	}
+	a.set = set
+	return cfg, set, nil
 }
 
-// lane resolves --lane and renders it with -o overrides.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}
+
+// lane resolves --lane and renders it with -o overrides on the recipe's
+// cluster (or default_cluster).
 func (a *App) lane(name string, overrides []string) (*config.Config, *config.Recipe, *config.LanePlan, error) {
+	return a.laneOn(name, "", overrides)
+}
+
+// laneOn is lane on the cluster --cluster names ("" = the recipe's, else
+// default_cluster). The recipe returned carries the cluster it was
+// rendered on, so workflow IDs (cutover/CLUSTER) name it.
+func (a *App) laneOn(name, cluster string, overrides []string) (*config.Config, *config.Recipe, *config.LanePlan, error) {
 	if name == "" {
 		return nil, nil, nil, fmt.Errorf("--lane is required (see: starter lanes)")
 	}
-	cfg, rs, err := a.recipes()
+	cfg, set, err := a.recipeSet()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	r, err := config.Resolve(rs, name)
+	if cluster != "" && cfg.Cluster(cluster) == nil {
+		return nil, nil, nil, fmt.Errorf("--cluster %s: no such cluster in %s (see [[clusters]])", cluster, cfg.File)
+	}
+	r, err := config.Resolve(set.Recipes, name)
 	if err != nil {
+		if b := set.BrokenFor(name); b != nil {
+			return nil, nil, nil, fmt.Errorf("lane %s: recipe %s is broken: %s", name, b.File, b.Error)
+		}
 		return nil, nil, nil, err
 	}
 	ov, err := parseOverrides(overrides)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	plan, err := config.Render(cfg, r, ov)
+	plan, err := config.RenderOn(cfg, r, cluster, ov)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if plan.Cluster != r.Cluster {
+		cp := *r
+		cp.Cluster = plan.Cluster
+		r = &cp
 	}
 	return cfg, r, plan, nil
 }

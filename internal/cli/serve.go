@@ -13,7 +13,7 @@ import (
 )
 
 func (a *App) upCmd() *cobra.Command {
-	var lane string
+	var lane, onCluster string
 	var noWait, dryRun, force bool
 	var overrides []string
 	cmd := &cobra.Command{
@@ -21,7 +21,7 @@ func (a *App) upCmd() *cobra.Command {
 		Short: "serve a lane on its nodes (hooks, containers) and probe it; no staging",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			cfg, r, plan, err := a.lane(lane, overrides)
+			cfg, r, plan, err := a.laneOn(lane, onCluster, overrides)
 			if err != nil {
 				return err
 			}
@@ -45,6 +45,7 @@ func (a *App) upCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the containers started")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print every node's command, env and mounts; start nothing")
 	cmd.Flags().BoolVar(&force, "force", false, "start even on nodes another lane holds (both then share the GPU)")
+	cmd.Flags().StringVar(&onCluster, "cluster", "", "run on this cluster (a recipe without one, e.g. every sparkrun recipe, else runs on default_cluster)")
 	cmd.Flags().StringArrayVarP(&overrides, "override", "o", nil, "key=value override (repeatable)")
 	return cmd
 }

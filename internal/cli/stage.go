@@ -16,12 +16,13 @@ func (a *App) stageCmd() *cobra.Command {
 	var lane, only, mode string
 	var dryRun, verify bool
 	var overrides []string
+	var onCluster string
 	cmd := &cobra.Command{
-		Use:   "stage --lane L [--node N] [--dry-run] [--stage=auto|force]",
+		Use:   "stage --lane L [--cluster C] [--node N] [--dry-run] [--stage=auto|force]",
 		Short: "stage a lane's [[staging]] blocks onto its nodes (resumable, verified)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			_, r, plan, err := a.lane(lane, overrides)
+			_, r, plan, err := a.laneOn(lane, onCluster, overrides)
 			if err != nil {
 				return err
 			}
@@ -55,6 +56,7 @@ func (a *App) stageCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
 	cmd.Flags().StringVar(&only, "node", "", "stage only this node")
+	cmd.Flags().StringVar(&onCluster, "cluster", "", "run on this cluster (a recipe without one, e.g. every sparkrun recipe, else runs on default_cluster)")
 	cmd.Flags().StringVar(&mode, "stage", "auto", "auto (copy what the ledger does not vouch for) | force (re-check every file against the source)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan (files, bytes, links, skipped, adopted); write nothing")
 	cmd.Flags().BoolVar(&verify, "verify", true, "verify (ledger, verify-only) after staging")

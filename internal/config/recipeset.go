@@ -246,3 +246,45 @@ func ResolveRecipeRef(cfg *Config, ref string) (*Recipe, error) {
 	}
 	return bad("%s: %d recipes are named %s under registry %s (%s): name the file instead", ref, len(hits), name, reg, strings.Join(hits, ", "))
 }
+
+// Validate checks the set against the fleet config without letting one
+// bad recipe stop the others: a recipe that fails on its own (a bad key,
+// an unknown cluster, a placeholder that does not render) moves to Broken
+// with its errors. The error is for what breaks every lane: the config
+// itself, or recipes that clash with each other (a name or alias taken
+// twice).
+func (s *RecipeSet) Validate(cfg *Config) error {
+	if err := Validate(cfg, s.Recipes); err == nil {
+		return nil
+	}
+	if err := Validate(cfg, nil); err != nil {
+		return err
+	}
+	var ok []*Recipe
+	for _, r := range s.Recipes {
+		if err := Validate(nil, []*Recipe{r}); err != nil {
+			s.Broken = append(s.Broken, broken(r.File, err))
+			continue
+		}
+		if err := Validate(cfg, []*Recipe{r}); err != nil {
+			s.Broken = append(s.Broken, broken(r.File, err))
+			continue
+		}
+		ok = append(ok, r)
+	}
+	s.Recipes = ok
+	sort.Slice(s.Broken, func(i, j int) bool { return s.Broken[i].File < s.Broken[j].File })
+	return Validate(cfg, s.Recipes)
+}
+
+// BrokenFor returns the broken recipe a lane name most likely means (its
+// file is LANE.yaml / LANE.toml), so `--lane X` on a broken recipe says
+// why it is broken instead of "unknown lane".
+func (s *RecipeSet) BrokenFor(lane string) *BrokenRecipe {
+	for i, b := range s.Broken {
+		if baseName(b.File) == lane {
+			return &s.Broken[i]
+		}
+	}
+	return nil
+}
