@@ -56,6 +56,8 @@ type fakeFleet struct {
 	readyCalls int
 	// Power.
 	shutdownErr, unreachErr, relayOffErr error
+	// powerErrs fails one power step of one target: "PowerShutdown sw1".
+	powerErrs map[string]error
 	// gone: node -> how many more of its EnsureImage/StartRank/StopLane
 	// calls find no worker (pickup timeout); polls counts NodePolling
 	// questions per node.
@@ -200,6 +202,9 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 	powerStep := func(name string, errp *error) func(context.Context, activities.PowerStepInput) (activities.PowerStepResult, error) {
 		return func(ctx context.Context, in activities.PowerStepInput) (activities.PowerStepResult, error) {
 			f.record(ctx, name+" "+in.Target)
+			if err := f.powerErrs[name+" "+in.Target]; err != nil {
+				return activities.PowerStepResult{}, err
+			}
 			if *errp != nil {
 				return activities.PowerStepResult{}, *errp
 			}

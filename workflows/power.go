@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -26,6 +27,19 @@ type PowerInput struct {
 	Force bool `json:"force,omitempty"`
 	// WaitBound caps waiting for a target to go down or come up.
 	WaitBound time.Duration `json:"wait_bound,omitempty"`
+	// Gear is network gear (switches) to power off after the targets,
+	// never before the nodes behind it: each goes off only once every
+	// node behind it is off — a target of this run that reached off, or
+	// another node that no longer answers. Gear steps (API shutdown, wait,
+	// relay) only warn: the nodes are already down safely.
+	Gear []PowerGear `json:"gear,omitempty"`
+}
+
+// PowerGear is one piece of network gear and the nodes behind it
+// ([[devices]] behind).
+type PowerGear struct {
+	Name   string   `json:"name"`
+	Behind []string `json:"behind,omitempty"`
 }
 
 // PowerTargetResult is one target's outcome.
@@ -127,8 +141,93 @@ func Power(ctx workflow.Context, in PowerInput) (PowerResult, error) {
 		})
 	}
 	wg.Wait(ctx)
+	if in.Action == PowerOff && len(in.Gear) > 0 {
+		if workflow.GetVersion(ctx, versionPowerGearLast, workflow.DefaultVersion, 1) == 1 {
+			res.Targets = append(res.Targets, powerOffGear(ctx, t, in, res.Targets, bound)...)
+		}
+	}
 	if failed > 0 {
 		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("power %s: %d of %d targets failed", in.Action, failed, len(in.Targets)), "PowerFailed", nil, res)
 	}
 	return res, nil
+}
+
+// powerOffGear switches network gear off after the nodes (all targets have
+// ended): gear with a node behind it that is not off is left on, said so;
+// the rest in parallel, API shutdown → wait until unreachable → relay off,
+// every failure a warning.
+func powerOffGear(ctx workflow.Context, t *tracker, in PowerInput, nodes []PowerTargetResult, bound time.Duration) []PowerTargetResult {
+	state := map[string]string{}
+	for _, r := range nodes {
+		state[r.Target] = r.State
+	}
+	once := controlOpts(ctx, 2*time.Minute, 0, 1)
+	retry := controlOpts(ctx, 2*time.Minute, 0, 3)
+	wait := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: ControlQueue, StartToCloseTimeout: bound + time.Minute, HeartbeatTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	// A node behind the gear that this run did not power off must already
+	// be down: asked once, briefly.
+	check := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: ControlQueue, StartToCloseTimeout: 2 * time.Minute, HeartbeatTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	out := make([]PowerTargetResult, len(in.Gear))
+	wg := workflow.NewWaitGroup(ctx)
+	for i, g := range in.Gear {
+		i, g := i, g
+		wg.Add(1)
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			defer wg.Done()
+			r := &out[i]
+			r.Target = g.Name
+			step := func(actx workflow.Context, label, target string, fn any, stepIn activities.PowerStepInput) (activities.PowerStepResult, error) {
+				k := t.start(label, target)
+				var sr activities.PowerStepResult
+				err := workflow.ExecuteActivity(actx, fn, stepIn).Get(gctx, &sr)
+				t.end(k, sr.Detail, err)
+				return sr, err
+			}
+			var up []string
+			for _, n := range g.Behind {
+				st, ours := state[n]
+				switch {
+				case ours && st == NodeOff:
+				case ours:
+					up = append(up, n+" ("+st+")")
+				default:
+					if _, err := step(check, "check down", n, ca.PowerWaitUnreachable, activities.PowerStepInput{Target: n, Bound: 15 * time.Second}); err != nil {
+						up = append(up, n+" (still answers)")
+					}
+				}
+			}
+			if len(up) > 0 {
+				r.State = "on"
+				r.Warnings = append(r.Warnings, fmt.Sprintf("left on: nodes behind it are not off: %s — switching it off first would cut them off mid-shutdown", strings.Join(up, ", ")))
+				return
+			}
+			in1 := activities.PowerStepInput{Target: g.Name, Bound: bound}
+			if sr, err := step(once, "shutdown", g.Name, ca.PowerShutdown, in1); err != nil {
+				r.Warnings = append(r.Warnings, "API shutdown failed: "+errMessage(err)+" — its relay is cut anyway")
+			} else {
+				r.Steps = append(r.Steps, sr)
+				if !sr.Skipped {
+					if sr, err := step(wait, "wait unreachable", g.Name, ca.PowerWaitUnreachable, in1); err != nil {
+						r.Warnings = append(r.Warnings, "still answers after its shutdown: "+errMessage(err)+" — its relay is cut anyway")
+					} else {
+						r.Steps = append(r.Steps, sr)
+					}
+				}
+			}
+			if sr, err := step(retry, "relay off", g.Name, ca.PowerRelayOff, in1); err != nil {
+				r.Warnings = append(r.Warnings, "relay off failed: "+errMessage(err)+" — it stays powered")
+			} else {
+				r.Steps = append(r.Steps, sr)
+			}
+			r.State = NodeOff
+		})
+	}
+	wg.Wait(ctx)
+	return out
 }

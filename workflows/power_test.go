@@ -99,3 +99,71 @@ func TestPowerRejectsUnknownAction(t *testing.T) {
 		t.Errorf("an invalid action ran activities: %v", calls)
 	}
 }
+
+// TestPowerOffGearAfterTheNodesBehindIt: network gear goes off only after
+// every node behind it is off — the nodes' whole sequence first, then the
+// switch's API shutdown, wait and relay.
+func TestPowerOffGearAfterTheNodesBehindIt(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.ExecuteWorkflow(Power, PowerInput{Action: PowerOff, Targets: []string{"a", "b"}, Gear: []PowerGear{{Name: "sw", Behind: []string{"a", "b"}}}})
+	res, err := powerResult(t, f)
+	if err != nil {
+		t.Fatalf("power off: %v", err)
+	}
+	if len(res.Targets) != 3 || res.Targets[2].Target != "sw" || res.Targets[2].State != NodeOff || len(res.Targets[2].Steps) != 3 || len(res.Targets[2].Warnings) != 0 {
+		t.Fatalf("targets %+v, want a, b, then sw off after 3 steps", res.Targets)
+	}
+	f.expectPhases(
+		[]string{"PowerShutdown a", "PowerShutdown b"}, []string{"PowerWaitUnreachable a", "PowerWaitUnreachable b"}, []string{"PowerRelayOff a", "PowerRelayOff b"},
+		[]string{"PowerShutdown sw"}, []string{"PowerWaitUnreachable sw"}, []string{"PowerRelayOff sw"})
+}
+
+// TestPowerOffGearStaysOnWhileANodeBehindItIsUp: a node behind the switch
+// that failed to go off, or that is not in this run and still answers,
+// keeps the switch on, with a warning naming it; the run fails only for
+// the node.
+func TestPowerOffGearStaysOnWhileANodeBehindItIsUp(t *testing.T) {
+	f := newFakeFleet(t)
+	f.powerErrs = map[string]error{"PowerShutdown b": newAppErr("ssh b: connection refused", "Permanent"), "PowerWaitUnreachable c": newAppErr("c still answers", "Permanent")}
+	f.env.ExecuteWorkflow(Power, PowerInput{Action: PowerOff, Targets: []string{"a", "b"}, Gear: []PowerGear{
+		{Name: "sw1", Behind: []string{"a", "b"}}, {Name: "sw2", Behind: []string{"a", "c"}}, {Name: "sw3", Behind: []string{"a", "d"}}}})
+	res, err := powerResult(t, f)
+	if err == nil {
+		t.Fatal("a node that failed to go off must fail the run")
+	}
+	byName := map[string]PowerTargetResult{}
+	for _, r := range res.Targets {
+		byName[r.Target] = r
+	}
+	if r := byName["sw1"]; r.State != "on" || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "left on: nodes behind it are not off: b (unknown)") {
+		t.Errorf("sw1 %+v, want on, naming b", r)
+	}
+	if r := byName["sw2"]; r.State != "on" || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "c (still answers)") {
+		t.Errorf("sw2 %+v, want on, naming c", r)
+	}
+	if r := byName["sw3"]; r.State != NodeOff || r.Error != "" {
+		t.Errorf("sw3 %+v: d is down, so it goes off", r)
+	}
+	for _, sw := range []string{"sw1", "sw2"} {
+		if n := f.count("PowerShutdown "+sw) + f.count("PowerRelayOff "+sw); n != 0 {
+			t.Errorf("%s: %d power calls, want none while a node behind it is up", sw, n)
+		}
+	}
+}
+
+// TestPowerOffGearFailuresOnlyWarn: the switch's API shutdown and relay
+// failing are warnings (its relay is still tried); the run succeeds.
+func TestPowerOffGearFailuresOnlyWarn(t *testing.T) {
+	f := newFakeFleet(t)
+	f.powerErrs = map[string]error{"PowerShutdown sw": newAppErr("routeros: login refused", "Permanent"), "PowerRelayOff sw": newAppErr("home assistant: switch.sw unavailable", "Permanent")}
+	f.env.ExecuteWorkflow(Power, PowerInput{Action: PowerOff, Targets: []string{"a"}, Gear: []PowerGear{{Name: "sw", Behind: []string{"a"}}}})
+	res, err := powerResult(t, f)
+	if err != nil {
+		t.Fatalf("gear failures must not fail the run: %v", err)
+	}
+	r := res.Targets[1]
+	w := strings.Join(r.Warnings, "\n")
+	if r.Target != "sw" || len(r.Warnings) != 2 || !strings.Contains(w, "API shutdown failed: routeros: login refused") || !strings.Contains(w, "relay off failed: home assistant: switch.sw unavailable") {
+		t.Errorf("sw %+v", r)
+	}
+}

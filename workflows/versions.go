@@ -42,6 +42,10 @@ const (
 	// lane on any probed fleet node was.
 	versionPreviousOwnNodes = "cutover-previous-own-nodes"
 
+	// versionPowerGearLast: power off with network gear switches the gear
+	// off after the nodes, once every node behind it is off (warn-only).
+	versionPowerGearLast = "power-gear-last"
+
 	// versionStartAllRanks: serveLane waits for every rank's start before
 	// it returns a failed start, so the cleanup stop cannot race a create.
 	versionStartAllRanks = "serve-start-all-ranks"

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -23,7 +25,7 @@ func (a *App) powerCmd() *cobra.Command {
 		var wait time.Duration
 		c := &cobra.Command{
 			Use:   action + " NODE|DEVICE... | --cluster C",
-			Short: map[string]string{"off": "graceful shutdown → wait until unreachable → relay off", "on": "relay on or Wake-on-LAN → wait until SSH answers and the node worker polls"}[action],
+			Short: map[string]string{"off": "graceful shutdown → wait until unreachable → relay off; network gear ([[devices]] with behind) last, once every node behind it is off", "on": "relay on or Wake-on-LAN → wait until SSH answers and the node worker polls"}[action],
 			RunE: func(cmd *cobra.Command, args []string) error {
 				ctx := cmd.Context()
 				cfg, err := a.config()
@@ -37,6 +39,14 @@ func (a *App) powerCmd() *cobra.Command {
 						return fmt.Errorf("cluster %q is not in %s", cluster, cfg.File)
 					}
 					targets = append(targets, cl.Nodes...)
+					if action == workflows.PowerOff {
+						// The cluster's network gear goes too, after its nodes.
+						for _, d := range cfg.Devices {
+							if slices.ContainsFunc(d.Behind, func(n string) bool { return slices.Contains(cl.Nodes, n) }) && !slices.Contains(targets, d.Name) {
+								targets = append(targets, d.Name)
+							}
+						}
+					}
 				}
 				if len(targets) == 0 {
 					return fmt.Errorf("name nodes or devices, or --cluster")
@@ -50,8 +60,12 @@ func (a *App) powerCmd() *cobra.Command {
 						return fmt.Errorf("%q is neither a [[nodes]] nor a [[devices]] entry of %s", t, cfg.File)
 					}
 				}
-				run, err := a.start(ctx, runSpec{ID: workflows.PowerID(action, strings.Join(targets, ",")), Workflow: workflows.Power,
-					Input: workflows.PowerInput{Action: action, Targets: targets, Force: force, WaitBound: wait}})
+				in := workflows.PowerInput{Action: action, Targets: targets, Force: force, WaitBound: wait}
+				if action == workflows.PowerOff {
+					// Network gear goes off last, after the nodes behind it.
+					in.Targets, in.Gear = splitGear(cfg, targets)
+				}
+				run, err := a.start(ctx, runSpec{ID: workflows.PowerID(action, strings.Join(targets, ",")), Workflow: workflows.Power, Input: in})
 				if err != nil {
 					return err
 				}
@@ -82,7 +96,7 @@ func (a *App) powerCmd() *cobra.Command {
 				return nil
 			},
 		}
-		c.Flags().StringVar(&cluster, "cluster", "", "every node of this cluster")
+		c.Flags().StringVar(&cluster, "cluster", "", "every node of this cluster (power off: and the network gear its nodes sit behind, last)")
 		c.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for a target to go down / come up")
 		if action == workflows.PowerOff {
 			c.Flags().BoolVar(&force, "force", false, "cut the relay even if the target still answers after its shutdown")
@@ -90,4 +104,21 @@ func (a *App) powerCmd() *cobra.Command {
 		cmd.AddCommand(c)
 	}
 	return cmd
+}
+
+// splitGear separates the [[devices]] that have nodes behind them (network
+// gear, switched off after those nodes) from the other targets, keeping
+// the order given.
+func splitGear(cfg *config.Config, targets []string) ([]string, []workflows.PowerGear) {
+	var rest []string
+	var gear []workflows.PowerGear
+	for _, t := range targets {
+		i := slices.IndexFunc(cfg.Devices, func(d config.Device) bool { return d.Name == t })
+		if i >= 0 && len(cfg.Devices[i].Behind) > 0 {
+			gear = append(gear, workflows.PowerGear{Name: t, Behind: cfg.Devices[i].Behind})
+			continue
+		}
+		rest = append(rest, t)
+	}
+	return rest, gear
 }

@@ -143,6 +143,11 @@ type Device struct {
 	KnownHosts string `mapstructure:"known_hosts" json:"known_hosts,omitempty"`
 	Identity   string `mapstructure:"identity" json:"identity,omitempty"`
 	Power      Power  `mapstructure:"power" json:"power"`
+	// Behind names the nodes whose network goes through this gear: `power
+	// off` switches it off only after every one of them is off (cutting a
+	// switch first strands their shutdown), and `power off --cluster`
+	// takes the gear behind which the cluster's nodes sit.
+	Behind []string `mapstructure:"behind" json:"behind,omitempty"`
 }
 
 // Cluster is a named, ordered set of nodes; the first node is the head (rank 0).

@@ -157,6 +157,13 @@ func validateConfig(cfg *Config) []error {
 			inCluster[n] = true
 		}
 	}
+	for i, d := range cfg.Devices {
+		for j, n := range d.Behind {
+			if _, ok := seen[n]; !ok {
+				errs = append(errs, cfgErr(cfg, fmt.Sprintf("devices[%d].behind[%d]", i, j), "unknown node %q behind device %s — known nodes: %s", n, d.Name, strings.Join(nodeNames(cfg), ", ")))
+			}
+		}
+	}
 	return errs
 }
 
