@@ -67,6 +67,16 @@ func (a *ControlActivities) Bench(ctx context.Context, in BenchInput) (BenchResu
 
 // bench is one attempt's sweep and bundle.
 func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string, progress func(string)) (BenchResult, error) {
+	// The engine's API key ([probe] api_key_env), read here and sent as a
+	// bearer token; it is in no input, result or report.
+	ctx, err := apiKeyContext(ctx, in.Recipe.Probe.APIKeyEnv)
+	if err != nil {
+		return BenchResult{}, classify(err)
+	}
+	apiKey := ""
+	if in.Recipe.Probe.APIKeyEnv != "" {
+		apiKey = os.Getenv(in.Recipe.Probe.APIKeyEnv)
+	}
 	model := in.Model
 	if model == "" {
 		m, err := probe.ModelName(ctx, in.BaseURL)
@@ -80,6 +90,7 @@ func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string
 	perf, err := bench.Perf(ctx, bench.PerfInput{
 		BaseURL: in.BaseURL, Model: model, PromptLengths: b.PromptLengths, Depths: b.Depths,
 		Concurrency: b.Concurrency, GenTokens: b.GenTokens, Runs: b.Runs, Seed: seed, OnProgress: progress,
+		APIKey: apiKey,
 	})
 	if err != nil {
 		return BenchResult{}, classify(fmt.Errorf("lane %s perf bench: %w", in.Plan.Lane, err))

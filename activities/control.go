@@ -207,7 +207,23 @@ func (a *ControlActivities) WaitReady(ctx context.Context, in WaitReadyInput) (W
 		}
 		return out, nil
 	}
-	r, err := probe.WaitReady(ctx, probe.ReadyInput{BaseURL: base, Path: in.Path, Budget: in.Budget}, ranks, func(p probe.ReadyProgress) { heartbeat(ctx, p) })
+	ctx, err := apiKeyContext(ctx, in.APIKeyEnv)
+	if err != nil {
+		return WaitReadyResult{BaseURL: base}, classify(err)
+	}
+	head := in.Plan.Nodes[0]
+	findInLog := func(ctx context.Context, sigs []string) ([]string, string, error) {
+		where := fmt.Sprintf("the head's log (container %s on node %s)", head.ContainerName, head.Node)
+		if _, err := ranks(ctx); err != nil { // opens the node's Docker connection
+			return nil, where, err
+		}
+		mu.Lock()
+		c := conns[head.Node]
+		mu.Unlock()
+		missing, err := serve.FindInLogs(ctx, c.d, head.ContainerName, sigs)
+		return missing, where, err
+	}
+	r, err := probe.WaitReady(ctx, probe.ReadyInput{BaseURL: base, Path: in.Path, Budget: in.Budget, LogSignatures: in.LogSignatures, FindInLog: findInLog}, ranks, func(p probe.ReadyProgress) { heartbeat(ctx, p) })
 	if err != nil {
 		return WaitReadyResult{BaseURL: base}, classify(err)
 	}
@@ -216,8 +232,12 @@ func (a *ControlActivities) WaitReady(ctx context.Context, in WaitReadyInput) (W
 
 // Smoke asks the recipe's smoke prompts and checks the expected substrings.
 func (a *ControlActivities) Smoke(ctx context.Context, in SmokeInput) (SmokeResult, error) {
-	rs, err := probe.Smoke(ctx, in.BaseURL, in.Model, in.Prompts)
 	var out SmokeResult
+	ctx, err := apiKeyContext(ctx, in.APIKeyEnv)
+	if err != nil {
+		return out, classify(err)
+	}
+	rs, err := probe.Smoke(ctx, in.BaseURL, in.Model, in.Prompts)
 	for _, r := range rs {
 		out.Answers = append(out.Answers, SmokeAnswer{Prompt: r.Prompt, Expect: r.Expect, Answer: r.Answer, OK: r.OK})
 	}
@@ -226,11 +246,37 @@ func (a *ControlActivities) Smoke(ctx context.Context, in SmokeInput) (SmokeResu
 
 // DecodeProbe measures decode and prefill speed with a temperature-0 request.
 func (a *ControlActivities) DecodeProbe(ctx context.Context, in DecodeProbeInput) (DecodeProbeResult, error) {
+	ctx, err := apiKeyContext(ctx, in.APIKeyEnv)
+	if err != nil {
+		return DecodeProbeResult{}, classify(err)
+	}
+	if in.ModelType == config.ModelEmbedding || in.ModelType == config.ModelReranker {
+		pr, err := probe.PoolProbe(ctx, in.BaseURL, in.Model, in.ModelType)
+		if err != nil {
+			return DecodeProbeResult{}, classify(err)
+		}
+		return DecodeProbeResult{Pool: &pr}, nil
+	}
 	r, err := probe.DecodeProbe(ctx, probe.DecodeInput{BaseURL: in.BaseURL, Model: in.Model, PromptTokens: in.PromptTokens, MaxTokens: in.MaxTokens})
 	if err != nil {
 		return DecodeProbeResult{}, classify(err)
 	}
 	return DecodeProbeResult{DecodeTPS: r.DecodeTPS, PrefillTPS: r.PrefillTPS, TTFTSeconds: r.TTFTSeconds, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens}, nil
+}
+
+// apiKeyContext reads the engine's API key from this worker's environment
+// variable env ([probe] api_key_env) into ctx for the probe's requests. An
+// unset or empty variable is a permanent error naming it (the key itself
+// is never logged, returned or put in history).
+func apiKeyContext(ctx context.Context, env string) (context.Context, error) {
+	if env == "" {
+		return ctx, nil
+	}
+	key := os.Getenv(env)
+	if key == "" {
+		return ctx, fault.Permanent(fault.InvalidSpec, fmt.Errorf("[probe] api_key_env names %s, which is not set in the control worker's environment: export it where the control service runs (it is read there, never stored)", env))
+	}
+	return probe.WithAPIKey(ctx, key), nil
 }
 
 // WriteVerifyReport writes a short markdown report of a verify run under

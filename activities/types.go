@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/serve"
 	"github.com/sparklane/sparklane/internal/staging"
 )
@@ -211,6 +212,11 @@ type WaitReadyInput struct {
 	Plan   config.LanePlan `json:"plan"`
 	Path   string          `json:"path,omitempty"`
 	Budget time.Duration   `json:"budget"`
+	// LogSignatures must all appear in the head rank's log before ready.
+	LogSignatures []string `json:"log_signatures,omitempty"`
+	// APIKeyEnv names the control worker's variable holding the engine's
+	// API key (the name only: the key never enters history).
+	APIKeyEnv string `json:"api_key_env,omitempty"`
 }
 
 // WaitReadyResult says how long loading took.
@@ -225,6 +231,8 @@ type SmokeInput struct {
 	BaseURL string         `json:"base_url"`
 	Model   string         `json:"model"`
 	Prompts []config.Smoke `json:"prompts"`
+	// APIKeyEnv: as in WaitReadyInput.
+	APIKeyEnv string `json:"api_key_env,omitempty"`
 }
 
 // SmokeAnswer is one prompt's answer.
@@ -246,6 +254,11 @@ type DecodeProbeInput struct {
 	Model        string `json:"model"`
 	PromptTokens int    `json:"prompt_tokens"`
 	MaxTokens    int    `json:"max_tokens"`
+	// ModelType embedding or reranker probes the lane's own endpoint
+	// instead of a completion (those engines have none).
+	ModelType string `json:"model_type,omitempty"`
+	// APIKeyEnv: as in WaitReadyInput.
+	APIKeyEnv string `json:"api_key_env,omitempty"`
 }
 
 // DecodeProbeResult is the measured speed.
@@ -255,6 +268,8 @@ type DecodeProbeResult struct {
 	TTFTSeconds      float64 `json:"ttft_seconds"`
 	PromptTokens     int     `json:"prompt_tokens"`
 	CompletionTokens int     `json:"completion_tokens"`
+	// Pool is the probe of an embedding or reranker lane (no decode).
+	Pool *probe.PoolResult `json:"pool,omitempty"`
 }
 
 // VerifyReportInput is what a verify run found, for its short report.

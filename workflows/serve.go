@@ -243,7 +243,8 @@ func probeLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5,
 			NonRetryableErrorTypes: []string{fault.RankExited}},
 	})
-	err := workflow.ExecuteActivity(rctx, ca.WaitReady, activities.WaitReadyInput{Plan: plan, Path: rc.Probe.Path, Budget: budget}).Get(ctx, &ready)
+	err := workflow.ExecuteActivity(rctx, ca.WaitReady, activities.WaitReadyInput{Plan: plan, Path: rc.Probe.Path, Budget: budget,
+		LogSignatures: rc.Probe.LogSignatures, APIKeyEnv: rc.Probe.APIKeyEnv}).Get(ctx, &ready)
 	t.end(i, fmt.Sprintf("ready after %.1fs", ready.Seconds), err)
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError("lane "+plan.Lane+" did not become ready: "+errMessage(err), nonEmpty(errType(err), fault.ProbeFailed), err)
@@ -256,7 +257,7 @@ func probeLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 	if len(rc.Probe.Smoke) > 0 {
 		i = t.start("smoke", "")
 		var sm activities.SmokeResult
-		err = workflow.ExecuteActivity(pctx, ca.Smoke, activities.SmokeInput{BaseURL: ready.BaseURL, Model: ready.Model, Prompts: rc.Probe.Smoke}).Get(ctx, &sm)
+		err = workflow.ExecuteActivity(pctx, ca.Smoke, activities.SmokeInput{BaseURL: ready.BaseURL, Model: ready.Model, Prompts: rc.Probe.Smoke, APIKeyEnv: rc.Probe.APIKeyEnv}).Get(ctx, &sm)
 		t.end(i, fmt.Sprintf("%d prompts", len(sm.Answers)), err)
 		if err != nil {
 			return res, temporal.NewNonRetryableApplicationError("lane "+plan.Lane+" smoke: "+errMessage(err), fault.ProbeFailed, err)
@@ -268,8 +269,14 @@ func probeLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 	err = workflow.ExecuteActivity(pctx, ca.DecodeProbe, activities.DecodeProbeInput{
 		BaseURL: ready.BaseURL, Model: ready.Model,
 		PromptTokens: nonZero(rc.Probe.DecodePromptTokens, config.DefaultDecodePromptTokens), MaxTokens: nonZero(rc.Probe.DecodeMaxTokens, config.DefaultDecodeMaxTokens),
+		ModelType: rc.Probe.ModelType, APIKeyEnv: rc.Probe.APIKeyEnv,
 	}).Get(ctx, &dp)
-	t.end(i, fmt.Sprintf("decode %.1f tok/s, TTFT %.2fs", dp.DecodeTPS, dp.TTFTSeconds), err)
+	detail := fmt.Sprintf("decode %.1f tok/s, TTFT %.2fs", dp.DecodeTPS, dp.TTFTSeconds)
+	if dp.Pool != nil {
+		// An embedding or reranker lane: probed on its own endpoint.
+		detail = fmt.Sprintf("%s answered in %.2fs", dp.Pool.Endpoint, dp.Pool.Seconds)
+	}
+	t.end(i, detail, err)
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError("lane "+plan.Lane+" decode probe: "+errMessage(err), fault.ProbeFailed, err)
 	}

@@ -42,7 +42,21 @@ type ReadyInput struct {
 	Budget time.Duration
 	// Interval is the time between polls (default 1s).
 	Interval time.Duration
+	// LogSignatures must all appear in the head's log (FindInLog) before
+	// the lane is ready: the lines an engine prints when its gated
+	// features come on. Still missing SignatureGrace after the head first
+	// answers 200, the wait fails naming them.
+	LogSignatures []string
+	// FindInLog returns the signatures not (yet) in the head's log, and
+	// the log's name (container and node) for the error.
+	FindInLog func(ctx context.Context, signatures []string) (missing []string, where string, err error)
+	// SignatureGrace is how long lines may lag the API (default 15s).
+	SignatureGrace time.Duration
 }
+
+// DefaultSignatureGrace is how long after the head answers its log lines
+// may still be missing before the wait fails.
+const DefaultSignatureGrace = 15 * time.Second
 
 // RankState is one rank container as the caller sees it (from Docker).
 type RankState struct {
@@ -119,7 +133,11 @@ func WaitReady(ctx context.Context, in ReadyInput, ranks RanksFunc, onProgress f
 	url := strings.TrimRight(in.BaseURL, "/") + in.Path
 	start := time.Now()
 	deadline := start.Add(in.Budget)
+	if in.SignatureGrace <= 0 {
+		in.SignatureGrace = DefaultSignatureGrace
+	}
 	var res ReadyResult
+	var firstOK time.Time
 	p := ReadyProgress{State: StateLoading, Detail: "not polled yet"}
 	for {
 		res.Polls++
@@ -154,6 +172,35 @@ func WaitReady(ctx context.Context, in ReadyInput, ranks RanksFunc, onProgress f
 		switch {
 		case ctx.Err() != nil:
 			return res, ctx.Err()
+		case err == nil && code == http.StatusOK && len(in.LogSignatures) > 0:
+			if firstOK.IsZero() {
+				firstOK = time.Now()
+			}
+			if in.FindInLog == nil {
+				return res, fault.Permanent(fault.InvalidSpec, fmt.Errorf("lane at %s: [probe] log_signatures given but no rank log to read", in.BaseURL))
+			}
+			missing, where, ferr := in.FindInLog(ctx, in.LogSignatures)
+			p.State, p.Answered = StateStarting, true
+			switch {
+			case ferr != nil:
+				p.Detail = "HTTP 200, reading the head's log: " + ferr.Error()
+			case len(missing) == 0:
+				in.LogSignatures = nil // all seen: ready on this answer
+				continue
+			default:
+				p.Detail = fmt.Sprintf("HTTP 200, waiting for %d of %d log signatures in %s", len(missing), len(in.LogSignatures), where)
+				if time.Since(firstOK) >= in.SignatureGrace {
+					res.Elapsed = time.Since(start)
+					q := make([]string, len(missing))
+					for i, m := range missing {
+						q[i] = fmt.Sprintf("%q", m)
+					}
+					return res, fault.Permanent(fault.ProbeFailed, fmt.Errorf("lane at %s answers, but %s never printed the log signature(s) %s ([probe] log_signatures) within %s of answering: the feature each marks is off; check the recipe's env and flags, or the signature text", in.BaseURL, where, strings.Join(q, ", "), in.SignatureGrace))
+				}
+			}
+		case err == nil && (code == http.StatusUnauthorized || code == http.StatusForbidden):
+			res.Elapsed = time.Since(start)
+			return res, unauthorized(ctx, url, code)
 		case err == nil && code == http.StatusOK:
 			res.Elapsed = time.Since(start)
 			p.State, p.Detail, p.Answered, p.Elapsed = StateReady, "HTTP 200 from "+url, true, res.Elapsed
@@ -230,6 +277,7 @@ func get(ctx context.Context, url string, timeout time.Duration) (int, []byte, e
 	if err != nil {
 		return 0, nil, fmt.Errorf("GET %s: %w", url, err)
 	}
+	authorize(req)
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -269,6 +317,9 @@ func ModelName(ctx context.Context, baseURL string) (string, error) {
 	code, body, err := get(ctx, url, 30*time.Second)
 	if err != nil {
 		return "", fmt.Errorf("list models at %s: %w", url, err)
+	}
+	if code == http.StatusUnauthorized || code == http.StatusForbidden {
+		return "", unauthorized(ctx, "list models at "+url, code)
 	}
 	if code != http.StatusOK {
 		return "", fmt.Errorf("list models at %s: HTTP %d: %s", url, code, trim(string(body), 200))
@@ -373,6 +424,7 @@ func post(ctx context.Context, url string, body any) (*http.Response, error) {
 		return nil, fmt.Errorf("POST %s: %w", url, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	authorize(req)
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("POST %s: %w", url, err)
@@ -383,6 +435,9 @@ func post(ctx context.Context, url string, body any) (*http.Response, error) {
 func httpError(url string, code int, body []byte) error {
 	if code == http.StatusOK {
 		return nil
+	}
+	if code == http.StatusUnauthorized || code == http.StatusForbidden {
+		return fault.Permanent(fault.ProbeFailed, fmt.Errorf("POST %s: HTTP %d: the engine wants an API key (or refused the one sent): set [probe] api_key_env in the recipe and export that variable to the control worker", url, code))
 	}
 	err := fmt.Errorf("POST %s: HTTP %d: %s", url, code, trim(string(body), 300))
 	if code >= 400 && code < 500 {

@@ -304,3 +304,20 @@ func TestStartRankPreExec(t *testing.T) {
 		t.Errorf("refused start left %+v", cs)
 	}
 }
+
+// FindInLogs reads a real rank container's log (stdout and stderr) and
+// names the lines that are not in it.
+func TestFindInLogs(t *testing.T) {
+	d := dockerClient(t)
+	img := testImage(t, d)
+	lane := newLane(t, d)
+	ctx := context.Background()
+	if _, err := serve.StartRank(ctx, d, spec(lane, "serve-n1", 0, "h", img, "print:3", "eprint:gated adapters on", "exit:0")); err != nil {
+		t.Fatal(err)
+	}
+	waitExited(t, d, lane, 1)
+	missing, err := serve.FindInLogs(ctx, d, serve.ContainerName(lane, 0), []string{"line-2", "gated adapters on", "drafter loaded"})
+	if err != nil || len(missing) != 1 || missing[0] != "drafter loaded" {
+		t.Fatalf("FindInLogs = %v, %v; want only \"drafter loaded\" missing", missing, err)
+	}
+}

@@ -45,7 +45,12 @@ func (e *engine) serve(ctx context.Context, cancel context.CancelCauseFunc) erro
 	var served atomic.Bool
 	wrap := func(path string, h func(w http.ResponseWriter, r *http.Request) int) {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			code := h(w, r)
+			var code int
+			if !e.authorized(r) && path != "/health" {
+				code = writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "Unauthorized"})
+			} else {
+				code = h(w, r)
+			}
 			e.metrics.count(path, code)
 			if e.cfg.FailAt == FailServe && served.CompareAndSwap(false, true) {
 				// Die after answering once, like an engine that crashes
@@ -61,6 +66,9 @@ func (e *engine) serve(ctx context.Context, cancel context.CancelCauseFunc) erro
 	wrap("/v1/models", e.handleModels)
 	wrap("/v1/completions", func(w http.ResponseWriter, r *http.Request) int { return e.handleGenerate(w, r, false) })
 	wrap("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) int { return e.handleGenerate(w, r, true) })
+	wrap("/v1/embeddings", e.handleEmbeddings)
+	wrap("/v1/rerank", e.handleRerank)
+	wrap("/rerank", e.handleRerank)
 	mux.HandleFunc("/metrics", e.handleMetrics)
 
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}

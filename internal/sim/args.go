@@ -24,6 +24,14 @@ const (
 	// from packed engram files (a real runtime has it built in: 264 on
 	// mia); a file of other records is refused. Unset: the header's size.
 	EnvEngramRecordBytes = "ENGINE_SIM_ENGRAM_RECORD_BYTES"
+	// EnvBootLines are lines every rank prints once its weights are
+	// loaded (newline-separated), standing in for what a production
+	// engine prints when its gated features come on; probe
+	// log_signatures look for them.
+	EnvBootLines = "ENGINE_SIM_BOOT_LINES"
+	// EnvAPIKey is the key the API requires as a bearer token when no
+	// --api-key is given (vLLM reads VLLM_API_KEY the same way).
+	EnvAPIKey = "VLLM_API_KEY"
 )
 
 // DefaultPort is the API port when --port is not given (vLLM's default).
@@ -111,6 +119,7 @@ func ParseArgs(args []string, getenv func(string) string) (Config, error) {
 		"nofollow":             {kBool, boolean("nofollow", &c.NoFollow)},
 		"engram-dir":           {kString, str(&engramDirFlag)},
 		"engram-env":           {kString, str(&engramEnv)},
+		"api-key":              {kString, str(&c.APIKey)},
 	}
 
 	var positional []string
@@ -183,6 +192,16 @@ func ParseArgs(args []string, getenv func(string) string) (Config, error) {
 		c.DistInitAddr = net.JoinHostPort(masterAddr, masterPort)
 	}
 
+	if v := getenv(EnvBootLines); v != "" {
+		for _, l := range strings.Split(v, "\n") {
+			if l = strings.TrimRight(l, "\r"); strings.TrimSpace(l) != "" {
+				c.BootLines = append(c.BootLines, l)
+			}
+		}
+	}
+	if c.APIKey == "" {
+		c.APIKey = getenv(EnvAPIKey)
+	}
 	// Env knobs where no flag was given.
 	envFloat := func(flag, env string, p *float64) error {
 		if set[flag] {

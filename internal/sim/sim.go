@@ -115,6 +115,12 @@ type Config struct {
 
 	// Ignored lists the unknown engine flags that were accepted and ignored.
 	Ignored []string
+	// BootLines are printed verbatim by every rank once loaded
+	// (ENGINE_SIM_BOOT_LINES): the lines probe log_signatures look for.
+	BootLines []string
+	// APIKey, when set (--api-key, VLLM_API_KEY), is required on every
+	// /v1 request as "Authorization: Bearer KEY", as vLLM and SGLang do.
+	APIKey string
 
 	// Log receives progress lines (load, join, serve); nil discards them.
 	Log io.Writer
@@ -226,6 +232,11 @@ func Run(ctx context.Context, cfg Config) error {
 	e.loadSeconds = time.Since(start).Seconds()
 	e.loadBytes = st.bytes
 	e.logf("loaded %d safetensors files (%d tensors, %s) in %.2fs from %s", st.files, st.tensors, staging.HumanBytes(st.bytes), e.loadSeconds, st.dir)
+	e.logMu.Lock()
+	for _, l := range cfg.BootLines {
+		fmt.Fprintln(e.log, l)
+	}
+	e.logMu.Unlock()
 
 	if cfg.FailAt == FailJoin {
 		return fmt.Errorf("rank %d: simulated failure while joining (--fail-at join)", cfg.NodeRank)
