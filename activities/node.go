@@ -19,6 +19,7 @@ import (
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/hubmirror"
 	"github.com/sparklane/sparklane/internal/node"
+	"github.com/sparklane/sparklane/internal/relay"
 	"github.com/sparklane/sparklane/internal/serve"
 	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/staging"
@@ -38,6 +39,14 @@ type NodeActivities struct {
 	// worker detects the node's RDMA devices ("" is /; tests point it at a
 	// fake tree, a double for hardware this machine lacks).
 	RDMARoot string
+	// Relay is this node's relay receiver (its server serves the same
+	// registry); nil when the node has no relay identity, and then a
+	// relayed block is staged from the NAS alone.
+	Relay *relay.Receiver
+	// RelayAddr maps a peer node to the relay address its worker bound in
+	// this process (simulated nodes on one machine bind free ports); nil
+	// or "" keeps the address of the input.
+	RelayAddr func(node string) string
 
 	mu     sync.Mutex
 	docker serve.Docker
@@ -165,8 +174,19 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 	var err error
 	switch in.Block.Kind {
 	case "hub-mirror":
+		if in.Relay != nil && len(in.Relay.Nodes) > 1 && !in.DryRun && !in.Force {
+			if a.Relay == nil {
+				a.Log.Warn("relay asked for, but this node worker has no relay identity (ca.pem, relay-NODE.pem under state_dir/pki): reading the NAS", zap.String("block", in.Block.ID))
+			} else {
+				h := relay.HubMirror{Receiver: a.Relay, Key: in.Lane + "/" + in.Block.ID, Node: a.Node.Name, Nodes: in.Relay.Nodes, Peers: a.relayPeers(in.Relay.Peers)}
+				out.Result, err = h.Stage(ctx, a.hubSpec(in.Block), opts, a.Log)
+				break
+			}
+		}
 		out.Result, err = hubmirror.Stage(ctx, a.hubSpec(in.Block), opts)
 	case "sparse-rows":
+		// Each rank reads only its own row ranges from the NAS, which do
+		// not overlap between ranks: there is nothing to relay.
 		out.Result, err = sparserows.Stage(ctx, a.rowsSpec(in.Block, in.Rank, in.TP), opts)
 	default:
 		err = fault.Permanent(fault.InvalidSpec, fmt.Errorf("staging block %s: unknown kind %q (hub-mirror | sparse-rows)", in.Block.ID, in.Block.Kind))
@@ -175,6 +195,21 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 		return out, classify(fmt.Errorf("node %s, block %s: %w", a.Node.Name, in.Block.ID, err))
 	}
 	return out, nil
+}
+
+// relayPeers are the input's relay addresses with in-process peers'
+// actual addresses substituted.
+func (a *NodeActivities) relayPeers(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in))
+	for n, addr := range in {
+		if a.RelayAddr != nil {
+			if local := a.RelayAddr(n); local != "" {
+				addr = local
+			}
+		}
+		out[n] = addr
+	}
+	return out
 }
 
 // VerifyBlock checks one block here without writing.

@@ -61,6 +61,16 @@ type StageBlockInput struct {
 	// node went away; the workflow passes it to the new activity it starts
 	// once the node is back (heartbeat details do not cross activities).
 	Resume *staging.Progress `json:"resume,omitempty"`
+	// Relay, when set, stages a hub-mirror block through the relay: the
+	// nodes staging it in this run (cluster order) and their relay
+	// servers. It carries addresses only; identities are files on the node.
+	Relay *RelayInput `json:"relay,omitempty"`
+}
+
+// RelayInput is a block's relay group.
+type RelayInput struct {
+	Nodes []string          `json:"nodes"`
+	Peers map[string]string `json:"peers"`
 }
 
 // NodePollingInput names a node whose queue is checked for a worker.

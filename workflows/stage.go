@@ -44,6 +44,9 @@ func StageNode(ctx workflow.Context, in StageNodeInput) (StageNodeResult, error)
 		bin := activities.StageBlockInput{
 			Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP, Force: in.Mode == StageForce, DryRun: in.DryRun,
 		}
+		if b.Kind == "hub-mirror" {
+			bin.Relay = in.Relay
+		}
 		// A node gone mid-copy (reboot, upgrade) is waited for within the
 		// outage budget; the block then resumes from its last heartbeat
 		// and the fsynced bytes on the node's disk.
@@ -122,6 +125,15 @@ func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, block
 		f    workflow.ChildWorkflowFuture
 	}
 	var kids []child
+	// The relay group is every node of the lane; staging one node alone
+	// (--node) reads the NAS, as there is no peer to share with.
+	var rin *activities.RelayInput
+	if plan.Relay != nil && only == "" && len(plan.Nodes) > 1 {
+		rin = &activities.RelayInput{Peers: plan.Relay.Peers}
+		for _, n := range plan.Nodes {
+			rin.Nodes = append(rin.Nodes, n.Node)
+		}
+	}
 	for _, n := range plan.Nodes {
 		if only != "" && n.Node != only {
 			continue
@@ -138,7 +150,7 @@ func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, block
 		t.child(id)
 		kids = append(kids, child{n.Node, workflow.ExecuteChildWorkflow(cctx, StageNode, StageNodeInput{
 			Lane: plan.Lane, Node: n.Node, Rank: n.Rank, TP: plan.TP, Blocks: blocks, Mode: mode,
-			DryRun: dryRun, Verify: verify, PickupTimeout: pickup, Heartbeat: hb, OutageBudget: budget,
+			DryRun: dryRun, Verify: verify, PickupTimeout: pickup, Heartbeat: hb, OutageBudget: budget, Relay: rin,
 		})})
 	}
 	if only != "" && len(kids) == 0 {

@@ -192,6 +192,9 @@ type StageNodeInput struct {
 	// OutageBudget is how long the node may be gone (no worker) before the
 	// stage fails naming it (0: DefaultOutageBudget).
 	OutageBudget time.Duration `json:"outage_budget,omitempty"`
+	// Relay, when set, relays the hub-mirror blocks between the nodes of
+	// this run (an input field: no change to the command sequence).
+	Relay *activities.RelayInput `json:"relay,omitempty"`
 }
 
 // StageNodeResult is what one node's staging did.

@@ -18,6 +18,7 @@ import (
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/logging"
 	"github.com/sparklane/sparklane/internal/pki"
+	"github.com/sparklane/sparklane/internal/relay"
 	"github.com/sparklane/sparklane/internal/workers"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -315,6 +316,15 @@ func (a *App) certsCmd() *cobra.Command {
 				}
 				out[n] = f
 			}
+			// Staging relay identities (server and client, for the node's
+			// address): relay-NAME for every node with an address.
+			relayIDs, err := workers.IssueRelayIdentities(dir, cfg.Nodes)
+			if err != nil {
+				return err
+			}
+			for n, f := range relayIDs {
+				out[relay.PeerPrefix+n] = f
+			}
 			if a.JSON {
 				return a.printJSON(map[string]any{"ca": ca.File, "certs": out})
 			}
@@ -323,6 +333,7 @@ func (a *App) certsCmd() *cobra.Command {
 				fmt.Fprintf(a.Out, "  %-16s %s  %s\n", n, out[n].Cert, out[n].Key)
 			}
 			fmt.Fprintf(a.Out, "copy ca.pem and each node's node-NAME pair to that node; see docker-compose.temporal.mtls.yml\n")
+			fmt.Fprintf(a.Out, "for the staging relay, copy ca.pem and the node's relay-NAME pair to STATE_DIR/pki on that node (the node's state_dir)\n")
 			return nil
 		},
 	}

@@ -200,8 +200,21 @@ func barLine(id string, p staging.Progress, rate float64) string {
 		eta = (time.Duration(float64(p.BytesTotal-p.BytesDone)/rate) * time.Second).Round(time.Second).String()
 	}
 	name := shortID(id)
-	return fmt.Sprintf("  %-10s [%s] %3.0f%% %s/%s %s/s ETA %s", name, bar, frac*100,
-		staging.HumanBytes(p.BytesDone), staging.HumanBytes(p.BytesTotal), staging.HumanBytes(int64(rate)), eta)
+	return fmt.Sprintf("  %-10s [%s] %3.0f%% %s/%s %s/s ETA %s%s", name, bar, frac*100,
+		staging.HumanBytes(p.BytesDone), staging.HumanBytes(p.BytesTotal), staging.HumanBytes(int64(rate)), eta, sourcesText(p.Sources, " · "))
+}
+
+// sourcesText says where a relayed node's bytes came from ("NAS 1.2 GiB,
+// n1 3.4 GiB, n3 0 B"), after sep; empty when the block was not relayed.
+func sourcesText(s staging.Sources, sep string) string {
+	if s.FromNAS == 0 && len(s.FromPeers) == 0 {
+		return ""
+	}
+	parts := []string{"NAS " + staging.HumanBytes(s.FromNAS)}
+	for _, n := range sortedMapKeys(s.FromPeers) {
+		parts = append(parts, n+" "+staging.HumanBytes(s.FromPeers[n]))
+	}
+	return sep + strings.Join(parts, ", ")
 }
 
 // shortID is the last path element of a workflow ID (stage/demo-4x/n1 → n1).

@@ -170,6 +170,13 @@ func pendingProgress(d *workflowservice.DescribeWorkflowExecutionResponse) (stag
 		total.FilesTotal += pr.FilesTotal
 		total.RowsDone += pr.RowsDone
 		total.RowsTotal += pr.RowsTotal
+		total.FromNAS += pr.FromNAS
+		for n, b := range pr.FromPeers {
+			if total.FromPeers == nil {
+				total.FromPeers = map[string]int64{}
+			}
+			total.FromPeers[n] += b
+		}
 		found = true
 	}
 	return total, found

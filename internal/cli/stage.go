@@ -89,15 +89,28 @@ func (a *App) printStage(res workflows.StageResult) error {
 		for _, b := range n.Blocks {
 			nj.Blocks = append(nj.Blocks, stageBlockJSON{Block: b.Block, Kind: b.Kind, Result: b.Result})
 			r := b.Result
+			src := "-"
+			if r.Relay != nil {
+				src = sourcesText(r.Sources, "")
+				if r.Relay.Refetched > 0 {
+					src += fmt.Sprintf(" (%d refetched from the NAS)", r.Relay.Refetched)
+				}
+				if r.Relay.Error != "" {
+					src += " (relay stopped: " + r.Relay.Error + ")"
+				}
+				if src == "" {
+					src = "NAS 0 B"
+				}
+			}
 			rows = append(rows, []string{n.Node, b.Block, fmt.Sprint(r.CopiedFiles), staging.HumanBytes(r.CopiedBytes),
-				fmt.Sprint(r.VerifiedFiles), fmt.Sprint(r.AdoptedFiles), fmt.Sprint(r.SkippedFiles), fmt.Sprint(r.Links), fmt.Sprintf("%.1f", r.Seconds)})
+				fmt.Sprint(r.VerifiedFiles), fmt.Sprint(r.AdoptedFiles), fmt.Sprint(r.SkippedFiles), fmt.Sprint(r.Links), fmt.Sprintf("%.1f", r.Seconds), src})
 		}
 		out.Nodes = append(out.Nodes, nj)
 	}
 	if a.JSON {
 		return a.printJSON(out)
 	}
-	table(a.Out, []string{"NODE", "BLOCK", "COPIED", "BYTES", "VERIFIED", "ADOPTED", "SKIPPED", "LINKS", "SECONDS"}, rows)
+	table(a.Out, []string{"NODE", "BLOCK", "COPIED", "BYTES", "VERIFIED", "ADOPTED", "SKIPPED", "LINKS", "SECONDS", "SOURCES"}, rows)
 	return nil
 }
 

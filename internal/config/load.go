@@ -34,6 +34,8 @@ const (
 	DefaultStateDir   = "~/.local/state/sparklane"
 	DefaultRecipesDir = "recipes"
 	DefaultFSRoot     = "/"
+	// DefaultRelayPort is where node workers' relay servers listen.
+	DefaultRelayPort = 7290
 )
 
 // DefaultProbeGrace is how long the fleet probe waits before its one
@@ -70,6 +72,7 @@ func NewViper() *viper.Viper {
 	v.SetDefault("probe_grace", DefaultProbeGrace)
 	v.SetDefault("temporal.namespace", DefaultNamespace)
 	v.SetDefault("temporal.port", DefaultPort)
+	v.SetDefault("relay_port", DefaultRelayPort)
 	v.SetDefault("temporal.ui_port", DefaultUIPort)
 	return v
 }

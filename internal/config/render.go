@@ -367,7 +367,37 @@ func render(cfg *Config, r *Recipe, overrides map[string]string) (*LanePlan, err
 		return nil, err
 	}
 	plan.RecipeHash = h
+	plan.Relay = relayPlan(cfg, r, nodes)
 	return plan, nil
+}
+
+// RelayOn reports whether staging relays between nodes: the recipe's
+// relay key, else the config's, else on.
+func RelayOn(cfg *Config, r *Recipe) bool {
+	if r != nil && r.Relay != nil {
+		return *r.Relay
+	}
+	if cfg != nil && cfg.Relay != nil {
+		return *cfg.Relay
+	}
+	return true
+}
+
+// relayPlan is the lane's relay plan, or nil when the lane is staged
+// without relaying: relay off, a single node, or a node with no address
+// for its peers to reach.
+func relayPlan(cfg *Config, r *Recipe, nodes []*Node) *RelayPlan {
+	if !RelayOn(cfg, r) || len(nodes) < 2 {
+		return nil
+	}
+	rp := &RelayPlan{Peers: map[string]string{}}
+	for _, n := range nodes {
+		if n.Address == "" {
+			return nil
+		}
+		rp.Peers[n.Name] = net.JoinHostPort(n.Address, strconv.Itoa(cfg.RelayPort))
+	}
+	return rp
 }
 
 func sortedStrings(m map[string]string) []string {

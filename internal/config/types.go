@@ -56,9 +56,18 @@ type Config struct {
 	// away mid-run (a reboot, an upgrade) before failing naming it; a lane's
 	// recipe may set its own (default 30m).
 	NodeOutageBudget time.Duration `mapstructure:"node_outage_budget" json:"node_outage_budget,omitempty"`
-	Temporal         Temporal      `mapstructure:"temporal" json:"temporal"`
-	Nodes            []Node        `mapstructure:"nodes" json:"nodes"`
-	Clusters         []Cluster     `mapstructure:"clusters" json:"clusters"`
+	// Relay lets a multi-node lane read the NAS about once: each file is
+	// read by one node and relayed to the others over the node network
+	// (mTLS between node workers, internal/relay). Default on; false turns
+	// it off for every lane (a recipe may turn it off for its own).
+	Relay *bool `mapstructure:"relay" json:"relay,omitempty"`
+	// RelayPort is the TCP port each node worker's relay server binds on
+	// the node's address (default 7290; 0 picks a free port, reachable
+	// only by node workers in the same process, as in the demo).
+	RelayPort int       `mapstructure:"relay_port" json:"relay_port"`
+	Temporal  Temporal  `mapstructure:"temporal" json:"temporal"`
+	Nodes     []Node    `mapstructure:"nodes" json:"nodes"`
+	Clusters  []Cluster `mapstructure:"clusters" json:"clusters"`
 	// Devices are extra powered gear (switches) that power workflows drive.
 	Devices []Device `mapstructure:"devices" json:"devices,omitempty"`
 }
@@ -235,7 +244,10 @@ type Recipe struct {
 	// NodeOutageBudget overrides the config's for this lane (a lane whose
 	// nodes take long to reboot).
 	NodeOutageBudget time.Duration `mapstructure:"node_outage_budget" json:"node_outage_budget,omitempty"`
-	Bench            Bench         `mapstructure:"bench" json:"bench,omitempty"`
+	// Relay = false stages this lane without relaying between nodes (each
+	// node reads the NAS itself), whatever the config says.
+	Relay *bool `mapstructure:"relay" json:"relay,omitempty"`
+	Bench Bench `mapstructure:"bench" json:"bench,omitempty"`
 }
 
 // Mount is a bind mount into every rank's container. Src is a node-local
@@ -463,4 +475,15 @@ type LanePlan struct {
 	// Warnings are non-fatal findings of rendering, e.g. an -o override no
 	// placeholder uses (a typo would otherwise change nothing, silently).
 	Warnings []string `json:"warnings,omitempty"`
+	// Relay is set when the lane's hub-mirror blocks are relayed between
+	// its nodes (relay on, more than one node, every node with an address).
+	Relay *RelayPlan `json:"relay,omitempty"`
+}
+
+// RelayPlan is what node workers need to relay a lane's staging: where
+// each node's relay server listens. Addresses only — identities stay in
+// files on the nodes, never in workflow inputs.
+type RelayPlan struct {
+	// Peers maps each node of the lane to its relay server's host:port.
+	Peers map[string]string `json:"peers"`
 }

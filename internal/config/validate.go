@@ -77,6 +77,9 @@ func validateConfig(cfg *Config) []error {
 	if cfg.NodeOutageBudget < 0 {
 		errs = append(errs, cfgErr(cfg, "node_outage_budget", "%s is negative: write how long a run waits for a node, like \"30m\"", cfg.NodeOutageBudget))
 	}
+	if cfg.RelayPort < 0 || cfg.RelayPort > 65535 {
+		errs = append(errs, cfgErr(cfg, "relay_port", "%d is not a TCP port: use 1-65535 (or 0 for a free port, in-process nodes only)", cfg.RelayPort))
+	}
 	if cfg.ProbeGrace < 0 {
 		errs = append(errs, cfgErr(cfg, "probe_grace", "%s is negative: write how long to wait, like \"5s\"", cfg.ProbeGrace))
 	}

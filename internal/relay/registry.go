@@ -14,13 +14,14 @@ type Registry struct {
 	blocks map[string]*block
 	wake   chan struct{} // closed and replaced when a block is registered
 	// Linger is how long a finished block stays served, so peers further
-	// down a chain can finish reading from this node (default 10 min).
+	// down a chain, or one resuming after an outage, can still read from
+	// this node (default 1 h).
 	Linger time.Duration
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{blocks: map[string]*block{}, wake: make(chan struct{}), Linger: 10 * time.Minute}
+	return &Registry{blocks: map[string]*block{}, wake: make(chan struct{}), Linger: time.Hour}
 }
 
 type block struct {

@@ -264,7 +264,7 @@ func TestServerRequiresARelayClientCertificate(t *testing.T) {
 	// A node's own identity is let in (and told the block is not there).
 	cfg, err = ClientTLS(f.nodes[0].id)
 	must(t, err)
-	f.nodes[0].srv.StartTimeout = 100 * time.Millisecond
+	f.nodes[0].srv.RegisterTimeout = 100 * time.Millisecond
 	if code, err := get(cfg); err != nil || code != http.StatusNotFound {
 		t.Errorf("relay peer: status %d, %v; want 404 for an unknown block", code, err)
 	}

@@ -27,10 +27,12 @@ const PeerPrefix = "relay-"
 type Server struct {
 	// Registry is what the node can serve.
 	Registry *Registry
-	// StartTimeout bounds how long a request waits for this node to
-	// register the block or begin the file before it is refused (the
-	// peer then reads the NAS).
-	StartTimeout time.Duration
+	// RegisterTimeout bounds how long a request waits for this node to
+	// register the block (its stage of it not begun yet; default 2 min);
+	// StartTimeout how long for this node to begin the file (default 10
+	// min: it works through its files in plan order). The peer then reads
+	// the NAS.
+	RegisterTimeout, StartTimeout time.Duration
 	// StallTimeout bounds how long a stream waits for this node's copy to
 	// advance before it ends with an error.
 	StallTimeout time.Duration
@@ -50,6 +52,9 @@ func (s *Server) Listen(addr string, tlsConf *tls.Config) error {
 	}
 	if s.StartTimeout <= 0 {
 		s.StartTimeout = 10 * time.Minute
+	}
+	if s.RegisterTimeout <= 0 {
+		s.RegisterTimeout = min(2*time.Minute, s.StartTimeout)
 	}
 	if s.StallTimeout <= 0 {
 		s.StallTimeout = time.Minute
@@ -110,13 +115,15 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "relay: block, path and off are required", http.StatusBadRequest)
 		return
 	}
-	deadline := time.NewTimer(s.StartTimeout)
-	defer deadline.Stop()
-	e, ok := s.Registry.lookup(key, rel, deadline.C, r.Context().Done())
+	reg := time.NewTimer(s.RegisterTimeout)
+	defer reg.Stop()
+	e, ok := s.Registry.lookup(key, rel, reg.C, r.Context().Done())
 	if !ok {
-		http.Error(w, fmt.Sprintf("relay: block %s file %s is not planned on this node (or not registered within %s)", key, rel, s.StartTimeout), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("relay: block %s file %s is not planned on this node (or not registered within %s)", key, rel, s.RegisterTimeout), http.StatusNotFound)
 		return
 	}
+	deadline := time.NewTimer(s.StartTimeout)
+	defer deadline.Stop()
 	// Wait for the copy to begin.
 	for {
 		e.mu.Lock()

@@ -61,8 +61,11 @@ func NewNodeWorker(c client.Client, cfg *config.Config, name string, log *zap.Lo
 		return nil, fmt.Errorf("node %q is not in %s (nodes: %v)", name, cfg.File, names)
 	}
 	w := worker.New(c, workflows.NodeQueue(name), worker.Options{WorkerStopTimeout: 10 * time.Second})
-	w.RegisterActivity(&activities.NodeActivities{Node: *n, SharedRoots: cfg.SharedRoots, HFCacheDir: cfg.HFCacheDir, Log: log.Named("node." + name)})
-	return w, nil
+	nlog := log.Named("node." + name)
+	rcv, stop := startRelay(cfg, n, nlog)
+	w.RegisterActivity(&activities.NodeActivities{Node: *n, SharedRoots: cfg.SharedRoots, HFCacheDir: cfg.HFCacheDir, Log: nlog,
+		Relay: rcv, RelayAddr: relayAddr(cfg.StateDir)})
+	return nodeWorker{Worker: w, stopRelay: stop}, nil
 }
 
 // runUntilDone starts workers and stops them when ctx ends (SIGTERM).
@@ -246,6 +249,19 @@ func Connect(ctx context.Context, cfg *config.Config, log *zap.Logger, opt Conne
 // in this process.
 func (e *Env) StartLocalWorkers() error {
 	ws := []worker.Worker{NewControlWorker(e.Client, e.Cfg, e.Log, e.UIURL)}
+	// The control issues its local nodes' relay identities from the CA
+	// under state_dir/pki (kept when present).
+	if config.RelayOn(e.Cfg, nil) {
+		var local []config.Node
+		for _, n := range e.Cfg.Nodes {
+			if n.SSH == "" {
+				local = append(local, n)
+			}
+		}
+		if _, err := IssueRelayIdentities(RelayPKIDir(e.Cfg.StateDir), local); err != nil {
+			e.Log.Warn("relay identities for the local nodes not issued: their staging reads the NAS", zap.Error(err))
+		}
+	}
 	for _, n := range LocalNodes(e.Cfg) {
 		w, err := NewNodeWorker(e.Client, e.Cfg, n, e.Log)
 		if err != nil {
