@@ -1,0 +1,155 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/node"
+	"github.com/sparklane/sparklane/internal/serve"
+)
+
+func init() {
+	extraCommandBuilders = append(extraCommandBuilders, (*App).logsCmd)
+}
+
+// logsCmd prints a lane's rank logs from every node. Each node's Docker
+// is reached as the control service reaches it: the local socket for a
+// local node, the node's socket through SSH (host key checked against
+// known_hosts) for a remote one — no node opens a port for it.
+func (a *App) logsCmd() *cobra.Command {
+	var lane, only, tail string
+	var rank int
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "logs --lane L [--rank R] [--node N] [-f] [--tail N]",
+		Short: "print a lane's rank container logs from every node, each line prefixed [NODE rRANK]",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if lane == "" {
+				return fmt.Errorf("--lane is required (see: starter lanes)")
+			}
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			// An alias names the lane; a lane whose recipe is gone (or
+			// broken) is still found by its containers' label.
+			if _, set, err := a.recipeSet(); err == nil {
+				if r, err := config.Resolve(set.Recipes, lane); err == nil {
+					lane = r.Name
+				}
+			}
+			return a.laneLogs(cmd.Context(), cfg, lane, only, rank, tail, follow)
+		},
+	}
+	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
+	cmd.Flags().IntVar(&rank, "rank", -1, "only this rank")
+	cmd.Flags().StringVar(&only, "node", "", "only this node")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines until Ctrl-C (or every rank stopped)")
+	cmd.Flags().StringVar(&tail, "tail", "all", "the last N lines of each rank (all: every line)")
+	return cmd
+}
+
+func (a *App) laneLogs(ctx context.Context, cfg *config.Config, lane, only string, rank int, tail string, follow bool) error {
+	type found struct {
+		d   serve.Docker
+		src serve.LogSource
+	}
+	var srcs []found
+	var looked, failed []string
+	for _, n := range cfg.Nodes {
+		if only != "" && n.Name != only {
+			continue
+		}
+		looked = append(looked, n.Name)
+		var t *node.SSHTarget
+		if n.SSH != "" {
+			tt, err := node.ParseSSH(n.SSH)
+			if err != nil {
+				failed = append(failed, fmt.Sprintf("node %s: ssh %q: %v", n.Name, n.SSH, err))
+				continue
+			}
+			tt.KnownHosts, tt.Identity = n.KnownHosts, n.Identity
+			t = &tt
+		}
+		c, err := node.DockerClient(ctx, n.Docker, t)
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("node %s: docker: %v", n.Name, err))
+			continue
+		}
+		defer c.Close()
+		ss, err := serve.LaneLogSources(ctx, c, lane, n.Name, rank)
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("node %s: %v", n.Name, err))
+			continue
+		}
+		for _, s := range ss {
+			srcs = append(srcs, found{c, s})
+		}
+	}
+	if only != "" && len(looked) == 0 {
+		return fmt.Errorf("--node %s: no such node in %s", only, cfg.File)
+	}
+	for _, f := range failed {
+		fmt.Fprintln(a.Err, "warning:", f)
+	}
+	if len(srcs) == 0 {
+		what := "no container of lane " + lane
+		if rank >= 0 {
+			what += fmt.Sprintf(" rank %d", rank)
+		}
+		return fmt.Errorf("%s on nodes %s (unreachable: %d): is it up? see `starter status --lane %s`", what, strings.Join(looked, ", "), len(failed), lane)
+	}
+	if a.JSON && !follow {
+		type rankLog struct {
+			Node      string   `json:"node"`
+			Rank      int      `json:"rank"`
+			Container string   `json:"container"`
+			Lines     []string `json:"lines"`
+		}
+		out := []rankLog{}
+		var errs []error
+		for _, f := range srcs {
+			var buf bytes.Buffer
+			var mu sync.Mutex
+			err := serve.CopyLogs(ctx, f.d, f.src, tail, false, &mu, &buf)
+			errs = append(errs, err)
+			lines := []string{}
+			if s := strings.TrimRight(buf.String(), "\n"); s != "" {
+				lines = strings.Split(s, "\n")
+			}
+			prefix := fmt.Sprintf("[%s r%d] ", f.src.Node, f.src.Rank)
+			for i := range lines {
+				lines[i] = strings.TrimPrefix(lines[i], prefix)
+			}
+			out = append(out, rankLog{Node: f.src.Node, Rank: f.src.Rank, Container: f.src.Name, Lines: lines})
+		}
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		return a.printJSON(out)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, len(srcs))
+	for i, f := range srcs {
+		if !follow {
+			// One rank after the other: a whole log per rank reads best.
+			errs[i] = serve.CopyLogs(ctx, f.d, f.src, tail, false, &mu, a.Out)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = serve.CopyLogs(ctx, f.d, f.src, tail, true, &mu, a.Out)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
