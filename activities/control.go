@@ -223,7 +223,7 @@ func (a *ControlActivities) WaitReady(ctx context.Context, in WaitReadyInput) (W
 		missing, err := serve.FindInLogs(ctx, c.d, head.ContainerName, sigs)
 		return missing, where, err
 	}
-	r, err := probe.WaitReady(ctx, probe.ReadyInput{BaseURL: base, Path: in.Path, Budget: in.Budget, LogSignatures: in.LogSignatures, FindInLog: findInLog}, ranks, func(p probe.ReadyProgress) { heartbeat(ctx, p) })
+	r, err := probe.WaitReady(ctx, probe.ReadyInput{BaseURL: base, Path: in.Path, Budget: in.Budget.D(), LogSignatures: in.LogSignatures, FindInLog: findInLog}, ranks, func(p probe.ReadyProgress) { heartbeat(ctx, p) })
 	if err != nil {
 		return WaitReadyResult{BaseURL: base}, classify(err)
 	}

@@ -289,7 +289,7 @@ func (a *NodeActivities) BeforeServe(ctx context.Context, in BeforeServeInput) (
 	}
 	r, err := serve.RunHooks(ctx, serve.HooksInput{
 		Clear: clear, Roots: a.roots(), Protected: protected, Helper: a.Node.ClearHelper,
-		Commands: in.Hooks.BeforeServe, Timeout: in.Hooks.Timeout, Dir: root,
+		Commands: in.Hooks.BeforeServe, Timeout: in.Hooks.Timeout.D(), Dir: root,
 		Env: map[string]string{
 			"SPARKLANE_LANE": in.Lane, "SPARKLANE_NODE": a.Node.Name, "SPARKLANE_RANK": fmt.Sprint(in.Rank),
 			"SPARKLANE_FS_ROOT": root,
@@ -428,7 +428,7 @@ func (a *NodeActivities) StopLane(ctx context.Context, in StopLaneInput) (StopLa
 	if err != nil {
 		return StopLaneResult{}, classify(err)
 	}
-	timeout := in.Timeout
+	timeout := in.Timeout.D()
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}

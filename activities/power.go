@@ -9,6 +9,7 @@ import (
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/power"
 )
@@ -16,10 +17,10 @@ import (
 // PowerStepInput names a node or [[devices]] entry; its power settings are
 // read from the config here, so no token ever enters a workflow input.
 type PowerStepInput struct {
-	Target   string        `json:"target"`
-	Timeout  time.Duration `json:"timeout,omitempty"`
-	Bound    time.Duration `json:"bound,omitempty"`
-	Interval time.Duration `json:"interval,omitempty"`
+	Target   string          `json:"target"`
+	Timeout  config.Duration `json:"timeout,omitempty"`
+	Bound    config.Duration `json:"bound,omitempty"`
+	Interval config.Duration `json:"interval,omitempty"`
 }
 
 // PowerStepResult is one step's outcome, in words for the UI.
@@ -83,7 +84,7 @@ func (a *ControlActivities) PowerShutdown(ctx context.Context, in PowerStepInput
 	if err != nil {
 		return PowerStepResult{}, classify(err)
 	}
-	r, err := a.powerEngine().Shutdown(ctx, power.ShutdownInput{Target: t, Timeout: in.Timeout})
+	r, err := a.powerEngine().Shutdown(ctx, power.ShutdownInput{Target: t, Timeout: in.Timeout.D()})
 	return PowerStepResult{Target: in.Target, Step: "shutdown", Skipped: r.Skipped, Detail: fmt.Sprintf("%s dropped=%v", r.Method, r.Dropped)}, classify(err)
 }
 
@@ -95,7 +96,7 @@ func (a *ControlActivities) PowerWaitUnreachable(ctx context.Context, in PowerSt
 	}
 	stop := keepAlive(ctx)
 	defer stop()
-	r, err := a.powerEngine().WaitUnreachable(ctx, power.WaitInput{Target: t, Bound: in.Bound, Interval: in.Interval})
+	r, err := a.powerEngine().WaitUnreachable(ctx, power.WaitInput{Target: t, Bound: in.Bound.D(), Interval: in.Interval.D()})
 	return PowerStepResult{Target: in.Target, Step: "wait unreachable", Detail: fmt.Sprintf("%d probes, %s", r.Probes, r.Waited)}, classify(err)
 }
 
@@ -119,9 +120,9 @@ func (a *ControlActivities) relay(ctx context.Context, in PowerStepInput, on boo
 	step := "relay off"
 	if on {
 		step = "relay on"
-		r, err = e.RelayOn(ctx, power.RelayInput{Target: t, Bound: in.Bound, Interval: in.Interval})
+		r, err = e.RelayOn(ctx, power.RelayInput{Target: t, Bound: in.Bound.D(), Interval: in.Interval.D()})
 	} else {
-		r, err = e.RelayOff(ctx, power.RelayInput{Target: t, Bound: in.Bound, Interval: in.Interval})
+		r, err = e.RelayOff(ctx, power.RelayInput{Target: t, Bound: in.Bound.D(), Interval: in.Interval.D()})
 	}
 	return PowerStepResult{Target: in.Target, Step: step, Skipped: r.Skipped, Detail: r.Entity + " " + r.State}, classify(err)
 }
@@ -144,7 +145,7 @@ func (a *ControlActivities) PowerWaitReachable(ctx context.Context, in PowerStep
 	}
 	stop := keepAlive(ctx)
 	defer stop()
-	r, err := a.powerEngine().WaitReachable(ctx, power.WaitInput{Target: t, Bound: in.Bound, Interval: in.Interval})
+	r, err := a.powerEngine().WaitReachable(ctx, power.WaitInput{Target: t, Bound: in.Bound.D(), Interval: in.Interval.D()})
 	return PowerStepResult{Target: in.Target, Step: "wait reachable", Detail: fmt.Sprintf("%d probes, %s", r.Probes, r.Waited)}, classify(err)
 }
 

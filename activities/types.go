@@ -7,8 +7,6 @@
 package activities
 
 import (
-	"time"
-
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/serve"
@@ -172,9 +170,9 @@ type StartRankResult struct {
 // StopLaneInput stops a lane's containers on one node; All stops every
 // sparklane container there (stop --cluster).
 type StopLaneInput struct {
-	Lane    string        `json:"lane,omitempty"`
-	All     bool          `json:"all,omitempty"`
-	Timeout time.Duration `json:"timeout,omitempty"`
+	Lane    string          `json:"lane,omitempty"`
+	All     bool            `json:"all,omitempty"`
+	Timeout config.Duration `json:"timeout,omitempty"`
 }
 
 // StopLaneResult lists what was stopped; the stop was verified.
@@ -221,7 +219,7 @@ type ResolveLaneResult struct {
 type WaitReadyInput struct {
 	Plan   config.LanePlan `json:"plan"`
 	Path   string          `json:"path,omitempty"`
-	Budget time.Duration   `json:"budget"`
+	Budget config.Duration `json:"budget"`
 	// LogSignatures must all appear in the head rank's log before ready.
 	LogSignatures []string `json:"log_signatures,omitempty"`
 	// APIKeyEnv names the control worker's variable holding the engine's

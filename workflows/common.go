@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -43,6 +44,21 @@ func nodeOpts(ctx workflow.Context, node string, pickup, run, heartbeat time.Dur
 			MaximumAttempts:    attempts,
 		},
 	})
+}
+
+// summarize sets the one-line summary the web UI and `temporal workflow
+// describe` show beside an activity: which node (and rank, -1 for none) it
+// runs for and what it does, so a row of eight identical VerifyBlock
+// events reads "dgx3 rank 2: verify mia/weights". It is user metadata, not
+// part of the command a replay matches, so it needs no version gate.
+func summarize(ctx workflow.Context, node string, rank int, what string) workflow.Context {
+	o := workflow.GetActivityOptions(ctx)
+	if rank >= 0 {
+		o.Summary = fmt.Sprintf("%s rank %d: %s", node, rank, what)
+	} else {
+		o.Summary = node + ": " + what
+	}
+	return workflow.WithActivityOptions(ctx, o)
 }
 
 // controlOpts runs activities on the control worker.

@@ -32,11 +32,11 @@ type CutoverInput struct {
 	// it runs, not only on the nodes the new lane needs.
 	Fleet []string `json:"fleet,omitempty"`
 	// Grace is the wait before the fleet probe's one re-probe.
-	Grace  time.Duration `json:"grace,omitempty"`
-	Pickup time.Duration `json:"pickup,omitempty"`
+	Grace  config.Duration `json:"grace,omitempty"`
+	Pickup config.Duration `json:"pickup,omitempty"`
 	// OutageBudget is how long a node may be gone mid-run before the
 	// cutover fails naming it (0: DefaultOutageBudget).
-	OutageBudget time.Duration `json:"outage_budget,omitempty"`
+	OutageBudget config.Duration `json:"outage_budget,omitempty"`
 }
 
 // CutoverResult says what happened, step by step; on failure it is also
@@ -113,7 +113,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 	pctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:  CutoverID(in.Plan.Cluster) + "/probe",
 		TaskQueue:   ControlQueue,
-		RetryPolicy: ProbeRetryPolicy(in.Grace),
+		RetryPolicy: ProbeRetryPolicy(in.Grace.D()),
 		// Child runs carry the lane too, so the UI's lane filter finds them.
 		TypedSearchAttributes: searchattr.For(in.Plan.Lane, in.Plan.Cluster),
 	})
@@ -170,7 +170,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 		dctx, cancel := workflow.NewDisconnectedContext(ctx)
 		defer cancel()
 		var errs []string
-		if err := stopLane(dctx, t, in.Plan.Lane, nodes, in.Pickup, in.OutageBudget); err != nil {
+		if err := stopLane(dctx, t, in.Plan.Lane, nodes, in.Pickup.D(), in.OutageBudget.D()); err != nil {
 			errs = append(errs, "stopping "+in.Plan.Lane+": "+errMessage(err))
 		}
 		if in.NoRollback {
@@ -184,12 +184,12 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 					continue
 				}
 				i := t.start("rollback "+l, "")
-				sr, err := serveLane(dctx, t, r.Recipe, r.Plan, false, in.Pickup, in.OutageBudget)
+				sr, err := serveLane(dctx, t, r.Recipe, r.Plan, false, in.Pickup.D(), in.OutageBudget.D())
 				t.end(i, "", err)
 				if err != nil {
 					answers = false
 					errs = append(errs, "serving "+l+" again: "+errMessage(err))
-					if serr := stopLane(dctx, t, l, planNodes(r.Plan), in.Pickup, in.OutageBudget); serr != nil {
+					if serr := stopLane(dctx, t, l, planNodes(r.Plan), in.Pickup.D(), in.OutageBudget.D()); serr != nil {
 						errs = append(errs, "stopping "+l+" after its failed rollback: "+errMessage(serr))
 					}
 					continue
@@ -209,7 +209,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 	// 3. Stop them (verified). A stop that fails partway rolls back too:
 	// a half-stopped lane is brought back whole.
 	for _, l := range res.Previous {
-		if err := stopLane(ctx, t, l, prevNodes[l], in.Pickup, in.OutageBudget); err != nil {
+		if err := stopLane(ctx, t, l, prevNodes[l], in.Pickup.D(), in.OutageBudget.D()); err != nil {
 			if workflow.GetVersion(ctx, versionStopRollback, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 				// Runs recorded before the change failed without a rollback.
 				return fail("stop "+l, err)
@@ -225,7 +225,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 		t.skip("stage", "", "--stage=skip")
 	} else {
 		i := t.start("stage", "")
-		st, err := stageChildren(ctx, t, in.Plan, blocks, "", in.Stage, false, false, in.Pickup, in.OutageBudget)
+		st, err := stageChildren(ctx, t, in.Plan, blocks, "", in.Stage, false, false, in.Pickup.D(), in.OutageBudget.D())
 		t.end(i, "", err)
 		res.Stage = st
 		if err != nil {
@@ -239,10 +239,10 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 		var futs []workflow.Future
 		var names []string
 		for _, n := range in.Plan.Nodes {
-			vctx := nodeOpts(ctx, n.Node, in.Pickup, verifyRunTimeout, stageHeartbeat, 3)
+			vctx := nodeOpts(ctx, n.Node, in.Pickup.D(), verifyRunTimeout, stageHeartbeat, 3)
 			for _, b := range blocks {
 				names = append(names, b.ID+" on "+n.Node)
-				futs = append(futs, workflow.ExecuteActivity(vctx, na.VerifyBlock, activities.VerifyBlockInput{Lane: in.Plan.Lane, Block: b, Rank: n.Rank, TP: in.Plan.TP}))
+				futs = append(futs, workflow.ExecuteActivity(summarize(vctx, n.Node, n.Rank, "verify "+in.Plan.Lane+"/"+b.ID), na.VerifyBlock, activities.VerifyBlockInput{Lane: in.Plan.Lane, Block: b, Rank: n.Rank, TP: in.Plan.TP}))
 			}
 		}
 		var bad []string
@@ -270,7 +270,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 	}
 
 	// 6–7. Serve and probe.
-	sr, err := serveLane(ctx, t, in.Recipe, in.Plan, in.NoWait, in.Pickup, in.OutageBudget)
+	sr, err := serveLane(ctx, t, in.Recipe, in.Plan, in.NoWait, in.Pickup.D(), in.OutageBudget.D())
 	res.Serve = &sr
 	if err != nil {
 		step := "serve"

@@ -51,7 +51,7 @@ func newOutageEnv(t *testing.T, gone, back int) *outageEnv {
 }
 
 func outageInput(budget time.Duration) StageNodeInput {
-	return StageNodeInput{Lane: "mia", Node: "dgx3", Blocks: []config.Staging{{Kind: "hub-mirror", ID: "weights"}}, Mode: StageAuto, OutageBudget: budget}
+	return StageNodeInput{Lane: "mia", Node: "dgx3", Blocks: []config.Staging{{Kind: "hub-mirror", ID: "weights"}}, Mode: StageAuto, OutageBudget: config.Duration(budget)}
 }
 
 // A node worker gone for minutes mid-copy (heartbeat lost, then nobody picks
@@ -154,7 +154,7 @@ func TestServeWaitsForANodeThatComesBack(t *testing.T) {
 	f.gone["b"] = 2 // its image step's first two pickups time out
 	var details, nodes []string
 	f.env.RegisterDelayedCallback(func() { details, nodes = progressWaiting(t, f.env) }, 15*time.Second)
-	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c"), OutageBudget: 30 * time.Minute})
+	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c"), OutageBudget: config.Duration(30 * time.Minute)})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatalf("Serve with node b back within its budget: %v", err)
 	}
@@ -178,7 +178,7 @@ func TestServeWaitsForANodeThatComesBack(t *testing.T) {
 func TestServeFailsPastTheOutageBudgetNamingTheNode(t *testing.T) {
 	f := newFakeFleet(t)
 	f.gone["c"] = 1 << 30
-	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c"), OutageBudget: 2 * time.Minute})
+	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c"), OutageBudget: config.Duration(2 * time.Minute)})
 	err := f.env.GetWorkflowError()
 	if err == nil {
 		t.Fatal("Serve succeeded though node c never came back")

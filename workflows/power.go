@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/config"
 )
 
 // Power actions.
@@ -26,7 +27,7 @@ type PowerInput struct {
 	// graceful shutdown (it would otherwise boot back or lose data).
 	Force bool `json:"force,omitempty"`
 	// WaitBound caps waiting for a target to go down or come up.
-	WaitBound time.Duration `json:"wait_bound,omitempty"`
+	WaitBound config.Duration `json:"wait_bound,omitempty"`
 	// Gear is network gear (switches) to power off after the targets,
 	// never before the nodes behind it: each goes off only once every
 	// node behind it is off — a target of this run that reached off, or
@@ -69,7 +70,7 @@ func Power(ctx workflow.Context, in PowerInput) (PowerResult, error) {
 	if in.Action != PowerOn && in.Action != PowerOff {
 		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("power action %q: use on or off", in.Action), "InvalidSpec", nil)
 	}
-	bound := in.WaitBound
+	bound := in.WaitBound.D()
 	if bound <= 0 {
 		bound = 5 * time.Minute
 	}
@@ -91,14 +92,14 @@ func Power(ctx workflow.Context, in PowerInput) (PowerResult, error) {
 			step := func(actx workflow.Context, label string, fn any, stepIn activities.PowerStepInput) (activities.PowerStepResult, error) {
 				k := t.start(label, name)
 				var sr activities.PowerStepResult
-				err := workflow.ExecuteActivity(actx, fn, stepIn).Get(gctx, &sr)
+				err := workflow.ExecuteActivity(summarize(actx, name, -1, label), fn, stepIn).Get(gctx, &sr)
 				t.end(k, sr.Detail, err)
 				if err == nil {
 					r.Steps = append(r.Steps, sr)
 				}
 				return sr, err
 			}
-			in1 := activities.PowerStepInput{Target: name, Bound: bound}
+			in1 := activities.PowerStepInput{Target: name, Bound: config.Duration(bound)}
 			if in.Action == PowerOff {
 				if _, err := step(once, "shutdown", ca.PowerShutdown, in1); err != nil {
 					r.State, r.Error = "unknown", errMessage(err)
@@ -197,7 +198,7 @@ func powerOffGear(ctx workflow.Context, t *tracker, in PowerInput, nodes []Power
 				case ours:
 					up = append(up, n+" ("+st+")")
 				default:
-					if _, err := step(check, "check down", n, ca.PowerWaitUnreachable, activities.PowerStepInput{Target: n, Bound: 15 * time.Second}); err != nil {
+					if _, err := step(check, "check down", n, ca.PowerWaitUnreachable, activities.PowerStepInput{Target: n, Bound: config.Duration(15 * time.Second)}); err != nil {
 						up = append(up, n+" (still answers)")
 					}
 				}
@@ -207,7 +208,7 @@ func powerOffGear(ctx workflow.Context, t *tracker, in PowerInput, nodes []Power
 				r.Warnings = append(r.Warnings, fmt.Sprintf("left on: nodes behind it are not off: %s — switching it off first would cut them off mid-shutdown", strings.Join(up, ", ")))
 				return
 			}
-			in1 := activities.PowerStepInput{Target: g.Name, Bound: bound}
+			in1 := activities.PowerStepInput{Target: g.Name, Bound: config.Duration(bound)}
 			if sr, err := step(once, "shutdown", g.Name, ca.PowerShutdown, in1); err != nil {
 				r.Warnings = append(r.Warnings, "API shutdown failed: "+errMessage(err)+" — its relay is cut anyway")
 			} else {

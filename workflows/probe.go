@@ -31,7 +31,7 @@ func ProbeRetryPolicy(grace time.Duration) *temporal.RetryPolicy {
 // host key verified. With Require set it fails with NotEnoughNodes when a
 // required node is not usable.
 func FleetProbe(ctx workflow.Context, in FleetProbeInput) (FleetProbeResult, error) {
-	pickup := in.PickupTimeout
+	pickup := in.PickupTimeout.D()
 	if pickup <= 0 {
 		pickup = 5 * time.Second
 	}
@@ -40,8 +40,8 @@ func FleetProbe(ctx workflow.Context, in FleetProbeInput) (FleetProbeResult, err
 	}
 	futs := make([]pending, len(in.Nodes))
 	for i, n := range in.Nodes {
-		futs[i].ssh = workflow.ExecuteActivity(controlOpts(ctx, 30*time.Second, 0, 1), ca.CheckSSH, activities.SSHCheckInput{Node: n})
-		futs[i].status = workflow.ExecuteActivity(nodeOpts(ctx, n, pickup, 30*time.Second, 0, 1), na.NodeStatus, activities.NodeStatusInput{})
+		futs[i].ssh = workflow.ExecuteActivity(summarize(controlOpts(ctx, 30*time.Second, 0, 1), n, -1, "ssh check"), ca.CheckSSH, activities.SSHCheckInput{Node: n})
+		futs[i].status = workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, pickup, 30*time.Second, 0, 1), n, -1, "node status"), na.NodeStatus, activities.NodeStatusInput{})
 	}
 	res := FleetProbeResult{Attempt: int(workflow.GetInfo(ctx).Attempt)}
 	for i, n := range in.Nodes {

@@ -21,12 +21,12 @@ type ServeInput struct {
 	Recipe config.Recipe   `json:"recipe"`
 	Plan   config.LanePlan `json:"plan"`
 	// NoWait returns after the containers started.
-	NoWait bool          `json:"no_wait,omitempty"`
-	Pickup time.Duration `json:"pickup,omitempty"`
+	NoWait bool            `json:"no_wait,omitempty"`
+	Pickup config.Duration `json:"pickup,omitempty"`
 	// OutageBudget is how long a node may be gone (no worker polling its
 	// queue) during the serve steps before they fail naming it (0:
 	// DefaultOutageBudget): a node rebooting mid-serve is waited for.
-	OutageBudget time.Duration `json:"outage_budget,omitempty"`
+	OutageBudget config.Duration `json:"outage_budget,omitempty"`
 }
 
 // ServeResult is what serving and probing found.
@@ -48,11 +48,11 @@ type ServeResult struct {
 // half-started lane is left running.
 func Serve(ctx workflow.Context, in ServeInput) (ServeResult, error) {
 	t := newTracker(ctx, "Serve", in.Plan.Lane)
-	res, err := serveLane(ctx, t, in.Recipe, in.Plan, in.NoWait, in.Pickup, in.OutageBudget)
+	res, err := serveLane(ctx, t, in.Recipe, in.Plan, in.NoWait, in.Pickup.D(), in.OutageBudget.D())
 	if err != nil {
 		dctx, cancel := workflow.NewDisconnectedContext(ctx)
 		defer cancel()
-		if serr := stopLane(dctx, t, in.Plan.Lane, planNodes(in.Plan), in.Pickup, in.OutageBudget); serr != nil {
+		if serr := stopLane(dctx, t, in.Plan.Lane, planNodes(in.Plan), in.Pickup.D(), in.OutageBudget.D()); serr != nil {
 			return res, temporal.NewNonRetryableApplicationError(errMessage(err)+"; and stopping the half-started lane failed: "+errMessage(serr), errType(err), err)
 		}
 	}
@@ -83,7 +83,7 @@ func serveLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 	}
 	images := make([]activities.EnsureImageResult, len(plan.Nodes))
 	errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
-		return workflow.ExecuteActivity(nodeOpts(ctx, nodes[i], pickup, 2*time.Minute, 0, 3), na.EnsureImage, activities.EnsureImageInput{Image: plan.Nodes[i].Image})
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 2*time.Minute, 0, 3), nodes[i], plan.Nodes[i].Rank, "image "+plan.Nodes[i].Image), na.EnsureImage, activities.EnsureImageInput{Image: plan.Nodes[i].Image})
 	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &images[i]) })
 	for i, err := range errs {
 		t.end(steps[i], images[i].ID, err)
@@ -94,7 +94,7 @@ func serveLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 	}
 	// before_serve hooks.
 	if len(rc.Hooks.BeforeServe) > 0 || len(rc.Hooks.Clear) > 0 {
-		hookBudget := rc.Hooks.Timeout
+		hookBudget := rc.Hooks.Timeout.D()
 		if hookBudget <= 0 {
 			hookBudget = 2 * time.Minute
 		}
@@ -106,7 +106,7 @@ func serveLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 		hooks := make([]activities.BeforeServeResult, len(plan.Nodes))
 		errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
 			n := plan.Nodes[i]
-			return workflow.ExecuteActivity(nodeOpts(ctx, n.Node, pickup, run, 0, 1), na.BeforeServe, activities.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging})
+			return workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, run, 0, 1), n.Node, n.Rank, "before_serve "+plan.Lane), na.BeforeServe, activities.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging})
 		}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &hooks[i]) })
 		for i, err := range errs {
 			r := hooks[i]
@@ -126,7 +126,7 @@ func serveLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 	}
 	ranks := make([]activities.StartRankResult, len(plan.Nodes))
 	errs = perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
-		return workflow.ExecuteActivity(nodeOpts(ctx, nodes[i], pickup, 5*time.Minute, 0, 3), na.StartRank, activities.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: plan.Nodes[i]})
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 5*time.Minute, 0, 3), nodes[i], plan.Nodes[i].Rank, "start "+plan.Lane), na.StartRank, activities.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: plan.Nodes[i]})
 	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &ranks[i]) })
 	var startErr error
 	for i, err := range errs {
@@ -159,7 +159,7 @@ func serveLaneV0(ctx workflow.Context, t *tracker, rc config.Recipe, plan config
 	var steps []int
 	for _, n := range plan.Nodes {
 		steps = append(steps, t.start("image", n.Node))
-		futs = append(futs, workflow.ExecuteActivity(nodeOpts(ctx, n.Node, pickup, 2*time.Minute, 0, 3), na.EnsureImage, activities.EnsureImageInput{Image: n.Image}))
+		futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, 2*time.Minute, 0, 3), n.Node, n.Rank, "image "+n.Image), na.EnsureImage, activities.EnsureImageInput{Image: n.Image}))
 	}
 	for i, f := range futs {
 		var r activities.EnsureImageResult
@@ -172,7 +172,7 @@ func serveLaneV0(ctx workflow.Context, t *tracker, rc config.Recipe, plan config
 	}
 	// before_serve hooks.
 	if len(rc.Hooks.BeforeServe) > 0 || len(rc.Hooks.Clear) > 0 {
-		hookBudget := rc.Hooks.Timeout
+		hookBudget := rc.Hooks.Timeout.D()
 		if hookBudget <= 0 {
 			hookBudget = 2 * time.Minute
 		}
@@ -180,7 +180,7 @@ func serveLaneV0(ctx workflow.Context, t *tracker, rc config.Recipe, plan config
 		futs, steps = nil, nil
 		for _, n := range plan.Nodes {
 			steps = append(steps, t.start("before_serve", n.Node))
-			futs = append(futs, workflow.ExecuteActivity(nodeOpts(ctx, n.Node, pickup, run, 0, 1), na.BeforeServe, activities.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging}))
+			futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, run, 0, 1), n.Node, n.Rank, "before_serve "+plan.Lane), na.BeforeServe, activities.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging}))
 		}
 		for i, f := range futs {
 			var r activities.BeforeServeResult
@@ -198,7 +198,7 @@ func serveLaneV0(ctx workflow.Context, t *tracker, rc config.Recipe, plan config
 	futs, steps = nil, nil
 	for _, n := range plan.Nodes {
 		steps = append(steps, t.start(fmt.Sprintf("start rank %d", n.Rank), n.Node))
-		futs = append(futs, workflow.ExecuteActivity(nodeOpts(ctx, n.Node, pickup, 5*time.Minute, 0, 3), na.StartRank, activities.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: n}))
+		futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, 5*time.Minute, 0, 3), n.Node, n.Rank, "start "+plan.Lane), na.StartRank, activities.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: n}))
 	}
 	var startErr error
 	for i, f := range futs {
@@ -230,7 +230,7 @@ func serveLaneV0(ctx workflow.Context, t *tracker, rc config.Recipe, plan config
 // probeLane waits for the head to answer, then runs smoke prompts and the
 // decode probe. Retry policies carry "re-probe once before giving up".
 func probeLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.LanePlan, res ServeResult) (ServeResult, error) {
-	budget := rc.Probe.Ready
+	budget := rc.Probe.Ready.D()
 	if budget <= 0 {
 		budget = DefaultReadyBudget
 	}
@@ -243,7 +243,7 @@ func probeLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5,
 			NonRetryableErrorTypes: []string{fault.RankExited}},
 	})
-	err := workflow.ExecuteActivity(rctx, ca.WaitReady, activities.WaitReadyInput{Plan: plan, Path: rc.Probe.Path, Budget: budget,
+	err := workflow.ExecuteActivity(rctx, ca.WaitReady, activities.WaitReadyInput{Plan: plan, Path: rc.Probe.Path, Budget: config.Duration(budget),
 		LogSignatures: rc.Probe.LogSignatures, APIKeyEnv: rc.Probe.APIKeyEnv}).Get(ctx, &ready)
 	t.end(i, fmt.Sprintf("ready after %.1fs", ready.Seconds), err)
 	if err != nil {
@@ -305,15 +305,15 @@ func nonEmpty(v, d string) string {
 
 // StopInput stops a lane (or every sparklane container) on nodes.
 type StopInput struct {
-	Lane   string        `json:"lane,omitempty"`
-	Nodes  []string      `json:"nodes"`
-	All    bool          `json:"all,omitempty"`
-	Pickup time.Duration `json:"pickup,omitempty"`
+	Lane   string          `json:"lane,omitempty"`
+	Nodes  []string        `json:"nodes"`
+	All    bool            `json:"all,omitempty"`
+	Pickup config.Duration `json:"pickup,omitempty"`
 	// OutageBudget, when positive, is how long a node may be gone (no
 	// worker) before its stop fails naming it. 0 fails at once: a stop
 	// asked for by hand covers every node of the fleet, and one that is
 	// switched off must not hold it for half an hour.
-	OutageBudget time.Duration `json:"outage_budget,omitempty"`
+	OutageBudget config.Duration `json:"outage_budget,omitempty"`
 }
 
 // StopResult lists what was stopped per node.
@@ -329,7 +329,7 @@ func Stop(ctx workflow.Context, in StopInput) (StopResult, error) {
 	if budget <= 0 {
 		budget = -1
 	}
-	return stopNodes(ctx, t, in.Lane, in.Nodes, in.All, in.Pickup, budget)
+	return stopNodes(ctx, t, in.Lane, in.Nodes, in.All, in.Pickup.D(), budget.D())
 }
 
 func stopLane(ctx workflow.Context, t *tracker, lane string, nodes []string, pickup, budget time.Duration) error {
@@ -354,7 +354,7 @@ func stopNodes(ctx workflow.Context, t *tracker, lane string, nodes []string, al
 	results := make([]activities.StopLaneResult, len(nodes))
 	wait := serveWaits(ctx) && budget >= 0
 	errs := perNode(ctx, t, wait, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
-		return workflow.ExecuteActivity(nodeOpts(ctx, nodes[i], pickup, 3*time.Minute, 0, 3), na.StopLane, activities.StopLaneInput{Lane: lane, All: all, Timeout: 30 * time.Second})
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 3*time.Minute, 0, 3), nodes[i], -1, label), na.StopLane, activities.StopLaneInput{Lane: lane, All: all, Timeout: config.Duration(30 * time.Second)})
 	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &results[i]) })
 	var firstErr error
 	for i, err := range errs {

@@ -33,11 +33,11 @@ const (
 func StageNode(ctx workflow.Context, in StageNodeInput) (StageNodeResult, error) {
 	t := newTracker(ctx, "StageNode", in.Lane)
 	res := StageNodeResult{Node: in.Node}
-	hb := in.Heartbeat
+	hb := in.Heartbeat.D()
 	if hb <= 0 {
 		hb = stageHeartbeat
 	}
-	actx := nodeOpts(ctx, in.Node, in.PickupTimeout, stageRunTimeout, hb, stageAttempts)
+	actx := nodeOpts(ctx, in.Node, in.PickupTimeout.D(), stageRunTimeout, hb, stageAttempts)
 	for _, b := range in.Blocks {
 		i := t.start("stage "+b.ID, in.Node)
 		var r activities.StageBlockResult
@@ -50,8 +50,8 @@ func StageNode(ctx workflow.Context, in StageNodeInput) (StageNodeResult, error)
 		// A node gone mid-copy (reboot, upgrade) is waited for within the
 		// outage budget; the block then resumes from its last heartbeat
 		// and the fsynced bytes on the node's disk.
-		err := onNode(ctx, t, i, in.Node, in.OutageBudget, func() error {
-			err := workflow.ExecuteActivity(actx, na.StageBlock, bin).Get(ctx, &r)
+		err := onNode(ctx, t, i, in.Node, in.OutageBudget.D(), func() error {
+			err := workflow.ExecuteActivity(summarize(actx, in.Node, in.Rank, "stage "+in.Lane+"/"+b.ID), na.StageBlock, bin).Get(ctx, &r)
 			if p := lastProgress(err); p != nil {
 				bin.Resume = p
 			}
@@ -64,12 +64,12 @@ func StageNode(ctx workflow.Context, in StageNodeInput) (StageNodeResult, error)
 		res.Blocks = append(res.Blocks, r)
 	}
 	if in.Verify && !in.DryRun {
-		vctx := nodeOpts(ctx, in.Node, in.PickupTimeout, verifyRunTimeout, hb, 3)
+		vctx := nodeOpts(ctx, in.Node, in.PickupTimeout.D(), verifyRunTimeout, hb, 3)
 		for _, b := range in.Blocks {
 			i := t.start("verify "+b.ID, in.Node)
 			var v activities.VerifyBlockResult
-			err := onNode(ctx, t, i, in.Node, in.OutageBudget, func() error {
-				return workflow.ExecuteActivity(vctx, na.VerifyBlock, activities.VerifyBlockInput{
+			err := onNode(ctx, t, i, in.Node, in.OutageBudget.D(), func() error {
+				return workflow.ExecuteActivity(summarize(vctx, in.Node, in.Rank, "verify "+in.Lane+"/"+b.ID), na.VerifyBlock, activities.VerifyBlockInput{
 					Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP,
 				}).Get(ctx, &v)
 			})
@@ -143,6 +143,8 @@ func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, block
 			WorkflowID:        id,
 			TaskQueue:         ControlQueue,
 			ParentClosePolicy: 0,
+			// The UI's child row says which node and rank it stages for.
+			StaticSummary: fmt.Sprintf("%s rank %d: stage %s", n.Node, n.Rank, plan.Lane),
 			// Per-node runs carry the lane too, so the UI's lane filter
 			// finds them beside their parent.
 			TypedSearchAttributes: searchattr.For(plan.Lane, plan.Cluster),
@@ -150,7 +152,7 @@ func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, block
 		t.child(id)
 		kids = append(kids, child{n.Node, workflow.ExecuteChildWorkflow(cctx, StageNode, StageNodeInput{
 			Lane: plan.Lane, Node: n.Node, Rank: n.Rank, TP: plan.TP, Blocks: blocks, Mode: mode,
-			DryRun: dryRun, Verify: verify, PickupTimeout: pickup, Heartbeat: hb, OutageBudget: budget, Relay: rin,
+			DryRun: dryRun, Verify: verify, PickupTimeout: config.Duration(pickup), Heartbeat: config.Duration(hb), OutageBudget: config.Duration(budget), Relay: rin,
 		})})
 	}
 	if only != "" && len(kids) == 0 {
@@ -181,7 +183,7 @@ func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, block
 func Stage(ctx workflow.Context, in StageInput) (StageResult, error) {
 	t := newTracker(ctx, "Stage", in.Plan.Lane)
 	i := t.start("stage", "")
-	nodes, err := stageChildren(ctx, t, in.Plan, in.Blocks, in.Only, in.Mode, in.DryRun, in.Verify, in.Pickup, in.OutageBudget, in.Heartbeat)
+	nodes, err := stageChildren(ctx, t, in.Plan, in.Blocks, in.Only, in.Mode, in.DryRun, in.Verify, in.Pickup.D(), in.OutageBudget.D(), in.Heartbeat.D())
 	t.end(i, "", err)
 	return StageResult{Lane: in.Plan.Lane, Nodes: nodes}, err
 }
@@ -219,11 +221,11 @@ func Verify(ctx workflow.Context, in VerifyInput) (VerifyWorkflowResult, error) 
 			if in.Only != "" && n.Node != in.Only {
 				continue
 			}
-			vctx := nodeOpts(ctx, n.Node, in.Pickup, verifyRunTimeout, stageHeartbeat, 3)
+			vctx := nodeOpts(ctx, n.Node, in.Pickup.D(), verifyRunTimeout, stageHeartbeat, 3)
 			for _, b := range l.Blocks {
 				ps = append(ps, pend{lane: l.Plan.Lane, node: n.Node, rank: n.Rank, tp: l.Plan.TP, block: b,
 					step: t.start("verify "+l.Plan.Lane+"/"+b.ID, n.Node),
-					f: workflow.ExecuteActivity(vctx, na.VerifyBlock, activities.VerifyBlockInput{
+					f: workflow.ExecuteActivity(summarize(vctx, n.Node, n.Rank, "verify "+l.Plan.Lane+"/"+b.ID), na.VerifyBlock, activities.VerifyBlockInput{
 						Lane: l.Plan.Lane, Block: b, Rank: n.Rank, TP: l.Plan.TP, Full: in.Full,
 					})})
 			}
@@ -270,8 +272,8 @@ func Verify(ctx workflow.Context, in VerifyInput) (VerifyWorkflowResult, error) 
 		for _, p := range drifted {
 			i := t.start("repair "+p.lane+"/"+p.block.ID, p.node)
 			var r activities.StageBlockResult
-			actx := nodeOpts(ctx, p.node, in.Pickup, stageRunTimeout, stageHeartbeat, stageAttempts)
-			err := workflow.ExecuteActivity(actx, na.StageBlock, activities.StageBlockInput{Lane: p.lane, Block: p.block, Rank: p.rank, TP: p.tp}).Get(ctx, &r)
+			actx := nodeOpts(ctx, p.node, in.Pickup.D(), stageRunTimeout, stageHeartbeat, stageAttempts)
+			err := workflow.ExecuteActivity(summarize(actx, p.node, p.rank, "repair "+p.lane+"/"+p.block.ID), na.StageBlock, activities.StageBlockInput{Lane: p.lane, Block: p.block, Rank: p.rank, TP: p.tp}).Get(ctx, &r)
 			t.end(i, fmt.Sprintf("%d files re-copied", r.Result.CopiedFiles), err)
 			if err != nil {
 				failures = append(failures, fmt.Sprintf("repair %s on %s: %s", p.block.ID, p.node, errMessage(err)))

@@ -112,10 +112,10 @@ type FleetProbeInput struct {
 	// Lane is the lane asking (for the error message).
 	Lane string `json:"lane,omitempty"`
 	// Grace is how long to wait before the one re-probe.
-	Grace time.Duration `json:"grace,omitempty"`
+	Grace config.Duration `json:"grace,omitempty"`
 	// PickupTimeout bounds how long a node worker may take to pick up its
 	// status activity before the node is called unreachable.
-	PickupTimeout time.Duration `json:"pickup_timeout,omitempty"`
+	PickupTimeout config.Duration `json:"pickup_timeout,omitempty"`
 }
 
 // NodeState is one node as the probe found it.
@@ -185,13 +185,13 @@ type StageNodeInput struct {
 	// Verify runs a verify-only pass after staging; a mismatch fails.
 	Verify bool `json:"verify,omitempty"`
 	// PickupTimeout bounds schedule-to-start on the node's queue.
-	PickupTimeout time.Duration `json:"pickup_timeout,omitempty"`
+	PickupTimeout config.Duration `json:"pickup_timeout,omitempty"`
 	// Heartbeat is the staging activities' heartbeat timeout: how soon a
 	// killed node worker is noticed and its copy retried (0: one minute).
-	Heartbeat time.Duration `json:"heartbeat,omitempty"`
+	Heartbeat config.Duration `json:"heartbeat,omitempty"`
 	// OutageBudget is how long the node may be gone (no worker) before the
 	// stage fails naming it (0: DefaultOutageBudget).
-	OutageBudget time.Duration `json:"outage_budget,omitempty"`
+	OutageBudget config.Duration `json:"outage_budget,omitempty"`
 	// Relay, when set, relays the hub-mirror blocks between the nodes of
 	// this run (an input field: no change to the command sequence).
 	Relay *activities.RelayInput `json:"relay,omitempty"`
@@ -209,15 +209,15 @@ type StageInput struct {
 	Plan   config.LanePlan  `json:"plan"`
 	Blocks []config.Staging `json:"blocks"`
 	// Only restricts staging to one node (--node).
-	Only   string        `json:"only,omitempty"`
-	Mode   string        `json:"mode"`
-	DryRun bool          `json:"dry_run,omitempty"`
-	Verify bool          `json:"verify,omitempty"`
-	Pickup time.Duration `json:"pickup,omitempty"`
+	Only   string          `json:"only,omitempty"`
+	Mode   string          `json:"mode"`
+	DryRun bool            `json:"dry_run,omitempty"`
+	Verify bool            `json:"verify,omitempty"`
+	Pickup config.Duration `json:"pickup,omitempty"`
 	// Heartbeat is passed to every StageNode (0: one minute).
-	Heartbeat time.Duration `json:"heartbeat,omitempty"`
+	Heartbeat config.Duration `json:"heartbeat,omitempty"`
 	// OutageBudget is passed to every StageNode (0: DefaultOutageBudget).
-	OutageBudget time.Duration `json:"outage_budget,omitempty"`
+	OutageBudget config.Duration `json:"outage_budget,omitempty"`
 }
 
 // StageResult collects every node's result.
@@ -241,9 +241,9 @@ type VerifyInput struct {
 	Repair bool `json:"repair,omitempty"`
 	// LaneNames, when set instead of Lanes, are resolved by the control
 	// worker at run time (schedules keep their input for months; recipes change).
-	LaneNames []string      `json:"lane_names,omitempty"`
-	Only      string        `json:"only,omitempty"`
-	Pickup    time.Duration `json:"pickup,omitempty"`
+	LaneNames []string        `json:"lane_names,omitempty"`
+	Only      string          `json:"only,omitempty"`
+	Pickup    config.Duration `json:"pickup,omitempty"`
 	// ReportDir, when set, receives a short drift report.
 	Report bool `json:"report,omitempty"`
 }

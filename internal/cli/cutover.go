@@ -80,7 +80,7 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *config.Reci
 		Memo: recipeMemo(r, plan),
 		// --no-wait detaches this command; the workflow still runs every step.
 		Input: workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
-			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: cfg.ProbeGrace, Fleet: allNodes(cfg), OutageBudget: budget},
+			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: config.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: config.Duration(budget)},
 	})
 	if err != nil {
 		return nil, err
@@ -221,7 +221,7 @@ func outageBudget(cfg *config.Config, r *config.Recipe) (time.Duration, error) {
 		return 0, fmt.Errorf("%s: node_outage_budget %s is negative: give a duration such as \"30m\"", cfg.File, cfg.NodeOutageBudget)
 	}
 	if r.NodeOutageBudget > 0 {
-		return r.NodeOutageBudget, nil
+		return r.NodeOutageBudget.D(), nil
 	}
 	return cfg.NodeOutageBudget, nil
 }

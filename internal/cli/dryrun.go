@@ -83,7 +83,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *config.Recipe, 
 	if _, err := a.connect(ctx); err != nil {
 		probeErr = err
 	} else {
-		in := workflows.FleetProbeInput{Nodes: nodesOf(plan), PickupTimeout: 3 * time.Second}
+		in := workflows.FleetProbeInput{Nodes: nodesOf(plan), PickupTimeout: config.Duration(3 * time.Second)}
 		run, err := a.start(ctx, runSpec{ID: fmt.Sprintf("dry-run/%s/%d", plan.Lane, time.Now().UnixNano()), Workflow: workflows.FleetProbe, Input: in, Lane: plan.Lane, Cluster: plan.Cluster})
 		if err == nil {
 			var res workflows.FleetProbeResult

@@ -60,7 +60,7 @@ func (a *App) powerCmd() *cobra.Command {
 						return fmt.Errorf("%q is neither a [[nodes]] nor a [[devices]] entry of %s", t, cfg.File)
 					}
 				}
-				in := workflows.PowerInput{Action: action, Targets: targets, Force: force, WaitBound: wait}
+				in := workflows.PowerInput{Action: action, Targets: targets, Force: force, WaitBound: config.Duration(wait)}
 				if action == workflows.PowerOff {
 					// Network gear goes off last, after the nodes behind it.
 					in.Targets, in.Gear = splitGear(cfg, targets)

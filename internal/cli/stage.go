@@ -42,7 +42,7 @@ func (a *App) stageCmd() *cobra.Command {
 				return err
 			}
 			run, err := a.start(ctx, runSpec{ID: workflows.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
-				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: budget}})
+				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: config.Duration(budget)}})
 			if err != nil {
 				return err
 			}

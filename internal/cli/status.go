@@ -31,7 +31,7 @@ func (a *App) statusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			in := workflows.FleetProbeInput{Grace: cfg.ProbeGrace, PickupTimeout: pickup}
+			in := workflows.FleetProbeInput{Grace: config.Duration(cfg.ProbeGrace), PickupTimeout: config.Duration(pickup)}
 			known := map[string]bool{}
 			for _, n := range cfg.Nodes {
 				in.Nodes = append(in.Nodes, n.Name)

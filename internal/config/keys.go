@@ -34,7 +34,7 @@ func (k *keyCheck) walk(path string, v any, t reflect.Type) {
 		t = t.Elem()
 	}
 	switch {
-	case t == durationType:
+	case t == durationType || t == humanDurType:
 	case t.Kind() == reflect.Struct:
 		m, ok := v.(map[string]any)
 		if !ok {

@@ -90,7 +90,7 @@ func envKeys(t reflect.Type, prefix string) []string {
 		}
 		ft := f.Type
 		switch {
-		case ft.Kind() == reflect.Struct && ft != durationType:
+		case ft.Kind() == reflect.Struct && ft != durationType && ft != humanDurType:
 			out = append(out, envKeys(ft, join(prefix, k))...)
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
 		default:
@@ -521,10 +521,10 @@ func applyRecipeDefaults(r *Recipe) {
 		r.Probe.Path = DefaultProbePath
 	}
 	if r.Probe.Ready == 0 {
-		r.Probe.Ready = DefaultProbeReady
+		r.Probe.Ready = Duration(DefaultProbeReady)
 	}
 	if r.Hooks.Timeout == 0 {
-		r.Hooks.Timeout = DefaultHookTimeout
+		r.Hooks.Timeout = Duration(DefaultHookTimeout)
 	}
 	if r.Bench.QualityBand == 0 {
 		r.Bench.QualityBand = DefaultQualityBand

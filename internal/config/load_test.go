@@ -251,7 +251,7 @@ veriffy = "sha256"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Staging[0].MinFree != 3<<39 || r.Name != "lane2" || r.Format != "toml" || r.Staging[0].Verify != "sampled" || r.Probe.Path != "/v1/models" || r.Hooks.Timeout != 2*time.Minute {
+	if r.Staging[0].MinFree != 3<<39 || r.Name != "lane2" || r.Format != "toml" || r.Staging[0].Verify != "sampled" || r.Probe.Path != "/v1/models" || r.Hooks.Timeout.D() != 2*time.Minute {
 		t.Fatalf("recipe: %+v", r)
 	}
 }

@@ -243,7 +243,7 @@ type Recipe struct {
 	Probe   Probe             `mapstructure:"probe" json:"probe,omitempty"`
 	// NodeOutageBudget overrides the config's for this lane (a lane whose
 	// nodes take long to reboot).
-	NodeOutageBudget time.Duration `mapstructure:"node_outage_budget" json:"node_outage_budget,omitempty"`
+	NodeOutageBudget Duration `mapstructure:"node_outage_budget" json:"node_outage_budget,omitempty"`
 	// Relay = false stages this lane without relaying between nodes (each
 	// node reads the NAS itself), whatever the config says.
 	Relay *bool `mapstructure:"relay" json:"relay,omitempty"`
@@ -280,7 +280,7 @@ type Hooks struct {
 	// hold) a staging dst or export of the recipe.
 	Clear []string `mapstructure:"clear" json:"clear,omitempty"`
 	// Timeout bounds each hook (default 2m).
-	Timeout time.Duration `mapstructure:"timeout" json:"timeout,omitempty"`
+	Timeout Duration `mapstructure:"timeout" json:"timeout,omitempty"`
 }
 
 // Staging is one [[staging]] block.
@@ -333,7 +333,7 @@ type Export struct {
 // Probe says how to decide a lane is serving.
 type Probe struct {
 	// Ready is the readiness budget (default 30m).
-	Ready time.Duration `mapstructure:"ready" json:"ready,omitempty"`
+	Ready Duration `mapstructure:"ready" json:"ready,omitempty"`
 	// Path is the health path (default /v1/models).
 	Path  string  `mapstructure:"path" json:"path,omitempty"`
 	Smoke []Smoke `mapstructure:"smoke" json:"smoke,omitempty"`
