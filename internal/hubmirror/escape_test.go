@@ -44,6 +44,18 @@ func TestSourceLinkEscapeRefused(t *testing.T) {
 			must(t, os.Symlink("../../blobs/etc/shadow", e))
 			return e, filepath.Join(outside, "shadow")
 		}, nil},
+		{"dotdot-after-a-directory-link", func(t *testing.T, f *fixture, outside string) (string, string) {
+			// Lexically ../../blobs/etc/../passwd is blobs/passwd (planted
+			// inside src); the kernel climbs from etc's target, out of src.
+			// A link text that climbs after a name never takes the cached
+			// directory shortcut.
+			must(t, os.MkdirAll(filepath.Join(outside, "sub"), 0o755))
+			must(t, os.Symlink(filepath.Join(outside, "sub"), filepath.Join(f.repo.dir, "blobs", "etc")))
+			must(t, os.WriteFile(filepath.Join(f.repo.dir, "blobs", "passwd"), []byte("decoy"), 0o644))
+			e := filepath.Join(f.repo.dir, "snapshots", rev1, "decoy.json")
+			must(t, os.Symlink("../../blobs/etc/../passwd", e))
+			return e, filepath.Join(outside, "passwd")
+		}, nil},
 		{"directory-entry", func(t *testing.T, f *fixture, outside string) (string, string) {
 			e := filepath.Join(f.repo.dir, "snapshots", rev1, "etc")
 			must(t, os.Symlink(outside, e))
@@ -207,5 +219,25 @@ func TestDestinationLinksInsideRoot(t *testing.T) {
 	must(t, err)
 	if !v.Clean() {
 		t.Fatalf("verify: %+v", v)
+	}
+}
+
+// plainClimb admits only link texts whose lexical and kernel resolutions
+// agree once the link's directory is real: leading ".." then names.
+func TestPlainClimb(t *testing.T) {
+	for target, want := range map[string]bool{
+		"../../blobs/abc":        true,
+		"abc":                    true,
+		"/nas/hub/blobs/abc":     true,
+		"../../blobs/etc/../abc": false,
+		"./abc":                  false,
+		"../blobs//abc":          false,
+		"/nas/../etc/passwd":     false,
+		"":                       false,
+		"../..":                  true,
+	} {
+		if got := plainClimb(target); got != want {
+			t.Errorf("plainClimb(%q) = %v, want %v", target, got, want)
+		}
 	}
 }

@@ -1,9 +1,9 @@
 package hubmirror
 
 import (
-	"bytes"
 	"context"
 	"os"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
@@ -20,11 +20,11 @@ const smallMax = 1 << 20
 
 // smallWorkers is how many small files are in flight per opts.Parallel:
 // they are bound by latency (metadata, one random read), not bandwidth.
-const smallWorkers = 4
+const smallWorkers = 16
 
 // metaWorkers is how many source entries are resolved at once while
 // planning (cold lstat/readlink on a NAS is latency-bound).
-const metaWorkers = 16
+const metaWorkers = 64
 
 // forEach runs fn(ctx, 0..n-1) with at most workers calls in flight
 // (errgroup with SetLimit). The first error cancels the ctx the other calls
@@ -78,8 +78,18 @@ func readSmall(path string) (data []byte, ok bool, err error) {
 	return readSmallFd(fd, path)
 }
 
+// smallBufs holds smallMax-byte buffers for reading staged small files
+// that are only hashed (a verify pass reads thousands).
+var smallBufs = sync.Pool{New: func() any { b := make([]byte, smallMax); return &b }}
+
 // readSmallFd is readSmall on an open descriptor, which it closes.
 func readSmallFd(fd int, path string) (data []byte, ok bool, err error) {
+	return readSmallInto(fd, path, nil)
+}
+
+// readSmallInto is readSmallFd reading into buf when it is large enough
+// (the result aliases it), else into a new slice.
+func readSmallInto(fd int, path string, buf []byte) (data []byte, ok bool, err error) {
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -88,7 +98,11 @@ func readSmallFd(fd int, path string) (data []byte, ok bool, err error) {
 	if st.Size > smallMax {
 		return nil, false, nil
 	}
-	data = make([]byte, st.Size)
+	if int64(len(buf)) >= st.Size {
+		data = buf[:st.Size]
+	} else {
+		data = make([]byte, st.Size)
+	}
 	for off := 0; off < len(data); {
 		n, err := unix.Pread(fd, data[off:], int64(off))
 		if err == unix.EINTR {
@@ -114,12 +128,14 @@ func sampleDst(d *staging.Dir, name string, size int64) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		data, ok, err := readSmallFd(fd, d.Join(name))
+		bp := smallBufs.Get().(*[]byte)
+		defer smallBufs.Put(bp)
+		data, ok, err := readSmallInto(fd, d.Join(name), *bp)
 		if err != nil {
 			return "", err
 		}
 		if ok && int64(len(data)) == size {
-			return ledger.SampleHash(bytes.NewReader(data), size)
+			return ledger.SampleBytes(data), nil
 		}
 	}
 	f, err := d.OpenFile(name, unix.O_RDONLY, 0)

@@ -651,3 +651,34 @@ func TestSHA256CatchesUnsampledCorruption(t *testing.T) {
 	}
 	fileEquals(t, staged, big)
 }
+
+// A temp file a cancelled copy left beside a file that is now verified is
+// removed by the next pass (found by listing its directory once, not by an
+// unlink attempt per file), and a pass with none removes nothing.
+func TestVerifiedPassRemovesLeftTempFiles(t *testing.T) {
+	f := newFixture(t, false)
+	sp := f.spec()
+	_, err := Stage(context.Background(), sp, staging.Options{})
+	must(t, err)
+	blobs := filepath.Join(f.mirrorRepo(), "blobs")
+	names, err := os.ReadDir(blobs)
+	must(t, err)
+	if len(names) == 0 {
+		t.Fatalf("no blobs staged in %s", blobs)
+	}
+	left := filepath.Join(blobs, tmpBase(names[0].Name()))
+	must(t, os.WriteFile(left, []byte("half a copy"), 0o600))
+	res, err := Stage(context.Background(), sp, staging.Options{})
+	must(t, err)
+	if res.VerifiedFiles != res.TotalFiles || res.CopiedFiles != 0 {
+		t.Fatalf("second pass %+v: want all verified", res)
+	}
+	if _, err := os.Lstat(left); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("temp file %s left beside a verified blob survived the pass: %v", left, err)
+	}
+	after, err := os.ReadDir(blobs)
+	must(t, err)
+	if len(after) != len(names) {
+		t.Fatalf("blobs dir had %d entries, now %d: the pass removed more than the temp file", len(names), len(after))
+	}
+}

@@ -1,7 +1,6 @@
 package hubmirror
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -84,6 +84,7 @@ type stager struct {
 	resume map[string]int64
 	noCFR  bool
 	prog   *tracker
+	temps  tempNames
 	// unsynced: small files were renamed into place without fsync; the
 	// filesystem is synced before the ledger is saved.
 	unsynced bool
@@ -217,9 +218,7 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 		}
 		if ok {
 			data, size = d, int64(len(d))
-			if srcSample, err = ledger.SampleHash(bytes.NewReader(data), size); err != nil {
-				return sourceErr(it, err)
-			}
+			srcSample = ledger.SampleBytes(data)
 		}
 	}
 	if data == nil {
@@ -244,7 +243,8 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 	switch state {
 	case stVerified, stAdopted:
 		if !st.opts.DryRun {
-			if d, name, err := st.dc.Parent(dst, false); err == nil {
+			// A temp file a cancelled copy left beside it is garbage now.
+			if d, name, err := st.dc.Parent(dst, false); err == nil && st.temps.has(d, tmpBase(name)) {
 				d.Remove(tmpBase(name))
 			}
 		}
@@ -340,6 +340,49 @@ func (st *stager) writeSmall(it *fileItem, data []byte, sample, dst string) (led
 	st.mu.Unlock()
 	st.prog.add(int64(len(data)))
 	return ent, nil
+}
+
+// tempNames knows which temp names exist in the mirror's directories,
+// listing each directory once: a verify-only pass over thousands of
+// files then costs no failing unlink per file.
+type tempNames struct {
+	mu   sync.Mutex
+	dirs map[string]*dirTemps
+}
+
+type dirTemps struct {
+	once  sync.Once
+	names map[string]bool
+	err   error
+}
+
+// has reports whether name exists in d; when d cannot be listed it
+// answers true, so the caller's remove still runs.
+func (t *tempNames) has(d *staging.Dir, name string) bool {
+	t.mu.Lock()
+	if t.dirs == nil {
+		t.dirs = map[string]*dirTemps{}
+	}
+	dt := t.dirs[d.Path]
+	if dt == nil {
+		dt = &dirTemps{}
+		t.dirs[d.Path] = dt
+	}
+	t.mu.Unlock()
+	dt.once.Do(func() {
+		names, err := d.Names()
+		if err != nil {
+			dt.err = err
+			return
+		}
+		dt.names = map[string]bool{}
+		for _, n := range names {
+			if strings.HasSuffix(n, tmpSuffix) {
+				dt.names[n] = true
+			}
+		}
+	})
+	return dt.err != nil || dt.names[name]
 }
 
 // sameEntry compares ledger entries ignoring VerifiedAt, so a pass that

@@ -6,6 +6,7 @@
 package ledger
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
@@ -17,6 +18,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -47,13 +49,20 @@ func SampledBytes(n int64) int64 {
 	return HeadBytes + TailBytes + SpreadSamples*SpreadBytes
 }
 
+// sampleBufs holds SampleRegion's read buffers: a verify pass over
+// thousands of small files samples each twice, and a fresh 256 KiB buffer
+// per call made the garbage collector the pass's main cost.
+var sampleBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
 // SampleRegion hashes the sampled regions of r over [off, off+n).
 func SampleRegion(r io.ReaderAt, off, n int64) (string, error) {
 	h := sha256.New()
 	var lenBuf [8]byte
 	binary.LittleEndian.PutUint64(lenBuf[:], uint64(n))
 	h.Write(lenBuf[:])
-	buf := make([]byte, 256<<10)
+	bp := sampleBufs.Get().(*[]byte)
+	defer sampleBufs.Put(bp)
+	buf := *bp
 	read := func(at, count int64) error {
 		for count > 0 {
 			c := int64(len(buf))
@@ -94,6 +103,22 @@ func SampleRegion(r io.ReaderAt, off, n int64) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// SampleBytes is SampleHash of data held in memory (a small file read
+// whole), hashed in place.
+func SampleBytes(data []byte) string {
+	n := int64(len(data))
+	if n <= HeadBytes+TailBytes+SpreadSamples*SpreadBytes {
+		h := sha256.New()
+		var lenBuf [8]byte
+		binary.LittleEndian.PutUint64(lenBuf[:], uint64(n))
+		h.Write(lenBuf[:])
+		h.Write(data)
+		return hex.EncodeToString(h.Sum(nil))
+	}
+	sum, _ := SampleRegion(bytes.NewReader(data), 0, n) // cannot fail in memory
+	return sum
 }
 
 // SampleFile opens path and hashes its sampled regions.

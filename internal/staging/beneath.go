@@ -302,6 +302,23 @@ func (d *Dir) ReadFile(name string) ([]byte, error) {
 	return nil, d.perr("read", name, err)
 }
 
+// Names lists the names in d (not . and ..), in directory order, so a
+// caller can learn which of many names exist with one getdents pass
+// instead of one failing syscall per name.
+func (d *Dir) Names() ([]string, error) {
+	fd, err := openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, d.perr("open", ".", err)
+	}
+	f := os.NewFile(uintptr(fd), d.Path)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, d.perr("readdir", ".", err)
+	}
+	return names, nil
+}
+
 // Sync fsyncs the directory itself, so names made in it are durable.
 func (d *Dir) Sync() error {
 	fd, err := openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

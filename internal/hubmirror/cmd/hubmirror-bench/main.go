@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -125,7 +126,19 @@ func run(ctx context.Context, cmd string, args []string) error {
 	progress := fs.String("progress", "", "write the latest progress JSON here (heartbeat stand-in)")
 	resume := fs.String("resume", "", "resume from this progress JSON")
 	full := fs.Bool("full", false, "verify: hash whole contents")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run here (go tool pprof)")
 	fs.Parse(args)
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	sp := hubmirror.Spec{Src: *src, Dst: *dst, Repos: strings.Split(*repos, ","), Verify: *verify}
 	if *roots == "" {
 		sp.Roots = []string{filepath.Dir(*dst)}
