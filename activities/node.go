@@ -79,7 +79,7 @@ func (a *NodeActivities) dockerClient(ctx context.Context) (serve.Docker, error)
 
 // NodeStatus reports the lanes whose containers run here and the free space
 // on each staging root.
-func (a *NodeActivities) NodeStatus(ctx context.Context, _ NodeStatusInput) (NodeStatusResult, error) {
+func (a *NodeActivities) NodeStatus(ctx context.Context, in NodeStatusInput) (NodeStatusResult, error) {
 	res := NodeStatusResult{Node: a.Node.Name}
 	for _, r := range a.Node.Roots {
 		rf := RootFree{Root: r}
@@ -112,7 +112,24 @@ func (a *NodeActivities) NodeStatus(ctx context.Context, _ NodeStatusInput) (Nod
 	}
 	sort.Strings(res.Lanes)
 	sort.Strings(res.Containers)
+	if res.Foreign, err = serve.FindForeign(ctx, d, in.Ports, nil); err != nil {
+		return res, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
+	}
 	return res, nil
+}
+
+// StopForeign stops foreign containers by name (cutover --stop-foreign);
+// it never removes them.
+func (a *NodeActivities) StopForeign(ctx context.Context, in StopForeignInput) (StopForeignResult, error) {
+	d, err := a.dockerClient(ctx)
+	if err != nil {
+		return StopForeignResult{}, classify(err)
+	}
+	stopped, err := serve.StopForeign(ctx, d, in.Names)
+	if err != nil {
+		return StopForeignResult{Node: a.Node.Name, Stopped: stopped}, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
+	}
+	return StopForeignResult{Node: a.Node.Name, Stopped: stopped}, nil
 }
 
 func (a *NodeActivities) hubSpec(b config.Staging) hubmirror.Spec {

@@ -21,7 +21,11 @@ type RootFree struct {
 }
 
 // NodeStatusInput asks a node worker about its own disk and containers.
-type NodeStatusInput struct{}
+type NodeStatusInput struct {
+	// Ports are the API ports of the lane asking: a container sparklane
+	// did not start that holds one of them is reported as foreign.
+	Ports []int `json:"ports,omitempty"`
+}
 
 // NodeStatusResult is what a node worker reports about itself.
 type NodeStatusResult struct {
@@ -30,6 +34,21 @@ type NodeStatusResult struct {
 	Lanes      []string   `json:"lanes"`
 	Containers []string   `json:"containers"`
 	Roots      []RootFree `json:"roots"`
+	// Foreign are running containers sparklane did not start that use
+	// GPUs or hold one of the asked ports; they make the node occupied.
+	Foreign []serve.Foreign `json:"foreign,omitempty"`
+}
+
+// StopForeignInput names foreign containers on one node to stop
+// (cutover --stop-foreign).
+type StopForeignInput struct {
+	Names []string `json:"names"`
+}
+
+// StopForeignResult lists the containers stopped.
+type StopForeignResult struct {
+	Node    string   `json:"node"`
+	Stopped []string `json:"stopped,omitempty"`
 }
 
 // SSHCheckInput asks the control worker to reach a node over SSH.

@@ -37,6 +37,10 @@ type CutoverInput struct {
 	// OutageBudget is how long a node may be gone mid-run before the
 	// cutover fails naming it (0: DefaultOutageBudget).
 	OutageBudget config.Duration `json:"outage_budget,omitempty"`
+	// StopForeign stops running containers sparklane did not start that
+	// hold a GPU or the lane's port on the lane's nodes (--stop-foreign);
+	// without it such a node is occupied and the cutover is refused.
+	StopForeign bool `json:"stop_foreign,omitempty"`
 }
 
 // CutoverResult says what happened, step by step; on failure it is also
@@ -50,6 +54,9 @@ type CutoverResult struct {
 	Error      string `json:"error,omitempty"`
 	// Previous are the lanes that held the nodes and were stopped.
 	Previous []string `json:"previous,omitempty"`
+	// StoppedForeign are the foreign containers stopped (--stop-foreign),
+	// as "NODE/NAME".
+	StoppedForeign []string `json:"stopped_foreign,omitempty"`
 	// RolledBack lists the previous lanes brought back after a failure;
 	// OldLaneAnswers is true when they answered their probes again.
 	RolledBack     []string                       `json:"rolled_back,omitempty"`
@@ -123,7 +130,8 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 			probeNodes = append(probeNodes, n)
 		}
 	}
-	err := workflow.ExecuteChildWorkflow(pctx, FleetProbe, FleetProbeInput{Nodes: probeNodes, Require: nodes, Lane: in.Plan.Lane, Grace: in.Grace, PickupTimeout: in.Pickup}).Get(ctx, &probe)
+	err := workflow.ExecuteChildWorkflow(pctx, FleetProbe, FleetProbeInput{Nodes: probeNodes, Require: nodes, Lane: in.Plan.Lane, Grace: in.Grace, PickupTimeout: in.Pickup,
+		Ports: lanePorts(in.Plan), StopForeign: in.StopForeign}).Get(ctx, &probe)
 	t.end(i, "", err)
 	if err != nil {
 		return fail("probe fleet", err)
@@ -163,6 +171,27 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 			continue
 		}
 		prevPlans[l] = r
+	}
+
+	// Foreign engines on the lane's nodes, stopped only when asked
+	// (the probe refused the nodes otherwise).
+	for _, st := range probe.Nodes {
+		if !in.StopForeign || len(st.ForeignNames) == 0 || !contains(nodes, st.Node) {
+			continue
+		}
+		if workflow.GetVersion(ctx, versionStopForeign, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			break
+		}
+		i := t.start("stop foreign", st.Node)
+		var sf activities.StopForeignResult
+		err := workflow.ExecuteActivity(nodeOpts(ctx, st.Node, in.Pickup.D(), 2*time.Minute, 0, 2), na.StopForeign, activities.StopForeignInput{Names: st.ForeignNames}).Get(ctx, &sf)
+		t.end(i, strings.Join(sf.Stopped, ", "), err)
+		if err != nil {
+			return fail("stop foreign on "+st.Node, err)
+		}
+		for _, n := range sf.Stopped {
+			res.StoppedForeign = append(res.StoppedForeign, st.Node+"/"+n)
+		}
 	}
 
 	// From the stop on, a failure rolls back.
@@ -318,4 +347,13 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// lanePorts are the ports a lane's engine listens on, which a foreign
+// engine must not hold.
+func lanePorts(p config.LanePlan) []int {
+	if p.APIPort > 0 {
+		return []int{p.APIPort}
+	}
+	return nil
 }

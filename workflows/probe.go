@@ -41,7 +41,7 @@ func FleetProbe(ctx workflow.Context, in FleetProbeInput) (FleetProbeResult, err
 	futs := make([]pending, len(in.Nodes))
 	for i, n := range in.Nodes {
 		futs[i].ssh = workflow.ExecuteActivity(summarize(controlOpts(ctx, 30*time.Second, 0, 1), n, -1, "ssh check"), ca.CheckSSH, activities.SSHCheckInput{Node: n})
-		futs[i].status = workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, pickup, 30*time.Second, 0, 1), n, -1, "node status"), na.NodeStatus, activities.NodeStatusInput{})
+		futs[i].status = workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, pickup, 30*time.Second, 0, 1), n, -1, "node status"), na.NodeStatus, activities.NodeStatusInput{Ports: in.Ports})
 	}
 	res := FleetProbeResult{Attempt: int(workflow.GetInfo(ctx).Attempt)}
 	for i, n := range in.Nodes {
@@ -70,7 +70,11 @@ func FleetProbe(ctx workflow.Context, in FleetProbeInput) (FleetProbeResult, err
 			st.Worker = "polling"
 			st.Roots = ns.Roots
 			st.Lanes = ns.Lanes
-			if len(st.Lanes) > 0 {
+			for _, f := range ns.Foreign {
+				st.Foreign = append(st.Foreign, f.String())
+				st.ForeignNames = append(st.ForeignNames, f.Name)
+			}
+			if len(st.Lanes) > 0 || len(st.Foreign) > 0 {
 				st.State = NodeOccupied
 			} else {
 				st.State = NodeFree
@@ -83,7 +87,8 @@ func FleetProbe(ctx workflow.Context, in FleetProbeInput) (FleetProbeResult, err
 		ok := false
 		for _, st := range res.Nodes {
 			if st.Node == r && (st.State == NodeFree || st.State == NodeOccupied) {
-				ok = true
+				// A foreign engine is never stopped unless asked.
+				ok = len(st.Foreign) == 0 || in.StopForeign
 			}
 		}
 		if !ok {
@@ -97,6 +102,12 @@ func FleetProbe(ctx workflow.Context, in FleetProbeInput) (FleetProbeResult, err
 		}
 		msg := fmt.Sprintf("lane %s needs nodes %s, but %s not usable (attempt %d); every node: %s",
 			in.Lane, strings.Join(in.Require, ", "), strings.Join(missing, ", "), res.Attempt, strings.Join(lines, "; "))
+		for _, st := range res.Nodes {
+			if len(st.Foreign) > 0 && contains(missing, st.Node) {
+				msg += "; containers sparklane did not start hold a GPU or the lane's port: stop them, or rerun with --stop-foreign"
+				break
+			}
+		}
 		return res, temporal.NewApplicationError(msg, fault.NotEnoughNodes, res)
 	}
 	return res, nil

@@ -7,6 +7,7 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sparklane/sparklane/activities"
@@ -116,6 +117,12 @@ type FleetProbeInput struct {
 	// PickupTimeout bounds how long a node worker may take to pick up its
 	// status activity before the node is called unreachable.
 	PickupTimeout config.Duration `json:"pickup_timeout,omitempty"`
+	// Ports are the lane's API ports: a container sparklane did not start
+	// that holds one (or any GPU) makes its node occupied by "foreign".
+	Ports []int `json:"ports,omitempty"`
+	// StopForeign makes a required node occupied only by foreign
+	// containers usable: the caller stops them (cutover --stop-foreign).
+	StopForeign bool `json:"stop_foreign,omitempty"`
 }
 
 // NodeState is one node as the probe found it.
@@ -124,6 +131,12 @@ type NodeState struct {
 	State string `json:"state"`
 	// Lanes running on the node (container labels), for occupied.
 	Lanes []string `json:"lanes,omitempty"`
+	// Foreign are running containers sparklane did not start that hold a
+	// GPU or the lane's port ("NAME (GPUs)"); ForeignNames their names.
+	// Either makes the node occupied by foreign; they are never stopped
+	// unless the operator asks (--stop-foreign).
+	Foreign      []string `json:"foreign,omitempty"`
+	ForeignNames []string `json:"foreign_names,omitempty"`
 	// Why explains unreachable/off.
 	Why    string                `json:"why,omitempty"`
 	SSH    string                `json:"ssh,omitempty"`
@@ -135,7 +148,14 @@ type NodeState struct {
 func (n NodeState) String() string {
 	switch n.State {
 	case NodeOccupied:
-		return fmt.Sprintf("occupied (lane %s)", joinComma(n.Lanes))
+		var by []string
+		if len(n.Lanes) > 0 {
+			by = append(by, "lane "+joinComma(n.Lanes))
+		}
+		if len(n.Foreign) > 0 {
+			by = append(by, "foreign: "+joinComma(n.Foreign))
+		}
+		return fmt.Sprintf("occupied (%s)", strings.Join(by, "; "))
 	case NodeUnreachable, NodeOff:
 		if n.Why != "" {
 			return fmt.Sprintf("%s (%s)", n.State, n.Why)

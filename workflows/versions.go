@@ -46,6 +46,10 @@ const (
 	// off after the nodes, once every node behind it is off (warn-only).
 	versionPowerGearLast = "power-gear-last"
 
+	// versionStopForeign: cutover --stop-foreign stops foreign engines on
+	// the lane's nodes after the fleet probe.
+	versionStopForeign = "cutover-stop-foreign"
+
 	// versionStartAllRanks: serveLane waits for every rank's start before
 	// it returns a failed start, so the cleanup stop cannot race a create.
 	versionStartAllRanks = "serve-start-all-ranks"

@@ -19,6 +19,7 @@ type cutoverFlags struct {
 	lane, stage, label string
 	noWait, bench      bool
 	noRollback, dryRun bool
+	stopForeign        bool
 	powerOn            bool
 	overrides          []string
 	cluster            string
@@ -52,6 +53,7 @@ func (a *App) cutoverCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "bench the lane once it answers and write a report")
 	cmd.Flags().StringVar(&f.label, "label", "", "report label for --bench")
 	cmd.Flags().BoolVar(&f.noRollback, "no-rollback", false, "on failure, do not bring the previous lane back")
+	cmd.Flags().BoolVar(&f.stopForeign, "stop-foreign", false, "stop containers sparklane did not start that hold a GPU or the lane's port on the lane's nodes (else the cutover is refused, naming them)")
 	cmd.Flags().BoolVar(&f.powerOn, "power-on", false, "switch on the lane's nodes whose relay is off, before staging")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print every node's command, env, mounts and staging plan; touch nothing")
 	cmd.Flags().StringArrayVarP(&f.overrides, "override", "o", nil, "key=value override (repeatable)")
@@ -80,7 +82,7 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *config.Reci
 		Memo: recipeMemo(r, plan),
 		// --no-wait detaches this command; the workflow still runs every step.
 		Input: workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
-			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: config.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: config.Duration(budget)},
+			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: config.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: config.Duration(budget), StopForeign: f.stopForeign},
 	})
 	if err != nil {
 		return nil, err

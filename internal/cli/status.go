@@ -134,7 +134,7 @@ func printFleet(a *App, cfg *config.Config, res workflows.FleetProbeResult) {
 		}
 		state := n.State
 		if n.State == workflows.NodeOccupied {
-			state = "occupied (lane " + strings.Join(n.Lanes, ", ") + ")"
+			state = n.String()
 		}
 		reason := wrap(n.Why, reasonWidth)
 		if len(reason) == 0 {
