@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -49,18 +51,26 @@ func (a *App) initCmd() *cobra.Command {
 	var knownHosts, identity, out, sysRoot, dockerCmd string
 	var write bool
 	cmd := &cobra.Command{
-		Use:   "init --node NAME=user@host[:port]... [--known-hosts FILE] [--write]",
+		Use:   "init [--node NAME=user@host[:port]...] [--known-hosts FILE] [--write]",
 		Short: "discover the nodes over SSH (disks, Docker + NVIDIA runtime, GPUs, RDMA) and write a commented sparklane.toml",
 		Long: "Connects to every --node over SSH with its host key checked against --known-hosts (default\n" +
 			"~/.ssh/known_hosts; add an unknown key with ssh-keyscan after checking its fingerprint), finds its\n" +
 			"disks and free space, Docker and the NVIDIA runtime, GPUs, RDMA devices and their netdevs, and\n" +
 			"writes a config: staging roots on the NVMe, addresses on the fast network, one cluster per node and\n" +
-			"one of all nodes. An existing file is never changed without --write: the diff is shown instead.",
+			"one of all nodes. An existing file is never changed without --write: the diff is shown instead.\n" +
+			"On a terminal without --node, it asks for each node's name and SSH target, and shows an unknown\n" +
+			"host key's fingerprint for you to confirm before it is added to the known_hosts file.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if len(specs) == 0 && a.terminalIn() && !a.JSON {
+				var err error
+				if specs, err = a.askNodes(); err != nil {
+					return err
+				}
+			}
 			if len(specs) == 0 {
-				return errors.New("name at least one node: --node dgx1=user@10.0.0.11 (repeatable)")
+				return errors.New("name at least one node: --node dgx1=user@10.0.0.11 (repeatable), or run init on a terminal to be asked")
 			}
 			if out == "" {
 				out = a.ConfigPath
@@ -170,9 +180,74 @@ func (a *App) confirmHostKeys() bool {
 	if a.askHostKeys {
 		return true
 	}
-	f, ok := a.In.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd())) && !a.JSON
+	return a.terminalIn() && !a.JSON
 }
+
+// terminalIn reports whether the operator types on a terminal.
+func (a *App) terminalIn() bool {
+	f, ok := a.In.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// readLine reads one answer from In through one buffered reader, so no
+// typed-ahead line is lost between prompts.
+func (a *App) readLine() (string, error) {
+	if a.inLines == nil {
+		a.inLines = bufio.NewReader(a.In)
+	}
+	s, err := a.inLines.ReadString('\n')
+	if err != nil && (s == "" || !errors.Is(err, io.EOF)) {
+		return strings.TrimSpace(s), err
+	}
+	return strings.TrimSpace(s), nil
+}
+
+// askNodes asks, on a terminal, for each node's name and SSH target until
+// an empty name; a bad answer is asked again, saying what is wrong.
+func (a *App) askNodes() ([]string, error) {
+	fmt.Fprintln(a.Err, "Name the fleet's nodes (an empty name ends the list).")
+	var specs []string
+	seen := map[string]bool{}
+	for {
+		fmt.Fprintf(a.Err, "node %d name (e.g. dgx%d): ", len(specs)+1, len(specs)+1)
+		name, err := a.readLine()
+		if err != nil {
+			return nil, fmt.Errorf("reading the node name: %w", err)
+		}
+		if name == "" {
+			if len(specs) == 0 {
+				return nil, errors.New("no node named: nothing to discover")
+			}
+			return specs, nil
+		}
+		if !nodeNameRE.MatchString(name) || seen[name] {
+			why := "use letters, digits, '.', '_' or '-'"
+			if seen[name] {
+				why = "already named"
+			}
+			fmt.Fprintf(a.Err, "  %q: %s\n", name, why)
+			continue
+		}
+		for {
+			fmt.Fprintf(a.Err, "SSH target of %s (user@host[:port]): ", name)
+			target, err := a.readLine()
+			if err != nil {
+				return nil, fmt.Errorf("reading the SSH target of %s: %w", name, err)
+			}
+			if _, perr := node.ParseSSH(target); perr != nil || !strings.Contains(target, "@") || strings.ContainsAny(target, " \t") {
+				fmt.Fprintf(a.Err, "  %q: write it as user@host or user@host:port\n", target)
+				continue
+			}
+			specs = append(specs, name+"="+target)
+			seen[name] = true
+			break
+		}
+	}
+}
+
+// nodeNameRE is what a node name may hold (it names a task queue and
+// containers).
+var nodeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // confirmHostKey shows the key an unknown host offers and adds it to the
 // known_hosts file when the operator types "yes".
@@ -191,8 +266,8 @@ func (a *App) confirmHostKey(ctx context.Context, name string, t node.SSHTarget)
 	}
 	fmt.Fprintf(a.Err, "node %s (%s) is not in %s.\nIt offers %s key %s.\nCompare that fingerprint with the node's own (ssh-keygen -lf /etc/ssh/ssh_host_%s_key.pub on its console).\nTrust it and add it to %s? (yes/no) ",
 		name, t.Addr(), file, key.Type(), ssh.FingerprintSHA256(key), strings.TrimPrefix(key.Type(), "ssh-"), file)
-	answer, _ := bufio.NewReader(a.In).ReadString('\n')
-	if a := strings.ToLower(strings.TrimSpace(answer)); a != "yes" && a != "y" {
+	answer, _ := a.readLine()
+	if a := strings.ToLower(answer); a != "yes" && a != "y" {
 		return fault.Permanent(fault.UnknownHost, fmt.Errorf("host key of %s not trusted (answer %q): nothing written", t.Addr(), strings.TrimSpace(answer)))
 	}
 	if err := discover.TrustHostKey(file, t, key); err != nil {

@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -63,6 +64,8 @@ type App struct {
 	// askHostKeys makes `init` confirm unknown host keys on In even when
 	// it is not a terminal (tests).
 	askHostKeys bool
+	// inLines reads In line by line for interactive prompts (init).
+	inLines *bufio.Reader
 }
 
 // exitError carries a process exit code through cobra.
