@@ -57,8 +57,9 @@ func TestSparkrunParity(t *testing.T) {
 	for i := range cfg.Nodes {
 		cfg.Nodes[i].Infiniband = true // sparkrun's rootless launch binds /dev/infiniband everywhere
 	}
+	equal := 0
 	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".json"), func(t *testing.T) {
+		ok := t.Run(strings.TrimSuffix(filepath.Base(f), ".json"), func(t *testing.T) {
 			var fx parityFixture
 			b, err := os.ReadFile(f)
 			if err != nil {
@@ -125,5 +126,9 @@ func TestSparkrunParity(t *testing.T) {
 				}
 			}
 		})
+		if ok {
+			equal++
+		}
 	}
+	t.Logf("argv, env, docker essentials and pre_exec equal to sparkrun's: %d/%d cases", equal, len(files))
 }
