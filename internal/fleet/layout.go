@@ -45,6 +45,12 @@ func (l Layout) Binary() string { return filepath.Join(l.LibDir, "worker") }
 // Config is the node config's path on the node.
 func (l Layout) Config() string { return filepath.Join(l.ConfDir, "sparklane.toml") }
 
+// EnvFile is the node service's optional environment file (KEY=VALUE
+// lines), read at every (re)start of the worker: where an operator puts
+// the variables a recipe's [env_from] names as env:NAME (secrets stay on
+// the node, out of workflow inputs). Install neither writes nor removes it.
+func (l Layout) EnvFile() string { return filepath.Join(l.ConfDir, "node.env") }
+
 // Supervisor is the fallback supervisor script's path (hosts without systemd).
 func (l Layout) Supervisor() string { return filepath.Join(l.LibDir, "supervise") }
 
@@ -90,6 +96,7 @@ After=network-online.target docker.service
 Wants=network-online.target
 
 [Service]
+EnvironmentFile=-%s
 ExecStart=%s
 Restart=on-failure
 RestartSec=2
@@ -98,14 +105,15 @@ TimeoutStopSec=60
 
 [Install]
 WantedBy=multi-user.target
-`, nodeName, nodeName, nodeName, l.workerArgs(nodeName))
+`, nodeName, nodeName, nodeName, l.EnvFile(), l.workerArgs(nodeName))
 }
 
 // supervisorScript is the POSIX sh supervisor used where no systemd runs
 // (the test fleet's hosts, minimal containers): it runs the worker,
 // restarts it 2 s after it exits, records its own pid in PIDFile and the
 // worker's in WorkerPIDFile, and stops (stopping the worker with SIGTERM)
-// on SIGTERM, or without restarting when StopFile exists. Output goes to
+// on SIGTERM, or without restarting when StopFile exists. The worker gets
+// EnvFile's variables when it exists (read at each start). Output goes to
 // LogFile, moved to LogFile.1 at a (re)start once it passes 10 MiB, since
 // /run is memory.
 func (l Layout) supervisorScript(nodeName string) string {
@@ -116,6 +124,7 @@ run=%s
 pidfile=%s
 workerpid=%s
 stopfile=%s
+envfile=%s
 log=%s
 mkdir -p "$run"
 echo $$ >"$pidfile.tmp" && mv -f "$pidfile.tmp" "$pidfile"
@@ -132,7 +141,7 @@ trap finish TERM INT
 while [ ! -e "$stopfile" ]; do
 	if [ -f "$log" ] && [ "$(wc -c <"$log")" -gt 10485760 ]; then mv -f "$log" "$log.1"; fi
 	exec >>"$log" 2>&1
-	%s &
+	(if [ -f "$envfile" ]; then set -a; . "$envfile"; set +a; fi; exec %s) &
 	child=$!
 	echo "$child" >"$workerpid.tmp" && mv -f "$workerpid.tmp" "$workerpid"
 	echo "$(date -u +%%FT%%TZ) supervise: worker started (pid $child)"
@@ -145,7 +154,7 @@ while [ ! -e "$stopfile" ]; do
 	wait $!
 done
 rm -f "$pidfile" "$workerpid"
-`, nodeName, quote(l.RunDir), quote(l.PIDFile()), quote(l.WorkerPIDFile()), quote(l.StopFile()), quote(l.LogFile()), l.workerArgs(nodeName))
+`, nodeName, quote(l.RunDir), quote(l.PIDFile()), quote(l.WorkerPIDFile()), quote(l.StopFile()), quote(l.EnvFile()), quote(l.LogFile()), l.workerArgs(nodeName))
 }
 
 // quote makes s one POSIX shell word.
