@@ -38,6 +38,8 @@ var corpus = map[string]string{
 	"stagenode-outage-resumed": "TestReplayCorpusStageResumedAfterNodeOutage",
 	"power-off-forced":         "TestReplayCorpusPower",
 	"power-on-refused":         "TestReplayCorpusPower",
+	// Serve waiting for a node service that was down (versionServeOutageWait).
+	"serve-outage-resumed": "TestRealFleet ./internal/fleet/fleete2e",
 }
 
 // Committed histories of real runs must replay against the current code: a
@@ -54,7 +56,12 @@ func TestReplayCommittedHistories(t *testing.T) {
 	}
 	for name, test := range corpus {
 		if !have[name] {
-			t.Errorf("history %s.json is missing from testdata/histories: record it with SPARKLANE_WRITE_HISTORIES=1 go test -count=1 -run %s ./internal/itest", name, test)
+			// A corpus entry is "TEST" (in internal/itest) or "TEST PACKAGE".
+			run, pkg, ok := strings.Cut(test, " ")
+			if !ok {
+				pkg = "./internal/itest"
+			}
+			t.Errorf("history %s.json is missing from testdata/histories: record it with SPARKLANE_WRITE_HISTORIES=1 go test -count=1 -run %s %s", name, run, pkg)
 		}
 	}
 	types := map[string]bool{}

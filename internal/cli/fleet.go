@@ -59,7 +59,9 @@ func (a *App) fleetCmd() *cobra.Command {
 			"/usr/local/lib/sparklane/worker, writes the node's /etc/sparklane/sparklane.toml (Temporal at the node's\n" +
 			"127.0.0.1:PORT, where the control service's SSH tunnel ends) and runs it as the systemd unit\n" +
 			"sparklane-node.service — or, on a host without systemd, under a small sh supervisor. Nodes with an empty\n" +
-			"ssh are served by the control service itself. Host keys are always checked against known_hosts.",
+			"ssh are served by the control service itself. Host keys are always checked against known_hosts.\n" +
+			"The worker reads the optional /etc/sparklane/node.env (KEY=VALUE lines; never written here) at each\n" +
+			"start: where secrets named by a recipe's [env_from] as env:NAME live.",
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&o.binary, "worker-binary", "", "the worker binary to install (default: build ./worker of this source tree into STATE_DIR/bin, for each node's architecture)")
