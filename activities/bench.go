@@ -149,6 +149,9 @@ func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string
 		res.Warnings = rep.Verdict.Warnings
 	}
 	res.Summary = summarize(perf, bundle.Harness, res.Verdict)
+	if len(perf.TG) > 0 {
+		a.Metrics.Benched(in.Plan.Lane, perf.TG[0].AggregateTokPerSec)
+	}
 	return res, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/serve"
@@ -38,6 +39,9 @@ type ControlActivities struct {
 	UIURL string
 	// Temporal lets power-on check that a node worker polls its queue.
 	Temporal client.Client
+	// Metrics records readiness, probe, bench and node outage figures
+	// (nil: none).
+	Metrics *metrics.Metrics
 }
 
 func (a *ControlActivities) node(name string) (config.Node, error) {
@@ -227,6 +231,7 @@ func (a *ControlActivities) WaitReady(ctx context.Context, in WaitReadyInput) (W
 	if err != nil {
 		return WaitReadyResult{BaseURL: base}, classify(err)
 	}
+	a.Metrics.Ready(in.Plan.Lane, r.Elapsed)
 	return WaitReadyResult{BaseURL: base, Model: r.Model, Seconds: r.Elapsed.Seconds()}, nil
 }
 
@@ -260,6 +265,9 @@ func (a *ControlActivities) DecodeProbe(ctx context.Context, in DecodeProbeInput
 	r, err := probe.DecodeProbe(ctx, probe.DecodeInput{BaseURL: in.BaseURL, Model: in.Model, PromptTokens: in.PromptTokens, MaxTokens: in.MaxTokens})
 	if err != nil {
 		return DecodeProbeResult{}, classify(err)
+	}
+	if in.Lane != "" {
+		a.Metrics.Probed(in.Lane, r.DecodeTPS, time.Duration(r.TTFTSeconds*float64(time.Second)))
 	}
 	return DecodeProbeResult{DecodeTPS: r.DecodeTPS, PrefillTPS: r.PrefillTPS, TTFTSeconds: r.TTFTSeconds, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens}, nil
 }

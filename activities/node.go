@@ -18,8 +18,10 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/hubmirror"
+	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/relay"
+	"github.com/sparklane/sparklane/internal/secretenv"
 	"github.com/sparklane/sparklane/internal/serve"
 	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/staging"
@@ -47,9 +49,15 @@ type NodeActivities struct {
 	// this process (simulated nodes on one machine bind free ports); nil
 	// or "" keeps the address of the input.
 	RelayAddr func(node string) string
+	// Getenv reads the node worker's environment for env_from "env:NAME"
+	// sources (nil: os.Getenv); tests give each simulated node its own.
+	Getenv func(string) string
+	// Metrics records staging and verify figures (nil: none).
+	Metrics *metrics.Metrics
 
-	mu     sync.Mutex
-	docker serve.Docker
+	mu      sync.Mutex
+	docker  serve.Docker
+	secrets map[string][]string // lane → its resolved env_from values
 }
 
 func (a *NodeActivities) local(p string) string { return a.Node.LocalPath(p, a.SharedRoots) }
@@ -187,6 +195,7 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 		}
 		last = time.Now()
 		heartbeat(ctx, p)
+		a.Metrics.StagingProgress(in.Lane, a.Node.Name, in.Block.ID, p.BytesDone)
 	}
 	var err error
 	switch in.Block.Kind {
@@ -210,6 +219,15 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 	}
 	if err != nil {
 		return out, classify(fmt.Errorf("node %s, block %s: %w", a.Node.Name, in.Block.ID, err))
+	}
+	if r := out.Result; !r.DryRun {
+		a.Metrics.StagingProgress(in.Lane, a.Node.Name, in.Block.ID, r.TotalBytes)
+		a.Metrics.Staged(in.Lane, a.Node.Name, in.Block.ID, r.CopiedBytes, time.Duration(r.Seconds*float64(time.Second)))
+		repaired := 0
+		if r.VerifiedFiles+r.AdoptedFiles > 0 {
+			repaired = r.CopiedFiles // staged before: what it copied was gone or changed
+		}
+		a.Metrics.Verified(in.Lane, a.Node.Name, in.Block.ID, r.VerifiedFiles, repaired)
 	}
 	return out, nil
 }
@@ -246,7 +264,39 @@ func (a *NodeActivities) VerifyBlock(ctx context.Context, in VerifyBlockInput) (
 	if err != nil {
 		return out, classify(fmt.Errorf("node %s, block %s: %w", a.Node.Name, in.Block.ID, err))
 	}
+	r := out.Result
+	a.Metrics.Verified(in.Lane, a.Node.Name, in.Block.ID, r.OK+r.NBad()+r.NMissing(), 0)
+	if err := a.spill(in, &out.Result); err != nil {
+		return out, classify(fmt.Errorf("node %s, block %s: %w", a.Node.Name, in.Block.ID, err))
+	}
 	return out, nil
+}
+
+// VerifyListName is the file in a block's dst that keeps the full lists of
+// bad and missing paths of its last verify that found more than
+// staging.ListLimit of either: the result (and so the history) carries
+// only counts and the first paths, and names this file.
+func VerifyListName(lane, block string) string {
+	return ".sparklane-verify." + lane + "." + block + ".txt"
+}
+
+// spill writes a long verify result's full lists into the block's dst
+// (opened beneath the node's roots; made if a wipe removed it).
+func (a *NodeActivities) spill(in VerifyBlockInput, r *staging.VerifyResult) error {
+	if len(r.Bad) <= staging.ListLimit && len(r.Missing) <= staging.ListLimit {
+		return nil
+	}
+	dc := staging.NewDirs(a.roots())
+	defer dc.Close()
+	d, err := dc.Dir(a.local(in.Block.Dst), true)
+	if err != nil {
+		return fmt.Errorf("keep the full verify list in %s: %w", in.Block.Dst, err)
+	}
+	lane := in.Lane
+	if lane == "" {
+		lane = "lane"
+	}
+	return r.Spill(d, VerifyListName(lane, in.Block.ID))
 }
 
 // keepAlive heartbeats every few seconds until stopped, for activities
@@ -386,7 +436,17 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 			mounts = append(mounts, config.Mount{Src: a.local(b.Source), Dst: filepath.Join(m.Dst, b.Target), ReadOnly: true})
 		}
 	}
-	env, ctr := a.withRDMA(in.Plan)
+	// The RDMA env completes the env with rows_env filled above (the
+	// plan's own env alone would drop those).
+	rp := in.Plan
+	rp.Env = env
+	env, ctr := a.withRDMA(rp)
+	// Secrets are read here, on the node, now: the plan (and so the
+	// workflow input and history) names only their sources.
+	env, err = a.containerEnv(in, env)
+	if err != nil {
+		return StartRankResult{}, classify(fmt.Errorf("node %s rank %d: %w", a.Node.Name, in.Plan.Rank, err))
+	}
 	r, err := serve.StartRank(ctx, d, serve.RankSpec{
 		Lane: in.Lane, Node: a.Node.Name, Rank: in.Plan.Rank, RecipeHash: in.RecipeHash, Image: in.Plan.Image,
 		Argv: in.Plan.Argv, Env: env, Mounts: mounts, GPUs: in.Plan.GPUs,
@@ -439,6 +499,55 @@ func orSlash(p string) string {
 	return p
 }
 
+// containerEnv is base (the plan's env, rows_env filled) plus the plan's
+// env_from variables resolved on this node (secretenv: the worker's
+// environment, or a file beneath the node's fs_root). The resolved values are remembered for the lane so the
+// rank logs this worker returns (InspectLane) are masked with them.
+func (a *NodeActivities) containerEnv(in StartRankInput, base map[string]string) (map[string]string, error) {
+	if len(in.Plan.EnvFrom) == 0 {
+		return base, nil
+	}
+	getenv := a.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	vals, err := secretenv.Resolve(in.Plan.EnvFrom, getenv, func(p string) ([]byte, error) { return os.ReadFile(a.local(p)) })
+	if err != nil {
+		return nil, err
+	}
+	env := make(map[string]string, len(base)+len(vals))
+	for k, v := range base {
+		env[k] = v
+	}
+	secrets := make([]string, 0, len(vals))
+	for k, v := range vals {
+		env[k] = v
+		secrets = append(secrets, v)
+	}
+	a.mu.Lock()
+	if a.secrets == nil {
+		a.secrets = map[string][]string{}
+	}
+	a.secrets[in.Lane] = secrets
+	a.mu.Unlock()
+	return env, nil
+}
+
+// mask hides the lane's resolved secrets in text this worker returns.
+func (a *NodeActivities) mask(lane string, lines []string) []string {
+	a.mu.Lock()
+	secrets := a.secrets[lane]
+	a.mu.Unlock()
+	if len(secrets) == 0 {
+		return lines
+	}
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = secretenv.Mask(l, secrets)
+	}
+	return out
+}
+
 // StopLane stops and removes the lane's containers here and looks again.
 func (a *NodeActivities) StopLane(ctx context.Context, in StopLaneInput) (StopLaneResult, error) {
 	d, err := a.dockerClient(ctx)
@@ -484,7 +593,7 @@ func (a *NodeActivities) InspectLane(ctx context.Context, in InspectLaneInput) (
 		if s.Node != a.Node.Name {
 			continue // another simulated node on the same engine
 		}
-		out.Ranks = append(out.Ranks, RankState{Node: a.Node.Name, Rank: s.Rank, Name: s.Name, State: s.State, ExitCode: s.ExitCode, Logs: s.Logs})
+		out.Ranks = append(out.Ranks, RankState{Node: a.Node.Name, Rank: s.Rank, Name: s.Name, State: s.State, ExitCode: s.ExitCode, Logs: a.mask(in.Lane, s.Logs)})
 	}
 	return out, nil
 }

@@ -75,6 +75,11 @@ func (a *ControlActivities) powerEngine() *power.Engine {
 // a node to come back.
 func (a *ControlActivities) NodePolling(ctx context.Context, in NodePollingInput) (NodePollingResult, error) {
 	err := a.polling(ctx, in.Node)
+	if err == nil {
+		a.Metrics.NodeOutage(in.Node, 0)
+	} else {
+		a.Metrics.NodeOutage(in.Node, time.Duration(in.DownSeconds*float64(time.Second)))
+	}
 	return NodePollingResult{Node: in.Node, Polling: err == nil}, nil
 }
 

@@ -93,6 +93,9 @@ type RelayInput struct {
 // NodePollingInput names a node whose queue is checked for a worker.
 type NodePollingInput struct {
 	Node string `json:"node"`
+	// DownSeconds is how long the run has been waiting for the node: the
+	// node outage metric (0 in runs recorded before).
+	DownSeconds float64 `json:"down_seconds,omitempty"`
 }
 
 // NodePollingResult says whether a worker polls node.NAME.
@@ -277,6 +280,8 @@ type SmokeResult struct {
 
 // DecodeProbeInput shapes the decode probe.
 type DecodeProbeInput struct {
+	// Lane labels the probe's metrics (empty in runs recorded before).
+	Lane         string `json:"lane,omitempty"`
 	BaseURL      string `json:"base_url"`
 	Model        string `json:"model"`
 	PromptTokens int    `json:"prompt_tokens"`

@@ -123,13 +123,14 @@ func run(ctx context.Context, mode string, o options, nodeName string) error {
 	if mode == "dev" {
 		return workers.RunDev(ctx, cfg, log)
 	}
-	env, err := workers.Connect(ctx, cfg, log, workers.ConnectOptions{NoEmbedded: true})
+	m, _ := workers.ServeMetrics(ctx, cfg, log)
+	env, err := workers.Connect(ctx, cfg, log, workers.ConnectOptions{NoEmbedded: true, Metrics: m})
 	if err != nil {
 		return err
 	}
 	defer env.Close()
 	if mode == "control" {
-		return workers.RunControl(ctx, cfg, env.Client, log)
+		return workers.RunControl(ctx, env)
 	}
-	return workers.RunNode(ctx, cfg, env.Client, nodeName, log)
+	return workers.RunNode(ctx, env, nodeName)
 }

@@ -112,7 +112,7 @@ func waitForNode(ctx workflow.Context, t *tracker, step int, node string, budget
 			}
 			t.wait(step, node, since, fmt.Sprintf("waiting for node %s (down %s, budget %s)", node, down.Round(time.Second), budget))
 			var p activities.NodePollingResult
-			if perr := workflow.ExecuteActivity(summarize(pctx, node, -1, "is a worker polling again?"), ca.NodePolling, activities.NodePollingInput{Node: node}).Get(ctx, &p); perr == nil && p.Polling {
+			if perr := workflow.ExecuteActivity(summarize(pctx, node, -1, "is a worker polling again?"), ca.NodePolling, activities.NodePollingInput{Node: node, DownSeconds: down.Seconds()}).Get(ctx, &p); perr == nil && p.Polling {
 				break
 			}
 			if serr := workflow.Sleep(ctx, nodeRecheck); serr != nil {

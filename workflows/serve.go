@@ -267,7 +267,7 @@ func probeLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 	i = t.start("decode probe", "")
 	var dp activities.DecodeProbeResult
 	err = workflow.ExecuteActivity(pctx, ca.DecodeProbe, activities.DecodeProbeInput{
-		BaseURL: ready.BaseURL, Model: ready.Model,
+		Lane: plan.Lane, BaseURL: ready.BaseURL, Model: ready.Model,
 		PromptTokens: nonZero(rc.Probe.DecodePromptTokens, config.DefaultDecodePromptTokens), MaxTokens: nonZero(rc.Probe.DecodeMaxTokens, config.DefaultDecodeMaxTokens),
 		ModelType: rc.Probe.ModelType, APIKeyEnv: rc.Probe.APIKeyEnv,
 	}).Get(ctx, &dp)

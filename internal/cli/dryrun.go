@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/report"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -46,7 +47,11 @@ type DryRunNode struct {
 	Command   string            `json:"command"`
 	Argv      []string          `json:"argv"`
 	Env       map[string]string `json:"env"`
-	Mounts    []DryRunMount     `json:"mounts"`
+	// EnvFrom names where the node worker reads each secret variable
+	// (env:NAME, file:/path) when it creates the container; values are
+	// never in a plan.
+	EnvFrom map[string]string `json:"env_from,omitempty"`
+	Mounts  []DryRunMount     `json:"mounts"`
 	// Docker is the container shape as docker run flags; PreExec what runs
 	// in the container before the command (mods).
 	Docker []string `json:"docker"`
@@ -132,9 +137,12 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *config.Recipe, 
 			}
 		}
 	}
-	for _, n := range plan.Nodes {
+	// The one masker of plans (the reports' too): secret-looking [env]
+	// values and --token style argv values become ***.
+	masked, _ := report.MaskPlan(*plan)
+	for _, n := range masked.Nodes {
 		dn := DryRunNode{Node: n.Node, Rank: n.Rank, Head: n.Head, Container: n.ContainerName, Image: n.Image,
-			Command: n.Command, Argv: n.Argv, Env: map[string]string{}, Mounts: []DryRunMount{}, Staging: stagePlans[n.Node],
+			Command: n.Command, Argv: n.Argv, Env: map[string]string{}, EnvFrom: n.EnvFrom, Mounts: []DryRunMount{}, Staging: stagePlans[n.Node],
 			Docker: n.Container.DockerArgs(), DetectRDMA: n.Container.DetectRDMA, PreExec: n.PreExec}
 		if st, ok := states[n.Node]; ok {
 			dn.State, dn.Why, dn.Lanes = st.State, st.Why, st.Lanes
@@ -142,7 +150,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *config.Recipe, 
 			dn.State = "unknown"
 		}
 		for k, v := range n.Env {
-			dn.Env[k] = maskSecret(k, v)
+			dn.Env[k] = v
 		}
 		for _, m := range n.Mounts {
 			mode := "rw"
@@ -234,6 +242,9 @@ func printDryRun(a *App, d DryRun) {
 		fmt.Fprintf(a.Out, "\n[%s] rank %d  %s  container %s\n  image   %s\n  command %s\n  env:\n", n.Node, n.Rank, state, n.Container, n.Image, n.Command)
 		for _, k := range sortedMapKeys(n.Env) {
 			fmt.Fprintf(a.Out, "    %s=%s\n", k, n.Env[k])
+		}
+		for _, k := range sortedMapKeys(n.EnvFrom) {
+			fmt.Fprintf(a.Out, "    %s from %s (read on the node)\n", k, n.EnvFrom[k])
 		}
 		fmt.Fprintln(a.Out, "  mounts:")
 		for _, m := range n.Mounts {

@@ -2,11 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/report"
 )
 
 func (a *App) lanesCmd() *cobra.Command {
@@ -110,7 +110,9 @@ func (a *App) recipeCmd() *cobra.Command {
 }
 
 // printPlan prints a rendered lane per node.
-func printPlan(a *App, plan *config.LanePlan) {
+func printPlan(a *App, unmasked *config.LanePlan) {
+	masked, _ := report.MaskPlan(*unmasked) // the reports' masker
+	plan := &masked
 	fmt.Fprintf(a.Out, "lane %s on cluster %s (%s, tp %d, recipe %s)\n", plan.Lane, plan.Cluster, plan.Runtime, plan.TP, short(plan.RecipeHash))
 	for _, w := range plan.Warnings {
 		fmt.Fprintf(a.Out, "warning: %s\n", w)
@@ -124,7 +126,10 @@ func printPlan(a *App, plan *config.LanePlan) {
 		fmt.Fprintf(a.Out, "  command: %s\n", n.Command)
 		fmt.Fprintln(a.Out, "  env:")
 		for _, k := range sortedMapKeys(n.Env) {
-			fmt.Fprintf(a.Out, "    %s=%s\n", k, maskSecret(k, n.Env[k]))
+			fmt.Fprintf(a.Out, "    %s=%s\n", k, n.Env[k])
+		}
+		for _, k := range sortedMapKeys(n.EnvFrom) {
+			fmt.Fprintf(a.Out, "    %s from %s (read on the node)\n", k, n.EnvFrom[k])
 		}
 		if len(n.Mounts) > 0 {
 			fmt.Fprintln(a.Out, "  mounts:")
@@ -155,17 +160,6 @@ func printDocker(a *App, args []string, detect bool, pre []config.PreExec) {
 			fmt.Fprintf(a.Out, "  pre_exec: %s\n", p.Run)
 		}
 	}
-}
-
-// maskSecret hides values of keys that look like secrets.
-func maskSecret(k, v string) string {
-	u := strings.ToUpper(k)
-	for _, s := range []string{"TOKEN", "SECRET", "PASSWORD", "API_KEY", "APIKEY", "CREDENTIAL"} {
-		if strings.Contains(u, s) {
-			return "***"
-		}
-	}
-	return v
 }
 
 func short(h string) string {

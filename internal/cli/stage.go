@@ -226,6 +226,9 @@ func (a *App) printVerify(res workflows.VerifyWorkflowResult, failure string) er
 		}
 		if more := b.Result.NBad() + b.Result.NMissing() - len(b.Result.Bad) - len(b.Result.Missing); more > 0 {
 			fmt.Fprintf(a.Out, "… and %d more on %s %s (only the first %d of each list travel in the run's history)\n", more, b.Node, b.Block, len(b.Result.Missing))
+			if b.Result.ListFile != "" {
+				fmt.Fprintf(a.Out, "full list: %s on %s\n", b.Result.ListFile, b.Node)
+			}
 		}
 	}
 	return nil

@@ -38,6 +38,11 @@ const (
 	DefaultRelayPort = 7290
 )
 
+// DefaultMetricsAddress is where workers serve /metrics unless
+// metrics_address says otherwise: loopback, the port Prometheus's
+// exporter conventions leave free for custom exporters.
+const DefaultMetricsAddress = "127.0.0.1:9464"
+
 // DefaultProbeGrace is how long the fleet probe waits before its one
 // re-probe when the config does not say.
 const DefaultProbeGrace = 5 * time.Second
@@ -70,6 +75,7 @@ func NewViper() *viper.Viper {
 	v.SetDefault("state_dir", DefaultStateDir)
 	v.SetDefault("recipes_dir", DefaultRecipesDir)
 	v.SetDefault("probe_grace", DefaultProbeGrace)
+	v.SetDefault("metrics_address", DefaultMetricsAddress)
 	v.SetDefault("temporal.namespace", DefaultNamespace)
 	v.SetDefault("temporal.port", DefaultPort)
 	v.SetDefault("relay_port", DefaultRelayPort)

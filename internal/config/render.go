@@ -17,6 +17,7 @@ import (
 	"github.com/kballard/go-shellquote"
 
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/secretenv"
 )
 
 // Rendering defaults for the built-in placeholders.
@@ -357,6 +358,13 @@ func render(cfg *Config, r *Recipe, overrides map[string]string) (*LanePlan, err
 			plan.Warnings = append(plan.Warnings, fmt.Sprintf("-o %s=%s is not used by any placeholder of %s (command, env, mounts, defaults): check the key name", k, overrides[k], r.File))
 		}
 	}
+	for _, k := range sortedStrings(r.Env) {
+		// A sparkrun "$VAR" secret is left unexpanded and warned about by
+		// the loader already.
+		if secretenv.LooksSecret(k) && r.Env[k] != "" && !strings.Contains(r.Env[k], "$") {
+			plan.Warnings = append(plan.Warnings, fmt.Sprintf("%s: env.%s looks like a secret: a value in [env] travels in workflow inputs and stays in the Temporal history; move it to [env_from] (%s = \"env:NAME\" or \"file:/path\" on the node)", r.File, k, k))
+		}
+	}
 	for i, s := range r.Staging {
 		if s.RowsEnv != "" && s.Rows == 0 {
 			plan.Warnings = append(plan.Warnings, fmt.Sprintf("%s: staging[%d].rows_env %s is filled by the serve step from the staged row manifest (rows not given in the recipe)", r.File, i, s.RowsEnv))
@@ -551,6 +559,7 @@ func renderNode(cfg *Config, r *Recipe, v *vars, nodes []*Node, rank, pp, dp int
 		Command:       JoinArgs(argv),
 		Argv:          argv,
 		Env:           env,
+		EnvFrom:       copyStrings(r.EnvFrom),
 		Mounts:        mounts,
 		GPUs:          r.Runtime != "sim",
 		Container:     spec,
@@ -971,4 +980,17 @@ func SplitArgs(s string) ([]string, error) {
 // can be pasted into a shell and splits back into the same argv.
 func JoinArgs(argv []string) string {
 	return shellquote.Join(argv...)
+}
+
+// copyStrings copies m (nil for an empty one), so a plan never aliases
+// its recipe's maps.
+func copyStrings(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }

@@ -64,10 +64,16 @@ type Config struct {
 	// RelayPort is the TCP port each node worker's relay server binds on
 	// the node's address (default 7290; 0 picks a free port, reachable
 	// only by node workers in the same process, as in the demo).
-	RelayPort int       `mapstructure:"relay_port" json:"relay_port"`
-	Temporal  Temporal  `mapstructure:"temporal" json:"temporal"`
-	Nodes     []Node    `mapstructure:"nodes" json:"nodes"`
-	Clusters  []Cluster `mapstructure:"clusters" json:"clusters"`
+	RelayPort int `mapstructure:"relay_port" json:"relay_port"`
+	// MetricsAddress is where every worker process of this config (worker
+	// dev/control/node, the control service) serves Prometheus metrics at
+	// /metrics: loopback only, since the endpoint has no authentication
+	// (scrape a remote node through SSH, or a Prometheus on the node).
+	// "off" serves none; port 0 picks a free port (tests).
+	MetricsAddress string    `mapstructure:"metrics_address" json:"metrics_address,omitempty"`
+	Temporal       Temporal  `mapstructure:"temporal" json:"temporal"`
+	Nodes          []Node    `mapstructure:"nodes" json:"nodes"`
+	Clusters       []Cluster `mapstructure:"clusters" json:"clusters"`
 	// Devices are extra powered gear (switches) that power workflows drive.
 	Devices []Device `mapstructure:"devices" json:"devices,omitempty"`
 }

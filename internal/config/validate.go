@@ -80,6 +80,9 @@ func validateConfig(cfg *Config) []error {
 	if cfg.RelayPort < 0 || cfg.RelayPort > 65535 {
 		errs = append(errs, cfgErr(cfg, "relay_port", "%d is not a TCP port: use 1-65535 (or 0 for a free port, in-process nodes only)", cfg.RelayPort))
 	}
+	if err := CheckMetricsAddress(cfg.MetricsAddress); err != nil {
+		errs = append(errs, cfgErr(cfg, "metrics_address", "%v", err))
+	}
 	if cfg.ProbeGrace < 0 {
 		errs = append(errs, cfgErr(cfg, "probe_grace", "%s is negative: write how long to wait, like \"5s\"", cfg.ProbeGrace))
 	}
@@ -879,3 +882,23 @@ func FormatLanes(recipes []*Recipe) [][]string {
 
 // envNameRE is a portable environment variable name.
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// CheckMetricsAddress accepts "off", "" (the default) or a loopback
+// host:port: /metrics has no authentication, and nothing sparklane runs
+// listens unauthenticated beyond loopback.
+func CheckMetricsAddress(addr string) error {
+	if addr == "" || addr == "off" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port (like \"127.0.0.1:9464\"), or \"off\"", addr)
+	}
+	if _, err := strconv.Atoi(port); err != nil {
+		return fmt.Errorf("%q: port %q is not a number", addr, port)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%q is not a loopback address: /metrics has no authentication, so it listens on 127.0.0.1 (or ::1) only; scrape a remote node through an SSH forward or a Prometheus on the node", addr)
+	}
+	return nil
+}

@@ -55,6 +55,9 @@ type Owner struct {
 	Frontend string `json:"frontend,omitempty"`
 	// UI is the web UI base URL, when it runs one.
 	UI string `json:"ui,omitempty"`
+	// Metrics is the host:port serving the service's Prometheus metrics
+	// (/metrics), when it serves them: what a scrape config targets.
+	Metrics string `json:"metrics,omitempty"`
 	// Config is the fleet config file the service loaded, ConfigHash its
 	// sha256 then: a starter whose config differs warns that the service
 	// runs an older one.

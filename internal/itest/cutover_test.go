@@ -24,7 +24,8 @@ import (
 
 // demoFleet is a 4-node fleet with the demo's NAS and lanes, the engine-sim
 // image built, and every worker running.
-func demoFleet(t *testing.T, nasBytes int64) (*fleet, *dockerclient.Client) {
+// opts may shape the fleet further (metrics, logs).
+func demoFleet(t *testing.T, nasBytes int64, opts ...func(*fleetOptions)) (*fleet, *dockerclient.Client) {
 	t.Helper()
 	ctx := withTimeout(t, 10*time.Minute)
 	dc, err := node.DockerClient(ctx, "", nil)
@@ -44,11 +45,15 @@ func demoFleet(t *testing.T, nasBytes int64) (*fleet, *dockerclient.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFleet(t, fleetOptions{nodes: 4,
+	o := fleetOptions{nodes: 4,
 		clusters: map[string][]string{"demo-4x": {"n1", "n2", "n3", "n4"}, "demo-2x": {"n1", "n2"}},
 		extra:    fmt.Sprintf("hf_cache_dir = %q\n", nas.Hub),
 		shared:   filepath.Dir(nas.Hub),
-	})
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	f := newFleet(t, o)
 	port := freePort(t)
 	if err := demo.WriteRecipes(filepath.Join(f.dir, "recipes"), image, nas, port); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/cli"
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/workers"
 )
 
@@ -34,6 +35,9 @@ type fleet struct {
 	log     *zap.Logger
 	nodeWs  map[string]worker.Worker
 	control worker.Worker
+	// metricsAddr is where the fleet's workers serve /metrics (with
+	// fleetOptions.metrics).
+	metricsAddr string
 }
 
 // fleetOptions shape a test fleet.
@@ -47,6 +51,11 @@ type fleetOptions struct {
 	// tail is TOML appended at the end (e.g. [[devices]]).
 	tail    string
 	recipes map[string]string
+	// metrics serves the workers' Prometheus registry (the SDK's and the
+	// activities' metrics) on a free loopback port, as worker processes do.
+	metrics bool
+	// log receives every log line of the server, the SDK and the workers.
+	log *zap.Logger
 }
 
 // newFleet writes a config, starts the embedded server (no UI) and returns;
@@ -59,10 +68,22 @@ func newFleet(t *testing.T, o fleetOptions) *fleet {
 	if os.Getenv("SPARKLANE_TEST_LOG") != "" {
 		f.log, _ = zap.NewDevelopment()
 	}
+	if o.log != nil {
+		f.log = o.log
+	}
+	var m *metrics.Metrics
+	if o.metrics {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		m, f.metricsAddr = workers.ServeMetrics(ctx, &config.Config{MetricsAddress: "127.0.0.1:0"}, f.log)
+		if f.metricsAddr == "" {
+			t.Fatal("the workers' metrics are not served")
+		}
+	}
 	// The server first, on free ports, to learn its address.
 	state := filepath.Join(dir, "state")
 	boot := &config.Config{StateDir: state, Temporal: config.Temporal{Namespace: "default", Port: 0, UIPort: -1}}
-	env, err := workers.Connect(context.Background(), boot, f.log, workers.ConnectOptions{NoUI: true})
+	env, err := workers.Connect(context.Background(), boot, f.log, workers.ConnectOptions{NoUI: true, Metrics: m})
 	if err != nil {
 		t.Fatalf("start embedded Temporal: %v", err)
 	}
@@ -107,7 +128,7 @@ func newFleet(t *testing.T, o fleetOptions) *fleet {
 
 func (f *fleet) startControl() {
 	f.t.Helper()
-	f.control = workers.NewControlWorker(f.env.Client, f.cfg, f.log, "")
+	f.control = workers.NewControlWorker(f.env.Client, f.cfg, f.log, "", f.env.Metrics)
 	if err := f.control.Start(); err != nil {
 		f.t.Fatalf("start control worker: %v", err)
 	}
@@ -115,7 +136,7 @@ func (f *fleet) startControl() {
 
 func (f *fleet) startNode(name string) {
 	f.t.Helper()
-	w, err := workers.NewNodeWorker(f.env.Client, f.cfg, name, f.log)
+	w, err := workers.NewNodeWorker(f.env.Client, f.cfg, name, f.log, f.env.Metrics)
 	if err != nil {
 		f.t.Fatal(err)
 	}

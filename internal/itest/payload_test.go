@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/workflows"
@@ -76,6 +77,28 @@ verify = "sampled"
 	if missing != 2*n+1 || listed != staging.ListLimit {
 		t.Errorf("result: %d missing counted, %d listed; want %d counted and %d listed", missing, listed, 2*n+1, staging.ListLimit)
 	}
+	// The full list is a file on the node, in the block's dst (beneath the
+	// node's roots), named in the result and by the CLI: one line a path.
+	wantList := filepath.Join(f.dir, "nodes", "n1", "srv", "sparklane", "hf", activities.VerifyListName("many", "weights"))
+	if len(res.Blocks) != 1 || res.Blocks[0].Result.ListFile != wantList {
+		t.Fatalf("result blocks %d, list file %q; want %s", len(res.Blocks), res.Blocks[0].Result.ListFile, wantList)
+	}
+	if !strings.Contains(out, "full list: "+wantList+" on n1") {
+		t.Errorf("verify output does not name the full list %s:\n%s", wantList, out)
+	}
+	full, err := os.ReadFile(wantList)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(full), "\n"), "\n")
+	if len(lines) != 2*n+1 || !strings.HasPrefix(lines[0], "missing ") || lines[len(lines)-1] == "" {
+		t.Errorf("full list has %d lines (first %q); want %d 'missing PATH' lines", len(lines), lines[0], 2*n+1)
+	}
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "missing "+filepath.Join(f.dir, "nodes", "n1", "srv")) {
+			t.Fatalf("full list line %d %q is not a missing path beneath the node's root", i, l)
+		}
+	}
 
 	it := f.env.Client.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	size, events := 0, 0
@@ -87,7 +110,7 @@ verify = "sampled"
 		size += proto.Size(e)
 		events++
 	}
-	t.Logf("verify of %d missing files: %s, history %d events, %d bytes", n, took.Round(time.Millisecond), events, size)
+	t.Logf("verify of %d missing files: %s, history %d events, %d bytes; full list %d bytes on the node", n, took.Round(time.Millisecond), events, size, len(full))
 	if size >= 1<<20 {
 		t.Errorf("history of %s is %d bytes; want under 1 MB", id, size)
 	}

@@ -30,6 +30,7 @@ type Metrics struct {
 
 	stagingBytes  *prometheus.CounterVec
 	stagingRate   *prometheus.GaugeVec
+	stagingDone   *prometheus.GaugeVec
 	filesVerified *prometheus.CounterVec
 	filesRepaired *prometheus.CounterVec
 	readiness     *prometheus.GaugeVec
@@ -51,49 +52,78 @@ func New() *Metrics {
 	block := []string{"lane", "node", "block"}
 	m.stagingBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_staging_bytes_total", Help: "Bytes staged (copied) onto a node's disk, per lane, node and staging block."}, block)
 	m.stagingRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_staging_bytes_per_second", Help: "Copy rate of the last staging pass, per lane, node and block."}, block)
+	m.stagingDone = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_staging_pass_bytes", Help: "Bytes done so far by the running (or last) staging pass, copied or checked, per lane, node and block: live progress of an hours-long copy."}, block)
 	m.filesVerified = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_files_verified_total", Help: "Staged files checked against the ledger."}, block)
-	m.filesRepaired = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_files_repaired_total", Help: "Staged files re-copied because their content no longer matched."}, block)
+	m.filesRepaired = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_files_repaired_total", Help: "Files a staging pass copied again into a destination it had staged before (content no longer matched, or gone)."}, block)
 	m.readiness = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_readiness_seconds", Help: "Seconds from container start to the lane answering, last cutover."}, []string{"lane"})
 	m.probeTPS = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_probe_decode_tokens_per_second", Help: "Decode tok/s measured by the last probe of a lane."}, []string{"lane"})
 	m.probeTTFT = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_probe_ttft_seconds", Help: "Time to first token measured by the last probe of a lane."}, []string{"lane"})
 	m.benchTG = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_bench_decode_tokens_per_second", Help: "Aggregate decode tok/s of the last bench of a lane."}, []string{"lane"})
 	m.nodeOutage = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_node_outage_seconds", Help: "How long a run has been waiting for a node whose worker is gone (0 when back)."}, []string{"node"})
-	reg.MustRegister(m.stagingBytes, m.stagingRate, m.filesVerified, m.filesRepaired, m.readiness, m.probeTPS, m.probeTTFT, m.benchTG, m.nodeOutage)
+	reg.MustRegister(m.stagingBytes, m.stagingRate, m.stagingDone, m.filesVerified, m.filesRepaired, m.readiness, m.probeTPS, m.probeTTFT, m.benchTG, m.nodeOutage)
 	return m
 }
 
-// Staged records a staging pass: bytes copied and how fast.
+// Staged records a staging pass: bytes copied and how fast. Every
+// recorder is a no-op on a nil *Metrics, so code built without metrics
+// (unit tests, the CLI) needs no checks.
 func (m *Metrics) Staged(lane, node, block string, bytes int64, took time.Duration) {
+	if m == nil {
+		return
+	}
 	m.stagingBytes.WithLabelValues(lane, node, block).Add(float64(bytes))
 	if took > 0 {
 		m.stagingRate.WithLabelValues(lane, node, block).Set(float64(bytes) / took.Seconds())
 	}
 }
 
+// StagingProgress records a running pass's bytes done (copied or checked).
+func (m *Metrics) StagingProgress(lane, node, block string, bytesDone int64) {
+	if m == nil {
+		return
+	}
+	m.stagingDone.WithLabelValues(lane, node, block).Set(float64(bytesDone))
+}
+
 // Verified records a verify pass: files checked and files re-copied.
 func (m *Metrics) Verified(lane, node, block string, checked, repaired int) {
+	if m == nil {
+		return
+	}
 	m.filesVerified.WithLabelValues(lane, node, block).Add(float64(checked))
 	m.filesRepaired.WithLabelValues(lane, node, block).Add(float64(repaired))
 }
 
 // Ready records how long a lane took to answer after its containers started.
 func (m *Metrics) Ready(lane string, took time.Duration) {
+	if m == nil {
+		return
+	}
 	m.readiness.WithLabelValues(lane).Set(took.Seconds())
 }
 
 // Probed records a lane's decode probe.
 func (m *Metrics) Probed(lane string, decodeTPS float64, ttft time.Duration) {
+	if m == nil {
+		return
+	}
 	m.probeTPS.WithLabelValues(lane).Set(decodeTPS)
 	m.probeTTFT.WithLabelValues(lane).Set(ttft.Seconds())
 }
 
 // Benched records a lane's bench result.
 func (m *Metrics) Benched(lane string, decodeTPS float64) {
+	if m == nil {
+		return
+	}
 	m.benchTG.WithLabelValues(lane).Set(decodeTPS)
 }
 
 // NodeOutage records how long a node has been gone (0 when it is back).
 func (m *Metrics) NodeOutage(node string, down time.Duration) {
+	if m == nil {
+		return
+	}
 	m.nodeOutage.WithLabelValues(node).Set(down.Seconds())
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/sparklane/sparklane/internal/bench"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/secretenv"
 )
 
 // TimeFormat is the UTC timestamp that starts every report ID, so IDs sort
@@ -212,15 +213,14 @@ func SummarizeLedger(node, block string, l *ledger.Ledger) StagingSummary {
 	return s
 }
 
-// secretKey matches env keys whose values must never be written.
-var secretKey = regexp.MustCompile(`(?i)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)`)
-
-// Mask is what a secret value is replaced with.
-const Mask = "***"
+// Mask is what a secret value is replaced with (secretenv.Masked).
+const Mask = secretenv.Masked
 
 // MaskPlan returns a copy of plan with secret-looking env values masked
 // and the secret values collected (to scrub them from other text too).
 // Argv values following --api-key/--token style flags are masked as well.
+// It is the one masker of plans: reports write its output and the CLI
+// prints it (recipe render, dry runs), both by secretenv's rule.
 func MaskPlan(plan config.LanePlan) (config.LanePlan, []string) {
 	var secrets []string
 	out := plan
@@ -228,9 +228,9 @@ func MaskPlan(plan config.LanePlan) (config.LanePlan, []string) {
 	for i, n := range plan.Nodes {
 		env := make(map[string]string, len(n.Env))
 		for k, v := range n.Env {
-			if secretKey.MatchString(k) && v != "" {
+			if m := secretenv.MaskValue(k, v); m != v {
 				secrets = append(secrets, v)
-				v = Mask
+				v = m
 			}
 			env[k] = v
 		}
@@ -253,7 +253,7 @@ func maskArgs(argv []string, secrets []string) ([]string, []string) {
 			continue
 		}
 		name, val, hasEq := strings.Cut(a, "=")
-		if !secretKey.MatchString(strings.ReplaceAll(name, "-", "_")) {
+		if !secretenv.LooksSecret(name) {
 			continue
 		}
 		switch {
@@ -270,14 +270,7 @@ func maskArgs(argv []string, secrets []string) ([]string, []string) {
 }
 
 // scrub replaces every secret value (4+ characters) in s with Mask.
-func scrub(s string, secrets []string) string {
-	for _, v := range secrets {
-		if len(v) >= 4 {
-			s = strings.ReplaceAll(s, v, Mask)
-		}
-	}
-	return s
-}
+func scrub(s string, secrets []string) string { return secretenv.Mask(s, secrets) }
 
 // Write stores the bundle under dir as ID.json and ID.md plus the
 // evidence directory ID/, creating dir if needed. Files are written to

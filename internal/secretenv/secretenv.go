@@ -130,6 +130,35 @@ func unwrapPath(err error) error {
 // Masked is what a secret value prints as.
 const Masked = "***"
 
+// secretWords are the words (of a name split at '_', '-' and '.') that
+// make it a secret's name: HF_TOKEN, OPENAI_API_KEY, --api-key, DB_PASSWORD
+// — but not MAX_NUM_BATCHED_TOKENS or TOKENIZER, whose values are plain.
+var secretWords = map[string]bool{
+	"TOKEN": true, "KEY": true, "APIKEY": true, "SECRET": true, "PASSWORD": true,
+	"PASSWD": true, "PASS": true, "CREDENTIAL": true, "CREDENTIALS": true,
+}
+
+// LooksSecret reports whether a variable or flag name names a secret: the
+// one rule by which the CLI's plans and dry runs and the reports mask a
+// value written literally in a recipe's [env] or command (where it should
+// not be: [env_from] keeps secrets out of history), and render warns.
+func LooksSecret(name string) bool {
+	for _, w := range strings.FieldsFunc(strings.ToUpper(name), func(r rune) bool { return r == '_' || r == '-' || r == '.' }) {
+		if secretWords[w] {
+			return true
+		}
+	}
+	return false
+}
+
+// MaskValue is value, or Masked when name looks like a secret's.
+func MaskValue(name, value string) string {
+	if value != "" && LooksSecret(name) {
+		return Masked
+	}
+	return value
+}
+
 // Mask replaces every occurrence of each secret value in s with Masked:
 // the one masker for anything that may echo a resolved value (an engine's
 // boot lines, a hook's output) before it is logged or written to a report.

@@ -60,3 +60,19 @@ func TestMaskHidesEverySecretLongestFirst(t *testing.T) {
 		t.Errorf("masked %q", out)
 	}
 }
+
+// One rule names secrets for every masker: whole words of the name, so
+// token counts and tokenizer paths stay readable.
+func TestLooksSecretByWord(t *testing.T) {
+	for name, want := range map[string]bool{
+		"HF_TOKEN": true, "OPENAI_API_KEY": true, "--api-key": true, "--hf-token": true, "DB_PASSWORD": true, "aws_secret_access_key": true,
+		"MAX_NUM_BATCHED_TOKENS": false, "TOKENIZER": false, "--tokenizer": false, "NCCL_IB_HCA": false, "SIM_LANE": false, "MONKEY": false,
+	} {
+		if got := LooksSecret(name); got != want {
+			t.Errorf("LooksSecret(%q) = %v, want %v", name, got, want)
+		}
+	}
+	if MaskValue("HF_TOKEN", "hf_abc") != Masked || MaskValue("TOKENIZER", "/m/tok") != "/m/tok" || MaskValue("HF_TOKEN", "") != "" {
+		t.Error("MaskValue does not follow LooksSecret")
+	}
+}

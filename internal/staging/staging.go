@@ -167,11 +167,13 @@ func (v VerifyResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(p)
 }
 
-// Spill writes the full lists to dir/name (atomically: a temp file
-// renamed) when either is longer than ListLimit and names the file in
-// ListFile, so an operator can still read every path on the node. A
-// result within the limit is left as it is and nothing is written.
-func (v *VerifyResult) Spill(dir, name string) error {
+// Spill writes the full lists to name in d — a directory opened beneath
+// the node's roots, so the list lands where staging may write and nowhere
+// else — when either list is longer than ListLimit, and names the file in
+// ListFile, so an operator can still read every path on the node. The file
+// is written to a temp name, synced and renamed. A result within the limit
+// is left as it is and nothing is written.
+func (v *VerifyResult) Spill(d *Dir, name string) error {
 	if len(v.Bad) <= ListLimit && len(v.Missing) <= ListLimit {
 		return nil
 	}
@@ -182,25 +184,30 @@ func (v *VerifyResult) Spill(dir, name string) error {
 	for _, p := range v.Missing {
 		b.WriteString("missing " + p + "\n")
 	}
-	path := filepath.Join(dir, name)
-	tmp, err := os.CreateTemp(dir, "."+name+".tmp*")
+	tmp := "." + name + ".tmp"
+	fail := func(err error) error {
+		_ = d.Remove(tmp)
+		return fmt.Errorf("verify list %s: %w", d.Join(name), err)
+	}
+	f, err := d.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
-		return fmt.Errorf("verify list %s: %w", path, err)
+		return fail(err)
 	}
-	if _, err := tmp.WriteString(b.String()); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("verify list %s: %w", path, err)
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return fail(err)
 	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("verify list %s: %w", path, err)
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fail(err)
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("verify list %s: %w", path, err)
+	if err := f.Close(); err != nil {
+		return fail(err)
 	}
-	v.ListFile = path
+	if err := d.Rename(tmp, name); err != nil {
+		return fail(err)
+	}
+	v.ListFile = d.Join(name)
 	return nil
 }
 

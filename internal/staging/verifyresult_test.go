@@ -19,7 +19,13 @@ func TestVerifyResultIsBoundedAndSpillsTheFullLists(t *testing.T) {
 	}
 	v.Bad = []string{"/srv/a", "/srv/b"}
 	dir := t.TempDir()
-	if err := v.Spill(dir, "verify-weights.txt"); err != nil {
+	dc := NewDirs([]string{dir})
+	defer dc.Close()
+	d, err := dc.Dir(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Spill(d, "verify-weights.txt"); err != nil {
 		t.Fatal(err)
 	}
 	b, err := json.Marshal(v)
@@ -55,7 +61,7 @@ func TestVerifyResultIsBoundedAndSpillsTheFullLists(t *testing.T) {
 	}
 	// A small result is whole and writes nothing.
 	small := VerifyResult{Bad: []string{"/srv/x"}}
-	if err := small.Spill(dir, "small.txt"); err != nil || small.ListFile != "" {
+	if err := small.Spill(d, "small.txt"); err != nil || small.ListFile != "" {
 		t.Errorf("small spill: %v, list file %q", err, small.ListFile)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "small.txt")); !os.IsNotExist(err) {

@@ -54,6 +54,9 @@ type DialOptions struct {
 	Logger log.Logger
 	// Timeout bounds the connection check; zero means DefaultTimeout.
 	Timeout time.Duration
+	// MetricsHandler receives the SDK's metrics (workers pass their
+	// Prometheus registry's, internal/metrics); nil records none.
+	MetricsHandler client.MetricsHandler
 }
 
 // Dial connects to the frontend, checks the namespace exists and returns
@@ -77,6 +80,8 @@ func Dial(ctx context.Context, opt DialOptions) (client.Client, error) {
 		HostPort:  opt.Address,
 		Namespace: opt.Namespace,
 		Logger:    opt.Logger,
+		// A nil handler is the SDK's no-op one.
+		MetricsHandler: opt.MetricsHandler,
 		ConnectionOptions: client.ConnectionOptions{
 			TLS:                  tlsConf,
 			GetSystemInfoTimeout: opt.Timeout,

@@ -22,6 +22,7 @@ import (
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/devserver"
 	"github.com/sparklane/sparklane/internal/logging"
+	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/tclient"
 	"github.com/sparklane/sparklane/internal/tunnel"
@@ -33,7 +34,8 @@ var Version = "0.1.0"
 
 // NewControlWorker registers every workflow and the control activities on
 // the sparklane queue.
-func NewControlWorker(c client.Client, cfg *config.Config, log *zap.Logger, uiURL string) worker.Worker {
+// m records the control activities' metrics (nil: none).
+func NewControlWorker(c client.Client, cfg *config.Config, log *zap.Logger, uiURL string, m *metrics.Metrics) worker.Worker {
 	w := worker.New(c, workflows.ControlQueue, worker.Options{WorkerStopTimeout: 10 * time.Second})
 	for _, wf := range []any{
 		workflows.FleetProbe, workflows.StageNode, workflows.Stage, workflows.Verify,
@@ -41,12 +43,13 @@ func NewControlWorker(c client.Client, cfg *config.Config, log *zap.Logger, uiUR
 	} {
 		w.RegisterWorkflow(wf)
 	}
-	w.RegisterActivity(&activities.ControlActivities{Config: cfg, Log: log.Named("control"), Version: Version, UIURL: uiURL, Temporal: c})
+	w.RegisterActivity(&activities.ControlActivities{Config: cfg, Log: log.Named("control"), Version: Version, UIURL: uiURL, Temporal: c, Metrics: m})
 	return w
 }
 
-// NewNodeWorker registers the node activities of node name on node.NAME.
-func NewNodeWorker(c client.Client, cfg *config.Config, name string, log *zap.Logger) (worker.Worker, error) {
+// NewNodeWorker registers the node activities of node name on node.NAME;
+// m records their staging and verify metrics (nil: none).
+func NewNodeWorker(c client.Client, cfg *config.Config, name string, log *zap.Logger, m *metrics.Metrics) (worker.Worker, error) {
 	var n *config.Node
 	for i := range cfg.Nodes {
 		if cfg.Nodes[i].Name == name {
@@ -63,7 +66,7 @@ func NewNodeWorker(c client.Client, cfg *config.Config, name string, log *zap.Lo
 	w := worker.New(c, workflows.NodeQueue(name), worker.Options{WorkerStopTimeout: 10 * time.Second})
 	nlog := log.Named("node." + name)
 	rcv, stop := startRelay(cfg, n, nlog)
-	w.RegisterActivity(&activities.NodeActivities{Node: *n, SharedRoots: cfg.SharedRoots, HFCacheDir: cfg.HFCacheDir, Log: nlog,
+	w.RegisterActivity(&activities.NodeActivities{Node: *n, SharedRoots: cfg.SharedRoots, HFCacheDir: cfg.HFCacheDir, Log: nlog, Metrics: m,
 		Relay: rcv, RelayAddr: relayAddr(cfg.StateDir)})
 	return nodeWorker{Worker: w, stopRelay: stop}, nil
 }
@@ -87,14 +90,15 @@ func runUntilDone(ctx context.Context, ws ...worker.Worker) error {
 	return nil
 }
 
-// RunControl runs the control worker until ctx ends.
-func RunControl(ctx context.Context, cfg *config.Config, c client.Client, log *zap.Logger) error {
-	return runUntilDone(ctx, NewControlWorker(c, cfg, log, ""))
+// RunControl runs the control worker until ctx ends (e from Connect with
+// ConnectOptions.Metrics, so its metrics are served).
+func RunControl(ctx context.Context, e *Env) error {
+	return runUntilDone(ctx, NewControlWorker(e.Client, e.Cfg, e.Log, "", e.Metrics))
 }
 
 // RunNode runs node name's worker until ctx ends.
-func RunNode(ctx context.Context, cfg *config.Config, c client.Client, name string, log *zap.Logger) error {
-	w, err := NewNodeWorker(c, cfg, name, log)
+func RunNode(ctx context.Context, e *Env, name string) error {
+	w, err := NewNodeWorker(e.Client, e.Cfg, name, e.Log, e.Metrics)
 	if err != nil {
 		return err
 	}
@@ -141,8 +145,13 @@ type Env struct {
 	// Address is the frontend address dialed.
 	Address string
 	// UIURL is the web UI base URL, when known.
-	UIURL   string
-	workers []worker.Worker
+	UIURL string
+	// Metrics is this process's registry when it hosts workers (the SDK's
+	// metrics of Client and the activities'); nil otherwise.
+	Metrics *metrics.Metrics
+	// MetricsAddress is where Metrics is served (/metrics), when it is.
+	MetricsAddress string
+	workers        []worker.Worker
 }
 
 // ConnectOptions choose what Connect may start in-process.
@@ -155,6 +164,10 @@ type ConnectOptions struct {
 	// NoEmbedded never starts a server: `worker control` and `worker node`
 	// join the one `worker dev` (or a cluster) runs, or fail saying so.
 	NoEmbedded bool
+	// Metrics gives the client the registry's SDK metrics handler and the
+	// in-process workers its recorders (worker processes pass
+	// ServeMetrics's registry; starter commands none).
+	Metrics *metrics.Metrics
 }
 
 // dialOptions are the client options every connection of this config uses.
@@ -189,10 +202,13 @@ func Dial(ctx context.Context, cfg *config.Config, log *zap.Logger, address, uiU
 // (worker dev); failing that it starts one over the same SQLite file, so
 // runs show in the UI later.
 func Connect(ctx context.Context, cfg *config.Config, log *zap.Logger, opt ConnectOptions) (*Env, error) {
-	e := &Env{Cfg: cfg, Log: log}
+	e := &Env{Cfg: cfg, Log: log, Metrics: opt.Metrics}
 	dial, err := dialOptions(cfg, log)
 	if err != nil {
 		return nil, err
+	}
+	if opt.Metrics != nil {
+		dial.MetricsHandler = opt.Metrics.SDKHandler()
 	}
 	if cfg.Temporal.Address != "" {
 		c, err := tclient.Dial(ctx, dial)
@@ -248,7 +264,7 @@ func Connect(ctx context.Context, cfg *config.Config, log *zap.Logger, opt Conne
 // StartLocalWorkers starts the control worker and every local node's worker
 // in this process.
 func (e *Env) StartLocalWorkers() error {
-	ws := []worker.Worker{NewControlWorker(e.Client, e.Cfg, e.Log, e.UIURL)}
+	ws := []worker.Worker{NewControlWorker(e.Client, e.Cfg, e.Log, e.UIURL, e.Metrics)}
 	// The control issues its local nodes' relay identities from the CA
 	// under state_dir/pki (kept when present).
 	if config.RelayOn(e.Cfg, nil) {
@@ -263,7 +279,7 @@ func (e *Env) StartLocalWorkers() error {
 		}
 	}
 	for _, n := range LocalNodes(e.Cfg) {
-		w, err := NewNodeWorker(e.Client, e.Cfg, n, e.Log)
+		w, err := NewNodeWorker(e.Client, e.Cfg, n, e.Log, e.Metrics)
 		if err != nil {
 			return err
 		}
@@ -314,9 +330,10 @@ func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		return err
 	}
 	defer lock.Release()
+	m, maddr := ServeMetrics(ctx, cfg, log)
 	var e *Env
 	if cfg.Temporal.Address != "" {
-		if e, err = Connect(ctx, cfg, log, ConnectOptions{NoEmbedded: true}); err == nil {
+		if e, err = Connect(ctx, cfg, log, ConnectOptions{NoEmbedded: true, Metrics: m}); err == nil {
 			err = e.StartLocalWorkers()
 		}
 	} else {
@@ -324,7 +341,7 @@ func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		if cfg.Temporal.Port != 0 && portOpen(local) {
 			return errors.New("something else already listens on " + local + " (not the control service of state_dir " + cfg.StateDir + "): stop it, or set [temporal] port and ui_port to free ports")
 		}
-		e, err = Connect(ctx, cfg, log, ConnectOptions{LocalWorkers: true})
+		e, err = Connect(ctx, cfg, log, ConnectOptions{LocalWorkers: true, Metrics: m})
 	}
 	if err != nil {
 		if e != nil {
@@ -334,7 +351,8 @@ func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	}
 	defer e.Close()
 	owner := lock.Owner()
-	owner.Frontend, owner.UI = e.Address, e.UIURL
+	owner.Frontend, owner.UI, owner.Metrics = e.Address, e.UIURL, maddr
+	e.MetricsAddress = maddr
 	if err := lock.Publish(owner); err != nil {
 		return err
 	}
@@ -355,4 +373,33 @@ func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	<-ctx.Done()
 	log.Info("sparklane control service stopping")
 	return nil
+}
+
+// ServeMetrics makes this worker process's Prometheus registry and serves
+// it at http://metrics_address/metrics until ctx ends. The registry is
+// returned even when it is not served — metrics_address "off", or the
+// address taken (say by another worker process of this config on the same
+// machine: give each its own, SPARKLANE_METRICS_ADDRESS) — which is logged
+// as a warning naming the key rather than keeping the worker from running.
+// The address served is returned ("" when none).
+func ServeMetrics(ctx context.Context, cfg *config.Config, log *zap.Logger) (*metrics.Metrics, string) {
+	m := metrics.New()
+	addr := cfg.MetricsAddress
+	if addr == "off" {
+		return m, ""
+	}
+	if addr == "" {
+		addr = config.DefaultMetricsAddress
+	}
+	if err := config.CheckMetricsAddress(addr); err != nil {
+		log.Warn("metrics not served", zap.String("key", "metrics_address"), zap.String("file", cfg.File), zap.Error(err))
+		return m, ""
+	}
+	got, err := m.Serve(ctx, addr)
+	if err != nil {
+		log.Warn("metrics not served: set metrics_address (or SPARKLANE_METRICS_ADDRESS) to a free loopback port, or \"off\"", zap.String("address", addr), zap.String("file", cfg.File), zap.Error(err))
+		return m, ""
+	}
+	log.Info("serving Prometheus metrics", zap.String("url", "http://"+got+"/metrics"))
+	return m, got
 }
