@@ -362,6 +362,9 @@ func (a *App) printOwner(cfg *config.Config, owner control.Owner, running bool, 
 	if ui != "" {
 		fmt.Fprintf(a.Out, "  web UI:   %s\n", ui)
 	}
+	if owner.Metrics != "" {
+		fmt.Fprintf(a.Out, "  metrics:  http://%s/metrics\n", owner.Metrics)
+	}
 	fmt.Fprintf(a.Out, "  config:   %s\n  nodes:    %v\n  log:      %s\n", owner.Config, owner.Nodes, control.LogPath(cfg.StateDir))
 	return nil
 }

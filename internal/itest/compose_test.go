@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,23 @@ func TestComposeFileIsValidAndPinned(t *testing.T) {
 	for _, svc := range []string{"postgresql", "temporal-schema", "temporal", "temporal-setup", "temporal-ui", "healthcheck", "temporal-pgdata"} {
 		if !strings.Contains(string(out), svc) {
 			t.Errorf("compose config lacks %s", svc)
+		}
+	}
+	// The metrics profile: Prometheus and Grafana, pinned, loopback only,
+	// mounting the scrape config and dashboard files that exist.
+	args := append(append([]string(nil), cmd.Args[:len(cmd.Args)-1]...), "--profile", "metrics", "config")
+	mout, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, mout)
+	}
+	for _, want := range []string{"prom/prometheus:v2.55.1", "grafana/grafana:11.3.1", "--web.listen-address=127.0.0.1:9090", "GF_SERVER_HTTP_ADDR: 127.0.0.1", "network_mode: host"} {
+		if !strings.Contains(string(mout), want) {
+			t.Errorf("compose --profile metrics config lacks %q", want)
+		}
+	}
+	for _, f := range []string{"prometheus.yml", "grafana-dashboard.json", "grafana/datasources.yml", "grafana/dashboards.yml"} {
+		if _, err := os.Stat(filepath.Join("..", "metrics", "deploy", f)); err != nil {
+			t.Errorf("the metrics profile mounts internal/metrics/deploy/%s: %v", f, err)
 		}
 	}
 }
