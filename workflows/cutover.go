@@ -265,21 +265,39 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 	// 5. Verify (ledger verify-only): a mismatch fails before anything is served.
 	if len(blocks) > 0 {
 		i := t.start("verify", "")
-		var futs []workflow.Future
-		var names []string
+		type item struct {
+			n    config.NodePlan
+			b    config.Staging
+			name string
+		}
+		var items []item
+		var itemNodes []string
 		for _, n := range in.Plan.Nodes {
-			vctx := nodeOpts(ctx, n.Node, in.Pickup.D(), verifyRunTimeout, stageHeartbeat, 3)
 			for _, b := range blocks {
-				names = append(names, b.ID+" on "+n.Node)
-				futs = append(futs, workflow.ExecuteActivity(summarize(vctx, n.Node, n.Rank, "verify "+in.Plan.Lane+"/"+b.ID), na.VerifyBlock, activities.VerifyBlockInput{Lane: in.Plan.Lane, Block: b, Rank: n.Rank, TP: in.Plan.TP}))
+				items = append(items, item{n, b, b.ID + " on " + n.Node})
+				itemNodes = append(itemNodes, n.Node)
 			}
 		}
+		steps := make([]int, len(items))
+		for k := range steps {
+			steps[k] = i
+		}
+		// A node whose worker is gone is waited for within the outage
+		// budget (runs recorded before versionVerifyOutageWait: the same
+		// commands, failing at once).
+		wait := workflow.GetVersion(ctx, versionVerifyOutageWait, workflow.DefaultVersion, 1) >= 1
+		verified := make([]activities.VerifyBlockResult, len(items))
+		errs := perNode(ctx, t, wait, in.OutageBudget.D(), steps, itemNodes, func(ctx workflow.Context, k int) workflow.Future {
+			n, b := items[k].n, items[k].b
+			vctx := nodeOpts(ctx, n.Node, in.Pickup.D(), verifyRunTimeout, stageHeartbeat, 3)
+			return workflow.ExecuteActivity(summarize(vctx, n.Node, n.Rank, "verify "+in.Plan.Lane+"/"+b.ID), na.VerifyBlock, activities.VerifyBlockInput{Lane: in.Plan.Lane, Block: b, Rank: n.Rank, TP: in.Plan.TP})
+		}, func(ctx workflow.Context, k int, f workflow.Future) error { return f.Get(ctx, &verified[k]) })
 		var bad []string
 		var verr error
-		for k, f := range futs {
-			var v activities.VerifyBlockResult
-			if err := f.Get(ctx, &v); err != nil {
-				bad = append(bad, names[k]+": "+errMessage(err))
+		for k, err := range errs {
+			v := verified[k]
+			if err != nil {
+				bad = append(bad, items[k].name+": "+errMessage(err))
 				if verr == nil {
 					verr = err
 				}
@@ -287,7 +305,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 			}
 			res.Verify = append(res.Verify, v)
 			if !v.Result.Clean() {
-				bad = append(bad, fmt.Sprintf("%s: %d bad, %d missing (first: %s)", names[k], v.Result.NBad(), v.Result.NMissing(), firstOf(v.Result.Bad, v.Result.Missing)))
+				bad = append(bad, fmt.Sprintf("%s: %d bad, %d missing (first: %s)", items[k].name, v.Result.NBad(), v.Result.NMissing(), firstOf(v.Result.Bad, v.Result.Missing)))
 			}
 		}
 		if len(bad) > 0 {

@@ -63,6 +63,8 @@ type fakeFleet struct {
 	// questions per node.
 	gone  map[string]int
 	polls map[string]int
+	// verifyGone is gone for VerifyBlock calls only.
+	verifyGone map[string]int
 }
 
 func newFakeFleet(t *testing.T) *fakeFleet {
@@ -72,7 +74,7 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 		lanesOn: map[string][]string{}, notPolling: map[string]bool{}, sshOff: map[string]string{}, sshDown: map[string]string{},
 		local: map[string]bool{}, resolve: map[string]activities.ResolveLaneResult{}, resolveErr: map[string]error{},
 		verifyBad: map[string][]string{}, stageErr: map[string]error{}, startErr: map[string]error{}, startDelay: map[string]time.Duration{}, readyErr: map[string]error{},
-		gone: map[string]int{}, polls: map[string]int{},
+		gone: map[string]int{}, polls: map[string]int{}, verifyGone: map[string]int{},
 	}
 	env := f.env
 	env.RegisterActivity(&activities.NodeActivities{})
@@ -116,7 +118,7 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 		f.polls[in.Node]++
 		// A gone node seems back at every third question (its worker
 		// polled, then the re-run pickup timed out again while gone lasts).
-		return activities.NodePollingResult{Node: in.Node, Polling: f.gone[in.Node] == 0 || f.polls[in.Node]%3 == 0}, nil
+		return activities.NodePollingResult{Node: in.Node, Polling: f.gone[in.Node]+f.verifyGone[in.Node] == 0 || f.polls[in.Node]%3 == 0}, nil
 	})
 	env.OnActivity("StopLane", any2...).Return(func(ctx context.Context, in activities.StopLaneInput) (activities.StopLaneResult, error) {
 		if err := f.goneErr(ctx); err != nil {
@@ -137,6 +139,17 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 		return activities.StageBlockResult{Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: staging.Result{CopiedFiles: 2}}, nil
 	})
 	env.OnActivity("VerifyBlock", any2...).Return(func(ctx context.Context, in activities.VerifyBlockInput) (activities.VerifyBlockResult, error) {
+		if q := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node."); true {
+			f.mu.Lock()
+			gone := f.verifyGone[q] > 0
+			if gone {
+				f.verifyGone[q]--
+			}
+			f.mu.Unlock()
+			if gone {
+				return activities.VerifyBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+			}
+		}
 		n := f.record(ctx, "VerifyBlock "+in.Lane+"/"+in.Block.ID)
 		if f.notPolling[n] {
 			return activities.VerifyBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)

@@ -128,6 +128,11 @@ func waitForNode(ctx workflow.Context, t *tracker, step int, node string, budget
 // recorded before it fail those steps at once when a node's worker is gone.
 const versionServeOutageWait = "serve-node-outage-wait"
 
+// versionVerifyOutageWait gates the wait-for-node behaviour of Cutover's
+// verify step (every block on every node, verify-only): runs recorded
+// before it fail that step at once when a node's worker is gone.
+const versionVerifyOutageWait = "cutover-verify-outage-wait"
+
 // serveWaits reports whether this run's serve-phase node steps wait for a
 // node that went away (see versionServeOutageWait).
 func serveWaits(ctx workflow.Context) bool {

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -207,4 +208,43 @@ func TestStopByHandDoesNotWaitForAGoneNode(t *testing.T) {
 		t.Errorf("the stop waited for b (NodePolling asked %d times)", f.polls["b"])
 	}
 	f.expectPhases(on("StopLane old", "a"))
+}
+
+// A node whose worker went away between staging and the cutover's verify
+// step is waited for within the budget (NodePolling asked until it polls
+// again), its blocks are verified then, and the cutover completes. (The
+// wait's display is covered by the serve and stage tests: it is the same
+// loop.)
+func TestCutoverVerifyWaitsForANodeThatComesBack(t *testing.T) {
+	c := newCutover(t)
+	c.verifyGone["b"] = 2
+	c.in.OutageBudget = config.Duration(30 * time.Minute)
+	res, err := c.run()
+	if err != nil || !res.OK || len(res.Verify) != 4 {
+		t.Fatalf("cutover with b back within its budget: %v %+v", err, res)
+	}
+	if c.verifyGone["b"] != 0 || c.polls["b"] == 0 || c.polls["a"] != 0 {
+		t.Fatalf("VerifyBlock pickups left on b %d, NodePolling asked for b %d times, for a %d", c.verifyGone["b"], c.polls["b"], c.polls["a"])
+	}
+	if n := c.count("VerifyBlock new/weights@b") + c.count("VerifyBlock new/rows@b"); n != 2 {
+		t.Fatalf("b's blocks verified %d times after it came back, want 2", n)
+	}
+}
+
+// Past the budget the verify step fails naming the node, and the cutover
+// rolls back before serving.
+func TestCutoverVerifyFailsPastTheOutageBudget(t *testing.T) {
+	c := newCutover(t)
+	c.verifyGone["b"] = 1 << 30
+	c.in.OutageBudget = config.Duration(2 * time.Minute)
+	res, err := c.run()
+	if err == nil || res.OK || res.FailedStep != "verify" || !strings.Contains(res.Error, "node b was gone for 2m") {
+		t.Fatalf("cutover with b gone: %v %+v", err, res)
+	}
+	if !reflect.DeepEqual(res.RolledBack, []string{"old"}) {
+		t.Fatalf("rolled back %v, want old", res.RolledBack)
+	}
+	if n := c.count("StartRank new"); n != 0 {
+		t.Fatalf("the new lane was started %d times after a failed verify", n)
+	}
 }

@@ -29,6 +29,10 @@ const (
 	// within the outage budget too (defined in outage.go).
 	_ = versionServeOutageWait
 
+	// versionVerifyOutageWait: Cutover's verify step waits for a node
+	// that went away within the outage budget too (outage.go).
+	_ = versionVerifyOutageWait
+
 	// versionPowerOn: Cutover's --power-on step (probe, then Power child)
 	// before the fleet probe.
 	versionPowerOn = "cutover-power-on"

@@ -687,6 +687,7 @@ func TestRealFleet(t *testing.T) {
 		if recopied > chunk {
 			t.Fatalf("re-copied %d bytes after the outage, more than one block (%d)", recopied, chunk)
 		}
+		f.saveHistory(workflows.CutoverID("fl3"), "cutover-node-outage-resumed")
 	})
 
 	t.Run("LinkDown45sDuringWaitReady", func(t *testing.T) {
