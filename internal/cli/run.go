@@ -85,7 +85,12 @@ func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) er
 	for {
 		select {
 		case err := <-done:
-			a.drawOnce(ctx, env.Client, run, r)
+			if !r.quiet {
+				// With --json nothing is drawn: the queries (on a closed
+				// run, a replay in the control worker) would only add
+				// latency to a verify-only pass.
+				a.drawOnce(ctx, env.Client, run, r)
+			}
 			a.stepsShown = r.shownSteps
 			return err
 		case <-a.Interrupts:
@@ -103,7 +108,9 @@ func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) er
 			lastInt = time.Now()
 			fmt.Fprintf(a.Err, "\nCtrl-C again within 5 s to cancel %s (cleanup and rollback run); otherwise it goes on. Detach with --no-wait next time.\n", run.GetID())
 		case <-tick.C:
-			a.drawOnce(ctx, env.Client, run, r)
+			if !r.quiet {
+				a.drawOnce(ctx, env.Client, run, r)
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}

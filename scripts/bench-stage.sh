@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# bench-stage.sh [SIZE_GIB] [RUNS]
+#
+# The product path beside the engine, on the same data in the same run: a
+# one-node local fleet (this machine), one SIZE_GIB blob (default 4) on a
+# NAS directory, and
+#   - `starter stage` cold, through the control service (Temporal server,
+#     workflow, node worker activity, heartbeats, ledger, fsync policy),
+#   - the engine alone (hubmirror-bench stage) cold on the same data,
+#   - `cp -a` + sync of the same tree,
+#   - a second, verify-only `starter stage` with the control service
+#     already running, and the engine's own second pass,
+# each RUNS times (default 3), printing every time and the medians' ratios;
+# then the verify-only pass warm, the starter's start-up alone and the
+# Stage workflow's wall time against its time in activities (orchbench).
+# The control service is started once (`starter control start`) and stopped
+# at the end. Page cache is dropped before every timed phase when we are root.
+# Data lives under a temp dir on the filesystem of /var/tmp (or $BENCH_DIR).
+set -euo pipefail
+
+SIZE_GIB=${1:-4}
+RUNS=${2:-3}
+here=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d "${BENCH_DIR:-/var/tmp}/stage-bench.XXXXXX")
+starter="$work/starter"
+cleanup() {
+	"$starter" --config "$work/sparklane.toml" control stop >/dev/null 2>&1 || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+cd "$here"
+go build -o "$starter" ./starter
+go build -o "$work/hmb" ./internal/hubmirror/cmd/hubmirror-bench
+hmb="$work/hmb"
+nas="$work/nas/hub"
+root="$work/node" # the node's fs_root: its /srv/sparklane is $root/srv/sparklane
+mkdir -p "$root/srv/sparklane" "$work/recipes" "$work/state" "$work/peer"
+
+drop() {
+	sync
+	if [[ $(id -u) -eq 0 ]] && echo 3 >/proc/sys/vm/drop_caches 2>/dev/null; then :; else
+		echo "  (cannot drop the page cache: timings are warm)" >&2
+	fi
+}
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "inf" }'; }
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+echo "== generating ${SIZE_GIB} GiB in one blob under $work (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+"$hmb" gen -hub "$nas" -repo org/blob -gib "$SIZE_GIB" -files 1
+bytes=$(du -sb --apparent-size "$nas/models--org--blob" | cut -f1)
+
+cat >"$work/sparklane.toml" <<TOML
+state_dir = "$work/state"
+recipes_dir = "$work/recipes"
+hf_cache_dir = "$nas"
+shared_roots = ["$work/nas"]
+
+[temporal]
+address = ""
+namespace = "default"
+port = $(freeport)
+ui_port = $(freeport)
+
+[[nodes]]
+name = "n1"
+ssh = ""
+address = "127.0.0.1"
+roots = ["/srv/sparklane"]
+fs_root = "$root"
+
+[[clusters]]
+name = "one"
+nodes = ["n1"]
+TOML
+cat >"$work/recipes/blob.toml" <<TOML
+name = "blob"
+cluster = "one"
+runtime = "sim"
+image = "sparklane/engine-sim:bench"
+model = "org/blob"
+command = "/engine-sim /hub --port {port}"
+
+[defaults]
+port = 18999
+
+[[staging]]
+kind = "hub-mirror"
+id = "weights"
+src = "$nas"
+dst = "/srv/sparklane/hf"
+repos = ["org/blob"]
+verify = "sampled"
+TOML
+cfg=(--config "$work/sparklane.toml")
+s=$(now)
+"$starter" "${cfg[@]}" control start >/dev/null
+echo "  control service started in $(secs "$s" "$(now)") s"
+
+st_cold=() st_verify=() eng_cold=() eng_p2=() cp_sync=()
+for i in $(seq 1 "$RUNS"); do
+	echo
+	echo "== run $i of $RUNS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+	rm -rf "$root/srv/sparklane/hf" "$work/peer"/*
+	drop
+	s=$(now)
+	"$starter" "${cfg[@]}" --json stage --lane blob >"$work/stage.json"
+	e=$(now); t=$(secs "$s" "$e"); st_cold+=("$t")
+	echo "  starter stage, cold         : $t s"
+
+	drop
+	s=$(now)
+	"$starter" "${cfg[@]}" --json stage --lane blob >"$work/stage2.json"
+	e=$(now); t=$(secs "$s" "$e"); st_verify+=("$t")
+	echo "  starter stage, verify-only  : $t s"
+
+	drop
+	s=$(now)
+	"$hmb" stage -src "$nas" -dst "$work/peer/eng" -repos org/blob >/dev/null
+	e=$(now); t=$(secs "$s" "$e"); eng_cold+=("$t")
+	echo "  engine stage, cold          : $t s"
+	drop
+	s=$(now)
+	"$hmb" stage -src "$nas" -dst "$work/peer/eng" -repos org/blob >/dev/null
+	e=$(now); t=$(secs "$s" "$e"); eng_p2+=("$t")
+	echo "  engine 2nd pass             : $t s"
+	rm -rf "$work/peer/eng"
+
+	drop; mkdir -p "$work/peer/cp"
+	s=$(now); cp -a "$nas/models--org--blob" "$work/peer/cp/"; sync; e=$(now)
+	t=$(secs "$s" "$e"); cp_sync+=("$t")
+	echo "  cp -a + sync                : $t s"
+	rm -rf "$work/peer/cp"
+done
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); b=r["nodes"][0]["blocks"][0]; print("  last verify-only stage: copied %d B, verified %d files, engine %.3f s" % (b["copied_bytes"], b["verified_files"], b["seconds"]))' "$work/stage2.json"
+
+# Where a verify-only pass's time goes, warm (nothing dropped): the
+# starter's own start-up (one binary with the embedded server: its package
+# inits run on every start), the Stage workflow's wall time and the time
+# inside its activities (from the run's history).
+echo
+echo "== verify-only, warm page cache"
+st_warm=() st_help=()
+for i in $(seq 1 "$RUNS"); do
+	s=$(now); "$starter" "${cfg[@]}" --json stage --lane blob >/dev/null; e=$(now); st_warm+=("$(secs "$s" "$e")")
+	s=$(now); "$starter" --help >/dev/null; e=$(now); st_help+=("$(secs "$s" "$e")")
+done
+echo "  starter stage, verify-only  : ${st_warm[*]} s"
+echo "  starter --help (start-up)   : ${st_help[*]} s"
+go build -o "$work/orchbench" ./scripts/orchbench
+"$work/orchbench" overhead "${cfg[@]}" "stage/blob" | sed 's/^/  /'
+
+m_st=$(median "${st_cold[@]}"); m_sv=$(median "${st_verify[@]}"); m_ec=$(median "${eng_cold[@]}")
+m_e2=$(median "${eng_p2[@]}"); m_cp=$(median "${cp_sync[@]}")
+m_sw=$(median "${st_warm[@]}"); m_h=$(median "${st_help[@]}")
+echo
+echo "== medians of $RUNS runs, $bytes bytes (load now: $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "  starter stage cold $m_st s, engine cold $m_ec s, cp -a + sync $m_cp s"
+echo "  starter stage verify-only $m_sv s (caches dropped), $m_sw s (warm), engine 2nd pass $m_e2 s"
+echo "RATIOS product: starter stage cold / cp+sync throughput = $(ratio "$m_cp" "$m_st")x (goal >= 0.9)," \
+	"engine cold / cp+sync = $(ratio "$m_cp" "$m_ec")x, starter cold / engine cold time = $(ratio "$m_st" "$m_ec")x;" \
+	"starter verify-only = $m_sv s cold, $m_sw s warm (goal < 1 s; start-up alone $m_h s), engine 2nd pass = $m_e2 s"
