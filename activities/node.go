@@ -326,7 +326,7 @@ func (a *NodeActivities) EnsureImage(ctx context.Context, in EnsureImageInput) (
 	if err != nil {
 		return EnsureImageResult{}, classify(err)
 	}
-	info, err := serve.EnsureImage(ctx, d, in.Image, a.Node.Name)
+	info, err := serve.EnsureImage(ctx, d, in.Image, a.Node.Name, in.Build)
 	if err != nil {
 		return EnsureImageResult{}, classify(err)
 	}

@@ -139,6 +139,9 @@ type VerifyBlockResult struct {
 // EnsureImageInput names the image a node must have.
 type EnsureImageInput struct {
 	Image string `json:"image"`
+	// Build is how the recipe builds the image (builder, build_args), for
+	// the error of a node that lacks it.
+	Build string `json:"build,omitempty"`
 }
 
 // EnsureImageResult is the image found.

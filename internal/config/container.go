@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -352,4 +353,21 @@ func pickStr(v, def string) string {
 		return v
 	}
 	return def
+}
+
+// BuildHint says how the recipe builds its image (sparkrun's builder and
+// build_args, recorded as given), "" when it does not say: quoted when a
+// node lacks the image.
+func (r Recipe) BuildHint() string {
+	var parts []string
+	if r.Builder != "" {
+		parts = append(parts, "builder "+r.Builder)
+	}
+	if r.BuildArgs != nil {
+		b, err := json.Marshal(r.BuildArgs)
+		if err == nil {
+			parts = append(parts, "build_args "+string(b))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

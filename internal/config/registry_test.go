@@ -137,3 +137,18 @@ func TestRecipeRef(t *testing.T) {
 		}
 	}
 }
+
+// build_args / builder are recorded as the recipe gives them and quoted
+// when a node lacks the image.
+func TestBuildHint(t *testing.T) {
+	r, err := LoadRecipe(registryDir + "/experimental-recipes/qwen3.5/vllm-mesh/qwen3.5-397b-a17b-int4-autoround-3x-vllm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.BuildHint(); got != `build_args ["--tf5"]` {
+		t.Errorf("BuildHint = %q", got)
+	}
+	if got := (Recipe{}).BuildHint(); got != "" {
+		t.Errorf("no build keys: %q", got)
+	}
+}

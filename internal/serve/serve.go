@@ -65,14 +65,22 @@ type ImageInfo struct {
 // EnsureImage checks that image is present on node's Docker. Nothing is
 // pulled (nodes have no registry): a missing image is a permanent
 // ImageMissing error saying how to get it there.
-func EnsureImage(ctx context.Context, d Docker, image, node string) (ImageInfo, error) {
+//
+// build, when given, says how the recipe builds the image (its builder
+// and build_args), quoted in the error so the operator can build it on
+// that node.
+func EnsureImage(ctx context.Context, d Docker, image, node string, build ...string) (ImageInfo, error) {
 	if image == "" {
 		return ImageInfo{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: no image given: set the recipe's image", node))
 	}
 	ins, err := d.ImageInspect(ctx, image)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return ImageInfo{}, fault.Permanent(fault.ImageMissing, fmt.Errorf("image %s missing on node %s: build or load it on that node (docker save %s | ssh NODE docker load; the demo builds sparklane/engine-sim)", image, node, image))
+			how := "build or load it on that node"
+			if len(build) > 0 && build[0] != "" {
+				how = "build it there as the recipe says (" + build[0] + "), or load it"
+			}
+			return ImageInfo{}, fault.Permanent(fault.ImageMissing, fmt.Errorf("image %s missing on node %s: %s (docker save %s | ssh %s docker load; the demo builds sparklane/engine-sim)", image, node, how, image, node))
 		}
 		return ImageInfo{}, fmt.Errorf("inspect image %s on node %s: %w", image, node, err)
 	}

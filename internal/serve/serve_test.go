@@ -211,6 +211,10 @@ func TestEnsureImage(t *testing.T) {
 	if !strings.Contains(err.Error(), "sparklane-test/not-there:never missing on node dgx7") {
 		t.Errorf("ImageMissing error does not name image and node: %v", err)
 	}
+	_, err = serve.EnsureImage(ctx, d, "sparklane-test/not-there:never", "dgx7", `builder docker, build_args ["--tf5"]`)
+	if typ, _ := fault.TypeOf(err); typ != fault.ImageMissing || !strings.Contains(err.Error(), "missing on node dgx7") || !strings.Contains(err.Error(), `as the recipe says (builder docker, build_args ["--tf5"])`) {
+		t.Errorf("ImageMissing with the recipe's build: %v", err)
+	}
 }
 
 func TestStartRankIdempotentAndRecreates(t *testing.T) {
