@@ -60,8 +60,8 @@ type Progress struct {
 // Sources counts where a relayed pass's bytes came from.
 type Sources struct {
 	// FromNAS is the bytes read from the NAS: relay copies and their
-	// sampled checks, plus what the hub-mirror pass copied itself (its
-	// own sampled checks, at most 3 MiB a file, are not counted).
+	// sampled checks, plus the hub-mirror pass's (every file's sampled
+	// regions, small files whole, and what it copied itself).
 	FromNAS int64 `json:"from_nas,omitempty"`
 	// FromPeers is the bytes received from each peer node, by name.
 	FromPeers map[string]int64 `json:"from_peers,omitempty"`

@@ -634,6 +634,9 @@ func (f *Fleet) upNode(ctx context.Context, i int) error {
 		"KbdInteractiveAuthentication no",
 		"AllowStreamLocalForwarding yes",
 		"AllowTcpForwarding yes",
+		// SFTP in its own process (sftp-server), so a node can serve as
+		// a NAS host over sshfs and its reads show in /proc/PID/io.
+		"Subsystem sftp /usr/lib/openssh/sftp-server",
 		"GatewayPorts no",
 		"LogLevel VERBOSE",
 		"",
