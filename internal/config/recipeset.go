@@ -159,7 +159,14 @@ func recipeFiles(dir string, deep bool, skip []string) ([]string, []string, erro
 		}
 	}
 	var files, warnings []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	// The root itself may be a symlink (recipes -> a checkout elsewhere):
+	// walked with a trailing separator, WalkDir follows it; links below
+	// the root are still not followed.
+	root := dir
+	if st, err := os.Lstat(dir); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+		root = dir + string(filepath.Separator)
+	}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			warnings = append(warnings, fmt.Sprintf("%s: %v: skipped", p, err))
 			if d != nil && d.IsDir() {
@@ -168,7 +175,7 @@ func recipeFiles(dir string, deep bool, skip []string) ([]string, []string, erro
 			return nil
 		}
 		if d.IsDir() {
-			if p == dir {
+			if p == root {
 				return nil
 			}
 			name := d.Name()

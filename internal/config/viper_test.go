@@ -207,6 +207,12 @@ func TestExampleCopiedToRepoRootListsShippedLanes(t *testing.T) {
 	if err := Validate(cfg, rs); err != nil {
 		t.Fatal(err)
 	}
+	// The set every command reads follows the symlinked recipes_dir too
+	// (a link below it would not be followed).
+	set, err := LoadRecipeSet(cfg, cfg.File)
+	if err != nil || len(set.Recipes) != 5 || len(set.Broken) != 0 || set.Find("mia") == nil {
+		t.Fatalf("recipe set through the symlinked recipes_dir: %v, %d recipes, broken %v", err, len(set.Recipes), set.Broken)
+	}
 	// Pointed at the root itself, the compose file and the config are
 	// skipped with a warning, never an error.
 	_, warnings, err = LoadRecipeDir(dir, cfg.File)
