@@ -138,11 +138,17 @@ func (a *ControlActivities) ResolveLane(ctx context.Context, in ResolveLaneInput
 	if err != nil {
 		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
 	}
-	plan, err := config.Render(a.Config, r, in.Overrides)
+	cluster := ""
+	if r.Cluster == "" {
+		cluster = in.Cluster
+	}
+	plan, err := config.RenderOn(a.Config, r, cluster, in.Overrides)
 	if err != nil {
 		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
 	}
-	return ResolveLaneResult{Recipe: *r, Plan: *plan}, nil
+	rc := *r
+	rc.Cluster = plan.Cluster
+	return ResolveLaneResult{Recipe: rc, Plan: *plan}, nil
 }
 
 // BaseURL is the lane's OpenAI-compatible API on its head node.

@@ -230,7 +230,11 @@ type InspectLaneResult struct {
 
 // ResolveLaneInput asks the control worker to read a lane's recipe.
 type ResolveLaneInput struct {
-	Lane      string            `json:"lane"`
+	Lane string `json:"lane"`
+	// Cluster is where a recipe without a cluster of its own (a sparkrun
+	// recipe started with --cluster) ran: a rollback renders it there, not
+	// on default_cluster. A recipe's own cluster wins.
+	Cluster   string            `json:"cluster,omitempty"`
 	Overrides map[string]string `json:"overrides,omitempty"`
 }
 

@@ -164,7 +164,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 	for _, l := range res.Previous {
 		i := t.start("resolve previous "+l, "")
 		var r activities.ResolveLaneResult
-		err := workflow.ExecuteActivity(controlOpts(ctx, time.Minute, 0, 3), ca.ResolveLane, activities.ResolveLaneInput{Lane: l}).Get(ctx, &r)
+		err := workflow.ExecuteActivity(controlOpts(ctx, time.Minute, 0, 3), ca.ResolveLane, activities.ResolveLaneInput{Lane: l, Cluster: in.Plan.Cluster}).Get(ctx, &r)
 		t.end(i, "", err)
 		if err != nil {
 			unresolved = append(unresolved, l+": "+errMessage(err))
