@@ -40,6 +40,9 @@ var corpus = map[string]string{
 	"power-on-refused":         "TestReplayCorpusPower",
 	// Serve waiting for a node service that was down (versionServeOutageWait).
 	"serve-outage-resumed": "TestRealFleet ./internal/fleet/fleete2e",
+	// A cutover whose node service stopped mid-pack for 90 s (stage
+	// resumed; the serve and verify wait gates' markers).
+	"cutover-node-outage-resumed": "TestRealFleet ./internal/fleet/fleete2e",
 }
 
 // Committed histories of real runs must replay against the current code: a
