@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/logging"
 	"github.com/sparklane/sparklane/internal/workers"
 )
@@ -33,6 +35,11 @@ type App struct {
 	ConfigPath string
 	JSON       bool
 	LogLevel   string
+	// Verbose (--verbose) echoes the starter's log on stderr and prints
+	// where the starter and the control service write their logs.
+	Verbose bool
+	// closeLog flushes and closes the starter's log file.
+	closeLog func() error
 
 	cfg *config.Config
 	// set is the recipe set, loaded and validated on first use.
@@ -110,6 +117,9 @@ func Execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writ
 	err := root.ExecuteContext(ctx)
 	if a.env != nil {
 		a.env.Close()
+	}
+	if a.closeLog != nil {
+		_ = a.closeLog()
 	}
 	code, msg := 0, ""
 	if err != nil {
@@ -226,6 +236,7 @@ func (a *App) Root() *cobra.Command {
 	_ = a.viper.BindPFlag("config", root.PersistentFlags().Lookup("config"))
 	root.PersistentFlags().BoolVar(&a.JSON, "json", false, "print results as JSON (for scripts)")
 	root.PersistentFlags().StringVar(&a.LogLevel, "log-level", "warn", "log level of the in-process server and workers")
+	root.PersistentFlags().BoolVarP(&a.Verbose, "verbose", "v", false, "also print the starter's log on stderr, and say where it and the control service's log are (STATE_DIR/starter.log, STATE_DIR/control.log)")
 	root.AddCommand(a.statusCmd(), a.lanesCmd(), a.recipeCmd(), a.stageCmd(), a.verifyCmd(),
 		a.upCmd(), a.stopCmd(), a.probeCmd(), a.cutoverCmd(), a.cancelCmd(), a.demoCmd(), a.scheduleCmd(),
 		a.controlCmd(), a.attachCmd(), a.initCmd())
@@ -246,15 +257,38 @@ func (a *App) extraCommands() []*cobra.Command {
 	return out
 }
 
-// logger is zap on stderr at --log-level (console).
+// StarterLogFile is the starter's own log under state_dir: the Temporal
+// SDK client's lines and sparklane's, kept off the terminal, where only
+// the command's results and one-line errors belong.
+const StarterLogFile = "starter.log"
+
+// logger is zap at --log-level into STATE_DIR/starter.log (and on stderr
+// too with --verbose, which also prints where the logs are). Without a
+// config (no state_dir yet) it logs to stderr at --log-level.
 func (a *App) logger() *zap.Logger {
-	if a.log == nil {
-		l, err := logging.New("console", a.LogLevel)
-		if err != nil {
-			l = zap.NewNop()
-		}
-		a.log = l
+	if a.log != nil {
+		return a.log
 	}
+	if a.cfg != nil && a.cfg.StateDir != "" {
+		path := filepath.Join(a.cfg.StateDir, StarterLogFile)
+		var echo []io.Writer
+		if a.Verbose {
+			echo = append(echo, a.Err)
+			fmt.Fprintf(a.Err, "starter: logging to %s; the control service (embedded Temporal server, workers) logs to %s\n",
+				path, filepath.Join(a.cfg.StateDir, control.LogFile))
+		}
+		l, closeFn, err := logging.NewFile(path, a.LogLevel, echo...)
+		if err == nil {
+			a.log, a.closeLog = l, closeFn
+			return a.log
+		}
+		fmt.Fprintf(a.Err, "starter: %v: logging to the terminal instead\n", err)
+	}
+	l, err := logging.New("console", a.LogLevel)
+	if err != nil {
+		l = zap.NewNop()
+	}
+	a.log = l
 	return a.log
 }
 

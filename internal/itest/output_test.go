@@ -177,3 +177,25 @@ command = "/engine-sim /hub --port {port} >> /dev/null"
 		}
 	}
 }
+
+// Against a real server, the terminal carries results and one-line errors
+// only: the SDK client's log lines go to STATE_DIR/starter.log, whose path
+// (and the control service's log) --verbose prints.
+func TestStarterLogsGoToAFileUnderStateDir(t *testing.T) {
+	f := newFleet(t, fleetOptions{nodes: 1, clusters: map[string][]string{"one": {"n1"}}})
+	f.startControl()
+	f.startNode("n1")
+	ctx := withTimeout(t, 2*time.Minute)
+	code, out, errOut := f.starter(ctx, "status")
+	if code != 0 || errOut != "" {
+		t.Fatalf("status: exit %d, stderr %q (want nothing on stderr)\n%s", code, errOut, out)
+	}
+	code, out, errOut = f.starter(ctx, "status", "--verbose")
+	want := "logging to " + filepath.Join(f.cfg.StateDir, "starter.log")
+	if code != 0 || !strings.Contains(errOut, want) || !strings.Contains(errOut, filepath.Join(f.cfg.StateDir, "control.log")) {
+		t.Fatalf("status --verbose: exit %d, stderr lacks %q:\n%s%s", code, want, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(f.cfg.StateDir, "starter.log")); err != nil {
+		t.Fatalf("starter.log: %v", err)
+	}
+}

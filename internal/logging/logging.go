@@ -5,7 +5,9 @@ package logging
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"go.temporal.io/sdk/log"
@@ -54,6 +56,35 @@ func newLogger(mode, level string, w *os.File) (*zap.Logger, error) {
 	}
 	core := zapcore.NewCore(enc, zapcore.Lock(w), lvl)
 	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zapcore.DPanicLevel)), nil
+}
+
+// NewFile returns a console-format logger appending to path (created 0600,
+// with its directory), and also writing to each of echo (a terminal with
+// --verbose). The starter uses it so the SDK client's and its own log
+// lines land in a file under state_dir instead of between its one-line
+// results; close flushes and closes the file.
+func NewFile(path, level string, echo ...io.Writer) (l *zap.Logger, closeFn func() error, err error) {
+	lvl, err := ParseLevel(level)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, nil, fmt.Errorf("logging: log directory for %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("logging: open log file %s: %w", path, err)
+	}
+	cfg := zap.NewDevelopmentEncoderConfig()
+	cfg.EncodeTime = zapcore.ISO8601TimeEncoder
+	cfg.EncodeLevel = zapcore.CapitalLevelEncoder
+	enc := zapcore.NewConsoleEncoder(cfg)
+	cores := []zapcore.Core{zapcore.NewCore(enc, zapcore.Lock(f), lvl)}
+	for _, w := range echo {
+		cores = append(cores, zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl))
+	}
+	l = zap.New(zapcore.NewTee(cores...), zap.AddCaller(), zap.AddStacktrace(zapcore.DPanicLevel))
+	return l, func() error { _ = l.Sync(); return f.Close() }, nil
 }
 
 // ParseLevel turns a config string into a zap level; empty means info. It is
