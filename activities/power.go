@@ -128,6 +128,11 @@ func (a *ControlActivities) relay(ctx context.Context, in PowerStepInput, on boo
 		r, err = e.RelayOn(ctx, power.RelayInput{Target: t, Bound: in.Bound.D(), Interval: in.Interval.D()})
 	} else {
 		r, err = e.RelayOff(ctx, power.RelayInput{Target: t, Bound: in.Bound.D(), Interval: in.Interval.D()})
+		// The power-off sequence ends here (relay off, or none to switch):
+		// the node is down on purpose, which a nightly verify must know.
+		if err == nil {
+			err = a.markPoweredOff(in.Target)
+		}
 	}
 	return PowerStepResult{Target: in.Target, Step: step, Skipped: r.Skipped, Detail: r.Entity + " " + r.State}, classify(err)
 }
@@ -151,6 +156,10 @@ func (a *ControlActivities) PowerWaitReachable(ctx context.Context, in PowerStep
 	stop := keepAlive(ctx)
 	defer stop()
 	r, err := a.powerEngine().WaitReachable(ctx, power.WaitInput{Target: t, Bound: in.Bound.D(), Interval: in.Interval.D()})
+	if err == nil {
+		// Up again: no longer off on purpose.
+		err = a.clearPoweredOff(in.Target)
+	}
 	return PowerStepResult{Target: in.Target, Step: "wait reachable", Detail: fmt.Sprintf("%d probes, %s", r.Probes, r.Waited)}, classify(err)
 }
 

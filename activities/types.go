@@ -134,6 +134,10 @@ type VerifyBlockResult struct {
 	// drifted, and the operator is told to start the worker instead of
 	// hunting for drift that may not exist.
 	NoWorker bool `json:"no_worker,omitempty"`
+	// Off is set (by the Verify workflow) instead of NoWorker when the
+	// unreachable node is off on purpose — its relay is off, or sparklane
+	// powered it down: "off, not verified", neither drift nor a failure.
+	Off bool `json:"off,omitempty"`
 }
 
 // EnsureImageInput names the image a node must have.

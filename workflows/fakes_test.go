@@ -36,6 +36,9 @@ type fakeFleet struct {
 	// NodeStatus / CheckSSH.
 	lanesOn    map[string][]string // node -> lanes running there
 	notPolling map[string]bool     // node -> schedule-to-start timeout
+	// offOnPurpose: node -> why it is off (relay off, powered down by
+	// sparklane), as NodeOff answers.
+	offOnPurpose map[string]string
 	sshOff     map[string]string   // node -> relay-off reason
 	sshDown    map[string]string   // node -> ssh failure reason
 	local      map[string]bool
@@ -224,6 +227,11 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 			return activities.PowerStepResult{Target: in.Target, Step: name, Detail: name + " done"}, nil
 		}
 	}
+	env.OnActivity("NodeOff", any2...).Return(func(ctx context.Context, in activities.NodeOffInput) (activities.NodeOffResult, error) {
+		f.record(ctx, "NodeOff "+in.Node)
+		why, off := f.offOnPurpose[in.Node]
+		return activities.NodeOffResult{Node: in.Node, Off: off, Why: why}, nil
+	})
 	env.OnActivity("PowerShutdown", any2...).Return(powerStep("PowerShutdown", &f.shutdownErr))
 	env.OnActivity("PowerWaitUnreachable", any2...).Return(powerStep("PowerWaitUnreachable", &f.unreachErr))
 	env.OnActivity("PowerRelayOff", any2...).Return(powerStep("PowerRelayOff", &f.relayOffErr))

@@ -113,9 +113,20 @@ func TestPowerOffGearAfterTheNodesBehindIt(t *testing.T) {
 	if len(res.Targets) != 3 || res.Targets[2].Target != "sw" || res.Targets[2].State != NodeOff || len(res.Targets[2].Steps) != 3 || len(res.Targets[2].Warnings) != 0 {
 		t.Fatalf("targets %+v, want a, b, then sw off after 3 steps", res.Targets)
 	}
-	f.expectPhases(
-		[]string{"PowerShutdown a", "PowerShutdown b"}, []string{"PowerWaitUnreachable a", "PowerWaitUnreachable b"}, []string{"PowerRelayOff a", "PowerRelayOff b"},
-		[]string{"PowerShutdown sw"}, []string{"PowerWaitUnreachable sw"}, []string{"PowerRelayOff sw"})
+	// Each node runs its own sequence (in parallel with the other); the
+	// switch's whole sequence comes after both.
+	calls := f.callList()
+	if len(calls) != 9 {
+		t.Fatalf("calls %v, want 9", calls)
+	}
+	for _, c := range calls[:6] {
+		if strings.HasSuffix(c, " sw") {
+			t.Fatalf("the switch was touched before its nodes were off: %v", calls)
+		}
+	}
+	if strings.Join(calls[6:], ",") != "PowerShutdown sw,PowerWaitUnreachable sw,PowerRelayOff sw" {
+		t.Errorf("switch sequence %v", calls[6:])
+	}
 }
 
 // TestPowerOffGearStaysOnWhileANodeBehindItIsUp: a node behind the switch

@@ -193,3 +193,40 @@ func TestServeStopsOnlyAfterEveryStartEnded(t *testing.T) {
 	// running: the stop must come after b's start ended.
 	f.expectPhases(on("EnsureImage img-new", "a", "b"), []string{"StartRank new@a"}, []string{"StartRank new@b"}, on("StopLane new", "a", "b"))
 }
+
+// A node that does not pick up its check because it is off on purpose
+// (relay off, or powered down by sparklane) is "off, not verified": the
+// verify passes, naming it; a node that should be up and is not is still
+// the NoWorker failure; each node is asked once.
+func TestVerifyOffNodeIsNotVerifiedNotAFailure(t *testing.T) {
+	f := newFakeFleet(t)
+	f.notPolling["b"] = true
+	f.offOnPurpose = map[string]string{"b": "relay switch.b_outlet is off"}
+	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatalf("a night with node b off failed: %v", err)
+	}
+	var res VerifyWorkflowResult
+	if err := f.env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Drift || len(res.NoWorker) != 0 || len(res.Off) != 1 || res.Off[0] != "b" || res.OffWhy[0] != "relay switch.b_outlet is off" {
+		t.Fatalf("result %+v, want b off, not verified, and no failure", res)
+	}
+	for _, b := range res.Blocks {
+		if b.Off != (b.Node == "b") || b.NoWorker {
+			t.Errorf("block %+v: want Off only on b", b)
+		}
+	}
+	if n := f.count("NodeOff"); n != 1 {
+		t.Errorf("NodeOff asked %d times, want once for b", n)
+	}
+
+	// Not off on purpose: still the NoWorker failure.
+	f = newFakeFleet(t)
+	f.notPolling["b"] = true
+	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}})
+	if app := appErr(t, f.env.GetWorkflowError()); app.Type() != fault.NoWorker {
+		t.Fatalf("a node that should be up: error type %q, want NoWorker", app.Type())
+	}
+}

@@ -232,6 +232,7 @@ func Verify(ctx workflow.Context, in VerifyInput) (VerifyWorkflowResult, error) 
 		}
 	}
 	var res VerifyWorkflowResult
+	offNodes := map[string]string{}
 	var drifted []pend
 	var failures []string
 	for _, p := range ps {
@@ -241,6 +242,16 @@ func Verify(ctx workflow.Context, in VerifyInput) (VerifyWorkflowResult, error) 
 		if err != nil {
 			t.end(p.step, "", err)
 			v = activities.VerifyBlockResult{Lane: p.lane, Node: p.node, Block: p.block.ID, Kind: p.block.Kind}
+			if noPickup(err) && verifyNodeOff(ctx, t, p.node, offNodes) {
+				// Off on purpose: not verified, not drift, not a failure.
+				v.Off = true
+				if !slices.Contains(res.Off, p.node) {
+					res.Off = append(res.Off, p.node)
+					res.OffWhy = append(res.OffWhy, offNodes[p.node])
+				}
+				res.Blocks = append(res.Blocks, v)
+				continue
+			}
 			if noPickup(err) {
 				// Nobody polls the node's queue: nothing was checked, and
 				// that is not drift.
@@ -308,4 +319,28 @@ func Verify(ctx workflow.Context, in VerifyInput) (VerifyWorkflowResult, error) 
 		return res, temporal.NewNonRetryableApplicationError(strings.Join(failures, "; "), fault.NoWorker, nil, res)
 	}
 	return res, nil
+}
+
+// verifyNodeOff asks once per node whether a node whose worker did not
+// pick up its check is off on purpose (relay off, or powered down by
+// sparklane); known answers are kept in known (node → why, "" = not off).
+// Runs recorded before the change never ask.
+func verifyNodeOff(ctx workflow.Context, t *tracker, node string, known map[string]string) bool {
+	if why, ok := known[node]; ok {
+		return why != ""
+	}
+	if workflow.GetVersion(ctx, versionVerifyOffNodes, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		known[node] = ""
+		return false
+	}
+	i := t.start("is it off?", node)
+	var r activities.NodeOffResult
+	err := workflow.ExecuteActivity(controlOpts(ctx, time.Minute, 0, 3), ca.NodeOff, activities.NodeOffInput{Node: node}).Get(ctx, &r)
+	t.end(i, r.Why, err)
+	if err != nil || !r.Off {
+		known[node] = ""
+		return false
+	}
+	known[node] = r.Why
+	return true
 }

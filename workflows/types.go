@@ -279,4 +279,9 @@ type VerifyWorkflowResult struct {
 	// carry NoWorker and were not verified. Typed, so callers never parse
 	// an error's text to tell "no worker" from drift.
 	NoWorker []string `json:"no_worker,omitempty"`
+	// Off lists the unreachable nodes that are off on purpose (relay off,
+	// or powered down by sparklane), with why: "off, not verified". Not
+	// drift, not a failure: a night with the switch's nodes off passes.
+	Off    []string `json:"off,omitempty"`
+	OffWhy []string `json:"off_why,omitempty"`
 }

@@ -54,6 +54,10 @@ const (
 	// the lane's nodes after the fleet probe.
 	versionStopForeign = "cutover-stop-foreign"
 
+	// versionVerifyOffNodes: a node whose worker does not pick up a verify
+	// is asked about (NodeOff): off on purpose is "off, not verified".
+	versionVerifyOffNodes = "verify-off-nodes"
+
 	// versionStartAllRanks: serveLane waits for every rank's start before
 	// it returns a failed start, so the cleanup stop cannot race a create.
 	versionStartAllRanks = "serve-start-all-ranks"

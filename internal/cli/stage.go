@@ -173,6 +173,9 @@ type verifyJSON struct {
 	// NoWorker lists nodes whose worker never picked up the check:
 	// nothing was verified there.
 	NoWorker []string `json:"no_worker,omitempty"`
+	// Off lists nodes that are off on purpose (relay off, or powered down
+	// by sparklane): off, not verified — not drift, not a failure.
+	Off []string `json:"off,omitempty"`
 }
 
 // noWorker lists the nodes whose blocks were not verified because no
@@ -198,13 +201,20 @@ type verifyBlockJSON struct {
 	Missing []string `json:"missing"`
 	// NoWorker: the block was not checked (no worker on the node).
 	NoWorker bool `json:"no_worker,omitempty"`
+	// Off: the block was not checked because its node is off on purpose.
+	Off bool `json:"off,omitempty"`
 }
 
 func (a *App) printVerify(res workflows.VerifyWorkflowResult, failure string) error {
 	idle := noWorker(res)
-	out := verifyJSON{OK: !res.Drift && len(idle) == 0, Nodes: []verifyBlockJSON{}, Error: failure, NoWorker: idle}
+	out := verifyJSON{OK: !res.Drift && len(idle) == 0, Nodes: []verifyBlockJSON{}, Error: failure, NoWorker: idle, Off: res.Off}
 	var rows [][]string
 	for _, b := range res.Blocks {
+		if b.Off {
+			out.Nodes = append(out.Nodes, verifyBlockJSON{Node: b.Node, Block: b.Block, Kind: b.Kind, Bad: []string{}, Missing: []string{}, Off: true})
+			rows = append(rows, []string{b.Node, b.Block, "-", "-", "-  (off, not verified)"})
+			continue
+		}
 		if b.NoWorker {
 			out.Nodes = append(out.Nodes, verifyBlockJSON{Node: b.Node, Block: b.Block, Kind: b.Kind, Bad: []string{}, Missing: []string{}, NoWorker: true})
 			rows = append(rows, []string{b.Node, b.Block, "-", "-", "-  (no worker)"})
@@ -217,6 +227,9 @@ func (a *App) printVerify(res workflows.VerifyWorkflowResult, failure string) er
 		return a.printJSON(out)
 	}
 	table(a.Out, []string{"NODE", "BLOCK", "OK", "BAD", "MISSING"}, rows)
+	for i, n := range res.Off {
+		fmt.Fprintf(a.Out, "off, not verified: %s (%s)\n", n, res.OffWhy[i])
+	}
 	for _, b := range res.Blocks {
 		for _, p := range b.Result.Bad {
 			fmt.Fprintf(a.Out, "bad: %s %s %s\n", b.Node, b.Block, p)
