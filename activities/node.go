@@ -205,7 +205,39 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 				a.Log.Warn("relay asked for, but this node worker has no relay identity (ca.pem, relay-NODE.pem under state_dir/pki): reading the NAS", zap.String("block", in.Block.ID))
 			} else {
 				h := relay.HubMirror{Receiver: a.Relay, Key: in.Lane + "/" + in.Block.ID, Node: a.Node.Name, Nodes: in.Relay.Nodes, Peers: a.relayPeers(in.Relay.Peers)}
+				// A node may wait minutes for a peer to begin a file (it
+				// works through its own NAS reads first) with no bytes to
+				// report: the last progress is heartbeated again on a
+				// timer, so the wait is not taken for a dead worker.
+				var mu sync.Mutex
+				var lastP staging.Progress
+				report := opts.OnProgress
+				opts.OnProgress = func(p staging.Progress) {
+					mu.Lock()
+					lastP = p
+					mu.Unlock()
+					report(p)
+				}
+				stop := make(chan struct{})
+				go func() {
+					t := time.NewTicker(10 * time.Second)
+					defer t.Stop()
+					for {
+						select {
+						case <-t.C:
+							mu.Lock()
+							p := lastP
+							mu.Unlock()
+							heartbeat(ctx, p)
+						case <-stop:
+							return
+						case <-ctx.Done():
+							return
+						}
+					}
+				}()
 				out.Result, err = h.Stage(ctx, a.hubSpec(in.Block), opts, a.Log)
+				close(stop)
 				break
 			}
 		}
