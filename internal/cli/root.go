@@ -71,6 +71,9 @@ type App struct {
 	// askHostKeys makes `init` confirm unknown host keys on In even when
 	// it is not a terminal (tests).
 	askHostKeys bool
+	// lanes maps a workflow ID this starter started to its lane, so the
+	// Ctrl-C hint names the lane that is running.
+	lanes map[string]string
 	// inLines reads In line by line for interactive prompts (init).
 	inLines *bufio.Reader
 }

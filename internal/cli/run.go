@@ -38,6 +38,10 @@ func (a *App) start(ctx context.Context, s runSpec) (client.WorkflowRun, error) 
 	if err != nil {
 		return nil, err
 	}
+	if a.lanes == nil {
+		a.lanes = map[string]string{}
+	}
+	a.lanes[s.ID] = s.Lane
 	var sa []temporal.SearchAttributeUpdate
 	if s.Lane != "" {
 		sa = append(sa, temporal.NewSearchAttributeKeyKeyword(workflows.SALane).ValueSet(s.Lane))
@@ -106,7 +110,11 @@ func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) er
 				continue
 			}
 			lastInt = time.Now()
-			fmt.Fprintf(a.Err, "\nCtrl-C again within 5 s to cancel %s (cleanup and rollback run); otherwise it goes on. Detach with --no-wait next time.\n", run.GetID())
+			what := run.GetID()
+			if lane := a.lanes[run.GetID()]; lane != "" {
+				what += " (lane " + lane + ")"
+			}
+			fmt.Fprintf(a.Err, "\nCtrl-C again within 5 s to cancel %s (cleanup and rollback run); otherwise it goes on. Detach with --no-wait next time.\n", what)
 		case <-tick.C:
 			if !r.quiet {
 				a.drawOnce(ctx, env.Client, run, r)
