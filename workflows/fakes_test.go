@@ -39,9 +39,9 @@ type fakeFleet struct {
 	// offOnPurpose: node -> why it is off (relay off, powered down by
 	// sparklane), as NodeOff answers.
 	offOnPurpose map[string]string
-	sshOff     map[string]string   // node -> relay-off reason
-	sshDown    map[string]string   // node -> ssh failure reason
-	local      map[string]bool
+	sshOff       map[string]string // node -> relay-off reason
+	sshDown      map[string]string // node -> ssh failure reason
+	local        map[string]bool
 	// ResolveLane.
 	resolve    map[string]activities.ResolveLaneResult
 	resolveErr map[string]error
