@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/disk"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/hubmirror"
 	"github.com/sparklane/sparklane/internal/metrics"
@@ -487,6 +488,19 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 	})
 	if err != nil {
 		return StartRankResult{}, classify(fmt.Errorf("node %s rank %d: %w", a.Node.Name, in.Plan.Rank, err))
+	}
+	// Last served: what `starter disk` lists and LRU pruning orders by.
+	// Staged data under the roots is what the mounts read; a failure to
+	// record is logged, never a failed serve.
+	used := make([]string, 0, len(mounts)+len(in.Plan.RowsFrom))
+	for _, m := range mounts {
+		used = append(used, m.Src)
+	}
+	for _, rf := range in.Plan.RowsFrom {
+		used = append(used, a.local(rf.Dst))
+	}
+	if err := disk.RecordServed(roots, used, time.Now()); err != nil {
+		a.Log.Warn("could not record last-served time of staged blocks", zap.Error(err))
 	}
 	return StartRankResult{Node: a.Node.Name, Rank: in.Plan.Rank, ID: r.ID, Name: r.Name, Created: r.Created}, nil
 }

@@ -344,3 +344,63 @@ func (d *Dir) Syncfs() error {
 	}
 	return nil
 }
+
+// RemoveAll removes the directory path (absolute, under t.Root) and
+// everything in it, beneath the root: its parent is opened with openat2
+// RESOLVE_BENEATH, each subdirectory with O_NOFOLLOW on its parent's
+// descriptor, and links are unlinked, never followed, so nothing outside
+// the root is touched whatever a symlink says. The root itself is never
+// removed. A missing path is not an error.
+func (t *Tree) RemoveAll(path string) error {
+	path = filepath.Clean(path)
+	if path == filepath.Clean(t.Root) {
+		return fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s is the node's root itself: refusing to remove it", path))
+	}
+	parent, err := t.Dir(filepath.Dir(path), false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer parent.Close()
+	return removeAt(parent.fd, filepath.Base(path), path)
+}
+
+// removeAt removes name in the directory dirfd (path for messages).
+func removeAt(dirfd int, name, path string) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return &fs.PathError{Op: "lstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if err := unix.Unlinkat(dirfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return &fs.PathError{Op: "remove", Path: path, Err: err}
+		}
+		return nil
+	}
+	fd, err := openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		f.Close()
+		return &fs.PathError{Op: "readdir", Path: path, Err: err}
+	}
+	for _, n := range names {
+		if err := removeAt(fd, n, filepath.Join(path, n)); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	f.Close()
+	if err := unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &fs.PathError{Op: "remove", Path: path, Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
+	"github.com/sparklane/sparklane/internal/disk"
+	"github.com/sparklane/sparklane/internal/serve"
+)
+
+// DiskInput names the staged blocks the control side knows of for this
+// node (every lane's recipe that places the node); the node worker reads
+// its own disk, so a remote node is listed the same as a local one.
+type DiskInput struct {
+	Blocks []disk.Block `json:"blocks"`
+	// Prune, when set, removes blocks (DiskPrune only).
+	Prune *disk.PruneSpec `json:"prune,omitempty"`
+}
+
+// DiskResult is one node's roots and blocks, and the lanes running here
+// (whose blocks a prune never takes).
+type DiskResult struct {
+	Node    string      `json:"node"`
+	Roots   []disk.Root `json:"roots"`
+	Running []string    `json:"running,omitempty"`
+	// Prune is the prune's outcome (DiskPrune only).
+	Prune *disk.PruneResult `json:"prune,omitempty"`
+}
+
+// localBlocks fills each block's Local path (fs_root applied).
+func (a *NodeActivities) localBlocks(in []disk.Block) []disk.Block {
+	out := make([]disk.Block, len(in))
+	for i, b := range in {
+		b.Local = a.local(b.Dst)
+		b.LocalExports = nil
+		for _, e := range b.Exports {
+			b.LocalExports = append(b.LocalExports, a.local(e))
+		}
+		out[i] = b
+	}
+	return out
+}
+
+// runningLanes are the lanes with a running container on this node.
+func (a *NodeActivities) runningLanes(ctx context.Context) ([]string, error) {
+	d, err := a.dockerClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := d.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", serve.LabelLane), filters.Arg("label", serve.LabelNode+"="+a.Node.Name))})
+	if err != nil {
+		return nil, fmt.Errorf("node %s: list containers: %w", a.Node.Name, err)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, c := range cs {
+		if l := c.Labels[serve.LabelLane]; !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// DiskUsage lists this node's roots (free space) and every given block
+// beneath them: bytes on disk, last served, last verified.
+func (a *NodeActivities) DiskUsage(ctx context.Context, in DiskInput) (DiskResult, error) {
+	res := DiskResult{Node: a.Node.Name}
+	running, err := a.runningLanes(ctx)
+	if err != nil {
+		return res, classify(err)
+	}
+	res.Running = running
+	res.Roots = disk.Scan(a.roots(), a.localBlocks(in.Blocks))
+	return res, nil
+}
+
+// DiskPrune removes whole blocks on this node as in.Prune says, beneath
+// the node's roots only, never a block of a lane running here or named
+// protected (running on another node).
+func (a *NodeActivities) DiskPrune(ctx context.Context, in DiskInput) (DiskResult, error) {
+	res := DiskResult{Node: a.Node.Name}
+	if in.Prune == nil {
+		return res, fmt.Errorf("node %s: DiskPrune without a prune spec", a.Node.Name)
+	}
+	running, err := a.runningLanes(ctx)
+	if err != nil {
+		return res, classify(err)
+	}
+	res.Running = running
+	spec := *in.Prune
+	spec.Protected = append(append([]string(nil), spec.Protected...), running...)
+	stop := keepAlive(ctx)
+	pr := disk.Prune(a.roots(), a.localBlocks(in.Blocks), spec)
+	stop()
+	res.Prune = &pr
+	res.Roots = disk.Scan(a.roots(), a.localBlocks(in.Blocks))
+	return res, nil
+}

@@ -1,0 +1,180 @@
+package itest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sparklane/sparklane/internal/demo"
+	"github.com/sparklane/sparklane/internal/node"
+	"github.com/sparklane/sparklane/internal/simimage"
+	"github.com/sparklane/sparklane/internal/testutil/loopfs"
+	"github.com/sparklane/sparklane/workflows"
+)
+
+// diskRecipe is a one-node sim lane staging the NAS hub into its own
+// mirror under /srv (the loop-mounted root).
+func diskRecipe(name, image, hub string, port int) string {
+	return fmt.Sprintf(`name = %[1]q
+cluster = "solo"
+runtime = "sim"
+image = %[2]q
+model = %[3]q
+command = "/engine-sim /hub --served-model-name {model} --host 0.0.0.0 --port {port}"
+
+[defaults]
+port = %[4]d
+dist_port = %[5]d
+
+[[mounts]]
+src = %[6]q
+dst = "/hub"
+read_only = true
+
+[[staging]]
+kind = "hub-mirror"
+id = "weights"
+src = %[6]q
+dst = "/srv/%[1]s/hf"
+repos = [%[3]q]
+verify = "sampled"
+
+[probe]
+ready = "5m"
+`, name, image, demo.ModelRepo, port, port+1000, hub)
+}
+
+type diskJSON struct {
+	Nodes   []workflows.DiskNode `json:"nodes"`
+	Running []string             `json:"running"`
+	Error   string               `json:"error"`
+}
+
+func statfsFree(t *testing.T, path string) int64 {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * st.Bsize
+}
+
+// `starter disk` and `starter disk prune` through the real server and
+// node worker, on a node whose root is a real 96 MiB ext4 filesystem
+// (loop-mounted): two lanes staged, one served (last served recorded by
+// the serve step, running); the listing shows both blocks with bytes, last
+// served and verified times; a dry run removes nothing; pruning the
+// running lane keeps its block; an LRU prune removes the never-served
+// lane's block and the filesystem's free space grows by it.
+func TestDiskListsAndPrunesStagedBlocksOnLoopFS(t *testing.T) {
+	ctx := withTimeout(t, 10*time.Minute)
+	dc, err := node.DockerClient(ctx, "", nil)
+	if err != nil {
+		t.Fatalf("Docker is required for these tests (real containers): %v", err)
+	}
+	t.Cleanup(func() { dc.Close() })
+	image, err := simimage.Build(ctx, dc, simimage.Options{})
+	if err != nil {
+		t.Fatalf("build engine-sim image: %v", err)
+	}
+	nas, err := demo.GenerateNAS(filepath.Join(t.TempDir(), "nas"), 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	f := newFleet(t, fleetOptions{nodes: 1, clusters: map[string][]string{"solo": {"n1"}},
+		extra: fmt.Sprintf("hf_cache_dir = %q\n", nas.Hub), shared: filepath.Dir(nas.Hub),
+		recipes: map[string]string{
+			"old":  diskRecipe("old", image, nas.Hub, port),
+			"live": diskRecipe("live", image, nas.Hub, port+10),
+		}})
+	root := filepath.Join(f.dir, "nodes", "n1", "srv")
+	loopfs.MountAt(t, 96, root)
+	f.startControl()
+	f.startNode("n1")
+	t.Cleanup(func() { removeLaneContainers(dc, "old", "live") })
+
+	for _, args := range [][]string{{"stage", "--lane", "old"}, {"stage", "--lane", "live"}, {"up", "--lane", "live"}} {
+		if code, out, errOut := f.starter(ctx, args...); code != 0 {
+			t.Fatalf("%s: exit %d\n%s\n%s", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	disk := func(args ...string) (int, diskJSON, string) {
+		t.Helper()
+		code, out, errOut := f.starter(ctx, append([]string{"disk", "--json"}, args...)...)
+		var res diskJSON
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("disk %s --json is not JSON: %v\n%s\n%s", strings.Join(args, " "), err, out, errOut)
+		}
+		return code, res, out + errOut
+	}
+	code, res, out := disk()
+	if code != 0 || len(res.Nodes) != 1 || res.Nodes[0].Disk == nil {
+		t.Fatalf("disk: exit %d\n%s", code, out)
+	}
+	if len(res.Running) != 1 || res.Running[0] != "live" {
+		t.Fatalf("running lanes %v, want [live]\n%s", res.Running, out)
+	}
+	roots := res.Nodes[0].Disk.Roots
+	if len(roots) != 1 || len(roots[0].Blocks) != 2 {
+		t.Fatalf("roots: %+v", roots)
+	}
+	var oldBytes int64
+	for _, b := range roots[0].Blocks {
+		if !b.Present || b.Bytes < 8<<20 || b.VerifiedAt.IsZero() || b.Error != "" {
+			t.Errorf("block %s: %+v, want present, >= 8 MiB, verified", b.Dst, b)
+		}
+		switch b.Lanes[0] {
+		case "live":
+			if b.LastServed.IsZero() || time.Since(b.LastServed) > 10*time.Minute {
+				t.Errorf("live block last served %v, want just now (up served it)", b.LastServed)
+			}
+		case "old":
+			oldBytes = b.Bytes
+			if !b.LastServed.IsZero() {
+				t.Errorf("old block last served %v, want never", b.LastServed)
+			}
+		}
+	}
+	// The table names both blocks.
+	if code, table, errOut := f.starter(ctx, "disk"); code != 0 || !strings.Contains(table, "old/weights") || !strings.Contains(table, "live/weights") || !strings.Contains(table, "RUNNING") {
+		t.Errorf("disk table (exit %d):\n%s\n%s", code, table, errOut)
+	}
+
+	free0 := statfsFree(t, root)
+	want := strconv.FormatInt(free0+4<<20, 10)
+	code, res, out = disk("prune", "--lru", "--free", want, "--dry-run")
+	if code != 0 || res.Nodes[0].Disk.Prune == nil || len(res.Nodes[0].Disk.Prune.Removals) != 1 || res.Nodes[0].Disk.Prune.Removals[0].Lanes[0] != "old" || res.Nodes[0].Disk.Prune.Removals[0].Removed {
+		t.Fatalf("dry-run prune: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(root, "old", "hf")); err != nil {
+		t.Fatalf("dry run removed the old block: %v", err)
+	}
+	code, res, out = disk("prune", "--lane", "live")
+	if p := res.Nodes[0].Disk.Prune; code != 0 || p == nil || len(p.Removals) != 0 || len(p.Kept) != 1 || !strings.Contains(p.Kept[0], "live is running") {
+		t.Fatalf("prune of the running lane: exit %d\n%s", code, out)
+	}
+	code, res, out = disk("prune", "--lru", "--free", want)
+	p := res.Nodes[0].Disk.Prune
+	if code != 0 || p == nil || len(p.Removals) != 1 || !p.Removals[0].Removed || p.Removals[0].Lanes[0] != "old" || !p.Enough {
+		t.Fatalf("LRU prune: exit %d\n%s", code, out)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "old", "hf")); !os.IsNotExist(err) {
+		t.Fatalf("old block still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "live", "hf", "hub")); err != nil {
+		t.Fatalf("the running lane's block was touched: %v", err)
+	}
+	free1 := statfsFree(t, root)
+	if free1-free0 < oldBytes*9/10 {
+		t.Errorf("free space grew by %d bytes, want about the old block's %d", free1-free0, oldBytes)
+	}
+	t.Logf("LRU prune freed %d bytes (block listed as %d) on the loop filesystem", free1-free0, oldBytes)
+}

@@ -1,0 +1,105 @@
+package workflows
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/disk"
+)
+
+// DiskInput asks every listed node's worker for its staged blocks and,
+// with Prune, to remove some. Blocks are per node: the blocks of every
+// lane whose recipe places the node (the control side reads the recipes,
+// the node reads its disk).
+type DiskInput struct {
+	Nodes  []string                `json:"nodes"`
+	Blocks map[string][]disk.Block `json:"blocks"`
+	// Prune, when set, removes blocks on every node (least recently
+	// served first with LRU), never of a lane running on any node.
+	Prune *disk.PruneSpec `json:"prune,omitempty"`
+	// PickupTimeout is how long a node worker may take to answer.
+	PickupTimeout config.Duration `json:"pickup_timeout,omitempty"`
+}
+
+// DiskNode is one node's answer, or why there is none.
+type DiskNode struct {
+	Node  string                 `json:"node"`
+	Error string                 `json:"error,omitempty"`
+	Disk  *activities.DiskResult `json:"disk,omitempty"`
+}
+
+// DiskResult is the fleet's staged blocks (after a prune, when asked),
+// and the lanes running anywhere (never pruned).
+type DiskResult struct {
+	Nodes   []DiskNode `json:"nodes"`
+	Running []string   `json:"running,omitempty"`
+}
+
+// Disk lists (and with Prune, prunes) the staged blocks on the nodes. It
+// is a workflow so a prune started by a starter that is killed still
+// finishes and is visible in the web UI.
+func Disk(ctx workflow.Context, in DiskInput) (DiskResult, error) {
+	pickup := in.PickupTimeout.D()
+	run := func(n, what string) workflow.Context {
+		return summarize(nodeOpts(ctx, n, pickup, 30*time.Minute, time.Minute, 1), n, -1, what)
+	}
+	futs := make([]workflow.Future, len(in.Nodes))
+	for i, n := range in.Nodes {
+		futs[i] = workflow.ExecuteActivity(run(n, "disk usage"), na.DiskUsage, activities.DiskInput{Blocks: in.Blocks[n]})
+	}
+	res := DiskResult{Nodes: make([]DiskNode, len(in.Nodes))}
+	running := map[string]bool{}
+	for i, n := range in.Nodes {
+		res.Nodes[i].Node = n
+		var r activities.DiskResult
+		if err := futs[i].Get(ctx, &r); err != nil {
+			res.Nodes[i].Error = nodeError(n, err)
+			continue
+		}
+		res.Nodes[i].Disk = &r
+		for _, l := range r.Running {
+			if !running[l] {
+				running[l] = true
+				res.Running = append(res.Running, l)
+			}
+		}
+	}
+	sort.Strings(res.Running)
+	if in.Prune == nil {
+		return res, nil
+	}
+	spec := *in.Prune
+	spec.Protected = append(append([]string(nil), spec.Protected...), res.Running...)
+	for i, n := range in.Nodes {
+		futs[i] = nil
+		if res.Nodes[i].Error != "" {
+			continue
+		}
+		futs[i] = workflow.ExecuteActivity(run(n, "disk prune"), na.DiskPrune, activities.DiskInput{Blocks: in.Blocks[n], Prune: &spec})
+	}
+	for i, n := range in.Nodes {
+		if futs[i] == nil {
+			continue
+		}
+		var r activities.DiskResult
+		if err := futs[i].Get(ctx, &r); err != nil {
+			res.Nodes[i].Error = nodeError(n, err)
+			continue
+		}
+		res.Nodes[i].Disk = &r
+	}
+	return res, nil
+}
+
+// nodeError says why a node gave no disk answer.
+func nodeError(n string, err error) string {
+	if isPickupTimeout(err) {
+		return fmt.Sprintf("node worker not polling %s; start it with: worker node --node %s", NodeQueue(n), n)
+	}
+	return errMessage(err)
+}
