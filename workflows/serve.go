@@ -83,7 +83,10 @@ func serveLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 	}
 	images := make([]activities.EnsureImageResult, len(plan.Nodes))
 	errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
-		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 2*time.Minute, 0, 3), nodes[i], plan.Nodes[i].Rank, "image "+plan.Nodes[i].Image), na.EnsureImage, activities.EnsureImageInput{Image: plan.Nodes[i].Image, Build: rc.BuildHint()})
+		// BuildHint marshals build_args with encoding/json, which writes map
+		// keys sorted: the same recipe gives the same text on every replay.
+		build := rc.BuildHint() //workflowcheck:ignore
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 2*time.Minute, 0, 3), nodes[i], plan.Nodes[i].Rank, "image "+plan.Nodes[i].Image), na.EnsureImage, activities.EnsureImageInput{Image: plan.Nodes[i].Image, Build: build})
 	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &images[i]) })
 	for i, err := range errs {
 		t.end(steps[i], images[i].ID, err)
