@@ -86,6 +86,14 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 	}
 	nodes := planNodes(in.Plan)
 
+	// The lane's nodes are held for this run alone (lease.go): a run on
+	// an overlapping cluster that holds one of them refuses this one.
+	leases, lerr := holdNodes(ctx, t, LeaseCutover, in.Plan.Lane, in.Plan.Cluster, nodes)
+	if lerr != nil {
+		return fail("hold nodes", lerr)
+	}
+	defer leases.release()
+
 	// 0. Power on the lane's nodes that are off (--power-on). Runs started
 	// before the step existed never asked for it; the gate records that
 	// this run's code knows it.
@@ -158,6 +166,23 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 				prevNodes[l] = append(prevNodes[l], st.Node)
 			}
 		}
+	}
+	// A previous lane is stopped on fleet nodes outside the plan too:
+	// those are held as well before anything is stopped.
+	var extra []string
+	for _, l := range res.Previous {
+		for _, n := range prevNodes[l] {
+			if !contains(nodes, n) && !contains(extra, n) {
+				extra = append(extra, n)
+			}
+		}
+	}
+	if leases != nil && len(extra) > 0 {
+		more, err := holdNodes(ctx, t, LeaseCutover, in.Plan.Lane, in.Plan.Cluster, extra)
+		if err != nil {
+			return fail("hold nodes", err)
+		}
+		defer more.release()
 	}
 	prevPlans := map[string]activities.ResolveLaneResult{}
 	var unresolved []string

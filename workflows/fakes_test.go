@@ -68,6 +68,8 @@ type fakeFleet struct {
 	polls map[string]int
 	// verifyGone is gone for VerifyBlock calls only.
 	verifyGone map[string]int
+	// onCall, when set, sees every recorded call as it happens.
+	onCall func(label string)
 }
 
 func newFakeFleet(t *testing.T) *fakeFleet {
@@ -84,6 +86,7 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 	env.RegisterActivity(&activities.ControlActivities{})
 	env.RegisterWorkflow(FleetProbe)
 	env.RegisterWorkflow(StageNode)
+	env.RegisterWorkflow(NodeLease)
 	any2 := []any{mock.Anything, mock.Anything}
 
 	env.OnActivity("CheckSSH", any2...).Return(func(ctx context.Context, in activities.SSHCheckInput) (activities.SSHCheckResult, error) {
@@ -265,6 +268,9 @@ func (f *fakeFleet) record(ctx context.Context, label string) string {
 	f.mu.Lock()
 	f.calls = append(f.calls, label)
 	f.mu.Unlock()
+	if f.onCall != nil {
+		f.onCall(label)
+	}
 	return node
 }
 

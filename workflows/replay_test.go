@@ -16,7 +16,7 @@ import (
 // replayed is every workflow type the control worker registers: each must
 // have at least one committed history, so a new type cannot ship without
 // one.
-var replayed = []any{FleetProbe, StageNode, Stage, Verify, Serve, Probe, Stop, Cutover, Bench, Power}
+var replayed = []any{FleetProbe, StageNode, Stage, Verify, Serve, Probe, Stop, Cutover, Bench, Power, NodeLease}
 
 // corpus are the histories that must be there: every workflow type and its
 // failure paths, recorded through the real server by internal/itest.
@@ -38,6 +38,14 @@ var corpus = map[string]string{
 	"stagenode-outage-resumed": "TestReplayCorpusStageResumedAfterNodeOutage",
 	"power-off-forced":         "TestReplayCorpusPower",
 	"power-on-refused":         "TestReplayCorpusPower",
+	// One mutating run per node (versionNodeLease): a cutover refused a
+	// node another cluster's cutover holds, a stage holding its nodes, and
+	// a node lease.
+	"cutover-node-held": "TestOverlappingClustersOneMutatingRunPerNode",
+	"stage-node-leases": "TestOverlappingClustersOneMutatingRunPerNode",
+	"nodelease-ok":      "TestOverlappingClustersOneMutatingRunPerNode",
+	// ... and the holder cancelled mid-stage, rolled back under its leases.
+	"cutover-cancelled-node-leases": "TestOverlappingClustersOneMutatingRunPerNode",
 	// Serve waiting for a node service that was down (versionServeOutageWait).
 	"serve-outage-resumed": "TestRealFleet ./internal/fleet/fleete2e",
 	// A cutover whose node service stopped mid-pack for 90 s (stage

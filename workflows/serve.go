@@ -48,6 +48,11 @@ type ServeResult struct {
 // half-started lane is left running.
 func Serve(ctx workflow.Context, in ServeInput) (ServeResult, error) {
 	t := newTracker(ctx, "Serve", in.Plan.Lane)
+	leases, lerr := holdNodes(ctx, t, LeaseUp, in.Plan.Lane, in.Plan.Cluster, planNodes(in.Plan))
+	if lerr != nil {
+		return ServeResult{Lane: in.Plan.Lane}, lerr
+	}
+	defer leases.release()
 	res, err := serveLane(ctx, t, in.Recipe, in.Plan, in.NoWait, in.Pickup.D(), in.OutageBudget.D())
 	if err != nil {
 		dctx, cancel := workflow.NewDisconnectedContext(ctx)
@@ -328,6 +333,11 @@ type StopResult struct {
 // a stop that leaves anything running fails, naming it.
 func Stop(ctx workflow.Context, in StopInput) (StopResult, error) {
 	t := newTracker(ctx, "Stop", in.Lane)
+	leases, lerr := holdNodes(ctx, t, LeaseStop, in.Lane, "", in.Nodes)
+	if lerr != nil {
+		return StopResult{}, lerr
+	}
+	defer leases.release()
 	budget := in.OutageBudget
 	if budget <= 0 {
 		budget = -1

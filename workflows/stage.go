@@ -182,6 +182,17 @@ func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, block
 // (starter stage). Verify runs a verify-only pass after the copy.
 func Stage(ctx workflow.Context, in StageInput) (StageResult, error) {
 	t := newTracker(ctx, "Stage", in.Plan.Lane)
+	if !in.DryRun {
+		held := planNodes(in.Plan)
+		if in.Only != "" {
+			held = []string{in.Only}
+		}
+		leases, err := holdNodes(ctx, t, LeaseStage, in.Plan.Lane, in.Plan.Cluster, held)
+		if err != nil {
+			return StageResult{Lane: in.Plan.Lane}, err
+		}
+		defer leases.release()
+	}
 	i := t.start("stage", "")
 	nodes, err := stageChildren(ctx, t, in.Plan, in.Blocks, in.Only, in.Mode, in.DryRun, in.Verify, in.Pickup.D(), in.OutageBudget.D(), in.Heartbeat.D())
 	t.end(i, "", err)
@@ -279,7 +290,21 @@ func Verify(ctx workflow.Context, in VerifyInput) (VerifyWorkflowResult, error) 
 		}
 		res.Blocks = append(res.Blocks, v)
 	}
+	var leases *nodeLeases
 	if in.Repair && len(drifted) > 0 {
+		// A repair writes: the drifted nodes are held for it alone.
+		var held []string
+		for _, p := range drifted {
+			if !contains(held, p.node) {
+				held = append(held, p.node)
+			}
+		}
+		var err error
+		if leases, err = holdNodes(ctx, t, LeaseRepair, drifted[0].lane, "", held); err != nil {
+			failures = append(failures, "repair: "+errMessage(err))
+			drifted = nil
+		}
+		defer leases.release()
 		for _, p := range drifted {
 			i := t.start("repair "+p.lane+"/"+p.block.ID, p.node)
 			var r activities.StageBlockResult

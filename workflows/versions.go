@@ -61,4 +61,8 @@ const (
 	// versionStartAllRanks: serveLane waits for every rank's start before
 	// it returns a failed start, so the cleanup stop cannot race a create.
 	versionStartAllRanks = "serve-start-all-ranks"
+
+	// versionNodeLease: every top-level mutating run (cutover, up, stop,
+	// stage, repair) holds a NodeLease child per node it touches (lease.go).
+	_ = versionNodeLease
 )
