@@ -229,3 +229,102 @@ func TestChildRunsTakeNoLeaseOfTheirOwn(t *testing.T) {
 		t.Errorf("%d lease events, want 6 (a, b, c started and ended once): %v", n, l.list())
 	}
 }
+
+// up (Serve), stop and stage hold exactly the nodes they touch, before
+// their first activity, and release them before they return; a dry-run
+// stage writes nothing and holds nothing.
+func TestUpStopStageHoldTheirNodes(t *testing.T) {
+	cases := []struct {
+		name  string
+		run   func(f *fakeFleet)
+		nodes []string
+	}{
+		{"up", func(f *fakeFleet) {
+			f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "b", "a")})
+		}, []string{"a", "b"}},
+		{"stop", func(f *fakeFleet) { f.env.ExecuteWorkflow(Stop, StopInput{Lane: "old", Nodes: []string{"c", "a"}}) }, []string{"a", "c"}},
+		{"stage", func(f *fakeFleet) {
+			f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks()})
+		}, []string{"a", "b"}},
+		{"stage --node b", func(f *fakeFleet) {
+			f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Only: "b"})
+		}, []string{"b"}},
+		{"stage --dry-run", func(f *fakeFleet) {
+			f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), DryRun: true})
+		}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeFleet(t)
+			f.env.RegisterWorkflow(Stage)
+			var l leaseLog
+			var mu sync.Mutex
+			var order []string
+			watchLeases(f.env, &l, func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() })
+			f.onCall = func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+			tc.run(f)
+			if !f.env.IsWorkflowCompleted() {
+				t.Fatal("run did not complete")
+			}
+			if err := f.env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, n := range tc.nodes {
+				want = append(want, "start node-lease."+n)
+			}
+			if len(order) < len(want) || strings.Join(order[:len(want)], ",") != strings.Join(want, ",") {
+				t.Fatalf("run began %v, want the leases %v first", order, want)
+			}
+			if len(want) > 0 {
+				leasesEndedAfterWork(t, &l, order, tc.nodes)
+			} else if ev := l.list(); len(ev) != 0 {
+				t.Errorf("a dry run took leases: %v", ev)
+			}
+		})
+	}
+}
+
+func leasesEndedAfterWork(t *testing.T, l *leaseLog, order, nodes []string) {
+	t.Helper()
+	if got := len(l.list()); got != 2*len(nodes) {
+		t.Errorf("%d lease events, want %d: %v", got, 2*len(nodes), l.list())
+	}
+	seenEnd := false
+	for _, e := range order {
+		if strings.HasPrefix(e, "end node-lease.") {
+			seenEnd = true
+		} else if seenEnd {
+			t.Errorf("%q ran after a lease was released: %v", e, order)
+		}
+	}
+	if !seenEnd {
+		t.Errorf("no lease released: %v", order)
+	}
+}
+
+// A verify holds nothing while it reads; its repair holds the drifted
+// nodes (and only those) while it re-stages.
+func TestVerifyRepairHoldsTheDriftedNodes(t *testing.T) {
+	f := newFakeFleet(t)
+	f.verifyBad["new/weights@b"] = []string{"hub/model-00002.safetensors"}
+	var l leaseLog
+	var mu sync.Mutex
+	var order []string
+	watchLeases(f.env, &l, func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() })
+	f.onCall = func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}, Repair: true})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatalf("Verify --repair: %v", err)
+	}
+	want := []string{"start node-lease.b", "StageBlock new/weights@b", "end node-lease.b"}
+	var got []string
+	for _, e := range order {
+		if !strings.HasPrefix(e, "VerifyBlock") {
+			got = append(got, e)
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") || !strings.HasPrefix(order[0], "VerifyBlock") {
+		t.Errorf("verify --repair ran %v, want the verify, then %v", order, want)
+	}
+}
