@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -198,6 +199,85 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 		heartbeat(ctx, p)
 		a.Metrics.StagingProgress(in.Lane, a.Node.Name, in.Block.ID, p.BytesDone)
 	}
+	err := a.stageEngine(ctx, in, opts, &out)
+	if short := (*staging.ShortError)(nil); err != nil && in.Room != nil && !in.DryRun && errors.As(err, &short) {
+		var retry bool
+		if retry, err = a.makeRoom(ctx, in, short, err); retry {
+			err = a.stageEngine(ctx, in, opts, &out)
+		}
+	}
+	if err != nil {
+		return out, classify(fmt.Errorf("node %s, block %s: %w", a.Node.Name, in.Block.ID, err))
+	}
+	if r := out.Result; !r.DryRun {
+		a.Metrics.StagingProgress(in.Lane, a.Node.Name, in.Block.ID, r.TotalBytes)
+		a.Metrics.Staged(in.Lane, a.Node.Name, in.Block.ID, r.CopiedBytes, time.Duration(r.Seconds*float64(time.Second)))
+		repaired := 0
+		if r.VerifiedFiles+r.AdoptedFiles > 0 {
+			repaired = r.CopiedFiles // staged before: what it copied was gone or changed
+		}
+		a.Metrics.Verified(in.Lane, a.Node.Name, in.Block.ID, r.VerifiedFiles, repaired)
+	}
+	return out, nil
+}
+
+// makeRoom answers a failed min_free check: with in.Room.MakeRoom it
+// prunes least recently served blocks of lanes neither staging now nor
+// running here until the need is met, and says to stage again; otherwise
+// (or when pruning could not free enough) it returns the error completed
+// with which lanes' blocks would free enough and the command that prunes
+// them.
+func (a *NodeActivities) makeRoom(ctx context.Context, in StageBlockInput, short *staging.ShortError, err error) (bool, error) {
+	running, rerr := a.runningLanes(ctx)
+	if rerr != nil {
+		return false, fmt.Errorf("%w (could not list the lanes running here to suggest a prune: %v)", err, rerr)
+	}
+	protected := append([]string{in.Lane}, running...)
+	stop := keepAlive(ctx)
+	pr, perr := disk.MakeRoom(a.roots(), a.localBlocks(in.Room.Blocks), short.Path, short.Need, protected, !in.Room.MakeRoom)
+	stop()
+	if perr != nil {
+		return false, fmt.Errorf("%w (%v)", err, perr)
+	}
+	var names []string
+	var bytes int64
+	seen := map[string]bool{}
+	for _, r := range pr.Removals {
+		bytes += r.Bytes
+		for _, l := range r.Lanes {
+			if !seen[l] {
+				seen[l] = true
+				names = append(names, l)
+			}
+		}
+		if r.Error != "" {
+			return false, fmt.Errorf("%w; making room failed: %s", err, r.Error)
+		}
+	}
+	if in.Room.MakeRoom && pr.Enough {
+		for _, r := range pr.Removals {
+			a.Log.Info("made room: removed a least recently served block", zap.String("lanes", strings.Join(r.Lanes, ",")), zap.String("dst", r.Dst), zap.Int64("bytes", r.Bytes))
+		}
+		return true, nil
+	}
+	if !pr.Enough {
+		return false, fmt.Errorf("%w; even the blocks of every lane not staging or running here (%s, %s) would not free enough: free space by hand (see starter disk --node %s)",
+			err, orNone(names), staging.HumanBytes(bytes), a.Node.Name)
+	}
+	return false, fmt.Errorf("%w; the least recently served blocks of lanes %s (%s) would free enough: starter disk prune --lru --free %dM --node %s, or stage again with --make-room",
+		err, strings.Join(names, ", "), staging.HumanBytes(bytes), (short.Need+(1<<20)-1)>>20, a.Node.Name)
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// stageEngine runs the block's staging engine (through the relay when
+// asked), filling out.Result.
+func (a *NodeActivities) stageEngine(ctx context.Context, in StageBlockInput, opts staging.Options, out *StageBlockResult) error {
 	var err error
 	switch in.Block.Kind {
 	case "hub-mirror":
@@ -250,19 +330,7 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 	default:
 		err = fault.Permanent(fault.InvalidSpec, fmt.Errorf("staging block %s: unknown kind %q (hub-mirror | sparse-rows)", in.Block.ID, in.Block.Kind))
 	}
-	if err != nil {
-		return out, classify(fmt.Errorf("node %s, block %s: %w", a.Node.Name, in.Block.ID, err))
-	}
-	if r := out.Result; !r.DryRun {
-		a.Metrics.StagingProgress(in.Lane, a.Node.Name, in.Block.ID, r.TotalBytes)
-		a.Metrics.Staged(in.Lane, a.Node.Name, in.Block.ID, r.CopiedBytes, time.Duration(r.Seconds*float64(time.Second)))
-		repaired := 0
-		if r.VerifiedFiles+r.AdoptedFiles > 0 {
-			repaired = r.CopiedFiles // staged before: what it copied was gone or changed
-		}
-		a.Metrics.Verified(in.Lane, a.Node.Name, in.Block.ID, r.VerifiedFiles, repaired)
-	}
-	return out, nil
+	return err
 }
 
 // relayPeers are the input's relay addresses with in-process peers'

@@ -8,6 +8,7 @@ package activities
 
 import (
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/disk"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/serve"
 	"github.com/sparklane/sparklane/internal/staging"
@@ -82,6 +83,21 @@ type StageBlockInput struct {
 	// nodes staging it in this run (cluster order) and their relay
 	// servers. It carries addresses only; identities are files on the node.
 	Relay *RelayInput `json:"relay,omitempty"`
+	// Room lists every lane's staged blocks, so a block that would fail
+	// min_free names the lanes whose blocks would free enough (and with
+	// MakeRoom prunes them); nil: the bare NoSpace error. An input field:
+	// no change to the command sequence.
+	Room *DiskRoom `json:"room,omitempty"`
+}
+
+// DiskRoom is what a stage may prune to make room for its blocks.
+type DiskRoom struct {
+	// Blocks are every lane's [[staging]] blocks (what `starter disk`
+	// lists).
+	Blocks []disk.Block `json:"blocks"`
+	// MakeRoom prunes least recently served blocks of other, not running
+	// lanes until min_free is met (--make-room), then stages.
+	MakeRoom bool `json:"make_room,omitempty"`
 }
 
 // RelayInput is a block's relay group.

@@ -28,6 +28,9 @@ type CutoverInput struct {
 	NoRollback bool   `json:"no_rollback,omitempty"`
 	// PowerOn switches on the lane's nodes whose relay is off before staging.
 	PowerOn bool `json:"power_on,omitempty"`
+	// Room is passed to the stage step (cutover --make-room): a block
+	// short of min_free names, or prunes, other lanes' blocks.
+	Room *activities.DiskRoom `json:"room,omitempty"`
 	// Fleet is every node of the config: a previous lane is stopped wherever
 	// it runs, not only on the nodes the new lane needs.
 	Fleet []string `json:"fleet,omitempty"`
@@ -279,7 +282,7 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 		t.skip("stage", "", "--stage=skip")
 	} else {
 		i := t.start("stage", "")
-		st, err := stageChildren(ctx, t, in.Plan, blocks, "", in.Stage, false, false, in.Pickup.D(), in.OutageBudget.D())
+		st, err := stageChildren(ctx, t, in.Plan, blocks, "", in.Stage, false, false, in.Pickup.D(), in.OutageBudget.D(), in.Room)
 		t.end(i, "", err)
 		res.Stage = st
 		if err != nil {

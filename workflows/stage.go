@@ -47,6 +47,7 @@ func StageNode(ctx workflow.Context, in StageNodeInput) (StageNodeResult, error)
 		if b.Kind == "hub-mirror" {
 			bin.Relay = in.Relay
 		}
+		bin.Room = in.Room
 		// A node gone mid-copy (reboot, upgrade) is waited for within the
 		// outage budget; the block then resumes from its last heartbeat
 		// and the fsynced bytes on the node's disk.
@@ -115,7 +116,7 @@ func nodeErr(node, step string, err error) error {
 // stageChildren starts StageNode on every node of plan (or only one) in
 // parallel and waits for all; the first error is returned after all ended.
 // An optional heartbeat overrides the staging heartbeat timeout.
-func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, blocks []config.Staging, only, mode string, dryRun, verify bool, pickup, budget time.Duration, heartbeat ...time.Duration) ([]StageNodeResult, error) {
+func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, blocks []config.Staging, only, mode string, dryRun, verify bool, pickup, budget time.Duration, room *activities.DiskRoom, heartbeat ...time.Duration) ([]StageNodeResult, error) {
 	var hb time.Duration
 	if len(heartbeat) > 0 {
 		hb = heartbeat[0]
@@ -152,7 +153,7 @@ func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, block
 		t.child(id)
 		kids = append(kids, child{n.Node, workflow.ExecuteChildWorkflow(cctx, StageNode, StageNodeInput{
 			Lane: plan.Lane, Node: n.Node, Rank: n.Rank, TP: plan.TP, Blocks: blocks, Mode: mode,
-			DryRun: dryRun, Verify: verify, PickupTimeout: config.Duration(pickup), Heartbeat: config.Duration(hb), OutageBudget: config.Duration(budget), Relay: rin,
+			DryRun: dryRun, Verify: verify, PickupTimeout: config.Duration(pickup), Heartbeat: config.Duration(hb), OutageBudget: config.Duration(budget), Relay: rin, Room: room,
 		})})
 	}
 	if only != "" && len(kids) == 0 {
@@ -194,7 +195,7 @@ func Stage(ctx workflow.Context, in StageInput) (StageResult, error) {
 		defer leases.release()
 	}
 	i := t.start("stage", "")
-	nodes, err := stageChildren(ctx, t, in.Plan, in.Blocks, in.Only, in.Mode, in.DryRun, in.Verify, in.Pickup.D(), in.OutageBudget.D(), in.Heartbeat.D())
+	nodes, err := stageChildren(ctx, t, in.Plan, in.Blocks, in.Only, in.Mode, in.DryRun, in.Verify, in.Pickup.D(), in.OutageBudget.D(), in.Room, in.Heartbeat.D())
 	t.end(i, "", err)
 	return StageResult{Lane: in.Plan.Lane, Nodes: nodes}, err
 }

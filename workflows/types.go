@@ -215,6 +215,10 @@ type StageNodeInput struct {
 	// Relay, when set, relays the hub-mirror blocks between the nodes of
 	// this run (an input field: no change to the command sequence).
 	Relay *activities.RelayInput `json:"relay,omitempty"`
+	// Room lets a block short of min_free name (or, with MakeRoom, prune)
+	// other lanes' least recently served blocks (an input field: no
+	// change to the command sequence).
+	Room *activities.DiskRoom `json:"room,omitempty"`
 }
 
 // StageNodeResult is what one node's staging did.
@@ -238,6 +242,8 @@ type StageInput struct {
 	Heartbeat config.Duration `json:"heartbeat,omitempty"`
 	// OutageBudget is passed to every StageNode (0: DefaultOutageBudget).
 	OutageBudget config.Duration `json:"outage_budget,omitempty"`
+	// Room is passed to every StageNode (stage --make-room).
+	Room *activities.DiskRoom `json:"room,omitempty"`
 }
 
 // StageResult collects every node's result.

@@ -21,6 +21,7 @@ type cutoverFlags struct {
 	noRollback, dryRun bool
 	stopForeign        bool
 	powerOn            bool
+	makeRoom           bool
 	overrides          []string
 	cluster            string
 }
@@ -53,6 +54,7 @@ func (a *App) cutoverCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "bench the lane once it answers and write a report")
 	cmd.Flags().StringVar(&f.label, "label", "", "report label for --bench")
 	cmd.Flags().BoolVar(&f.noRollback, "no-rollback", false, "on failure, do not bring the previous lane back")
+	cmd.Flags().BoolVar(&f.makeRoom, "make-room", false, "when a staging block would fail min_free, remove other lanes' least recently served blocks on that node (never a running lane's) until it fits")
 	cmd.Flags().BoolVar(&f.stopForeign, "stop-foreign", false, "stop containers sparklane did not start that hold a GPU or the lane's port on the lane's nodes (else the cutover is refused, naming them)")
 	cmd.Flags().BoolVar(&f.powerOn, "power-on", false, "switch on the lane's nodes whose relay is off, before staging")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print every node's command, env, mounts and staging plan; touch nothing")
@@ -77,12 +79,16 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *config.Reci
 	if err != nil {
 		return nil, err
 	}
+	room, err := a.diskRoom(f.makeRoom)
+	if err != nil {
+		return nil, err
+	}
 	run, err := a.start(ctx, runSpec{
 		ID: workflows.CutoverID(r.Cluster), Workflow: workflows.Cutover, Lane: r.Name, Cluster: r.Cluster,
 		Memo: recipeMemo(r, plan),
 		// --no-wait detaches this command; the workflow still runs every step.
 		Input: workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
-			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: config.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: config.Duration(budget), StopForeign: f.stopForeign},
+			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: config.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: config.Duration(budget), StopForeign: f.stopForeign, Room: room},
 	})
 	if err != nil {
 		return nil, err

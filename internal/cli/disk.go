@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/disk"
 	"github.com/sparklane/sparklane/internal/staging"
@@ -42,6 +43,17 @@ func diskBlocks(set *config.RecipeSet) []disk.Block {
 		sort.Strings(out[i].Lanes)
 	}
 	return out
+}
+
+// diskRoom is what a stage may prune: every lane's blocks (so a block
+// short of min_free names the lanes that would free enough), and whether
+// it prunes them itself (--make-room).
+func (a *App) diskRoom(makeRoom bool) (*activities.DiskRoom, error) {
+	_, set, err := a.recipeSet()
+	if err != nil {
+		return nil, err
+	}
+	return &activities.DiskRoom{Blocks: diskBlocks(set), MakeRoom: makeRoom}, nil
 }
 
 // runDisk runs the Disk workflow on the chosen nodes.

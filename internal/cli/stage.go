@@ -14,11 +14,11 @@ import (
 
 func (a *App) stageCmd() *cobra.Command {
 	var lane, only, mode string
-	var dryRun, verify bool
+	var dryRun, verify, makeRoom bool
 	var overrides []string
 	var onCluster string
 	cmd := &cobra.Command{
-		Use:   "stage --lane L [--cluster C] [--node N] [--dry-run] [--stage=auto|force]",
+		Use:   "stage --lane L [--cluster C] [--node N] [--dry-run] [--stage=auto|force] [--make-room]",
 		Short: "stage a lane's [[staging]] blocks onto its nodes (resumable, verified)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -41,8 +41,12 @@ func (a *App) stageCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			room, err := a.diskRoom(makeRoom)
+			if err != nil {
+				return err
+			}
 			run, err := a.start(ctx, runSpec{ID: workflows.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
-				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: config.Duration(budget)}})
+				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: config.Duration(budget), Room: room}})
 			if err != nil {
 				return err
 			}
@@ -59,6 +63,7 @@ func (a *App) stageCmd() *cobra.Command {
 	cmd.Flags().StringVar(&onCluster, "cluster", "", "run on this cluster (a recipe without one, e.g. every sparkrun recipe, else runs on default_cluster)")
 	cmd.Flags().StringVar(&mode, "stage", "auto", "auto (copy what the ledger does not vouch for) | force (re-check every file against the source)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan (files, bytes, links, skipped, adopted); write nothing")
+	cmd.Flags().BoolVar(&makeRoom, "make-room", false, "when a block would fail min_free, remove other lanes' least recently served blocks on that node (never a running lane's) until it fits")
 	cmd.Flags().BoolVar(&verify, "verify", true, "verify (ledger, verify-only) after staging")
 	cmd.Flags().StringArrayVarP(&overrides, "override", "o", nil, "key=value override (repeatable)")
 	return cmd

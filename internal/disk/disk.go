@@ -469,3 +469,21 @@ func removeBlock(u Usage, roots []string) error {
 		}
 	})
 }
+
+// MakeRoom frees the filesystem holding path until it has need bytes
+// free, pruning least recently served blocks of the root holding path
+// (never of a protected lane); with dryRun it only says which it would
+// take. Enough says whether those blocks suffice.
+func MakeRoom(roots []string, blocks []Block, path string, need int64, protected []string, dryRun bool) (PruneResult, error) {
+	root, err := staging.RootFor(path, roots)
+	if err != nil {
+		return PruneResult{}, err
+	}
+	var mine []Block
+	for _, b := range blocks {
+		if r, err := staging.RootFor(b.Local, roots); err == nil && filepath.Clean(r) == filepath.Clean(root) {
+			mine = append(mine, b)
+		}
+	}
+	return Prune([]string{root}, mine, PruneSpec{LRU: true, Free: need, Protected: protected, DryRun: dryRun}), nil
+}

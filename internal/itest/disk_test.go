@@ -177,4 +177,44 @@ func TestDiskListsAndPrunesStagedBlocksOnLoopFS(t *testing.T) {
 		t.Errorf("free space grew by %d bytes, want about the old block's %d", free1-free0, oldBytes)
 	}
 	t.Logf("LRU prune freed %d bytes (block listed as %d) on the loop filesystem", free1-free0, oldBytes)
+
+	// A stage that would fail min_free names the lanes whose blocks would
+	// free enough and the prune command; with --make-room it prunes them
+	// itself and stages. The old lane is staged again (never served: the
+	// first to go); the big lane's min_free needs 4 MiB more than is free.
+	if code, out, errOut := f.starter(ctx, "stage", "--lane", "old"); code != 0 {
+		t.Fatalf("stage old again: exit %d\n%s\n%s", code, out, errOut)
+	}
+	free2 := statfsFree(t, root)
+	big := strings.Replace(diskRecipe("big", image, nas.Hub, port+20), `verify = "sampled"`, fmt.Sprintf("verify = \"sampled\"\nmin_free = \"%d\"", free2+4<<20), 1)
+	if err := os.WriteFile(filepath.Join(f.dir, "recipes", "big.toml"), []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, sout, errOut := f.starter(ctx, "stage", "--lane", "big")
+	if code == 0 {
+		t.Fatalf("stage big with %d bytes free and min_free %d succeeded\n%s", free2, free2+4<<20, sout)
+	}
+	for _, want := range []string{"need", "lanes old", "would free enough", "starter disk prune --lru --free", "--node n1", "--make-room"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("refused stage does not say %q:\n%s", want, errOut)
+		}
+	}
+	t.Logf("refused stage: %s", strings.TrimSpace(errOut))
+	if strings.Contains(errOut, "live") {
+		t.Errorf("refused stage suggests pruning the running lane live:\n%s", errOut)
+	}
+	if _, err := os.Stat(filepath.Join(root, "old", "hf", "hub")); err != nil {
+		t.Fatalf("the refused stage removed the old block without --make-room: %v", err)
+	}
+	if code, out, errOut := f.starter(ctx, "stage", "--lane", "big", "--make-room"); code != 0 {
+		t.Fatalf("stage big --make-room: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "old", "hf")); !os.IsNotExist(err) {
+		t.Errorf("--make-room did not remove the old lane's block: %v", err)
+	}
+	for _, keep := range []string{"live", "big"} {
+		if _, err := os.Stat(filepath.Join(root, keep, "hf", "hub")); err != nil {
+			t.Errorf("%s's block missing after --make-room: %v", keep, err)
+		}
+	}
 }

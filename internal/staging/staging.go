@@ -257,10 +257,25 @@ func CheckFree(path string, need int64) error {
 		return err
 	}
 	if free < need {
-		return fault.Permanent(fault.NoSpace, fmt.Errorf("%s: need %s free, have %s: free space or lower min_free", path, HumanBytes(need), HumanBytes(free)))
+		return fault.Permanent(fault.NoSpace, &ShortError{Path: path, Need: need, Free: free,
+			Err: fmt.Errorf("%s: need %s free, have %s: free space or lower min_free", path, HumanBytes(need), HumanBytes(free))})
 	}
 	return nil
 }
+
+// ShortError is a min_free check that failed, with its numbers: the node
+// worker uses them to say which lanes' blocks would free enough, or (with
+// --make-room) to prune them itself.
+type ShortError struct {
+	// Path is the directory checked; Need the free bytes it must have,
+	// Free what it has.
+	Path       string
+	Need, Free int64
+	Err        error
+}
+
+func (e *ShortError) Error() string { return e.Err.Error() }
+func (e *ShortError) Unwrap() error { return e.Err }
 
 // CheckFreeToWrite is min_free applied to what a pass must actually write
 // (issue 14, item 7): toWrite bytes of a block of total bytes, with
@@ -278,7 +293,8 @@ func CheckFreeToWrite(path string, minFree, total, toWrite int64) error {
 		return err
 	}
 	if free < need {
-		return fault.Permanent(fault.NoSpace, fmt.Errorf("%s: need %s free (%s to write of the block's %s, min_free %s), have %s: free space or lower min_free", path, HumanBytes(need), HumanBytes(toWrite), HumanBytes(total), HumanBytes(minFree), HumanBytes(free)))
+		return fault.Permanent(fault.NoSpace, &ShortError{Path: path, Need: need, Free: free,
+			Err: fmt.Errorf("%s: need %s free (%s to write of the block's %s, min_free %s), have %s: free space or lower min_free", path, HumanBytes(need), HumanBytes(toWrite), HumanBytes(total), HumanBytes(minFree), HumanBytes(free))})
 	}
 	return nil
 }
