@@ -333,7 +333,7 @@ func (a *App) certsCmd() *cobra.Command {
 				fmt.Fprintf(a.Out, "  %-16s %s  %s\n", n, out[n].Cert, out[n].Key)
 			}
 			fmt.Fprintf(a.Out, "copy ca.pem and each node's node-NAME pair to that node; see docker-compose.temporal.mtls.yml\n")
-			fmt.Fprintf(a.Out, "for the staging relay, copy ca.pem and the node's relay-NAME pair to STATE_DIR/pki on that node (the node's state_dir)\n")
+			fmt.Fprintf(a.Out, "for the staging relay, starter fleet install puts ca.pem and the node's relay-NAME pair under STATE_DIR/pki on that node (copy them there by hand for a worker you run yourself)\n")
 			return nil
 		},
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/fleet"
 	"github.com/sparklane/sparklane/internal/node"
+	"github.com/sparklane/sparklane/internal/workers"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -328,7 +329,11 @@ func (a *App) fleetInstallNode(ctx context.Context, cfg *config.Config, o *fleet
 	if pollers != nil {
 		before, _ = pollers(ctx, n.Name)
 	}
-	res, err := eng.Install(ctx, h, fleet.Spec{Node: n.Name, Binary: bin, Config: nodeCfg})
+	creds, err := relayCredentials(cfg, eng, n)
+	if err != nil {
+		return rep, &fleet.StepError{Node: n.Name, Step: "issue the relay identity", Err: err, Hint: "check that " + workers.RelayPKIDir(cfg.StateDir) + " is writable (starter control certs issues the same files)"}
+	}
+	res, err := eng.Install(ctx, h, fleet.Spec{Node: n.Name, Binary: bin, Config: nodeCfg, Credentials: creds})
 	rep.InstallResult = res
 	if err != nil {
 		return rep, err
@@ -351,6 +356,9 @@ func printInstall(a *App, r fleetInstallReport) {
 		return
 	}
 	fmt.Fprintf(a.Out, "%s: binary %s (build %s), config %s, service %s (%s), %s", r.Node, r.Binary, short(r.BuildID), r.Config, r.Service, r.Manager, r.Run)
+	if r.Credentials != "" {
+		fmt.Fprintf(a.Out, ", relay identity %s", r.Credentials)
+	}
 	if r.Poller != "" {
 		fmt.Fprintf(a.Out, ", polling node.%s (%s, after %s)", r.Node, r.Poller, r.PollWait.Round(100*time.Millisecond))
 	}
@@ -545,4 +553,41 @@ func (a *App) fleetUninstall(ctx context.Context, o *fleetOpts, args []string) e
 		return exitCode(1, errors.Join(errs...))
 	}
 	return nil
+}
+
+// relayCredentials are the node's staging relay identity (the fleet CA's
+// certificate and its relay-NODE pair, issued from the CA under the
+// control's STATE_DIR/pki when absent) for Install to put under the node's
+// state_dir; none when the relay is off or the node has no address.
+func relayCredentials(cfg *config.Config, eng *fleet.Engine, n config.Node) ([]fleet.File, error) {
+	if (cfg.Relay != nil && !*cfg.Relay) || n.Address == "" {
+		return nil, nil
+	}
+	dir := workers.RelayPKIDir(cfg.StateDir)
+	ids, err := workers.IssueRelayIdentities(dir, []config.Node{n})
+	if err != nil {
+		return nil, err
+	}
+	id, ok := ids[n.Name]
+	if !ok {
+		return nil, fmt.Errorf("no relay identity issued for node %s", n.Name)
+	}
+	layout := eng.Layout
+	if layout == (fleet.Layout{}) {
+		layout = fleet.DefaultLayout()
+	}
+	dst := fleet.RelayIdentityFiles(layout.StateDir, n.Name)
+	var out []fleet.File
+	for i, src := range []string{filepath.Join(dir, "ca.pem"), id.Cert, id.Key} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return nil, err
+		}
+		mode := "0644"
+		if i == 2 {
+			mode = "0600"
+		}
+		out = append(out, fleet.File{Path: dst[i], Mode: mode, Data: b})
+	}
+	return out, nil
 }

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -78,6 +79,21 @@ type Spec struct {
 	Binary string
 	// Config is the node's sparklane.toml (NodeConfig).
 	Config []byte
+	// Credentials are files the node worker reads at start, such as its
+	// staging relay identity (the fleet CA and its relay-NODE pair under
+	// STATE_DIR/pki): written only when their sha256 differs, keys 0600.
+	// They travel over the SSH session's stdin, never on a command line.
+	Credentials []File
+}
+
+// File is one credential file Install puts on the node.
+type File struct {
+	// Path is absolute on the node.
+	Path string
+	// Mode is the octal mode ("0600" for keys, "0644" for certificates).
+	Mode string
+	// Data is the content.
+	Data []byte
 }
 
 // Engine installs node services with one Layout and service manager.
@@ -127,7 +143,9 @@ type InstallResult struct {
 	Binary  string `json:"binary"`
 	Config  string `json:"config"`
 	Service string `json:"service"`
-	Run     string `json:"run"`
+	// Credentials is written, unchanged or "" (none given).
+	Credentials string `json:"credentials,omitempty"`
+	Run         string `json:"run"`
 	// Manager is systemd or supervisor.
 	Manager string `json:"manager"`
 	// BuildID is the sha256 of the binary now on the node.
@@ -150,7 +168,7 @@ type StepTime struct {
 
 // Changed reports whether Install changed anything on the node.
 func (r InstallResult) Changed() bool {
-	return r.Binary != Unchanged || r.Config != Unchanged || r.Service != Unchanged || r.Run != Running
+	return r.Binary != Unchanged || r.Config != Unchanged || r.Service != Unchanged || r.Credentials == Written || r.Run != Running
 }
 
 // facts is what one probe command learns about a node.
@@ -232,9 +250,9 @@ func remoteError(nodeName, step string, f *facts, r Result) error {
 // probe learns, in one round trip, who we are on the node, its
 // architecture, whether it runs systemd, and the sha256 of each file
 // install manages.
-func (e *Engine) probe(ctx context.Context, h Host) (*facts, error) {
+func (e *Engine) probe(ctx context.Context, h Host, extra ...string) (*facts, error) {
 	l := e.layout()
-	paths := []string{l.Binary(), l.Config(), l.Supervisor(), l.Unit()}
+	paths := append([]string{l.Binary(), l.Config(), l.Supervisor(), l.Unit()}, extra...)
 	var b strings.Builder
 	fmt.Fprintf(&b, `echo "uid=$(id -u)"; echo "user=$(id -un)"; echo "arch=$(uname -m)"
 if test -d %s; then echo systemd=1; else echo systemd=0; fi
@@ -399,7 +417,14 @@ func (e *Engine) Install(ctx context.Context, h Host, s Spec) (InstallResult, er
 		return res, &StepError{Node: h.Name(), Step: "read the worker binary", Err: err, Hint: "build it (go build -o PATH ./worker) or pass --worker-binary PATH"}
 	}
 	step("hash")
-	f, err := e.probe(ctx, h)
+	var credPaths []string
+	for _, c := range s.Credentials {
+		if !filepath.IsAbs(c.Path) || (c.Mode != "0600" && c.Mode != "0644") {
+			return res, &StepError{Node: h.Name(), Step: "credentials", Err: fault.Permanent(fault.InvalidSpec, fmt.Errorf("credential file %q mode %q: want an absolute path and 0600 or 0644", c.Path, c.Mode))}
+		}
+		credPaths = append(credPaths, c.Path)
+	}
+	f, err := e.probe(ctx, h, credPaths...)
 	if err != nil {
 		return res, err
 	}
@@ -444,6 +469,21 @@ func (e *Engine) Install(ctx context.Context, h Host, s Spec) (InstallResult, er
 	}
 	step("config")
 
+	// Credentials (the worker reads them at start, so a change restarts it).
+	if len(s.Credentials) > 0 {
+		res.Credentials = Unchanged
+		for _, c := range s.Credentials {
+			if f.sha[c.Path] == sha256hex(c.Data) {
+				continue
+			}
+			if _, err := e.must(ctx, h, f, "write the credential "+c.Path, writeScript(c.Path, c.Mode, int64(len(c.Data))), bytes.NewReader(c.Data)); err != nil {
+				return res, err
+			}
+			res.Credentials = Written
+		}
+	}
+	step("credentials")
+
 	// The service definition.
 	res.Service = Unchanged
 	svcPath, svc, mode := l.Supervisor(), l.supervisorScript(s.Node), "0755"
@@ -457,7 +497,7 @@ func (e *Engine) Install(ctx context.Context, h Host, s Spec) (InstallResult, er
 		res.Service = Installed
 	}
 	step("service")
-	changed := res.Binary != Unchanged || res.Config != Unchanged || res.Service != Unchanged
+	changed := res.Binary != Unchanged || res.Config != Unchanged || res.Service != Unchanged || res.Credentials == Written
 
 	// The other manager's service, left by an install under the other
 	// choice (--supervisor given or dropped), would run a second worker.
@@ -705,7 +745,8 @@ type UninstallResult struct {
 
 // Uninstall stops the node service and removes what Install added — the
 // unit or supervisor, the binary, the config, the supervisor's run files —
-// and the directories it created when they are left empty. Staged data and
+// and the directories it created when they are left empty, and the relay
+// identity it put under STATE_DIR/pki. Staged data and the rest of
 // state_dir are never touched.
 func (e *Engine) Uninstall(ctx context.Context, h Host) (UninstallResult, error) {
 	l := e.layout()
@@ -740,6 +781,16 @@ func (e *Engine) Uninstall(ctx context.Context, h Host) (UninstallResult, error)
 	for _, p := range files {
 		fmt.Fprintf(&b, "if [ -e %s ] || [ -L %s ]; then rm -f %s && echo %s; fi\n", quote(p), quote(p), quote(p), quote(p))
 	}
+	// The relay identity Install put under STATE_DIR/pki. ca.pem goes only
+	// where no CA key sits beside it: that directory is a CA's home (the
+	// control host's own state_dir), not a copy Install made.
+	pkiDir := RelayPKIDir(l.StateDir)
+	for _, p := range RelayIdentityFiles(l.StateDir, h.Name())[1:] {
+		fmt.Fprintf(&b, "if [ -e %s ] || [ -L %s ]; then rm -f %s && echo %s; fi\n", quote(p), quote(p), quote(p), quote(p))
+	}
+	ca, caKey := filepath.Join(pkiDir, "ca.pem"), filepath.Join(pkiDir, "ca-key.pem")
+	fmt.Fprintf(&b, "if [ -f %s ] && [ ! -e %s ]; then rm -f %s && echo %s; fi\n", quote(ca), quote(caKey), quote(ca), quote(ca))
+	fmt.Fprintf(&b, "rmdir %s 2>/dev/null && echo %s/ || true\n", quote(pkiDir), quote(pkiDir))
 	for _, d := range []string{l.LibDir, l.ConfDir, l.RunDir} {
 		fmt.Fprintf(&b, "rmdir %s 2>/dev/null && echo %s/ || true\n", quote(d), quote(d))
 	}
@@ -756,6 +807,18 @@ func (e *Engine) Uninstall(ctx context.Context, h Host) (UninstallResult, error)
 		}
 	}
 	return res, nil
+}
+
+// RelayPKIDir is where a node worker looks for its staging relay identity:
+// STATE_DIR/pki.
+func RelayPKIDir(stateDir string) string { return filepath.Join(stateDir, "pki") }
+
+// RelayIdentityFiles are the node's relay identity paths under its
+// state_dir: the fleet CA's certificate, then relay-NODE.pem and
+// relay-NODE-key.pem (as workers.RelayIdentity reads them).
+func RelayIdentityFiles(stateDir, node string) []string {
+	d := RelayPKIDir(stateDir)
+	return []string{filepath.Join(d, "ca.pem"), filepath.Join(d, "relay-"+node+".pem"), filepath.Join(d, "relay-"+node+"-key.pem")}
 }
 
 // Poller is one worker polling a node's queue, as the Temporal server sees it.

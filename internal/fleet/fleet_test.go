@@ -762,3 +762,88 @@ func TestUnwritableInstallDirSaysWhatToDo(t *testing.T) {
 		t.Errorf("fault type %q, want %s", typ, fault.AuthFailed)
 	}
 }
+
+// TestRelayIdentityInstalledKeptAndRemoved: the node's relay identity
+// (fleet CA certificate, relay-NODE pair) lands under STATE_DIR/pki with
+// the key 0600; a second install with the same files changes nothing, a
+// re-issued key restarts the worker (it reads the identity at start), and
+// uninstall removes the three files but never a CA certificate whose key
+// sits beside it (that directory is a CA's home).
+func TestRelayIdentityInstalledKeptAndRemoved(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	l := r.eng.Layout
+	paths := RelayIdentityFiles(l.StateDir, "dgx2")
+	spec := func(key string) Spec {
+		s := r.spec()
+		s.Credentials = []File{{Path: paths[0], Mode: "0644", Data: []byte("CA CERT\n")}, {Path: paths[1], Mode: "0644", Data: []byte("RELAY CERT\n")}, {Path: paths[2], Mode: "0600", Data: []byte(key)}}
+		return s
+	}
+	install := func(s Spec) InstallResult {
+		t.Helper()
+		res, err := r.eng.Install(context.Background(), r.host, s)
+		if err != nil {
+			t.Fatalf("install: %v", err)
+		}
+		return res
+	}
+	if res := install(spec("KEY 1\n")); res.Credentials != Written {
+		t.Fatalf("first install: credentials %q, want written", res.Credentials)
+	}
+	r.waitStarts(1)
+	for i, want := range []struct {
+		data string
+		mode os.FileMode
+	}{{"CA CERT\n", 0o644}, {"RELAY CERT\n", 0o644}, {"KEY 1\n", 0o600}} {
+		fi, err := os.Stat(paths[i])
+		b, _ := os.ReadFile(paths[i])
+		if err != nil || string(b) != want.data || fi.Mode().Perm() != want.mode {
+			t.Fatalf("%s: %v, %q, mode %v; want %q mode %v", paths[i], err, b, fi.Mode().Perm(), want.data, want.mode)
+		}
+	}
+	if res := install(spec("KEY 1\n")); res.Credentials != Unchanged || res.Changed() {
+		t.Fatalf("second install: %+v, want nothing changed", res)
+	}
+	if res := install(spec("KEY 2\n")); res.Credentials != Written || res.Run != Restarted {
+		t.Fatalf("install with a re-issued key: credentials %q, run %q; want written and restarted", res.Credentials, res.Run)
+	}
+	r.waitStarts(2)
+	if b, _ := os.ReadFile(paths[2]); string(b) != "KEY 2\n" {
+		t.Fatalf("key on the node %q", b)
+	}
+	if _, err := r.eng.Install(context.Background(), r.host, Spec{Node: "dgx2", Binary: r.double, Config: r.spec().Config, Credentials: []File{{Path: "relative/key.pem", Mode: "0600"}}}); err == nil || !strings.Contains(err.Error(), "relative/key.pem") {
+		t.Fatalf("a relative credential path: %v, want refused naming it", err)
+	}
+
+	res, err := r.eng.Uninstall(context.Background(), r.host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s left after uninstall (removed %v)", p, res.Removed)
+		}
+	}
+	if _, err := os.Stat(RelayPKIDir(l.StateDir)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the emptied pki dir is left: %v", err)
+	}
+
+	// A CA's home: ca.pem with ca-key.pem beside it stays.
+	home := RelayPKIDir(l.StateDir)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"ca.pem", "ca-key.pem"} {
+		if err := os.WriteFile(filepath.Join(home, f), []byte(f), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.eng.Uninstall(context.Background(), r.host); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"ca.pem", "ca-key.pem"} {
+		if _, err := os.Stat(filepath.Join(home, f)); err != nil {
+			t.Fatalf("uninstall removed the CA's own %s: %v", f, err)
+		}
+	}
+}

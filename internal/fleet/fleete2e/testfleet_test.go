@@ -2,7 +2,9 @@ package fleete2e
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -67,7 +69,7 @@ func TestFleetOnTestFleetThroughTheTunnel(t *testing.T) {
 		t.Fatalf("install rows %+v", rows)
 	}
 	for _, r := range rows {
-		if r.Binary != fleet.Uploaded || r.Run != fleet.Started || r.Manager != fleet.ManagerSupervisor || r.Poller == "" ||
+		if r.Binary != fleet.Uploaded || r.Run != fleet.Started || r.Manager != fleet.ManagerSupervisor || r.Poller == "" || r.Credentials != fleet.Written ||
 			len(r.Notices) != 1 || !strings.Contains(r.Notices[0], "does not run systemd") {
 			t.Fatalf("install on %s: %+v", r.Node, r)
 		}
@@ -78,6 +80,20 @@ func TestFleetOnTestFleetThroughTheTunnel(t *testing.T) {
 		out, err := tf.SSH(n, "cat "+l.Config()+"; test -x "+l.Binary()+" && echo BINARY-OK")
 		if err != nil || !strings.Contains(string(out), fmt.Sprintf("address = '127.0.0.1:%d'", port)) || !strings.Contains(string(out), "BINARY-OK") {
 			t.Fatalf("node %s files: %v\n%s", n.Name, err, out)
+		}
+		// Its staging relay identity, from the control's CA, key 0600.
+		id := fleet.RelayIdentityFiles(l.StateDir, n.Name)
+		out, err = tf.SSH(n, "stat -c '%a %n' "+strings.Join(id, " "))
+		if want := fmt.Sprintf("600 %s", id[2]); err != nil || !strings.Contains(string(out), want) {
+			t.Fatalf("node %s relay identity: %v, want %q\n%s", n.Name, err, want, out)
+		}
+		pemCert, err := tf.SSH(n, "cat "+id[1])
+		blk, _ := pem.Decode(pemCert)
+		if err != nil || blk == nil {
+			t.Fatalf("node %s relay certificate: %v\n%s", n.Name, err, pemCert)
+		}
+		if c, err := x509.ParseCertificate(blk.Bytes); err != nil || c.Subject.CommonName != "relay-"+n.Name {
+			t.Fatalf("node %s relay certificate: %v, subject %v", n.Name, err, c)
 		}
 	}
 
@@ -120,7 +136,7 @@ func TestFleetOnTestFleetThroughTheTunnel(t *testing.T) {
 	for _, n := range tf.Nodes() {
 		// The directories themselves are the test hosts' mount points
 		// (node-local), so they stay; nothing install wrote may be left.
-		out, _ := tf.SSH(n, "ls -A "+l.LibDir+" "+l.ConfDir+" "+l.RunDir+" | grep -v -e '^/' -e '^$' || true")
+		out, _ := tf.SSH(n, "ls -A "+l.LibDir+" "+l.ConfDir+" "+l.RunDir+" | grep -v -e '^/' -e '^$' || true; ls -d "+fleet.RelayPKIDir(l.StateDir)+" 2>/dev/null || true")
 		if strings.TrimSpace(string(out)) != "" {
 			t.Fatalf("node %s after uninstall:\n%s", n.Name, out)
 		}
