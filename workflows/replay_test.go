@@ -16,12 +16,15 @@ import (
 // replayed is every workflow type the control worker registers: each must
 // have at least one committed history, so a new type cannot ship without
 // one.
-var replayed = []any{FleetProbe, StageNode, Stage, Verify, Serve, Probe, Stop, Cutover, Bench, Power, NodeLease}
+var replayed = []any{FleetProbe, StageNode, Stage, Verify, Serve, Probe, Stop, Cutover, Bench, Power, NodeLease, Disk}
 
 // corpus are the histories that must be there: every workflow type and its
 // failure paths, recorded through the real server by internal/itest.
 var corpus = map[string]string{
-	"cutover-ok":               "TestCutoverServesRollsBackAndStops",
+	"cutover-ok": "TestCutoverServesRollsBackAndStops",
+	// starter disk and disk prune (least recently served first).
+	"disk-list":                "TestDiskListsAndPrunesStagedBlocksOnLoopFS",
+	"disk-prune":               "TestDiskListsAndPrunesStagedBlocksOnLoopFS",
 	"cutover-rolled-back":      "TestCutoverServesRollsBackAndStops",
 	"cutover-bench":            "TestReplayCorpusEveryWorkflowType",
 	"cutover-cancelled":        "TestReplayCorpusEveryWorkflowType",

@@ -57,11 +57,11 @@ func (a *App) diskRoom(makeRoom bool) (*activities.DiskRoom, error) {
 }
 
 // runDisk runs the Disk workflow on the chosen nodes.
-func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec) (workflows.DiskResult, error) {
+func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec) (workflows.DiskResult, string, error) {
 	var res workflows.DiskResult
 	cfg, set, err := a.recipeSet()
 	if err != nil {
-		return res, err
+		return res, "", err
 	}
 	known := map[string]bool{}
 	var all []string
@@ -71,7 +71,7 @@ func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec)
 	}
 	for _, n := range nodes {
 		if !known[n] {
-			return res, fmt.Errorf("--node %s: no such node in %s (nodes: %s)", n, cfg.File, strings.Join(all, ", "))
+			return res, "", fmt.Errorf("--node %s: no such node in %s (nodes: %s)", n, cfg.File, strings.Join(all, ", "))
 		}
 	}
 	if len(nodes) == 0 {
@@ -81,7 +81,7 @@ func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec)
 		for i, l := range prune.Lanes {
 			r, err := config.Resolve(set.Recipes, l)
 			if err != nil {
-				return res, err
+				return res, "", err
 			}
 			prune.Lanes[i] = r.Name
 		}
@@ -97,12 +97,12 @@ func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec)
 	}
 	run, err := a.start(cmd.Context(), runSpec{ID: id, Workflow: workflows.Disk, Input: in})
 	if err != nil {
-		return res, err
+		return res, "", err
 	}
 	if err := run.Get(cmd.Context(), &res); err != nil {
-		return res, errors.New(rootMessage(err))
+		return res, id, errors.New(rootMessage(err))
 	}
-	return res, nil
+	return res, id, nil
 }
 
 func (a *App) diskCmd() *cobra.Command {
@@ -114,11 +114,11 @@ func (a *App) diskCmd() *cobra.Command {
 			"[[staging]] blocks of every lane's recipe: bytes on disk, when a serve last mounted the block,\n" +
 			"when its ledger last verified it. Blocks of lanes running now are marked RUNNING (never pruned).",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := a.runDisk(cmd, nodes, nil)
+			res, id, err := a.runDisk(cmd, nodes, nil)
 			if err != nil {
 				return err
 			}
-			return a.printDisk(res, false)
+			return a.printDisk(res, id, false)
 		},
 	}
 	cmd.Flags().StringArrayVar(&nodes, "node", nil, "only this node (repeatable)")
@@ -147,11 +147,11 @@ func (a *App) diskCmd() *cobra.Command {
 				}
 				spec.Free = n
 			}
-			res, err := a.runDisk(cmd, nodes, spec)
+			res, id, err := a.runDisk(cmd, nodes, spec)
 			if err != nil {
 				return err
 			}
-			return a.printDisk(res, true)
+			return a.printDisk(res, id, true)
 		},
 	}
 	prune.Flags().StringArrayVar(&lanes, "lane", nil, "remove this lane's blocks (repeatable)")
@@ -172,7 +172,7 @@ func when(t time.Time) string {
 
 // printDisk prints the listing (and a prune's removals); exit 1 when a
 // node did not answer, a removal failed, or --free was not reached.
-func (a *App) printDisk(res workflows.DiskResult, pruned bool) error {
+func (a *App) printDisk(res workflows.DiskResult, id string, pruned bool) error {
 	var failures []string
 	for _, n := range res.Nodes {
 		if n.Error != "" {
@@ -191,7 +191,7 @@ func (a *App) printDisk(res workflows.DiskResult, pruned bool) error {
 		}
 	}
 	if a.JSON {
-		out := map[string]any{"nodes": res.Nodes, "running": res.Running}
+		out := map[string]any{"workflow_id": id, "nodes": res.Nodes, "running": res.Running}
 		if len(failures) > 0 {
 			out["error"] = strings.Join(failures, "; ")
 		}

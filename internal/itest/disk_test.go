@@ -52,6 +52,7 @@ ready = "5m"
 }
 
 type diskJSON struct {
+	WorkflowID string `json:"workflow_id"`
 	Nodes   []workflows.DiskNode `json:"nodes"`
 	Running []string             `json:"running"`
 	Error   string               `json:"error"`
@@ -119,6 +120,7 @@ func TestDiskListsAndPrunesStagedBlocksOnLoopFS(t *testing.T) {
 	if code != 0 || len(res.Nodes) != 1 || res.Nodes[0].Disk == nil {
 		t.Fatalf("disk: exit %d\n%s", code, out)
 	}
+	saveHistory(t, f, res.WorkflowID, "disk-list")
 	if len(res.Running) != 1 || res.Running[0] != "live" {
 		t.Fatalf("running lanes %v, want [live]\n%s", res.Running, out)
 	}
@@ -166,6 +168,7 @@ func TestDiskListsAndPrunesStagedBlocksOnLoopFS(t *testing.T) {
 	if code != 0 || p == nil || len(p.Removals) != 1 || !p.Removals[0].Removed || p.Removals[0].Lanes[0] != "old" || !p.Enough {
 		t.Fatalf("LRU prune: exit %d\n%s", code, out)
 	}
+	saveHistory(t, f, res.WorkflowID, "disk-prune")
 	if _, err := os.Lstat(filepath.Join(root, "old", "hf")); !os.IsNotExist(err) {
 		t.Fatalf("old block still there: %v", err)
 	}
