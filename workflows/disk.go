@@ -44,6 +44,7 @@ type DiskResult struct {
 // is a workflow so a prune started by a starter that is killed still
 // finishes and is visible in the web UI.
 func Disk(ctx workflow.Context, in DiskInput) (DiskResult, error) {
+	t := newTracker(ctx, "Disk", "")
 	pickup := in.PickupTimeout.D()
 	run := func(n, what string) workflow.Context {
 		return summarize(nodeOpts(ctx, n, pickup, 30*time.Minute, time.Minute, 1), n, -1, what)
@@ -75,6 +76,22 @@ func Disk(ctx workflow.Context, in DiskInput) (DiskResult, error) {
 	}
 	spec := *in.Prune
 	spec.Protected = append(append([]string(nil), spec.Protected...), res.Running...)
+	if !spec.DryRun {
+		// A prune is a mutating run: it holds the nodes it removes blocks
+		// on, so no stage, cutover or repair writes them meanwhile
+		// (holdNodes is gated by versionNodeLease itself).
+		var held []string
+		for i, n := range in.Nodes {
+			if res.Nodes[i].Error == "" {
+				held = append(held, n)
+			}
+		}
+		leases, err := holdNodes(ctx, t, LeasePrune, "", "", held)
+		if err != nil {
+			return res, err
+		}
+		defer leases.release()
+	}
 	for i, n := range in.Nodes {
 		futs[i] = nil
 		if res.Nodes[i].Error != "" {

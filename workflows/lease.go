@@ -39,6 +39,9 @@ const (
 	LeaseStop    = "stop"
 	LeaseStage   = "stage"
 	LeaseRepair  = "repair"
+	// LeasePrune is `starter disk prune` (not a dry run): it removes
+	// staged blocks, so no stage may write them meanwhile.
+	LeasePrune = "disk prune"
 )
 
 // LeaseReleaseSignal ends a node lease: its holder is done with the node.

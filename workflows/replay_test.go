@@ -23,8 +23,11 @@ var replayed = []any{FleetProbe, StageNode, Stage, Verify, Serve, Probe, Stop, C
 var corpus = map[string]string{
 	"cutover-ok": "TestCutoverServesRollsBackAndStops",
 	// starter disk and disk prune (least recently served first).
-	"disk-list":                "TestDiskListsAndPrunesStagedBlocksOnLoopFS",
-	"disk-prune":               "TestDiskListsAndPrunesStagedBlocksOnLoopFS",
+	"disk-list":  "TestDiskListsAndPrunesStagedBlocksOnLoopFS",
+	"disk-prune": "TestDiskListsAndPrunesStagedBlocksOnLoopFS",
+	// ... disk-prune recorded before the prune held node leases
+	// (versionNodeLease), disk-prune-leased after: both must replay.
+	"disk-prune-leased":        "TestDiskListsAndPrunesStagedBlocksOnLoopFS",
 	"cutover-rolled-back":      "TestCutoverServesRollsBackAndStops",
 	"cutover-bench":            "TestReplayCorpusEveryWorkflowType",
 	"cutover-cancelled":        "TestReplayCorpusEveryWorkflowType",

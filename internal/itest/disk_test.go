@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/simimage"
@@ -52,10 +54,10 @@ ready = "5m"
 }
 
 type diskJSON struct {
-	WorkflowID string `json:"workflow_id"`
-	Nodes   []workflows.DiskNode `json:"nodes"`
-	Running []string             `json:"running"`
-	Error   string               `json:"error"`
+	WorkflowID string               `json:"workflow_id"`
+	Nodes      []workflows.DiskNode `json:"nodes"`
+	Running    []string             `json:"running"`
+	Error      string               `json:"error"`
 }
 
 func statfsFree(t *testing.T, path string) int64 {
@@ -150,6 +152,21 @@ func TestDiskListsAndPrunesStagedBlocksOnLoopFS(t *testing.T) {
 		t.Errorf("disk table (exit %d):\n%s\n%s", code, table, errOut)
 	}
 
+	// A prune is a mutating run: while another run holds n1's node lease
+	// (the real NodeLease workflow, started here as a stage would), a
+	// prune is refused naming the holder; a dry run removes nothing and
+	// needs no lease.
+	lease, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: activities.NodeLeaseID("n1"), TaskQueue: workflows.ControlQueue},
+		workflows.NodeLease, activities.NodeLeaseHolder{Node: "n1", WorkflowID: "stage/old", Kind: workflows.LeaseStage, Lane: "old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, held, errOut := f.starter(ctx, "disk", "prune", "--lane", "old"); code == 0 || !strings.Contains(errOut, "node n1 is held by stage stage/old") {
+		t.Fatalf("prune while n1 is held: exit %d, want refused naming the holder\n%s\n%s", code, held, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(root, "old", "hf", "hub")); err != nil {
+		t.Fatalf("the refused prune removed the old block: %v", err)
+	}
 	free0 := statfsFree(t, root)
 	want := strconv.FormatInt(free0+4<<20, 10)
 	code, res, out = disk("prune", "--lru", "--free", want, "--dry-run")
@@ -158,6 +175,12 @@ func TestDiskListsAndPrunesStagedBlocksOnLoopFS(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "old", "hf")); err != nil {
 		t.Fatalf("dry run removed the old block: %v", err)
+	}
+	if err := f.env.Client.SignalWorkflow(ctx, lease.GetID(), "", workflows.LeaseReleaseSignal, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Get(ctx, nil); err != nil {
+		t.Fatalf("the test's node lease did not end on release: %v", err)
 	}
 	code, res, out = disk("prune", "--lane", "live")
 	if p := res.Nodes[0].Disk.Prune; code != 0 || p == nil || len(p.Removals) != 0 || len(p.Kept) != 1 || !strings.Contains(p.Kept[0], "live is running") {
@@ -168,7 +191,7 @@ func TestDiskListsAndPrunesStagedBlocksOnLoopFS(t *testing.T) {
 	if code != 0 || p == nil || len(p.Removals) != 1 || !p.Removals[0].Removed || p.Removals[0].Lanes[0] != "old" || !p.Enough {
 		t.Fatalf("LRU prune: exit %d\n%s", code, out)
 	}
-	saveHistory(t, f, res.WorkflowID, "disk-prune")
+	saveHistory(t, f, res.WorkflowID, "disk-prune-leased")
 	if _, err := os.Lstat(filepath.Join(root, "old", "hf")); !os.IsNotExist(err) {
 		t.Fatalf("old block still there: %v", err)
 	}
