@@ -22,7 +22,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sparklane/sparklane/internal/hubmirror"
 	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/staging"
 )
 
@@ -183,7 +185,7 @@ func scanBlock(u *Usage, roots []string) {
 		}
 	}
 	ledDir := d
-	if u.Kind == "hub-mirror" {
+	if u.Kind == hubmirror.Kind {
 		hd, err := t.Dir(filepath.Join(u.Local, "hub"), false)
 		if err != nil {
 			return
@@ -191,7 +193,11 @@ func scanBlock(u *Usage, roots []string) {
 		defer hd.Close()
 		ledDir = hd
 	}
-	l, err := ledger.LoadIn(ledDir, ".sparklane-ledger.json", u.Kind)
+	name := sparserows.LedgerName
+	if u.Kind == hubmirror.Kind {
+		name = hubmirror.LedgerName
+	}
+	l, err := ledger.LoadIn(ledDir, name, u.Kind)
 	if err != nil {
 		return
 	}
@@ -359,13 +365,6 @@ func Choose(scan []Root, spec PruneSpec) (take []Usage, kept []string, enough bo
 	for _, r := range scan {
 		var cands []Usage
 		for _, u := range r.Blocks {
-			if u.Error != "" {
-				kept = append(kept, fmt.Sprintf("%s (%s): unreadable, not pruned: %s", u.Local, strings.Join(u.Lanes, ","), u.Error))
-				continue
-			}
-			if !u.Present {
-				continue
-			}
 			if len(spec.Lanes) > 0 {
 				ours := false
 				for _, l := range u.Lanes {
@@ -374,6 +373,13 @@ func Choose(scan []Root, spec PruneSpec) (take []Usage, kept []string, enough bo
 				if !ours {
 					continue
 				}
+			}
+			if u.Error != "" {
+				kept = append(kept, fmt.Sprintf("%s (%s): unreadable, not pruned: %s", u.Local, strings.Join(u.Lanes, ","), u.Error))
+				continue
+			}
+			if !u.Present {
+				continue
 			}
 			var hold []string
 			for _, l := range u.Lanes {
