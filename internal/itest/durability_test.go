@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +21,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"golang.org/x/sys/unix"
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/demo"
@@ -31,6 +28,7 @@ import (
 	"github.com/sparklane/sparklane/internal/serve"
 	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/testutil/diskuse"
 	"github.com/sparklane/sparklane/internal/workers"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -161,53 +159,6 @@ func pendingStage(ctx context.Context, t *testing.T, c client.Client, id string,
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// writtenBytes is the data on disk under dir: the data extents
-// (SEEK_DATA/SEEK_HOLE) of every regular file but ledgers, less header
-// bytes per file (packed outputs' header, written before any row).
-func writtenBytes(t *testing.T, dir string, header int64) int64 {
-	t.Helper()
-	var n int64
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if !d.Type().IsRegular() || strings.Contains(d.Name(), "ledger") {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		st, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		var data int64
-		for off := int64(0); off < st.Size(); {
-			start, err := unix.Seek(int(f.Fd()), off, unix.SEEK_DATA)
-			if err != nil {
-				break // ENXIO: no data past off
-			}
-			end, err := unix.Seek(int(f.Fd()), start, unix.SEEK_HOLE)
-			if err != nil {
-				return fmt.Errorf("SEEK_HOLE %s: %w", p, err)
-			}
-			data += end - start
-			off = end
-		}
-		n += max(0, data-header)
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("walk %s: %v", dir, err)
-	}
-	return n
 }
 
 // killFleet is a two-node fleet (cluster duo) whose n2 worker is a separate
@@ -374,7 +325,7 @@ func TestNodeWorkerKill9MidStagingResumes(t *testing.T) {
 				t.Fatalf("held at %d of %d bytes: want past the fault point %d and short of the end", seen.BytesDone, seen.BytesTotal, tc.pauseAt)
 			}
 			dst := filepath.Join(n2Root, tc.dst)
-			onDisk := writtenBytes(t, dst, tc.header)
+			onDisk := diskuse.WrittenBytes(t, dst, tc.header)
 			proc.env = nil
 			proc.start()
 

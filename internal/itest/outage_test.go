@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/testutil/diskuse"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -53,7 +54,7 @@ func TestStageWaitsForANodeThatReboots(t *testing.T) {
 	seen := pendingStage(hctx, t, f.env.Client, id, func(p staging.Progress) bool { return p.Paused })
 	cancel()
 	proc.kill9()
-	onDisk := writtenBytes(t, filepath.Join(f.dir, "nodes", "n2", "srv/sparklane/hf"), 0)
+	onDisk := diskuse.WrittenBytes(t, filepath.Join(f.dir, "nodes", "n2", "srv/sparklane/hf"), 0)
 
 	// Gone past the heartbeat timeout, the retry and the pickup timeout:
 	// the run now waits, and says so.

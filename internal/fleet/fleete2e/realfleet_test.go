@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +20,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sparklane/sparklane/internal/config"
@@ -35,6 +32,7 @@ import (
 	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/internal/testfleet"
+	"github.com/sparklane/sparklane/internal/testutil/diskuse"
 	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
 	"github.com/sparklane/sparklane/internal/workers"
 	"github.com/sparklane/sparklane/workflows"
@@ -658,7 +656,7 @@ func TestRealFleet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		onDisk := writtenBytes(t, dst, sparserows.PackedHeaderSize)
+		onDisk := diskuse.WrittenBytes(t, dst, sparserows.PackedHeaderSize)
 		f.setRelease(h2, true)
 		detail := f.waiting(ctx, workflows.StageNodeID("fl-b", "h2"), "h2")
 		if !strings.Contains(detail, "waiting for node h2 (down ") {
@@ -809,51 +807,4 @@ func TestRealFleet(t *testing.T) {
 			}
 		}
 	})
-}
-
-// writtenBytes is the data on disk under dir: the data extents
-// (SEEK_DATA/SEEK_HOLE) of every regular file but ledgers, less header
-// bytes per file (packed outputs' header, written before any row).
-func writtenBytes(t *testing.T, dir string, header int64) int64 {
-	t.Helper()
-	var n int64
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if !d.Type().IsRegular() || strings.Contains(d.Name(), "ledger") {
-			return nil
-		}
-		fh, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer fh.Close()
-		st, err := fh.Stat()
-		if err != nil {
-			return err
-		}
-		var data int64
-		for off := int64(0); off < st.Size(); {
-			start, err := unix.Seek(int(fh.Fd()), off, unix.SEEK_DATA)
-			if err != nil {
-				break // ENXIO: no data past off
-			}
-			end, err := unix.Seek(int(fh.Fd()), start, unix.SEEK_HOLE)
-			if err != nil {
-				return fmt.Errorf("SEEK_HOLE %s: %w", p, err)
-			}
-			data += end - start
-			off = end
-		}
-		n += max(0, data-header)
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("walk %s: %v", dir, err)
-	}
-	return n
 }
