@@ -88,6 +88,11 @@ type stager struct {
 	// unsynced: small files were renamed into place without fsync; the
 	// filesystem is synced before the ledger is saved.
 	unsynced bool
+	// sealable: the mirror is on a local filesystem (see seal.go);
+	// written: the content-named small blobs this pass wrote, sealed at
+	// the end.
+	sealable bool
+	written  []string
 }
 
 func newStager(s *spec, p *plan, opts staging.Options) (*stager, error) {
@@ -116,6 +121,7 @@ func newStager(s *spec, p *plan, opts staging.Options) (*stager, error) {
 		} // a corrupt ledger is rebuilt by adoption (sampling), never trusted
 	}
 	st := &stager{s: s, p: p, opts: opts, led: led, dirs: map[string]bool{}, dc: dc, resume: map[string]int64{}}
+	st.sealable = md != nil && sealableDir(md)
 	if opts.Resume != nil {
 		for _, f := range opts.Resume.InFlight {
 			st.resume[f.Path] = f.Offset
@@ -153,6 +159,9 @@ func (st *stager) finish(err error) (staging.Result, error) {
 	st.prog.emit(true)
 	if st.opts.DryRun {
 		return st.res, err
+	}
+	if err == nil {
+		st.sealWritten(st.written)
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -207,6 +216,10 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 		return err
 	}
 	dst := filepath.Join(st.s.mirror, it.Rel)
+	if ent, ok := st.sealed(it, dst); ok {
+		// Proved whole before and unchanged since: nothing to read.
+		return st.intact(it, dst, stVerified, ent)
+	}
 	var data []byte // whole content of a small file
 	var src *os.File
 	var size int64
@@ -236,31 +249,13 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 			return sourceErr(it, err)
 		}
 	}
-	state, ent, err := st.check(it, dst, size, srcSample)
+	state, ent, err := st.check(it, dst, size, srcSample, data)
 	if err != nil {
 		return err
 	}
 	switch state {
 	case stVerified, stAdopted:
-		if !st.opts.DryRun {
-			// A temp file a cancelled copy left beside it is garbage now.
-			if d, name, err := st.dc.Parent(dst, false); err == nil && st.temps.has(d, tmpBase(name)) {
-				d.Remove(tmpBase(name))
-			}
-		}
-		st.mu.Lock()
-		if state == stVerified {
-			st.res.VerifiedFiles++
-		} else {
-			st.res.AdoptedFiles++
-		}
-		if old, known := st.led.Entries[it.Rel]; !st.opts.DryRun && (!known || !sameEntry(old, ent)) {
-			st.led.Entries[it.Rel] = ent
-			st.dirty = true
-		}
-		st.mu.Unlock()
-		st.prog.done(it.Rel, size)
-		return st.maybeSave()
+		return st.intact(it, dst, state, ent)
 	}
 	if st.opts.DryRun {
 		st.mu.Lock()
@@ -285,6 +280,30 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 	st.dirs[filepath.Dir(dst)] = true
 	st.mu.Unlock()
 	st.prog.done(it.Rel, 0)
+	return st.maybeSave()
+}
+
+// intact records a staged file found good (verified or adopted) with its
+// ledger entry ent.
+func (st *stager) intact(it *fileItem, dst string, state fileState, ent ledger.Entry) error {
+	if !st.opts.DryRun {
+		// A temp file a cancelled copy left beside it is garbage now.
+		if d, name, err := st.dc.Parent(dst, false); err == nil && st.temps.has(d, tmpBase(name)) {
+			d.Remove(tmpBase(name))
+		}
+	}
+	st.mu.Lock()
+	if state == stVerified {
+		st.res.VerifiedFiles++
+	} else {
+		st.res.AdoptedFiles++
+	}
+	if old, known := st.led.Entries[it.Rel]; !st.opts.DryRun && (!known || !sameEntry(old, ent)) {
+		st.led.Entries[it.Rel] = ent
+		st.dirty = true
+	}
+	st.mu.Unlock()
+	st.prog.done(it.Rel, ent.Size)
 	return st.maybeSave()
 }
 
@@ -337,6 +356,9 @@ func (st *stager) writeSmall(it *fileItem, data []byte, sample, dst string) (led
 	st.mu.Lock()
 	st.unsynced = true
 	st.res.CopiedBytes += int64(len(data))
+	if _, ok := contentName(it.Rel); ok {
+		st.written = append(st.written, it.Rel)
+	}
 	st.mu.Unlock()
 	st.prog.add(int64(len(data)))
 	return ent, nil
@@ -388,7 +410,11 @@ func (t *tempNames) has(d *staging.Dir, name string) bool {
 // sameEntry compares ledger entries ignoring VerifiedAt, so a pass that
 // only verifies leaves the ledger file untouched.
 func sameEntry(a, b ledger.Entry) bool {
-	return a.Size == b.Size && a.Sampled == b.Sampled && a.SHA256 == b.SHA256 && a.Source == b.Source
+	return a.Size == b.Size && a.Sampled == b.Sampled && a.SHA256 == b.SHA256 && a.Source == b.Source && sameSeal(a.Seal, b.Seal)
+}
+
+func sameSeal(a, b *ledger.Seal) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 type fileState int
@@ -401,8 +427,10 @@ const (
 
 // check decides what a staged file needs without writing. The ledger is
 // trusted only when the staged file's samples and the source's samples
-// both still match it.
-func (st *stager) check(it *fileItem, dst string, size int64, srcSample string) (fileState, ledger.Entry, error) {
+// both still match it. data is the source's whole content when it was read
+// whole (a small file), so a blob can be proved against its name and
+// sealed (seal.go).
+func (st *stager) check(it *fileItem, dst string, size int64, srcSample string, data []byte) (fileState, ledger.Entry, error) {
 	d, name, err := st.dc.Parent(dst, false)
 	if err != nil {
 		if missing(err) {
@@ -410,6 +438,7 @@ func (st *stager) check(it *fileItem, dst string, size int64, srcSample string) 
 		}
 		return stCopy, ledger.Entry{}, err // a link out of the roots
 	}
+	looked := sealClock()
 	dfi, err := d.Lstat(name)
 	if err != nil || !isReg(dfi) || dfi.Size != size {
 		return stCopy, ledger.Entry{}, nil
@@ -457,6 +486,11 @@ func (st *stager) check(it *fileItem, dst string, size int64, srcSample string) 
 			return stCopy, ent, nil
 		}
 		ent.SHA256 = sum
+	}
+	if proved(it.Rel, size, data, ent.SHA256) {
+		// The identity looked at before the content was read: a change
+		// since then moves it, and the next pass reads again.
+		ent.Seal = st.sealFor(dfi, looked)
 	}
 	if trusted {
 		return stVerified, ent, nil

@@ -1,8 +1,9 @@
 // Package ledger records what staging wrote: per file (or per block of rows)
 // its size and a hash of sampled regions (head, tail and spread samples),
 // optionally a full sha256. Both staging engines keep one in their dst, so a
-// second pass verifies in O(files) and copies nothing. It never trusts mtime
-// or size alone: NFS lies about both.
+// second pass verifies in O(files) and copies nothing. It never trusts the
+// source's mtime or size: NFS lies about both. A file proved whole against
+// its content-addressed name may carry a Seal of its local identity.
 package ledger
 
 import (
@@ -149,6 +150,34 @@ type Entry struct {
 	// tensor and row range), so a changed source invalidates it.
 	Source     string    `json:"source,omitempty"`
 	VerifiedAt time.Time `json:"verified_at"`
+	// Seal, when set, is the staged file's identity on the node's own
+	// filesystem at the moment its whole content was last proved: see Seal.
+	Seal *Seal `json:"seal,omitempty"`
+}
+
+// Seal is a staged file's identity (device, inode, mtime and ctime in ns)
+// recorded when its whole content was proved against its content-addressed
+// name. A later pass that finds the same identity knows the content has not
+// changed since: ctime cannot be set from user space, and every write,
+// truncate, chmod or rename moves it. It is the node's own local
+// filesystem's word, never the NAS's (NFS lies about mtime and size), and
+// it is recorded only when the ctime is older than the look by a margin, so
+// a change in the same timestamp tick cannot hide (git's "racy clean").
+type Seal struct {
+	Dev     uint64 `json:"dev"`
+	Ino     uint64 `json:"ino"`
+	MtimeNS int64  `json:"mtime_ns"`
+	CtimeNS int64  `json:"ctime_ns"`
+}
+
+// SealOf is the identity of st.
+func SealOf(st unix.Stat_t) Seal {
+	return Seal{Dev: uint64(st.Dev), Ino: st.Ino, MtimeNS: st.Mtim.Nano(), CtimeNS: st.Ctim.Nano()}
+}
+
+// Matches reports whether st has this identity.
+func (s *Seal) Matches(st unix.Stat_t) bool {
+	return s != nil && *s == SealOf(st)
 }
 
 // Ledger is the file kept in a staging dst.

@@ -1,0 +1,200 @@
+package hubmirror
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/staging"
+)
+
+// Seals. A pass that re-reads every staged file costs what rsync --checksum
+// costs, whatever it skips: on a tree of many small files each sample is
+// the whole file. A blob of a hub cache is named by its content (LFS blobs
+// by their sha256, other files by their git blob sha1), so once a staged
+// blob's whole content was proved against its name, and the node's own
+// filesystem says the file is the same inode with the same ctime since
+// (ledger.Seal), a later pass checks it with one lstat and reads nothing:
+// the source's bytes under that name are by definition the ones staged.
+//
+// Proof comes from content read whole: a small file's bytes (copied from
+// memory, then read back after the sync; or compared on a verify pass) or,
+// under verify = "sha256", the full hash equal to the LFS name. Anything
+// else (refs, files that are not blobs, large blobs under sampled
+// verification) is sampled on every pass as before. `--stage=force` and
+// `starter verify` read content whatever the seal says.
+
+// blobNameRE matches the names the hub gives blobs: a git blob sha1 or an
+// LFS sha256.
+var blobNameRE = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+
+// contentName is the content-addressed name of mirror file rel: its base
+// name when it is a blob (REPO/blobs/NAME) named by a hash.
+func contentName(rel string) (string, bool) {
+	name := filepath.Base(rel)
+	if filepath.Base(filepath.Dir(rel)) != "blobs" || !blobNameRE.MatchString(name) {
+		return "", false
+	}
+	return name, true
+}
+
+// namedBy reports whether data is what the content-addressed name says:
+// sha256 for a 64-digit name, the git blob sha1 for a 40-digit one.
+func namedBy(name string, data []byte) bool {
+	switch len(name) {
+	case 64:
+		sum := sha256.Sum256(data)
+		return hex.EncodeToString(sum[:]) == name
+	case 40:
+		h := sha1.New()
+		fmt.Fprintf(h, "blob %d\x00", len(data))
+		h.Write(data)
+		return hex.EncodeToString(h.Sum(nil)) == name
+	}
+	return false
+}
+
+// sealMargin is how much older than the look a file's ctime must be for
+// its identity to be sealed. The kernel stamps inodes from a coarse clock
+// (one tick, at most 10 ms); a write in the same tick as the last one
+// would leave ctime unchanged, so a file changed that recently is checked
+// by content again on the next pass instead.
+const sealMargin = 100 * time.Millisecond
+
+// sealClock is when a staged file is looked at, for the margin. Tests set
+// it: whether a seal is made must not depend on how fast the machine is.
+var sealClock = time.Now
+
+// localFS lists the filesystems whose inode identity a seal may rest on:
+// local ones, where ctime is the kernel's own. On any other (NFS, SMB,
+// FUSE) nothing is sealed and every pass samples.
+var localFS = map[int64]bool{
+	unix.EXT4_SUPER_MAGIC:      true, // ext2/3/4
+	unix.XFS_SUPER_MAGIC:       true,
+	unix.BTRFS_SUPER_MAGIC:     true,
+	unix.TMPFS_MAGIC:           true,
+	unix.F2FS_SUPER_MAGIC:      true,
+	unix.OVERLAYFS_SUPER_MAGIC: true,
+	0x2fc12fc1:                 true, // zfs
+}
+
+// sealableDir reports whether files in d may be sealed.
+func sealableDir(d *staging.Dir) bool {
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(d.Fd(), &fs); err != nil {
+		return false
+	}
+	return localFS[int64(fs.Type)]
+}
+
+// sealFor is the seal of a staged file whose whole content was proved
+// after lstat returned fi at time looked; nil when its ctime is too recent.
+func (st *stager) sealFor(fi unix.Stat_t, looked time.Time) *ledger.Seal {
+	if !st.sealable {
+		return nil
+	}
+	if !time.Unix(fi.Ctim.Unix()).Before(looked.Add(-sealMargin)) {
+		return nil
+	}
+	s := ledger.SealOf(fi)
+	return &s
+}
+
+// sealed returns the ledger entry of it when its seal still holds: the
+// ledger proved the staged blob whole against its name, the source under
+// that name has the same size, and the staged file's identity is unchanged.
+func (st *stager) sealed(it *fileItem, dst string) (ledger.Entry, bool) {
+	if st.opts.Force || !st.sealable {
+		return ledger.Entry{}, false
+	}
+	if _, ok := contentName(it.Rel); !ok {
+		return ledger.Entry{}, false
+	}
+	st.mu.Lock()
+	old, known := st.led.Entries[it.Rel]
+	st.mu.Unlock()
+	if !known || old.Seal == nil || old.Size != it.Size || old.Source != it.SrcRel || (st.s.sha256 && old.SHA256 == "") {
+		return ledger.Entry{}, false
+	}
+	d, name, err := st.dc.Parent(dst, false)
+	if err != nil {
+		return ledger.Entry{}, false
+	}
+	fi, err := d.Lstat(name)
+	if err != nil || !isReg(fi) || fi.Size != it.Size || !old.Seal.Matches(fi) {
+		return ledger.Entry{}, false
+	}
+	return old, true
+}
+
+// proved reports whether a staged blob whose samples matched the source is
+// proved whole against its name: data is the source's whole content (nil
+// when it was not read whole), sum the full sha256 the entry carries.
+func proved(rel string, size int64, data []byte, sum string) bool {
+	name, ok := contentName(rel)
+	if !ok {
+		return false
+	}
+	if data != nil && int64(len(data)) == size && ledger.SampledBytes(size) == size {
+		// Whole-file samples matched: the staged file is these bytes.
+		return namedBy(name, data)
+	}
+	return len(name) == 64 && sum == name
+}
+
+// sealWritten seals the small blobs this pass wrote, after the sync that
+// made them durable: each is looked at, read back whole (from the page
+// cache the write left) and proved against its name before its identity
+// is recorded. A file changed between the write and the look is then
+// either caught by its content or sealed with the identity its change
+// gave it, which the next change moves again.
+func (st *stager) sealWritten(rels []string) {
+	if !st.sealable {
+		return
+	}
+	seals := make([]*ledger.Seal, len(rels))
+	forEach(context.Background(), len(rels), metaWorkers, func(_ context.Context, i int) error {
+		name, _ := contentName(rels[i])
+		d, base, err := st.dc.Parent(filepath.Join(st.s.mirror, rels[i]), false)
+		if err != nil {
+			return nil
+		}
+		looked := sealClock()
+		fi, err := d.Lstat(base)
+		if err != nil || !isReg(fi) {
+			return nil
+		}
+		fd, err := d.OpenRaw(base, unix.O_RDONLY, 0)
+		if err != nil {
+			return nil
+		}
+		bp := smallBufs.Get().(*[]byte)
+		defer smallBufs.Put(bp)
+		data, ok, err := readSmallInto(fd, d.Join(base), *bp)
+		if err != nil || !ok || int64(len(data)) != fi.Size || !namedBy(name, data) {
+			return nil
+		}
+		seals[i] = st.sealFor(fi, looked)
+		return nil
+	})
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i, rel := range rels {
+		if seals[i] == nil {
+			continue
+		}
+		if e, ok := st.led.Entries[rel]; ok && e.Seal == nil {
+			e.Seal = seals[i]
+			st.led.Entries[rel] = e
+			st.dirty = true
+		}
+	}
+}

@@ -1,0 +1,194 @@
+package hubmirror
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/staging"
+)
+
+// sealing lets this test's passes make seals: the clock they look at files
+// with reads an hour ahead, so every file counts as changed long enough ago
+// (TestMain's default makes none). The margin itself is tested on its own.
+func sealing(t *testing.T) {
+	old := sealClock
+	sealClock = func() time.Time { return time.Now().Add(time.Hour) }
+	t.Cleanup(func() { sealClock = old })
+}
+
+func gitSHA1(data []byte) string {
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00", len(data))
+	h.Write(data)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func loadLedger(t *testing.T, f *fixture) *ledger.Ledger {
+	t.Helper()
+	led, err := ledger.Load(filepath.Join(f.dst, "hub", LedgerName), Kind)
+	must(t, err)
+	return led
+}
+
+// A blob proved whole against its content-addressed name is sealed; a pass
+// over sealed blobs reads none of their bytes; a same-size change hidden
+// behind a restored mtime still breaks the seal (ctime moves) and is
+// re-copied; --stage=force reads everything whatever the seals say.
+func TestSealedPassReadsNoContent(t *testing.T) {
+	sealing(t)
+	f := newFixture(t, false)
+	// A non-LFS file: the hub names it by its git blob sha1.
+	vocab := testData(40, 30_000)
+	must(t, os.WriteFile(filepath.Join(f.repo.dir, "blobs", gitSHA1(vocab)), vocab, 0o644))
+	f.repo.link(rev1, "vocab.txt", gitSHA1(vocab))
+	// A blob whose bytes are not what its name says: never sealed.
+	liar := testData(41, 20_000)
+	liarName := shaHex(testData(42, 20_000))
+	must(t, os.WriteFile(filepath.Join(f.repo.dir, "blobs", liarName), liar, 0o644))
+	f.repo.link(rev1, "liar.bin", liarName)
+	sp := f.spec()
+
+	first, err := Stage(context.Background(), sp, staging.Options{})
+	must(t, err)
+	if first.CopiedFiles != first.TotalFiles {
+		t.Fatalf("first pass %+v: want every file copied", first)
+	}
+	blob := func(name string) string { return filepath.Join("models--org--model", "blobs", name) }
+	sealedRels := map[string]int64{blob(gitSHA1(vocab)): int64(len(vocab))}
+	for p, b := range f.blobs {
+		if p != "README.md" {
+			sealedRels[blob(shaHex(b))] = int64(len(b))
+		}
+	}
+	led := loadLedger(t, f)
+	var sealedBytes, unsealedBytes int64
+	for rel, e := range led.Entries {
+		_, want := sealedRels[rel]
+		if (e.Seal != nil) != want {
+			t.Errorf("ledger entry %s: sealed %v, want %v", rel, e.Seal != nil, want)
+		}
+		if want {
+			sealedBytes += e.Size
+		} else {
+			unsealedBytes += e.Size
+		}
+	}
+	if len(led.Entries) != first.TotalFiles {
+		t.Fatalf("ledger has %d entries, want %d", len(led.Entries), first.TotalFiles)
+	}
+
+	ledPath := filepath.Join(f.dst, "hub", LedgerName)
+	ledBefore, err := os.Stat(ledPath)
+	must(t, err)
+	// Unsealed files are read whole on both sides (they are small); the
+	// ledger is read once. Sealed blobs add nothing.
+	bound := ledBefore.Size() + 2*unsealedBytes + 4<<10
+	if bound >= sealedBytes {
+		t.Fatalf("test tree cannot tell: bound %d >= sealed bytes %d", bound, sealedBytes)
+	}
+	r0 := readChars(t)
+	res, err := Stage(context.Background(), sp, staging.Options{})
+	read := readChars(t) - r0
+	must(t, err)
+	if res.CopiedFiles != 0 || res.VerifiedFiles != res.TotalFiles {
+		t.Fatalf("sealed pass %+v: want nothing copied, all verified", res)
+	}
+	if read > bound {
+		t.Fatalf("sealed pass read %d bytes; the ledger and the unsealed files allow %d (sealed blobs: %d bytes)", read, bound, sealedBytes)
+	}
+	if after, err := os.Stat(ledPath); err != nil || !os.SameFile(ledBefore, after) || !after.ModTime().Equal(ledBefore.ModTime()) {
+		t.Fatalf("a pass that only verified rewrote the ledger %s", ledPath)
+	}
+	t.Logf("sealed pass read %d bytes (ledger %d, unsealed files %d, sealed blobs %d)", read, ledBefore.Size(), unsealedBytes, sealedBytes)
+
+	// Same size, other bytes, mtime put back: the seal is broken by ctime.
+	cfg := f.blobs["config.json"]
+	staged := filepath.Join(f.mirrorRepo(), "blobs", shaHex(cfg))
+	fi, err := os.Stat(staged)
+	must(t, err)
+	bad := append([]byte(nil), cfg...)
+	bad[len(bad)/2] ^= 0xff
+	must(t, os.WriteFile(staged, bad, 0o644))
+	must(t, os.Chtimes(staged, fi.ModTime(), fi.ModTime()))
+	res, err = Stage(context.Background(), sp, staging.Options{})
+	must(t, err)
+	if res.CopiedFiles != 1 || res.CopiedBytes != int64(len(cfg)) {
+		t.Fatalf("after a hidden change of %s: %+v, want exactly it re-copied", staged, res)
+	}
+	fileEquals(t, staged, cfg)
+	if e := loadLedger(t, f).Entries[blob(shaHex(cfg))]; e.Seal == nil {
+		t.Fatalf("re-copied %s was not sealed again", staged)
+	}
+
+	// --stage=force reads content, seals or not.
+	r0 = readChars(t)
+	res, err = Stage(context.Background(), sp, staging.Options{Force: true})
+	read = readChars(t) - r0
+	must(t, err)
+	if res.CopiedFiles != 0 || res.VerifiedFiles != res.TotalFiles {
+		t.Fatalf("forced pass %+v: want all verified", res)
+	}
+	if read < 2*sealedBytes {
+		t.Fatalf("forced pass read %d bytes, want both sides of the %d sealed bytes", read, sealedBytes)
+	}
+}
+
+// A blob whose NAS bytes change under the same content-addressed name is a
+// corrupt NAS copy, not a new version: the node's copy, proved against the
+// name, is kept rather than overwritten with bytes that do not match it.
+func TestSealKeepsTheNamedContentWhenTheNASCopyRots(t *testing.T) {
+	sealing(t)
+	f := newFixture(t, false)
+	sp := f.spec()
+	_, err := Stage(context.Background(), sp, staging.Options{})
+	must(t, err)
+	cfg := f.blobs["config.json"]
+	src := filepath.Join(f.repo.dir, "blobs", shaHex(cfg))
+	rotten := testData(301, len(cfg))
+	must(t, os.WriteFile(src, rotten, 0o644))
+	res, err := Stage(context.Background(), sp, staging.Options{})
+	must(t, err)
+	if res.CopiedFiles != 0 {
+		t.Fatalf("after the NAS copy of %s rotted: %+v, want nothing copied", src, res)
+	}
+	fileEquals(t, filepath.Join(f.mirrorRepo(), "blobs", shaHex(cfg)), cfg)
+}
+
+// The margin: a file whose ctime is within sealMargin of the look is not
+// sealed (a write in the same timestamp tick would not move it); an older
+// one is; nothing is sealed where the filesystem is not local.
+func TestSealNeedsACtimeOlderThanTheMargin(t *testing.T) {
+	looked := time.Unix(1_800_000_000, 0)
+	at := func(d time.Duration) unix.Stat_t {
+		c := looked.Add(-d)
+		return unix.Stat_t{Ino: 7, Size: 10, Ctim: unix.NsecToTimespec(c.UnixNano()), Mtim: unix.NsecToTimespec(c.UnixNano())}
+	}
+	st := &stager{sealable: true}
+	if s := st.sealFor(at(sealMargin/2), looked); s != nil {
+		t.Errorf("ctime %v before the look was sealed: %+v", sealMargin/2, s)
+	}
+	if s := st.sealFor(at(sealMargin), looked); s != nil {
+		t.Errorf("ctime exactly the margin before the look was sealed: %+v", s)
+	}
+	if s := st.sealFor(at(2*sealMargin), looked); s == nil || s.Ino != 7 {
+		t.Errorf("ctime %v before the look: seal %+v, want one", 2*sealMargin, s)
+	}
+	st.sealable = false
+	if s := st.sealFor(at(time.Hour), looked); s != nil {
+		t.Errorf("sealed on a filesystem that is not local: %+v", s)
+	}
+	for magic, want := range map[int64]bool{unix.EXT4_SUPER_MAGIC: true, unix.XFS_SUPER_MAGIC: true, unix.NFS_SUPER_MAGIC: false, unix.SMB2_SUPER_MAGIC: false, unix.FUSE_SUPER_MAGIC: false} {
+		if localFS[magic] != want {
+			t.Errorf("filesystem magic %#x: local %v, want %v", magic, localFS[magic], want)
+		}
+	}
+}
