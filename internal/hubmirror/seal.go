@@ -7,7 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
-	"regexp"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -32,15 +32,25 @@ import (
 // verification) is sampled on every pass as before. `--stage=force` and
 // `starter verify` read content whatever the seal says.
 
-// blobNameRE matches the names the hub gives blobs: a git blob sha1 or an
-// LFS sha256.
-var blobNameRE = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+// blobName reports whether name is one the hub gives blobs: a git blob
+// sha1 or an LFS sha256, in lower-case hex.
+func blobName(name string) bool {
+	if len(name) != 40 && len(name) != 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // contentName is the content-addressed name of mirror file rel: its base
 // name when it is a blob (REPO/blobs/NAME) named by a hash.
 func contentName(rel string) (string, bool) {
-	name := filepath.Base(rel)
-	if filepath.Base(filepath.Dir(rel)) != "blobs" || !blobNameRE.MatchString(name) {
+	dir, name := filepath.Split(rel)
+	if !strings.HasSuffix(dir, "/blobs/") || !blobName(name) {
 		return "", false
 	}
 	return name, true
@@ -197,4 +207,71 @@ func (st *stager) sealWritten(rels []string) {
 			st.dirty = true
 		}
 	}
+}
+
+// linkSealed reports whether the mirror link l, lstat fi, is sealed with
+// l's target: then it needs no readlink.
+func (st *stager) linkSealed(l linkItem, fi unix.Stat_t) bool {
+	if !st.sealable {
+		return false
+	}
+	st.mu.Lock()
+	ls, ok := st.led.Links[l.Rel]
+	st.mu.Unlock()
+	return ok && ls.Target == l.Target && ls.Seal.Matches(fi)
+}
+
+// sealLink records the seal of link l, read back with target l.Target
+// after lstat returned fi at time looked.
+func (st *stager) sealLink(l linkItem, fi unix.Stat_t, looked time.Time) {
+	seal := st.sealFor(fi, looked)
+	if seal == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if old, ok := st.led.Links[l.Rel]; ok && old.Target == l.Target && old.Seal == *seal {
+		return
+	}
+	if st.led.Links == nil {
+		st.led.Links = map[string]ledger.LinkSeal{}
+	}
+	st.led.Links[l.Rel] = ledger.LinkSeal{Target: l.Target, Seal: *seal}
+	st.dirty = true
+}
+
+// madeLink notes a link this pass created or replaced.
+func (st *stager) madeLink(l linkItem) {
+	st.mu.Lock()
+	st.madeLinks = append(st.madeLinks, l)
+	if _, ok := st.led.Links[l.Rel]; ok {
+		// The old seal named the link that was replaced.
+		delete(st.led.Links, l.Rel)
+		st.dirty = true
+	}
+	st.mu.Unlock()
+}
+
+// sealMadeLinks seals the links this pass made: each is looked at and read
+// back (from the cache its creation left) before its identity is recorded.
+func (st *stager) sealMadeLinks() {
+	if !st.sealable {
+		return
+	}
+	forEach(context.Background(), len(st.madeLinks), metaWorkers, func(_ context.Context, i int) error {
+		l := st.madeLinks[i]
+		d, name, err := st.dc.Parent(filepath.Join(st.s.mirror, l.Rel), false)
+		if err != nil {
+			return nil
+		}
+		looked := sealClock()
+		fi, err := d.Lstat(name)
+		if err != nil || !isLink(fi) {
+			return nil
+		}
+		if t, err := d.Readlink(name); err == nil && t == l.Target {
+			st.sealLink(l, fi, looked)
+		}
+		return nil
+	})
 }

@@ -85,6 +85,14 @@ func TestSealedPassReadsNoContent(t *testing.T) {
 	if len(led.Entries) != first.TotalFiles {
 		t.Fatalf("ledger has %d entries, want %d", len(led.Entries), first.TotalFiles)
 	}
+	if len(led.Links) != first.Links {
+		t.Fatalf("ledger seals %d links, want the %d made", len(led.Links), first.Links)
+	}
+	for rel, ls := range led.Links {
+		if got, err := os.Readlink(filepath.Join(f.dst, "hub", rel)); err != nil || got != ls.Target {
+			t.Fatalf("link %s sealed with target %q, is %q (%v)", rel, ls.Target, got, err)
+		}
+	}
 
 	ledPath := filepath.Join(f.dst, "hub", LedgerName)
 	ledBefore, err := os.Stat(ledPath)
@@ -127,6 +135,19 @@ func TestSealedPassReadsNoContent(t *testing.T) {
 	fileEquals(t, staged, cfg)
 	if e := loadLedger(t, f).Entries[blob(shaHex(cfg))]; e.Seal == nil {
 		t.Fatalf("re-copied %s was not sealed again", staged)
+	}
+
+	// A sealed link replaced by one to another blob (a new inode): the
+	// seal no longer matches, the link is read and put right.
+	entry := filepath.Join(f.mirrorRepo(), "snapshots", rev1, "config.json")
+	want, err := os.Readlink(entry)
+	must(t, err)
+	must(t, os.Symlink(filepath.Join("..", "..", "blobs", liarName), entry+".swap"))
+	must(t, os.Rename(entry+".swap", entry))
+	_, err = Stage(context.Background(), sp, staging.Options{})
+	must(t, err)
+	if got, err := os.Readlink(entry); err != nil || got != want {
+		t.Fatalf("replaced link %s: now %q (%v), want it put back to %q", entry, got, err, want)
 	}
 
 	// --stage=force reads content, seals or not.

@@ -91,8 +91,9 @@ type stager struct {
 	// sealable: the mirror is on a local filesystem (see seal.go);
 	// written: the content-named small blobs this pass wrote, sealed at
 	// the end.
-	sealable bool
-	written  []string
+	sealable  bool
+	written   []string
+	madeLinks []linkItem // links this pass made, sealed at the end
 }
 
 func newStager(s *spec, p *plan, opts staging.Options) (*stager, error) {
@@ -162,6 +163,7 @@ func (st *stager) finish(err error) (staging.Result, error) {
 	}
 	if err == nil {
 		st.sealWritten(st.written)
+		st.sealMadeLinks()
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -597,10 +599,15 @@ func (st *stager) link(l linkItem) error {
 	if err != nil {
 		return classifyWrite(path, err)
 	}
+	looked := sealClock()
 	fi, err := d.Lstat(name)
 	switch {
 	case err == nil && isLink(fi):
+		if st.linkSealed(l, fi) {
+			return nil
+		}
 		if t, err := d.Readlink(name); err == nil && t == l.Target {
+			st.sealLink(l, fi, looked)
 			return nil
 		}
 	case err == nil && isDir(fi):
@@ -608,6 +615,7 @@ func (st *stager) link(l linkItem) error {
 	case missing(err):
 		if err := d.Symlink(l.Target, name); err == nil {
 			st.noteDir(dir)
+			st.madeLink(l)
 			return nil
 		} else if !errors.Is(err, fs.ErrExist) {
 			return classifyWrite(path, err)
@@ -625,6 +633,7 @@ func (st *stager) link(l linkItem) error {
 		return classifyWrite(path, fmt.Errorf("rename link into place: %w", err))
 	}
 	st.noteDir(dir)
+	st.madeLink(l)
 	return nil
 }
 
