@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/ledger"
 )
 
 // fileItem is one regular file the mirror holds: a blob, a real file inside
@@ -33,6 +34,9 @@ type fileItem struct {
 	WantSHA string
 	// ino orders small files by inode: near-disk order on a cold tree.
 	ino uint64
+	// known: planned from the ledger, not from the source (see known);
+	// Mode is then unknown until the file must be copied (needSource).
+	known bool
 }
 
 // linkItem is one snapshot entry that becomes a relative symlink to a blob.
@@ -270,7 +274,7 @@ func plainClimb(target string) bool {
 
 // buildPlan walks the repos of s read-only. Dangling links, missing repos
 // and unreadable files fail here, before any write.
-func buildPlan(ctx context.Context, s *spec) (*plan, error) {
+func buildPlan(ctx context.Context, s *spec, kn *known) (*plan, error) {
 	p := &plan{Repos: map[string]*repoPlan{}}
 	files := map[string]*fileItem{}
 	roots := s.readRoots()
@@ -348,6 +352,10 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 			final, first          string
 			fi                    fs.FileInfo
 			err                   error
+			// from the ledger (known.entry): the link's text and its blob
+			kt   string
+			kent ledger.Entry
+			kok  bool
 		}
 		var cands []*cand
 		dirReal := &realDirs{m: map[string]realDir{}}
@@ -366,7 +374,11 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 			if !ok {
 				return nil // a stray file directly in snapshots/
 			}
-			cands = append(cands, &cand{path: path, rel: rel, rev: rev, inRev: inRev, link: d.Type()&fs.ModeSymlink != 0, skip: s.skipped(inRev)})
+			c := &cand{path: path, rel: rel, rev: rev, inRev: inRev, link: d.Type()&fs.ModeSymlink != 0, skip: s.skipped(inRev)}
+			if c.link && !c.skip {
+				c.kt, c.kent, c.kok = kn.entry(s, dir, rev, filepath.Join(dir, "snapshots", rel))
+			}
+			cands = append(cands, c)
 			return nil
 		})
 		if err != nil {
@@ -376,6 +388,9 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 		// the message does not depend on scheduling.
 		err = forEach(ctx, len(cands), metaWorkers, func(_ context.Context, i int) error {
 			c := cands[i]
+			if c.kok {
+				return nil // planned from the ledger: nothing to read
+			}
 			var rerr error
 			var target string
 			if c.link {
@@ -440,6 +455,18 @@ func buildPlan(ctx context.Context, s *spec) (*plan, error) {
 				continue
 			}
 			mirrorEntry := filepath.Join(dir, "snapshots", c.rel)
+			if c.kok {
+				it := &fileItem{Rel: c.kent.Source, Src: filepath.Join(s.Src, c.kent.Source), SrcRel: c.kent.Source, Size: c.kent.Size, known: true}
+				if lfsName.MatchString(filepath.Base(it.Rel)) {
+					it.WantSHA = filepath.Base(it.Rel)
+				}
+				p.Links = append(p.Links, linkItem{Rel: mirrorEntry, Target: c.kt})
+				if err := addFile(it, ""); err != nil {
+					return nil, err
+				}
+				rp.Revs[c.rev] = append(rp.Revs[c.rev], entry{Path: c.inRev, Src: it.Src, File: it.Rel})
+				continue
+			}
 			it := &fileItem{Src: c.final, SrcRel: s.srcRel(c.final), Size: c.fi.Size(), Mode: c.fi.Mode().Perm(), ino: inodeOf(c.fi)}
 			// A repo blob: blobs/NAME directly under this repo, judged
 			// syntactically (or by shape for absolute links that spell the

@@ -32,7 +32,7 @@ func Files(ctx context.Context, in Spec) (mirror string, files []File, err error
 	if err != nil {
 		return "", nil, err
 	}
-	p, err := buildPlan(ctx, s)
+	p, err := buildPlan(ctx, s, nil)
 	if err != nil {
 		return "", nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/staging"
 )
@@ -274,4 +275,62 @@ func (st *stager) sealMadeLinks() {
 		}
 		return nil
 	})
+}
+
+// known plans a pass's snapshot entries from the ledger instead of reading
+// them on the NAS. A hub snapshot directory is named by its commit, and the
+// files a commit holds, and the blob each of them is, are fixed by that
+// name: once a pass has read an entry's link on the NAS (the mirror link
+// sealed with its text) and proved the blob it names (the blob sealed),
+// later passes take both from the ledger. The NAS is still listed, so an
+// entry that appears (a download finished later) or a new revision is read
+// as before; a file that must be copied again is resolved and checked on
+// the NAS first (needSource). Only the hub's flat layout is planned so
+// (the blob at the same path under src), and `verify` and --stage=force
+// read everything.
+type known struct {
+	led    *ledger.Ledger
+	sha256 bool
+}
+
+// entry returns the link text and the blob's ledger entry of the snapshot
+// entry mirrorEntry (REPO/snapshots/REV/PATH) of repo directory dir.
+func (k *known) entry(s *spec, dir, rev, mirrorEntry string) (target string, ent ledger.Entry, ok bool) {
+	if k == nil || !blobName(rev) {
+		return "", ledger.Entry{}, false
+	}
+	ls, ok := k.led.Links[mirrorEntry]
+	if !ok {
+		return "", ledger.Entry{}, false
+	}
+	blob := filepath.Join(filepath.Dir(mirrorEntry), ls.Target)
+	if filepath.Dir(blob) != filepath.Join(dir, "blobs") || !blobName(filepath.Base(blob)) {
+		return "", ledger.Entry{}, false
+	}
+	e, ok := k.led.Entries[blob]
+	if !ok || e.Seal == nil || e.Source != blob || (k.sha256 && e.SHA256 == "") {
+		return "", ledger.Entry{}, false
+	}
+	return ls.Target, e, true
+}
+
+// needSource resolves and checks on the NAS the source of a file planned
+// from the ledger, now that it must be read: as the plan would have (no
+// link out of src and the shared roots, a readable regular file).
+func (st *stager) needSource(it *fileItem) error {
+	final, fi, err := resolve(it.Src)
+	if err != nil {
+		return dangling(it.Src, final, err)
+	}
+	if err := st.s.checkInside(it.Src, "source blob", st.s.readRoots()); err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fault.Permanent(fault.InvalidSpec, fmt.Errorf("source blob %s resolves to %s, which is not a regular file: fix the source", it.Src, final))
+	}
+	if err := checkReadable(final, "source blob "+it.Src); err != nil {
+		return err
+	}
+	it.Src, it.SrcRel, it.Size, it.Mode, it.known = final, st.s.srcRel(final), fi.Size(), fi.Mode().Perm(), false
+	return nil
 }

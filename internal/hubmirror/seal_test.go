@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/staging"
 )
@@ -211,5 +213,72 @@ func TestSealNeedsACtimeOlderThanTheMargin(t *testing.T) {
 		if localFS[magic] != want {
 			t.Errorf("filesystem magic %#x: local %v, want %v", magic, localFS[magic], want)
 		}
+	}
+}
+
+// A snapshot directory is named by its commit, so the entries of a sealed
+// mirror are planned from the ledger, not read on the NAS again: a link the
+// NAS broke after the node staged it does not fail the node's pass (verify,
+// which reads everything, reports it); an entry that appears later is read
+// and copied; a planned file that must be copied again is resolved and
+// checked on the NAS first, and refused when its blob is gone or links out
+// of the roots.
+func TestSealedEntriesArePlannedFromTheLedger(t *testing.T) {
+	sealing(t)
+	f := newFixture(t, false)
+	sp := f.spec()
+	_, err := Stage(context.Background(), sp, staging.Options{})
+	must(t, err)
+
+	// The NAS's link for config.json now dangles.
+	entry := filepath.Join(f.repo.dir, "snapshots", rev1, "config.json")
+	must(t, os.Remove(entry))
+	must(t, os.Symlink("../../blobs/"+shaHex([]byte("gone")), entry))
+	res, err := Stage(context.Background(), sp, staging.Options{})
+	must(t, err)
+	if res.CopiedFiles != 0 || res.VerifiedFiles != res.TotalFiles {
+		t.Fatalf("pass over a sealed mirror after the NAS broke a link: %+v, want all verified", res)
+	}
+	if _, err := Verify(context.Background(), sp, false); err == nil {
+		t.Fatal("verify of a NAS with a dangling link: no error")
+	}
+
+	// A file that appears in the same commit later is read and copied.
+	extra := testData(50, 3000)
+	f.repo.link(rev1, "generation_config.json", f.repo.blob(extra, false))
+	res, err = Stage(context.Background(), sp, staging.Options{})
+	must(t, err)
+	if res.CopiedFiles != 1 || res.CopiedBytes != int64(len(extra)) {
+		t.Fatalf("after a new entry in the commit: %+v, want exactly it copied", res)
+	}
+	fileEquals(t, filepath.Join(f.mirrorRepo(), "snapshots", rev1, "generation_config.json"), extra)
+
+	// A planned blob whose staged copy changed is copied again from the
+	// NAS, which is checked first.
+	tok := f.blobs["sub/dir/tokenizer.json"]
+	staged := filepath.Join(f.mirrorRepo(), "blobs", shaHex(tok))
+	src := filepath.Join(f.repo.dir, "blobs", shaHex(tok))
+	must(t, os.WriteFile(staged, testData(51, len(tok)), 0o644))
+	res, err = Stage(context.Background(), sp, staging.Options{})
+	must(t, err)
+	if res.CopiedFiles != 1 || res.CopiedBytes != int64(len(tok)) {
+		t.Fatalf("after changing staged %s: %+v, want exactly it re-copied", staged, res)
+	}
+	fileEquals(t, staged, tok)
+
+	// ... refused when the NAS blob is now a link out of src and the roots.
+	outside := filepath.Join(t.TempDir(), "secret")
+	must(t, os.WriteFile(outside, tok, 0o644))
+	must(t, os.Rename(src, src+".moved"))
+	must(t, os.Symlink(outside, src))
+	must(t, os.WriteFile(staged, testData(52, len(tok)), 0o644))
+	_, err = Stage(context.Background(), sp, staging.Options{})
+	wantType(t, err, fault.LinkEscape, src)
+
+	// ... and when it is gone.
+	must(t, os.Remove(src))
+	_, err = Stage(context.Background(), sp, staging.Options{})
+	if err == nil || !strings.Contains(err.Error(), src) {
+		t.Fatalf("staged blob changed, its NAS blob gone: %v, want an error naming %s", err, src)
 	}
 }

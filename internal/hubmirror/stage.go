@@ -33,7 +33,21 @@ func Stage(ctx context.Context, in Spec, opts staging.Options) (staging.Result, 
 	if err != nil {
 		return staging.Result{}, err
 	}
-	p, err := buildPlan(ctx, s)
+	// The ledger is read first (without making the mirror): the plan
+	// takes what it already proved from it (known).
+	dc := staging.NewDirs(s.Roots)
+	defer dc.Close()
+	var led *ledger.Ledger
+	if md, err := dc.Dir(s.mirror, false); err == nil {
+		if l, err := ledger.LoadIn(md, LedgerName, Kind); err == nil {
+			led = l
+		} // a corrupt ledger is rebuilt by adoption (sampling), never trusted
+	}
+	var kn *known
+	if led != nil && !opts.Force {
+		kn = &known{led: led, sha256: s.sha256}
+	}
+	p, err := buildPlan(ctx, s, kn)
 	if err != nil {
 		return staging.Result{}, err
 	}
@@ -44,11 +58,10 @@ func Stage(ctx context.Context, in Spec, opts staging.Options) (staging.Result, 
 			return staging.Result{}, err
 		}
 	}
-	st, err := newStager(s, p, opts)
+	st, err := newStager(s, p, opts, dc, led)
 	if err != nil {
 		return staging.Result{}, err
 	}
-	defer st.dc.Close()
 	res, err := st.run(ctx)
 	res.Seconds = time.Since(start).Seconds()
 	return res, err
@@ -96,30 +109,26 @@ type stager struct {
 	madeLinks []linkItem // links this pass made, sealed at the end
 }
 
-func newStager(s *spec, p *plan, opts staging.Options) (*stager, error) {
+// newStager opens the mirror through dc (made unless dry); led is the
+// ledger Stage read from it, nil for none.
+func newStager(s *spec, p *plan, opts staging.Options, dc *staging.Dirs, led *ledger.Ledger) (*stager, error) {
 	if opts.Parallel <= 0 {
 		opts.Parallel = 4
 	}
-	dc := staging.NewDirs(s.Roots)
 	// Open the mirror (made unless dry) and the exports' parents beneath the
 	// roots now: a link out of them fails the pass before any write, and a
 	// dry run reports it too.
 	md, err := dc.Dir(s.mirror, !opts.DryRun)
 	if err != nil && !(opts.DryRun && missing(err)) {
-		dc.Close()
 		return nil, err
 	}
 	for _, e := range s.Exports {
 		if _, err := dc.Dir(filepath.Dir(filepath.Clean(e.Path)), false); err != nil && !missing(err) {
-			dc.Close()
 			return nil, err
 		}
 	}
-	led := ledger.New(Kind)
-	if md != nil {
-		if l, err := ledger.LoadIn(md, LedgerName, Kind); err == nil {
-			led = l
-		} // a corrupt ledger is rebuilt by adoption (sampling), never trusted
+	if led == nil {
+		led = ledger.New(Kind)
 	}
 	st := &stager{s: s, p: p, opts: opts, led: led, dirs: map[string]bool{}, dc: dc, resume: map[string]int64{}}
 	st.sealable = md != nil && sealableDir(md)
@@ -221,6 +230,11 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 	if ent, ok := st.sealed(it, dst); ok {
 		// Proved whole before and unchanged since: nothing to read.
 		return st.intact(it, dst, stVerified, ent)
+	}
+	if it.known {
+		if err := st.needSource(it); err != nil {
+			return err
+		}
 	}
 	var data []byte // whole content of a small file
 	var src *os.File

@@ -23,7 +23,7 @@ func Verify(ctx context.Context, in Spec, full bool) (staging.VerifyResult, erro
 	if err != nil {
 		return res, err
 	}
-	p, err := buildPlan(ctx, s)
+	p, err := buildPlan(ctx, s, nil)
 	if err != nil {
 		return res, err
 	}
