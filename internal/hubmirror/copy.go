@@ -50,6 +50,7 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 			if fi, err := f.Stat(); err == nil && fi.Size() >= want {
 				a, errA := ledger.SampleRegion(f, 0, want)
 				b, errB := ledger.SampleRegion(src, 0, want)
+				st.nas.Add(ledger.SampledBytes(want))
 				if errA == nil && errB == nil && a == b && f.Truncate(want) == nil {
 					out, off = f, want
 				}
@@ -118,6 +119,7 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 			return fail(classifyWrite(dst, fmt.Errorf("copy %s to %s at offset %d: %w", it.Src, d.Join(tmp), off, err)))
 		}
 		off += n
+		st.nas.Add(n)
 		st.mu.Lock()
 		st.res.CopiedBytes += n
 		st.mu.Unlock()

@@ -369,7 +369,10 @@ func buildPlan(ctx context.Context, s *spec, kn *known) (*plan, error) {
 			if d.IsDir() {
 				return nil
 			}
-			rel, _ := filepath.Rel(snaps, path) // REV/path
+			rel, ok := strings.CutPrefix(path, snaps+string(filepath.Separator)) // REV/path
+			if !ok {
+				rel, _ = filepath.Rel(snaps, path)
+			}
 			rev, inRev, ok := strings.Cut(rel, string(filepath.Separator))
 			if !ok {
 				return nil // a stray file directly in snapshots/

@@ -303,10 +303,14 @@ func (k *known) entry(s *spec, dir, rev, mirrorEntry string) (target string, ent
 	if !ok {
 		return "", ledger.Entry{}, false
 	}
-	blob := filepath.Join(filepath.Dir(mirrorEntry), ls.Target)
-	if filepath.Dir(blob) != filepath.Join(dir, "blobs") || !blobName(filepath.Base(blob)) {
+	// The link must be the hub's own shape: as many ".." as mirrorEntry's
+	// directory lies below dir, then blobs/NAME.
+	up := strings.Count(mirrorEntry[len(dir):], string(filepath.Separator)) - 1
+	name, ok := strings.CutPrefix(ls.Target, strings.Repeat(".."+string(filepath.Separator), up)+"blobs"+string(filepath.Separator))
+	if up < 2 || !ok || !blobName(name) {
 		return "", ledger.Entry{}, false
 	}
+	blob := dir + string(filepath.Separator) + "blobs" + string(filepath.Separator) + name
 	e, ok := k.led.Entries[blob]
 	if !ok || e.Seal == nil || e.Source != blob || (k.sha256 && e.SHA256 == "") {
 		return "", ledger.Entry{}, false

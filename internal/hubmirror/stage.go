@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -106,7 +107,8 @@ type stager struct {
 	// the end.
 	sealable  bool
 	written   []string
-	madeLinks []linkItem // links this pass made, sealed at the end
+	nas       atomic.Int64 // bytes read from the source (Result.NASRead)
+	madeLinks []linkItem   // links this pass made, sealed at the end
 }
 
 // newStager opens the mirror through dc (made unless dry); led is the
@@ -167,6 +169,7 @@ func (st *stager) run(ctx context.Context) (staging.Result, error) {
 // re-checked from scratch) and syncs the dirs that got new names.
 func (st *stager) finish(err error) (staging.Result, error) {
 	st.prog.emit(true)
+	st.res.NASRead = st.nas.Load()
 	if st.opts.DryRun {
 		return st.res, err
 	}
@@ -226,7 +229,7 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	dst := filepath.Join(st.s.mirror, it.Rel)
+	dst := st.s.mirror + string(filepath.Separator) + it.Rel // both clean
 	if ent, ok := st.sealed(it, dst); ok {
 		// Proved whole before and unchanged since: nothing to read.
 		return st.intact(it, dst, stVerified, ent)
@@ -250,7 +253,9 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 			srcSample = ledger.SampleBytes(data)
 		}
 	}
-	if data == nil {
+	if data != nil {
+		st.nas.Add(size)
+	} else {
 		f, err := os.Open(it.Src)
 		if err != nil {
 			return sourceErr(it, err)
@@ -264,6 +269,7 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 		if srcSample, err = sampleOpen(src, size); err != nil {
 			return sourceErr(it, err)
 		}
+		st.nas.Add(ledger.SampledBytes(size))
 	}
 	state, ent, err := st.check(it, dst, size, srcSample, data)
 	if err != nil {
@@ -467,6 +473,7 @@ func (st *stager) check(it *fileItem, dst string, size int64, srcSample string, 
 		if err != nil {
 			return 0, ent, sourceErr(it, err)
 		}
+		st.nas.Add(size)
 		b, err := fullSHAIn(d, name)
 		if err != nil || a != b {
 			return stCopy, ent, nil
@@ -497,6 +504,7 @@ func (st *stager) check(it *fileItem, dst string, size int64, srcSample string, 
 			if want, err = fullSHA(it.Src); err != nil {
 				return 0, ent, sourceErr(it, err)
 			}
+			st.nas.Add(size)
 		}
 		if sum != want {
 			return stCopy, ent, nil

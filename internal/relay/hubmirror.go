@@ -7,7 +7,6 @@ import (
 
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/hubmirror"
-	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/staging"
 )
 
@@ -91,17 +90,8 @@ func (h HubMirror) Stage(ctx context.Context, spec hubmirror.Spec, opts staging.
 	}
 	res, err := hubmirror.Stage(ctx, spec, inner)
 	res.Relay = report
-	// The hub-mirror pass reads the NAS too: every file's sampled regions
-	// (a small file whole, once) and what it copied of the large ones.
-	var sampled, small int64
-	for _, f := range all {
-		if f.Size <= hubmirror.SmallMax {
-			small += f.Size
-		} else {
-			sampled += ledger.SampledBytes(f.Size)
-		}
-	}
-	res.FromNAS = rr.FromNAS + small + sampled + max(0, res.CopiedBytes-small)
+	// The hub-mirror pass reads the NAS too (it counts what).
+	res.FromNAS = rr.FromNAS + res.NASRead
 	res.FromPeers = rr.FromPeers
 	// What the relay wrote is this pass's copying too (the ledger pass
 	// adopted those files without copying).

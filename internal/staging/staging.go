@@ -60,8 +60,7 @@ type Progress struct {
 // Sources counts where a relayed pass's bytes came from.
 type Sources struct {
 	// FromNAS is the bytes read from the NAS: relay copies and their
-	// sampled checks, plus the hub-mirror pass's (every file's sampled
-	// regions, small files whole, and what it copied itself).
+	// sampled checks, plus the hub-mirror pass's own reads (NASRead).
 	FromNAS int64 `json:"from_nas,omitempty"`
 	// FromPeers is the bytes received from each peer node, by name.
 	FromPeers map[string]int64 `json:"from_peers,omitempty"`
@@ -88,6 +87,10 @@ type Result struct {
 	Seconds       float64 `json:"seconds"`
 	// DryRun is true when nothing was written; the counts are the plan.
 	DryRun bool `json:"dry_run,omitempty"`
+	// NASRead is the bytes a hub-mirror pass read from the source itself
+	// (sampled checks, small files whole, copies): what the relay adds to
+	// its own count for FromNAS. A pass over sealed blobs reads none.
+	NASRead int64 `json:"-"`
 	// Exports lists the export trees made (node-local paths).
 	Exports []string `json:"exports,omitempty"`
 	// Sources is set when the block was relayed between nodes.
