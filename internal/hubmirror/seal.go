@@ -27,7 +27,8 @@ import (
 // the source's bytes under that name are by definition the ones staged.
 //
 // Proof comes from content read whole: a small file's bytes (copied from
-// memory, then read back after the sync; or compared on a verify pass) or,
+// memory, then read back at the end of the pass; or compared on a verify
+// pass) or,
 // under verify = "sha256", the full hash equal to the LFS name. Anything
 // else (refs, files that are not blobs, large blobs under sampled
 // verification) is sampled on every pass as before. `--stage=force` and
@@ -161,10 +162,11 @@ func proved(rel string, size int64, data []byte, sum string) bool {
 	return len(name) == 64 && sum == name
 }
 
-// sealWritten seals the small blobs this pass wrote, after the sync that
-// made them durable: each is looked at, read back whole (from the page
-// cache the write left) and proved against its name before its identity
-// is recorded. A file changed between the write and the look is then
+// sealWritten seals the small blobs this pass wrote, at its end: each is
+// looked at, read back whole (from the page cache the write left) and
+// proved against its name before its identity is recorded. The seal
+// reaches disk only in a ledger saved after the filesystem sync that makes
+// the files durable (saveLocked). A file changed between the write and the look is then
 // either caught by its content or sealed with the identity its change
 // gave it, which the next change moves again.
 func (st *stager) sealWritten(rels []string) {
@@ -337,4 +339,38 @@ func (st *stager) needSource(it *fileItem) error {
 	}
 	it.Src, it.SrcRel, it.Size, it.Mode, it.known = final, st.s.srcRel(final), fi.Size(), fi.Mode().Perm(), false
 	return nil
+}
+
+// checkedBy takes the check of a file the relay compared with the NAS
+// moments ago (c) instead of sampling both sides again; ok is false when
+// it cannot (the staged file is not the regular file of that size, or
+// verify = "sha256" wants a full hash c lacks and the ledger has none).
+func (st *stager) checkedBy(it *fileItem, dst string, c staging.Checked) (fileState, ledger.Entry, bool) {
+	d, name, err := st.dc.Parent(dst, false)
+	if err != nil {
+		return stCopy, ledger.Entry{}, false
+	}
+	looked := sealClock()
+	fi, err := d.Lstat(name)
+	if err != nil || !isReg(fi) || fi.Size != it.Size || c.Sampled == "" {
+		return stCopy, ledger.Entry{}, false
+	}
+	ent := ledger.Entry{Size: it.Size, Sampled: c.Sampled, SHA256: c.SHA256, Source: it.SrcRel, VerifiedAt: time.Now().UTC()}
+	st.mu.Lock()
+	old, known := st.led.Entries[it.Rel]
+	st.mu.Unlock()
+	trusted := known && old.Size == ent.Size && old.Sampled == ent.Sampled && old.Source == ent.Source
+	if trusted && ent.SHA256 == "" {
+		ent.SHA256 = old.SHA256
+	}
+	if st.s.sha256 && ent.SHA256 == "" {
+		return stCopy, ledger.Entry{}, false
+	}
+	if proved(it.Rel, it.Size, nil, ent.SHA256) {
+		ent.Seal = st.sealFor(fi, looked)
+	}
+	if trusted {
+		return stVerified, ent, true
+	}
+	return stAdopted, ent, true
 }

@@ -81,6 +81,7 @@ func (h HubMirror) Stage(ctx context.Context, spec hubmirror.Spec, opts staging.
 	// The ledger pass: its progress carries the relay's counts (what it
 	// copies itself from the NAS shows in the result).
 	inner := opts
+	inner.Checked = rr.Checked // compared with the NAS just now: not sampled again
 	if opts.OnProgress != nil {
 		inner.OnProgress = func(p staging.Progress) {
 			p.FromNAS = rr.FromNAS

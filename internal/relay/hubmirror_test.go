@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sparklane/sparklane/internal/hubmirror"
+	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/staging"
 )
 
@@ -22,8 +23,9 @@ func TestHubMirrorBlockThroughTheRelay(t *testing.T) {
 	for _, d := range []string{"blobs", "snapshots/rev1", "refs"} {
 		must(t, os.MkdirAll(filepath.Join(repo, d), 0o755))
 	}
-	var large int64
+	var large, sampled int64
 	for i, n := range []int{5<<20 + 11, 6 << 20, 9<<20 - 3} {
+		sampled += ledger.SampledBytes(int64(n))
 		b := testData(uint64(100+i), n)
 		sha := shaHex(b)
 		must(t, os.WriteFile(filepath.Join(repo, "blobs", sha), b, 0o644))
@@ -60,9 +62,10 @@ func TestHubMirrorBlockThroughTheRelay(t *testing.T) {
 		return out
 	}
 	res := run()
-	var peers int64
+	var peers, nas int64
 	for _, nd := range f.nodes {
 		r := res[nd.name]
+		nas += r.FromNAS
 		t.Logf("node %s: copied %d B in %d files, NAS %d B, peers %v, relay %+v", nd.name, r.CopiedBytes, r.CopiedFiles, r.FromNAS, r.FromPeers, r.Relay)
 		peers += sum(r.FromPeers)
 		if r.Relay == nil || r.Relay.Files != 3 || r.Relay.Error != "" {
@@ -79,6 +82,12 @@ func TestHubMirrorBlockThroughTheRelay(t *testing.T) {
 	}
 	if want := 2 * large; peers != want {
 		t.Errorf("peer bytes %d, want the large blobs twice (%d): each read from the NAS by one node only", peers, want)
+	}
+	// The NAS: the large blobs once, each node's sampled check of each of
+	// them once (the hub-mirror pass takes the relay's check, it does not
+	// sample again), and the small files (config, refs/main) by every node.
+	if want := large + 3*sampled + 3*int64(len(cfg)+len("rev1")); nas != want {
+		t.Errorf("NAS bytes over the nodes %d, want %d (large blobs %d once, samples %d per node, small files %d per node)", nas, want, large, sampled, len(cfg)+len("rev1"))
 	}
 	res = run()
 	for _, nd := range f.nodes {

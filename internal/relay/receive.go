@@ -111,6 +111,9 @@ type Result struct {
 	// bytes written to them, refetches included.
 	Received int   `json:"received"`
 	Written  int64 `json:"written"`
+	// Checked are the files found or made matching the NAS (present, or
+	// received and checked), for the hub-mirror pass that follows.
+	Checked map[string]staging.Checked `json:"-"`
 }
 
 // Receiver fetches a node's files: from the NAS where the node is a
@@ -320,6 +323,7 @@ func (p *pass) file(ctx context.Context, f File) (err error) {
 					rf.Close()
 				}
 				p.mu.Lock()
+				p.checked(f.Rel, staging.Checked{Sampled: want})
 				p.res.Present++
 				p.prog.FilesDone++
 				p.prog.BytesDone += f.Size
@@ -334,8 +338,9 @@ func (p *pass) file(ctx context.Context, f File) (err error) {
 	if p.job.SHA256 && f.WantSHA == "" {
 		peer = "" // nothing but the NAS's own content could confirm it whole
 	}
+	var sum string // the received file's sha256, when it was hashed
 	for attempt := 0; ; attempt++ {
-		usedPeer, err := p.copy(ctx, f, d, name, nas, want, peer, e)
+		usedPeer, err := p.copy(ctx, f, d, name, nas, want, peer, e, &sum)
 		if err == nil {
 			break
 		}
@@ -352,12 +357,21 @@ func (p *pass) file(ctx context.Context, f File) (err error) {
 		return err
 	}
 	p.mu.Lock()
+	p.checked(f.Rel, staging.Checked{Sampled: want, SHA256: sum})
 	p.prog.FilesDone++
 	p.res.Received++
 	p.synced[filepath.Dir(dst)] = true
 	p.mu.Unlock()
 	p.report(false)
 	return nil
+}
+
+// checked records a file found matching the NAS; p.mu is held.
+func (p *pass) checked(rel string, c staging.Checked) {
+	if p.res.Checked == nil {
+		p.res.Checked = map[string]staging.Checked{}
+	}
+	p.res.Checked[rel] = c
 }
 
 type badContent struct{ why string }
@@ -384,7 +398,7 @@ func (p *pass) peerOK(peer string) bool {
 // (fdatasync, then servable), from peer when set and healthy, else from
 // the NAS; checks it; renames it into place. It returns the peer any byte
 // came from.
-func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, nas nasReader, want, peer string, e *entry) (usedPeer string, err error) {
+func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, nas nasReader, want, peer string, e *entry, sum *string) (usedPeer string, err error) {
 	chunk := p.job.Chunk
 	tmp := hubmirror.TempBase(name)
 	dst := d.Join(name)
@@ -534,8 +548,9 @@ func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, na
 	if got != want {
 		why = "sampled hash differs from the NAS's"
 	} else if h != nil {
-		if sum := hex.EncodeToString(h.Sum(nil)); sum != f.WantSHA {
-			why = "sha256 " + sum + " is not its name " + f.WantSHA
+		if *sum = hex.EncodeToString(h.Sum(nil)); *sum != f.WantSHA {
+			why = "sha256 " + *sum + " is not its name " + f.WantSHA
+			*sum = ""
 		}
 	}
 	if why != "" {

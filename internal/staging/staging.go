@@ -31,6 +31,18 @@ type Options struct {
 	// OnProgress is called as work advances (at most a few times a second
 	// and at every chunk boundary); activities heartbeat it.
 	OnProgress func(Progress)
+	// Checked are files this activity compared with the source moments
+	// before the pass (the relay's receiver), by mirror path: the pass takes
+	// their check from here instead of sampling both sides again.
+	Checked map[string]Checked
+}
+
+// Checked is one file found matching the source: its sampled hash (the
+// staged file's and the source's agreed), and its full sha256 when the
+// whole content was hashed and matched the file's LFS name.
+type Checked struct {
+	Sampled string
+	SHA256  string
 }
 
 // Progress is the resumable state of a pass. It is small and JSON-safe:
