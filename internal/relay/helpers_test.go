@@ -180,3 +180,21 @@ func sum(m map[string]int64) int64 {
 	}
 	return s
 }
+
+func refsOf(files []File) []FileRef {
+	var refs []FileRef
+	for _, fl := range files {
+		refs = append(refs, FileRef{Rel: fl.Rel, Size: fl.Size})
+	}
+	return refs
+}
+
+func (f *fleet) sizeOf(rel string) int64 {
+	for _, fl := range f.files {
+		if fl.Rel == rel {
+			return fl.Size
+		}
+	}
+	f.t.Fatalf("no file %s", rel)
+	return 0
+}

@@ -127,6 +127,11 @@ type Receiver struct {
 	// StartTimeout bounds the wait for a peer to begin serving a file
 	// (response headers); StallTimeout the wait for its next bytes.
 	StartTimeout, StallTimeout time.Duration
+	// RetryPeerAfter is how long after giving up on a peer that was gone
+	// or stalled one file tries it again (default 30 s): a node that
+	// restarts serves the rest of the block. A peer that sent wrong
+	// content is not tried again in the block.
+	RetryPeerAfter time.Duration
 	// Log may be nil.
 	Log *zap.Logger
 
@@ -141,6 +146,9 @@ func (r *Receiver) init() {
 		}
 		if r.StallTimeout <= 0 {
 			r.StallTimeout = time.Minute
+		}
+		if r.RetryPeerAfter <= 0 {
+			r.RetryPeerAfter = 30 * time.Second
 		}
 		if r.Log == nil {
 			r.Log = zap.NewNop()
@@ -165,7 +173,8 @@ type pass struct {
 	written atomic.Int64
 	mu      sync.Mutex
 	peers   map[string]int64
-	bad     map[string]string
+	bad     map[string]*badPeer // peers given up on, until tried again
+	failed  map[string]string   // why each peer was last given up on
 	res     Result
 	synced  map[string]bool // dirs that got new names
 	prog    Progress
@@ -204,7 +213,7 @@ func (r *Receiver) Run(ctx context.Context, job Job) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	p := &pass{r: r, job: job, plan: plan, dirs: staging.NewDirs(job.Roots), peers: map[string]int64{}, bad: map[string]string{}, synced: map[string]bool{}}
+	p := &pass{r: r, job: job, plan: plan, dirs: staging.NewDirs(job.Roots), peers: map[string]int64{}, bad: map[string]*badPeer{}, failed: map[string]string{}, synced: map[string]bool{}}
 	defer p.dirs.Close()
 	p.prog.FilesTotal = len(job.Files)
 	for _, f := range job.Files {
@@ -250,9 +259,9 @@ func (r *Receiver) Run(ctx context.Context, job Job) (Result, error) {
 	res.FromNAS = p.nas.Load()
 	res.Written = p.written.Load()
 	res.FromPeers = copyMap(p.peers)
-	if len(p.bad) > 0 {
+	if len(p.failed) > 0 {
 		res.PeerFailures = map[string]string{}
-		for k, v := range p.bad {
+		for k, v := range p.failed {
 			res.PeerFailures[k] = v
 		}
 	}
@@ -346,7 +355,7 @@ func (p *pass) file(ctx context.Context, f File) (err error) {
 		}
 		var bad *badContent
 		if errors.As(err, &bad) && usedPeer != "" && attempt == 0 {
-			p.giveUp(usedPeer, fmt.Sprintf("sent %s with wrong content (%v)", f.Rel, bad.why))
+			p.giveUp(usedPeer, fmt.Sprintf("sent %s with wrong content (%v)", f.Rel, bad.why), true)
 			p.mu.Lock()
 			p.res.Refetched++
 			p.mu.Unlock()
@@ -378,20 +387,56 @@ type badContent struct{ why string }
 
 func (b *badContent) Error() string { return b.why }
 
-func (p *pass) giveUp(peer, why string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.bad[peer]; !ok {
-		p.bad[peer] = why
-		p.r.Log.Warn("relay: giving up on a peer for this block; reading the NAS instead", zap.String("peer", peer), zap.String("why", why))
-	}
+// badPeer is a peer given up on: when, and whether for wrong content
+// (never tried again) or while one file tries it again.
+type badPeer struct {
+	at      time.Time
+	wrong   bool
+	probing bool
 }
 
+// giveUp stops using peer: for the rest of the block when it sent wrong
+// content, else until RetryPeerAfter has passed.
+func (p *pass) giveUp(peer, why string, wrong bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, known := p.bad[peer]
+	if !known {
+		b = &badPeer{}
+		p.bad[peer] = b
+	}
+	b.at, b.probing, b.wrong = time.Now(), false, b.wrong || wrong
+	if !known || p.failed[peer] != why {
+		p.r.Log.Warn("relay: giving up on a peer; reading the NAS instead", zap.String("peer", peer), zap.String("why", why), zap.Bool("for_the_block", b.wrong))
+	}
+	p.failed[peer] = why
+}
+
+// peerOK reports whether a file may fetch from peer: one that was not
+// given up on, or one that was gone or stalled long enough ago (one file
+// at a time tries it again; peerBack clears it when that works).
 func (p *pass) peerOK(peer string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, bad := p.bad[peer]
-	return !bad
+	b, bad := p.bad[peer]
+	if !bad {
+		return true
+	}
+	if b.wrong || b.probing || time.Since(b.at) < p.r.RetryPeerAfter {
+		return false
+	}
+	b.probing = true
+	return true
+}
+
+// peerBack clears peer after a file came whole from it.
+func (p *pass) peerBack(peer string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, bad := p.bad[peer]; bad {
+		delete(p.bad, peer)
+		p.r.Log.Info("relay: a peer given up on serves again", zap.String("peer", peer))
+	}
 }
 
 // copy writes f to its temp name beside the final one, chunk by chunk
@@ -465,10 +510,10 @@ func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, na
 		}
 	}
 	var stream io.ReadCloser
-	if peer != "" && p.peerOK(peer) && off < f.Size {
+	if peer != "" && off < f.Size && p.peerOK(peer) {
 		s, err := p.open(ctx, peer, f.Rel, off)
 		if err != nil {
-			p.giveUp(peer, err.Error())
+			p.giveUp(peer, err.Error(), false)
 		} else {
 			stream = s
 			defer func() {
@@ -500,7 +545,7 @@ func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, na
 					if ctx.Err() != nil {
 						return fail(ctx.Err())
 					}
-					p.giveUp(peer, fmt.Sprintf("stream of %s ended at %d of %d bytes: %v", f.Rel, off+w+int64(k), f.Size, rerr))
+					p.giveUp(peer, fmt.Sprintf("stream of %s ended at %d of %d bytes: %v", f.Rel, off+w+int64(k), f.Size, rerr), false)
 					stream.Close()
 					stream = nil
 				}
@@ -584,6 +629,9 @@ func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, na
 	ok = true
 	if e != nil {
 		e.done(nil)
+	}
+	if stream != nil {
+		p.peerBack(peer) // it sent the file to its end, and it was right
 	}
 	return usedPeer, nil
 }

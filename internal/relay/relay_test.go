@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -267,5 +268,65 @@ func TestServerRequiresARelayClientCertificate(t *testing.T) {
 	f.nodes[0].srv.RegisterTimeout = 100 * time.Millisecond
 	if code, err := get(cfg); err != nil || code != http.StatusNotFound {
 		t.Errorf("relay peer: status %d, %v; want 404 for an unknown block", code, err)
+	}
+}
+
+// A peer that was gone is tried again once RetryPeerAfter has passed, one
+// file at a time: n1 is down when n2 wants its first file from it (read
+// from the NAS instead), comes back, and serves n2 the rest of the block.
+func TestPeerThatComesBackServesTheRestOfTheBlock(t *testing.T) {
+	f := newFleet(t, 2, 3<<20+1, 3<<20+2, 3<<20+3, 3<<20+4)
+	n1, n2 := f.nodes[0], f.nodes[1]
+	// n1 holds every file (it staged the block alone), then goes down.
+	j1 := f.job(n1)
+	j1.Nodes = []string{"n1"}
+	_, err := n1.rcv.Run(context.Background(), j1)
+	must(t, err)
+	addr := n1.srv.Addr()
+	must(t, n1.srv.Close())
+
+	plan, err := NewPlan([]string{"n1", "n2"}, refsOf(f.files))
+	must(t, err)
+	var fromN1 []string
+	for _, fl := range f.files {
+		if plan.Route(fl.Rel, "n2").Source == "n1" {
+			fromN1 = append(fromN1, fl.Rel)
+		}
+	}
+	sort.Strings(fromN1) // the order n2 takes them in (one hop each)
+	if len(fromN1) < 2 {
+		t.Fatalf("plan routes %d files from n1 to n2, the test needs 2", len(fromN1))
+	}
+	stls, err := ServerTLS(n1.id)
+	must(t, err)
+	n2.rcv.RetryPeerAfter = time.Nanosecond // any later file may try it again
+	j2 := f.job(n2)
+	j2.Nodes = []string{"n1", "n2"}
+	j2.Parallel = 1
+	var back *Server
+	j2.OnChunk = func(rel string, synced int64) {
+		// The first file n2 wanted from n1 is done (from the NAS): n1 is up
+		// again, at the same address.
+		if back == nil && rel == fromN1[0] && synced == f.sizeOf(rel) {
+			back = &Server{Registry: n1.reg, StartTimeout: 20 * time.Second, StallTimeout: 20 * time.Second}
+			must(t, back.Listen(addr, stls))
+			t.Cleanup(func() { back.Close() })
+		}
+	}
+	r, err := n2.rcv.Run(context.Background(), j2)
+	must(t, err)
+	f.checkMirrors(n2)
+	if back == nil {
+		t.Fatal("n1 was never brought back")
+	}
+	if r.PeerFailures["n1"] == "" {
+		t.Errorf("result %+v: want n1's outage reported", r)
+	}
+	var want int64
+	for _, rel := range fromN1[1:] {
+		want += f.sizeOf(rel)
+	}
+	if r.FromPeers["n1"] != want || back.Served() != want {
+		t.Errorf("from n1 %d B (it served %d), want the %d B of the files after its return", r.FromPeers["n1"], back.Served(), want)
 	}
 }
