@@ -341,19 +341,18 @@ func (st *stager) needSource(it *fileItem) error {
 	return nil
 }
 
-// checkedBy takes the check of a file the relay compared with the NAS
-// moments ago (c) instead of sampling both sides again; ok is false when
-// it cannot (the staged file is not the regular file of that size, or
+// checkedBy takes the check of a file the relay compared with the NAS in
+// this activity (c) instead of sampling both sides again; ok is false when
+// it cannot (the staged file changed since: its identity moved, or
 // verify = "sha256" wants a full hash c lacks and the ledger has none).
 func (st *stager) checkedBy(it *fileItem, dst string, c staging.Checked) (fileState, ledger.Entry, bool) {
 	d, name, err := st.dc.Parent(dst, false)
 	if err != nil {
 		return stCopy, ledger.Entry{}, false
 	}
-	looked := sealClock()
 	fi, err := d.Lstat(name)
-	if err != nil || !isReg(fi) || fi.Size != it.Size || c.Sampled == "" {
-		return stCopy, ledger.Entry{}, false
+	if err != nil || !isReg(fi) || fi.Size != it.Size || c.Sampled == "" || ledger.SealOf(fi) != ledger.SealOf(c.Stat) {
+		return stCopy, ledger.Entry{}, false // changed since it was checked
 	}
 	ent := ledger.Entry{Size: it.Size, Sampled: c.Sampled, SHA256: c.SHA256, Source: it.SrcRel, VerifiedAt: time.Now().UTC()}
 	st.mu.Lock()
@@ -367,7 +366,7 @@ func (st *stager) checkedBy(it *fileItem, dst string, c staging.Checked) (fileSt
 		return stCopy, ledger.Entry{}, false
 	}
 	if proved(it.Rel, it.Size, nil, ent.SHA256) {
-		ent.Seal = st.sealFor(fi, looked)
+		ent.Seal = st.sealFor(c.Stat, c.At)
 	}
 	if trusted {
 		return stVerified, ent, true

@@ -282,3 +282,46 @@ func TestSealedEntriesArePlannedFromTheLedger(t *testing.T) {
 		t.Fatalf("staged blob changed, its NAS blob gone: %v, want an error naming %s", err, src)
 	}
 }
+
+// A check the relay made earlier in the activity (Options.Checked) stands
+// in for sampling only while the staged file keeps the identity it had
+// then: a file changed after the check is sampled again and re-copied.
+func TestCheckedByTheRelayOnlyWhileUnchanged(t *testing.T) {
+	f := newFixture(t, false)
+	big := testData(60, 8<<20)
+	bigSum := f.repo.blob(big, false)
+	f.repo.link(rev1, "big.safetensors", bigSum)
+	sp := f.spec()
+	_, err := Stage(context.Background(), sp, staging.Options{})
+	must(t, err)
+	rel := filepath.Join("models--org--model", "blobs", bigSum)
+	staged := filepath.Join(f.mirrorRepo(), "blobs", bigSum)
+	checked := func() map[string]staging.Checked {
+		var st unix.Stat_t
+		must(t, unix.Lstat(staged, &st))
+		return map[string]staging.Checked{rel: {Sampled: loadLedger(t, f).Entries[rel].Sampled, Stat: st, At: time.Now()}}
+	}
+
+	c := checked()
+	res, err := Stage(context.Background(), sp, staging.Options{Checked: c})
+	must(t, err)
+	if res.CopiedFiles != 0 || res.VerifiedFiles != res.TotalFiles {
+		t.Fatalf("pass with the relay's check: %+v, want all verified", res)
+	}
+	if sampled := ledger.SampledBytes(int64(len(big))); res.NASRead >= sampled {
+		t.Fatalf("pass with the relay's check read %d B of the NAS, want less than the big blob's samples (%d B)", res.NASRead, sampled)
+	}
+
+	c = checked()
+	mut, err := os.OpenFile(staged, os.O_WRONLY, 0)
+	must(t, err)
+	_, err = mut.WriteAt([]byte("changed after the check"), 10)
+	must(t, err)
+	must(t, mut.Close())
+	res, err = Stage(context.Background(), sp, staging.Options{Checked: c})
+	must(t, err)
+	if res.CopiedFiles != 1 || res.CopiedBytes != int64(len(big)) {
+		t.Fatalf("pass with a check older than a change of %s: %+v, want it re-copied", staged, res)
+	}
+	fileEquals(t, staged, big)
+}

@@ -323,6 +323,7 @@ func (p *pass) file(ctx context.Context, f File) (err error) {
 		return fmt.Errorf("relay: sample NAS file %s: %w", f.Src, err)
 	}
 	// Already in place and matching the NAS's samples: serve it as it is.
+	looked := time.Now()
 	if st, err := d.Lstat(name); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == f.Size {
 		if rf, err := d.OpenFile(name, unix.O_RDONLY, 0); err == nil {
 			if got, err := ledger.SampleHash(rf, f.Size); err == nil && got == want {
@@ -332,7 +333,7 @@ func (p *pass) file(ctx context.Context, f File) (err error) {
 					rf.Close()
 				}
 				p.mu.Lock()
-				p.checked(f.Rel, staging.Checked{Sampled: want})
+				p.checked(f.Rel, staging.Checked{Sampled: want, Stat: st, At: looked})
 				p.res.Present++
 				p.prog.FilesDone++
 				p.prog.BytesDone += f.Size
@@ -365,8 +366,14 @@ func (p *pass) file(ctx context.Context, f File) (err error) {
 		}
 		return err
 	}
+	// Its identity now (the rename just moved its ctime), for the pass
+	// that takes this check.
+	looked = time.Now()
+	fst, lerr := d.Lstat(name)
 	p.mu.Lock()
-	p.checked(f.Rel, staging.Checked{Sampled: want, SHA256: sum})
+	if lerr == nil {
+		p.checked(f.Rel, staging.Checked{Sampled: want, SHA256: sum, Stat: fst, At: looked})
+	}
 	p.prog.FilesDone++
 	p.res.Received++
 	p.synced[filepath.Dir(dst)] = true

@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/docker/go-units"
+	"golang.org/x/sys/unix"
 
 	"github.com/sparklane/sparklane/internal/fault"
 )
@@ -38,11 +40,15 @@ type Options struct {
 }
 
 // Checked is one file found matching the source: its sampled hash (the
-// staged file's and the source's agreed), and its full sha256 when the
-// whole content was hashed and matched the file's LFS name.
+// staged file's and the source's agreed), its full sha256 when the whole
+// content was hashed and matched the file's LFS name, and the staged
+// file's identity when it was checked (looked at, at At): the pass takes
+// the check only while the file still has that identity.
 type Checked struct {
 	Sampled string
 	SHA256  string
+	Stat    unix.Stat_t
+	At      time.Time
 }
 
 // Progress is the resumable state of a pass. It is small and JSON-safe:
