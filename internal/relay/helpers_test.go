@@ -198,3 +198,10 @@ func (f *fleet) sizeOf(rel string) int64 {
 	f.t.Fatalf("no file %s", rel)
 	return 0
 }
+
+func mustPlan(t *testing.T, nodes []string, files []File) *Plan {
+	t.Helper()
+	p, err := NewPlan(nodes, refsOf(files))
+	must(t, err)
+	return p
+}

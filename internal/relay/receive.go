@@ -517,25 +517,27 @@ func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, na
 		}
 	}
 	var stream io.ReadCloser
-	if peer != "" && off < f.Size && p.peerOK(peer) {
-		s, err := p.open(ctx, peer, f.Rel, off)
-		if err != nil {
-			p.giveUp(peer, err.Error(), false)
-		} else {
-			stream = s
-			defer func() {
-				if stream != nil {
-					stream.Close()
-				}
-			}()
+	defer func() {
+		if stream != nil {
+			stream.Close()
 		}
-	}
+	}()
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
 	for off < f.Size {
 		if err := ctx.Err(); err != nil {
 			return fail(err)
+		}
+		// From the peer: at the start, or again at a chunk boundary once
+		// a peer given up on may be tried again (it restarted).
+		if stream == nil && peer != "" && p.peerOK(peer) {
+			s, err := p.open(ctx, peer, f.Rel, off)
+			if err != nil {
+				p.giveUp(peer, err.Error(), false)
+			} else {
+				stream = s
+			}
 		}
 		n := min(chunk, f.Size-off)
 		for w := int64(0); w < n; {

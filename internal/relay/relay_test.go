@@ -330,3 +330,44 @@ func TestPeerThatComesBackServesTheRestOfTheBlock(t *testing.T) {
 		t.Errorf("from n1 %d B (it served %d), want the %d B of the files after its return", r.FromPeers["n1"], back.Served(), want)
 	}
 }
+
+// ... and within a file: n1 is down when n2 starts a file routed through
+// it, comes back after n2's first chunk, and sends the rest of the file
+// from the next chunk boundary on.
+func TestPeerThatComesBackMidFileSendsTheRest(t *testing.T) {
+	f := newFleet(t, 2, 4*testChunk+5)
+	n1, n2 := f.nodes[0], f.nodes[1]
+	fl := f.files[0]
+	j1 := f.job(n1)
+	j1.Nodes = []string{"n1"}
+	_, err := n1.rcv.Run(context.Background(), j1)
+	must(t, err)
+	addr := n1.srv.Addr()
+	must(t, n1.srv.Close())
+	stls, err := ServerTLS(n1.id)
+	must(t, err)
+	n2.rcv.RetryPeerAfter = time.Nanosecond
+	j2 := f.job(n2)
+	// n1 is the file's NAS reader; n2 receives it from n1.
+	j2.Nodes = []string{"n1", "n2"}
+	if src := mustPlan(t, j2.Nodes, f.files).Route(fl.Rel, "n2").Source; src != "n1" {
+		t.Fatalf("plan routes %s to n2 from %q, the test needs n1", fl.Rel, src)
+	}
+	var back *Server
+	j2.OnChunk = func(rel string, synced int64) {
+		if back == nil && synced == testChunk {
+			back = &Server{Registry: n1.reg, StartTimeout: 20 * time.Second, StallTimeout: 20 * time.Second}
+			must(t, back.Listen(addr, stls))
+			t.Cleanup(func() { back.Close() })
+		}
+	}
+	r, err := n2.rcv.Run(context.Background(), j2)
+	must(t, err)
+	f.checkMirrors(n2)
+	if r.PeerFailures["n1"] == "" {
+		t.Errorf("result %+v: want n1's outage reported", r)
+	}
+	if want := fl.Size - testChunk; r.FromPeers["n1"] != want || back.Served() != want {
+		t.Errorf("from n1 %d B (it served %d), want all but the first chunk (%d B)", r.FromPeers["n1"], back.Served(), want)
+	}
+}
