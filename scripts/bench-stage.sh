@@ -15,6 +15,11 @@
 # Stage workflow's wall time against its time in activities (orchbench).
 # The control service is started once (`starter control start`) and stopped
 # at the end. Page cache is dropped before every timed phase when we are root.
+# Nothing is deleted between timed phases: every run writes fresh
+# directories (the lane's dst is rewritten per run) and all are removed at
+# the end. On a filesystem mounted with `discard`, freeing GiBs issues
+# TRIMs that slow whichever writer comes next, so deleting between phases
+# would tax one peer and not the others.
 # Data lives under a temp dir on the filesystem of /var/tmp (or $BENCH_DIR).
 set -euo pipefail
 
@@ -43,6 +48,14 @@ drop() {
 		echo "  (cannot drop the page cache: timings are warm)" >&2
 	fi
 }
+# settle follows every cold write phase: on this VM a 4 GiB write leaves
+# the host flushing for seconds after our sync returns, and the next writer
+# would pay for it (run 1's first phase, which follows no write, was ~1.5×
+# faster than the same phase in later runs). SETTLE seconds, default 20.
+settle() {
+	sync
+	sleep "${SETTLE:-20}"
+}
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "inf" }'; }
@@ -51,6 +64,7 @@ freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 
 
 echo "== generating ${SIZE_GIB} GiB in one blob under $work (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 "$hmb" gen -hub "$nas" -repo org/blob -gib "$SIZE_GIB" -files 1
+settle
 bytes=$(du -sb --apparent-size "$nas/models--org--blob" | cut -f1)
 
 cat >"$work/sparklane.toml" <<TOML
@@ -76,7 +90,15 @@ fs_root = "$root"
 name = "one"
 nodes = ["n1"]
 TOML
-cat >"$work/recipes/blob.toml" <<TOML
+need=$(((3 * RUNS + 1) * SIZE_GIB + 1))
+avail=$(df -P --block-size=1G "$work" | awk 'NR == 2 { print $4 }')
+if ((avail < need)); then
+	echo "bench-stage.sh: $work has ${avail} GiB free; ${RUNS} runs of ${SIZE_GIB} GiB need ${need} GiB (nothing is deleted between phases)" >&2
+	exit 1
+fi
+# recipe RUN writes the lane with its dst for run RUN.
+recipe() {
+	cat >"$work/recipes/blob.toml" <<TOML
 name = "blob"
 cluster = "one"
 runtime = "sim"
@@ -91,10 +113,12 @@ port = 18999
 kind = "hub-mirror"
 id = "weights"
 src = "$nas"
-dst = "/srv/sparklane/hf"
+dst = "/srv/sparklane/hf$1"
 repos = ["org/blob"]
 verify = "sampled"
 TOML
+}
+recipe 1
 cfg=(--config "$work/sparklane.toml")
 s=$(now)
 "$starter" "${cfg[@]}" control start >/dev/null
@@ -104,12 +128,13 @@ st_cold=() st_verify=() eng_cold=() eng_p2=() cp_sync=()
 for i in $(seq 1 "$RUNS"); do
 	echo
 	echo "== run $i of $RUNS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-	rm -rf "$root/srv/sparklane/hf" "$work/peer"/*
+	recipe "$i"
 	drop
 	s=$(now)
 	"$starter" "${cfg[@]}" --json stage --lane blob >"$work/stage.json"
 	e=$(now); t=$(secs "$s" "$e"); st_cold+=("$t")
-	echo "  starter stage, cold         : $t s"
+	echo "  starter stage, cold         : $t s (the engine inside the activity: $(python3 -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["nodes"][0]["blocks"][0]["seconds"])' "$work/stage.json") s)"
+	settle
 
 	drop
 	s=$(now)
@@ -119,21 +144,21 @@ for i in $(seq 1 "$RUNS"); do
 
 	drop
 	s=$(now)
-	"$hmb" stage -src "$nas" -dst "$work/peer/eng" -repos org/blob >/dev/null
+	"$hmb" stage -src "$nas" -dst "$work/peer/eng$i" -repos org/blob >/dev/null
 	e=$(now); t=$(secs "$s" "$e"); eng_cold+=("$t")
 	echo "  engine stage, cold          : $t s"
+	settle
 	drop
 	s=$(now)
-	"$hmb" stage -src "$nas" -dst "$work/peer/eng" -repos org/blob >/dev/null
+	"$hmb" stage -src "$nas" -dst "$work/peer/eng$i" -repos org/blob >/dev/null
 	e=$(now); t=$(secs "$s" "$e"); eng_p2+=("$t")
 	echo "  engine 2nd pass             : $t s"
-	rm -rf "$work/peer/eng"
 
-	drop; mkdir -p "$work/peer/cp"
-	s=$(now); cp -a "$nas/models--org--blob" "$work/peer/cp/"; sync; e=$(now)
+	drop; mkdir -p "$work/peer/cp$i"
+	s=$(now); cp -a "$nas/models--org--blob" "$work/peer/cp$i/"; sync; e=$(now)
 	t=$(secs "$s" "$e"); cp_sync+=("$t")
 	echo "  cp -a + sync                : $t s"
-	rm -rf "$work/peer/cp"
+	settle
 done
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); b=r["nodes"][0]["blocks"][0]; print("  last verify-only stage: copied %d B, verified %d files, engine %.3f s" % (b["copied_bytes"], b["verified_files"], b["seconds"]))' "$work/stage2.json"
 
