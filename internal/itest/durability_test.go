@@ -466,6 +466,12 @@ func activityAttempts(ctx context.Context, t *testing.T, c client.Client, id, na
 // port) in the middle of a cutover; the workers come back on a new client
 // and the cutover completes, serving.
 func TestServerRestartMidCutoverCompletes(t *testing.T) {
+	// The nodes' staging holds at its first byte (the staging fault point)
+	// until the release file exists, so the restart lands mid-stage
+	// however fast this machine copies the demo's NAS.
+	release := filepath.Join(t.TempDir(), "release")
+	t.Setenv(staging.TestPauseAtEnv, "1")
+	t.Setenv(staging.TestReleaseEnv, release)
 	f, dc := demoFleet(t, 24<<20)
 	ctx := withTimeout(t, 5*time.Minute)
 	code, out, errOut := f.starter(ctx, "cutover", "--lane", "demo-2x", "--no-wait", "--json", "-o", "extra_args=--load-mibps=8")
@@ -473,9 +479,14 @@ func TestServerRestartMidCutoverCompletes(t *testing.T) {
 		t.Fatalf("cutover --no-wait: exit %d\n%s\n%s", code, out, errOut)
 	}
 	id := workflows.CutoverID("demo-2x")
-	// Mid-cutover: the nodes' staging is under way.
-	waitPending(ctx, t, f.env.Client, workflows.StageNodeID("demo-2x", "n1"), "StageBlock")
+	// Mid-cutover: n1's staging is under way, held at the fault point.
+	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	pendingStage(hctx, t, f.env.Client, workflows.StageNodeID("demo-2x", "n1"), func(p staging.Progress) bool { return p.Paused })
+	cancel()
 	restartServer(t, f, []string{"n1", "n2", "n3", "n4"})
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	var res workflows.CutoverResult
 	if err := f.env.Client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
