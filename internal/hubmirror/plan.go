@@ -379,7 +379,7 @@ func buildPlan(ctx context.Context, s *spec, kn *known) (*plan, error) {
 			}
 			c := &cand{path: path, rel: rel, rev: rev, inRev: inRev, link: d.Type()&fs.ModeSymlink != 0, skip: s.skipped(inRev)}
 			if c.link && !c.skip {
-				c.kt, c.kent, c.kok = kn.entry(s, dir, rev, filepath.Join(dir, "snapshots", rel))
+				c.kt, c.kent, c.kok = kn.entry(dir, rev, filepath.Join(dir, "snapshots", rel))
 			}
 			cands = append(cands, c)
 			return nil

@@ -297,7 +297,7 @@ type known struct {
 
 // entry returns the link text and the blob's ledger entry of the snapshot
 // entry mirrorEntry (REPO/snapshots/REV/PATH) of repo directory dir.
-func (k *known) entry(s *spec, dir, rev, mirrorEntry string) (target string, ent ledger.Entry, ok bool) {
+func (k *known) entry(dir, rev, mirrorEntry string) (target string, ent ledger.Entry, ok bool) {
 	if k == nil || !blobName(rev) {
 		return "", ledger.Entry{}, false
 	}

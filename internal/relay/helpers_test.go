@@ -181,6 +181,28 @@ func sum(m map[string]int64) int64 {
 	return s
 }
 
+// firstNodeDown has n1 stage every file alone (so its registry can serve
+// them all), then stops its server. The function it returns starts a new
+// server for n1 at the same address and returns it.
+func (f *fleet) firstNodeDown() func() *Server {
+	f.t.Helper()
+	n1 := f.nodes[0]
+	j := f.job(n1)
+	j.Nodes = []string{"n1"}
+	_, err := n1.rcv.Run(context.Background(), j)
+	must(f.t, err)
+	addr := n1.srv.Addr()
+	must(f.t, n1.srv.Close())
+	stls, err := ServerTLS(n1.id)
+	must(f.t, err)
+	return func() *Server {
+		s := &Server{Registry: n1.reg, StartTimeout: 20 * time.Second, StallTimeout: 20 * time.Second}
+		must(f.t, s.Listen(addr, stls))
+		f.t.Cleanup(func() { s.Close() })
+		return s
+	}
+}
+
 func refsOf(files []File) []FileRef {
 	var refs []FileRef
 	for _, fl := range files {

@@ -276,17 +276,9 @@ func TestServerRequiresARelayClientCertificate(t *testing.T) {
 // from the NAS instead), comes back, and serves n2 the rest of the block.
 func TestPeerThatComesBackServesTheRestOfTheBlock(t *testing.T) {
 	f := newFleet(t, 2, 3<<20+1, 3<<20+2, 3<<20+3, 3<<20+4)
-	n1, n2 := f.nodes[0], f.nodes[1]
-	// n1 holds every file (it staged the block alone), then goes down.
-	j1 := f.job(n1)
-	j1.Nodes = []string{"n1"}
-	_, err := n1.rcv.Run(context.Background(), j1)
-	must(t, err)
-	addr := n1.srv.Addr()
-	must(t, n1.srv.Close())
-
-	plan, err := NewPlan([]string{"n1", "n2"}, refsOf(f.files))
-	must(t, err)
+	n2 := f.nodes[1]
+	bringBack := f.firstNodeDown()
+	plan := mustPlan(t, []string{"n1", "n2"}, f.files)
 	var fromN1 []string
 	for _, fl := range f.files {
 		if plan.Route(fl.Rel, "n2").Source == "n1" {
@@ -297,8 +289,6 @@ func TestPeerThatComesBackServesTheRestOfTheBlock(t *testing.T) {
 	if len(fromN1) < 2 {
 		t.Fatalf("plan routes %d files from n1 to n2, the test needs 2", len(fromN1))
 	}
-	stls, err := ServerTLS(n1.id)
-	must(t, err)
 	n2.rcv.RetryPeerAfter = time.Nanosecond // any later file may try it again
 	j2 := f.job(n2)
 	j2.Nodes = []string{"n1", "n2"}
@@ -308,9 +298,7 @@ func TestPeerThatComesBackServesTheRestOfTheBlock(t *testing.T) {
 		// The first file n2 wanted from n1 is done (from the NAS): n1 is up
 		// again, at the same address.
 		if back == nil && rel == fromN1[0] && synced == f.sizeOf(rel) {
-			back = &Server{Registry: n1.reg, StartTimeout: 20 * time.Second, StallTimeout: 20 * time.Second}
-			must(t, back.Listen(addr, stls))
-			t.Cleanup(func() { back.Close() })
+			back = bringBack()
 		}
 	}
 	r, err := n2.rcv.Run(context.Background(), j2)
@@ -336,16 +324,9 @@ func TestPeerThatComesBackServesTheRestOfTheBlock(t *testing.T) {
 // from the next chunk boundary on.
 func TestPeerThatComesBackMidFileSendsTheRest(t *testing.T) {
 	f := newFleet(t, 2, 4*testChunk+5)
-	n1, n2 := f.nodes[0], f.nodes[1]
+	n2 := f.nodes[1]
 	fl := f.files[0]
-	j1 := f.job(n1)
-	j1.Nodes = []string{"n1"}
-	_, err := n1.rcv.Run(context.Background(), j1)
-	must(t, err)
-	addr := n1.srv.Addr()
-	must(t, n1.srv.Close())
-	stls, err := ServerTLS(n1.id)
-	must(t, err)
+	bringBack := f.firstNodeDown()
 	n2.rcv.RetryPeerAfter = time.Nanosecond
 	j2 := f.job(n2)
 	// n1 is the file's NAS reader; n2 receives it from n1.
@@ -356,9 +337,7 @@ func TestPeerThatComesBackMidFileSendsTheRest(t *testing.T) {
 	var back *Server
 	j2.OnChunk = func(rel string, synced int64) {
 		if back == nil && synced == testChunk {
-			back = &Server{Registry: n1.reg, StartTimeout: 20 * time.Second, StallTimeout: 20 * time.Second}
-			must(t, back.Listen(addr, stls))
-			t.Cleanup(func() { back.Close() })
+			back = bringBack()
 		}
 	}
 	r, err := n2.rcv.Run(context.Background(), j2)
