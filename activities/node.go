@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -550,7 +552,7 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 	}
 	r, err := serve.StartRank(ctx, d, serve.RankSpec{
 		Lane: in.Lane, Node: a.Node.Name, Rank: in.Plan.Rank, RecipeHash: in.RecipeHash, Image: in.Plan.Image,
-		Argv: in.Plan.Argv, Env: env, Mounts: mounts, GPUs: in.Plan.GPUs,
+		Argv: in.Plan.Argv, Env: env, SecretEnv: slices.Sorted(maps.Keys(in.Plan.EnvFrom)), Mounts: mounts, GPUs: in.Plan.GPUs,
 		Roots: roots, SharedRoots: a.SharedRoots, CreateSources: create, CreateOwner: owner,
 		Container: ctr, PreExec: in.Plan.PreExec,
 	})
@@ -615,8 +617,11 @@ func orSlash(p string) string {
 
 // containerEnv is base (the plan's env, rows_env filled) plus the plan's
 // env_from variables resolved on this node (secretenv: the worker's
-// environment, or a file beneath the node's fs_root). The resolved values are remembered for the lane so the
-// rank logs this worker returns (InspectLane) are masked with them.
+// environment, or a file beneath the node's fs_root). The container is
+// labelled with the names (serve.LabelSecretEnv), so every reader of its
+// log — this worker after a restart, the control service — masks the
+// values; they are also remembered here for the lane, which masks the logs
+// of a container started before that label existed.
 func (a *NodeActivities) containerEnv(in StartRankInput, base map[string]string) (map[string]string, error) {
 	if len(in.Plan.EnvFrom) == 0 {
 		return base, nil

@@ -54,6 +54,9 @@ func (s *syncBuffer) String() string {
 // (history, visibility; every byte of the DB and its WAL), in any log line
 // of the server, SDK and workers, in the starter's output, in the bench
 // report bundle, or in what `recipe render` and `cutover --dry-run` print.
+// The engine prints both values at start, and a second cutover's rank
+// fails at load: the control service's readiness wait quotes its log
+// lines masked.
 // Positive controls: the same DB bytes hold the plan's plain [env] value,
 // and the logs name the lane, so the scans read what they should.
 func TestEnvFromSecretsReachTheContainerAndNothingElse(t *testing.T) {
@@ -67,6 +70,12 @@ func TestEnvFromSecretsReachTheContainerAndNothingElse(t *testing.T) {
 	body, err := os.ReadFile(recipe)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The engine prints both values when it starts (as engines that log
+	// their environment do), so every reader of its log is put to the test.
+	body = bytes.Replace(body, []byte(`SIM_LANE = "demo-2x"`), []byte(`SIM_LANE = "demo-2x"`+"\nENGINE_SIM_LOG_ENV = \"HF_TOKEN,API_KEY\""), 1)
+	if !bytes.Contains(body, []byte("ENGINE_SIM_LOG_ENV")) {
+		t.Fatalf("recipe %s: no SIM_LANE line to add ENGINE_SIM_LOG_ENV after", recipe)
 	}
 	body = append(body, []byte("\n[env_from]\nHF_TOKEN = \"env:SPARKLANE_TEST_HF_TOKEN\"\nAPI_KEY = \"file:/etc/sparklane/api_key\"\n")...)
 	if err := os.WriteFile(recipe, body, 0o644); err != nil {
@@ -123,6 +132,20 @@ func TestEnvFromSecretsReachTheContainerAndNothingElse(t *testing.T) {
 		if !strings.Contains(env, "HF_TOKEN="+token) || !strings.Contains(env, "API_KEY="+apiKey) {
 			t.Errorf("container %s lacks the resolved secrets; its env names: %v", name, envNames(ci.Config.Env))
 		}
+	}
+
+	// A rank that exits while loading: the control service's readiness
+	// wait quotes its last log lines in the error (history, result,
+	// output), masked although the control service never resolved them.
+	code, failed, errOut := cutover(t, f, "--lane", "demo-2x", "--stage=skip", "-o", "extra_args=--fail-at=load")
+	printed.WriteString(errOut)
+	failedJSON, _ := json.Marshal(failed)
+	printed.Write(failedJSON)
+	if code != 2 || failed.OK || failed.FailedStep != "probe" {
+		t.Fatalf("cutover with a rank failing at load: exit %d ok %v step %q; want exit 2 at probe: %s\n%s", code, failed.OK, failed.FailedStep, failed.Error, errOut)
+	}
+	if !strings.Contains(failed.Error, "env HF_TOKEN=***") || !strings.Contains(failed.Error, "env API_KEY=***") {
+		t.Errorf("the failed cutover's error does not quote the rank's masked log lines:\n%s", failed.Error)
 	}
 
 	// Nowhere else: the Temporal DB files, the reports, the logs, the output.

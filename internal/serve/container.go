@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,6 +45,11 @@ func containerConfig(ctx context.Context, d Docker, spec RankSpec) (*container.C
 	labels[LabelNode] = spec.Node
 	labels[LabelRank] = strconv.Itoa(spec.Rank)
 	labels[LabelRecipeHash] = spec.RecipeHash
+	if len(spec.SecretEnv) > 0 {
+		names := slices.Clone(spec.SecretEnv)
+		sort.Strings(names)
+		labels[LabelSecretEnv] = strings.Join(slices.Compact(names), ",")
+	}
 	env := make([]string, 0, len(spec.Env))
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)

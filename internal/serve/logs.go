@@ -13,6 +13,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/sparklane/sparklane/internal/secretenv"
 )
 
 // maxSignatureScan bounds how much of a rank's log FindInLogs reads.
@@ -97,10 +99,11 @@ func LaneLogSources(ctx context.Context, d Docker, lane, node string, rank int) 
 // prefixWriter writes each complete line as PREFIX+line under a shared
 // lock, so ranks streamed together never interleave within a line.
 type prefixWriter struct {
-	mu     *sync.Mutex
-	w      io.Writer
-	prefix string
-	buf    []byte
+	mu      *sync.Mutex
+	w       io.Writer
+	prefix  string
+	secrets []string // masked in every line (secretenv.Mask)
+	buf     []byte
 }
 
 func (p *prefixWriter) Write(b []byte) (int, error) {
@@ -111,7 +114,7 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 			return len(b), nil
 		}
 		p.mu.Lock()
-		_, err := fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.buf[:i])
+		_, err := fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.line(p.buf[:i]))
 		p.mu.Unlock()
 		p.buf = p.buf[i+1:]
 		if err != nil {
@@ -120,10 +123,17 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 	}
 }
 
+func (p *prefixWriter) line(b []byte) string {
+	if len(p.secrets) == 0 {
+		return string(b)
+	}
+	return secretenv.Mask(string(b), p.secrets)
+}
+
 func (p *prefixWriter) flush() {
 	if len(p.buf) > 0 {
 		p.mu.Lock()
-		fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.buf)
+		fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.line(p.buf))
 		p.mu.Unlock()
 		p.buf = nil
 	}
@@ -146,7 +156,7 @@ func CopyLogs(ctx context.Context, d Docker, src LogSource, tail string, follow 
 		return fmt.Errorf("node %s: logs of %s: %w", src.Node, src.Name, err)
 	}
 	defer rc.Close()
-	pw := &prefixWriter{mu: mu, w: w, prefix: fmt.Sprintf("[%s r%d] ", src.Node, src.Rank)}
+	pw := &prefixWriter{mu: mu, w: w, prefix: fmt.Sprintf("[%s r%d] ", src.Node, src.Rank), secrets: secretValues(ins.Config)}
 	defer pw.flush()
 	if ins.Config != nil && ins.Config.Tty {
 		_, err = io.Copy(pw, rc)

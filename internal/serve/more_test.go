@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"sync"
@@ -135,5 +136,47 @@ func TestInspectLaneOverSSH(t *testing.T) {
 	}
 	if cs := listLane(t, d, lane); len(cs) != 0 {
 		t.Errorf("StopLane over SSH left %+v", cs)
+	}
+}
+
+// A rank's env_from values are masked for every reader of its log through
+// this package — InspectLane (the control service's readiness wait, which
+// never resolves a secret) and CopyLogs (`starter logs`) — from the
+// container's own label and env; the label holds names only.
+func TestSecretEnvIsMaskedForEveryLogReader(t *testing.T) {
+	d := dockerClient(t)
+	img := testImage(t, d)
+	lane := newLane(t, d)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const secret = "hf_secret_value_7391"
+	s := spec(lane, "serve-n1", 0, "h", img, "env:HF_TOKEN", "env:PLAIN", "eprint:loading with token "+secret+" now", "exit:1")
+	s.Env = map[string]string{"HF_TOKEN": secret, "PLAIN": "visible-value"}
+	s.SecretEnv = []string{"HF_TOKEN"}
+	if _, err := serve.StartRank(ctx, d, s); err != nil {
+		t.Fatal(err)
+	}
+	st := waitExited(t, d, lane, 1)
+	logs := strings.Join(st[0].Logs, "\n")
+	if strings.Contains(logs, secret) || !strings.Contains(logs, "HF_TOKEN=***") || !strings.Contains(logs, "loading with token *** now") || !strings.Contains(logs, "PLAIN=visible-value") {
+		t.Errorf("InspectLane logs:\n%s\nwant HF_TOKEN's value masked and PLAIN's shown", logs)
+	}
+	ins, err := d.ContainerInspect(ctx, serve.ContainerName(lane, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ins.Config.Labels[serve.LabelSecretEnv]; got != "HF_TOKEN" {
+		t.Errorf("label %s = %q, want the names only", serve.LabelSecretEnv, got)
+	}
+	srcs, err := serve.LaneLogSources(ctx, d, lane, "serve-n1", -1)
+	if err != nil || len(srcs) != 1 {
+		t.Fatalf("LaneLogSources = %v, %v", srcs, err)
+	}
+	var out bytes.Buffer
+	if err := serve.CopyLogs(ctx, d, srcs[0], "all", false, &sync.Mutex{}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), secret) || !strings.Contains(out.String(), "[serve-n1 r0] HF_TOKEN=***") || !strings.Contains(out.String(), "PLAIN=visible-value") {
+		t.Errorf("CopyLogs:\n%s\nwant HF_TOKEN's value masked and PLAIN's shown", out.String())
 	}
 }

@@ -35,6 +35,13 @@ const (
 	LabelNode       = "sparklane.node"
 	LabelRank       = "sparklane.rank"
 	LabelRecipeHash = "sparklane.recipe-hash"
+	// LabelSecretEnv names the container variables whose values are
+	// secrets (the plan's env_from), comma-separated: names only, never a
+	// value. Whoever reads a rank's log through this package (InspectLane,
+	// CopyLogs) gets those values masked, read from the container's own
+	// env — so the control service, which never resolves a secret, and a
+	// restarted node worker mask them too.
+	LabelSecretEnv = "sparklane.secret-env"
 )
 
 // Docker is the part of the Docker API this package uses; *client.Client
@@ -103,6 +110,9 @@ type RankSpec struct {
 	// Argv is the container command (the image's entrypoint, if any, stays).
 	Argv []string          `json:"argv"`
 	Env  map[string]string `json:"env,omitempty"`
+	// SecretEnv names the Env keys whose values are secrets (labelled
+	// LabelSecretEnv; their values are masked in the logs read back).
+	SecretEnv []string `json:"secret_env,omitempty"`
 	// Mounts have node-local sources (fs_root already applied).
 	Mounts []config.Mount `json:"mounts,omitempty"`
 	// Roots and SharedRoots bound the mount sources (fs_root applied to

@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/secretenv"
 )
 
 // StopResult lists the containers a stop removed.
@@ -215,6 +216,11 @@ func inspectOne(ctx context.Context, d Docker, id string, tailLines int) (RankSt
 		if err != nil && !cerrdefs.IsNotFound(err) {
 			return rs, fmt.Errorf("logs: %w", err)
 		}
+		if secrets := secretValues(ins.Config); len(secrets) > 0 {
+			for i, l := range rs.Logs {
+				rs.Logs[i] = secretenv.Mask(l, secrets)
+			}
+		}
 	}
 	return rs, nil
 }
@@ -261,4 +267,21 @@ func LaneContainers(ctx context.Context, d Docker) (map[string][]string, error) 
 		sort.Strings(names)
 	}
 	return out, nil
+}
+
+// secretValues are the values of the variables a container's
+// LabelSecretEnv names, read from its own env (nil when it has none).
+func secretValues(cfg *container.Config) []string {
+	if cfg == nil || cfg.Labels[LabelSecretEnv] == "" {
+		return nil
+	}
+	names := strings.Split(cfg.Labels[LabelSecretEnv], ",")
+	var out []string
+	for _, kv := range cfg.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && v != "" && slices.Contains(names, k) {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -29,6 +29,10 @@ const (
 	// engine prints when its gated features come on; probe
 	// log_signatures look for them.
 	EnvBootLines = "ENGINE_SIM_BOOT_LINES"
+	// EnvLogEnv names variables (comma-separated) every rank prints as
+	// NAME=VALUE when it starts, as engines that log their environment or
+	// arguments do (a token among them): what log masking is tested on.
+	EnvLogEnv = "ENGINE_SIM_LOG_ENV"
 	// EnvAPIKey is the key the API requires as a bearer token when no
 	// --api-key is given (vLLM reads VLLM_API_KEY the same way).
 	EnvAPIKey = "VLLM_API_KEY"
@@ -197,6 +201,11 @@ func ParseArgs(args []string, getenv func(string) string) (Config, error) {
 			if l = strings.TrimRight(l, "\r"); strings.TrimSpace(l) != "" {
 				c.BootLines = append(c.BootLines, l)
 			}
+		}
+	}
+	for _, name := range strings.Split(getenv(EnvLogEnv), ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			c.LogEnv = append(c.LogEnv, name+"="+getenv(name))
 		}
 	}
 	if c.APIKey == "" {

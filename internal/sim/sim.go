@@ -118,6 +118,9 @@ type Config struct {
 	// BootLines are printed verbatim by every rank once loaded
 	// (ENGINE_SIM_BOOT_LINES): the lines probe log_signatures look for.
 	BootLines []string
+	// LogEnv are NAME=VALUE lines every rank prints when it starts
+	// (EnvLogEnv).
+	LogEnv []string
 	// APIKey, when set (--api-key, VLLM_API_KEY), is required on every
 	// /v1 request as "Authorization: Bearer KEY", as vLLM and SGLang do.
 	APIKey string
@@ -202,6 +205,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	for _, f := range cfg.Ignored {
 		e.logf("ignoring engine flag %s (not simulated)", f)
+	}
+	for _, kv := range cfg.LogEnv {
+		e.logf("env %s", kv)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

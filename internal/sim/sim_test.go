@@ -481,7 +481,7 @@ func TestLoadRateCap(t *testing.T) {
 }
 
 func TestParseArgs(t *testing.T) {
-	env := map[string]string{"ENGINE_SIM_DECODE_TPS": "33", "SPARK_ENGRAM_DIR": "/engram", "HF_HUB_CACHE": "/hub", "SPARK_ENGRAM_ROWS": "10,12"}
+	env := map[string]string{"ENGINE_SIM_DECODE_TPS": "33", "SPARK_ENGRAM_DIR": "/engram", "HF_HUB_CACHE": "/hub", "SPARK_ENGRAM_ROWS": "10,12", "ENGINE_SIM_LOG_ENV": "HF_HUB_CACHE, UNSET"}
 	c, err := sim.ParseArgs(strings.Fields("--model-path /m --port 8001 --host 127.0.0.1 -tp 4 --nnodes 4 --node-rank 2 --dist-init-addr 10.0.0.1:29500 --mem-fraction-static 0.88 --trust-remote-code --context-length 1024 --served-model-name org/m --prefill-tps 900"), func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -493,6 +493,9 @@ func TestParseArgs(t *testing.T) {
 	}
 	if strings.Join(c.Ignored, "|") != "--mem-fraction-static 0.88|--trust-remote-code" {
 		t.Errorf("ignored flags %q", c.Ignored)
+	}
+	if strings.Join(c.LogEnv, "|") != "HF_HUB_CACHE=/hub|UNSET=" {
+		t.Errorf("env lines to log %q", c.LogEnv)
 	}
 	c, err = sim.ParseArgs(strings.Fields("serve /m --tensor-parallel-size 2 --nnodes 2 --node-rank 1 --master-addr 10.0.0.1 --master-port 29501 --headless --max-model-len 2048 --decode-tps 12 --engram-env MY_DIR --fail-at join"), func(k string) string {
 		return map[string]string{"MY_DIR": "/mine", "SPARK_ENGRAM_DIR": "/not-this"}[k]

@@ -12,6 +12,7 @@
 //	ls:DIR         print each entry of DIR as "ls NAME char|dir|file"
 //	limits         print /proc/self/limits' locked-memory and stack lines
 //	cat:PATH       print the file at PATH
+//	env:NAME       print NAME=VALUE from the environment
 package main
 
 import (
@@ -36,6 +37,8 @@ func main() {
 			}
 		case "eprint":
 			fmt.Fprintln(os.Stderr, arg)
+		case "env":
+			fmt.Printf("%s=%s\n", arg, os.Getenv(arg))
 		case "nap":
 			ms, _ := strconv.Atoi(arg)
 			time.Sleep(time.Duration(ms) * time.Millisecond)
