@@ -3,6 +3,8 @@
 //	orchbench overhead --config CFG ID...   wall time of each workflow run minus the time
 //	                                        during which at least one activity (its own or
 //	                                        its children's) was executing
+//	orchbench timeline --config CFG ID      every event of the run and its children's, as
+//	                                        milliseconds from the run's start
 //	orchbench status --nodes 32             `starter status` on a fleet of N local nodes
 //
 // Used by scripts/bench-orchestration.sh.
@@ -38,6 +40,8 @@ func main() {
 	switch os.Args[1] {
 	case "overhead":
 		err = overhead(os.Args[2:])
+	case "timeline":
+		err = timeline(os.Args[2:])
 	case "status":
 		err = status(os.Args[2:])
 	default:
@@ -137,6 +141,55 @@ func overhead(args []string) error {
 		busy := union(spans)
 		w := wall.b.Sub(wall.a)
 		fmt.Printf("%-22s wall %6.2fs  in activities %6.2fs (%d activities)  orchestration overhead %5.2fs\n", id, w.Seconds(), busy.Seconds(), len(spans), (w - busy).Seconds())
+	}
+	return nil
+}
+
+func timeline(args []string) error {
+	fs := flag.NewFlagSet("timeline", flag.ExitOnError)
+	cfgPath := fs.String("config", "", "fleet config")
+	fs.Parse(args)
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	env, err := workers.Connect(ctx, cfg, zap.NewNop(), workers.ConnectOptions{NoUI: true})
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	var start time.Time
+	var walk func(id, runID, indent string) error
+	walk = func(id, runID, indent string) error {
+		it := env.Client.GetWorkflowHistory(ctx, id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				return err
+			}
+			t := e.GetEventTime().AsTime()
+			if start.IsZero() {
+				start = t
+			}
+			what := e.GetEventType().String()
+			if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
+				what += " " + a.GetActivityType().GetName() + " on " + a.GetTaskQueue().GetName()
+			}
+			fmt.Printf("%8.1f ms %s%s %s\n", float64(t.Sub(start).Microseconds())/1000, indent, id, what)
+			if c := e.GetChildWorkflowExecutionStartedEventAttributes(); c != nil {
+				if err := walk(c.GetWorkflowExecution().GetWorkflowId(), c.GetWorkflowExecution().GetRunId(), indent+"  "); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for _, id := range fs.Args() {
+		start = time.Time{}
+		if err := walk(id, "", ""); err != nil {
+			return err
+		}
 	}
 	return nil
 }
