@@ -10,7 +10,8 @@
 #   - `cp -a` + sync of the same tree,
 #   - a second, verify-only `starter stage` with the control service
 #     already running, and the engine's own second pass,
-# each RUNS times (default 3), printing every time and the medians' ratios;
+# each RUNS times (default 3; the tools' order rotates from run to run),
+# printing every time and the medians' ratios;
 # then the verify-only pass warm, the starter's start-up alone and the
 # Stage workflow's wall time against its time in activities (orchbench).
 # The control service is started once (`starter control start`) and stopped
@@ -125,40 +126,51 @@ s=$(now)
 echo "  control service started in $(secs "$s" "$(now)") s"
 
 st_cold=() st_verify=() eng_cold=() eng_p2=() cp_sync=()
-for i in $(seq 1 "$RUNS"); do
-	echo
-	echo "== run $i of $RUNS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-	recipe "$i"
+# One phase per tool; each is a cold write (then a settle) and, for ours,
+# the second pass over what it wrote. Run i starts with a different tool
+# (the order rotates), so no tool always gets the slot after the long
+# settle that follows the data generation, or the one after another's.
+phase_starter() {
 	drop
 	s=$(now)
 	"$starter" "${cfg[@]}" --json stage --lane blob >"$work/stage.json"
 	e=$(now); t=$(secs "$s" "$e"); st_cold+=("$t")
 	echo "  starter stage, cold         : $t s (the engine inside the activity: $(python3 -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["nodes"][0]["blocks"][0]["seconds"])' "$work/stage.json") s)"
 	settle
-
 	drop
 	s=$(now)
 	"$starter" "${cfg[@]}" --json stage --lane blob >"$work/stage2.json"
 	e=$(now); t=$(secs "$s" "$e"); st_verify+=("$t")
 	echo "  starter stage, verify-only  : $t s"
-
+}
+phase_engine() {
 	drop
 	s=$(now)
-	"$hmb" stage -src "$nas" -dst "$work/peer/eng$i" -repos org/blob >/dev/null
+	"$hmb" stage -src "$nas" -dst "$work/peer/eng$1" -repos org/blob >/dev/null
 	e=$(now); t=$(secs "$s" "$e"); eng_cold+=("$t")
 	echo "  engine stage, cold          : $t s"
 	settle
 	drop
 	s=$(now)
-	"$hmb" stage -src "$nas" -dst "$work/peer/eng$i" -repos org/blob >/dev/null
+	"$hmb" stage -src "$nas" -dst "$work/peer/eng$1" -repos org/blob >/dev/null
 	e=$(now); t=$(secs "$s" "$e"); eng_p2+=("$t")
 	echo "  engine 2nd pass             : $t s"
-
-	drop; mkdir -p "$work/peer/cp$i"
-	s=$(now); cp -a "$nas/models--org--blob" "$work/peer/cp$i/"; sync; e=$(now)
+}
+phase_cp() {
+	drop; mkdir -p "$work/peer/cp$1"
+	s=$(now); cp -a "$nas/models--org--blob" "$work/peer/cp$1/"; sync; e=$(now)
 	t=$(secs "$s" "$e"); cp_sync+=("$t")
 	echo "  cp -a + sync                : $t s"
 	settle
+}
+phases=(starter engine cp)
+for i in $(seq 1 "$RUNS"); do
+	echo
+	echo "== run $i of $RUNS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+	recipe "$i"
+	for k in 0 1 2; do
+		"phase_${phases[$(((i - 1 + k) % 3))]}" "$i"
+	done
 done
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); b=r["nodes"][0]["blocks"][0]; print("  last verify-only stage: copied %d B, verified %d files, engine %.3f s" % (b["copied_bytes"], b["verified_files"], b["seconds"]))' "$work/stage2.json"
 
