@@ -119,21 +119,30 @@ func union(spans []span) time.Duration {
 	return total
 }
 
-func overhead(args []string) error {
-	fs := flag.NewFlagSet("overhead", flag.ExitOnError)
+// connect parses "--config CFG ID..." and connects to that fleet's server.
+func connect(ctx context.Context, name string, args []string) (*workers.Env, []string, error) {
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
 	cfgPath := fs.String("config", "", "fleet config")
 	fs.Parse(args)
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	ctx := context.Background()
 	env, err := workers.Connect(ctx, cfg, zap.NewNop(), workers.ConnectOptions{NoUI: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	return env, fs.Args(), nil
+}
+
+func overhead(args []string) error {
+	ctx := context.Background()
+	env, ids, err := connect(ctx, "overhead", args)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
-	for _, id := range fs.Args() {
+	for _, id := range ids {
 		spans, wall, err := activitySpans(ctx, env.Client, id, "")
 		if err != nil {
 			return err
@@ -146,15 +155,8 @@ func overhead(args []string) error {
 }
 
 func timeline(args []string) error {
-	fs := flag.NewFlagSet("timeline", flag.ExitOnError)
-	cfgPath := fs.String("config", "", "fleet config")
-	fs.Parse(args)
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		return err
-	}
 	ctx := context.Background()
-	env, err := workers.Connect(ctx, cfg, zap.NewNop(), workers.ConnectOptions{NoUI: true})
+	env, ids, err := connect(ctx, "timeline", args)
 	if err != nil {
 		return err
 	}
@@ -185,7 +187,7 @@ func timeline(args []string) error {
 		}
 		return nil
 	}
-	for _, id := range fs.Args() {
+	for _, id := range ids {
 		start = time.Time{}
 		if err := walk(id, "", ""); err != nil {
 			return err
