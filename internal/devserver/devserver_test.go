@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -100,8 +101,13 @@ func dial(t *testing.T, s *Server) client.Client {
 
 // listUntil polls visibility (eventually consistent) until query returns
 // want runs or the deadline passes.
-func listUntil(t *testing.T, c client.Client, query string, want int) []string {
+// listUntil lists query until it holds exactly want ("ID=STATUS", any
+// order) or 20 s pass, and returns the last answer. Visibility is
+// eventually consistent: a closed run is listed Running until its close
+// record is written.
+func listUntil(t *testing.T, c client.Client, query string, want ...string) []string {
 	t.Helper()
+	want = slices.Sorted(slices.Values(want))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		resp, err := c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
@@ -112,7 +118,8 @@ func listUntil(t *testing.T, c client.Client, query string, want int) []string {
 		for _, e := range resp.GetExecutions() {
 			ids = append(ids, e.GetExecution().GetWorkflowId()+"="+e.GetStatus().String())
 		}
-		if len(ids) >= want || time.Now().After(deadline) {
+		slices.Sort(ids)
+		if slices.Equal(ids, want) || time.Now().After(deadline) {
 			return ids
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -187,11 +194,11 @@ func TestRestartKeepsHistoryAndSearchAttributes(t *testing.T) {
 
 	// Filter by lane, the way the UI and `temporal workflow list --query` do.
 	q := fmt.Sprintf("%s = %q", SearchAttrLane, "x")
-	if got := listUntil(t, c, q, 1); len(got) != 1 || got[0] != "echo-x=Completed" {
+	if got := listUntil(t, c, q, "echo-x=Completed"); len(got) != 1 || got[0] != "echo-x=Completed" {
 		t.Fatalf("ListWorkflow(%s) = %v, want [echo-x=Completed]", q, got)
 	}
 	q2 := fmt.Sprintf("%s = %q AND %s = %q", SearchAttrLane, "y", SearchAttrCluster, "c-y")
-	if got := listUntil(t, c, q2, 1); len(got) != 1 || got[0] != "echo-y=Completed" {
+	if got := listUntil(t, c, q2, "echo-y=Completed"); len(got) != 1 || got[0] != "echo-y=Completed" {
 		t.Fatalf("ListWorkflow(%s) = %v, want [echo-y=Completed]", q2, got)
 	}
 
@@ -213,11 +220,11 @@ func TestRestartKeepsHistoryAndSearchAttributes(t *testing.T) {
 	defer s2.Stop()
 	c2 := dial(t, s2)
 	defer c2.Close()
-	all := listUntil(t, c2, "", 2)
+	all := listUntil(t, c2, "", "echo-x=Completed", "echo-y=Completed")
 	if len(all) != 2 || !contains(all, "echo-x=Completed") || !contains(all, "echo-y=Completed") {
 		t.Fatalf("after restart ListWorkflow = %v, want echo-x and echo-y completed", all)
 	}
-	if got := listUntil(t, c2, q, 1); len(got) != 1 || got[0] != "echo-x=Completed" {
+	if got := listUntil(t, c2, q, "echo-x=Completed"); len(got) != 1 || got[0] != "echo-x=Completed" {
 		t.Fatalf("after restart ListWorkflow(%s) = %v", q, got)
 	}
 	iter := c2.GetWorkflowHistory(ctx, "echo-x", "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
