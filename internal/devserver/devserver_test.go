@@ -99,8 +99,6 @@ func dial(t *testing.T, s *Server) client.Client {
 	return c
 }
 
-// listUntil polls visibility (eventually consistent) until query returns
-// want runs or the deadline passes.
 // listUntil lists query until it holds exactly want ("ID=STATUS", any
 // order) or 20 s pass, and returns the last answer. Visibility is
 // eventually consistent: a closed run is listed Running until its close
