@@ -471,43 +471,11 @@ func (a *NodeActivities) BeforeServe(ctx context.Context, in BeforeServeInput) (
 		}
 		a.Log.Info("before_serve cleared", zap.String("lane", in.Lane), zap.String("path", c.Path), zap.Int64("files", c.Files), zap.Int64("bytes", c.Bytes), zap.Bool("absent", c.Absent), zap.Bool("helper", c.Helper))
 	}
-	// Hooks run with this worker's environment, where env_from's env:
-	// sources live: what they print is masked with the values of every
-	// variable whose name looks secret before it reaches the history.
-	secrets := environSecrets(os.Environ())
 	out := BeforeServeResult{Node: a.Node.Name, Cleared: r.Cleared}
 	for _, o := range r.Outputs {
-		out.Outputs = append(out.Outputs, HookOutput{Command: o.Command, Exit: o.Exit, Output: secretenv.Mask(o.Output, secrets)})
-	}
-	if err != nil { // a failed hook's error quotes its output tail
-		if m := secretenv.Mask(err.Error(), secrets); m != err.Error() {
-			err = maskedError{msg: m, inner: errors.Unwrap(err)}
-		}
+		out.Outputs = append(out.Outputs, HookOutput{Command: o.Command, Exit: o.Exit, Output: o.Output})
 	}
 	return out, classify(err)
-}
-
-// maskedError is an error whose text had secret values masked; it unwraps
-// to the error the original wrapped (a hook's exit or a cancellation, no
-// output), so errors.Is and classify still see it.
-type maskedError struct {
-	msg   string
-	inner error
-}
-
-func (e maskedError) Error() string { return e.msg }
-func (e maskedError) Unwrap() error { return e.inner }
-
-// environSecrets are the values of the NAME=VALUE entries whose name looks
-// like a secret's (secretenv.LooksSecret).
-func environSecrets(env []string) []string {
-	var out []string
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok && v != "" && secretenv.LooksSecret(k) {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // StartRank starts this node's rank container (a no-op when the identical

@@ -151,6 +151,19 @@ func LooksSecret(name string) bool {
 	return false
 }
 
+// EnvSecrets are the values of the NAME=VALUE entries of env whose name
+// looks like a secret's: what to Mask in the output of a process run with
+// env.
+func EnvSecrets(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && v != "" && LooksSecret(k) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // MaskValue is value, or Masked when name looks like a secret's.
 func MaskValue(name, value string) string {
 	if value != "" && LooksSecret(name) {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sparklane/sparklane/internal/secretenv"
 )
 
 // HookOutputLimit is how much of a hook's output is kept (its tail): enough
@@ -65,7 +67,8 @@ type HooksResult struct {
 // HooksInput.Clear), then runs in.Commands in order, each bounded by
 // in.Timeout (the whole process group is killed when it runs over). A
 // failing or timed-out command is an error naming it, its exit code and the
-// tail of its output; the result still holds everything that ran.
+// tail of its output; the result still holds everything that ran. Outputs
+// are masked (secretenv.EnvSecrets of the hooks' environment).
 func RunHooks(ctx context.Context, in HooksInput) (HooksResult, error) {
 	var res HooksResult
 	timeout := in.Timeout
@@ -88,8 +91,13 @@ func RunHooks(ctx context.Context, in HooksInput) (HooksResult, error) {
 	for _, k := range keys {
 		env = append(env, k+"="+in.Env[k])
 	}
+	// Hooks run with the worker's environment, where env_from's env:
+	// sources live: what they print (kept in the run's history, quoted in
+	// a failure) is masked with every secret-looking variable's value.
+	secrets := secretenv.EnvSecrets(env)
 	for i, command := range in.Commands {
 		out, err := runHook(ctx, command, in.Dir, env, timeout)
+		out.Output = secretenv.Mask(out.Output, secrets)
 		res.Outputs = append(res.Outputs, out)
 		if err != nil {
 			return res, fmt.Errorf("before_serve hook %d (%q): %w; output tail:\n%s", i+1, command, err, out.Output)
