@@ -55,20 +55,29 @@ func main() {
 
 type span struct{ a, b time.Time }
 
-// activitySpans collects [started, closed] of every activity of a run and,
-// recursively, of its child workflows; it returns them and the run's wall span.
-func activitySpans(ctx context.Context, c client.Client, id, runID string) ([]span, span, error) {
+// events reads the whole history of a run (runID "" for the latest).
+func events(ctx context.Context, c client.Client, id, runID string) ([]*history.HistoryEvent, error) {
 	it := c.GetWorkflowHistory(ctx, id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var evs []*history.HistoryEvent
 	for it.HasNext() {
 		e, err := it.Next()
 		if err != nil {
-			return nil, span{}, fmt.Errorf("history of %s: %w", id, err)
+			return nil, fmt.Errorf("history of %s: %w", id, err)
 		}
 		evs = append(evs, e)
 	}
 	if len(evs) == 0 {
-		return nil, span{}, fmt.Errorf("%s has no history", id)
+		return nil, fmt.Errorf("%s has no history", id)
+	}
+	return evs, nil
+}
+
+// activitySpans collects [started, closed] of every activity of a run and,
+// recursively, of its child workflows; it returns them and the run's wall span.
+func activitySpans(ctx context.Context, c client.Client, id, runID string) ([]span, span, error) {
+	evs, err := events(ctx, c, id, runID)
+	if err != nil {
+		return nil, span{}, err
 	}
 	wall := span{evs[0].GetEventTime().AsTime(), evs[len(evs)-1].GetEventTime().AsTime()}
 	started := map[int64]time.Time{}
@@ -164,12 +173,11 @@ func timeline(args []string) error {
 	var start time.Time
 	var walk func(id, runID, indent string) error
 	walk = func(id, runID, indent string) error {
-		it := env.Client.GetWorkflowHistory(ctx, id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			e, err := it.Next()
-			if err != nil {
-				return err
-			}
+		evs, err := events(ctx, env.Client, id, runID)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
 			t := e.GetEventTime().AsTime()
 			if start.IsZero() {
 				start = t
