@@ -130,37 +130,32 @@ st_cold=() st_verify=() eng_cold=() eng_p2=() cp_sync=()
 # the second pass over what it wrote. Run i starts with a different tool
 # (the order rotates), so no tool always gets the slot after the long
 # settle that follows the data generation, or the one after another's.
+# timed ARRAY LABEL OUT CMD...: drop the page cache, run CMD (stdout to
+# OUT), append its seconds to ARRAY and print them under LABEL.
+timed() {
+	local -n acc=$1
+	local label=$2 out=$3
+	shift 3
+	drop
+	s=$(now)
+	"$@" >"$out"
+	e=$(now); t=$(secs "$s" "$e"); acc+=("$t")
+	printf '  %-28s: %s s\n' "$label" "$t"
+}
+cp_sync_tree() { mkdir -p "$1" && cp -a "$nas/models--org--blob" "$1/" && sync; }
 phase_starter() {
-	drop
-	s=$(now)
-	"$starter" "${cfg[@]}" --json stage --lane blob >"$work/stage.json"
-	e=$(now); t=$(secs "$s" "$e"); st_cold+=("$t")
-	echo "  starter stage, cold         : $t s (the engine inside the activity: $(python3 -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["nodes"][0]["blocks"][0]["seconds"])' "$work/stage.json") s)"
+	timed st_cold "starter stage, cold" "$work/stage.json" "$starter" "${cfg[@]}" --json stage --lane blob
+	echo "    (the engine inside the activity: $(python3 -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["nodes"][0]["blocks"][0]["seconds"])' "$work/stage.json") s)"
 	settle
-	drop
-	s=$(now)
-	"$starter" "${cfg[@]}" --json stage --lane blob >"$work/stage2.json"
-	e=$(now); t=$(secs "$s" "$e"); st_verify+=("$t")
-	echo "  starter stage, verify-only  : $t s"
+	timed st_verify "starter stage, verify-only" "$work/stage2.json" "$starter" "${cfg[@]}" --json stage --lane blob
 }
 phase_engine() {
-	drop
-	s=$(now)
-	"$hmb" stage -src "$nas" -dst "$work/peer/eng$1" -repos org/blob >/dev/null
-	e=$(now); t=$(secs "$s" "$e"); eng_cold+=("$t")
-	echo "  engine stage, cold          : $t s"
+	timed eng_cold "engine stage, cold" /dev/null "$hmb" stage -src "$nas" -dst "$work/peer/eng$1" -repos org/blob
 	settle
-	drop
-	s=$(now)
-	"$hmb" stage -src "$nas" -dst "$work/peer/eng$1" -repos org/blob >/dev/null
-	e=$(now); t=$(secs "$s" "$e"); eng_p2+=("$t")
-	echo "  engine 2nd pass             : $t s"
+	timed eng_p2 "engine 2nd pass" /dev/null "$hmb" stage -src "$nas" -dst "$work/peer/eng$1" -repos org/blob
 }
 phase_cp() {
-	drop; mkdir -p "$work/peer/cp$1"
-	s=$(now); cp -a "$nas/models--org--blob" "$work/peer/cp$1/"; sync; e=$(now)
-	t=$(secs "$s" "$e"); cp_sync+=("$t")
-	echo "  cp -a + sync                : $t s"
+	timed cp_sync "cp -a + sync" /dev/null cp_sync_tree "$work/peer/cp$1"
 	settle
 }
 phases=(starter engine cp)
