@@ -154,10 +154,14 @@ func LooksSecret(name string) bool {
 // EnvSecrets are the values of the NAME=VALUE entries of env whose name
 // looks like a secret's: what to Mask in the output of a process run with
 // env.
-func EnvSecrets(env []string) []string {
+func EnvSecrets(env []string) []string { return EnvValues(env, LooksSecret) }
+
+// EnvValues are the non-empty values of the NAME=VALUE entries of env whose
+// name secret accepts.
+func EnvValues(env []string, secret func(name string) bool) []string {
 	var out []string
 	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok && v != "" && LooksSecret(k) {
+		if k, v, ok := strings.Cut(kv, "="); ok && v != "" && secret(k) {
 			out = append(out, v)
 		}
 	}

@@ -276,12 +276,5 @@ func secretValues(cfg *container.Config) []string {
 		return nil
 	}
 	names := strings.Split(cfg.Labels[LabelSecretEnv], ",")
-	var out []string
-	for _, kv := range cfg.Env {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok && v != "" && slices.Contains(names, k) {
-			out = append(out, v)
-		}
-	}
-	return out
+	return secretenv.EnvValues(cfg.Env, func(k string) bool { return slices.Contains(names, k) })
 }
