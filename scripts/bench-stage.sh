@@ -141,10 +141,11 @@ echo "  control service started in $(secs "$s" "$(now)") s"
 st_cold=() st_verify=() eng_cold=() eng_p2=() cp_sync=()
 # One phase per tool; each is a cold write (then a settle) and, for ours,
 # the second pass over what it wrote. Run i starts with a different tool
-# (the order rotates), so no tool always gets the slot after the long
-# settle that follows the data generation, or the one after another's.
-# timed ARRAY LABEL OUT CMD...: drop the page cache, warm the binaries, run CMD (stdout to
-# OUT), append its seconds to ARRAY and print them under LABEL.
+# (the order rotates), so no tool always follows the same other one; the
+# slot after the data generation is the warm-up's (below).
+# timed ARRAY LABEL OUT CMD...: drop the page cache, warm the binaries,
+# run CMD (stdout to OUT), append its seconds to ARRAY and print them
+# under LABEL.
 timed() {
 	local -n acc=$1
 	local label=$2 out=$3
