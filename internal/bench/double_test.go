@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparklane/sparklane/internal/sim/simtest"
 )
 
 // engineDouble is a TEST DOUBLE of an OpenAI-compatible engine: it counts
@@ -107,4 +109,20 @@ func serveDouble(t *testing.T, d *engineDouble) string {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
+}
+
+// serveDoublePipe serves the double on an in-memory network, for tests in
+// a synctest bubble (where the double's pacing runs on the fake clock):
+// it returns the base URL and the client that reaches it.
+func serveDoublePipe(t *testing.T, d *engineDouble) (string, *http.Client) {
+	t.Helper()
+	pipe := simtest.NewPipeNet()
+	srv := &http.Server{Handler: d}
+	go srv.Serve(pipe)
+	c := pipe.Client()
+	t.Cleanup(func() {
+		c.CloseIdleConnections()
+		srv.Close()
+	})
+	return "http://" + pipe.Addr().String(), c
 }

@@ -165,9 +165,11 @@ type TGPoint struct {
 	// PerRequestTokPerSec is the mean over successful requests of
 	// (completion_tokens - 1) / (last token time - first token time).
 	PerRequestTokPerSec float64 `json:"per_request_tok_per_sec"`
-	// AggregateTokPerSec is the sum of completion_tokens over the
-	// concurrent requests divided by the wall time from the earliest first
-	// token to the latest last token.
+	// AggregateTokPerSec is the sum over the concurrent requests of
+	// (completion_tokens - 1) divided by the wall time from the earliest
+	// first token to the latest last token: as in PerRequestTokPerSec, each
+	// request's first token marks its start, so a batch whose requests
+	// start together is not overstated by n/(n-1).
 	AggregateTokPerSec float64 `json:"aggregate_tok_per_sec"`
 	// TTFT is over this point's requests.
 	TTFT Latency `json:"ttft"`
@@ -367,7 +369,7 @@ func Perf(ctx context.Context, in PerfInput) (PerfResult, error) {
 					pt.PromptTokens = sumPrompt / pt.OK
 					pt.PerRequestTokPerSec = round1(mean(rates))
 					if wall := last.Sub(first).Seconds(); wall > 0 {
-						pt.AggregateTokPerSec = round1(float64(sumTok) / wall)
+						pt.AggregateTokPerSec = round1(float64(sumTok-pt.OK) / wall)
 					}
 				}
 				pt.TTFT = latency(ttfts)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -262,12 +261,22 @@ func checkServing(t *testing.T, f *fleet, res workflows.CutoverResult, decode in
 			t.Errorf("smoke %q answered %q, want %q", a.Prompt, a.Answer, a.Expect)
 		}
 	}
-	// The decode rate is a measurement on a shared machine: when the
-	// cutover's own probe is off, the lane is probed again (twice at most).
+	// The probe's arithmetic is checked exactly on a fake clock
+	// (probe.TestDecodeProbeMeasuresConfiguredRates); here it measures a
+	// real container on this machine, so the bounds are wide. The
+	// engine's pacing never lets a token out early: 10 % over the
+	// configured rate would take the probe reading the first token late
+	// by a tenth of the whole decode and the last on time, so it is a
+	// miscount, not load.
+	// Load makes the rate lower: the floor is half of it, and a lane
+	// under it is probed again (twice at most) before it fails.
 	got := res.Serve.Decode.DecodeTPS
-	off := func(v float64) bool { return math.Abs(v-float64(decode))/float64(decode) > 0.10 }
-	for attempt := 0; attempt < 2 && off(got) && f != nil; attempt++ {
-		t.Logf("lane %s decode %.1f tok/s off the configured %d; probing again", res.Lane, got, decode)
+	if got > float64(decode)*1.10 {
+		t.Errorf("lane %s decode %.1f tok/s, over the configured %d by more than 10%%: the engine cannot decode faster than its pace, so the probe miscounts", res.Lane, got, decode)
+	}
+	slow := func(v float64) bool { return v < float64(decode)/2 }
+	for attempt := 0; attempt < 2 && slow(got) && f != nil; attempt++ {
+		t.Logf("lane %s decode %.1f tok/s, under half the configured %d; probing again", res.Lane, got, decode)
 		code, out, errOut := f.starter(withTimeout(t, 2*time.Minute), "probe", "--lane", res.Lane, "--json")
 		var sr workflows.ServeResult
 		if code != 0 || json.Unmarshal([]byte(out), &sr) != nil || sr.Decode == nil {
@@ -275,7 +284,7 @@ func checkServing(t *testing.T, f *fleet, res workflows.CutoverResult, decode in
 		}
 		got = sr.Decode.DecodeTPS
 	}
-	if off(got) {
-		t.Errorf("lane %s decode %.1f tok/s, configured %d (want within 10%%)", res.Lane, got, decode)
+	if slow(got) {
+		t.Errorf("lane %s decode %.1f tok/s, under half the configured %d in three probes", res.Lane, got, decode)
 	}
 }

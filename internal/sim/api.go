@@ -2,8 +2,11 @@ package sim
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"sort"
@@ -36,10 +39,14 @@ func (m *metrics) count(path string, code int) {
 
 // serve opens the API on rank 0 and answers until ctx is done.
 func (e *engine) serve(ctx context.Context, cancel context.CancelCauseFunc) error {
-	addr := net.JoinHostPort(e.cfg.Host, strconv.Itoa(e.cfg.Port))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("rank 0: listen on --host %s --port %d: %v: is another engine using the port?", e.cfg.Host, e.cfg.Port, err)
+	ln := e.cfg.Listener
+	if ln == nil {
+		addr := net.JoinHostPort(e.cfg.Host, strconv.Itoa(e.cfg.Port))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("rank 0: listen on --host %s --port %d: %v: is another engine using the port?", e.cfg.Host, e.cfg.Port, err)
+		}
+		ln = l
 	}
 	mux := http.NewServeMux()
 	var served atomic.Bool
@@ -121,6 +128,23 @@ func apiError(w http.ResponseWriter, code int, msg, param string) int {
 			"code":    code,
 		},
 	})
+}
+
+// jittered returns the prefill and decode rates for one request: the
+// configured rates, each scaled by a factor in 1 ± JitterPct/100 drawn from
+// a hash of the seed and the prompt (Config.JitterPct).
+func (e *engine) jittered(prompt string) (prefillTPS, decodeTPS float64) {
+	if e.cfg.JitterPct == 0 {
+		return e.cfg.PrefillTPS, e.cfg.DecodeTPS
+	}
+	h := fnv.New64a()
+	var seed [8]byte
+	binary.LittleEndian.PutUint64(seed[:], uint64(e.cfg.Seed))
+	h.Write(seed[:])
+	h.Write([]byte(prompt))
+	rng := rand.New(rand.NewPCG(h.Sum64(), uint64(e.cfg.Seed)))
+	factor := func() float64 { return 1 + e.cfg.JitterPct/100*(2*rng.Float64()-1) }
+	return e.cfg.PrefillTPS * factor(), e.cfg.DecodeTPS * factor()
 }
 
 // genRequest is the subset of the OpenAI request engine-sim reads.
@@ -272,8 +296,9 @@ func (e *engine) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 	id := fmt.Sprintf("cmpl-sim-%d", time.Now().UnixNano())
 	created := time.Now().Unix()
 	start := time.Now()
-	first := start.Add(time.Duration(float64(pt) / e.cfg.PrefillTPS * float64(time.Second)))
-	step := time.Duration(float64(time.Second) / e.cfg.DecodeTPS)
+	prefillTPS, decodeTPS := e.jittered(prompt)
+	first := start.Add(time.Duration(float64(pt) / prefillTPS * float64(time.Second)))
+	step := time.Duration(float64(time.Second) / decodeTPS)
 	ctx := r.Context()
 	sleepUntil := func(t time.Time) bool {
 		d := time.Until(t)
@@ -377,7 +402,7 @@ func (e *engine) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 	// from when the first token actually went out: a stall (a loaded
 	// machine) delays the answer but never lets the following tokens burst
 	// out faster than the configured rate.
-	pace := rate.NewLimiter(rate.Limit(e.cfg.DecodeTPS), 1)
+	pace := rate.NewLimiter(rate.Limit(decodeTPS), 1)
 	for i, tok := range toks {
 		if pace.Wait(ctx) != nil {
 			return 499

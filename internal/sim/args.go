@@ -14,6 +14,7 @@ const (
 	EnvLoadMiBps  = "ENGINE_SIM_LOAD_MIBPS"
 	EnvPrefillTPS = "ENGINE_SIM_PREFILL_TPS"
 	EnvDecodeTPS  = "ENGINE_SIM_DECODE_TPS"
+	EnvJitterPct  = "ENGINE_SIM_JITTER_PCT"
 	EnvFailAt     = "ENGINE_SIM_FAIL_AT"
 	EnvNoFollow   = "ENGINE_SIM_NOFOLLOW"
 	// EnvEngramRows is the per-layer total row count the runtime
@@ -79,6 +80,16 @@ func ParseArgs(args []string, getenv func(string) string) (Config, error) {
 			return nil
 		}
 	}
+	num64 := func(name string, p *int64) func(string) error {
+		return func(v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("--%s %q: not an integer", name, v)
+			}
+			*p = n
+			return nil
+		}
+	}
 	flt := func(name string, p *float64) func(string) error {
 		return func(v string) error {
 			f, err := strconv.ParseFloat(v, 64)
@@ -119,6 +130,8 @@ func ParseArgs(args []string, getenv func(string) string) (Config, error) {
 		"load-mibps":           {kFloat, flt("load-mibps", &c.LoadMiBps)},
 		"prefill-tps":          {kFloat, flt("prefill-tps", &c.PrefillTPS)},
 		"decode-tps":           {kFloat, flt("decode-tps", &c.DecodeTPS)},
+		"jitter-pct":           {kFloat, flt("jitter-pct", &c.JitterPct)},
+		"seed":                 {kInt, num64("seed", &c.Seed)},
 		"fail-at":              {kString, str(&c.FailAt)},
 		"nofollow":             {kBool, boolean("nofollow", &c.NoFollow)},
 		"engram-dir":           {kString, str(&engramDirFlag)},
@@ -232,6 +245,9 @@ func ParseArgs(args []string, getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	if err := envFloat("decode-tps", EnvDecodeTPS, &c.DecodeTPS); err != nil {
+		return c, err
+	}
+	if err := envFloat("jitter-pct", EnvJitterPct, &c.JitterPct); err != nil {
 		return c, err
 	}
 	if !set["fail-at"] {

@@ -74,6 +74,10 @@ type Config struct {
 	// port (reported through OnServing).
 	Host string
 	Port int
+	// Listener, when set, is where rank 0 serves the API instead of
+	// Host:Port: a process embedding the engine brings its own (an
+	// in-memory network in tests). The engine closes it when it stops.
+	Listener net.Listener
 
 	// TP is the tensor parallel size (engram tiling); default NNodes.
 	TP int
@@ -94,6 +98,14 @@ type Config struct {
 	// PrefillTPS and DecodeTPS pace the answers.
 	PrefillTPS float64
 	DecodeTPS  float64
+	// JitterPct varies each request's prefill and decode rates by up to
+	// ±JitterPct % (uniform), like a real engine's request-to-request
+	// noise; 0 paces every request exactly. The draw is a hash of Seed and
+	// the prompt, so the same request is paced the same way every time
+	// and concurrent requests do not depend on their arrival order.
+	JitterPct float64
+	// Seed seeds the jitter (vLLM's --seed).
+	Seed int64
 	// FailAt makes the engine fail on purpose: "load" after reading its
 	// first shard, "join" after loading (before reporting to rank 0),
 	// "serve" right after answering its first HTTP request (so a prober
@@ -188,6 +200,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LoadMiBps < 0 || c.PrefillTPS < 0 || c.DecodeTPS < 0 {
 		errs = append(errs, errors.New("--load-mibps, --prefill-tps and --decode-tps must not be negative"))
+	}
+	if c.JitterPct < 0 || c.JitterPct >= 100 {
+		errs = append(errs, fmt.Errorf("--jitter-pct %g outside 0..100 (exclusive): it is the ± %% a request's rates vary by", c.JitterPct))
 	}
 	return errors.Join(errs...)
 }

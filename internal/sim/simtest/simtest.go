@@ -1,6 +1,7 @@
 // Package simtest runs engine-sim in-process for tests of the packages that
 // talk to an engine (probe, bench): it writes a small, valid model tree and
-// starts sim.Run on free loopback ports, stopping it in t.Cleanup.
+// starts sim.Run on free loopback ports (or on a PipeNet), stopping it in
+// t.Cleanup.
 package simtest
 
 import (
@@ -90,10 +91,13 @@ func FreePort(t testing.TB) int {
 // Engine is one in-process engine-sim rank.
 type Engine struct {
 	// URL is the API base (http://127.0.0.1:PORT), meaningful on rank 0.
-	URL    string
-	done   chan struct{}
-	err    error
-	cancel context.CancelFunc
+	URL     string
+	done    chan struct{}
+	serving chan struct{}
+	err     error
+	cancel  context.CancelFunc
+	// pipe is set when the engine serves on a PipeNet (cfg.Listener).
+	pipe bool
 }
 
 // Done is closed when Run has returned; Err then holds its result.
@@ -117,25 +121,47 @@ func (e *Engine) Stop() error {
 }
 
 // Start runs cfg in-process (Host defaults to 127.0.0.1, Port 0 gets a free
-// port) and stops it in t.Cleanup. It does not wait for readiness.
+// port; with cfg.Listener, a PipeNet, it serves there) and stops it in
+// t.Cleanup. It does not wait for readiness.
 func Start(t testing.TB, cfg sim.Config) *Engine {
 	t.Helper()
 	if cfg.Host == "" {
 		cfg.Host = "127.0.0.1"
 	}
-	if cfg.Port == 0 && cfg.NodeRank == 0 {
+	if cfg.Port == 0 && cfg.NodeRank == 0 && cfg.Listener == nil {
 		cfg.Port = FreePort(t)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &Engine{URL: fmt.Sprintf("http://%s", net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))), done: make(chan struct{}), cancel: cancel}
+	e := &Engine{URL: fmt.Sprintf("http://%s", net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))), done: make(chan struct{}), serving: make(chan struct{}), cancel: cancel}
+	if cfg.Listener != nil {
+		e.URL, e.pipe = "http://"+cfg.Listener.Addr().String(), true
+	}
+	onServing := cfg.OnServing
+	cfg.OnServing = func(addr net.Addr) {
+		if onServing != nil {
+			onServing(addr)
+		}
+		close(e.serving)
+	}
 	go func() { e.err = sim.Run(ctx, cfg); close(e.done) }()
 	t.Cleanup(func() { e.Stop() })
 	return e
 }
 
-// WaitServing polls /health until it answers 200 or the timeout passes.
+// WaitServing polls /health until it answers 200 or the timeout passes
+// (on a PipeNet: waits until the engine serves).
 func (e *Engine) WaitServing(t testing.TB, timeout time.Duration) {
 	t.Helper()
+	if e.pipe {
+		select {
+		case <-e.serving:
+		case <-e.done:
+			t.Fatalf("engine-sim exited before serving: %v", e.err)
+		case <-time.After(timeout):
+			t.Fatalf("engine-sim on %s not serving after %s", e.URL, timeout)
+		}
+		return
+	}
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		select {
