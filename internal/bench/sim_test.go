@@ -22,11 +22,7 @@ func TestPerfAgainstInProcessEngineSim(t *testing.T) {
 	const prefill, decode = 2000.0, 100.0
 	model := simtest.WriteModel(t, filepath.Join(t.TempDir(), "model"), simtest.Model{})
 	synctest.Test(t, func(t *testing.T) {
-		pipe := simtest.NewPipeNet()
-		eng := simtest.Start(t, sim.Config{ModelPath: model, ServedModelName: "sim-model", Listener: pipe, PrefillTPS: prefill, DecodeTPS: decode, ContextLength: 16384})
-		eng.WaitServing(t, 30*time.Second)
-		client := pipe.Client()
-		t.Cleanup(client.CloseIdleConnections)
+		eng, client := simtest.StartOnPipe(t, sim.Config{ModelPath: model, ServedModelName: "sim-model", PrefillTPS: prefill, DecodeTPS: decode, ContextLength: 16384})
 
 		res, err := Perf(context.Background(), PerfInput{
 			BaseURL: eng.URL, Model: "sim-model", Client: client,

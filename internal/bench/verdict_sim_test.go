@@ -33,13 +33,8 @@ func TestVerdictsUnchangedLaneNeverRegressesSlowedLaneAlways(t *testing.T) {
 	model := simtest.WriteModel(t, filepath.Join(t.TempDir(), "model"), simtest.Model{})
 	synctest.Test(t, func(t *testing.T) {
 		start := func(slow float64) (*simtest.Engine, *http.Client) {
-			pipe := simtest.NewPipeNet()
-			e := simtest.Start(t, sim.Config{ModelPath: model, ServedModelName: "sim-model", Listener: pipe,
+			return simtest.StartOnPipe(t, sim.Config{ModelPath: model, ServedModelName: "sim-model",
 				PrefillTPS: prefill * slow, DecodeTPS: decode * slow, JitterPct: jitter, Seed: 7, ContextLength: 16384})
-			e.WaitServing(t, 30*time.Second)
-			c := pipe.Client()
-			t.Cleanup(c.CloseIdleConnections)
-			return e, c
 		}
 		fast, fastClient := start(1)
 		slowed, slowedClient := start(0.8)

@@ -220,11 +220,7 @@ func TestDecodeProbeMeasuresConfiguredRates(t *testing.T) {
 	const decode, prefill = 100.0, 4000.0
 	model := simtest.WriteModel(t, t.TempDir(), simtest.Model{})
 	synctest.Test(t, func(t *testing.T) {
-		pipe := simtest.NewPipeNet()
-		e := simtest.Start(t, sim.Config{ModelPath: model, ServedModelName: "org/sim", Listener: pipe, DecodeTPS: decode, PrefillTPS: prefill, ContextLength: 8192})
-		e.WaitServing(t, 10*time.Second)
-		c := pipe.Client()
-		t.Cleanup(c.CloseIdleConnections)
+		e, c := simtest.StartOnPipe(t, sim.Config{ModelPath: model, ServedModelName: "org/sim", DecodeTPS: decode, PrefillTPS: prefill, ContextLength: 8192})
 		probe.UseHTTPClient(t, c)
 		d, err := probe.DecodeProbe(context.Background(), probe.DecodeInput{BaseURL: e.URL, PromptTokens: 2000, MaxTokens: 151})
 		if err != nil {

@@ -24,11 +24,7 @@ func TestJitterPacesEachRequestByItsPrompt(t *testing.T) {
 	const prefill, decode, maxTokens = 1000.0, 100.0, 21
 	synctest.Test(t, func(t *testing.T) {
 		start := func(jitter float64, seed int64) *http.Client {
-			pipe := simtest.NewPipeNet()
-			e := simtest.Start(t, sim.Config{ModelPath: model, Listener: pipe, PrefillTPS: prefill, DecodeTPS: decode, JitterPct: jitter, Seed: seed})
-			e.WaitServing(t, 10*time.Second)
-			c := pipe.Client()
-			t.Cleanup(c.CloseIdleConnections)
+			_, c := simtest.StartOnPipe(t, sim.Config{ModelPath: model, PrefillTPS: prefill, DecodeTPS: decode, JitterPct: jitter, Seed: seed})
 			return c
 		}
 		// took answers one non-streaming completion and returns its

@@ -6,6 +6,10 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"testing"
+	"time"
+
+	"github.com/sparklane/sparklane/internal/sim"
 )
 
 // PipeNet is an in-memory network with one listener: sim.Config.Listener
@@ -72,4 +76,19 @@ func (p *PipeNet) Dial(ctx context.Context, _, _ string) (net.Conn, error) {
 // ends, or their reading goroutines outlive it).
 func (p *PipeNet) Client() *http.Client {
 	return &http.Client{Transport: &http.Transport{DialContext: p.Dial, DisableCompression: true}}
+}
+
+// StartOnPipe runs cfg in-process on a new PipeNet (cfg.Listener is set
+// here), waits until it serves, and returns it with the client that
+// reaches it; both are closed in t.Cleanup. Call it inside the synctest
+// bubble the test runs in.
+func StartOnPipe(t testing.TB, cfg sim.Config) (*Engine, *http.Client) {
+	t.Helper()
+	pipe := NewPipeNet()
+	cfg.Listener = pipe
+	e := Start(t, cfg)
+	e.WaitServing(t, 30*time.Second)
+	c := pipe.Client()
+	t.Cleanup(c.CloseIdleConnections)
+	return e, c
 }
