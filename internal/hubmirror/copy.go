@@ -108,22 +108,10 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 			n = size - off
 		}
 		var err error
-		// The chunk is copied in pieces, and each piece's writeback is
-		// started as soon as it is written (sync_file_range WRITE, which
-		// does not wait): the local disk writes while the source is read,
-		// as in cp, where the kernel's writeback runs beside it. The
-		// fdatasync at the chunk's end then waits for little, and is
-		// unchanged: every chunk is durable before the next is written.
-		for p := int64(0); p < n && err == nil; p += writebackPiece {
-			m := min(writebackPiece, n-p)
-			if h != nil {
-				err = st.readHashWrite(src, out, off+p, m, h)
-			} else {
-				err = st.copyRange(src, out, off+p, m)
-			}
-			if err == nil {
-				_ = unix.SyncFileRange(int(out.Fd()), off+p, m, unix.SYNC_FILE_RANGE_WRITE)
-			}
+		if h != nil {
+			err = st.readHashWrite(src, out, off, n, h)
+		} else {
+			err = st.copyRange(src, out, off, n)
 		}
 		if err == nil {
 			err = unix.Fdatasync(int(out.Fd()))

@@ -80,10 +80,6 @@ const tmpSuffix = ".sparklane-tmp"
 // kill -9 loses at most one chunk per in-flight file. Tests shrink it.
 var chunkSize int64 = 64 << 20
 
-// writebackPiece is how much of a chunk is written before its writeback is
-// started (see copy). Tests shrink it.
-var writebackPiece int64 = 8 << 20
-
 var lfsName = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // spec is a validated Spec with cleaned paths.

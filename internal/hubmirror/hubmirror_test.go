@@ -497,10 +497,9 @@ func TestExports(t *testing.T) {
 // Issue 13.6: a new run with no heartbeat details at all (a fresh Stage
 // after a cancel) resumes from the fsynced chunks of the temp file too.
 func TestResumeAfterCancel(t *testing.T) {
-	old, oldPiece := chunkSize, writebackPiece
-	// Pieces that do not divide a chunk: the last piece of each is short.
-	chunkSize, writebackPiece = 64<<10, 24<<10
-	t.Cleanup(func() { chunkSize, writebackPiece = old, oldPiece })
+	old := chunkSize
+	chunkSize = 64 << 10
+	t.Cleanup(func() { chunkSize = old })
 	for _, mode := range []string{"heartbeat", "corrupt", "stale-heartbeat", "fresh-run"} {
 		corrupt := mode == "corrupt"
 		f := newFixture(t, false)
