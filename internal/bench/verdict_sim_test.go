@@ -24,10 +24,10 @@ import (
 // in-memory network, so time is the bubble's fake clock: what the bench
 // measures is the engine's pacing and nothing of this machine's load. The
 // noise the verdict must see through is the engine's own: every request's
-// rates vary by up to ±8 % (sim.Config.JitterPct, a hash of the prompt),
-// and each bench sends other prompts (its own seed), so no two benches
-// measure the same numbers (checked below), and every run of this test
-// measures the same ones.
+// rates vary by up to ±8 % (sim.Config.JitterPct, a hash of the seed and
+// the prompt), and each bench sends other prompts (its own seed), so no
+// two benches measure the same numbers (checked below), and every run of
+// this test measures the same ones.
 func TestVerdictsUnchangedLaneNeverRegressesSlowedLaneAlways(t *testing.T) {
 	const prefill, decode, jitter = 20000.0, 400.0, 8.0
 	model := simtest.WriteModel(t, filepath.Join(t.TempDir(), "model"), simtest.Model{})

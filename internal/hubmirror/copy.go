@@ -95,9 +95,10 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 		}
 	}
 	st.prog.offset(it.Rel, off, off)
-	// Tell the kernel the rest is read in order, as cp does: it doubles
-	// the source's readahead window, and the source was last read at its
-	// sampled regions, out of order. Advice only; an error changes nothing.
+	// Tell the kernel the rest is read in order, as cp does (by the
+	// kernel's documentation it doubles the readahead window): the source
+	// was last read at its sampled regions, out of order. Advice only; an
+	// error changes nothing.
 	_ = unix.Fadvise(int(src.Fd()), off, size-off, unix.FADV_SEQUENTIAL)
 	for off < size {
 		if err := ctx.Err(); err != nil {

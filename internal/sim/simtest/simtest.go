@@ -96,8 +96,6 @@ type Engine struct {
 	serving chan struct{}
 	err     error
 	cancel  context.CancelFunc
-	// pipe is set when the engine serves on a PipeNet (cfg.Listener).
-	pipe bool
 }
 
 // Done is closed when Run has returned; Err then holds its result.
@@ -134,7 +132,7 @@ func Start(t testing.TB, cfg sim.Config) *Engine {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{URL: fmt.Sprintf("http://%s", net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))), done: make(chan struct{}), serving: make(chan struct{}), cancel: cancel}
 	if cfg.Listener != nil {
-		e.URL, e.pipe = "http://"+cfg.Listener.Addr().String(), true
+		e.URL = "http://" + cfg.Listener.Addr().String()
 	}
 	onServing := cfg.OnServing
 	cfg.OnServing = func(addr net.Addr) {
@@ -148,33 +146,16 @@ func Start(t testing.TB, cfg sim.Config) *Engine {
 	return e
 }
 
-// WaitServing polls /health until it answers 200 or the timeout passes
-// (on a PipeNet: waits until the engine serves).
+// WaitServing waits until rank 0 serves its API (sim.Config.OnServing:
+// the listener is open, on TCP or a PipeNet), the engine exits, or the
+// timeout passes.
 func (e *Engine) WaitServing(t testing.TB, timeout time.Duration) {
 	t.Helper()
-	if e.pipe {
-		select {
-		case <-e.serving:
-		case <-e.done:
-			t.Fatalf("engine-sim exited before serving: %v", e.err)
-		case <-time.After(timeout):
-			t.Fatalf("engine-sim on %s not serving after %s", e.URL, timeout)
-		}
-		return
+	select {
+	case <-e.serving:
+	case <-e.done:
+		t.Fatalf("engine-sim exited before serving: %v", e.err)
+	case <-time.After(timeout):
+		t.Fatalf("engine-sim at %s not serving after %s", e.URL, timeout)
 	}
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		select {
-		case <-e.done:
-			t.Fatalf("engine-sim exited before serving: %v", e.err)
-		default:
-		}
-		c, err := net.DialTimeout("tcp", e.URL[len("http://"):], 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("engine-sim at %s not serving after %s", e.URL, timeout)
 }
