@@ -178,7 +178,8 @@ func (a *NodeActivities) rowsSpec(b config.Staging, rank, tp int) sparserows.Spe
 
 // StageBlock runs one [[staging]] block here. It heartbeats the engine's
 // progress and, when retried after a crash, resumes from the last heartbeat:
-// at most one chunk (or block of rows) per in-flight file is copied again.
+// at most two chunks (hub-mirror) or one block of rows (sparse-rows) per
+// in-flight file are copied again.
 func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (StageBlockResult, error) {
 	out := StageBlockResult{Node: a.Node.Name, Block: in.Block.ID, Kind: in.Block.Kind}
 	opts := staging.Options{DryRun: in.DryRun, Force: in.Force}

@@ -35,24 +35,27 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 	want, have := st.resume[it.Rel]
 	// Whichever run finds it (a retried attempt, or a new run after a
 	// cancel, with or without heartbeat details), a temp file beside dst is
-	// this destination's earlier copy: every chunk before the one holding
-	// its last byte was written and fdatasynced before that chunk began, so
-	// it is trusted like a heartbeat offset after the same sampled check of
-	// the prefix against the source. A kill -9 or a cancel costs at most one
-	// chunk per file in flight, however stale (or absent) the heartbeat.
+	// this destination's earlier copy, written by this engine or by the
+	// relay's receiver: its trusted prefix (trustedPrefix: every chunk
+	// before the last two of this engine's, whose flush trails the copy)
+	// counts like a heartbeat offset, after the same sampled check against
+	// the source. A kill -9 or a cancel costs at most two chunks per file
+	// in flight, however stale (or absent) the heartbeat.
 	if fi, err := d.Lstat(tmp); err == nil && isReg(fi) && fi.Size > 0 {
-		if done := (min(fi.Size, size) - 1) / chunkSize * chunkSize; done > want {
-			want, have = done, true
-		}
-	}
-	if have && want > 0 && want <= size {
 		if f, err := d.OpenFile(tmp, os.O_RDWR, 0); err == nil {
-			if fi, err := f.Stat(); err == nil && fi.Size() >= want {
-				a, errA := ledger.SampleRegion(f, 0, want)
-				b, errB := ledger.SampleRegion(src, 0, want)
-				st.nas.Add(ledger.SampledBytes(want))
-				if errA == nil && errB == nil && a == b && f.Truncate(want) == nil {
-					out, off = f, want
+			if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+				if done := trustedPrefix(f, min(fi.Size(), size)); done > want {
+					want, have = done, true
+				}
+				if have && want > 0 && want <= size && fi.Size() >= want {
+					a, errA := ledger.SampleRegion(f, 0, want)
+					b, errB := ledger.SampleRegion(src, 0, want)
+					st.nas.Add(ledger.SampledBytes(want))
+					// This engine's flush trails its copy: a receiver's
+					// mark no longer holds once it writes here.
+					if errA == nil && errB == nil && a == b && f.Truncate(want) == nil && clearSyncedMark(f) == nil {
+						out, off = f, want
+					}
 				}
 			}
 			if out == nil {
@@ -64,6 +67,11 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 		f, err := d.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
 			return ledger.Entry{}, classifyWrite(dst, fmt.Errorf("create: %w", err))
+		}
+		// A truncated receiver's temp file keeps its mark: drop it.
+		if err := clearSyncedMark(f); err != nil {
+			f.Close()
+			return ledger.Entry{}, classifyWrite(dst, err)
 		}
 		out = f
 	}
@@ -100,6 +108,26 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 	// was last read at its sampled regions, out of order. Advice only; an
 	// error changes nothing.
 	_ = unix.Fadvise(int(src.Fd()), off, size-off, unix.FADV_SEQUENTIAL)
+	// Each chunk's fdatasync runs while the next chunk is copied (the
+	// flush trails the copy by one chunk), and a chunk is not begun before
+	// the flush of the one before the previous one has returned: so every
+	// chunk before the last two of the temp file is durable, which is what
+	// a resume trusts (trustedPrefix). The progress offset is the durable
+	// one.
+	fl := newTrailingFlush(out)
+	defer fl.wait() // never return with a flush in flight on out's fd
+	// flushed waits for the flush in flight and makes its end the
+	// progress offset.
+	flushed := func() error {
+		end, n, err := fl.wait()
+		if err != nil {
+			return classifyWrite(dst, fmt.Errorf("fdatasync %s (bytes up to %d): %w", d.Join(tmp), end, err))
+		}
+		if n > 0 {
+			st.prog.offset(it.Rel, end, n)
+		}
+		return nil
+	}
 	for off < size {
 		if err := ctx.Err(); err != nil {
 			return fail(err)
@@ -114,21 +142,23 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 		} else {
 			err = st.copyRange(src, out, off, n)
 		}
-		if err == nil {
-			err = unix.Fdatasync(int(out.Fd()))
-		}
-		if err != nil {
-			if errors.Is(err, errShortSource) {
-				return fail(fmt.Errorf("source file %s shrank while copying to %s: %w: rerun when the NAS copy is stable", it.Src, dst, err))
-			}
+		if errors.Is(err, errShortSource) {
+			return fail(fmt.Errorf("source file %s shrank while copying to %s: %w: rerun when the NAS copy is stable", it.Src, dst, err))
+		} else if err != nil {
 			return fail(classifyWrite(dst, fmt.Errorf("copy %s to %s at offset %d: %w", it.Src, d.Join(tmp), off, err)))
+		}
+		if err := flushed(); err != nil {
+			return fail(err)
 		}
 		off += n
 		st.nas.Add(n)
 		st.mu.Lock()
 		st.res.CopiedBytes += n
 		st.mu.Unlock()
-		st.prog.offset(it.Rel, off, n)
+		fl.start(off, n)
+	}
+	if err := flushed(); err != nil {
+		return fail(err)
 	}
 	ent := ledger.Entry{Size: size, Source: it.SrcRel, VerifiedAt: time.Now().UTC()}
 	if h != nil {
@@ -235,4 +265,39 @@ func rwCopy(src, dst *os.File, off, n int64, h hash.Hash) error {
 		n -= c
 	}
 	return nil
+}
+
+// fdatasync is unix.Fdatasync; a test stands in for it to hold a flush
+// and look at what was written meanwhile.
+var fdatasync = unix.Fdatasync
+
+// trailingFlush runs one fdatasync of a file at a time in the background,
+// so the next chunk is copied while the previous one reaches the disk.
+type trailingFlush struct {
+	fd      int
+	done    chan error
+	end, n  int64 // the range the pending flush makes durable ends at end; n bytes of it are new
+	pending bool
+}
+
+func newTrailingFlush(f *os.File) *trailingFlush {
+	return &trailingFlush{fd: int(f.Fd()), done: make(chan error, 1)}
+}
+
+// start flushes everything written so far (up to end, of which the last n
+// bytes are new) in the background. The previous flush must have been
+// waited for.
+func (t *trailingFlush) start(end, n int64) {
+	t.end, t.n, t.pending = end, n, true
+	go func() { t.done <- fdatasync(t.fd) }()
+}
+
+// wait returns when no flush is in flight: the end offset the flush made
+// durable and how many bytes it added (0 and 0 when none was pending).
+func (t *trailingFlush) wait() (end, n int64, err error) {
+	if !t.pending {
+		return 0, 0, nil
+	}
+	t.pending = false
+	return t.end, t.n, <-t.done
 }

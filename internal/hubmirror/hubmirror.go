@@ -76,8 +76,9 @@ const LedgerName = ".sparklane-ledger.json"
 // tmpSuffix marks temp files: ".NAME.sparklane-tmp" beside NAME.
 const tmpSuffix = ".sparklane-tmp"
 
-// chunkSize is how much is copied between fsyncs and progress offsets; a
-// kill -9 loses at most one chunk per in-flight file. Tests shrink it.
+// chunkSize is how much is copied between fdatasyncs and progress
+// offsets; a kill -9 loses at most two chunks per in-flight file (the
+// flush trails the copy by one chunk, durablePrefix). Tests shrink it.
 var chunkSize int64 = 64 << 20
 
 var lfsName = regexp.MustCompile(`^[0-9a-f]{64}$`)

@@ -44,11 +44,23 @@ func Files(ctx context.Context, in Spec) (mirror string, files []File, err error
 	return s.mirror, files, nil
 }
 
-// ChunkSize is how many bytes Stage copies between fsyncs. A receiver that
-// writes the same temp files (".NAME.sparklane-tmp" beside NAME) with a
-// chunk dividing this one leaves temp files Stage can resume, and resumes
-// Stage's.
+// ChunkSize is how many bytes Stage copies between fdatasyncs. A receiver
+// that writes the same temp files (".NAME.sparklane-tmp" beside NAME) with
+// a chunk dividing this one, each flushed before the next begins, leaves
+// temp files Stage can resume, and resumes Stage's (TrustedPrefix,
+// tempfile.go).
 func ChunkSize() int64 { return chunkSize }
+
+// SetChunkSize makes Stage copy n bytes between fdatasyncs (TrustedPrefix
+// follows) and returns a func that restores the size before it. It is for
+// tests, of this package and of those sharing Stage's temp files
+// (internal/relay), which copy megabytes, not gigabytes; no Stage may be
+// running when it is called.
+func SetChunkSize(n int64) (restore func()) {
+	old := chunkSize
+	chunkSize = n
+	return func() { chunkSize = old }
+}
 
 // TempBase is the temp name of a mirror file name in the same directory.
 func TempBase(name string) string { return tmpBase(name) }

@@ -183,9 +183,9 @@ type pass struct {
 
 // Run brings job.Files into job.Mirror on job.Node. The files are servable
 // to peers while they arrive. Temp files and resume follow hubmirror's
-// rules (".NAME.sparklane-tmp", trusted up to the last whole chunk after a
-// sampled check against the NAS), so a killed receiver re-copies at most a
-// chunk per file in flight. Run writes no ledger: a hubmirror Stage of the
+// rules (".NAME.sparklane-tmp", trusted up to hubmirror.TrustedPrefix after
+// a sampled check against the NAS); this engine marks its temp files, so a
+// killed receiver re-copies at most a chunk per file in flight. Run writes no ledger: a hubmirror Stage of the
 // same block afterwards adopts what it placed (sampling it against the
 // NAS) and copies whatever the relay could not deliver.
 func (r *Receiver) Run(ctx context.Context, job Job) (Result, error) {
@@ -457,24 +457,28 @@ func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, na
 	var out *os.File
 	var off int64
 	// A temp file beside dst is an earlier copy of this destination (a
-	// killed or cancelled pass, this engine's or hubmirror's): every chunk
-	// before the one holding its last byte was fdatasynced before that
-	// chunk began, so the prefix is kept after the same sampled check
-	// against the NAS. (A copy refused for bad content removed its temp.)
+	// killed or cancelled pass, this engine's or hubmirror's). Its trusted
+	// prefix (hubmirror.TrustedPrefix: up to the chunk holding the last
+	// byte of this engine's marked files, two chunks less of hubmirror's,
+	// whose flush trails its copy) is kept after the same sampled check
+	// against the NAS. A mark made with another chunk size is dropped
+	// before this pass writes on. (A copy refused for bad content removed
+	// its temp.)
 	if st, err := d.Lstat(tmp); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size > 0 {
-		done := (min(st.Size, f.Size) - 1) / chunk * chunk
-		if done > 0 {
-			if of, err := d.OpenFile(tmp, os.O_RDWR, 0); err == nil {
+		if of, err := d.OpenFile(tmp, os.O_RDWR, 0); err == nil {
+			done := hubmirror.TrustedPrefix(of, min(st.Size, f.Size))
+			if done > 0 {
 				a, errA := ledger.SampleRegion(of, 0, done)
 				b, errB := ledger.SampleRegion(nas, 0, done)
-				if errA == nil && errB == nil && a == b && of.Truncate(done) == nil {
+				if errA == nil && errB == nil && a == b && of.Truncate(done) == nil && (hubmirror.SyncedChunk(of) == chunk || hubmirror.ClearSyncedMark(of) == nil) {
 					out, off = of, done
 					p.mu.Lock()
 					p.res.Resumed += done
 					p.mu.Unlock()
-				} else {
-					of.Close()
 				}
+			}
+			if out == nil {
+				of.Close()
 			}
 		}
 	}
@@ -483,6 +487,9 @@ func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, na
 		if err != nil {
 			return "", staging.ClassifyWrite(dst, fmt.Errorf("create: %w", err))
 		}
+		// Every chunk is fdatasynced before the next is written: say so,
+		// so a resume keeps all but the last (best effort).
+		hubmirror.MarkSyncedChunk(of, chunk)
 		out = of
 	}
 	ok, keep := false, false
@@ -623,6 +630,9 @@ func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, na
 	if mode == 0 {
 		mode = 0o644
 	}
+	// The resume mark is the temp file's, not the staged file's (the
+	// fsync below makes its removal durable; a file without it has none).
+	_ = unix.Fremovexattr(int(out.Fd()), hubmirror.SyncedChunkXattr)
 	if err := out.Chmod(mode); err != nil {
 		return fail(staging.ClassifyWrite(dst, err))
 	}

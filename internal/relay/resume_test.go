@@ -11,6 +11,10 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sparklane/sparklane/internal/hubmirror"
 )
 
 // helperEnv makes the test binary a node worker's receiver (see TestMain):
@@ -117,5 +121,49 @@ func TestKilledReceiverResumesFromItsLastFsyncedChunk(t *testing.T) {
 	}
 	if recopied != fl.Size-pauseAt {
 		t.Errorf("re-copied %d B from n1, want only the rest %d", recopied, fl.Size-pauseAt)
+	}
+}
+
+// A temp file is trusted by who wrote it: this engine marks its own (every
+// chunk fdatasynced before the next), so all but the chunk holding the last
+// byte are kept; hubmirror's carry no mark (its flush trails its copy by a
+// chunk), so two chunks less are. A mark with another chunk size is
+// honoured, then dropped before this pass writes on. The staged file keeps
+// no mark.
+func TestResumeTrustsATempFileByItsWriter(t *testing.T) {
+	defer hubmirror.SetChunkSize(testChunk)() // hubmirror's chunk, in the same units
+	for _, tc := range []struct {
+		name string
+		mark int64 // 0: none
+		want int64 // resumed bytes
+	}{
+		{"this engine's", testChunk, 3 * testChunk},
+		{"hubmirror's", 0, 2 * testChunk},
+		{"marked with a larger chunk", 2 * testChunk, 2 * testChunk},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(t, 1, 4*testChunk+77)
+			fl, nd := f.files[0], f.nodes[0]
+			dir := filepath.Join(nd.mirror, filepath.Dir(fl.Rel))
+			tmp := filepath.Join(dir, "."+filepath.Base(fl.Rel)+".sparklane-tmp")
+			must(t, os.MkdirAll(dir, 0o755))
+			// Three and a half chunks on disk when the writer stopped.
+			must(t, os.WriteFile(tmp, f.data[fl.Rel][:3*testChunk+testChunk/2], 0o600))
+			if tc.mark > 0 {
+				must(t, unix.Setxattr(tmp, hubmirror.SyncedChunkXattr, []byte(strconv.FormatInt(tc.mark, 10)), 0))
+			}
+			r, err := nd.rcv.Run(context.Background(), f.job(nd))
+			must(t, err)
+			f.checkMirrors(nd)
+			if r.Resumed != tc.want {
+				t.Errorf("resumed %d bytes, want %d", r.Resumed, tc.want)
+			}
+			if r.Written != fl.Size-tc.want {
+				t.Errorf("wrote %d bytes of %d after resuming %d, want the rest %d", r.Written, fl.Size, r.Resumed, fl.Size-tc.want)
+			}
+			if _, err := unix.Getxattr(filepath.Join(nd.mirror, fl.Rel), hubmirror.SyncedChunkXattr, nil); err == nil {
+				t.Errorf("the staged file kept the temp file's mark %s", hubmirror.SyncedChunkXattr)
+			}
+		})
 	}
 }
