@@ -38,8 +38,9 @@ import (
 // more than the design allows.
 
 const (
-	// chunk is hub-mirror's copy chunk and sparse-rows' default block: the
-	// most a kill -9 may cost per file in flight.
+	// chunk is sparse-rows' default block and two of hub-mirror's copy
+	// chunks (its flush trails the copy by one): the most a kill -9 may
+	// cost per file in flight.
 	chunk = 64 << 20
 	// killHeartbeat is the staging heartbeat timeout used here, so a killed
 	// worker is noticed in seconds instead of the production minute.
@@ -285,8 +286,8 @@ func firstOr[T any](v []T, def T) T {
 // kill -9 of the n2 node worker mid-copy and mid-pack: after a restart the
 // retried StageBlock resumes from its last heartbeat, the staging completes
 // and verifies, and what was on disk at the kill is re-copied only up to two
-// chunks (hub-mirror: its flush trails the copy by one) per file in flight,
-// or one block (sparse-rows).
+// 32 MiB chunks (hub-mirror: its flush trails the copy by one) per file in
+// flight, or one 64 MiB block (sparse-rows).
 //
 // The kill point is deterministic: the worker starts with the staging
 // fault point (staging.TestPauseAtEnv) set to a byte count a third of the
@@ -307,8 +308,8 @@ func TestNodeWorkerKill9MidStagingResumes(t *testing.T) {
 	}{
 		{"big-hub", "srv/sparklane/hf", 0, 512 << 20,
 			// Four big files in flight (hub-mirror's default
-			// parallelism), two chunks each.
-			func(p staging.Progress) int64 { return 8 * chunk }},
+			// parallelism), two 32 MiB chunks each.
+			func(p staging.Progress) int64 { return 4 * chunk }},
 		{"big-rows", "srv/sparklane/engram", sparserows.PackedHeaderSize, 320 << 20,
 			func(staging.Progress) int64 { return chunk }},
 	}
@@ -354,7 +355,7 @@ func TestNodeWorkerKill9MidStagingResumes(t *testing.T) {
 				t.Errorf("the retried attempt copied all %d bytes again: it did not resume", total)
 			}
 			if recopied > tc.bound(seen) {
-				t.Errorf("re-copied %d bytes after kill -9, more than %d (two hub-mirror chunks per file in flight, or one sparse-rows block)", recopied, tc.bound(seen))
+				t.Errorf("re-copied %d bytes after kill -9, more than %d (two 32 MiB hub-mirror chunks per file in flight, or one sparse-rows block)", recopied, tc.bound(seen))
 			}
 			logb, _ := os.ReadFile(proc.log)
 			if !strings.Contains(string(logb), "resuming staging from heartbeat") {
