@@ -185,9 +185,10 @@ type pass struct {
 // to peers while they arrive. Temp files and resume follow hubmirror's
 // rules (".NAME.sparklane-tmp", trusted up to hubmirror.TrustedPrefix after
 // a sampled check against the NAS); this engine marks its temp files, so a
-// killed receiver re-copies at most a chunk per file in flight. Run writes no ledger: a hubmirror Stage of the
-// same block afterwards adopts what it placed (sampling it against the
-// NAS) and copies whatever the relay could not deliver.
+// killed receiver re-copies at most a chunk per file in flight. Run writes
+// no ledger: a hubmirror Stage of the same block afterwards adopts what it
+// placed (sampling it against the NAS) and copies whatever the relay could
+// not deliver.
 func (r *Receiver) Run(ctx context.Context, job Job) (Result, error) {
 	r.init()
 	if job.Parallel <= 0 {
