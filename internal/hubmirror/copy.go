@@ -132,10 +132,10 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 		if err := ctx.Err(); err != nil {
 			return fail(err)
 		}
-		n := chunkSize
-		if size-off < n {
-			n = size - off
-		}
+		// Chunks end on the chunkSize grid, also after resuming at an
+		// offset off it (a receiver's chunk): durablePrefix counts whole
+		// grid chunks, and would otherwise trust part of one not flushed.
+		n := min(chunkSize-off%chunkSize, size-off)
 		var err error
 		if h != nil {
 			err = st.readHashWrite(src, out, off, n, h)

@@ -17,18 +17,64 @@ import (
 
 // The flush trails the copy by exactly one chunk: while chunk k's
 // fdatasync is held, chunk k+1 is written (the copy goes on) and chunk k+2
-// is not begun (so every chunk before a temp file's last two is durable,
-// which is all durablePrefix trusts). The double of fdatasync holds each
-// flush until the test has looked at the temp file; in a synctest bubble,
-// synctest.Wait returns once the copier is blocked on that flush.
+// is not begun. So at every held flush, what a resume would trust of the
+// temp file (durablePrefix) is durable already: the resumed prefix and the
+// flushes released. That holds too when the copy resumed a receiver's temp
+// file at an offset off Stage's chunk grid: the first chunk then ends on
+// the grid. The double of fdatasync holds each flush until the test has
+// looked at the temp file; in a synctest bubble, synctest.Wait returns once
+// the copier is blocked on that flush.
 func TestFlushTrailsTheCopyByOneChunk(t *testing.T) {
 	defer SetChunkSize(256 << 10)() // the file must be over smallMax
-	f := newFixture(t, false)
-	big := testData(41, 6*int(chunkSize)+123) // 7 chunks, the last short
-	sum := f.repo.blob(big, false)
-	f.repo.link(rev1, "big.bin", sum)
-	sp := f.spec()
+	c := chunkSize
+	for _, tc := range []struct {
+		name string
+		// resumed: the receiver's temp file (marked with c/2) holds this
+		// many bytes, of which 1.5 chunks are kept; 0: a fresh copy.
+		resumed int64
+		// ends are the temp file's sizes at each held flush.
+		ends []int64
+	}{
+		{"fresh", 0, []int64{2 * c, 3 * c, 4 * c, 5 * c, 6 * c, 6*c + 123, 6*c + 123}},
+		{"resumed off the grid", c + 3*c/4, []int64{3 * c, 4 * c, 5 * c, 6 * c, 6*c + 123, 6*c + 123}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, false)
+			big := testData(41, 6*int(c)+123) // 7 chunks, the last short
+			sum := f.repo.blob(big, false)
+			f.repo.link(rev1, "big.bin", sum)
+			durable := int64(0)
+			if tc.resumed > 0 {
+				tmp := tmpName(filepath.Join(f.dst, "hub", "models--org--model", "blobs", sum))
+				must(t, os.MkdirAll(filepath.Dir(tmp), 0o755))
+				must(t, os.WriteFile(tmp, big[:tc.resumed], 0o600))
+				must(t, unix.Setxattr(tmp, SyncedChunkXattr, []byte(strconv.FormatInt(c/2, 10)), 0))
+				durable = (tc.resumed - 1) / (c / 2) * (c / 2)
+			}
+			holdEveryFlush(t, f.spec(), func(n int, end, size int64) {
+				if n > len(tc.ends) || size != tc.ends[n-1] {
+					t.Errorf("flush %d held (through byte %d): the temp file holds %d bytes, want %v[%d] (the next chunk written, nothing after it)", n, end, size, tc.ends, n-1)
+				}
+				if dp := durablePrefix(size, c); dp > durable {
+					t.Errorf("flush %d held: a resume would trust %d bytes of the temp file's %d, but only %d are flushed", n, dp, size, durable)
+				}
+				durable = end
+			})
+			fileEquals(t, filepath.Join(f.mirrorRepo(), "snapshots", rev1, "big.bin"), big)
+			if durable != int64(len(big)) {
+				t.Errorf("the last flush ended at %d, want %d", durable, len(big))
+			}
+		})
+	}
+}
+
+// holdEveryFlush stages sp in a synctest bubble, holding each fdatasync of
+// the chunked copy until the copier is blocked on it, then calls held with
+// the flush's count, the bytes it makes durable (the temp file's size when
+// it began) and the temp file's size now; then releases it.
+func holdEveryFlush(t *testing.T, sp Spec, held func(n int, end, size int64)) {
 	type flush struct {
+		end     int64
 		fd      int
 		release chan error
 	}
@@ -36,7 +82,11 @@ func TestFlushTrailsTheCopyByOneChunk(t *testing.T) {
 		calls := make(chan flush)
 		old := fdatasync
 		fdatasync = func(fd int) error {
-			c := flush{fd, make(chan error)}
+			var st unix.Stat_t
+			if err := unix.Fstat(fd, &st); err != nil {
+				return err
+			}
+			c := flush{st.Size, fd, make(chan error)}
 			calls <- c
 			return <-c.release
 		}
@@ -46,29 +96,23 @@ func TestFlushTrailsTheCopyByOneChunk(t *testing.T) {
 			_, err := Stage(context.Background(), sp, staging.Options{Parallel: 1})
 			done <- err
 		}()
-		n := 0
-		for {
+		for n := 1; ; n++ {
 			select {
 			case c := <-calls:
-				n++
 				synctest.Wait()
 				// Errors are reported and the flush released all the same,
 				// so the Stage ends and the bubble with it.
 				var st unix.Stat_t
 				if err := unix.Fstat(c.fd, &st); err != nil {
 					t.Errorf("flush %d: fstat: %v", n, err)
-				} else if want := min(int64(n+1)*chunkSize, int64(len(big))); st.Size != want {
-					t.Errorf("flush %d held (through byte %d): the temp file holds %d bytes, want %d (the next chunk written, nothing after it)", n, int64(n)*chunkSize, st.Size, want)
+				} else {
+					held(n, c.end, st.Size)
 				}
 				c.release <- nil
 			case err := <-done:
 				if err != nil {
 					t.Fatal(err)
 				}
-				if n != 7 {
-					t.Fatalf("%d chunk flushes, want 7 (one per chunk)", n)
-				}
-				fileEquals(t, filepath.Join(f.mirrorRepo(), "snapshots", rev1, "big.bin"), big)
 				return
 			}
 		}

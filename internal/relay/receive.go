@@ -67,9 +67,10 @@ type Job struct {
 	SHA256 bool
 	// Parallel is how many files are in flight (default 4).
 	Parallel int
-	// Chunk is the fsync and resume granularity; it must divide
-	// hubmirror.ChunkSize() so either engine resumes the other's temp
-	// files (default: that size).
+	// Chunk is the fsync and resume granularity (the temp files' mark
+	// says it); it must divide hubmirror.ChunkSize() (default: that
+	// size), so a pass resuming hubmirror's temp file at a whole
+	// hubmirror chunk writes on its own chunk grid.
 	Chunk int64
 	// OnProgress is called as bytes land (throttled, and at every chunk).
 	OnProgress func(Progress) `json:"-"`
