@@ -11,6 +11,13 @@
 # engine beat REV's. It is how a change to the copy loop (the trailing
 # flush, the chunk size) is judged on this VM, whose disk spreads identical
 # runs by a quarter: an A/B in one series, not two runs of bench-stage.sh.
+#   FRESH=1     keep every output (each phase writes into space no earlier
+#               phase freed, as bench-stage.sh does) instead of deleting the
+#               previous one; needs (3 * ROUNDS + 2) * SIZE_GIB GiB free.
+#   REV_ARGS, HEAD_ARGS
+#               extra arguments for each engine's `hubmirror-bench stage`,
+#               e.g. HEAD_ARGS="-chunk-mib 256" with REV=HEAD measures the
+#               flush cadence alone.
 # Data lives under a temp dir on the filesystem of /var/tmp (or $BENCH_DIR).
 set -euo pipefail
 
@@ -26,6 +33,7 @@ cleanup() {
 trap cleanup EXIT
 
 need=$((2 * SIZE_GIB + 1))
+if [[ ${FRESH:-0} == 1 ]]; then need=$(((3 * ROUNDS + 2) * SIZE_GIB + 1)); fi
 avail=$(df -P --block-size=1G "$work" | awk 'NR == 2 { print $4 }')
 if ((avail < need)); then
 	echo "bench-flush.sh: $work has ${avail} GiB free; a ${SIZE_GIB} GiB blob and one copy need ${need} GiB" >&2
@@ -40,10 +48,14 @@ nas="$work/nas/hub"
 
 now() { date +%s.%N; }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-# phase TOOL: one cold copy into a fresh output; prints its seconds.
+# phase TOOL ROUND: one cold copy into a new output; prints its seconds.
 phase() {
 	local out="$work/out"
-	rm -rf "$out"
+	if [[ ${FRESH:-0} == 1 ]]; then
+		out="$work/out-$2-$1"
+	else
+		rm -rf "$out"
+	fi
 	mkdir -p "$out"
 	sync
 	sleep "${SETTLE:-12}"
@@ -52,14 +64,18 @@ phase() {
 	local s
 	s=$(now)
 	case $1 in
-	rev) "$work/hmb-rev" stage -src "$nas" -dst "$out/d" -repos org/blob >/dev/null ;;
-	head) "$work/hmb-head" stage -src "$nas" -dst "$out/d" -repos org/blob >/dev/null ;;
+	rev) "$work/hmb-rev" stage -src "$nas" -dst "$out/d" -repos org/blob ${REV_ARGS:-} >/dev/null ;;
+	head) "$work/hmb-head" stage -src "$nas" -dst "$out/d" -repos org/blob ${HEAD_ARGS:-} >/dev/null ;;
 	cp) mkdir -p "$out/d" && cp -a "$nas" "$out/d/" && sync ;;
 	esac
 	awk -v a="$s" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'
 }
 
-echo "== ${SIZE_GIB} GiB blob; engine at $REV ($(git rev-parse --short "$REV")) vs this checkout ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', modified')), and cp -a + sync"
+echo "== ${SIZE_GIB} GiB blob; engine at $REV ($(git rev-parse --short "$REV"))${REV_ARGS:+ $REV_ARGS} vs this checkout ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', modified'))${HEAD_ARGS:+ $HEAD_ARGS}, and cp -a + sync; outputs $([[ ${FRESH:-0} == 1 ]] && echo 'kept (fresh space)' || echo 'deleted before each phase')"
+# An untimed cp -a + sync first: the first phase after the data generation
+# was 1.5-3x slower than the same tool later (9.26-9.37 s against 4.50-6.70
+# s), whichever tool had the slot.
+phase cp 0 >/dev/null
 tools=(rev head cp)
 t_rev=() t_head=() t_cp=() wins=0
 for r in $(seq 1 "$ROUNDS"); do
@@ -67,7 +83,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	declare -A got=()
 	for k in 0 1 2; do
 		tool=${tools[$(((r - 1 + k) % 3))]}
-		got[$tool]=$(phase "$tool")
+		got[$tool]=$(phase "$tool" "$r")
 		line="$line $tool ${got[$tool]} s"
 	done
 	t_rev+=("${got[rev]}") t_head+=("${got[head]}") t_cp+=("${got[cp]}")

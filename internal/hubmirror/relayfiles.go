@@ -55,7 +55,8 @@ func ChunkSize() int64 { return chunkSize }
 // follows) and returns a func that restores the size before it. It is for
 // tests, of this package and of those sharing Stage's temp files
 // (internal/relay), which copy megabytes, not gigabytes; no Stage may be
-// running when it is called.
+// running when it is called. hubmirror-bench's -chunk-mib uses it too, to
+// measure the flush cadence.
 func SetChunkSize(n int64) (restore func()) {
 	old := chunkSize
 	chunkSize = n

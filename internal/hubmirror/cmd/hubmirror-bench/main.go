@@ -127,7 +127,14 @@ func run(ctx context.Context, cmd string, args []string) error {
 	resume := fs.String("resume", "", "resume from this progress JSON")
 	full := fs.Bool("full", false, "verify: hash whole contents")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run here (go tool pprof)")
+	chunkMiB := fs.Int64("chunk-mib", 0, "copy this many MiB between fdatasyncs (0: the engine's own chunk); for measuring the flush cadence")
 	fs.Parse(args)
+	if *chunkMiB < 0 || *chunkMiB > 4096 {
+		return fmt.Errorf("-chunk-mib %d: want 1..4096 MiB, or 0 for the engine's own chunk", *chunkMiB)
+	}
+	if *chunkMiB > 0 {
+		defer hubmirror.SetChunkSize(*chunkMiB << 20)()
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
