@@ -36,7 +36,7 @@ need=$((2 * SIZE_GIB + 1))
 if [[ ${FRESH:-0} == 1 ]]; then need=$(((3 * ROUNDS + 2) * SIZE_GIB + 1)); fi
 avail=$(df -P --block-size=1G "$work" | awk 'NR == 2 { print $4 }')
 if ((avail < need)); then
-	echo "bench-flush.sh: $work has ${avail} GiB free; a ${SIZE_GIB} GiB blob and one copy need ${need} GiB" >&2
+	echo "bench-flush.sh: $work has ${avail} GiB free; a ${SIZE_GIB} GiB blob and $([[ ${FRESH:-0} == 1 ]] && echo "every copy of ${ROUNDS} rounds (FRESH=1)" || echo 'one copy') need ${need} GiB" >&2
 	exit 1
 fi
 cd "$here"
@@ -73,8 +73,9 @@ phase() {
 
 echo "== ${SIZE_GIB} GiB blob; engine at $REV ($(git rev-parse --short "$REV"))${REV_ARGS:+ $REV_ARGS} vs this checkout ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', modified'))${HEAD_ARGS:+ $HEAD_ARGS}, and cp -a + sync; outputs $([[ ${FRESH:-0} == 1 ]] && echo 'kept (fresh space)' || echo 'deleted before each phase')"
 # An untimed cp -a + sync first: the first phase after the data generation
-# was 1.5-3x slower than the same tool later (9.26-9.37 s against 4.50-6.70
-# s), whichever tool had the slot.
+# (the engine at REV's, as the order rotates from it) was 1.5-2x slower
+# than the same engine later (9.26 and 9.37 s against 4.50-6.70 s), as
+# bench-stage.sh saw for the starter.
 phase cp 0 >/dev/null
 tools=(rev head cp)
 t_rev=() t_head=() t_cp=() wins=0
