@@ -5,8 +5,9 @@
 # checkout, and both against `cp -a` + sync, on the same data in the same
 # run: one SIZE_GIB blob (default 4), ROUNDS rounds (default 8). Each round
 # runs the three once, the order rotating from round to round; before each
-# timed phase the previous output is deleted, the disk settles (SETTLE
-# seconds, default 12) and the page cache is dropped (when we are root).
+# timed phase the previous output is deleted (kept with FRESH=1, below),
+# the disk settles (SETTLE seconds, default 12) and the page cache is
+# dropped (when we are root).
 # Prints every round, the medians and in how many rounds this checkout's
 # engine beat REV's. It is how a change to the copy loop (the trailing
 # flush, the chunk size) is judged on this VM, whose disk spreads identical

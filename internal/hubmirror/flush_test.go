@@ -51,7 +51,9 @@ func TestFlushTrailsTheCopyByOneChunk(t *testing.T) {
 				must(t, unix.Setxattr(tmp, SyncedChunkXattr, []byte(strconv.FormatInt(c/2, 10)), 0))
 				durable = (tc.resumed - 1) / (c / 2) * (c / 2)
 			}
+			flushes := 0
 			holdEveryFlush(t, f.spec(), func(n int, end, size int64) {
+				flushes = n
 				if n > len(tc.ends) || size != tc.ends[n-1] {
 					t.Errorf("flush %d held (through byte %d): the temp file holds %d bytes, want %v[%d] (the next chunk written, nothing after it)", n, end, size, tc.ends, n-1)
 				}
@@ -63,6 +65,9 @@ func TestFlushTrailsTheCopyByOneChunk(t *testing.T) {
 			fileEquals(t, filepath.Join(f.mirrorRepo(), "snapshots", rev1, "big.bin"), big)
 			if durable != int64(len(big)) {
 				t.Errorf("the last flush ended at %d, want %d", durable, len(big))
+			}
+			if flushes != len(tc.ends) {
+				t.Errorf("%d chunk flushes, want %d (one per chunk copied)", flushes, len(tc.ends))
 			}
 		})
 	}
