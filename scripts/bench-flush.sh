@@ -17,7 +17,7 @@
 #               previous one; needs (3 * ROUNDS + 2) * SIZE_GIB GiB free.
 #   REV_ARGS, HEAD_ARGS
 #               extra arguments for each engine's `hubmirror-bench stage`,
-#               e.g. HEAD_ARGS="-chunk-mib 256" with REV=HEAD measures the
+#               e.g. HEAD_ARGS="-flush-mib 256" with REV=HEAD measures the
 #               flush cadence alone.
 # Data lives under a temp dir on the filesystem of /var/tmp (or $BENCH_DIR).
 set -euo pipefail

@@ -20,10 +20,10 @@ import (
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 4<<20); return &b }}
 
-// copy writes it to a temp name beside dst in chunks (fsync + progress
-// offset after each), continuing a resumed temp file after checking the
-// sampled hash of its written part against the source, then checks the
-// result and renames it into place.
+// copy writes it to a temp name beside dst in chunks, fdatasyncing every
+// flush interval (progress offset after each), continuing a resumed temp
+// file after checking the sampled hash of its kept part against the
+// source, then checks the result and renames it into place.
 func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int64, srcSample, dst string) (ledger.Entry, error) {
 	d, name, err := st.dc.Parent(dst, true)
 	if err != nil {
@@ -36,11 +36,13 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 	// Whichever run finds it (a retried attempt, or a new run after a
 	// cancel, with or without heartbeat details), a temp file beside dst is
 	// this destination's earlier copy, written by this engine or by the
-	// relay's receiver: its trusted prefix (trustedPrefix: every chunk
-	// before the last two of this engine's, whose flush trails the copy)
-	// counts like a heartbeat offset, after the same sampled check against
-	// the source. A kill -9 or a cancel costs at most two chunks per file
-	// in flight, however stale (or absent) the heartbeat.
+	// relay's receiver: its trusted prefix (trustedPrefix: all of it in the
+	// boot that wrote it; after a reboot every flush interval before the
+	// last two of this engine's, whose flush trails the copy) counts like a
+	// heartbeat offset, after the same sampled check against the source. A
+	// kill -9 or a cancel costs nothing, a power cut at most two flush
+	// intervals per file in flight, however stale (or absent) the
+	// heartbeat.
 	if fi, err := d.Lstat(tmp); err == nil && isReg(fi) && fi.Size > 0 {
 		if f, err := d.OpenFile(tmp, os.O_RDWR, 0); err == nil {
 			if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
@@ -53,7 +55,7 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 					st.nas.Add(ledger.SampledBytes(want))
 					// This engine's flush trails its copy: a receiver's
 					// mark no longer holds once it writes here.
-					if errA == nil && errB == nil && a == b && f.Truncate(want) == nil && clearSyncedMark(f) == nil {
+					if errA == nil && errB == nil && a == b && f.Truncate(want) == nil && clearSyncedMark(f) == nil && takeOver(f) == nil {
 						out, off = f, want
 					}
 				}
@@ -73,6 +75,7 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 			f.Close()
 			return ledger.Entry{}, classifyWrite(dst, err)
 		}
+		markBoot(f)
 		out = f
 	}
 	keep := false // keep the temp file for a resume (cancelled, not failed)
@@ -108,23 +111,25 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 	// was last read at its sampled regions, out of order. Advice only; an
 	// error changes nothing.
 	_ = unix.Fadvise(int(src.Fd()), off, size-off, unix.FADV_SEQUENTIAL)
-	// Each chunk's fdatasync runs while the next chunk is copied (the
-	// flush trails the copy by one chunk), and a chunk is not begun before
-	// the flush of the one before the previous one has returned: so every
-	// chunk before the last two of the temp file is durable, which is what
-	// a resume trusts (trustedPrefix). The progress offset is the durable
-	// one.
+	// Each flush interval's fdatasync runs while the next interval is
+	// copied (the flush trails the copy by one interval), and an interval
+	// is not begun before the flush of the one before the previous one has
+	// returned: so every interval before the last two of the temp file is
+	// durable, which is what a resume after a reboot trusts
+	// (trustedPrefix). The progress offset is the durable one; the bytes
+	// done count each chunk as it is copied.
+	flush := flushSize()
 	fl := newTrailingFlush(out)
 	defer fl.wait() // never return with a flush in flight on out's fd
 	// flushed waits for the flush in flight and makes its end the
 	// progress offset.
 	flushed := func() error {
-		end, n, err := fl.wait()
+		end, err := fl.wait()
 		if err != nil {
 			return classifyWrite(dst, fmt.Errorf("fdatasync %s (bytes up to %d): %w", d.Join(tmp), end, err))
 		}
-		if n > 0 {
-			st.prog.offset(it.Rel, end, n)
+		if end > 0 {
+			st.prog.offset(it.Rel, end, 0)
 		}
 		return nil
 	}
@@ -133,8 +138,10 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 			return fail(err)
 		}
 		// Chunks end on the chunkSize grid, also after resuming at an
-		// offset off it (a receiver's chunk): durablePrefix counts whole
-		// grid chunks, and would otherwise trust part of one not flushed.
+		// offset off it (a receiver's chunk, or all a killed writer
+		// wrote), and so flushes on the flush grid: durablePrefix counts
+		// whole grid intervals, and would otherwise trust part of one not
+		// flushed.
 		n := min(chunkSize-off%chunkSize, size-off)
 		var err error
 		if h != nil {
@@ -147,15 +154,18 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 		} else if err != nil {
 			return fail(classifyWrite(dst, fmt.Errorf("copy %s to %s at offset %d: %w", it.Src, d.Join(tmp), off, err)))
 		}
-		if err := flushed(); err != nil {
-			return fail(err)
-		}
 		off += n
 		st.nas.Add(n)
 		st.mu.Lock()
 		st.res.CopiedBytes += n
 		st.mu.Unlock()
-		fl.start(off, n)
+		st.prog.add(n)
+		if off%flush == 0 || off == size {
+			if err := flushed(); err != nil {
+				return fail(err)
+			}
+			fl.start(off)
+		}
 	}
 	if err := flushed(); err != nil {
 		return fail(err)
@@ -176,6 +186,9 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 		return fail(fmt.Errorf("%s: copied content does not match the source %s sampled before the copy (the source changed while copying?): rerun", dst, it.Src))
 	}
 	ent.Sampled = sum
+	// The marks are the temp file's, not the staged file's (the fsync
+	// below makes their removal durable).
+	dropMarks(out)
 	mode := it.Mode
 	if mode == 0 {
 		mode = 0o644
@@ -276,7 +289,7 @@ var fdatasync = unix.Fdatasync
 type trailingFlush struct {
 	fd      int
 	done    chan error
-	end, n  int64 // the range the pending flush makes durable ends at end; n bytes of it are new
+	end     int64 // what the pending flush makes durable ends at end
 	pending bool
 }
 
@@ -284,20 +297,19 @@ func newTrailingFlush(f *os.File) *trailingFlush {
 	return &trailingFlush{fd: int(f.Fd()), done: make(chan error, 1)}
 }
 
-// start flushes everything written so far (up to end, of which the last n
-// bytes are new) in the background. The previous flush must have been
-// waited for.
-func (t *trailingFlush) start(end, n int64) {
-	t.end, t.n, t.pending = end, n, true
+// start flushes everything written so far (up to end) in the background.
+// The previous flush must have been waited for.
+func (t *trailingFlush) start(end int64) {
+	t.end, t.pending = end, true
 	go func() { t.done <- fdatasync(t.fd) }()
 }
 
 // wait returns when no flush is in flight: the end offset the flush made
-// durable and how many bytes it added (0 and 0 when none was pending).
-func (t *trailingFlush) wait() (end, n int64, err error) {
+// durable (0 when none was pending).
+func (t *trailingFlush) wait() (end int64, err error) {
 	if !t.pending {
-		return 0, 0, nil
+		return 0, nil
 	}
 	t.pending = false
-	return t.end, t.n, <-t.done
+	return t.end, <-t.done
 }

@@ -15,30 +15,35 @@ import (
 	"github.com/sparklane/sparklane/internal/staging"
 )
 
-// The flush trails the copy by exactly one chunk: while chunk k's
-// fdatasync is held, chunk k+1 is written (the copy goes on) and chunk k+2
-// is not begun. So at every held flush, what a resume would trust of the
-// temp file (durablePrefix) is durable already: the resumed prefix and the
-// flushes released. That holds too when the copy resumed a receiver's temp
-// file at an offset off Stage's chunk grid: the first chunk then ends on
-// the grid. The double of fdatasync holds each flush until the test has
-// looked at the temp file; in a synctest bubble, synctest.Wait returns once
-// the copier is blocked on that flush.
-func TestFlushTrailsTheCopyByOneChunk(t *testing.T) {
+// The flush trails the copy by exactly one flush interval: while interval
+// k's fdatasync is held, interval k+1 is written (the copy goes on) and
+// interval k+2 is not begun. So at every held flush, what a resume after a
+// reboot would trust of the temp file (durablePrefix) is durable already:
+// the resumed prefix and the flushes released. That holds too when the
+// copy resumed a receiver's temp file at an offset off Stage's chunk grid:
+// the first chunk then ends on the grid, and so the flushes on theirs. The
+// double of fdatasync holds each flush until the test has looked at the
+// temp file; in a synctest bubble, synctest.Wait returns once the copier is
+// blocked on that flush.
+func TestFlushTrailsTheCopyByOneInterval(t *testing.T) {
 	defer SetChunkSize(256 << 10)() // the file must be over smallMax
 	c := chunkSize
 	for _, tc := range []struct {
-		name string
+		name  string
+		every int64 // flush interval in chunks
 		// resumed: the receiver's temp file (marked with c/2) holds this
 		// many bytes, of which 1.5 chunks are kept; 0: a fresh copy.
 		resumed int64
 		// ends are the temp file's sizes at each held flush.
 		ends []int64
 	}{
-		{"fresh", 0, []int64{2 * c, 3 * c, 4 * c, 5 * c, 6 * c, 6*c + 123, 6*c + 123}},
-		{"resumed off the grid", c + 3*c/4, []int64{3 * c, 4 * c, 5 * c, 6 * c, 6*c + 123, 6*c + 123}},
+		{"fresh", 1, 0, []int64{2 * c, 3 * c, 4 * c, 5 * c, 6 * c, 6*c + 123, 6*c + 123}},
+		{"resumed off the grid", 1, c + 3*c/4, []int64{3 * c, 4 * c, 5 * c, 6 * c, 6*c + 123, 6*c + 123}},
+		{"fresh, two chunks a flush", 2, 0, []int64{4 * c, 6 * c, 6*c + 123, 6*c + 123}},
+		{"resumed off the grid, two chunks a flush", 2, c + 3*c/4, []int64{4 * c, 6 * c, 6*c + 123, 6*c + 123}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			defer SetFlushChunks(tc.every)()
 			f := newFixture(t, false)
 			big := testData(41, 6*int(c)+123) // 7 chunks, the last short
 			sum := f.repo.blob(big, false)
@@ -57,7 +62,7 @@ func TestFlushTrailsTheCopyByOneChunk(t *testing.T) {
 				if n > len(tc.ends) || size != tc.ends[n-1] {
 					t.Errorf("flush %d held (through byte %d): the temp file holds %d bytes, want %v[%d] (the next chunk written, nothing after it)", n, end, size, tc.ends, n-1)
 				}
-				if dp := durablePrefix(size, c); dp > durable {
+				if dp := durablePrefix(size, flushSize()); dp > durable {
 					t.Errorf("flush %d held: a resume would trust %d bytes of the temp file's %d, but only %d are flushed", n, dp, size, durable)
 				}
 				durable = end
@@ -67,7 +72,7 @@ func TestFlushTrailsTheCopyByOneChunk(t *testing.T) {
 				t.Errorf("the last flush ended at %d, want %d", durable, len(big))
 			}
 			if flushes != len(tc.ends) {
-				t.Errorf("%d chunk flushes, want %d (one per chunk copied)", flushes, len(tc.ends))
+				t.Errorf("%d flushes, want %d (one per interval copied, one at the end)", flushes, len(tc.ends))
 			}
 		})
 	}
@@ -136,22 +141,34 @@ func TestDurablePrefix(t *testing.T) {
 	}
 }
 
-// A temp file is resumed by who wrote it: one the relay's receiver marked
-// (every chunk fdatasynced before the next) up to the chunk holding its
-// last byte, by the chunk size its mark gives; an unmarked one, this
-// engine's, up to the chunk before its last two. The mark is dropped before
-// this engine writes on, so the staged file carries none.
+// A temp file is resumed by when and by whom it was written. Written in
+// this boot (BootXattr): all of it, whoever wrote it. Else (a reboot since,
+// which the test stands in for with another boot id, or no boot mark): one
+// the relay's receiver marked (every chunk fdatasynced before the next) up
+// to the chunk holding its last byte, by the chunk size its mark gives; an
+// unmarked one, this engine's, up to the flush interval before its last
+// two. The marks are dropped before the file is staged, so the staged file
+// carries none.
 func TestResumeTrustsATempFileByItsWriter(t *testing.T) {
 	defer SetChunkSize(256 << 10)()
+	defer SetFlushChunks(1)()
 	c := chunkSize
+	if bootID() == "" {
+		t.Fatal("no boot id from /proc/sys/kernel/random/boot_id: the same-boot resume cannot be tested")
+	}
 	for _, tc := range []struct {
 		name string
-		mark int64 // 0: none
-		want int64 // bytes kept
+		mark int64  // 0: none
+		boot string // the boot mark: "" none, "this", or another boot's id
+		want int64  // bytes kept
 	}{
-		{"a receiver's", c, 3 * c},
-		{"this engine's", 0, 2 * c},
-		{"marked with a larger chunk", 2 * c, 2 * c},
+		{"a receiver's", c, "", 3 * c},
+		{"this engine's", 0, "", 2 * c},
+		{"marked with a larger chunk", 2 * c, "", 2 * c},
+		{"this engine's, this boot", 0, "this", 3*c + c/2},
+		{"a receiver's, this boot", c, "this", 3*c + c/2},
+		{"this engine's, before a reboot", 0, "5b0c7ab2-0000-4000-8000-000000000000", 2 * c},
+		{"a receiver's, before a reboot", c, "5b0c7ab2-0000-4000-8000-000000000000", 3 * c},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, false)
@@ -164,6 +181,13 @@ func TestResumeTrustsATempFileByItsWriter(t *testing.T) {
 			if tc.mark > 0 {
 				must(t, unix.Setxattr(tmp, SyncedChunkXattr, []byte(strconv.FormatInt(tc.mark, 10)), 0))
 			}
+			switch tc.boot {
+			case "":
+			case "this":
+				must(t, unix.Setxattr(tmp, BootXattr, []byte(bootID()), 0))
+			default:
+				must(t, unix.Setxattr(tmp, BootXattr, []byte(tc.boot), 0))
+			}
 			res, err := Stage(context.Background(), f.spec(), staging.Options{Parallel: 1})
 			must(t, err)
 			staged := filepath.Join(f.mirrorRepo(), "snapshots", rev1, "big.bin")
@@ -172,8 +196,10 @@ func TestResumeTrustsATempFileByItsWriter(t *testing.T) {
 			if want := res.TotalBytes - tc.want; res.CopiedBytes != want {
 				t.Errorf("copied %d bytes of %d, want %d (all but the %d kept)", res.CopiedBytes, res.TotalBytes, want, tc.want)
 			}
-			if _, err := unix.Getxattr(staged, SyncedChunkXattr, nil); err == nil {
-				t.Errorf("the staged file kept the temp file's mark %s", SyncedChunkXattr)
+			for _, x := range []string{SyncedChunkXattr, BootXattr} {
+				if _, err := unix.Getxattr(staged, x, nil); err == nil {
+					t.Errorf("the staged file kept the temp file's mark %s", x)
+				}
 			}
 		})
 	}
@@ -183,6 +209,7 @@ func TestResumeTrustsATempFileByItsWriter(t *testing.T) {
 // is staged under the file's name and no temp file is left.
 func TestFailedFlushStagesNothing(t *testing.T) {
 	defer SetChunkSize(256 << 10)()
+	defer SetFlushChunks(1)()
 	f := newFixture(t, false)
 	big := testData(47, 6*int(chunkSize)+123)
 	sum := f.repo.blob(big, false)

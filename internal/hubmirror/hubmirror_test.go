@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/staging"
@@ -492,17 +494,22 @@ func TestExports(t *testing.T) {
 	}
 }
 
-// Rule 12: cancel mid-file, resume from the last progress: at most two
-// chunks are copied again (the flush trails the copy by one chunk, so a
-// temp file is trusted up to the chunk before its last two; a heartbeat's
-// offset is durable and costs one); a corrupted resumed prefix is not
-// trusted.
+// Rule 12: cancel mid-file, resume from the last progress. In the boot
+// that wrote the temp file nothing is copied again, whatever the heartbeat
+// says: all it holds was written, and the kernel has it. After a reboot
+// (another boot id on the temp file stands in for one) at most two flush
+// intervals are (the flush trails the copy by one, so a temp file is
+// trusted up to the interval before its last two; a heartbeat's offset is
+// durable and costs one). A corrupted resumed prefix is not trusted.
 // Issue 13.6: a new run with no heartbeat details at all (a fresh Stage
-// after a cancel) resumes from the fsynced chunks of the temp file too.
+// after a cancel) resumes from the temp file too.
 func TestResumeAfterCancel(t *testing.T) {
 	t.Cleanup(SetChunkSize(64 << 10))
-	for _, mode := range []string{"heartbeat", "corrupt", "stale-heartbeat", "fresh-run"} {
+	t.Cleanup(SetFlushChunks(2))
+	flush := flushSize()
+	for _, mode := range []string{"heartbeat", "corrupt", "stale-heartbeat", "fresh-run", "reboot", "reboot-heartbeat"} {
 		corrupt := mode == "corrupt"
+		reboot := strings.HasPrefix(mode, "reboot")
 		f := newFixture(t, false)
 		big := testData(700, 2<<20+12345)
 		sum := f.repo.blob(big, false)
@@ -533,10 +540,16 @@ func TestResumeAfterCancel(t *testing.T) {
 				off = fo.Offset
 			}
 		}
-		if off < 1<<20 || offsets < 16 {
-			t.Fatalf("last progress %+v (%d offsets reported): want the big file in flight past 1 MiB", last, offsets)
+		if off < 1<<20 || int64(offsets) < (1<<20)/flush {
+			t.Fatalf("last progress %+v (%d offsets reported): want the big file in flight past 1 MiB, an offset at each flush", last, offsets)
 		}
 		tmp := tmpName(filepath.Join(f.dst, "hub", bigRel))
+		if id, err := unix.Getxattr(tmp, BootXattr, make([]byte, 64)); err != nil || id == 0 {
+			t.Fatalf("the cancelled copy's temp file has no %s mark: %v", BootXattr, err)
+		}
+		if reboot {
+			must(t, unix.Setxattr(tmp, BootXattr, []byte("5b0c7ab2-0000-4000-8000-000000000000"), 0))
+		}
 		if corrupt {
 			fh, err := os.OpenFile(tmp, os.O_WRONLY, 0)
 			must(t, err)
@@ -548,9 +561,9 @@ func TestResumeAfterCancel(t *testing.T) {
 		switch mode {
 		case "stale-heartbeat":
 			// The retried attempt got an old heartbeat (they are throttled):
-			// the fsynced chunks of the temp file still count.
+			// the temp file still counts.
 			resume = &staging.Progress{}
-		case "fresh-run":
+		case "fresh-run", "reboot":
 			// A new workflow run: no heartbeat details at all.
 			resume = nil
 		}
@@ -562,14 +575,21 @@ func TestResumeAfterCancel(t *testing.T) {
 				t.Fatalf("corrupted temp prefix was trusted: second pass copied %d of %d", res2.CopiedBytes, len(big))
 			}
 		} else {
-			// From the heartbeat's durable offset one chunk is copied
-			// again; from the temp file alone, two.
-			allowed := 2 * chunkSize
-			if mode == "heartbeat" {
-				allowed = chunkSize
+			// In the same boot nothing is copied again. After a reboot,
+			// from the heartbeat's durable offset one flush interval is;
+			// from the temp file alone, two.
+			allowed := int64(0)
+			switch mode {
+			case "reboot":
+				allowed = 2 * flush
+			case "reboot-heartbeat":
+				allowed = flush
 			}
 			if recopied < 0 || recopied > allowed || res2.CopiedBytes >= int64(len(big)) {
 				t.Fatalf("%s: resume re-copied %d bytes (pass 1 %d, pass 2 %d, total %d); allowed ≤ %d", mode, recopied, res1.CopiedBytes, res2.CopiedBytes, res2.TotalBytes, allowed)
+			}
+			if reboot && recopied == 0 {
+				t.Fatalf("%s: a temp file written before the reboot was trusted whole (nothing re-copied)", mode)
 			}
 		}
 		fileEquals(t, filepath.Join(f.mirrorRepo(), "snapshots", rev1, "big.bin"), big)

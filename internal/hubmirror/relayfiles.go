@@ -44,23 +44,35 @@ func Files(ctx context.Context, in Spec) (mirror string, files []File, err error
 	return s.mirror, files, nil
 }
 
-// ChunkSize is how many bytes Stage copies between fdatasyncs. A receiver
-// that writes the same temp files (".NAME.sparklane-tmp" beside NAME) with
-// a chunk dividing this one, each flushed before the next begins, leaves
-// temp files Stage can resume, and resumes Stage's (TrustedPrefix,
-// tempfile.go).
+// ChunkSize is the grain of Stage's copy: its flush interval is a whole
+// number of chunks. A receiver that writes the same temp files
+// (".NAME.sparklane-tmp" beside NAME) with a chunk dividing this one, each
+// flushed before the next begins, leaves temp files Stage can resume, and
+// resumes Stage's (TrustedPrefix, tempfile.go).
 func ChunkSize() int64 { return chunkSize }
 
-// SetChunkSize makes Stage copy n bytes between fdatasyncs (TrustedPrefix
-// follows) and returns a func that restores the size before it. It is for
-// tests, of this package and of those sharing Stage's temp files
-// (internal/relay), which copy megabytes, not gigabytes; no Stage may be
-// running when it is called. hubmirror-bench's -chunk-mib uses it too, to
-// measure the flush cadence.
+// SetChunkSize makes Stage copy n bytes at a time (its flush interval
+// stays the same number of chunks) and returns a func that restores the
+// size before it. It is for tests, of this package and of those sharing
+// Stage's temp files (internal/relay), which copy megabytes, not
+// gigabytes; no Stage may be running when it is called.
 func SetChunkSize(n int64) (restore func()) {
 	old := chunkSize
 	chunkSize = n
 	return func() { chunkSize = old }
+}
+
+// FlushSize is how many bytes Stage copies between fdatasyncs.
+func FlushSize() int64 { return flushSize() }
+
+// SetFlushChunks makes Stage fdatasync every k chunks and returns a func
+// that restores the count before it. For tests, and hubmirror-bench's
+// -flush-mib, which measures the flush cadence; no Stage may be running
+// when it is called.
+func SetFlushChunks(k int64) (restore func()) {
+	old := flushChunks
+	flushChunks = k
+	return func() { flushChunks = old }
 }
 
 // TempBase is the temp name of a mirror file name in the same directory.

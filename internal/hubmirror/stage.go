@@ -671,8 +671,8 @@ func (st *stager) noteDir(dir string) {
 	st.mu.Unlock()
 }
 
-// tracker throttles progress to ≤ 4 calls a second, except at chunk
-// boundaries, where the fsynced offset must reach the heartbeat.
+// tracker throttles progress to ≤ 4 calls a second, except at flushes,
+// where the fsynced offset must reach the heartbeat.
 type tracker struct {
 	mu       sync.Mutex
 	cb       func(staging.Progress)

@@ -5,17 +5,29 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// A temp file (".NAME.sparklane-tmp" beside NAME) is resumed from a prefix
-// that reached the disk before the writer stopped, whatever stopped it (a
-// cancel, kill -9, a power cut). Two writers share these files, with two
-// flush rules:
-//   - Stage (copy.go) fdatasyncs each chunk while it copies the next, and
-//     begins chunk k+1 only once chunk k-1's flush has returned: every
-//     chunk before the last two is durable (durablePrefix).
+// A temp file (".NAME.sparklane-tmp" beside NAME) is resumed from what
+// survived its writer, whatever stopped it (a cancel, kill -9, a power
+// cut), after a sampled check against the source:
+//   - In the boot that wrote it (BootXattr names the kernel's boot_id), all
+//     of it: a cancelled or killed writer leaves every byte it wrote with
+//     the kernel, which writes it back as it does any other; only a crash
+//     or power cut of the machine loses unflushed bytes, and that is a new
+//     boot. Every writer marks its temp file at creation, and when it takes
+//     one over (TakeOver), after flushing what it keeps.
+//   - After a reboot, or without the mark, only the prefix its writer knew
+//     durable, by its flush rule.
+//
+// Two writers share these files, with two flush rules:
+//   - Stage (copy.go) fdatasyncs every flush interval (flushSize: a whole
+//     number of chunks) while it copies the next, and begins interval k+1
+//     only once interval k-1's flush has returned: every interval before
+//     the last two is durable (durablePrefix).
 //   - internal/relay's receiver fdatasyncs each chunk before it writes the
 //     next: every chunk before the one holding the last byte is durable. It
 //     says so with SyncedChunkXattr on the file, valued with its chunk
@@ -24,21 +36,57 @@ import (
 //     Stage's are: less, never more.
 //
 // A writer that takes over a marked file under Stage's rule removes the
-// mark, durably, before it writes (clearSyncedMark).
+// mark, durably, before it writes (clearSyncedMark). A writer that takes
+// over any temp file flushes it first (TakeOver), so what the file held is
+// durable before its own rule's claims begin.
+
+// BootXattr marks a temp file with the boot it was written in: the value
+// of /proc/sys/kernel/random/boot_id when its writer created or took it
+// over.
+const BootXattr = "user.sparklane.boot"
+
+// bootID is this boot's id, or "" when the kernel does not say (then no
+// temp file is trusted past its flushed prefix).
+var bootID = sync.OnceValue(func() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+})
+
+// markBoot marks f as written in this boot. Best effort: without the mark
+// (no user xattrs here) a resume trusts the flushed prefix only.
+func markBoot(f *os.File) {
+	if id := bootID(); id != "" {
+		_ = unix.Fsetxattr(int(f.Fd()), BootXattr, []byte(id), 0)
+	}
+}
+
+// sameBoot says whether f was written in this boot.
+func sameBoot(f *os.File) bool {
+	id := bootID()
+	if id == "" {
+		return false
+	}
+	var buf [64]byte
+	n, err := unix.Fgetxattr(int(f.Fd()), BootXattr, buf[:])
+	return err == nil && string(buf[:n]) == id
+}
 
 // SyncedChunkXattr marks a temp file whose writer fdatasynced every chunk
 // before it wrote the next; its value is that chunk size in decimal bytes.
 const SyncedChunkXattr = "user.sparklane.synced-chunk"
 
 // durablePrefix is how much of a temp file of the given size written under
-// Stage's rule is durable: every chunk before the last two (the one holding
-// its last byte and the one before it, whose fdatasync may still have been
-// running).
-func durablePrefix(size, chunk int64) int64 {
+// Stage's rule, flushed every interval bytes, is durable: every interval
+// before the last two (the one holding its last byte and the one before
+// it, whose fdatasync may still have been running).
+func durablePrefix(size, interval int64) int64 {
 	if size <= 0 {
 		return 0
 	}
-	return max(0, ((size-1)/chunk-1)*chunk)
+	return max(0, ((size-1)/interval-1)*interval)
 }
 
 // syncedChunk is the chunk size a temp file's mark gives, or 0 without a
@@ -58,16 +106,39 @@ func syncedChunk(f *os.File) int64 {
 
 // trustedPrefix is how much of the open temp file f, of which the first
 // size bytes count, a resume may keep after a sampled check against the
-// source: up to the chunk holding the last byte when the file is marked,
-// else durablePrefix in Stage's chunks.
+// source: all of them when f was written in this boot; else up to the
+// chunk holding the last byte when a receiver marked it, else durablePrefix
+// in Stage's flush intervals.
 func trustedPrefix(f *os.File, size int64) int64 {
 	if size <= 0 {
 		return 0
 	}
+	if sameBoot(f) {
+		return size
+	}
 	if c := syncedChunk(f); c > 0 {
 		return (size - 1) / c * c
 	}
-	return durablePrefix(size, chunkSize)
+	return durablePrefix(size, flushSize())
+}
+
+// takeOver readies the temp file f, resumed at its first size bytes, for
+// this writer: it flushes what f holds (what a resume kept in this boot may
+// not have reached the disk, and the new writer's flush rule counts from a
+// durable start) and marks f as written in this boot.
+func takeOver(f *os.File) error {
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		return fmt.Errorf("fdatasync %s: %w", f.Name(), err)
+	}
+	markBoot(f)
+	return nil
+}
+
+// dropMarks removes the temp file's marks from f before it is renamed into
+// place (best effort; the caller's fsync makes it durable).
+func dropMarks(f *os.File) {
+	_ = unix.Fremovexattr(int(f.Fd()), SyncedChunkXattr)
+	_ = unix.Fremovexattr(int(f.Fd()), BootXattr)
 }
 
 // clearSyncedMark removes f's mark, if any, and fsyncs the removal, so the
@@ -104,3 +175,15 @@ func SyncedChunk(f *os.File) int64 { return syncedChunk(f) }
 // ClearSyncedMark removes f's mark, durably, before it is written under
 // other rules (a receiver with another chunk size).
 func ClearSyncedMark(f *os.File) error { return clearSyncedMark(f) }
+
+// MarkBoot marks a temp file f its writer just created as written in this
+// boot (BootXattr; best effort).
+func MarkBoot(f *os.File) { markBoot(f) }
+
+// TakeOver flushes the resumed temp file f and marks it as written in this
+// boot, before its new writer writes on.
+func TakeOver(f *os.File) error { return takeOver(f) }
+
+// DropMarks removes a temp file's marks (SyncedChunkXattr, BootXattr)
+// before it is renamed into place.
+func DropMarks(f *os.File) { dropMarks(f) }

@@ -460,19 +460,22 @@ func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, na
 	var off int64
 	// A temp file beside dst is an earlier copy of this destination (a
 	// killed or cancelled pass, this engine's or hubmirror's). Its trusted
-	// prefix (hubmirror.TrustedPrefix: up to the chunk holding the last
-	// byte of this engine's marked files, two chunks less of hubmirror's,
-	// whose flush trails its copy) is kept after the same sampled check
-	// against the NAS. A mark made with another chunk size is dropped
-	// before this pass writes on. (A copy refused for bad content removed
-	// its temp.)
+	// prefix (hubmirror.TrustedPrefix: all of it in the boot that wrote
+	// it; after a reboot up to the chunk holding the last byte of this
+	// engine's marked files, two flush intervals less of hubmirror's, whose
+	// flush trails its copy) is kept after the same sampled check against
+	// the NAS, and flushed before this pass writes on (hubmirror.TakeOver).
+	// A mark made with another chunk size is dropped (durably) before this
+	// pass marks the file with its own. (A copy refused for bad content
+	// removed its temp.)
 	if st, err := d.Lstat(tmp); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size > 0 {
 		if of, err := d.OpenFile(tmp, os.O_RDWR, 0); err == nil {
 			done := hubmirror.TrustedPrefix(of, min(st.Size, f.Size))
 			if done > 0 {
 				a, errA := ledger.SampleRegion(of, 0, done)
 				b, errB := ledger.SampleRegion(nas, 0, done)
-				if errA == nil && errB == nil && a == b && of.Truncate(done) == nil && (hubmirror.SyncedChunk(of) == chunk || hubmirror.ClearSyncedMark(of) == nil) {
+				if errA == nil && errB == nil && a == b && of.Truncate(done) == nil && (hubmirror.SyncedChunk(of) == chunk || hubmirror.ClearSyncedMark(of) == nil) && hubmirror.TakeOver(of) == nil {
+					hubmirror.MarkSyncedChunk(of, chunk) // all it kept is flushed now
 					out, off = of, done
 					p.mu.Lock()
 					p.res.Resumed += done
@@ -490,8 +493,11 @@ func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, na
 			return "", staging.ClassifyWrite(dst, fmt.Errorf("create: %w", err))
 		}
 		// Every chunk is fdatasynced before the next is written: say so,
-		// so a resume keeps all but the last (best effort).
+		// so a resume after a reboot keeps all but the last, and that it
+		// is written in this boot, so a resume within it keeps all (best
+		// effort).
 		hubmirror.MarkSyncedChunk(of, chunk)
+		hubmirror.MarkBoot(of)
 		out = of
 	}
 	ok, keep := false, false
@@ -548,7 +554,9 @@ func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, na
 				stream = s
 			}
 		}
-		n := min(chunk, f.Size-off)
+		// Chunks end on the chunk grid, also after resuming off it (all a
+		// killed writer wrote): the mark trusts whole grid chunks.
+		n := min(chunk-off%chunk, f.Size-off)
 		for w := int64(0); w < n; {
 			m := min(int64(len(buf)), n-w)
 			var k int
@@ -632,9 +640,9 @@ func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, na
 	if mode == 0 {
 		mode = 0o644
 	}
-	// The resume mark is the temp file's, not the staged file's (the
-	// fsync below makes its removal durable; a file without it has none).
-	_ = unix.Fremovexattr(int(out.Fd()), hubmirror.SyncedChunkXattr)
+	// The resume marks are the temp file's, not the staged file's (the
+	// fsync below makes their removal durable).
+	hubmirror.DropMarks(out)
 	if err := out.Chmod(mode); err != nil {
 		return fail(staging.ClassifyWrite(dst, err))
 	}

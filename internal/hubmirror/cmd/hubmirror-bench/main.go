@@ -127,13 +127,13 @@ func run(ctx context.Context, cmd string, args []string) error {
 	resume := fs.String("resume", "", "resume from this progress JSON")
 	full := fs.Bool("full", false, "verify: hash whole contents")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run here (go tool pprof)")
-	chunkMiB := fs.Int64("chunk-mib", 0, "copy this many MiB between fdatasyncs (0: the engine's own chunk); for measuring the flush cadence")
+	flushMiB := fs.Int64("flush-mib", 0, "fdatasync every this many MiB, a multiple of the engine's chunk (0: the engine's own interval); for measuring the flush cadence")
 	fs.Parse(args)
-	if *chunkMiB < 0 || *chunkMiB > 4096 {
-		return fmt.Errorf("-chunk-mib %d: want 1..4096 MiB, or 0 for the engine's own chunk", *chunkMiB)
+	if chunk := hubmirror.ChunkSize() >> 20; *flushMiB < 0 || *flushMiB > 1<<20 || *flushMiB%chunk != 0 {
+		return fmt.Errorf("-flush-mib %d: want a multiple of the engine's %d MiB chunk up to 1 TiB, or 0 for the engine's own interval (%d MiB)", *flushMiB, chunk, hubmirror.FlushSize()>>20)
 	}
-	if *chunkMiB > 0 {
-		defer hubmirror.SetChunkSize(*chunkMiB << 20)()
+	if *flushMiB > 0 {
+		defer hubmirror.SetFlushChunks((*flushMiB << 20) / hubmirror.ChunkSize())()
 	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
