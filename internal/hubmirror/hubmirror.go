@@ -80,16 +80,18 @@ const tmpSuffix = ".sparklane-tmp"
 // flush interval (flushSize) is a whole number of them. Tests shrink it.
 var chunkSize int64 = 32 << 20
 
-// flushChunks is how many chunks Stage copies between fdatasyncs: 32 (1
+// flushChunks is how many chunks Stage copies between fdatasyncs: 128 (4
 // GiB). A cancel or kill -9 loses nothing of a temp file within the boot
 // that wrote it (trustedPrefix); a crash or power cut of the machine loses
-// at most two flush intervals (2 GiB) per file in flight (the flush trails
-// the copy by one interval, durablePrefix). When it was one 32 MiB chunk,
-// the flushes, not the copy, set the pace of a cold stage into space the
-// disk had never written: 4 GiB in 5.75 s against 3.58 s with one flush at
-// the end and 3.17 s for cp -a + sync (FRESH=1 HEAD_ARGS="-chunk-mib 4096"
-// scripts/bench-flush.sh HEAD 4).
-var flushChunks int64 = 32
+// at most two flush intervals per file in flight (the flush trails the
+// copy by one interval, durablePrefix), which for a model's usual shards
+// of up to 5 GB is the whole file. On this VM every flush before the end
+// costs: a cold 4 GiB stage into new space took 6.33 s flushing every 32
+// MiB, 4.75 s every 1 GiB and 4.19 s with one flush at the end, against
+// cp -a + sync 3.96 s and 4.30 s (FRESH=1 scripts/bench-flush.sh 54a0132 4,
+// then FRESH=1 HEAD_ARGS="-flush-mib 4096" scripts/bench-flush.sh HEAD 4
+// at 1 GiB).
+var flushChunks int64 = 128
 
 // flushSize is how many bytes Stage copies between fdatasyncs.
 func flushSize() int64 { return chunkSize * flushChunks }
