@@ -177,9 +177,11 @@ func (a *NodeActivities) rowsSpec(b config.Staging, rank, tp int) sparserows.Spe
 }
 
 // StageBlock runs one [[staging]] block here. It heartbeats the engine's
-// progress and, when retried after a crash, resumes from the last heartbeat:
-// at most two chunks (hub-mirror) or one block of rows (sparse-rows) per
-// in-flight file are copied again.
+// progress and, when retried after a crash, resumes from the last heartbeat
+// and the temp files on disk: after a worker's kill nothing of a hub-mirror
+// temp file is copied again (within the boot that wrote it), after a
+// machine's crash at most two flush intervals per in-flight file; at most
+// one block of rows (sparse-rows).
 func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (StageBlockResult, error) {
 	out := StageBlockResult{Node: a.Node.Name, Block: in.Block.ID, Kind: in.Block.Kind}
 	opts := staging.Options{DryRun: in.DryRun, Force: in.Force}
