@@ -12,9 +12,11 @@
 #     already running, and the engine's own second pass,
 # each RUNS times (default 3; the tools' order rotates from run to run),
 # printing every time, the medians' ratios and each run's own ratio (its
-# cp+sync against its starter and engine);
+# cp+sync against its starter and engine), and for each cold starter run
+# the Stage workflow's wall time against its time in activities
+# (orchbench);
 # then the verify-only pass warm, the starter's start-up alone and the
-# Stage workflow's wall time against its time in activities (orchbench).
+# same split for the last verify-only run.
 # The control service is started once (`starter control start`) and stopped
 # at the end. Page cache is dropped before every timed phase when we are root.
 # Nothing is deleted between timed phases: every run writes fresh
@@ -46,6 +48,7 @@ trap cleanup EXIT
 cd "$here"
 go build -o "$starter" ./starter
 go build -o "$work/hmb" ./internal/hubmirror/cmd/hubmirror-bench
+go build -o "$work/orchbench" ./scripts/orchbench
 hmb="$work/hmb"
 nas="$work/nas/hub"
 root="$work/node" # the node's fs_root: its /srv/sparklane is $root/srv/sparklane
@@ -161,6 +164,10 @@ cp_sync_tree() { mkdir -p "$1" && cp -a "$nas/models--org--blob" "$1/" && sync; 
 phase_starter() {
 	timed st_cold "starter stage, cold" "$work/stage.json" "$starter" "${cfg[@]}" --json stage --lane blob
 	echo "    (the engine inside the activity: $(python3 -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["nodes"][0]["blocks"][0]["seconds"])' "$work/stage.json") s)"
+	# Where the rest went: the run's wall time in the history against the
+	# time its activities took (the CLI's own time is the starter's
+	# minus the run's wall).
+	echo "    ($("$work/orchbench" overhead "${cfg[@]}" "stage/blob"))"
 	settle
 	timed st_verify "starter stage, verify-only" "$work/stage2.json" "$starter" "${cfg[@]}" --json stage --lane blob
 }
@@ -213,7 +220,6 @@ done
 echo "  starter stage, verify-only  : ${st_warm[*]} s"
 echo "  starter --help (start-up)   : ${st_help[*]} s"
 echo "  starter --help, after a drop: ${st_helpcold[*]} s"
-go build -o "$work/orchbench" ./scripts/orchbench
 "$work/orchbench" overhead "${cfg[@]}" "stage/blob" | sed 's/^/  /'
 
 m_st=$(median "${st_cold[@]}"); m_sv=$(median "${st_verify[@]}"); m_ec=$(median "${eng_cold[@]}")

@@ -117,6 +117,24 @@ func (r *rig) waitStarts(n int) []string {
 	}
 }
 
+// waitWorkerPID waits for worker.pid to name the worker whose start line
+// is start: the supervisor writes it after starting the worker in the
+// background, so the worker's own start line may come first.
+func (r *rig) waitWorkerPID(start string) int {
+	r.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		pid := readPID(r.eng.Layout.WorkerPIDFile())
+		if pid > 0 && strings.HasPrefix(start, strconv.Itoa(pid)+" ") {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("worker.pid says %d, not the worker that started last (%q)", pid, start)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func readPID(path string) int {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -198,8 +216,7 @@ func TestChangedBinaryIsUploadedAndRestarted(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.install()
-	r.waitStarts(1)
-	oldPID := readPID(r.eng.Layout.WorkerPIDFile())
+	oldPID := r.waitWorkerPID(r.waitStarts(1)[0])
 	r.writeDouble("v2")
 	res := r.install()
 	wantSteps(t, res, Uploaded, Unchanged, Unchanged, Restarted)
@@ -211,7 +228,7 @@ func TestChangedBinaryIsUploadedAndRestarted(t *testing.T) {
 	if alive(oldPID) {
 		t.Fatalf("the old worker (pid %d) still runs after the upgrade", oldPID)
 	}
-	newPID := readPID(r.eng.Layout.WorkerPIDFile())
+	newPID := r.waitWorkerPID(starts[1])
 	if !alive(newPID) || !strings.HasPrefix(starts[1], strconv.Itoa(newPID)+" ") {
 		t.Fatalf("worker.pid %d is not the restarted worker %q", newPID, starts[1])
 	}
@@ -231,7 +248,7 @@ func TestSupervisorRestartsKilledWorker(t *testing.T) {
 	r := newRig(t)
 	r.install()
 	first := r.waitStarts(1)
-	pid := readPID(r.eng.Layout.WorkerPIDFile())
+	pid := r.waitWorkerPID(first[0])
 	sup := readPID(r.eng.Layout.PIDFile())
 	if !alive(pid) || !alive(sup) {
 		t.Fatalf("worker %d / supervisor %d not running", pid, sup)
@@ -240,7 +257,7 @@ func TestSupervisorRestartsKilledWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	starts := r.waitStarts(2)
-	newPID := readPID(r.eng.Layout.WorkerPIDFile())
+	newPID := r.waitWorkerPID(starts[1])
 	if newPID == pid || !alive(newPID) || !strings.HasPrefix(starts[1], strconv.Itoa(newPID)+" ") {
 		t.Fatalf("after kill -9 of %d: worker.pid %d, starts %v (first %v)", pid, newPID, starts, first)
 	}
