@@ -86,11 +86,11 @@ var chunkSize int64 = 32 << 20
 // at most two flush intervals per file in flight (the flush trails the
 // copy by one interval, durablePrefix), which for a model's usual shards
 // of up to 5 GB is the whole file. On this VM every flush before the end
-// costs: a cold 4 GiB stage into new space took 6.33 s flushing every 32
-// MiB, 4.75 s every 1 GiB and 4.19 s with one flush at the end, against
-// cp -a + sync 3.96 s and 4.30 s (FRESH=1 scripts/bench-flush.sh 54a0132 4,
-// then FRESH=1 HEAD_ARGS="-flush-mib 4096" scripts/bench-flush.sh HEAD 4
-// at 1 GiB).
+// costs. A cold 4 GiB stage into new space, in one series: 6.33 s flushing
+// every 32 MiB, 4.75 s every 1 GiB, cp -a + sync 3.96 s (FRESH=1
+// scripts/bench-flush.sh 54a0132 4, this interval at 1 GiB); in another:
+// 5.13 s every 1 GiB, 4.19 s with one flush at the end, cp -a + sync 4.30
+// s (FRESH=1 HEAD_ARGS="-flush-mib 4096" scripts/bench-flush.sh HEAD 4).
 var flushChunks int64 = 128
 
 // flushSize is how many bytes Stage copies between fdatasyncs.
