@@ -167,8 +167,8 @@ func TestResumeTrustsATempFileByItsWriter(t *testing.T) {
 		{"marked with a larger chunk", 2 * c, "", 2 * c},
 		{"this engine's, this boot", 0, "this", 3*c + c/2},
 		{"a receiver's, this boot", c, "this", 3*c + c/2},
-		{"this engine's, before a reboot", 0, "5b0c7ab2-0000-4000-8000-000000000000", 2 * c},
-		{"a receiver's, before a reboot", c, "5b0c7ab2-0000-4000-8000-000000000000", 3 * c},
+		{"this engine's, before a reboot", 0, otherBoot, 2 * c},
+		{"a receiver's, before a reboot", c, otherBoot, 3 * c},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, false)

@@ -15,6 +15,10 @@ import (
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
+// otherBoot stands in for the boot id of an earlier boot (a reboot since a
+// temp file was written) in a temp file's boot mark.
+const otherBoot = "5b0c7ab2-0000-4000-8000-000000000000"
+
 // testData returns n deterministic pseudo-random bytes.
 func testData(seed uint64, n int) []byte {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))

@@ -548,7 +548,7 @@ func TestResumeAfterCancel(t *testing.T) {
 			t.Fatalf("the cancelled copy's temp file has no %s mark: %v", BootXattr, err)
 		}
 		if reboot {
-			must(t, unix.Setxattr(tmp, BootXattr, []byte("5b0c7ab2-0000-4000-8000-000000000000"), 0))
+			must(t, unix.Setxattr(tmp, BootXattr, []byte(otherBoot), 0))
 		}
 		if corrupt {
 			fh, err := os.OpenFile(tmp, os.O_WRONLY, 0)

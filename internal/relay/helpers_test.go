@@ -16,6 +16,10 @@ import (
 	"github.com/sparklane/sparklane/internal/pki"
 )
 
+// otherBoot stands in for the boot id of an earlier boot (a reboot since a
+// temp file was written) in a temp file's boot mark.
+const otherBoot = "5b0c7ab2-0000-4000-8000-000000000000"
+
 // testChunk is the fsync granularity the tests use (divides hubmirror's).
 const testChunk = 256 << 10
 

@@ -120,7 +120,7 @@ func TestKilledReceiverResumesWhereItStopped(t *testing.T) {
 			if tc.reboot {
 				half = make([]byte, testChunk/2)
 				want = pauseAt
-				must(t, unix.Setxattr(tmp, hubmirror.BootXattr, []byte("5b0c7ab2-0000-4000-8000-000000000000"), 0))
+				must(t, unix.Setxattr(tmp, hubmirror.BootXattr, []byte(otherBoot), 0))
 			}
 			tf, err := os.OpenFile(tmp, os.O_WRONLY|os.O_APPEND, 0)
 			must(t, err)
