@@ -154,6 +154,16 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 		} else if err != nil {
 			return fail(classifyWrite(dst, fmt.Errorf("copy %s to %s at offset %d: %w", it.Src, d.Join(tmp), off, err)))
 		}
+		if writeBehind {
+			// Hand the chunk to writeback now, without waiting for it:
+			// the disk writes it while the next chunks are read, instead
+			// of the page cache filling to the kernel's dirty threshold
+			// first and the last gigabytes being written after the copy,
+			// while reads are done. Advice, not durability (no metadata,
+			// no cache flush: the trailing fdatasync is what a resume
+			// trusts); an error changes nothing.
+			_ = syncFileRange(int(out.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
+		}
 		off += n
 		st.nas.Add(n)
 		st.mu.Lock()
@@ -210,6 +220,17 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 }
 
 var errShortSource = errors.New("source ended early")
+
+// writeBehind starts each chunk's writeback as soon as it is copied. A
+// cold 4 GiB stage into new space, in one series: 3.21 s with it, 3.69 s
+// without, cp -a + sync 4.04 s (medians of 5; faster in 4 of 5 rounds;
+// FRESH=1 scripts/bench-flush.sh HEAD 5 4 with this checkout adding it).
+// hubmirror-bench's -write-behind=false turns it off to measure it again.
+var writeBehind = true
+
+// syncFileRange is unix.SyncFileRange; a test stands in for it to see
+// which ranges are handed to writeback.
+var syncFileRange = unix.SyncFileRange
 
 // copyRange copies [off, off+n) with copy_file_range, falling back to
 // pread/pwrite when the kernel or the filesystems refuse it.

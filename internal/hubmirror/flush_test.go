@@ -236,3 +236,63 @@ func TestFailedFlushStagesNothing(t *testing.T) {
 		t.Errorf("temp files left after a failed copy: %v", left)
 	}
 }
+
+// Every chunk of the temp file is handed to writeback (sync_file_range,
+// SYNC_FILE_RANGE_WRITE) as soon as it is copied, once, in order, from
+// where the copy starts (after a resumed prefix too) to the end; with the
+// write-behind off, none is.
+func TestEveryChunkIsHandedToWritebackAsItIsCopied(t *testing.T) {
+	defer SetChunkSize(256 << 10)() // the file must be over smallMax
+	c := chunkSize
+	type call struct {
+		path   string
+		off, n int64
+		flags  int
+	}
+	for _, tc := range []struct {
+		name    string
+		on      bool
+		resumed int64 // bytes of a temp file left by a killed writer in this boot
+		want    []int64
+	}{
+		{"fresh", true, 0, []int64{0, c, 2 * c, 3 * c, 4 * c, 5 * c, 5*c + 77}},
+		{"resumed off the grid", true, c + c/3, []int64{c + c/3, 2 * c, 3 * c, 4 * c, 5 * c, 5*c + 77}},
+		{"off", false, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer SetWriteBehind(tc.on)()
+			var calls []call
+			old := syncFileRange
+			syncFileRange = func(fd int, off, n int64, flags int) error {
+				p, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+				calls = append(calls, call{p, off, n, flags})
+				return old(fd, off, n, flags)
+			}
+			defer func() { syncFileRange = old }()
+			f := newFixture(t, false)
+			big := testData(43, 5*int(c)+77) // over smallMax: copied in chunks
+			sum := f.repo.blob(big, false)
+			f.repo.link(rev1, "big.bin", sum)
+			tmp := tmpName(filepath.Join(f.dst, "hub", "models--org--model", "blobs", sum))
+			if tc.resumed > 0 {
+				must(t, os.MkdirAll(filepath.Dir(tmp), 0o755))
+				must(t, os.WriteFile(tmp, big[:tc.resumed], 0o600))
+				f2, err := os.OpenFile(tmp, os.O_RDWR, 0)
+				must(t, err)
+				MarkBoot(f2)
+				f2.Close()
+			}
+			_, err := Stage(context.Background(), f.spec(), staging.Options{Parallel: 1})
+			must(t, err)
+			fileEquals(t, filepath.Join(f.mirrorRepo(), "snapshots", rev1, "big.bin"), big)
+			if len(calls) != max(len(tc.want)-1, 0) {
+				t.Fatalf("%d ranges handed to writeback, want %d: %+v", len(calls), max(len(tc.want)-1, 0), calls)
+			}
+			for i, cl := range calls {
+				if cl.path != tmp || cl.off != tc.want[i] || cl.off+cl.n != tc.want[i+1] || cl.flags != unix.SYNC_FILE_RANGE_WRITE {
+					t.Errorf("writeback %d: %s [%d, %d) flags %d, want %s [%d, %d) SYNC_FILE_RANGE_WRITE", i, cl.path, cl.off, cl.off+cl.n, cl.flags, tmp, tc.want[i], tc.want[i+1])
+				}
+			}
+		})
+	}
+}

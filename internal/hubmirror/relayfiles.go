@@ -75,6 +75,14 @@ func SetFlushChunks(k int64) (restore func()) {
 	return func() { flushChunks = old }
 }
 
+// SetWriteBehind turns the write-behind on or off; it returns a func that
+// restores it.
+func SetWriteBehind(on bool) (restore func()) {
+	old := writeBehind
+	writeBehind = on
+	return func() { writeBehind = old }
+}
+
 // TempBase is the temp name of a mirror file name in the same directory.
 func TempBase(name string) string { return tmpBase(name) }
 
