@@ -75,8 +75,10 @@ func SetFlushChunks(k int64) (restore func()) {
 	return func() { flushChunks = old }
 }
 
-// SetWriteBehind turns the write-behind on or off; it returns a func that
-// restores it.
+// SetWriteBehind turns Stage's write-behind (each copied chunk handed to
+// writeback at once) on or off and returns a func that restores it. For
+// tests, and hubmirror-bench's -write-behind, which measures it; no Stage
+// may be running when it is called.
 func SetWriteBehind(on bool) (restore func()) {
 	old := writeBehind
 	writeBehind = on
