@@ -155,11 +155,10 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 			return fail(classifyWrite(dst, fmt.Errorf("copy %s to %s at offset %d: %w", it.Src, d.Join(tmp), off, err)))
 		}
 		if writeBehind {
-			// Hand the chunk to writeback now, without waiting for it:
-			// the disk writes it while the next chunks are read, instead
-			// of the page cache filling to the kernel's dirty threshold
-			// first and the last gigabytes being written after the copy,
-			// while reads are done. Advice, not durability (no metadata,
+			// Hand the chunk to writeback now, without waiting for it,
+			// so the disk can write it while the next chunks are read
+			// rather than from the kernel's dirty threshold on and at
+			// the last flush. Advice, not durability (no metadata,
 			// no cache flush: the trailing fdatasync is what a resume
 			// trusts); an error changes nothing.
 			_ = syncFileRange(int(out.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
