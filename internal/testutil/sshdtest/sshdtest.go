@@ -48,6 +48,7 @@ type Server struct {
 
 	cmd  *exec.Cmd
 	done chan struct{}
+	t    testing.TB
 }
 
 // Target is the node.SSHTarget that reaches this server with its keys.
@@ -62,7 +63,10 @@ func (s *Server) Log() string {
 }
 
 // Stop ends sshd (idempotent); t.Cleanup calls it too. After Stop the port
-// is closed, which tests use for "unreachable".
+// is closed, which tests use for "unreachable": a connection's child forked
+// a moment before holds the listening socket until it closes its copy (seen
+// under load: a connect after Stop was accepted, then reset), so Stop also
+// waits until no socket listens on the port.
 func (s *Server) Stop() {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
@@ -74,6 +78,33 @@ func (s *Server) Stop() {
 	}
 	_ = s.cmd.Process.Kill()
 	<-s.done
+	deadline := time.Now().Add(10 * time.Second)
+	for listening(s.Port) {
+		if time.Now().After(deadline) {
+			s.t.Errorf("sshdtest: 127.0.0.1:%d still has a listening socket 10 s after sshd (pid %d) was killed", s.Port, s.cmd.Process.Pid)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// listening reports whether a TCP socket in this network namespace listens
+// on 127.0.0.1:port (or on every address), from /proc/net/tcp.
+func listening(port int) bool {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return false
+	}
+	want := fmt.Sprintf(":%04X", port)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		// f[1] is local ADDR:PORT in hex, f[3] the state (0A: LISTEN).
+		if len(f) > 3 && f[3] == "0A" && strings.HasSuffix(f[1], want) &&
+			(strings.HasPrefix(f[1], "0100007F:") || strings.HasPrefix(f[1], "00000000:")) {
+			return true
+		}
+	}
+	return false
 }
 
 // PID is the listening sshd's process id (its per-connection children are
@@ -123,7 +154,7 @@ func StartWith(t testing.TB, opts Options) *Server {
 		t.Fatalf("sshdtest: mkdir /run/sshd (sshd's privilege separation dir): %v", err)
 	}
 	dir := t.TempDir()
-	s := &Server{Dir: dir, User: "root", LogFile: filepath.Join(dir, "sshd.log"), done: make(chan struct{})}
+	s := &Server{Dir: dir, User: "root", LogFile: filepath.Join(dir, "sshd.log"), done: make(chan struct{}), t: t}
 
 	hostPub, hostKeyFile := writeKey(t, dir, "host_ed25519")
 	userPub, userKeyFile := writeKey(t, dir, "id_ed25519")
