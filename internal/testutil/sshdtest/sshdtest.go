@@ -63,10 +63,10 @@ func (s *Server) Log() string {
 }
 
 // Stop ends sshd (idempotent); t.Cleanup calls it too. After Stop the port
-// is closed, which tests use for "unreachable": a connection's child forked
-// a moment before holds the listening socket until it closes its copy (seen
-// under load: a connect after Stop was accepted, then reset), so Stop also
-// waits until no socket listens on the port.
+// is closed, which tests use for "unreachable". A connection's child forked
+// a moment before may still hold the listening socket until it closes its
+// copy (CI once saw a connect after Stop accepted, then reset), so Stop
+// also waits until no socket listens on the port.
 func (s *Server) Stop() {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
