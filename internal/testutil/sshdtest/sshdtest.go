@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/node"
+	"github.com/sparklane/sparklane/internal/serve"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -79,32 +80,13 @@ func (s *Server) Stop() {
 	_ = s.cmd.Process.Kill()
 	<-s.done
 	deadline := time.Now().Add(10 * time.Second)
-	for listening(s.Port) {
+	for serve.Listening(s.Port) {
 		if time.Now().After(deadline) {
 			s.t.Errorf("sshdtest: 127.0.0.1:%d still has a listening socket 10 s after sshd (pid %d) was killed", s.Port, s.cmd.Process.Pid)
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// listening reports whether a TCP socket in this network namespace listens
-// on 127.0.0.1:port (or on every address), from /proc/net/tcp.
-func listening(port int) bool {
-	b, err := os.ReadFile("/proc/net/tcp")
-	if err != nil {
-		return false
-	}
-	want := fmt.Sprintf(":%04X", port)
-	for _, line := range strings.Split(string(b), "\n")[1:] {
-		f := strings.Fields(line)
-		// f[1] is local ADDR:PORT in hex, f[3] the state (0A: LISTEN).
-		if len(f) > 3 && f[3] == "0A" && strings.HasSuffix(f[1], want) &&
-			(strings.HasPrefix(f[1], "0100007F:") || strings.HasPrefix(f[1], "00000000:")) {
-			return true
-		}
-	}
-	return false
 }
 
 // PID is the listening sshd's process id (its per-connection children are
