@@ -25,12 +25,13 @@
 # TRIMs that slow whichever writer comes next, so deleting between phases
 # would tax one peer and not the others.
 # "Cold" means the data: after the page cache is dropped, every tool's
-# binary (the 226 MB starter, the engine's, cp) is read back into it before
+# binary (the 45 MB starter, the engine's, cp) is read back into it before
 # each timed phase, as on an operator's machine where the CLI is used daily.
-# For the starter this changes little: the running control service is the
-# same binary, and dropping the page cache does not evict pages a process
-# has mapped. BINARIES=cold skips the read-back. The start-up of the
-# starter after a drop is measured and printed either way.
+# The control service is the worker program (`worker dev`, built here and
+# named by SPARKLANE_CONTROL_EXE); its pages are mapped by the running
+# service, and dropping the page cache does not evict those. BINARIES=cold
+# skips the read-back. The start-up of the starter after a drop is
+# measured and printed either way.
 # Data lives under a temp dir on the filesystem of /var/tmp (or $BENCH_DIR).
 set -euo pipefail
 
@@ -47,6 +48,8 @@ trap cleanup EXIT
 
 cd "$here"
 go build -o "$starter" ./starter
+go build -o "$work/worker" ./worker
+export SPARKLANE_CONTROL_EXE="$work/worker"
 go build -o "$work/hmb" ./internal/hubmirror/cmd/hubmirror-bench
 go build -o "$work/orchbench" ./scripts/orchbench
 hmb="$work/hmb"
@@ -201,8 +204,8 @@ done
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); b=r["nodes"][0]["blocks"][0]; print("  last verify-only stage: copied %d B, verified %d files, engine %.3f s" % (b["copied_bytes"], b["verified_files"], b["seconds"]))' "$work/stage2.json"
 
 # Where a verify-only pass's time goes, warm (nothing dropped): the
-# starter's own start-up (one binary with the embedded server: its package
-# inits run on every start), the Stage workflow's wall time and the time
+# starter's own start-up (a client only: the embedded server is linked
+# into the worker, not here), the Stage workflow's wall time and the time
 # inside its activities (from the run's history).
 echo
 echo "== verify-only, warm page cache"

@@ -23,6 +23,8 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/logging"
 	"github.com/sparklane/sparklane/internal/workers"
+	// The embedded Temporal server: this program hosts the control service.
+	_ "github.com/sparklane/sparklane/internal/workers/embedded"
 )
 
 func main() {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,30 +17,53 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/control"
-	"github.com/sparklane/sparklane/internal/logging"
 	"github.com/sparklane/sparklane/internal/pki"
 	"github.com/sparklane/sparklane/internal/relay"
 	"github.com/sparklane/sparklane/internal/workers"
 	"github.com/sparklane/sparklane/workflows"
 )
 
-// serviceArgs is the command line of a background control service for the
-// config at file: this same binary, `control run`.
+// serviceArgs is the command line of the control service for the config
+// at file: the worker program's `dev` mode.
 func serviceArgs(file, level string) []string {
-	return []string{"control", "run", "--config", file, "--log-level", level}
+	return []string{"dev", "--config", file, "--log-level", level}
 }
 
-// controlExe is the binary started as the control service: this one, unless
-// a test or packager says otherwise ($SPARKLANE_CONTROL_EXE).
-func (a *App) controlExe() (string, error) {
+// controlExe is the program run as the control service: the worker (`worker
+// dev`), which embeds the Temporal server; the starter, only its client,
+// does not link the server in and starts in a fraction of the time. In
+// order: a test's or packager's choice (App.ControlExe,
+// $SPARKLANE_CONTROL_EXE); inside the sparklane source tree, its ./worker
+// built into STATE_DIR/bin/worker (where `fleet install` builds it too; go
+// build changes nothing when it is current), so `go run ./starter` runs the
+// code beside it; else the worker installed beside this program.
+func (a *App) controlExe(ctx context.Context, cfg *config.Config) (string, error) {
 	if a.ControlExe != "" {
 		return a.ControlExe, nil
 	}
 	if exe := os.Getenv("SPARKLANE_CONTROL_EXE"); exe != "" {
 		return exe, nil
 	}
-	return os.Executable()
+	if src, err := sourceTree(); err == nil {
+		out := filepath.Join(cfg.StateDir, "bin", "worker")
+		if err := a.goBuildWorker(ctx, src, out, nil, "the control service (worker dev)"); err != nil {
+			return "", err
+		}
+		return out, nil
+	}
+	self, err := executable()
+	if err != nil {
+		return "", fmt.Errorf("find the control service's program: %w", err)
+	}
+	beside := filepath.Join(filepath.Dir(self), "worker")
+	if st, err := os.Stat(beside); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+		return beside, nil
+	}
+	return "", fmt.Errorf("no control service program: install the worker beside %s as %s (go build -o %s ./worker in the sparklane source), run this inside the source tree, or set SPARKLANE_CONTROL_EXE", self, beside, beside)
 }
+
+// executable is this program's path (a test sets another).
+var executable = os.Executable
 
 // connectService is the connection of every command: in embedded mode the
 // state_dir's control service (started in the background when none runs),
@@ -53,11 +77,10 @@ func (a *App) connectService(ctx context.Context, cfg *config.Config) (*workers.
 	if err != nil {
 		return nil, err
 	}
-	exe, err := a.controlExe()
-	if err != nil {
-		return nil, fmt.Errorf("find this program to start the control service: %w", err)
-	}
-	owner, started, err := control.Start(ctx, control.StartOptions{Exe: exe, Args: serviceArgs(file, "info"), StateDir: cfg.StateDir})
+	owner, started, err := control.Start(ctx, control.StartOptions{
+		Resolve: func() (string, error) { return a.controlExe(ctx, cfg) },
+		Args:    serviceArgs(file, "info"), StateDir: cfg.StateDir,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("control service for state_dir %s: %w", cfg.StateDir, err)
 	}
@@ -80,21 +103,28 @@ func (a *App) controlCmd() *cobra.Command {
 	var wait time.Duration
 	run := &cobra.Command{
 		Use:   "run",
-		Short: "run the control service in the foreground (what 'start' runs in the background; same as 'worker dev')",
+		Short: "run the control service in the foreground (what 'start' runs in the background: the worker's dev mode, which this command becomes)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.config()
 			if err != nil {
 				return err
 			}
-			log, err := logging.New("console", a.serviceLogLevel())
+			file, err := filepath.Abs(cfg.File)
 			if err != nil {
 				return err
 			}
-			defer log.Sync()
-			// Ctrl-C or SIGTERM cancels the command's context: the
-			// workers finish their current calls and the server stops.
-			ctx := cmd.Context()
-			return workers.RunDev(ctx, cfg, log)
+			exe, err := a.controlExe(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			// This process becomes the service (same pid, so a
+			// supervisor's SIGTERM reaches it): it finishes its current
+			// calls and stops the server on Ctrl-C or SIGTERM.
+			argv := append([]string{exe}, serviceArgs(file, a.serviceLogLevel())...)
+			if err := syscall.Exec(exe, argv, os.Environ()); err != nil {
+				return fmt.Errorf("run the control service %s: %w", exe, err)
+			}
+			return nil
 		},
 	}
 	start := &cobra.Command{
@@ -162,7 +192,7 @@ func (a *App) controlCmd() *cobra.Command {
 // controlUnit is the systemd unit of the control service on the control
 // host: it restarts on failure, and its runs survive restarts because they
 // live in the SQLite file under state_dir.
-func controlUnit(binary, config string) string {
+func controlUnit(worker, config string) string {
 	return fmt.Sprintf(`# Written by 'starter control install': sparklane's control service
 # (embedded Temporal server + web UI, control worker, this host's node workers,
 # reverse SSH tunnels to remote nodes).
@@ -172,7 +202,7 @@ After=network-online.target docker.service
 Wants=network-online.target
 
 [Service]
-ExecStart=%s control run --config %s
+ExecStart=%s dev --config %s
 Restart=on-failure
 RestartSec=2
 KillSignal=SIGTERM
@@ -180,7 +210,7 @@ TimeoutStopSec=60
 
 [Install]
 WantedBy=multi-user.target
-`, binary, config)
+`, worker, config)
 }
 
 // controlInstallCmd installs the control service as a systemd unit.
@@ -202,17 +232,26 @@ func (a *App) controlInstallCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// A stable copy: `go run` binaries vanish when it ends.
+			service, err := a.controlExe(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			// Stable copies: `go run` binaries vanish when it ends. The
+			// unit runs the worker (the control service's program); the
+			// starter beside it finds it there.
 			bin := filepath.Join(binDir, "starter")
+			worker := filepath.Join(binDir, "worker")
 			changed := []string{}
-			if same, err := sameFile(exe, bin); err != nil || !same {
-				if err := copyExecutable(exe, bin); err != nil {
-					return fmt.Errorf("install %s: %w", bin, err)
+			for _, c := range [][2]string{{exe, bin}, {service, worker}} {
+				if same, err := sameFile(c[0], c[1]); err != nil || !same {
+					if err := copyExecutable(c[0], c[1]); err != nil {
+						return fmt.Errorf("install %s: %w", c[1], err)
+					}
+					changed = append(changed, c[1])
 				}
-				changed = append(changed, bin)
 			}
 			unit := filepath.Join(unitDir, "sparklane-control.service")
-			want := controlUnit(bin, file)
+			want := controlUnit(worker, file)
 			if have, err := os.ReadFile(unit); err != nil || string(have) != want {
 				if err := os.MkdirAll(unitDir, 0o755); err != nil {
 					return err
@@ -228,7 +267,7 @@ func (a *App) controlInstallCmd() *cobra.Command {
 				fmt.Fprintf(a.Out, "sparklane-control: wrote %s\n", strings.Join(changed, ", "))
 			}
 			if _, err := os.Stat("/run/systemd/system"); err != nil {
-				fmt.Fprintf(a.Out, "this host does not run systemd: start the service with '%s control start --config %s' (or your supervisor running '%s control run --config %s')\n", bin, file, bin, file)
+				fmt.Fprintf(a.Out, "this host does not run systemd: start the service with '%s control start --config %s' (or your supervisor running '%s dev --config %s')\n", bin, file, worker, file)
 				return nil
 			}
 			for _, args := range [][]string{{"daemon-reload"}, {"enable", "--now", "sparklane-control.service"}} {
@@ -246,7 +285,7 @@ func (a *App) controlInstallCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&unitDir, "unit-dir", "/etc/systemd/system", "where the unit is written")
-	cmd.Flags().StringVar(&binDir, "bin-dir", "/usr/local/lib/sparklane", "where this program is copied for the unit to run")
+	cmd.Flags().StringVar(&binDir, "bin-dir", "/usr/local/lib/sparklane", "where this program and the control service's (the worker, which the unit runs) are copied")
 	return cmd
 }
 

@@ -170,24 +170,34 @@ func (a *App) workerBinary(ctx context.Context, cfg *config.Config, o *fleetOpts
 		return "", err
 	}
 	out := filepath.Join(cfg.StateDir, "bin", "worker")
-	env := os.Environ()
+	var env []string
 	if goarch != runtime.GOARCH {
 		out = filepath.Join(cfg.StateDir, "bin", "linux-"+goarch, "worker")
-		env = append(env, "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED=0")
+		env = []string{"GOOS=linux", "GOARCH=" + goarch, "CGO_ENABLED=0"}
 	}
+	if err := a.goBuildWorker(ctx, src, out, env, "the worker for linux/"+goarch); err != nil {
+		return "", err
+	}
+	o.built[goarch] = out
+	return out, nil
+}
+
+// goBuildWorker builds ./worker of the source tree src into out, with env
+// added to this process's (a cross-compilation's GOOS/GOARCH), saying so
+// on stderr as what. go build leaves a current out as it is.
+func (a *App) goBuildWorker(ctx context.Context, src, out string, env []string, what string) error {
 	// -s -w drops the symbol table and DWARF (panics still name their
 	// functions): 213 → 151 MiB to upload to, and hash on, every node.
 	args := []string{"build", "-ldflags=-s -w", "-o", out, "./worker"}
 	if !a.JSON {
-		fmt.Fprintf(a.Err, "building the worker for linux/%s: go %s\n", goarch, strings.Join(args, " "))
+		fmt.Fprintf(a.Err, "building %s: go %s\n", what, strings.Join(args, " "))
 	}
 	c := exec.CommandContext(ctx, "go", args...)
-	c.Dir, c.Env = src, env
+	c.Dir, c.Env = src, append(os.Environ(), env...)
 	if b, err := c.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build the worker in %s (go %s): %v\n%s", src, strings.Join(args, " "), err, b)
+		return fmt.Errorf("build %s in %s (go %s): %v\n%s", what, src, strings.Join(args, " "), err, b)
 	}
-	o.built[goarch] = out
-	return out, nil
+	return nil
 }
 
 // sourceTree is the sparklane module root above the working directory.

@@ -54,8 +54,10 @@ type App struct {
 	Interrupts <-chan os.Signal
 	// following is set while a command follows a run and takes Ctrl-C.
 	following atomic.Bool
-	// ControlExe is the program started as the background control service
-	// (default: $SPARKLANE_CONTROL_EXE, else this program).
+	// ControlExe is the worker program started as the control service
+	// (`worker dev`; default: $SPARKLANE_CONTROL_EXE, else the source
+	// tree's ./worker built into STATE_DIR/bin, else the worker beside this
+	// program: see controlExe).
 	ControlExe string
 
 	// jsonOut is the real stdout while --json is given: a.Out then collects

@@ -44,6 +44,11 @@ const (
 	LogFile = "control.log"
 )
 
+// LoopbackIP is the only address the embedded Temporal server binds (it
+// has no authentication, so it must never be reachable from the network),
+// and so where clients on this machine look for it.
+const LoopbackIP = "127.0.0.1"
+
 // Owner describes the process holding a state_dir's control lock.
 type Owner struct {
 	PID int `json:"pid"`
@@ -199,10 +204,13 @@ func Find(stateDir string) (Owner, bool) {
 
 // StartOptions say how to start a control service in the background.
 type StartOptions struct {
-	// Exe and Args are the service's command line (`starter control run
-	// --config FILE` or `worker dev --config FILE`).
+	// Exe and Args are the service's command line (`worker dev --config
+	// FILE`).
 	Exe  string
 	Args []string
+	// Resolve, when Exe is empty, finds the program: it is called only
+	// when no service runs (finding it may mean building it).
+	Resolve func() (string, error)
 	// Env is the service's environment (default: this process's).
 	Env []string
 	// StateDir is the service's state_dir (its lock and log live there).
@@ -219,6 +227,13 @@ type StartOptions struct {
 func Start(ctx context.Context, o StartOptions) (owner Owner, started bool, err error) {
 	if owner, ok := ready(o.StateDir); ok {
 		return owner, false, nil
+	}
+	if o.Exe == "" && o.Resolve != nil {
+		exe, err := o.Resolve()
+		if err != nil {
+			return Owner{}, false, err
+		}
+		o.Exe = exe
 	}
 	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
 		return Owner{}, false, fmt.Errorf("create state_dir %s: %w", o.StateDir, err)

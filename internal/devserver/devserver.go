@@ -36,6 +36,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 	"github.com/sparklane/sparklane/internal/logging"
 )
@@ -49,7 +50,7 @@ const (
 	DefaultNamespace = "default"
 	// LoopbackIP is the only address the embedded server binds: it has no
 	// authentication, so it must never be reachable from the network.
-	LoopbackIP = "127.0.0.1"
+	LoopbackIP = control.LoopbackIP
 	// DBFile is the SQLite file name under StateDir.
 	DBFile = "temporal.db"
 	// Retention is how long closed runs stay listable: a week covers the

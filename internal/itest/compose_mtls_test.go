@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -91,10 +92,13 @@ func TestComposeMTLSProfile(t *testing.T) {
 	}
 }
 
-// `starter control install` writes the control service's systemd unit and a
-// stable copy of the program, changes nothing the second time, and says so
+// `starter control install` writes the control service's systemd unit and
+// stable copies of the starter and of the worker the unit runs (the
+// control service's program), changes nothing the second time, and says so
 // clearly on a host without systemd.
 func TestControlInstallWritesUnitIdempotently(t *testing.T) {
+	worker := buildBinary(t, "worker")
+	t.Setenv("SPARKLANE_CONTROL_EXE", worker)
 	f := newFleet(t, fleetOptions{nodes: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -107,12 +111,17 @@ func TestControlInstallWritesUnitIdempotently(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "ExecStart=" + filepath.Join(bins, "starter") + " control run --config " + f.cfgFile
+	want := "ExecStart=" + filepath.Join(bins, "worker") + " dev --config " + f.cfgFile
 	if !strings.Contains(string(unit), want) || !strings.Contains(string(unit), "Restart=on-failure") {
 		t.Fatalf("unit lacks %q or restart-on-failure:\n%s", want, unit)
 	}
-	if st, err := os.Stat(filepath.Join(bins, "starter")); err != nil || st.Mode().Perm()&0o100 == 0 {
-		t.Fatalf("program copy: %v %v", st, err)
+	for _, name := range []string{"starter", "worker"} {
+		if st, err := os.Stat(filepath.Join(bins, name)); err != nil || st.Mode().Perm()&0o100 == 0 {
+			t.Fatalf("program copy %s: %v %v", name, st, err)
+		}
+	}
+	if same, err := sameContent(worker, filepath.Join(bins, "worker")); err != nil || !same {
+		t.Fatalf("the installed worker is not the control service's program %s: %v", worker, err)
 	}
 	if _, err := os.Stat("/run/systemd/system"); err != nil && !strings.Contains(out, "does not run systemd") {
 		t.Errorf("no systemd here, and install did not say so:\n%s", out)
@@ -121,4 +130,17 @@ func TestControlInstallWritesUnitIdempotently(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "unchanged") {
 		t.Fatalf("second install: exit %d, want 'unchanged'\n%s%s", code, out, errOut)
 	}
+}
+
+// sameContent reports whether files a and b hold the same bytes.
+func sameContent(a, b string) (bool, error) {
+	x, err := os.ReadFile(a)
+	if err != nil {
+		return false, err
+	}
+	y, err := os.ReadFile(b)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(x, y), nil
 }

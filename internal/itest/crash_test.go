@@ -76,6 +76,13 @@ func buildBinary(t *testing.T, pkg string) string {
 	return b.bin
 }
 
+// controlEnv is the environment entry that has a starter start the worker
+// built here as its control service (the starter does not embed the
+// server; without it each test's state_dir would build its own worker).
+func controlEnv(t *testing.T) string {
+	return "SPARKLANE_CONTROL_EXE=" + buildBinary(t, "worker")
+}
+
 // procFleet is a 4-node fleet in embedded mode, driven through
 // starter processes, with the staging pause hook armed for its service.
 type procFleet struct {
@@ -146,7 +153,7 @@ func newProcFleet(t *testing.T, pauseAt int64) *procFleet {
 		t.Fatal(err)
 	}
 	p := &procFleet{t: t, dir: dir, cfgFile: cfgFile, state: filepath.Join(dir, "state"), starter: bin, release: filepath.Join(dir, "release")}
-	p.env = append(os.Environ(),
+	p.env = append(os.Environ(), controlEnv(t),
 		staging.TestPauseAtEnv+"="+fmt.Sprint(pauseAt),
 		staging.TestReleaseEnv+"="+p.release)
 	t.Cleanup(func() {
@@ -400,12 +407,13 @@ func (quietLogger) Info(string, ...any)  {}
 func (quietLogger) Warn(string, ...any)  {}
 func (quietLogger) Error(string, ...any) {}
 
-// The control service run in the foreground (`starter control run`, what a
-// systemd unit runs) stops cleanly on SIGINT and on SIGTERM and frees its
+// The control service run in the foreground (`starter control run`, which
+// becomes `worker dev`, what the systemd unit runs) stops cleanly on SIGINT and on SIGTERM and frees its
 // state_dir's lock; a second service on the same state_dir is refused
 // naming the first.
 func TestControlServiceHonoursSignals(t *testing.T) {
 	bin := buildBinary(t, "starter")
+	env := append(os.Environ(), controlEnv(t))
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	cfg := filepath.Join(dir, "sparklane.toml")
@@ -417,6 +425,7 @@ func TestControlServiceHonoursSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		var out bytes.Buffer
 		cmd := exec.Command(bin, "--config", cfg, "control", "run")
+		cmd.Env = env
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -439,7 +448,9 @@ func TestControlServiceHonoursSignals(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		if sig == syscall.SIGINT {
-			o, code := exec.Command(bin, "--config", cfg, "control", "run").CombinedOutput()
+			second := exec.Command(bin, "--config", cfg, "control", "run")
+			second.Env = env
+			o, code := second.CombinedOutput()
 			if code == nil || !strings.Contains(string(o), "held by a running control service") || !strings.Contains(string(o), fmt.Sprintf("pid %d", cmd.Process.Pid)) {
 				t.Fatalf("a second control service on the same state_dir: %v\n%s", code, o)
 			}

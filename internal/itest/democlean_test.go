@@ -32,7 +32,7 @@ func TestDemoCleanRemovesTheDemoDirAndItsService(t *testing.T) {
 	run := func(args ...string) (int, string, string) {
 		ctx := withTimeout(t, 3*time.Minute)
 		cmd := exec.CommandContext(ctx, starter, args...)
-		cmd.Env = append(os.Environ(), "SPARKLANE_CONFIG=")
+		cmd.Env = append(os.Environ(), "SPARKLANE_CONFIG=", controlEnv(t))
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		err := cmd.Run()

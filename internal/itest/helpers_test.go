@@ -22,6 +22,8 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/workers"
+	// The embedded Temporal server: these tests host control services in-process.
+	_ "github.com/sparklane/sparklane/internal/workers/embedded"
 )
 
 // fleet is a test fleet of local nodes with their own fs_roots, served by an

@@ -47,10 +47,14 @@ func TestReadmeQuickStartRunsAsWritten(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "starter")
-	build := exec.Command("go", "build", "-o", bin, "./starter")
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./starter: %v\n%s", err, out)
+	// The clone below has no go.mod, so the starter finds the control
+	// service's program where an install puts it: the worker beside it.
+	for _, pkg := range []string{"starter", "worker"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "./"+pkg)
+		build.Dir = repo
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build ./%s: %v\n%s", pkg, err, out)
+		}
 	}
 	root := filepath.Join(dir, "clone")
 	home := filepath.Join(dir, "home")
@@ -65,7 +69,7 @@ func TestReadmeQuickStartRunsAsWritten(t *testing.T) {
 	}
 	stop := func() {
 		c := exec.Command(bin, "control", "stop")
-		c.Dir, c.Env = root, append(os.Environ(), "HOME="+home, "SPARKLANE_CONFIG=")
+		c.Dir, c.Env = root, append(os.Environ(), "HOME="+home, "SPARKLANE_CONFIG=", "SPARKLANE_CONTROL_EXE=")
 		_ = c.Run()
 	}
 	t.Cleanup(stop)
@@ -77,7 +81,7 @@ func TestReadmeQuickStartRunsAsWritten(t *testing.T) {
 	script += `"$STARTER" control stop >/dev/null 2>&1` + "\n"
 	cmd := exec.Command("unshare", "--net", "sh", "-c", script)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "HOME="+home, "SPARKLANE_CONFIG=", "STARTER="+bin)
+	cmd.Env = append(os.Environ(), "HOME="+home, "SPARKLANE_CONFIG=", "SPARKLANE_CONTROL_EXE=", "STARTER="+bin)
 	var combined bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &combined, &combined
 	if err := cmd.Run(); err != nil {

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/devserver"
 )
 
 // syncBuffer is a log sink the test reads while workers write to it.
@@ -151,7 +152,7 @@ func TestEnvFromSecretsReachTheContainerAndNothingElse(t *testing.T) {
 	// Nowhere else: the Temporal DB files, the reports, the logs, the output.
 	var dbBytes int64
 	stateFiles := 0
-	err = filepath.WalkDir(filepath.Dir(f.env.Server.DBPath()), func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(filepath.Dir(f.env.Server.(*devserver.Server).DBPath()), func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -173,11 +174,11 @@ func TestEnvFromSecretsReachTheContainerAndNothingElse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := os.ReadFile(f.env.Server.DBPath())
+	db, err := os.ReadFile(f.env.Server.(*devserver.Server).DBPath())
 	if err != nil {
 		t.Fatal(err)
 	}
-	wal, _ := os.ReadFile(f.env.Server.DBPath() + "-wal")
+	wal, _ := os.ReadFile(f.env.Server.(*devserver.Server).DBPath() + "-wal")
 	if !bytes.Contains(append(db, wal...), []byte(`"SIM_LANE":"demo-2x"`)) {
 		t.Errorf("positive control: the DB files do not hold the plan's plain env value SIM_LANE; the scan would miss a secret there too")
 	}

@@ -1,7 +1,7 @@
 // Package workers wires sparklane's Temporal workers (control, node, dev)
 // and the connection every command needs: an external cluster, an already
 // running embedded server, or an embedded server started in-process with
-// the local workers for the duration of a command.
+// the local workers (only in programs that link it in: see Embedded).
 package workers
 
 import (
@@ -20,7 +20,6 @@ import (
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/control"
-	"github.com/sparklane/sparklane/internal/devserver"
 	"github.com/sparklane/sparklane/internal/logging"
 	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/node"
@@ -141,7 +140,7 @@ type Env struct {
 	Log    *zap.Logger
 	Client client.Client
 	// Server is the embedded server when this process started it.
-	Server *devserver.Server
+	Server EmbeddedServer
 	// Address is the frontend address dialed.
 	Address string
 	// UIURL is the web UI base URL, when known.
@@ -152,6 +151,38 @@ type Env struct {
 	// MetricsAddress is where Metrics is served (/metrics), when it is.
 	MetricsAddress string
 	workers        []worker.Worker
+}
+
+// EmbeddedServer is an embedded Temporal server (internal/devserver) this
+// process started.
+type EmbeddedServer interface {
+	FrontendAddress() string
+	UIURL() string
+	Stop() error
+}
+
+// EmbeddedOptions say where and how an embedded server runs (the fields of
+// devserver.Options that Connect sets).
+type EmbeddedOptions struct {
+	StateDir  string
+	Port      int
+	UIPort    int
+	Namespace string
+	Logger    *zap.Logger
+}
+
+// startEmbedded starts the embedded server; nil in programs that do not
+// link it in.
+var startEmbedded func(context.Context, EmbeddedOptions) (EmbeddedServer, error)
+
+// Embedded makes start the embedded server of this program. Only programs
+// that host the control service call it (through a blank import of
+// internal/workers/embedded: worker, orchbench, the end-to-end tests):
+// the server and its web UI are most of a binary's packages, and the
+// starter, a client of the control service, starts in a fifth of the
+// time without their initialisation.
+func Embedded(start func(context.Context, EmbeddedOptions) (EmbeddedServer, error)) {
+	startEmbedded = start
 }
 
 // ConnectOptions choose what Connect may start in-process.
@@ -218,7 +249,7 @@ func Connect(ctx context.Context, cfg *config.Config, log *zap.Logger, opt Conne
 		e.Client, e.Address = c, dial.Address
 		return e, nil
 	}
-	local := net.JoinHostPort(devserver.LoopbackIP, strconv.Itoa(cfg.Temporal.Port))
+	local := net.JoinHostPort(control.LoopbackIP, strconv.Itoa(cfg.Temporal.Port))
 	if portOpen(local) {
 		dial.Address = local
 		c, err := tclient.Dial(ctx, dial)
@@ -227,7 +258,7 @@ func Connect(ctx context.Context, cfg *config.Config, log *zap.Logger, opt Conne
 		}
 		e.Client, e.Address = c, local
 		if cfg.Temporal.UIPort > 0 {
-			e.UIURL = fmt.Sprintf("http://%s:%d", devserver.LoopbackIP, cfg.Temporal.UIPort)
+			e.UIURL = fmt.Sprintf("http://%s:%d", control.LoopbackIP, cfg.Temporal.UIPort)
 		}
 		return e, nil
 	}
@@ -240,7 +271,10 @@ func Connect(ctx context.Context, cfg *config.Config, log *zap.Logger, opt Conne
 	if opt.NoUI {
 		uiPort = -1
 	}
-	srv, err := devserver.Start(ctx, devserver.Options{StateDir: cfg.StateDir, Port: cfg.Temporal.Port, UIPort: uiPort, Namespace: cfg.Temporal.Namespace, Logger: log.Named("temporal")})
+	if startEmbedded == nil {
+		return nil, fmt.Errorf("no Temporal server answers on %s, and this program does not embed one: start the control service of state_dir %s (starter control start, or worker dev --config %s)", local, cfg.StateDir, cfg.File)
+	}
+	srv, err := startEmbedded(ctx, EmbeddedOptions{StateDir: cfg.StateDir, Port: cfg.Temporal.Port, UIPort: uiPort, Namespace: cfg.Temporal.Namespace, Logger: log.Named("temporal")})
 	if err != nil {
 		return nil, fmt.Errorf("start the embedded Temporal server in %s: %w", cfg.StateDir, err)
 	}
@@ -337,7 +371,7 @@ func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 			err = e.StartLocalWorkers()
 		}
 	} else {
-		local := net.JoinHostPort(devserver.LoopbackIP, strconv.Itoa(cfg.Temporal.Port))
+		local := net.JoinHostPort(control.LoopbackIP, strconv.Itoa(cfg.Temporal.Port))
 		if cfg.Temporal.Port != 0 && portOpen(local) {
 			return errors.New("something else already listens on " + local + " (not the control service of state_dir " + cfg.StateDir + "): stop it, or set [temporal] port and ui_port to free ports")
 		}

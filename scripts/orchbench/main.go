@@ -29,6 +29,8 @@ import (
 	"github.com/sparklane/sparklane/internal/cli"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/workers"
+	// The embedded Temporal server: this program hosts the control service.
+	_ "github.com/sparklane/sparklane/internal/workers/embedded"
 )
 
 func main() {

@@ -25,6 +25,8 @@ import (
 	"github.com/sparklane/sparklane/internal/fleet"
 	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
 	"github.com/sparklane/sparklane/internal/workers"
+	// The embedded Temporal server: these tests host control services in-process.
+	_ "github.com/sparklane/sparklane/internal/workers/embedded"
 )
 
 func starter(t *testing.T, args ...string) (int, string, string) {
