@@ -194,8 +194,10 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 		a.Log.Info("resuming staging from the progress of an activity that lost its node", zap.String("block", in.Block.ID), zap.Int64("bytes_done", in.Resume.BytesDone), zap.Int64("rows_done", in.Resume.RowsDone))
 	}
 	var last time.Time
+	var lastP staging.Progress
 	pause := staging.TestPauseFromEnv() // nil outside tests
 	opts.OnProgress = func(p staging.Progress) {
+		lastP = p
 		pause.Hold(ctx, p, func(q staging.Progress) { heartbeat(ctx, q) })
 		if time.Since(last) < 500*time.Millisecond && len(p.InFlight) == 0 && p.NextRow == 0 {
 			return
@@ -222,6 +224,17 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 			repaired = r.CopiedFiles // staged before: what it copied was gone or changed
 		}
 		a.Metrics.Verified(in.Lane, a.Node.Name, in.Block.ID, r.VerifiedFiles, repaired)
+	}
+	if in.Verify && !in.DryRun {
+		// The staging's last progress is heartbeated meanwhile, so a
+		// retry resumes from it (everything staged) rather than afresh.
+		stop := keepAliveWith(ctx, lastP)
+		v, err := a.verifyBlock(ctx, VerifyBlockInput{Lane: in.Lane, Block: in.Block, Rank: in.Rank, TP: in.TP})
+		stop()
+		if err != nil {
+			return out, err
+		}
+		out.Verified = &v
 	}
 	return out, nil
 }
@@ -355,9 +368,15 @@ func (a *NodeActivities) relayPeers(in map[string]string) map[string]string {
 
 // VerifyBlock checks one block here without writing.
 func (a *NodeActivities) VerifyBlock(ctx context.Context, in VerifyBlockInput) (VerifyBlockResult, error) {
-	out := VerifyBlockResult{Lane: in.Lane, Node: a.Node.Name, Block: in.Block.ID, Kind: in.Block.Kind}
 	stop := keepAlive(ctx)
 	defer stop()
+	return a.verifyBlock(ctx, in)
+}
+
+// verifyBlock is VerifyBlock's work (also StageBlock's when it verifies
+// what it staged); the caller heartbeats.
+func (a *NodeActivities) verifyBlock(ctx context.Context, in VerifyBlockInput) (VerifyBlockResult, error) {
+	out := VerifyBlockResult{Lane: in.Lane, Node: a.Node.Name, Block: in.Block.ID, Kind: in.Block.Kind}
 	var err error
 	switch in.Block.Kind {
 	case "hub-mirror":
@@ -407,7 +426,10 @@ func (a *NodeActivities) spill(in VerifyBlockInput, r *staging.VerifyResult) err
 
 // keepAlive heartbeats every few seconds until stopped, for activities
 // whose engine reports no progress of its own.
-func keepAlive(ctx context.Context) func() {
+func keepAlive(ctx context.Context) func() { return keepAliveWith(ctx, nil) }
+
+// keepAliveWith heartbeats details every few seconds until stopped.
+func keepAliveWith(ctx context.Context, details any) func() {
 	done := make(chan struct{})
 	go func() {
 		t := time.NewTicker(5 * time.Second)
@@ -419,7 +441,7 @@ func keepAlive(ctx context.Context) func() {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				heartbeat(ctx, nil)
+				heartbeat(ctx, details)
 			}
 		}
 	}()

@@ -88,6 +88,11 @@ type StageBlockInput struct {
 	// MakeRoom prunes them); nil: the bare NoSpace error. An input field:
 	// no change to the command sequence.
 	Room *DiskRoom `json:"room,omitempty"`
+	// Verify has the activity verify the block without writing once it is
+	// staged (the post-stage verify), returning StageBlockResult.Verified:
+	// one task round trip less than a VerifyBlock after it. Set by
+	// StageNode from versionStageVerifyInBlock on.
+	Verify bool `json:"verify,omitempty"`
 }
 
 // DiskRoom is what a stage may prune to make room for its blocks.
@@ -126,6 +131,8 @@ type StageBlockResult struct {
 	Block  string         `json:"block"`
 	Kind   string         `json:"kind"`
 	Result staging.Result `json:"result"`
+	// Verified is the post-stage verify when the input asked for it.
+	Verified *VerifyBlockResult `json:"verified,omitempty"`
 }
 
 // VerifyBlockInput verifies one block on one node without writing.

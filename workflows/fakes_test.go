@@ -47,7 +47,10 @@ type fakeFleet struct {
 	resolveErr map[string]error
 	// Staging.
 	verifyBad map[string][]string // "lane/block@node" -> bad files
-	stageErr  map[string]error    // "lane/block@node"
+	// noVerifyInBlock: StageBlock ignores StageBlockInput.Verify, as a
+	// node worker older than versionStageVerifyInBlock does.
+	noVerifyInBlock bool
+	stageErr        map[string]error // "lane/block@node"
 	// Serve.
 	startErr map[string]error // "lane@node"
 	// startDelay holds StartRank on a node for real time before it
@@ -142,7 +145,13 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 		if err := f.stageErr[in.Lane+"/"+in.Block.ID+"@"+n]; err != nil {
 			return activities.StageBlockResult{}, err
 		}
-		return activities.StageBlockResult{Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: staging.Result{CopiedFiles: 2}}, nil
+		r := activities.StageBlockResult{Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: staging.Result{CopiedFiles: 2}}
+		if in.Verify && !f.noVerifyInBlock {
+			f.record(ctx, "verify in "+label)
+			r.Verified = &activities.VerifyBlockResult{Lane: in.Lane, Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: staging.VerifyResult{OK: 3}}
+			r.Verified.Result.Bad = f.verifyBad[in.Lane+"/"+in.Block.ID+"@"+n]
+		}
+		return r, nil
 	})
 	env.OnActivity("VerifyBlock", any2...).Return(func(ctx context.Context, in activities.VerifyBlockInput) (activities.VerifyBlockResult, error) {
 		if q := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node."); true {

@@ -27,23 +27,27 @@ var corpus = map[string]string{
 	"disk-prune": "TestDiskListsAndPrunesStagedBlocksOnLoopFS",
 	// ... disk-prune recorded before the prune held node leases
 	// (versionNodeLease), disk-prune-leased after: both must replay.
-	"disk-prune-leased":        "TestDiskListsAndPrunesStagedBlocksOnLoopFS",
-	"cutover-rolled-back":      "TestCutoverServesRollsBackAndStops",
-	"cutover-bench":            "TestReplayCorpusEveryWorkflowType",
-	"cutover-cancelled":        "TestReplayCorpusEveryWorkflowType",
-	"fleetprobe-ok":            "TestReplayCorpusEveryWorkflowType",
-	"stage-ok":                 "TestReplayCorpusEveryWorkflowType",
-	"stagenode-ok":             "TestReplayCorpusEveryWorkflowType",
-	"verify-clean":             "TestReplayCorpusEveryWorkflowType",
-	"verify-drift":             "TestReplayCorpusEveryWorkflowType",
-	"serve-ok":                 "TestReplayCorpusEveryWorkflowType",
-	"probe-ok":                 "TestReplayCorpusEveryWorkflowType",
-	"bench-ok":                 "TestReplayCorpusEveryWorkflowType",
-	"stop-ok":                  "TestReplayCorpusEveryWorkflowType",
-	"stage-outage-resumed":     "TestReplayCorpusStageResumedAfterNodeOutage",
-	"stagenode-outage-resumed": "TestReplayCorpusStageResumedAfterNodeOutage",
-	"power-off-forced":         "TestReplayCorpusPower",
-	"power-on-refused":         "TestReplayCorpusPower",
+	"disk-prune-leased":   "TestDiskListsAndPrunesStagedBlocksOnLoopFS",
+	"cutover-rolled-back": "TestCutoverServesRollsBackAndStops",
+	"cutover-bench":       "TestReplayCorpusEveryWorkflowType",
+	"cutover-cancelled":   "TestReplayCorpusEveryWorkflowType",
+	"fleetprobe-ok":       "TestReplayCorpusEveryWorkflowType",
+	"stage-ok":            "TestReplayCorpusEveryWorkflowType",
+	"stagenode-ok":        "TestReplayCorpusEveryWorkflowType",
+	// ... stagenode-ok recorded before versionStageVerifyInBlock (a
+	// VerifyBlock after the blocks), this one after (the verify inside
+	// each StageBlock): both must replay.
+	"stagenode-verify-in-block": "TestReplayCorpusEveryWorkflowType",
+	"verify-clean":              "TestReplayCorpusEveryWorkflowType",
+	"verify-drift":              "TestReplayCorpusEveryWorkflowType",
+	"serve-ok":                  "TestReplayCorpusEveryWorkflowType",
+	"probe-ok":                  "TestReplayCorpusEveryWorkflowType",
+	"bench-ok":                  "TestReplayCorpusEveryWorkflowType",
+	"stop-ok":                   "TestReplayCorpusEveryWorkflowType",
+	"stage-outage-resumed":      "TestReplayCorpusStageResumedAfterNodeOutage",
+	"stagenode-outage-resumed":  "TestReplayCorpusStageResumedAfterNodeOutage",
+	"power-off-forced":          "TestReplayCorpusPower",
+	"power-on-refused":          "TestReplayCorpusPower",
 	// One mutating run per node (versionNodeLease): a cutover refused a
 	// node another cluster's cutover holds, a stage holding its nodes, and
 	// a node lease.

@@ -62,6 +62,11 @@ const (
 	// it returns a failed start, so the cleanup stop cannot race a create.
 	versionStartAllRanks = "serve-start-all-ranks"
 
+	// versionStageVerifyInBlock: StageNode's post-stage verify runs inside
+	// each block's StageBlock (StageBlockInput.Verify) instead of as a
+	// VerifyBlock activity after all blocks.
+	versionStageVerifyInBlock = "stage-verify-in-block"
+
 	// versionNodeLease: every top-level mutating run (cutover, up, stop,
 	// stage, repair) holds a NodeLease child per node it touches (lease.go).
 	_ = versionNodeLease

@@ -42,7 +42,13 @@ func TestReplayCorpusEveryWorkflowType(t *testing.T) {
 
 	must("stage", "--lane", "demo-2x")
 	saveHistory(t, f, workflows.StageID("demo-2x"), "stage-ok")
-	saveHistory(t, f, workflows.StageNodeID("demo-2x", "n1"), "stagenode-ok")
+	// stagenode-ok was recorded before versionStageVerifyInBlock (a
+	// VerifyBlock after the blocks) and is kept; this run records the
+	// verify inside each StageBlock.
+	if n := activitiesScheduled(t, f, workflows.StageNodeID("demo-2x", "n1"), "VerifyBlock"); n != 0 {
+		t.Errorf("stage's per-node run scheduled %d VerifyBlock activities; the verify runs inside StageBlock", n)
+	}
+	saveHistory(t, f, workflows.StageNodeID("demo-2x", "n1"), "stagenode-verify-in-block")
 	must("verify", "--lane", "demo-2x")
 	saveHistory(t, f, workflows.VerifyID("demo-2x"), "verify-clean")
 

@@ -43,3 +43,21 @@ func saveHistory(t *testing.T, f *fleet, id, name string) {
 	}
 	t.Logf("wrote history %s (%d events)", name, len(h.Events))
 }
+
+// activitiesScheduled counts the activities of type name the latest run of
+// workflow id scheduled.
+func activitiesScheduled(t *testing.T, f *fleet, id, name string) int {
+	t.Helper()
+	it := f.env.Client.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	n := 0
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", id, err)
+		}
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == name {
+			n++
+		}
+	}
+	return n
+}
