@@ -60,7 +60,11 @@ func StageNode(ctx workflow.Context, in StageNodeInput) (StageNodeResult, error)
 		// outage budget; the block then resumes from its last heartbeat
 		// and the fsynced bytes on the node's disk.
 		err := onNode(ctx, t, i, in.Node, in.OutageBudget.D(), func() error {
-			err := workflow.ExecuteActivity(summarize(actx, in.Node, in.Rank, "stage "+in.Lane+"/"+b.ID), na.StageBlock, bin).Get(ctx, &r)
+			what := "stage "
+			if inBlock {
+				what = "stage + verify "
+			}
+			err := workflow.ExecuteActivity(summarize(actx, in.Node, in.Rank, what+in.Lane+"/"+b.ID), na.StageBlock, bin).Get(ctx, &r)
 			if p := lastProgress(err); p != nil {
 				bin.Resume = p
 			}

@@ -74,7 +74,9 @@ verify = "sampled"
 				got = append(got, summary(e.GetUserMetadata().GetSummary()))
 			}
 		}
-		want := []string{fmt.Sprintf("%s rank %d: stage sum/weights", n.node, n.rank), fmt.Sprintf("%s rank %d: verify sum/weights", n.node, n.rank)}
+		// The post-stage verify runs inside the StageBlock
+		// (versionStageVerifyInBlock), and its summary says so.
+		want := []string{fmt.Sprintf("%s rank %d: stage + verify sum/weights", n.node, n.rank)}
 		if strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("%s activity summaries %q, want %q", id, got, want)
 		}
