@@ -85,6 +85,16 @@ func SetWriteBehind(on bool) (restore func()) {
 	return func() { writeBehind = old }
 }
 
+// SetDropBehind turns Stage's drop-behind (each chunk dropped from the
+// page cache once written back) on or off and returns a func that
+// restores it. For tests, and hubmirror-bench's -drop-behind, which
+// measures it; no Stage may be running when it is called.
+func SetDropBehind(on bool) (restore func()) {
+	old := dropBehind
+	dropBehind = on
+	return func() { dropBehind = old }
+}
+
 // TempBase is the temp name of a mirror file name in the same directory.
 func TempBase(name string) string { return tmpBase(name) }
 

@@ -129,8 +129,10 @@ func run(ctx context.Context, cmd string, args []string) error {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run here (go tool pprof)")
 	flushMiB := fs.Int64("flush-mib", 0, "fdatasync every this many MiB, a multiple of the engine's chunk (0: the engine's own interval); for measuring the flush cadence")
 	wb := fs.Bool("write-behind", true, "start each chunk's writeback as soon as it is copied (sync_file_range)")
+	db := fs.Bool("drop-behind", true, "drop each chunk from the page cache once written back (sync_file_range, fadvise)")
 	fs.Parse(args)
 	defer hubmirror.SetWriteBehind(*wb)()
+	defer hubmirror.SetDropBehind(*db)()
 	if chunk := hubmirror.ChunkSize() >> 20; *flushMiB < 0 || *flushMiB > 1<<20 || *flushMiB%chunk != 0 {
 		return fmt.Errorf("-flush-mib %d: want a multiple of the engine's %d MiB chunk up to 1 TiB, or 0 for the engine's own interval (%d MiB)", *flushMiB, chunk, hubmirror.FlushSize()>>20)
 	}
