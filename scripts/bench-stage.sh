@@ -16,7 +16,9 @@
 # the Stage workflow's wall time against its time in activities
 # (orchbench);
 # then the verify-only pass warm, the starter's start-up alone and the
-# same split for the last verify-only run.
+# same split for the last verify-only run; and, before the runs and after
+# them, the disk's own speed (a cold read of the blob, SIZE_GIB written
+# with dd and fdatasynced).
 # The control service is started once (`starter control start`) and stopped
 # at the end. Page cache is dropped before every timed phase when we are root.
 # Nothing is deleted between timed phases: every run writes fresh
@@ -110,7 +112,7 @@ fs_root = "$root"
 name = "one"
 nodes = ["n1"]
 TOML
-need=$(((3 * RUNS + 2) * SIZE_GIB + 1))
+need=$(((3 * RUNS + 4) * SIZE_GIB + 1))
 avail=$(df -P --block-size=1G "$work" | awk 'NR == 2 { print $4 }')
 if ((avail < need)); then
 	echo "bench-stage.sh: $work has ${avail} GiB free; ${RUNS} runs of ${SIZE_GIB} GiB need ${need} GiB (nothing is deleted between phases)" >&2
@@ -192,6 +194,21 @@ echo "== warm-up, untimed: cp -a + sync"
 drop
 cp_sync_tree "$work/peer/warmup"
 settle
+# The disk's own speed, at the start and at the end: on this VM it has
+# differed twofold between days (and after tens of GiB written), so a
+# table row is only comparable with another beside these two figures.
+# disk LABEL: a cold read of the blob, then SIZE_GIB of zeros written and
+# fdatasynced into new space (kept until the end, like every phase's).
+disk() {
+	local s e r
+	drop
+	s=$(now); cat "$nas"/models--org--blob/blobs/* >/dev/null; e=$(now); r=$(secs "$s" "$e")
+	drop
+	s=$(now); dd if=/dev/zero of="$work/peer/dd-$1" bs=16M count=$((SIZE_GIB * 64)) conv=fdatasync status=none; e=$(now)
+	echo "  disk, $1: cold read of the blob $r s, ${SIZE_GIB} GiB written + fdatasync $(secs "$s" "$e") s"
+	settle
+}
+disk start
 phases=(starter engine cp)
 for i in $(seq 1 "$RUNS"); do
 	echo
@@ -225,6 +242,8 @@ echo "  starter --help (start-up)   : ${st_help[*]} s"
 echo "  starter --help, after a drop: ${st_helpcold[*]} s"
 "$work/orchbench" overhead "${cfg[@]}" "stage/blob" | sed 's/^/  /'
 
+echo
+disk end
 m_st=$(median "${st_cold[@]}"); m_sv=$(median "${st_verify[@]}"); m_ec=$(median "${eng_cold[@]}")
 m_e2=$(median "${eng_p2[@]}"); m_cp=$(median "${cp_sync[@]}")
 m_sw=$(median "${st_warm[@]}"); m_h=$(median "${st_help[@]}"); m_hc=$(median "${st_helpcold[@]}")
