@@ -17,7 +17,7 @@
 # (orchbench);
 # then the verify-only pass warm, the starter's start-up alone and the
 # same split for the last verify-only run; and, before the runs and after
-# them, the disk's own speed (a cold read of the blob, SIZE_GIB written
+# them, the machine's own speed (a cold read of the blob, SIZE_GIB written
 # with dd and fdatasynced).
 # The control service is started once (`starter control start`) and stopped
 # at the end. Page cache is dropped before every timed phase when we are root.
@@ -194,9 +194,11 @@ echo "== warm-up, untimed: cp -a + sync"
 drop
 cp_sync_tree "$work/peer/warmup"
 settle
-# The disk's own speed, at the start and at the end: on this VM it has
-# differed twofold between days (and after tens of GiB written), so a
-# table row is only comparable with another beside these two figures.
+# The machine's own read and write speed, at the start and at the end:
+# on this VM it has differed severalfold between days and within one run
+# (both go through the page cache, whose memory the VM takes back from
+# its host: see "Drop-behind" in the README), so a table row is only
+# comparable with another beside these figures.
 # disk LABEL: a cold read of the blob, then SIZE_GIB of zeros written and
 # fdatasynced into new space (kept until the end, like every phase's).
 disk() {
