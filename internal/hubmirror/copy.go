@@ -133,9 +133,18 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 		}
 		return nil
 	}
-	// The chunk copied before this one, to drop from the page cache once
+	// The chunk copied before this one, dropped from the page cache once
 	// it is written back (dropBehind).
 	var prevOff, prevN int64
+	dropPrev := func() error {
+		if !dropBehind || prevN == 0 {
+			return nil
+		}
+		if err := dropCopied(src, out, prevOff, prevN); err != nil {
+			return classifyWrite(dst, fmt.Errorf("write back %s (bytes %d to %d): %w", d.Join(tmp), prevOff, prevOff+prevN, err))
+		}
+		return nil
+	}
 	for off < size {
 		if err := ctx.Err(); err != nil {
 			return fail(err)
@@ -166,10 +175,8 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 			// trusts); an error changes nothing.
 			_ = syncFileRange(int(out.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
 		}
-		if dropBehind && prevN > 0 {
-			if err := dropCopied(src, out, prevOff, prevN); err != nil {
-				return fail(classifyWrite(dst, fmt.Errorf("write back %s (bytes %d to %d): %w", d.Join(tmp), prevOff, prevOff+prevN, err)))
-			}
+		if err := dropPrev(); err != nil {
+			return fail(err)
 		}
 		prevOff, prevN = off, n
 		off += n
@@ -188,10 +195,8 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 	if err := flushed(); err != nil {
 		return fail(err)
 	}
-	if dropBehind && prevN > 0 {
-		if err := dropCopied(src, out, prevOff, prevN); err != nil {
-			return fail(classifyWrite(dst, fmt.Errorf("write back %s (bytes %d to %d): %w", d.Join(tmp), prevOff, prevOff+prevN, err)))
-		}
+	if err := dropPrev(); err != nil {
+		return fail(err)
 	}
 	ent := ledger.Entry{Size: size, Source: it.SrcRel, VerifiedAt: time.Now().UTC()}
 	if h != nil {
@@ -255,9 +260,9 @@ var syncFileRange = unix.SyncFileRange
 // comes out of the memory the GPU shares, which a lane's engine is about
 // to claim; on this VM, memory the page cache frees goes back to the
 // host, and each page touched again costs a host page fault: a cold copy
-// of 4 GiB after a page-cache drop took 44–57 s with `cp` and with the
-// write-behind alone, and 4.9 s with each chunk dropped behind (see the
-// README). The post-copy sampled check then reads the copied samples
+// of 4 GiB after a page-cache drop took 34–57 s with `cp` and with the
+// write-behind alone, and 4.9–5.2 s with each chunk dropped behind (see
+// the README). The post-copy sampled check then reads the copied samples
 // back from the disk, not from the page cache. hubmirror-bench's
 // -drop-behind=false turns it off to measure it again.
 var dropBehind = true
