@@ -111,6 +111,12 @@ func Parse(out string) Facts {
 			if len(fields) < 6 {
 				continue
 			}
+			// A loop device is a file on another disk (a snap, a
+			// mounted image, a test's scratch filesystem): never a
+			// staging disk, and not worth listing; it comes and goes.
+			if strings.HasPrefix(fields[0], "/dev/loop") {
+				continue
+			}
 			size, _ := strconv.ParseInt(fields[1], 10, 64)
 			free, _ := strconv.ParseInt(fields[3], 10, 64)
 			f.Disks = append(f.Disks, Disk{Device: fields[0], Mount: strings.Join(fields[5:], " "), Size: size, Free: free})

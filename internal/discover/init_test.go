@@ -142,6 +142,7 @@ func TestParseAndChoices(t *testing.T) {
 /dev/nvme0n1p1 4000000000000 1 3000000000000 1% /mnt/nvme
 /dev/sdb1 8000000000000 1 7000000000000 1% /mnt/big
 /dev/sda1 1000000000 1 900000000 1% /boot/efi
+/dev/loop0 9000000000000 1 9000000000000 1% /mnt/image
 @@docker
 present
 {"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}}
@@ -158,6 +159,11 @@ enp1s0f1np1 192.168.100.11/24
 `)
 	if root, d, ok := f.Root(); !ok || root != "/mnt/nvme/sparklane" || d.Free != 3000000000000 {
 		t.Errorf("root %q on %+v", root, d)
+	}
+	for _, d := range f.Disks {
+		if d.Device == "/dev/loop0" {
+			t.Errorf("a loop device listed as a disk: %+v", d)
+		}
 	}
 	if addr, nd := f.FastAddress(); addr != "192.168.100.11" || nd != "enp1s0f1np1" {
 		t.Errorf("fast address %s on %s", addr, nd)
