@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -78,312 +79,461 @@ type CutoverResult struct {
 // that stop rolls back: the new lane's containers are removed and the
 // previous lane is served and probed again, under a disconnected context so
 // a cancelled cutover still cleans up.
+//
+// Its steps are the methods of cutover, in the order run lists them; the
+// rollback is the undos the steps registered as they took effect
+// (compensations), run last first.
 func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
-	t := newTracker(ctx, "Cutover", in.Plan.Lane)
-	res := CutoverResult{Lane: in.Plan.Lane, Cluster: in.Plan.Cluster}
-	fail := func(step string, err error) (CutoverResult, error) {
-		res.FailedStep, res.Error = step, errMessage(err)
-		res.Steps = t.steps()
-		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("cutover to %s failed at %s: %s", in.Plan.Lane, step, res.Error), "CutoverFailed", err, res)
-	}
-	nodes := planNodes(in.Plan)
-
-	// The lane's nodes are held for this run alone (lease.go): a run on
-	// an overlapping cluster that holds one of them refuses this one.
-	leases, lerr := holdNodes(ctx, t, LeaseCutover, in.Plan.Lane, in.Plan.Cluster, nodes)
-	if lerr != nil {
-		return fail("hold nodes", lerr)
-	}
-	defer leases.release()
-
-	// 0. Power on the lane's nodes that are off (--power-on). Runs started
-	// before the step existed never asked for it; the gate records that
-	// this run's code knows it.
-	if in.PowerOn && workflow.GetVersion(ctx, versionPowerOn, workflow.DefaultVersion, 1) >= 1 {
-		i := t.start("power on", "")
-		var pre FleetProbeResult
-		err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID: CutoverID(in.Plan.Cluster) + "/power-probe", TaskQueue: ControlQueue,
-			TypedSearchAttributes: searchattr.For(in.Plan.Lane, in.Plan.Cluster),
-		}), FleetProbe, FleetProbeInput{Nodes: nodes, PickupTimeout: in.Pickup}).Get(ctx, &pre)
-		var off []string
-		for _, st := range pre.Nodes {
-			if st.State == NodeOff {
-				off = append(off, st.Node)
-			}
+	c := newCutoverRun(ctx, in)
+	// Leases outlive the rollback: released on every exit, after it.
+	defer c.releaseNodes()
+	if err := c.run(); err != nil {
+		if uerr := c.undo.run(ctx); uerr != nil {
+			c.res.RollbackError = joinedMessage(uerr)
 		}
-		if err == nil && len(off) > 0 {
-			err = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-				WorkflowID: CutoverID(in.Plan.Cluster) + "/power-on", TaskQueue: ControlQueue,
-				TypedSearchAttributes: searchattr.For(in.Plan.Lane, in.Plan.Cluster),
-			}), Power, PowerInput{Action: PowerOn, Targets: off}).Get(ctx, nil)
-		}
-		t.end(i, fmt.Sprintf("%d node(s) switched on", len(off)), err)
-		if err != nil {
-			return fail("power on", err)
+		return c.fail(err)
+	}
+	c.res.OK = true
+	c.res.Steps = c.t.steps()
+	return c.res, nil
+}
+
+// cutover is one Cutover run: its input, progress and result so far, and
+// what a failure must undo. Each step is a method that returns its failure
+// named (failedAt); a step that changes the world registers its undo in
+// undo as it takes effect.
+type cutover struct {
+	ctx   workflow.Context
+	in    CutoverInput
+	t     *tracker
+	res   CutoverResult
+	nodes []string // the plan's nodes
+
+	// leases are the node leases held, released last first on every exit.
+	leases []*nodeLeases
+	// prevNodes are the probed nodes each previous lane runs on;
+	// prevPlans the previous lanes' resolved recipes and plans (the
+	// rollback serves them), unresolved the ones that did not resolve.
+	prevNodes  map[string][]string
+	prevPlans  map[string]activities.ResolveLaneResult
+	unresolved []error
+	undo       compensations
+}
+
+func newCutoverRun(ctx workflow.Context, in CutoverInput) *cutover {
+	return &cutover{
+		ctx: ctx, in: in, t: newTracker(ctx, "Cutover", in.Plan.Lane),
+		res:       CutoverResult{Lane: in.Plan.Lane, Cluster: in.Plan.Cluster},
+		nodes:     planNodes(in.Plan),
+		prevNodes: map[string][]string{},
+		prevPlans: map[string]activities.ResolveLaneResult{},
+	}
+}
+
+// run takes the steps in order and returns the first failure.
+func (c *cutover) run() error {
+	for _, step := range []func() error{
+		c.leaseNodes,         // the lane's nodes, for this run alone
+		c.powerOn,            // --power-on: switch on the nodes that are off
+		c.probeFleet,         // with its one re-probe
+		c.findPrevious,       // the lanes that hold our nodes, and where they run
+		c.leasePreviousNodes, // the fleet nodes outside the plan they run on
+		c.resolvePrevious,    // their recipes, for the rollback
+		c.stopForeign,        // --stop-foreign
+		c.stopPrevious,       // registers the rollback
+		c.stage,
+		c.verify,
+		c.serve, // and probe
+		c.bench,
+	} {
+		if err := step(); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	// 1. Fleet probe; its retry policy is the re-probe before bail.
-	i := t.start("probe fleet", "")
-	var probe FleetProbeResult
-	pctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:  CutoverID(in.Plan.Cluster) + "/probe",
-		TaskQueue:   ControlQueue,
-		RetryPolicy: ProbeRetryPolicy(in.Grace.D()),
-		// Child runs carry the lane too, so the UI's lane filter finds them.
-		TypedSearchAttributes: searchattr.For(in.Plan.Lane, in.Plan.Cluster),
+// fail ends the run with err's step as the failed step; the result so far
+// travels as the failure's details.
+func (c *cutover) fail(err error) (CutoverResult, error) {
+	step := &stepError{step: "cutover", err: err}
+	errors.As(err, &step)
+	c.res.FailedStep, c.res.Error = step.step, errMessage(step.err)
+	c.res.Steps = c.t.steps()
+	return c.res, temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("cutover to %s failed at %s: %s", c.in.Plan.Lane, step.step, c.res.Error), "CutoverFailed", step.err, c.res)
+}
+
+// releaseNodes ends every node lease held, the last taken first.
+func (c *cutover) releaseNodes() {
+	for i := len(c.leases) - 1; i >= 0; i-- {
+		c.leases[i].release()
+	}
+}
+
+// leaseNodes holds the lane's nodes for this run alone (lease.go): a run
+// on an overlapping cluster that holds one of them refuses this one.
+func (c *cutover) leaseNodes() error {
+	l, err := holdNodes(c.ctx, c.t, LeaseCutover, c.in.Plan.Lane, c.in.Plan.Cluster, c.nodes)
+	if err != nil {
+		return failedAt("hold nodes", err)
+	}
+	c.leases = append(c.leases, l)
+	return nil
+}
+
+// powerOn switches on the lane's nodes that are off (--power-on). Runs
+// started before the step existed never asked for it; the gate records
+// that this run's code knows it.
+func (c *cutover) powerOn() error {
+	if !c.in.PowerOn || workflow.GetVersion(c.ctx, versionPowerOn, workflow.DefaultVersion, 1) < 1 {
+		return nil
+	}
+	i := c.t.start("power on", "")
+	var pre FleetProbeResult
+	err := workflow.ExecuteChildWorkflow(c.childOpts("/power-probe", nil), FleetProbe,
+		FleetProbeInput{Nodes: c.nodes, PickupTimeout: c.in.Pickup}).Get(c.ctx, &pre)
+	var off []string
+	for _, st := range pre.Nodes {
+		if st.State == NodeOff {
+			off = append(off, st.Node)
+		}
+	}
+	if err == nil && len(off) > 0 {
+		err = workflow.ExecuteChildWorkflow(c.childOpts("/power-on", nil), Power,
+			PowerInput{Action: PowerOn, Targets: off}).Get(c.ctx, nil)
+	}
+	c.t.end(i, fmt.Sprintf("%d node(s) switched on", len(off)), err)
+	return failedAt("power on", err)
+}
+
+// childOpts runs a child workflow CutoverID(cluster)+suffix on the control
+// queue. Child runs carry the lane too, so the UI's lane filter finds them.
+func (c *cutover) childOpts(suffix string, retry *temporal.RetryPolicy) workflow.Context {
+	return workflow.WithChildOptions(c.ctx, workflow.ChildWorkflowOptions{
+		WorkflowID: CutoverID(c.in.Plan.Cluster) + suffix, TaskQueue: ControlQueue, RetryPolicy: retry,
+		TypedSearchAttributes: searchattr.For(c.in.Plan.Lane, c.in.Plan.Cluster),
 	})
-	probeNodes := nodes
-	for _, n := range in.Fleet {
+}
+
+// probeFleet probes the lane's nodes and the rest of the fleet (a
+// previous lane is stopped wherever it runs); its retry policy is the
+// re-probe before bail.
+func (c *cutover) probeFleet() error {
+	i := c.t.start("probe fleet", "")
+	probeNodes := append([]string(nil), c.nodes...)
+	for _, n := range c.in.Fleet {
 		if !contains(probeNodes, n) {
 			probeNodes = append(probeNodes, n)
 		}
 	}
-	err := workflow.ExecuteChildWorkflow(pctx, FleetProbe, FleetProbeInput{Nodes: probeNodes, Require: nodes, Lane: in.Plan.Lane, Grace: in.Grace, PickupTimeout: in.Pickup,
-		Ports: lanePorts(in.Plan), StopForeign: in.StopForeign}).Get(ctx, &probe)
-	t.end(i, "", err)
+	var probe FleetProbeResult
+	err := workflow.ExecuteChildWorkflow(c.childOpts("/probe", ProbeRetryPolicy(c.in.Grace.D())), FleetProbe, FleetProbeInput{
+		Nodes: probeNodes, Require: c.nodes, Lane: c.in.Plan.Lane, Grace: c.in.Grace, PickupTimeout: c.in.Pickup,
+		Ports: lanePorts(c.in.Plan), StopForeign: c.in.StopForeign,
+	}).Get(c.ctx, &probe)
+	c.t.end(i, "", err)
 	if err != nil {
-		return fail("probe fleet", err)
+		return failedAt("probe fleet", err)
 	}
-	res.Probe = &probe
+	c.res.Probe = &probe
+	return nil
+}
 
-	// 2. Which lanes hold our nodes, and where else they run. A lane that
-	// runs only on other fleet nodes is left alone.
-	ownOnly := workflow.GetVersion(ctx, versionPreviousOwnNodes, workflow.DefaultVersion, 1) >= 1
-	for _, st := range probe.Nodes {
-		if ownOnly && !contains(nodes, st.Node) {
+// findPrevious lists the lanes that hold our nodes (res.Previous) and
+// every probed node each runs on. A lane that runs only on other fleet
+// nodes is left alone.
+func (c *cutover) findPrevious() error {
+	ownOnly := workflow.GetVersion(c.ctx, versionPreviousOwnNodes, workflow.DefaultVersion, 1) >= 1
+	for _, st := range c.res.Probe.Nodes {
+		if ownOnly && !contains(c.nodes, st.Node) {
 			continue
 		}
 		for _, l := range st.Lanes {
-			if l != in.Plan.Lane && !contains(res.Previous, l) {
-				res.Previous = append(res.Previous, l)
+			if l != c.in.Plan.Lane && !contains(c.res.Previous, l) {
+				c.res.Previous = append(c.res.Previous, l)
 			}
 		}
 	}
-	prevNodes := map[string][]string{}
-	for _, st := range probe.Nodes {
+	for _, st := range c.res.Probe.Nodes {
 		for _, l := range st.Lanes {
-			if contains(res.Previous, l) {
-				prevNodes[l] = append(prevNodes[l], st.Node)
+			if contains(c.res.Previous, l) {
+				c.prevNodes[l] = append(c.prevNodes[l], st.Node)
 			}
 		}
 	}
-	// A previous lane is stopped on fleet nodes outside the plan too:
-	// those are held as well before anything is stopped.
+	return nil
+}
+
+// leasePreviousNodes holds the fleet nodes outside the plan that a
+// previous lane runs on (it is stopped there too) before anything is
+// stopped. A run that took no lease of its own (a child run, or one
+// recorded before leases) takes none here either.
+func (c *cutover) leasePreviousNodes() error {
 	var extra []string
-	for _, l := range res.Previous {
-		for _, n := range prevNodes[l] {
-			if !contains(nodes, n) && !contains(extra, n) {
+	for _, l := range c.res.Previous {
+		for _, n := range c.prevNodes[l] {
+			if !contains(c.nodes, n) && !contains(extra, n) {
 				extra = append(extra, n)
 			}
 		}
 	}
-	if leases != nil && len(extra) > 0 {
-		more, err := holdNodes(ctx, t, LeaseCutover, in.Plan.Lane, in.Plan.Cluster, extra)
-		if err != nil {
-			return fail("hold nodes", err)
-		}
-		defer more.release()
+	if c.leases[0] == nil || len(extra) == 0 {
+		return nil
 	}
-	prevPlans := map[string]activities.ResolveLaneResult{}
-	var unresolved []string
-	for _, l := range res.Previous {
-		i := t.start("resolve previous "+l, "")
-		var r activities.ResolveLaneResult
-		err := workflow.ExecuteActivity(controlOpts(ctx, time.Minute, 0, 3), ca.ResolveLane, activities.ResolveLaneInput{Lane: l, Cluster: in.Plan.Cluster}).Get(ctx, &r)
-		t.end(i, "", err)
-		if err != nil {
-			unresolved = append(unresolved, l+": "+errMessage(err))
-			continue
-		}
-		prevPlans[l] = r
+	more, err := holdNodes(c.ctx, c.t, LeaseCutover, c.in.Plan.Lane, c.in.Plan.Cluster, extra)
+	if err != nil {
+		return failedAt("hold nodes", err)
 	}
+	c.leases = append(c.leases, more)
+	return nil
+}
 
-	// Foreign engines on the lane's nodes, stopped only when asked
-	// (the probe refused the nodes otherwise).
-	for _, st := range probe.Nodes {
-		if !in.StopForeign || len(st.ForeignNames) == 0 || !contains(nodes, st.Node) {
+// resolvePrevious resolves each previous lane's recipe and plan, which
+// the rollback serves. A lane that does not resolve is still stopped; the
+// rollback reports it.
+func (c *cutover) resolvePrevious() error {
+	for _, l := range c.res.Previous {
+		i := c.t.start("resolve previous "+l, "")
+		var r activities.ResolveLaneResult
+		err := workflow.ExecuteActivity(controlOpts(c.ctx, time.Minute, 0, 3), ca.ResolveLane,
+			activities.ResolveLaneInput{Lane: l, Cluster: c.in.Plan.Cluster}).Get(c.ctx, &r)
+		c.t.end(i, "", err)
+		if err != nil {
+			c.unresolved = append(c.unresolved, failedAt(l, err))
 			continue
 		}
-		if workflow.GetVersion(ctx, versionStopForeign, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		c.prevPlans[l] = r
+	}
+	return nil
+}
+
+// stopForeign stops foreign engines on the lane's nodes, only when asked
+// (the probe refused the nodes otherwise). They are not brought back on
+// failure.
+func (c *cutover) stopForeign() error {
+	for _, st := range c.res.Probe.Nodes {
+		if !c.in.StopForeign || len(st.ForeignNames) == 0 || !contains(c.nodes, st.Node) {
+			continue
+		}
+		if workflow.GetVersion(c.ctx, versionStopForeign, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			break
 		}
-		i := t.start("stop foreign", st.Node)
+		i := c.t.start("stop foreign", st.Node)
 		var sf activities.StopForeignResult
-		err := workflow.ExecuteActivity(nodeOpts(ctx, st.Node, in.Pickup.D(), 2*time.Minute, 0, 2), na.StopForeign, activities.StopForeignInput{Names: st.ForeignNames}).Get(ctx, &sf)
-		t.end(i, strings.Join(sf.Stopped, ", "), err)
+		err := workflow.ExecuteActivity(nodeOpts(c.ctx, st.Node, c.in.Pickup.D(), 2*time.Minute, 0, 2), na.StopForeign,
+			activities.StopForeignInput{Names: st.ForeignNames}).Get(c.ctx, &sf)
+		c.t.end(i, strings.Join(sf.Stopped, ", "), err)
 		if err != nil {
-			return fail("stop foreign on "+st.Node, err)
+			return failedAt("stop foreign on "+st.Node, err)
 		}
 		for _, n := range sf.Stopped {
-			res.StoppedForeign = append(res.StoppedForeign, st.Node+"/"+n)
+			c.res.StoppedForeign = append(c.res.StoppedForeign, st.Node+"/"+n)
 		}
 	}
+	return nil
+}
 
-	// From the stop on, a failure rolls back.
-	rollback := func(step string, cause error) (CutoverResult, error) {
-		dctx, cancel := workflow.NewDisconnectedContext(ctx)
-		defer cancel()
-		var errs []string
-		if err := stopLane(dctx, t, in.Plan.Lane, nodes, in.Pickup.D(), in.OutageBudget.D()); err != nil {
-			errs = append(errs, "stopping "+in.Plan.Lane+": "+errMessage(err))
-		}
-		if in.NoRollback {
-			t.skip("rollback", "", "--no-rollback")
-		} else {
-			answers := len(res.Previous) > 0
-			for _, l := range res.Previous {
-				r, ok := prevPlans[l]
-				if !ok {
-					answers = false
-					continue
-				}
-				i := t.start("rollback "+l, "")
-				sr, err := serveLane(dctx, t, r.Recipe, r.Plan, false, in.Pickup.D(), in.OutageBudget.D())
-				t.end(i, "", err)
-				if err != nil {
-					answers = false
-					errs = append(errs, "serving "+l+" again: "+errMessage(err))
-					if serr := stopLane(dctx, t, l, planNodes(r.Plan), in.Pickup.D(), in.OutageBudget.D()); serr != nil {
-						errs = append(errs, "stopping "+l+" after its failed rollback: "+errMessage(serr))
-					}
-					continue
-				}
-				res.RolledBack = append(res.RolledBack, l)
-				answers = answers && sr.Answers
-			}
-			res.OldLaneAnswers = answers
-			errs = append(errs, unresolved...)
-		}
-		if len(errs) > 0 {
-			res.RollbackError = strings.Join(errs, "; ")
-		}
-		return fail(step, cause)
-	}
-
-	// 3. Stop them (verified). A stop that fails partway rolls back too:
-	// a half-stopped lane is brought back whole.
-	for _, l := range res.Previous {
-		if err := stopLane(ctx, t, l, prevNodes[l], in.Pickup.D(), in.OutageBudget.D()); err != nil {
-			if workflow.GetVersion(ctx, versionStopRollback, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-				// Runs recorded before the change failed without a rollback.
-				return fail("stop "+l, err)
-			}
-			return rollback("stop "+l, err)
-		}
-	}
-	// 4. Stage every block on every node, in parallel.
-	blocks := in.Recipe.Staging
-	if len(blocks) == 0 {
-		t.skip("stage", "", "no [[staging]] blocks")
-	} else if in.Stage == StageSkip {
-		t.skip("stage", "", "--stage=skip")
+// stopPrevious stops the previous lanes (verified), handing their nodes to
+// the new lane. From here on a failure rolls back, so the undos are
+// registered before the first stop: a stop that fails partway rolls back
+// too (a half-stopped lane is brought back whole). Undone last first, the
+// new lane is stopped on its nodes, then the previous lanes are served
+// again (or, --no-rollback, left stopped).
+func (c *cutover) stopPrevious() error {
+	if c.in.NoRollback {
+		c.undo.add(c.skipRollback)
 	} else {
-		i := t.start("stage", "")
-		st, err := stageChildren(ctx, t, in.Plan, blocks, "", in.Stage, false, false, in.Pickup.D(), in.OutageBudget.D(), in.Room)
-		t.end(i, "", err)
-		res.Stage = st
+		c.undo.add(c.servePrevious)
+	}
+	c.undo.add(c.stopNew)
+	for _, l := range c.res.Previous {
+		if err := stopLane(c.ctx, c.t, l, c.prevNodes[l], c.in.Pickup.D(), c.in.OutageBudget.D()); err != nil {
+			if workflow.GetVersion(c.ctx, versionStopRollback, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				// Runs recorded before the change failed without a rollback.
+				c.undo = nil
+			}
+			return failedAt("stop "+l, err)
+		}
+	}
+	return nil
+}
+
+// stage stages every block on every node, in parallel.
+func (c *cutover) stage() error {
+	switch {
+	case len(c.in.Recipe.Staging) == 0:
+		c.t.skip("stage", "", "no [[staging]] blocks")
+	case c.in.Stage == StageSkip:
+		c.t.skip("stage", "", "--stage=skip")
+	default:
+		i := c.t.start("stage", "")
+		st, err := stageChildren(c.ctx, c.t, c.in.Plan, c.in.Recipe.Staging, "", c.in.Stage, false, false, c.in.Pickup.D(), c.in.OutageBudget.D(), c.in.Room)
+		c.t.end(i, "", err)
+		c.res.Stage = st
+		return failedAt("stage", err)
+	}
+	return nil
+}
+
+// verifyItem is one block on one node, as the verify step checks it.
+type verifyItem struct {
+	n    config.NodePlan
+	b    config.Staging
+	name string
+}
+
+// verify checks every block on every node (ledger verify-only): a
+// mismatch fails before anything is served. A node whose worker is gone is
+// waited for within the outage budget (runs recorded before
+// versionVerifyOutageWait: the same commands, failing at once).
+func (c *cutover) verify() error {
+	if len(c.in.Recipe.Staging) == 0 {
+		return nil
+	}
+	i := c.t.start("verify", "")
+	var items []verifyItem
+	var itemNodes []string
+	for _, n := range c.in.Plan.Nodes {
+		for _, b := range c.in.Recipe.Staging {
+			items = append(items, verifyItem{n, b, b.ID + " on " + n.Node})
+			itemNodes = append(itemNodes, n.Node)
+		}
+	}
+	steps := make([]int, len(items))
+	for k := range steps {
+		steps[k] = i
+	}
+	wait := workflow.GetVersion(c.ctx, versionVerifyOutageWait, workflow.DefaultVersion, 1) >= 1
+	verified := make([]activities.VerifyBlockResult, len(items))
+	lane, tp := c.in.Plan.Lane, c.in.Plan.TP
+	errs := perNode(c.ctx, c.t, wait, c.in.OutageBudget.D(), steps, itemNodes, func(ctx workflow.Context, k int) workflow.Future {
+		n, b := items[k].n, items[k].b
+		vctx := nodeOpts(ctx, n.Node, c.in.Pickup.D(), verifyRunTimeout, stageHeartbeat, 3)
+		return workflow.ExecuteActivity(summarize(vctx, n.Node, n.Rank, "verify "+lane+"/"+b.ID), na.VerifyBlock, activities.VerifyBlockInput{Lane: lane, Block: b, Rank: n.Rank, TP: tp})
+	}, func(ctx workflow.Context, k int, f workflow.Future) error { return f.Get(ctx, &verified[k]) })
+	if err := c.verifiedClean(items, verified, errs); err != nil {
+		c.t.end(i, "", err)
+		return failedAt("verify", err)
+	}
+	c.t.end(i, fmt.Sprintf("%d blocks", len(c.res.Verify)), nil)
+	return nil
+}
+
+// verifiedClean records the verify results and returns the
+// ContentMismatch naming every block that failed or does not verify.
+func (c *cutover) verifiedClean(items []verifyItem, verified []activities.VerifyBlockResult, errs []error) error {
+	var bad []string
+	var verr error
+	for k, err := range errs {
+		v := verified[k]
 		if err != nil {
-			return rollback("stage", err)
+			bad = append(bad, items[k].name+": "+errMessage(err))
+			if verr == nil {
+				verr = err
+			}
+			continue
+		}
+		c.res.Verify = append(c.res.Verify, v)
+		if !v.Result.Clean() {
+			bad = append(bad, fmt.Sprintf("%s: %d bad, %d missing (first: %s)", items[k].name, v.Result.NBad(), v.Result.NMissing(), firstOf(v.Result.Bad, v.Result.Missing)))
 		}
 	}
-
-	// 5. Verify (ledger verify-only): a mismatch fails before anything is served.
-	if len(blocks) > 0 {
-		i := t.start("verify", "")
-		type item struct {
-			n    config.NodePlan
-			b    config.Staging
-			name string
-		}
-		var items []item
-		var itemNodes []string
-		for _, n := range in.Plan.Nodes {
-			for _, b := range blocks {
-				items = append(items, item{n, b, b.ID + " on " + n.Node})
-				itemNodes = append(itemNodes, n.Node)
-			}
-		}
-		steps := make([]int, len(items))
-		for k := range steps {
-			steps[k] = i
-		}
-		// A node whose worker is gone is waited for within the outage
-		// budget (runs recorded before versionVerifyOutageWait: the same
-		// commands, failing at once).
-		wait := workflow.GetVersion(ctx, versionVerifyOutageWait, workflow.DefaultVersion, 1) >= 1
-		verified := make([]activities.VerifyBlockResult, len(items))
-		errs := perNode(ctx, t, wait, in.OutageBudget.D(), steps, itemNodes, func(ctx workflow.Context, k int) workflow.Future {
-			n, b := items[k].n, items[k].b
-			vctx := nodeOpts(ctx, n.Node, in.Pickup.D(), verifyRunTimeout, stageHeartbeat, 3)
-			return workflow.ExecuteActivity(summarize(vctx, n.Node, n.Rank, "verify "+in.Plan.Lane+"/"+b.ID), na.VerifyBlock, activities.VerifyBlockInput{Lane: in.Plan.Lane, Block: b, Rank: n.Rank, TP: in.Plan.TP})
-		}, func(ctx workflow.Context, k int, f workflow.Future) error { return f.Get(ctx, &verified[k]) })
-		var bad []string
-		var verr error
-		for k, err := range errs {
-			v := verified[k]
-			if err != nil {
-				bad = append(bad, items[k].name+": "+errMessage(err))
-				if verr == nil {
-					verr = err
-				}
-				continue
-			}
-			res.Verify = append(res.Verify, v)
-			if !v.Result.Clean() {
-				bad = append(bad, fmt.Sprintf("%s: %d bad, %d missing (first: %s)", items[k].name, v.Result.NBad(), v.Result.NMissing(), firstOf(v.Result.Bad, v.Result.Missing)))
-			}
-		}
-		if len(bad) > 0 {
-			err := temporal.NewNonRetryableApplicationError("staged data does not verify: "+strings.Join(bad, "; "), fault.ContentMismatch, verr)
-			t.end(i, "", err)
-			return rollback("verify", err)
-		}
-		t.end(i, fmt.Sprintf("%d blocks", len(res.Verify)), nil)
+	if len(bad) > 0 {
+		return temporal.NewNonRetryableApplicationError("staged data does not verify: "+strings.Join(bad, "; "), fault.ContentMismatch, verr)
 	}
+	return nil
+}
 
-	// 6–7. Serve and probe.
-	sr, err := serveLane(ctx, t, in.Recipe, in.Plan, in.NoWait, in.Pickup.D(), in.OutageBudget.D())
-	res.Serve = &sr
+// serve starts the lane and probes it. A failure once every rank started
+// is the probe's.
+func (c *cutover) serve() error {
+	sr, err := serveLane(c.ctx, c.t, c.in.Recipe, c.in.Plan, c.in.NoWait, c.in.Pickup.D(), c.in.OutageBudget.D())
+	c.res.Serve = &sr
 	if err != nil {
 		step := "serve"
-		if sr.Ranks != nil && len(sr.Ranks) == len(in.Plan.Nodes) {
+		if sr.Ranks != nil && len(sr.Ranks) == len(c.in.Plan.Nodes) {
 			step = "probe"
 		}
-		return rollback(step, err)
+		return failedAt(step, err)
 	}
+	return nil
+}
 
-	// 8. Bench when asked.
-	if in.Bench && !in.NoWait {
-		i := t.start("bench", "")
-		var br activities.BenchResult
-		var staged []activities.StageBlockResult
-		for _, s := range res.Stage {
-			staged = append(staged, s.Blocks...)
-		}
-		bctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue: ControlQueue, StartToCloseTimeout: 6 * time.Hour, HeartbeatTimeout: 2 * time.Minute,
-			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2},
-		})
-		info := workflow.GetInfo(ctx)
-		err := workflow.ExecuteActivity(bctx, ca.Bench, activities.BenchInput{
-			Recipe: in.Recipe, Plan: in.Plan, BaseURL: sr.BaseURL, Model: sr.Ready.Model, Label: nonEmpty(in.BenchLabel, "cutover"),
-			Baseline: "latest", WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-			Staging: staged, Decode: sr.Decode,
-		}).Get(ctx, &br)
-		t.end(i, br.Summary, err)
-		if err != nil {
-			// The lane serves; a failed bench is reported, not rolled back.
-			res.Error = "bench: " + errMessage(err)
-		} else {
-			res.Bench = &br
-		}
+// bench benchmarks the serving lane when asked. It never fails the
+// cutover: the lane serves, and a failed bench is reported, not rolled
+// back.
+func (c *cutover) bench() error {
+	if !c.in.Bench || c.in.NoWait {
+		return nil
 	}
-	res.OK = true
-	res.Steps = t.steps()
-	return res, nil
+	i := c.t.start("bench", "")
+	var br activities.BenchResult
+	var staged []activities.StageBlockResult
+	for _, s := range c.res.Stage {
+		staged = append(staged, s.Blocks...)
+	}
+	bctx := workflow.WithActivityOptions(c.ctx, workflow.ActivityOptions{
+		TaskQueue: ControlQueue, StartToCloseTimeout: 6 * time.Hour, HeartbeatTimeout: 2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2},
+	})
+	info := workflow.GetInfo(c.ctx)
+	sr := c.res.Serve
+	err := workflow.ExecuteActivity(bctx, ca.Bench, activities.BenchInput{
+		Recipe: c.in.Recipe, Plan: c.in.Plan, BaseURL: sr.BaseURL, Model: sr.Ready.Model, Label: nonEmpty(c.in.BenchLabel, "cutover"),
+		Baseline: "latest", WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+		Staging: staged, Decode: sr.Decode,
+	}).Get(c.ctx, &br)
+	c.t.end(i, br.Summary, err)
+	if err != nil {
+		c.res.Error = "bench: " + errMessage(err)
+	} else {
+		c.res.Bench = &br
+	}
+	return nil
+}
+
+// stopNew (an undo) removes whatever of the new lane was started on its
+// nodes, so the previous lanes get them back.
+func (c *cutover) stopNew(ctx workflow.Context) error {
+	return failedAt("stopping "+c.in.Plan.Lane, stopLane(ctx, c.t, c.in.Plan.Lane, c.nodes, c.in.Pickup.D(), c.in.OutageBudget.D()))
+}
+
+// skipRollback (the undo under --no-rollback) leaves the previous lanes
+// stopped, saying so.
+func (c *cutover) skipRollback(workflow.Context) error {
+	c.t.skip("rollback", "", "--no-rollback")
+	return nil
+}
+
+// servePrevious (an undo) serves and probes each previous lane again from
+// its resolved plan, in the order they were found; one that fails to come
+// back is stopped again rather than left half-started. OldLaneAnswers is
+// true only when every previous lane came back answering.
+func (c *cutover) servePrevious(ctx workflow.Context) error {
+	var errs []error
+	answers := len(c.res.Previous) > 0
+	for _, l := range c.res.Previous {
+		r, ok := c.prevPlans[l]
+		if !ok {
+			answers = false
+			continue
+		}
+		i := c.t.start("rollback "+l, "")
+		sr, err := serveLane(ctx, c.t, r.Recipe, r.Plan, false, c.in.Pickup.D(), c.in.OutageBudget.D())
+		c.t.end(i, "", err)
+		if err != nil {
+			answers = false
+			errs = append(errs, failedAt("serving "+l+" again", err))
+			serr := stopLane(ctx, c.t, l, planNodes(r.Plan), c.in.Pickup.D(), c.in.OutageBudget.D())
+			errs = append(errs, failedAt("stopping "+l+" after its failed rollback", serr))
+			continue
+		}
+		c.res.RolledBack = append(c.res.RolledBack, l)
+		answers = answers && sr.Answers
+	}
+	c.res.OldLaneAnswers = answers
+	return errors.Join(append(errs, c.unresolved...)...)
 }
 
 func contains(list []string, s string) bool {

@@ -402,3 +402,64 @@ func TestCutoverBenchFailureKeepsLane(t *testing.T) {
 		t.Errorf("result %+v, want OK, the bench error reported, nothing stopped", res)
 	}
 }
+
+// A serve failure undoes the steps last first: the new lane is stopped
+// (its undo was registered last), then the previous lanes are served again
+// in the order they were found and stopped — not reversed.
+func TestCutoverServeFailureUndoesLastFirst(t *testing.T) {
+	c := newCutover(t)
+	c.lanesOn["b"] = []string{"old", "old2"}
+	c.resolve["old2"] = activities.ResolveLaneResult{Recipe: testRecipe("old2", nil, false), Plan: testPlan("old2", "hash-old2", "b")}
+	c.startErr["new@b"] = newAppErr("node b rank 1: image img-new not found", fault.ImageMissing)
+	res, err := c.run()
+	if err == nil {
+		t.Fatal("cutover succeeded although a rank did not start")
+	}
+	if res.FailedStep != "serve" || !reflect.DeepEqual(res.Previous, []string{"old", "old2"}) {
+		t.Errorf("FailedStep %q Previous %v, want serve and [old old2]", res.FailedStep, res.Previous)
+	}
+	if !reflect.DeepEqual(res.RolledBack, []string{"old", "old2"}) || !res.OldLaneAnswers || res.RollbackError != "" {
+		t.Errorf("RolledBack %v OldLaneAnswers %v RollbackError %q, want both back and answering", res.RolledBack, res.OldLaneAnswers, res.RollbackError)
+	}
+	c.expectPhases(
+		probePhase, []string{"ResolveLane old"}, []string{"ResolveLane old2"},
+		on("StopLane old", "a", "b", "c"), on("StopLane old2", "b"), stagePhase, verifyNew,
+		on("EnsureImage img-new", "a", "b"), on("BeforeServe new", "a", "b"), on("StartRank new", "a", "b"),
+		on("StopLane new", "a", "b"),
+		on("EnsureImage img-old", "a", "b", "c"), on("StartRank old", "a", "b", "c"),
+		[]string{"WaitReady old"}, []string{"Smoke http://old"}, []string{"DecodeProbe http://old"},
+		on("EnsureImage img-old2", "b"), on("StartRank old2", "b"),
+		[]string{"WaitReady old2"}, []string{"Smoke http://old2"}, []string{"DecodeProbe http://old2"},
+	)
+	// The progress shows the undos in the same order.
+	var undone []string
+	for _, s := range res.Steps {
+		if s.Name == "stop new" || strings.HasPrefix(s.Name, "rollback ") {
+			undone = append(undone, s.Name+"@"+s.Node)
+		}
+	}
+	if want := []string{"stop new@a", "stop new@b", "rollback old@", "rollback old2@"}; !reflect.DeepEqual(undone, want) {
+		t.Errorf("undo steps %v, want %v", undone, want)
+	}
+}
+
+// Every undo's failure is reported, in the order the undos ran, and the
+// later undos still run.
+func TestCutoverRollbackErrorsInUndoOrder(t *testing.T) {
+	c := newCutover(t)
+	c.verifyBad["new/rows@b"] = []string{"rows/layer7.packed"}
+	c.readyErr["old"] = newAppErr("rank 0 on a exited with code 1", fault.RankExited)
+	c.lanesOn["b"] = []string{"old", "gone"}
+	res, err := c.run()
+	if err == nil {
+		t.Fatal("cutover succeeded over a verify mismatch")
+	}
+	want := "serving old again: rank 0 on a exited with code 1; gone: no recipe for lane gone"
+	if res.FailedStep != "verify" || res.RollbackError != want || len(res.RolledBack) != 0 || res.OldLaneAnswers {
+		t.Errorf("FailedStep %q RolledBack %v OldLaneAnswers %v RollbackError %q, want verify, nothing back, %q", res.FailedStep, res.RolledBack, res.OldLaneAnswers, res.RollbackError, want)
+	}
+	// old, which did not come back, is stopped again on its own nodes.
+	if n := c.count("StopLane old@"); n != 6 {
+		t.Errorf("StopLane old ran %d times, want 3 (cutover) + 3 (after its failed rollback): %v", n, c.callList())
+	}
+}

@@ -90,8 +90,19 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 	env.RegisterWorkflow(FleetProbe)
 	env.RegisterWorkflow(StageNode)
 	env.RegisterWorkflow(NodeLease)
-	any2 := []any{mock.Anything, mock.Anything}
+	f.mockProbe()
+	f.mockStaging()
+	f.mockServe()
+	f.mockPower()
+	return f
+}
 
+// any2 matches any activity context and input.
+var any2 = []any{mock.Anything, mock.Anything}
+
+// mockProbe mocks the fleet probe's and the resolver's activities.
+func (f *fakeFleet) mockProbe() {
+	env := f.env
 	env.OnActivity("CheckSSH", any2...).Return(func(ctx context.Context, in activities.SSHCheckInput) (activities.SSHCheckResult, error) {
 		f.record(ctx, "CheckSSH "+in.Node)
 		r := activities.SSHCheckResult{Node: in.Node, Reachable: true, Local: f.local[in.Node]}
@@ -129,13 +140,11 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 		// polled, then the re-run pickup timed out again while gone lasts).
 		return activities.NodePollingResult{Node: in.Node, Polling: f.gone[in.Node]+f.verifyGone[in.Node] == 0 || f.polls[in.Node]%3 == 0}, nil
 	})
-	env.OnActivity("StopLane", any2...).Return(func(ctx context.Context, in activities.StopLaneInput) (activities.StopLaneResult, error) {
-		if err := f.goneErr(ctx); err != nil {
-			return activities.StopLaneResult{}, err
-		}
-		n := f.record(ctx, "StopLane "+in.Lane)
-		return activities.StopLaneResult{Node: n, Stopped: []string{"sparklane-" + in.Lane + "@" + n}}, nil
-	})
+}
+
+// mockStaging mocks StageBlock and VerifyBlock.
+func (f *fakeFleet) mockStaging() {
+	env := f.env
 	env.OnActivity("StageBlock", any2...).Return(func(ctx context.Context, in activities.StageBlockInput) (activities.StageBlockResult, error) {
 		label := "StageBlock " + in.Lane + "/" + in.Block.ID
 		if in.Force {
@@ -172,6 +181,18 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 		r := activities.VerifyBlockResult{Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: staging.VerifyResult{OK: 3}}
 		r.Result.Bad = f.verifyBad[in.Lane+"/"+in.Block.ID+"@"+n]
 		return r, nil
+	})
+}
+
+// mockServe mocks the serve, probe and stop activities.
+func (f *fakeFleet) mockServe() {
+	env := f.env
+	env.OnActivity("StopLane", any2...).Return(func(ctx context.Context, in activities.StopLaneInput) (activities.StopLaneResult, error) {
+		if err := f.goneErr(ctx); err != nil {
+			return activities.StopLaneResult{}, err
+		}
+		n := f.record(ctx, "StopLane "+in.Lane)
+		return activities.StopLaneResult{Node: n, Stopped: []string{"sparklane-" + in.Lane + "@" + n}}, nil
 	})
 	env.OnActivity("EnsureImage", any2...).Return(func(ctx context.Context, in activities.EnsureImageInput) (activities.EnsureImageResult, error) {
 		if err := f.goneErr(ctx); err != nil {
@@ -227,6 +248,11 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 		f.record(ctx, "DecodeProbe "+in.BaseURL)
 		return activities.DecodeProbeResult{DecodeTPS: 40, PromptTokens: in.PromptTokens, CompletionTokens: in.MaxTokens}, nil
 	})
+}
+
+// mockPower mocks NodeOff and the power steps.
+func (f *fakeFleet) mockPower() {
+	env := f.env
 	powerStep := func(name string, errp *error) func(context.Context, activities.PowerStepInput) (activities.PowerStepResult, error) {
 		return func(ctx context.Context, in activities.PowerStepInput) (activities.PowerStepResult, error) {
 			f.record(ctx, name+" "+in.Target)
@@ -247,7 +273,6 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 	env.OnActivity("PowerShutdown", any2...).Return(powerStep("PowerShutdown", &f.shutdownErr))
 	env.OnActivity("PowerWaitUnreachable", any2...).Return(powerStep("PowerWaitUnreachable", &f.unreachErr))
 	env.OnActivity("PowerRelayOff", any2...).Return(powerStep("PowerRelayOff", &f.relayOffErr))
-	return f
 }
 
 // goneErr is the pickup timeout a node-pinned call meets while its node is

@@ -74,12 +74,14 @@ func Power(ctx workflow.Context, in PowerInput) (PowerResult, error) {
 	if bound <= 0 {
 		bound = 5 * time.Minute
 	}
-	once := controlOpts(ctx, 2*time.Minute, 0, 1)
-	retry := controlOpts(ctx, 2*time.Minute, 0, 3)
-	wait := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue: ControlQueue, StartToCloseTimeout: bound + time.Minute, HeartbeatTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2},
-	})
+	opts := powerOpts{
+		once:  controlOpts(ctx, 2*time.Minute, 0, 1),
+		retry: controlOpts(ctx, 2*time.Minute, 0, 3),
+		wait: workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue: ControlQueue, StartToCloseTimeout: bound + time.Minute, HeartbeatTimeout: 30 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2},
+		}),
+	}
 	wg := workflow.NewWaitGroup(ctx)
 	failed := 0
 	for i, name := range in.Targets {
@@ -87,58 +89,17 @@ func Power(ctx workflow.Context, in PowerInput) (PowerResult, error) {
 		wg.Add(1)
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			defer wg.Done()
-			r := &res.Targets[i]
-			r.Target = name
-			step := func(actx workflow.Context, label string, fn any, stepIn activities.PowerStepInput) (activities.PowerStepResult, error) {
-				k := t.start(label, name)
-				var sr activities.PowerStepResult
-				err := workflow.ExecuteActivity(summarize(actx, name, -1, label), fn, stepIn).Get(gctx, &sr)
-				t.end(k, sr.Detail, err)
-				if err == nil {
-					r.Steps = append(r.Steps, sr)
-				}
-				return sr, err
-			}
-			in1 := activities.PowerStepInput{Target: name, Bound: config.Duration(bound)}
+			res.Targets[i].Target = name
+			p := &powerTarget{ctx: gctx, t: t, r: &res.Targets[i], in: activities.PowerStepInput{Target: name, Bound: config.Duration(bound)}}
+			var ok bool
 			if in.Action == PowerOff {
-				if _, err := step(once, "shutdown", ca.PowerShutdown, in1); err != nil {
-					r.State, r.Error = "unknown", errMessage(err)
-					failed++
-					return
-				}
-				if _, err := step(wait, "wait unreachable", ca.PowerWaitUnreachable, in1); err != nil {
-					if !in.Force {
-						r.State, r.Error = "on", errMessage(err)+" (relay left on; --force cuts it anyway)"
-						failed++
-						return
-					}
-					r.Warnings = append(r.Warnings, "still reachable after shutdown: "+errMessage(err)+" — relay cut anyway (--force)")
-				}
-				if _, err := step(retry, "relay off", ca.PowerRelayOff, in1); err != nil {
-					r.Warnings = append(r.Warnings, "relay off failed after a good shutdown: "+errMessage(err)+" — the device may boot back on its own")
-				}
-				r.State = NodeOff
-				return
+				ok = p.off(opts, in.Force)
+			} else {
+				ok = p.on(opts)
 			}
-			relay, err := step(retry, "relay on", ca.PowerRelayOn, in1)
-			if err != nil {
-				r.State, r.Error = NodeOff, errMessage(err)
+			if !ok {
 				failed++
-				return
 			}
-			wake, err := step(retry, "wake-on-lan", ca.PowerWake, in1)
-			if err != nil {
-				r.Warnings = append(r.Warnings, "wake-on-lan: "+errMessage(err))
-			}
-			if relay.Skipped && wake.Skipped {
-				r.Warnings = append(r.Warnings, "no relay and no wol configured: nothing switched on")
-			}
-			if _, err := step(wait, "wait reachable", ca.PowerWaitReachable, in1); err != nil {
-				r.State, r.Error = NodeUnreachable, errMessage(err)
-				failed++
-				return
-			}
-			r.State = NodeFree
 		})
 	}
 	wg.Wait(ctx)
@@ -151,6 +112,79 @@ func Power(ctx workflow.Context, in PowerInput) (PowerResult, error) {
 		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("power %s: %d of %d targets failed", in.Action, failed, len(in.Targets)), "PowerFailed", nil, res)
 	}
 	return res, nil
+}
+
+// powerOpts are the activity options of the power steps: once (a
+// shutdown is asked once), retry, and wait (bounded by the wait bound).
+type powerOpts struct{ once, retry, wait workflow.Context }
+
+// powerTarget runs one target's power sequence in its own coroutine (ctx),
+// filling r.
+type powerTarget struct {
+	ctx workflow.Context
+	t   *tracker
+	r   *PowerTargetResult
+	in  activities.PowerStepInput
+}
+
+// step runs one power step of the target as its own activity.
+func (p *powerTarget) step(actx workflow.Context, label string, fn any) (activities.PowerStepResult, error) {
+	name := p.in.Target
+	k := p.t.start(label, name)
+	var sr activities.PowerStepResult
+	err := workflow.ExecuteActivity(summarize(actx, name, -1, label), fn, p.in).Get(p.ctx, &sr)
+	p.t.end(k, sr.Detail, err)
+	if err == nil {
+		p.r.Steps = append(p.r.Steps, sr)
+	}
+	return sr, err
+}
+
+// off is graceful shutdown → wait until unreachable → relay off; false
+// when the target failed (a relay failure after a good shutdown only
+// warns).
+func (p *powerTarget) off(o powerOpts, force bool) bool {
+	r := p.r
+	if _, err := p.step(o.once, "shutdown", ca.PowerShutdown); err != nil {
+		r.State, r.Error = "unknown", errMessage(err)
+		return false
+	}
+	if _, err := p.step(o.wait, "wait unreachable", ca.PowerWaitUnreachable); err != nil {
+		if !force {
+			r.State, r.Error = "on", errMessage(err)+" (relay left on; --force cuts it anyway)"
+			return false
+		}
+		r.Warnings = append(r.Warnings, "still reachable after shutdown: "+errMessage(err)+" — relay cut anyway (--force)")
+	}
+	if _, err := p.step(o.retry, "relay off", ca.PowerRelayOff); err != nil {
+		r.Warnings = append(r.Warnings, "relay off failed after a good shutdown: "+errMessage(err)+" — the device may boot back on its own")
+	}
+	r.State = NodeOff
+	return true
+}
+
+// on is relay on (or Wake-on-LAN) → wait until reachable; false when the
+// target failed.
+func (p *powerTarget) on(o powerOpts) bool {
+	r := p.r
+	relay, err := p.step(o.retry, "relay on", ca.PowerRelayOn)
+	if err != nil {
+		r.State, r.Error = NodeOff, errMessage(err)
+		return false
+	}
+	wake, err := p.step(o.retry, "wake-on-lan", ca.PowerWake)
+	if err != nil {
+		r.Warnings = append(r.Warnings, "wake-on-lan: "+errMessage(err))
+	}
+	if relay.Skipped && wake.Skipped {
+		r.Warnings = append(r.Warnings, "no relay and no wol configured: nothing switched on")
+	}
+	if _, err := p.step(o.wait, "wait reachable", ca.PowerWaitReachable); err != nil {
+		r.State, r.Error = NodeUnreachable, errMessage(err)
+		return false
+	}
+	r.State = NodeFree
+	return true
 }
 
 // powerOffGear switches network gear off after the nodes (all targets have

@@ -45,57 +45,13 @@ func FleetProbe(ctx workflow.Context, in FleetProbeInput) (FleetProbeResult, err
 	}
 	res := FleetProbeResult{Attempt: int(workflow.GetInfo(ctx).Attempt)}
 	for i, n := range in.Nodes {
-		st := NodeState{Node: n}
 		var ssh activities.SSHCheckResult
-		if err := futs[i].ssh.Get(ctx, &ssh); err != nil {
-			ssh.Why = errMessage(err)
-		} else if ssh.Local {
-			st.SSH = "local"
-		} else if ssh.Reachable {
-			st.SSH = "ok"
-		}
+		sshErr := futs[i].ssh.Get(ctx, &ssh)
 		var ns activities.NodeStatusResult
 		serr := futs[i].status.Get(ctx, &ns)
-		switch {
-		case ssh.Off:
-			st.State, st.Why = NodeOff, ssh.Why
-		case !ssh.Local && !ssh.Reachable:
-			st.State, st.Why, st.SSH = NodeUnreachable, "ssh: "+ssh.Why, "failed"
-		case serr != nil && isPickupTimeout(serr):
-			st.State, st.Worker = NodeUnreachable, "not polling"
-			st.Why = fmt.Sprintf("node worker not polling %s (no pickup within %s); start it with: worker node --node %s", NodeQueue(n), pickup, n)
-		case serr != nil:
-			st.State, st.Worker, st.Why = NodeUnreachable, "error", "node worker: "+errMessage(serr)
-		default:
-			st.Worker = "polling"
-			st.Roots = ns.Roots
-			st.Lanes = ns.Lanes
-			for _, f := range ns.Foreign {
-				st.Foreign = append(st.Foreign, f.String())
-				st.ForeignNames = append(st.ForeignNames, f.Name)
-			}
-			if len(st.Lanes) > 0 || len(st.Foreign) > 0 {
-				st.State = NodeOccupied
-			} else {
-				st.State = NodeFree
-			}
-		}
-		res.Nodes = append(res.Nodes, st)
+		res.Nodes = append(res.Nodes, probedState(n, pickup, ssh, sshErr, ns, serr))
 	}
-	var missing []string
-	for _, r := range in.Require {
-		ok := false
-		for _, st := range res.Nodes {
-			if st.Node == r && (st.State == NodeFree || st.State == NodeOccupied) {
-				// A foreign engine is never stopped unless asked.
-				ok = len(st.Foreign) == 0 || in.StopForeign
-			}
-		}
-		if !ok {
-			missing = append(missing, r)
-		}
-	}
-	if len(missing) > 0 {
+	if missing := unusable(in, res.Nodes); len(missing) > 0 {
 		var lines []string
 		for _, st := range res.Nodes {
 			lines = append(lines, st.Node+": "+st.String())
@@ -111,4 +67,60 @@ func FleetProbe(ctx workflow.Context, in FleetProbeInput) (FleetProbeResult, err
 		return res, temporal.NewApplicationError(msg, fault.NotEnoughNodes, res)
 	}
 	return res, nil
+}
+
+// probedState is node n's state from its SSH check and its worker's
+// status (each with the error its activity returned).
+func probedState(n string, pickup time.Duration, ssh activities.SSHCheckResult, sshErr error, ns activities.NodeStatusResult, serr error) NodeState {
+	st := NodeState{Node: n}
+	if sshErr != nil {
+		ssh.Why = errMessage(sshErr)
+	} else if ssh.Local {
+		st.SSH = "local"
+	} else if ssh.Reachable {
+		st.SSH = "ok"
+	}
+	switch {
+	case ssh.Off:
+		st.State, st.Why = NodeOff, ssh.Why
+	case !ssh.Local && !ssh.Reachable:
+		st.State, st.Why, st.SSH = NodeUnreachable, "ssh: "+ssh.Why, "failed"
+	case serr != nil && isPickupTimeout(serr):
+		st.State, st.Worker = NodeUnreachable, "not polling"
+		st.Why = fmt.Sprintf("node worker not polling %s (no pickup within %s); start it with: worker node --node %s", NodeQueue(n), pickup, n)
+	case serr != nil:
+		st.State, st.Worker, st.Why = NodeUnreachable, "error", "node worker: "+errMessage(serr)
+	default:
+		st.Worker = "polling"
+		st.Roots = ns.Roots
+		st.Lanes = ns.Lanes
+		for _, f := range ns.Foreign {
+			st.Foreign = append(st.Foreign, f.String())
+			st.ForeignNames = append(st.ForeignNames, f.Name)
+		}
+		if len(st.Lanes) > 0 || len(st.Foreign) > 0 {
+			st.State = NodeOccupied
+		} else {
+			st.State = NodeFree
+		}
+	}
+	return st
+}
+
+// unusable are the required nodes that are not free or occupied, or that
+// a foreign engine holds (never stopped unless asked).
+func unusable(in FleetProbeInput, nodes []NodeState) []string {
+	var missing []string
+	for _, r := range in.Require {
+		ok := false
+		for _, st := range nodes {
+			if st.Node == r && (st.State == NodeFree || st.State == NodeOccupied) {
+				ok = len(st.Foreign) == 0 || in.StopForeign
+			}
+		}
+		if !ok {
+			missing = append(missing, r)
+		}
+	}
+	return missing
 }

@@ -101,29 +101,8 @@ func serveLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 		res.Image = append(res.Image, images[i])
 	}
 	// before_serve hooks.
-	if len(rc.Hooks.BeforeServe) > 0 || len(rc.Hooks.Clear) > 0 {
-		hookBudget := rc.Hooks.Timeout.D()
-		if hookBudget <= 0 {
-			hookBudget = 2 * time.Minute
-		}
-		run := hookBudget*time.Duration(len(rc.Hooks.BeforeServe)+1) + 30*time.Second
-		steps = nil
-		for _, n := range plan.Nodes {
-			steps = append(steps, t.start("before_serve", n.Node))
-		}
-		hooks := make([]activities.BeforeServeResult, len(plan.Nodes))
-		errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
-			n := plan.Nodes[i]
-			return workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, run, 0, 1), n.Node, n.Rank, "before_serve "+plan.Lane), na.BeforeServe, activities.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging})
-		}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &hooks[i]) })
-		for i, err := range errs {
-			r := hooks[i]
-			t.end(steps[i], fmt.Sprintf("%d hooks, cleared %d roots", len(r.Outputs), len(r.Cleared)), err)
-			if err != nil {
-				return res, nodeErr(nodes[i], "before_serve", err)
-			}
-			res.Hooks = append(res.Hooks, r)
-		}
+	if err := serveHooks(ctx, t, rc, plan, pickup, budget, &res); err != nil {
+		return res, err
 	}
 	// Start every rank; rank 0 waits for the others to join. Every start
 	// ends before a failure is returned: a stop racing a start still
@@ -155,6 +134,39 @@ func serveLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 		return res, nil
 	}
 	return probeLane(ctx, t, rc, plan, res)
+}
+
+// serveHooks runs the recipe's before_serve hooks (and clears) on every
+// node at once, serveLane's second step; a node gone is waited for within
+// budget.
+func serveHooks(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.LanePlan, pickup, budget time.Duration, res *ServeResult) error {
+	if len(rc.Hooks.BeforeServe) == 0 && len(rc.Hooks.Clear) == 0 {
+		return nil
+	}
+	nodes := planNodes(plan)
+	hookBudget := rc.Hooks.Timeout.D()
+	if hookBudget <= 0 {
+		hookBudget = 2 * time.Minute
+	}
+	run := hookBudget*time.Duration(len(rc.Hooks.BeforeServe)+1) + 30*time.Second
+	var steps []int
+	for _, n := range plan.Nodes {
+		steps = append(steps, t.start("before_serve", n.Node))
+	}
+	hooks := make([]activities.BeforeServeResult, len(plan.Nodes))
+	errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
+		n := plan.Nodes[i]
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, run, 0, 1), n.Node, n.Rank, "before_serve "+plan.Lane), na.BeforeServe, activities.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging})
+	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &hooks[i]) })
+	for i, err := range errs {
+		r := hooks[i]
+		t.end(steps[i], fmt.Sprintf("%d hooks, cleared %d roots", len(r.Outputs), len(r.Cleared)), err)
+		if err != nil {
+			return nodeErr(nodes[i], "before_serve", err)
+		}
+		res.Hooks = append(res.Hooks, r)
+	}
+	return nil
 }
 
 // serveLaneV0 is serveLane as recorded before versionServeOutageWait:

@@ -31,87 +31,118 @@ const (
 // and retries, a second stage of the same lane on the same node is refused
 // by ID, and `starter stage --node` can run it alone.
 func StageNode(ctx workflow.Context, in StageNodeInput) (StageNodeResult, error) {
-	t := newTracker(ctx, "StageNode", in.Lane)
-	res := StageNodeResult{Node: in.Node}
-	hb := in.Heartbeat.D()
-	if hb <= 0 {
-		hb = stageHeartbeat
+	s := &stageNodeRun{ctx: ctx, in: in, t: newTracker(ctx, "StageNode", in.Lane), res: StageNodeResult{Node: in.Node}}
+	s.hb = in.Heartbeat.D()
+	if s.hb <= 0 {
+		s.hb = stageHeartbeat
 	}
-	actx := nodeOpts(ctx, in.Node, in.PickupTimeout.D(), stageRunTimeout, hb, stageAttempts)
 	// From versionStageVerifyInBlock on, each StageBlock verifies what it
 	// staged itself: one task round trip less per block than a VerifyBlock
 	// after all of them.
-	inBlock := false
 	if in.Verify && !in.DryRun {
-		inBlock = workflow.GetVersion(ctx, versionStageVerifyInBlock, workflow.DefaultVersion, 1) >= 1
+		s.inBlock = workflow.GetVersion(ctx, versionStageVerifyInBlock, workflow.DefaultVersion, 1) >= 1
 	}
 	for _, b := range in.Blocks {
-		i := t.start("stage "+b.ID, in.Node)
-		var r activities.StageBlockResult
-		bin := activities.StageBlockInput{
-			Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP, Force: in.Mode == StageForce, DryRun: in.DryRun,
-		}
-		if b.Kind == "hub-mirror" {
-			bin.Relay = in.Relay
-		}
-		bin.Room = in.Room
-		bin.Verify = inBlock
-		// A node gone mid-copy (reboot, upgrade) is waited for within the
-		// outage budget; the block then resumes from its last heartbeat
-		// and the fsynced bytes on the node's disk.
-		err := onNode(ctx, t, i, in.Node, in.OutageBudget.D(), func() error {
-			what := "stage "
-			if inBlock {
-				what = "stage + verify "
-			}
-			err := workflow.ExecuteActivity(summarize(actx, in.Node, in.Rank, what+in.Lane+"/"+b.ID), na.StageBlock, bin).Get(ctx, &r)
-			if p := lastProgress(err); p != nil {
-				bin.Resume = p
-			}
-			return err
-		})
-		t.end(i, fmt.Sprintf("%d files copied, %d verified, %d adopted", r.Result.CopiedFiles, r.Result.VerifiedFiles, r.Result.AdoptedFiles), err)
-		if err != nil {
-			return res, nodeErr(in.Node, "stage "+b.ID, err)
-		}
-		verified := r.Verified
-		r.Verified = nil // reported once, in res.Verified
-		res.Blocks = append(res.Blocks, r)
-		if inBlock {
-			i := t.start("verify "+b.ID, in.Node)
-			var v activities.VerifyBlockResult
-			if verified != nil {
-				v = *verified
-			}
-			err := verifiedClean(in.Node, b.ID, v, verified != nil)
-			t.end(i, fmt.Sprintf("%d ok", v.Result.OK), err)
-			if err != nil {
-				return res, nodeErr(in.Node, "verify "+b.ID, err)
-			}
-			res.Verified = append(res.Verified, v)
+		if err := s.stage(b); err != nil {
+			return s.res, err
 		}
 	}
-	if in.Verify && !in.DryRun && !inBlock {
-		vctx := nodeOpts(ctx, in.Node, in.PickupTimeout.D(), verifyRunTimeout, hb, 3)
+	if in.Verify && !in.DryRun && !s.inBlock {
 		for _, b := range in.Blocks {
-			i := t.start("verify "+b.ID, in.Node)
-			var v activities.VerifyBlockResult
-			err := onNode(ctx, t, i, in.Node, in.OutageBudget.D(), func() error {
-				return workflow.ExecuteActivity(summarize(vctx, in.Node, in.Rank, "verify "+in.Lane+"/"+b.ID), na.VerifyBlock, activities.VerifyBlockInput{
-					Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP,
-				}).Get(ctx, &v)
-			})
-			if err == nil {
-				err = verifiedClean(in.Node, b.ID, v, true)
+			if err := s.verify(b); err != nil {
+				return s.res, err
 			}
-			t.end(i, fmt.Sprintf("%d ok", v.Result.OK), err)
-			if err != nil {
-				return res, nodeErr(in.Node, "verify "+b.ID, err)
-			}
-			res.Verified = append(res.Verified, v)
 		}
 	}
-	return res, nil
+	return s.res, nil
+}
+
+// stageNodeRun is one StageNode run: its steps are methods that fill res.
+type stageNodeRun struct {
+	ctx workflow.Context
+	in  StageNodeInput
+	t   *tracker
+	res StageNodeResult
+	hb  time.Duration // the staging heartbeat timeout
+	// inBlock: each StageBlock verifies the block it staged
+	// (versionStageVerifyInBlock).
+	inBlock bool
+}
+
+// stage stages block b on the node (and, inBlock, checks the verify that
+// came back with it).
+func (s *stageNodeRun) stage(b config.Staging) error {
+	in := s.in
+	actx := nodeOpts(s.ctx, in.Node, in.PickupTimeout.D(), stageRunTimeout, s.hb, stageAttempts)
+	i := s.t.start("stage "+b.ID, in.Node)
+	var r activities.StageBlockResult
+	bin := activities.StageBlockInput{
+		Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP, Force: in.Mode == StageForce, DryRun: in.DryRun,
+	}
+	if b.Kind == "hub-mirror" {
+		bin.Relay = in.Relay
+	}
+	bin.Room = in.Room
+	bin.Verify = s.inBlock
+	// A node gone mid-copy (reboot, upgrade) is waited for within the
+	// outage budget; the block then resumes from its last heartbeat
+	// and the fsynced bytes on the node's disk.
+	err := onNode(s.ctx, s.t, i, in.Node, in.OutageBudget.D(), func() error {
+		what := "stage "
+		if s.inBlock {
+			what = "stage + verify "
+		}
+		err := workflow.ExecuteActivity(summarize(actx, in.Node, in.Rank, what+in.Lane+"/"+b.ID), na.StageBlock, bin).Get(s.ctx, &r)
+		if p := lastProgress(err); p != nil {
+			bin.Resume = p
+		}
+		return err
+	})
+	s.t.end(i, fmt.Sprintf("%d files copied, %d verified, %d adopted", r.Result.CopiedFiles, r.Result.VerifiedFiles, r.Result.AdoptedFiles), err)
+	if err != nil {
+		return nodeErr(in.Node, "stage "+b.ID, err)
+	}
+	verified := r.Verified
+	r.Verified = nil // reported once, in res.Verified
+	s.res.Blocks = append(s.res.Blocks, r)
+	if !s.inBlock {
+		return nil
+	}
+	i = s.t.start("verify "+b.ID, in.Node)
+	var v activities.VerifyBlockResult
+	if verified != nil {
+		v = *verified
+	}
+	err = verifiedClean(in.Node, b.ID, v, verified != nil)
+	s.t.end(i, fmt.Sprintf("%d ok", v.Result.OK), err)
+	if err != nil {
+		return nodeErr(in.Node, "verify "+b.ID, err)
+	}
+	s.res.Verified = append(s.res.Verified, v)
+	return nil
+}
+
+// verify checks staged block b without writing (a VerifyBlock after all
+// blocks: runs recorded before versionStageVerifyInBlock).
+func (s *stageNodeRun) verify(b config.Staging) error {
+	in := s.in
+	vctx := nodeOpts(s.ctx, in.Node, in.PickupTimeout.D(), verifyRunTimeout, s.hb, 3)
+	i := s.t.start("verify "+b.ID, in.Node)
+	var v activities.VerifyBlockResult
+	err := onNode(s.ctx, s.t, i, in.Node, in.OutageBudget.D(), func() error {
+		return workflow.ExecuteActivity(summarize(vctx, in.Node, in.Rank, "verify "+in.Lane+"/"+b.ID), na.VerifyBlock, activities.VerifyBlockInput{
+			Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP,
+		}).Get(s.ctx, &v)
+	})
+	if err == nil {
+		err = verifiedClean(in.Node, b.ID, v, true)
+	}
+	s.t.end(i, fmt.Sprintf("%d ok", v.Result.OK), err)
+	if err != nil {
+		return nodeErr(in.Node, "verify "+b.ID, err)
+	}
+	s.res.Verified = append(s.res.Verified, v)
+	return nil
 }
 
 // verifiedClean is nil when the post-stage verify v of a block found
@@ -248,131 +279,187 @@ func Stage(ctx workflow.Context, in StageInput) (StageResult, error) {
 // the UI, after writing a short report; with Repair the drifted blocks are
 // staged again (which re-copies only what no longer matches) and verified.
 func Verify(ctx workflow.Context, in VerifyInput) (VerifyWorkflowResult, error) {
-	t := newTracker(ctx, "Verify", "")
-	lanes := in.Lanes
-	if len(in.LaneNames) > 0 {
-		rctx := controlOpts(ctx, time.Minute, 0, 3)
-		for _, name := range in.LaneNames {
-			i := t.start("resolve "+name, "")
-			var r activities.ResolveLaneResult
-			err := workflow.ExecuteActivity(rctx, ca.ResolveLane, activities.ResolveLaneInput{Lane: name}).Get(ctx, &r)
-			t.end(i, "", err)
-			if err != nil {
-				return VerifyWorkflowResult{}, err
-			}
-			lanes = append(lanes, VerifyLane{Plan: r.Plan, Blocks: r.Recipe.Staging})
+	v := &verifyRun{ctx: ctx, in: in, t: newTracker(ctx, "Verify", ""), offNodes: map[string]string{}}
+	lanes, err := v.resolveLanes()
+	if err != nil {
+		return VerifyWorkflowResult{}, err
+	}
+	for _, p := range v.start(lanes) {
+		v.collect(p)
+	}
+	leases := v.repair()
+	defer leases.release()
+	v.report()
+	return v.result()
+}
+
+// verifyRun is one Verify run: its steps are methods that fill res.
+type verifyRun struct {
+	ctx workflow.Context
+	in  VerifyInput
+	t   *tracker
+	res VerifyWorkflowResult
+	// offNodes: node → why it is off on purpose ("" = not off), asked
+	// once per node (verifyNodeOff).
+	offNodes map[string]string
+	drifted  []verifyPend
+	failures []string
+}
+
+// verifyPend is one block's verify on one node, under way.
+type verifyPend struct {
+	lane, node string
+	rank, tp   int
+	block      config.Staging
+	f          workflow.Future
+	step       int
+}
+
+// resolveLanes is in.Lanes plus the lanes named in in.LaneNames, resolved
+// now (the recipes as they are at run time).
+func (v *verifyRun) resolveLanes() ([]VerifyLane, error) {
+	lanes := v.in.Lanes
+	if len(v.in.LaneNames) == 0 {
+		return lanes, nil
+	}
+	rctx := controlOpts(v.ctx, time.Minute, 0, 3)
+	for _, name := range v.in.LaneNames {
+		i := v.t.start("resolve "+name, "")
+		var r activities.ResolveLaneResult
+		err := workflow.ExecuteActivity(rctx, ca.ResolveLane, activities.ResolveLaneInput{Lane: name}).Get(v.ctx, &r)
+		v.t.end(i, "", err)
+		if err != nil {
+			return nil, err
 		}
+		lanes = append(lanes, VerifyLane{Plan: r.Plan, Blocks: r.Recipe.Staging})
 	}
-	type pend struct {
-		lane, node string
-		rank, tp   int
-		block      config.Staging
-		f          workflow.Future
-		step       int
-	}
-	var ps []pend
+	return lanes, nil
+}
+
+// start starts every block's verify on every node (or only in.Only) at once.
+func (v *verifyRun) start(lanes []VerifyLane) []verifyPend {
+	var ps []verifyPend
 	for _, l := range lanes {
 		for _, n := range l.Plan.Nodes {
-			if in.Only != "" && n.Node != in.Only {
+			if v.in.Only != "" && n.Node != v.in.Only {
 				continue
 			}
-			vctx := nodeOpts(ctx, n.Node, in.Pickup.D(), verifyRunTimeout, stageHeartbeat, 3)
+			vctx := nodeOpts(v.ctx, n.Node, v.in.Pickup.D(), verifyRunTimeout, stageHeartbeat, 3)
 			for _, b := range l.Blocks {
-				ps = append(ps, pend{lane: l.Plan.Lane, node: n.Node, rank: n.Rank, tp: l.Plan.TP, block: b,
-					step: t.start("verify "+l.Plan.Lane+"/"+b.ID, n.Node),
+				ps = append(ps, verifyPend{lane: l.Plan.Lane, node: n.Node, rank: n.Rank, tp: l.Plan.TP, block: b,
+					step: v.t.start("verify "+l.Plan.Lane+"/"+b.ID, n.Node),
 					f: workflow.ExecuteActivity(summarize(vctx, n.Node, n.Rank, "verify "+l.Plan.Lane+"/"+b.ID), na.VerifyBlock, activities.VerifyBlockInput{
-						Lane: l.Plan.Lane, Block: b, Rank: n.Rank, TP: l.Plan.TP, Full: in.Full,
+						Lane: l.Plan.Lane, Block: b, Rank: n.Rank, TP: l.Plan.TP, Full: v.in.Full,
 					})})
 			}
 		}
 	}
-	var res VerifyWorkflowResult
-	offNodes := map[string]string{}
-	var drifted []pend
-	var failures []string
-	for _, p := range ps {
-		var v activities.VerifyBlockResult
-		err := p.f.Get(ctx, &v)
-		v.Lane = p.lane
+	return ps
+}
+
+// collect waits for one verify and files its outcome: clean, drifted, off
+// on purpose, no worker, or failed.
+func (v *verifyRun) collect(p verifyPend) {
+	var b activities.VerifyBlockResult
+	err := p.f.Get(v.ctx, &b)
+	b.Lane = p.lane
+	if err != nil {
+		v.t.end(p.step, "", err)
+		v.res.Blocks = append(v.res.Blocks, v.notVerified(p, err))
+		return
+	}
+	detail := fmt.Sprintf("%d ok, %d bad, %d missing", b.Result.OK, b.Result.NBad(), b.Result.NMissing())
+	if !b.Result.Clean() {
+		v.res.Drift = true
+		v.drifted = append(v.drifted, p)
+		v.t.end(p.step, detail, temporal.NewApplicationError(detail, fault.ContentMismatch))
+	} else {
+		v.t.end(p.step, detail, nil)
+	}
+	v.res.Blocks = append(v.res.Blocks, b)
+}
+
+// notVerified is the result of a verify that did not return: its node is
+// off on purpose (not verified, not drift, not a failure), has no worker
+// (nothing was checked, and that is not drift either), or it failed
+// (drift: the block cannot be trusted).
+func (v *verifyRun) notVerified(p verifyPend, err error) activities.VerifyBlockResult {
+	b := activities.VerifyBlockResult{Lane: p.lane, Node: p.node, Block: p.block.ID, Kind: p.block.Kind}
+	if noPickup(err) && verifyNodeOff(v.ctx, v.t, p.node, v.offNodes) {
+		b.Off = true
+		if !slices.Contains(v.res.Off, p.node) {
+			v.res.Off = append(v.res.Off, p.node)
+			v.res.OffWhy = append(v.res.OffWhy, v.offNodes[p.node])
+		}
+		return b
+	}
+	if noPickup(err) {
+		b.NoWorker = true
+		if !slices.Contains(v.res.NoWorker, p.node) {
+			v.res.NoWorker = append(v.res.NoWorker, p.node)
+			v.failures = append(v.failures, noWorkerText(p.node))
+		}
+		return b
+	}
+	v.failures = append(v.failures, fmt.Sprintf("%s on %s: %s", p.block.ID, p.node, errMessage(err)))
+	v.res.Drift = true
+	b.Result.Missing = []string{"(verify failed: " + errMessage(err) + ")"}
+	return b
+}
+
+// repair (with in.Repair) stages the drifted blocks again, holding their
+// nodes for it alone: a repair writes. The caller releases the leases.
+func (v *verifyRun) repair() *nodeLeases {
+	if !v.in.Repair || len(v.drifted) == 0 {
+		return nil
+	}
+	var held []string
+	for _, p := range v.drifted {
+		if !contains(held, p.node) {
+			held = append(held, p.node)
+		}
+	}
+	leases, err := holdNodes(v.ctx, v.t, LeaseRepair, v.drifted[0].lane, "", held)
+	if err != nil {
+		v.failures = append(v.failures, "repair: "+errMessage(err))
+		v.drifted = nil
+	}
+	for _, p := range v.drifted {
+		i := v.t.start("repair "+p.lane+"/"+p.block.ID, p.node)
+		var r activities.StageBlockResult
+		actx := nodeOpts(v.ctx, p.node, v.in.Pickup.D(), stageRunTimeout, stageHeartbeat, stageAttempts)
+		err := workflow.ExecuteActivity(summarize(actx, p.node, p.rank, "repair "+p.lane+"/"+p.block.ID), na.StageBlock, activities.StageBlockInput{Lane: p.lane, Block: p.block, Rank: p.rank, TP: p.tp}).Get(v.ctx, &r)
+		v.t.end(i, fmt.Sprintf("%d files re-copied", r.Result.CopiedFiles), err)
 		if err != nil {
-			t.end(p.step, "", err)
-			v = activities.VerifyBlockResult{Lane: p.lane, Node: p.node, Block: p.block.ID, Kind: p.block.Kind}
-			if noPickup(err) && verifyNodeOff(ctx, t, p.node, offNodes) {
-				// Off on purpose: not verified, not drift, not a failure.
-				v.Off = true
-				if !slices.Contains(res.Off, p.node) {
-					res.Off = append(res.Off, p.node)
-					res.OffWhy = append(res.OffWhy, offNodes[p.node])
-				}
-				res.Blocks = append(res.Blocks, v)
-				continue
-			}
-			if noPickup(err) {
-				// Nobody polls the node's queue: nothing was checked, and
-				// that is not drift.
-				v.NoWorker = true
-				if !slices.Contains(res.NoWorker, p.node) {
-					res.NoWorker = append(res.NoWorker, p.node)
-					failures = append(failures, noWorkerText(p.node))
-				}
-				res.Blocks = append(res.Blocks, v)
-				continue
-			}
-			failures = append(failures, fmt.Sprintf("%s on %s: %s", p.block.ID, p.node, errMessage(err)))
-			res.Drift = true
-			v.Result.Missing = []string{"(verify failed: " + errMessage(err) + ")"}
-			res.Blocks = append(res.Blocks, v)
+			v.failures = append(v.failures, fmt.Sprintf("repair %s on %s: %s", p.block.ID, p.node, errMessage(err)))
 			continue
 		}
-		detail := fmt.Sprintf("%d ok, %d bad, %d missing", v.Result.OK, v.Result.NBad(), v.Result.NMissing())
-		if !v.Result.Clean() {
-			res.Drift = true
-			drifted = append(drifted, p)
-			t.end(p.step, detail, temporal.NewApplicationError(detail, fault.ContentMismatch))
-		} else {
-			t.end(p.step, detail, nil)
-		}
-		res.Blocks = append(res.Blocks, v)
+		v.res.Repaired = append(v.res.Repaired, r)
 	}
-	var leases *nodeLeases
-	if in.Repair && len(drifted) > 0 {
-		// A repair writes: the drifted nodes are held for it alone.
-		var held []string
-		for _, p := range drifted {
-			if !contains(held, p.node) {
-				held = append(held, p.node)
-			}
-		}
-		var err error
-		if leases, err = holdNodes(ctx, t, LeaseRepair, drifted[0].lane, "", held); err != nil {
-			failures = append(failures, "repair: "+errMessage(err))
-			drifted = nil
-		}
-		defer leases.release()
-		for _, p := range drifted {
-			i := t.start("repair "+p.lane+"/"+p.block.ID, p.node)
-			var r activities.StageBlockResult
-			actx := nodeOpts(ctx, p.node, in.Pickup.D(), stageRunTimeout, stageHeartbeat, stageAttempts)
-			err := workflow.ExecuteActivity(summarize(actx, p.node, p.rank, "repair "+p.lane+"/"+p.block.ID), na.StageBlock, activities.StageBlockInput{Lane: p.lane, Block: p.block, Rank: p.rank, TP: p.tp}).Get(ctx, &r)
-			t.end(i, fmt.Sprintf("%d files re-copied", r.Result.CopiedFiles), err)
-			if err != nil {
-				failures = append(failures, fmt.Sprintf("repair %s on %s: %s", p.block.ID, p.node, errMessage(err)))
-				continue
-			}
-			res.Repaired = append(res.Repaired, r)
-		}
-		if len(failures) == 0 {
-			res.Drift = false
-		}
+	if len(v.failures) == 0 {
+		v.res.Drift = false
 	}
-	if in.Report {
-		i := t.start("report", "")
-		err := workflow.ExecuteActivity(controlOpts(ctx, time.Minute, 0, 3), ca.WriteVerifyReport, activities.VerifyReportInput{
-			Blocks: res.Blocks, Repaired: res.Repaired, Failures: failures,
-			WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, RunID: workflow.GetInfo(ctx).WorkflowExecution.RunID,
-		}).Get(ctx, &res.Report)
-		t.end(i, res.Report, err)
+	return leases
+}
+
+// report writes the short verify report (with in.Report).
+func (v *verifyRun) report() {
+	if !v.in.Report {
+		return
 	}
+	i := v.t.start("report", "")
+	info := workflow.GetInfo(v.ctx)
+	err := workflow.ExecuteActivity(controlOpts(v.ctx, time.Minute, 0, 3), ca.WriteVerifyReport, activities.VerifyReportInput{
+		Blocks: v.res.Blocks, Repaired: v.res.Repaired, Failures: v.failures,
+		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+	}).Get(v.ctx, &v.res.Report)
+	v.t.end(i, v.res.Report, err)
+}
+
+// result fails the run on drift (listing the blocks) or, without drift,
+// on nodes that were not checked at all.
+func (v *verifyRun) result() (VerifyWorkflowResult, error) {
+	res := v.res
 	if res.Drift {
 		var bad []string
 		for _, b := range res.Blocks {
@@ -380,12 +467,11 @@ func Verify(ctx workflow.Context, in VerifyInput) (VerifyWorkflowResult, error) 
 				bad = append(bad, fmt.Sprintf("%s/%s on %s: %d bad, %d missing", b.Lane, b.Block, b.Node, b.Result.NBad(), b.Result.NMissing()))
 			}
 		}
-		bad = append(bad, failures...)
+		bad = append(bad, v.failures...)
 		return res, temporal.NewNonRetryableApplicationError("staged data drifted: "+strings.Join(bad, "; "), fault.ContentMismatch, nil, res)
 	}
 	if len(res.NoWorker) > 0 {
-		// No drift found, but some nodes were not checked at all.
-		return res, temporal.NewNonRetryableApplicationError(strings.Join(failures, "; "), fault.NoWorker, nil, res)
+		return res, temporal.NewNonRetryableApplicationError(strings.Join(v.failures, "; "), fault.NoWorker, nil, res)
 	}
 	return res, nil
 }
