@@ -45,10 +45,8 @@ func Files(ctx context.Context, in Spec) (mirror string, files []File, err error
 }
 
 // ChunkSize is the grain of Stage's copy: its flush interval is a whole
-// number of chunks. A receiver that writes the same temp files
-// (".NAME.sparklane-tmp" beside NAME) with a chunk dividing this one, each
-// flushed before the next begins, leaves temp files Stage can resume, and
-// resumes Stage's (TrustedPrefix, tempfile.go).
+// number of chunks. A receiver's chunk (OpenTemp) divides it, so either
+// writer resumes the other's temp file on its own chunk grid.
 func ChunkSize() int64 { return chunkSize }
 
 // SetChunkSize makes Stage copy n bytes at a time (its flush interval
@@ -94,9 +92,6 @@ func SetDropBehind(on bool) (restore func()) {
 	dropBehind = on
 	return func() { dropBehind = old }
 }
-
-// TempBase is the temp name of a mirror file name in the same directory.
-func TempBase(name string) string { return tmpBase(name) }
 
 // SmallMax is the size up to which Stage reads a file whole (and samples
 // it whole): relaying such a file saves no NAS read.
