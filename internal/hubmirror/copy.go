@@ -222,6 +222,56 @@ func (c *chunkCopy) finish(srcSample string) (ledger.Entry, error) {
 
 var errShortSource = errors.New("source ended early")
 
+// ChunkSize is the grain of Stage's copy: its flush interval is a whole
+// number of chunks. A receiver's chunk (OpenTemp) divides it, so either
+// writer resumes the other's temp file on its own chunk grid.
+func ChunkSize() int64 { return chunkSize }
+
+// SetChunkSize makes Stage copy n bytes at a time (its flush interval
+// stays the same number of chunks) and returns a func that restores the
+// size before it. It is for tests, of this package and of those sharing
+// Stage's temp files (internal/relay), which copy megabytes, not
+// gigabytes; no Stage may be running when it is called.
+func SetChunkSize(n int64) (restore func()) {
+	old := chunkSize
+	chunkSize = n
+	return func() { chunkSize = old }
+}
+
+// FlushSize is how many bytes Stage copies between fdatasyncs, for
+// hubmirror-bench's report of the flush cadence it measures.
+func FlushSize() int64 { return flushSize() }
+
+// SetFlushChunks makes Stage fdatasync every k chunks and returns a func
+// that restores the count before it. For tests, and hubmirror-bench's
+// -flush-mib, which measures the flush cadence; no Stage may be running
+// when it is called.
+func SetFlushChunks(k int64) (restore func()) {
+	old := flushChunks
+	flushChunks = k
+	return func() { flushChunks = old }
+}
+
+// SetWriteBehind turns Stage's write-behind (each copied chunk handed to
+// writeback at once) on or off and returns a func that restores it. For
+// tests, and hubmirror-bench's -write-behind, which measures it; no Stage
+// may be running when it is called.
+func SetWriteBehind(on bool) (restore func()) {
+	old := writeBehind
+	writeBehind = on
+	return func() { writeBehind = old }
+}
+
+// SetDropBehind turns Stage's drop-behind (each chunk dropped from the
+// page cache once written back) on or off and returns a func that
+// restores it. For tests, and hubmirror-bench's -drop-behind, which
+// measures it; no Stage may be running when it is called.
+func SetDropBehind(on bool) (restore func()) {
+	old := dropBehind
+	dropBehind = on
+	return func() { dropBehind = old }
+}
+
 // writeBehind starts each chunk's writeback as soon as it is copied. A
 // cold 4 GiB stage into new space, in one series: 3.21 s with it, 3.69 s
 // without, cp -a + sync 4.04 s (medians of 5; faster in 4 of 5 rounds;

@@ -514,6 +514,45 @@ func buildPlan(ctx context.Context, s *spec, kn *known) (*plan, error) {
 	return p, nil
 }
 
+// File is one regular file a Stage of a Spec would bring onto the node.
+// Every node of a lane lists the same NAS and so lists the same files,
+// which lets a caller that fills the mirror before Stage (internal/relay,
+// through OpenTemp) derive the same work on every node without it
+// travelling through workflow history.
+type File struct {
+	// Rel is the mirror-relative path (the ledger key).
+	Rel string
+	// Src is the NAS file (links resolved syntactically, checked inside
+	// src and the shared roots).
+	Src string
+	// Size is the source's size when listed.
+	Size int64
+	// Mode is the permission bits the staged file gets.
+	Mode fs.FileMode
+	// WantSHA is the blob's LFS sha256 name, or empty.
+	WantSHA string
+}
+
+// Files validates in and lists, read-only, the regular files Stage would
+// bring into the mirror, sorted by Rel, with the mirror directory
+// (Dst/hub) they land in. Nothing is written.
+func Files(ctx context.Context, in Spec) (mirror string, files []File, err error) {
+	s, err := validate(in)
+	if err != nil {
+		return "", nil, err
+	}
+	p, err := buildPlan(ctx, s, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	files = make([]File, 0, len(p.Files))
+	for _, it := range p.Files {
+		files = append(files, File{Rel: it.Rel, Src: it.Src, Size: it.Size, Mode: it.Mode, WantSHA: it.WantSHA})
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Rel < files[j].Rel })
+	return s.mirror, files, nil
+}
+
 // SourceIncomplete is the permanent fault type of a hub repo whose download
 // is not finished: *.incomplete files in its blobs/ (huggingface_hub's
 // partial downloads), or a shard index naming shards its snapshot lacks.
