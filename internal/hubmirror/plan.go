@@ -616,7 +616,7 @@ type File struct {
 	Src string
 	// Size is the source's size when listed.
 	Size int64
-	// Mode is the permission bits the staged file gets.
+	// Mode is the permission bits the staged file gets (0: 0644).
 	Mode fs.FileMode
 	// WantSHA is the blob's LFS sha256 name, or empty.
 	WantSHA string

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,22 +22,11 @@ import (
 	"github.com/sparklane/sparklane/internal/staging"
 )
 
-// File is one file a node brings into its mirror through the relay. It
-// has hubmirror.File's fields, so a block's listing converts as it is.
-type File struct {
-	// Rel is the mirror-relative path (the same on every node).
-	Rel string
-	// Src is the file on the NAS: the reader copies it, and every node
-	// samples it to check what a peer sent.
-	Src string
-	// Size is the source's size.
-	Size int64
-	// Mode is the permission bits the staged file gets (0: 0644).
-	Mode fs.FileMode
-	// WantSHA is the content's sha256 (an LFS blob name), checked when
-	// Job.SHA256 is set.
-	WantSHA string
-}
+// File is one file a node brings into its mirror through the relay: an
+// entry of the block's listing (hubmirror.Files), the same on every node.
+// The reader node copies Src from the NAS, and every node samples Src to
+// check what a peer sent; WantSHA is checked when Job.SHA256 is set.
+type File = hubmirror.File
 
 // Job is one node's part of one relayed block.
 type Job struct {

@@ -77,13 +77,13 @@ func (h HubMirror) Stage(ctx context.Context, spec hubmirror.Spec, opts staging.
 // relayed picks the files worth relaying out of a block's listing: large
 // enough to save NAS reads and, under sha256, confirmed whole by their
 // name.
-func relayed(all []hubmirror.File, sha bool) []File {
+func relayed(all []File, sha bool) []File {
 	var files []File
 	for _, f := range all {
 		if f.Size < MinRelaySize || (sha && f.WantSHA == "") {
 			continue
 		}
-		files = append(files, File(f))
+		files = append(files, f)
 	}
 	return files
 }
