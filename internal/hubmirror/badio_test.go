@@ -102,16 +102,9 @@ func TestUnreadableSource(t *testing.T) {
 // Bad input: ENOSPC in the middle of a copy leaves no partial file, says
 // so clearly, and a rerun after freeing space copies only what is missing.
 func TestENOSPCMidCopy(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("this test mounts a small tmpfs and must run as root")
-	}
 	root := t.TempDir()
 	node := filepath.Join(root, "node")
-	must(t, os.MkdirAll(node, 0o755))
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", node).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs on %s: %v: %s", node, err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", node).Run() })
+	mountTmpfs(t, node, "8m")
 	hub := filepath.Join(root, "nas", "hub")
 	r := newRepo(t, hub, "org/model")
 	want := map[string][]byte{}

@@ -29,218 +29,248 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 	if err != nil {
 		return ledger.Entry{}, classifyWrite(dst, err)
 	}
-	tmp := tmpBase(name)
-	var out *os.File
-	var off int64
-	want, have := st.resume[it.Rel]
 	// Whichever run finds it (a retried attempt, or a new run after a
-	// cancel, with or without heartbeat details), a temp file beside dst is
-	// this destination's earlier copy, written by this engine or by the
-	// relay's receiver: its trusted prefix (trustedPrefix: all of it in the
-	// boot that wrote it; after a reboot every flush interval before the
-	// last two of this engine's, whose flush trails the copy) counts like a
-	// heartbeat offset, after the same sampled check against the source. A
-	// kill -9 or a cancel costs nothing, a power cut at most two flush
+	// cancel, with or without heartbeat details), a temp file beside dst
+	// is this destination's earlier copy, written by this engine or by a
+	// receiver: its trusted prefix counts like the heartbeat's offset,
+	// after the same sampled check against the source (openTemp). A kill
+	// -9 or a cancel costs nothing, a power cut at most two flush
 	// intervals per file in flight, however stale (or absent) the
 	// heartbeat.
-	if fi, err := d.Lstat(tmp); err == nil && isReg(fi) && fi.Size > 0 {
-		if f, err := d.OpenFile(tmp, os.O_RDWR, 0); err == nil {
-			if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
-				if done := trustedPrefix(f, min(fi.Size(), size)); done > want {
-					want, have = done, true
-				}
-				if have && want > 0 && want <= size && fi.Size() >= want {
-					a, errA := ledger.SampleRegion(f, 0, want)
-					b, errB := ledger.SampleRegion(src, 0, want)
-					st.nas.Add(ledger.SampledBytes(want))
-					// This engine's flush trails its copy: a receiver's
-					// mark no longer holds once it writes here.
-					if errA == nil && errB == nil && a == b && f.Truncate(want) == nil && clearSyncedMark(f) == nil && takeOver(f) == nil {
-						out, off = f, want
-					}
-				}
-			}
-			if out == nil {
-				f.Close()
-			}
-		}
-	}
-	if out == nil {
-		f, err := d.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
-			return ledger.Entry{}, classifyWrite(dst, fmt.Errorf("create: %w", err))
-		}
-		// A truncated receiver's temp file keeps its mark: drop it.
-		if err := clearSyncedMark(f); err != nil {
-			f.Close()
-			return ledger.Entry{}, classifyWrite(dst, err)
-		}
-		markBoot(f)
-		out = f
-	}
-	keep := false // keep the temp file for a resume (cancelled, not failed)
-	ok := false
-	defer func() {
-		if !ok {
-			out.Close()
-			if !keep {
-				d.Remove(tmp)
-			}
-		}
-	}()
-	fail := func(err error) (ledger.Entry, error) {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			keep = true
-		}
+	t, err := openTemp(d, name, src, size, st.resume[it.Rel], 0)
+	if err != nil {
 		return ledger.Entry{}, err
 	}
+	st.nas.Add(t.sampled)
+	c := &chunkCopy{st: st, it: it, src: src, t: t, out: t.File(), size: size, dst: dst}
+	ent, err := c.run(ctx, srcSample)
+	// A cancel keeps the temp file for a resume; a failure removes it.
+	t.Discard(err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()))
+	return ent, err
+}
 
-	var h hash.Hash
-	if st.s.sha256 {
-		h = sha256.New()
-		if off > 0 {
-			// The resumed part is local: hash it from the temp file.
-			if _, err := io.Copy(h, io.NewSectionReader(out, 0, off)); err != nil {
-				return fail(fmt.Errorf("re-read %s: %w", d.Join(tmp), err))
-			}
+// chunkCopy is one large file's copy into its temp file: chunk by chunk on
+// the chunk grid, each chunk handed to writeback as it is copied
+// (writeBehind) and dropped from the page cache once written back
+// (dropBehind), with an fdatasync every flush interval that trails the
+// copy by one interval.
+type chunkCopy struct {
+	st   *stager
+	it   *fileItem
+	src  *os.File
+	t    *TempFile
+	out  *os.File // t's file
+	size int64
+	dst  string
+	h    hash.Hash // the whole content's sha256, under verify = "sha256"
+	fl   *trailingFlush
+	// prevOff and prevN are the chunk copied before the current one,
+	// dropped from the page cache once it is written back.
+	prevOff, prevN int64
+}
+
+// run copies the file from the temp file's resumed end on, checks it and
+// renames it into place.
+func (c *chunkCopy) run(ctx context.Context, srcSample string) (ledger.Entry, error) {
+	if c.st.s.sha256 {
+		c.h = sha256.New()
+		// The resumed part is local: hash it from the temp file.
+		if err := c.t.HashResumed(c.h); err != nil {
+			return ledger.Entry{}, err
 		}
 	}
-	st.prog.offset(it.Rel, off, off)
+	if err := c.copyChunks(ctx); err != nil {
+		return ledger.Entry{}, err
+	}
+	return c.finish(srcSample)
+}
+
+// copyChunks copies the rest of the file. Each flush interval's fdatasync
+// runs while the next interval is copied (the flush trails the copy by one
+// interval), and an interval is not begun before the flush of the one
+// before the previous one has returned: so every interval before the last
+// two of the temp file is durable, which is what a resume after a reboot
+// trusts (trustedPrefix). The progress offset is the durable one; the
+// bytes done count each chunk as it is copied.
+func (c *chunkCopy) copyChunks(ctx context.Context) error {
+	off := c.t.Resumed()
+	c.st.prog.offset(c.it.Rel, off, off)
 	// Tell the kernel the rest is read in order, as cp does (by the
 	// kernel's documentation it doubles the readahead window): the source
 	// was last read at its sampled regions, out of order. Advice only; an
 	// error changes nothing.
-	_ = unix.Fadvise(int(src.Fd()), off, size-off, unix.FADV_SEQUENTIAL)
-	// Each flush interval's fdatasync runs while the next interval is
-	// copied (the flush trails the copy by one interval), and an interval
-	// is not begun before the flush of the one before the previous one has
-	// returned: so every interval before the last two of the temp file is
-	// durable, which is what a resume after a reboot trusts
-	// (trustedPrefix). The progress offset is the durable one; the bytes
-	// done count each chunk as it is copied.
+	_ = unix.Fadvise(int(c.src.Fd()), off, c.size-off, unix.FADV_SEQUENTIAL)
 	flush := flushSize()
-	fl := newTrailingFlush(out)
-	defer fl.wait() // never return with a flush in flight on out's fd
-	// flushed waits for the flush in flight and makes its end the
-	// progress offset.
-	flushed := func() error {
-		end, err := fl.wait()
-		if err != nil {
-			return classifyWrite(dst, fmt.Errorf("fdatasync %s (bytes up to %d): %w", d.Join(tmp), end, err))
-		}
-		if end > 0 {
-			st.prog.offset(it.Rel, end, 0)
-		}
-		return nil
-	}
-	// The chunk copied before this one, dropped from the page cache once
-	// it is written back (dropBehind).
-	var prevOff, prevN int64
-	dropPrev := func() error {
-		if !dropBehind || prevN == 0 {
-			return nil
-		}
-		if err := dropCopied(src, out, prevOff, prevN); err != nil {
-			return classifyWrite(dst, fmt.Errorf("write back %s (bytes %d to %d): %w", d.Join(tmp), prevOff, prevOff+prevN, err))
-		}
-		return nil
-	}
-	for off < size {
+	c.fl = newTrailingFlush(c.out)
+	defer c.fl.wait() // never return with a flush in flight on out's fd
+	for off < c.size {
 		if err := ctx.Err(); err != nil {
-			return fail(err)
+			return err
 		}
 		// Chunks end on the chunkSize grid, also after resuming at an
 		// offset off it (a receiver's chunk, or all a killed writer
 		// wrote), and so flushes on the flush grid: durablePrefix counts
 		// whole grid intervals, and would otherwise trust part of one not
 		// flushed.
-		n := min(chunkSize-off%chunkSize, size-off)
-		var err error
-		if h != nil {
-			err = st.readHashWrite(src, out, off, n, h)
-		} else {
-			err = st.copyRange(src, out, off, n)
+		n := min(chunkSize-off%chunkSize, c.size-off)
+		if err := c.chunk(off, n); err != nil {
+			return err
 		}
-		if errors.Is(err, errShortSource) {
-			return fail(fmt.Errorf("source file %s shrank while copying to %s: %w: rerun when the NAS copy is stable", it.Src, dst, err))
-		} else if err != nil {
-			return fail(classifyWrite(dst, fmt.Errorf("copy %s to %s at offset %d: %w", it.Src, d.Join(tmp), off, err)))
-		}
-		if writeBehind {
-			// Hand the chunk to writeback now, without waiting for it,
-			// so the disk can write it while the next chunks are read
-			// rather than from the kernel's dirty threshold on and at
-			// the last flush. Advice, not durability (no metadata,
-			// no cache flush: the trailing fdatasync is what a resume
-			// trusts); an error changes nothing.
-			_ = syncFileRange(int(out.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
-		}
-		if err := dropPrev(); err != nil {
-			return fail(err)
-		}
-		prevOff, prevN = off, n
 		off += n
-		st.nas.Add(n)
-		st.mu.Lock()
-		st.res.CopiedBytes += n
-		st.mu.Unlock()
-		st.prog.add(n)
-		if off%flush == 0 || off == size {
-			if err := flushed(); err != nil {
-				return fail(err)
+		if off%flush == 0 || off == c.size {
+			if err := c.flushed(); err != nil {
+				return err
 			}
-			fl.start(off)
+			c.fl.start(off)
 		}
 	}
-	if err := flushed(); err != nil {
-		return fail(err)
+	if err := c.flushed(); err != nil {
+		return err
 	}
-	if err := dropPrev(); err != nil {
-		return fail(err)
+	return c.dropPrev()
+}
+
+// chunk copies [off, off+n) (hashing it when c.h is set), hands it to
+// writeback, drops the chunk before it behind and counts it.
+func (c *chunkCopy) chunk(off, n int64) error {
+	var err error
+	if c.h != nil {
+		err = c.st.readHashWrite(c.src, c.out, off, n, c.h)
+	} else {
+		err = c.st.copyRange(c.src, c.out, off, n)
 	}
-	ent := ledger.Entry{Size: size, Source: it.SrcRel, VerifiedAt: time.Now().UTC()}
-	if h != nil {
-		ent.SHA256 = hex.EncodeToString(h.Sum(nil))
+	if errors.Is(err, errShortSource) {
+		return fmt.Errorf("source file %s shrank while copying to %s: %w: rerun when the NAS copy is stable", c.it.Src, c.dst, err)
+	} else if err != nil {
+		return classifyWrite(c.dst, fmt.Errorf("copy %s to %s at offset %d: %w", c.it.Src, c.t.Path(), off, err))
+	}
+	if writeBehind {
+		// Hand the chunk to writeback now, without waiting for it, so the
+		// disk can write it while the next chunks are read rather than
+		// from the kernel's dirty threshold on and at the last flush.
+		// Advice, not durability (no metadata, no cache flush: the
+		// trailing fdatasync is what a resume trusts); an error changes
+		// nothing.
+		_ = syncFileRange(int(c.out.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
+	}
+	if err := c.dropPrev(); err != nil {
+		return err
+	}
+	c.prevOff, c.prevN = off, n
+	c.st.nas.Add(n)
+	c.st.mu.Lock()
+	c.st.res.CopiedBytes += n
+	c.st.mu.Unlock()
+	c.st.prog.add(n)
+	return nil
+}
+
+// flushed waits for the flush in flight and makes its end the progress
+// offset.
+func (c *chunkCopy) flushed() error {
+	end, err := c.fl.wait()
+	if err != nil {
+		return classifyWrite(c.dst, fmt.Errorf("fdatasync %s (bytes up to %d): %w", c.t.Path(), end, err))
+	}
+	if end > 0 {
+		c.st.prog.offset(c.it.Rel, end, 0)
+	}
+	return nil
+}
+
+// dropPrev drops the chunk copied before the current one from the page
+// cache once it is written back (dropBehind).
+func (c *chunkCopy) dropPrev() error {
+	if !dropBehind || c.prevN == 0 {
+		return nil
+	}
+	if err := dropCopied(c.src, c.out, c.prevOff, c.prevN); err != nil {
+		return classifyWrite(c.dst, fmt.Errorf("write back %s (bytes %d to %d): %w", c.t.Path(), c.prevOff, c.prevOff+c.prevN, err))
+	}
+	return nil
+}
+
+// finish checks the copied file, its sha256 against the blob's LFS name
+// and its samples read back against the source's taken before the copy,
+// and commits it; the ledger entry records what was proved.
+func (c *chunkCopy) finish(srcSample string) (ledger.Entry, error) {
+	it := c.it
+	ent := ledger.Entry{Size: c.size, Source: it.SrcRel, VerifiedAt: time.Now().UTC()}
+	if c.h != nil {
+		ent.SHA256 = hex.EncodeToString(c.h.Sum(nil))
 		if it.WantSHA != "" && ent.SHA256 != it.WantSHA {
-			return fail(fault.Permanent(fault.ContentMismatch, fmt.Errorf("source blob %s: content sha256 is %s, not its name %s: the NAS copy is corrupt, re-download it", it.Src, ent.SHA256, it.WantSHA)))
+			return ledger.Entry{}, fault.Permanent(fault.ContentMismatch, fmt.Errorf("source blob %s: content sha256 is %s, not its name %s: the NAS copy is corrupt, re-download it", it.Src, ent.SHA256, it.WantSHA))
 		}
 	}
 	// The samples are read back from the disk (dropped behind): only
 	// them, without readahead around each. Advice only.
-	_ = unix.Fadvise(int(out.Fd()), 0, size, unix.FADV_RANDOM)
-	sum, err := ledger.SampleHash(out, size)
+	_ = unix.Fadvise(int(c.out.Fd()), 0, c.size, unix.FADV_RANDOM)
+	sum, err := ledger.SampleHash(c.out, c.size)
 	if err != nil {
-		return fail(fmt.Errorf("sample %s: %w", d.Join(tmp), err))
+		return ledger.Entry{}, fmt.Errorf("sample %s: %w", c.t.Path(), err)
 	}
 	if sum != srcSample {
 		// The source changed under us (or the copy is wrong): not staged.
-		return fail(fmt.Errorf("%s: copied content does not match the source %s sampled before the copy (the source changed while copying?): rerun", dst, it.Src))
+		return ledger.Entry{}, fmt.Errorf("%s: copied content does not match the source %s sampled before the copy (the source changed while copying?): rerun", c.dst, it.Src)
 	}
 	ent.Sampled = sum
-	// The marks are the temp file's, not the staged file's (the fsync
-	// below makes their removal durable).
-	dropMarks(out)
-	mode := it.Mode
-	if mode == 0 {
-		mode = 0o644
+	if err := c.t.Commit(it.Mode); err != nil {
+		return ledger.Entry{}, err
 	}
-	if err := out.Chmod(mode); err != nil {
-		return fail(classifyWrite(dst, fmt.Errorf("chmod %s: %w", d.Join(tmp), err)))
-	}
-	if err := out.Sync(); err != nil {
-		return fail(classifyWrite(dst, fmt.Errorf("fsync %s: %w", d.Join(tmp), err)))
-	}
-	if err := out.Close(); err != nil {
-		return fail(classifyWrite(dst, fmt.Errorf("close %s: %w", d.Join(tmp), err)))
-	}
-	if err := d.Rename(tmp, name); err != nil {
-		return fail(classifyWrite(dst, err))
-	}
-	ok = true
 	return ent, nil
 }
 
 var errShortSource = errors.New("source ended early")
+
+// ChunkSize is the grain of Stage's copy: its flush interval is a whole
+// number of chunks. A receiver's chunk (OpenTemp) divides it, so either
+// writer resumes the other's temp file on its own chunk grid.
+func ChunkSize() int64 { return chunkSize }
+
+// SetChunkSize makes Stage copy n bytes at a time (its flush interval
+// stays the same number of chunks) and returns a func that restores the
+// size before it. It is for tests, of this package and of those sharing
+// Stage's temp files (internal/relay), which copy megabytes, not
+// gigabytes; no Stage may be running when it is called.
+func SetChunkSize(n int64) (restore func()) {
+	old := chunkSize
+	chunkSize = n
+	return func() { chunkSize = old }
+}
+
+// FlushSize is how many bytes Stage copies between fdatasyncs, for
+// hubmirror-bench's report of the flush cadence it measures.
+func FlushSize() int64 { return flushSize() }
+
+// SetFlushChunks makes Stage fdatasync every k chunks and returns a func
+// that restores the count before it. For tests, and hubmirror-bench's
+// -flush-mib, which measures the flush cadence; no Stage may be running
+// when it is called.
+func SetFlushChunks(k int64) (restore func()) {
+	old := flushChunks
+	flushChunks = k
+	return func() { flushChunks = old }
+}
+
+// SetWriteBehind turns Stage's write-behind (each copied chunk handed to
+// writeback at once) on or off and returns a func that restores it. For
+// tests, and hubmirror-bench's -write-behind, which measures it; no Stage
+// may be running when it is called.
+func SetWriteBehind(on bool) (restore func()) {
+	old := writeBehind
+	writeBehind = on
+	return func() { writeBehind = old }
+}
+
+// SetDropBehind turns Stage's drop-behind (each chunk dropped from the
+// page cache once written back) on or off and returns a func that
+// restores it. For tests, and hubmirror-bench's -drop-behind, which
+// measures it; no Stage may be running when it is called.
+func SetDropBehind(on bool) (restore func()) {
+	old := dropBehind
+	dropBehind = on
+	return func() { dropBehind = old }
+}
 
 // writeBehind starts each chunk's writeback as soon as it is copied. A
 // cold 4 GiB stage into new space, in one series: 3.21 s with it, 3.69 s

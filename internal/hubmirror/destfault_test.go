@@ -10,23 +10,6 @@ import (
 	"github.com/sparklane/sparklane/internal/staging"
 )
 
-// mountTmpfs mounts a small tmpfs on dir for the test (root only).
-func mountTmpfs(t *testing.T, dir string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test mounts a tmpfs and must run as root")
-	}
-	must(t, os.MkdirAll(dir, 0o755))
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs on %s: %v: %s", dir, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-}
-
 // Issue 13.8: destination faults that retrying cannot fix are permanent,
 // typed, and name the path and what to do — a read-only filesystem used to
 // be retried 20 times over 7.5 minutes. Root ignores modes, so the faults
@@ -40,7 +23,7 @@ func TestDestinationFaultsArePermanent(t *testing.T) {
 		setup func(t *testing.T, node string) (string, string)
 	}{
 		{"read-only", staging.ReadOnly, func(t *testing.T, node string) (string, string) {
-			mountTmpfs(t, node)
+			mountTmpfs(t, node, "16m")
 			if out, err := exec.Command("mount", "-o", "remount,ro", node).CombinedOutput(); err != nil {
 				t.Fatalf("remount %s read-only: %v: %s", node, err, out)
 			}

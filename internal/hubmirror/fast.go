@@ -18,6 +18,11 @@ import (
 // with bad content is always caught by the next pass.
 const smallMax = 1 << 20
 
+// SmallMax is the size up to which Stage reads a file whole (and samples
+// it whole): moving such a file onto the node by another way (a peer)
+// saves no NAS read.
+const SmallMax = smallMax
+
 // smallWorkers is how many small files are in flight per opts.Parallel:
 // they are bound by latency (metadata, one random read), not bandwidth.
 const smallWorkers = 16

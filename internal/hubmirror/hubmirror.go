@@ -1,11 +1,3 @@
-// Package hubmirror stages Hugging Face hub caches (models--org--name/ with
-// blobs/, refs/ and snapshots/REV/ symlinks) from a NAS onto a node's local
-// disk, so HF_HUB_CACHE=DST/hub serves offline at NVMe speed. It is
-// reference-aware (only blobs a non-skipped snapshot entry uses are staged),
-// resolves links syntactically (never realpath on the source side), writes
-// atomically, keeps a sampled-hash ledger so a second pass costs O(files),
-// resumes interrupted copies from heartbeat offsets and exports regular-file
-// trees of hard links for runtimes that refuse symlinks.
 package hubmirror
 
 import (

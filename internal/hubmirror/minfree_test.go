@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -17,16 +16,9 @@ import (
 // than min_free: the verify-only pass passes and copies nothing; a pass
 // that must re-copy one file is refused naming what it must write.
 func TestMinFreeCountsOnlyBytesToWrite(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("this test mounts a small tmpfs and must run as root")
-	}
 	root := t.TempDir()
 	node := filepath.Join(root, "node")
-	must(t, os.MkdirAll(node, 0o755))
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", node).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs on %s: %v: %s", node, err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", node).Run() })
+	mountTmpfs(t, node, "8m")
 	hub := filepath.Join(root, "nas", "hub")
 	r := newRepo(t, hub, "org/model")
 	for i := 0; i < 3; i++ {

@@ -275,228 +275,317 @@ func plainClimb(target string) bool {
 // buildPlan walks the repos of s read-only. Dangling links, missing repos
 // and unreadable files fail here, before any write.
 func buildPlan(ctx context.Context, s *spec, kn *known) (*plan, error) {
-	p := &plan{Repos: map[string]*repoPlan{}}
-	files := map[string]*fileItem{}
-	roots := s.readRoots()
-	addFile := func(it *fileItem, what string) error {
-		if old, ok := files[it.Rel]; ok {
-			if old.Src != it.Src {
-				return fault.Permanent(fault.InvalidSpec, fmt.Errorf("mirror file %s would come from both %s and %s: fix the source repo's links", it.Rel, old.Src, it.Src))
-			}
-			return nil
+	pl := &planner{s: s, kn: kn, p: &plan{Repos: map[string]*repoPlan{}}, files: map[string]*fileItem{}, roots: s.readRoots()}
+	for _, repo := range s.Repos {
+		if err := pl.repo(ctx, repo); err != nil {
+			return nil, err
 		}
-		if what != "" {
-			if err := checkReadable(it.Src, what); err != nil {
-				return err
-			}
+	}
+	return pl.finish(), nil
+}
+
+// planner is a plan being built: the files placed so far by mirror path,
+// and the real roots source links may resolve into.
+type planner struct {
+	s     *spec
+	kn    *known // nil: every entry is read on the NAS
+	p     *plan
+	files map[string]*fileItem
+	roots []string
+}
+
+// repoSrc is one repo on the NAS as the planner walks it.
+type repoSrc struct {
+	repo string // org/name
+	dir  string // models--org--name
+	root string // src/models--org--name
+}
+
+// repo plans one repo: its refs, then its snapshots' entries.
+func (pl *planner) repo(ctx context.Context, repo string) error {
+	r := repoSrc{repo: repo, dir: repoDir(repo)}
+	r.root = filepath.Join(pl.s.Src, r.dir)
+	if err := pl.checkRepoDirs(r); err != nil {
+		return err
+	}
+	rp := &repoPlan{Repo: repo, Dir: r.dir, Revs: map[string][]entry{}}
+	pl.p.Repos[repo] = rp
+	if err := pl.refs(r, rp); err != nil {
+		return err
+	}
+	snaps := filepath.Join(r.root, "snapshots")
+	if fi, err := os.Stat(snaps); err != nil || !fi.IsDir() {
+		return fault.Permanent(fault.SourceMissing, fmt.Errorf("repo %s: %s has no snapshots/ (%v): the download on the NAS is incomplete", repo, r.root, errOr(err, "not a directory")))
+	}
+	cands, err := pl.walkSnapshots(ctx, r, snaps)
+	if err != nil {
+		return err
+	}
+	if err := pl.resolveAll(ctx, r, cands); err != nil {
+		return err
+	}
+	// A download still under way, or one that stopped half-way, is
+	// refused before anything is written (naming what is missing).
+	if err := checkComplete(repo, r.root, revFiles(cands)); err != nil {
+		return err
+	}
+	for _, c := range cands {
+		if err := pl.place(r, rp, c); err != nil {
+			return err
 		}
-		files[it.Rel] = it
+	}
+	return nil
+}
+
+// checkRepoDirs refuses a repo missing on the NAS, and one whose own
+// directories lead out of src and the shared roots. They are checked
+// first: a snapshots/ linking to / would otherwise be walked whole before
+// its entries are refused.
+func (pl *planner) checkRepoDirs(r repoSrc) error {
+	fi, err := os.Stat(r.root)
+	if err != nil || !fi.IsDir() {
+		return fault.Permanent(fault.SourceMissing, fmt.Errorf("repo %s: %s is not in src (%v): download it on the NAS or fix repos/src", r.repo, r.root, errOr(err, "not a directory")))
+	}
+	for _, d := range []string{r.root, filepath.Join(r.root, "refs"), filepath.Join(r.root, "snapshots"), filepath.Join(r.root, "blobs")} {
+		if err := pl.s.checkInside(d, "repo "+r.repo+" directory", pl.roots); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addFile places it in the mirror, once: a second source for the same
+// mirror path is refused. what, when set, names it for the readability
+// check of its source.
+func (pl *planner) addFile(it *fileItem, what string) error {
+	if old, ok := pl.files[it.Rel]; ok {
+		if old.Src != it.Src {
+			return fault.Permanent(fault.InvalidSpec, fmt.Errorf("mirror file %s would come from both %s and %s: fix the source repo's links", it.Rel, old.Src, it.Src))
+		}
 		return nil
 	}
-	for _, repo := range s.Repos {
-		dir := repoDir(repo)
-		root := filepath.Join(s.Src, dir)
-		fi, err := os.Stat(root)
-		if err != nil || !fi.IsDir() {
-			return nil, fault.Permanent(fault.SourceMissing, fmt.Errorf("repo %s: %s is not in src (%v): download it on the NAS or fix repos/src", repo, root, errOr(err, "not a directory")))
-		}
-		// The repo's own directories first: a snapshots/ linking to / would
-		// otherwise be walked whole before its entries are refused.
-		for _, d := range []string{root, filepath.Join(root, "refs"), filepath.Join(root, "snapshots"), filepath.Join(root, "blobs")} {
-			if err := s.checkInside(d, "repo "+repo+" directory", roots); err != nil {
-				return nil, err
-			}
-		}
-		rp := &repoPlan{Repo: repo, Dir: dir, Revs: map[string][]entry{}}
-		p.Repos[repo] = rp
-		// refs: small files, copied as they are.
-		refs := filepath.Join(root, "refs")
-		if _, err := os.Stat(refs); err == nil {
-			err := filepath.WalkDir(refs+string(filepath.Separator), func(path string, d fs.DirEntry, err error) error {
-				if err != nil {
-					return fmt.Errorf("repo %s: walk %s: %w", repo, path, err)
-				}
-				if d.IsDir() {
-					return nil
-				}
-				rel, _ := filepath.Rel(root, path)
-				final, fi, err := resolve(path)
-				if err != nil {
-					return dangling(path, final, err)
-				}
-				if err := s.checkInside(path, "ref", roots); err != nil {
-					return err
-				}
-				if !fi.Mode().IsRegular() {
-					return fmt.Errorf("repo %s: ref %s is not a regular file", repo, path)
-				}
-				return addFile(&fileItem{Rel: filepath.Join(dir, rel), Src: final, SrcRel: s.srcRel(final), Size: fi.Size(), Mode: fi.Mode().Perm()}, "repo "+repo)
-			})
-			if err != nil {
-				return nil, err
-			}
-			if b, err := os.ReadFile(filepath.Join(refs, "main")); err == nil {
-				rp.MainRev = strings.TrimSpace(string(b))
-			}
-		}
-		snaps := filepath.Join(root, "snapshots")
-		if fi, err := os.Stat(snaps); err != nil || !fi.IsDir() {
-			return nil, fault.Permanent(fault.SourceMissing, fmt.Errorf("repo %s: %s has no snapshots/ (%v): the download on the NAS is incomplete", repo, root, errOr(err, "not a directory")))
-		}
-		blobsDir := filepath.Join(root, "blobs")
-		// Walk first (cheap, in order), then resolve entries in parallel:
-		// cold lstat/readlink/open on a NAS is latency-bound.
-		type cand struct {
-			path, rel, rev, inRev string
-			link, skip            bool
-			final, first          string
-			fi                    fs.FileInfo
-			err                   error
-			// from the ledger (known.entry): the link's text and its blob
-			kt   string
-			kent ledger.Entry
-			kok  bool
-		}
-		var cands []*cand
-		dirReal := &realDirs{m: map[string]realDir{}}
-		err = filepath.WalkDir(snaps+string(filepath.Separator), func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return fmt.Errorf("repo %s: walk %s: %w", repo, path, err)
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if d.IsDir() {
-				return nil
-			}
-			rel, ok := strings.CutPrefix(path, snaps+string(filepath.Separator)) // REV/path
-			if !ok {
-				rel, _ = filepath.Rel(snaps, path)
-			}
-			rev, inRev, ok := strings.Cut(rel, string(filepath.Separator))
-			if !ok {
-				return nil // a stray file directly in snapshots/
-			}
-			c := &cand{path: path, rel: rel, rev: rev, inRev: inRev, link: d.Type()&fs.ModeSymlink != 0, skip: s.skipped(inRev)}
-			if c.link && !c.skip {
-				c.kt, c.kent, c.kok = kn.entry(dir, rev, filepath.Join(dir, "snapshots", rel))
-			}
-			cands = append(cands, c)
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		// Each entry's error is kept and reported in plan order below, so
-		// the message does not depend on scheduling.
-		err = forEach(ctx, len(cands), metaWorkers, func(_ context.Context, i int) error {
-			c := cands[i]
-			if c.kok {
-				return nil // planned from the ledger: nothing to read
-			}
-			var rerr error
-			var target string
-			if c.link {
-				t, err := os.Readlink(c.path)
-				if err != nil {
-					c.err = fmt.Errorf("repo %s: readlink %s: %w", repo, c.path, err)
-					return nil
-				}
-				target = t
-				c.first = join(c.path, t)
-				// The walk's own link is read once: resolution goes on
-				// from its target.
-				c.final, c.fi, rerr = resolve(c.first)
-			} else {
-				c.final, c.fi, rerr = resolve(c.path)
-			}
-			if c.link && rerr == nil {
-				// Skipped entries too: their targets are bound into the
-				// container from the bind manifest.
-				if c.err = s.checkLinkInside(c.path, target, c.first, c.final, roots, dirReal); c.err != nil {
-					return nil
-				}
-			}
-			switch {
-			case c.skip:
-			case rerr != nil:
-				c.err = dangling(c.path, c.final, rerr)
-			case !c.fi.Mode().IsRegular():
-				c.err = fault.Permanent(fault.InvalidSpec, fmt.Errorf("repo %s: snapshot entry %s resolves to %s, which is not a regular file: skip it or fix the source", repo, c.path, c.final))
-			default:
-				c.err = checkReadable(c.final, fmt.Sprintf("repo %s entry %s", repo, c.path))
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		// A download still under way, or one that stopped half-way, is
-		// refused before anything is written (naming what is missing).
-		revFiles := map[string]map[string]bool{}
-		for _, c := range cands {
-			if revFiles[c.rev] == nil {
-				revFiles[c.rev] = map[string]bool{}
-			}
-			revFiles[c.rev][filepath.ToSlash(c.inRev)] = true
-		}
-		if err := checkComplete(repo, root, revFiles); err != nil {
-			return nil, err
-		}
-		for _, c := range cands {
-			if c.err != nil {
-				return nil, c.err
-			}
-			if c.skip {
-				var size int64
-				if c.fi != nil {
-					size = c.fi.Size()
-				}
-				p.SkippedFiles++
-				p.SkippedBytes += size
-				rp.Revs[c.rev] = append(rp.Revs[c.rev], entry{Path: c.inRev, Skipped: true, Src: c.final})
-				continue
-			}
-			mirrorEntry := filepath.Join(dir, "snapshots", c.rel)
-			if c.kok {
-				it := &fileItem{Rel: c.kent.Source, Src: filepath.Join(s.Src, c.kent.Source), SrcRel: c.kent.Source, Size: c.kent.Size, known: true}
-				if lfsName.MatchString(filepath.Base(it.Rel)) {
-					it.WantSHA = filepath.Base(it.Rel)
-				}
-				p.Links = append(p.Links, linkItem{Rel: mirrorEntry, Target: c.kt})
-				if err := addFile(it, ""); err != nil {
-					return nil, err
-				}
-				rp.Revs[c.rev] = append(rp.Revs[c.rev], entry{Path: c.inRev, Src: it.Src, File: it.Rel})
-				continue
-			}
-			it := &fileItem{Src: c.final, SrcRel: s.srcRel(c.final), Size: c.fi.Size(), Mode: c.fi.Mode().Perm(), ino: inodeOf(c.fi)}
-			// A repo blob: blobs/NAME directly under this repo, judged
-			// syntactically (or by shape for absolute links that spell the
-			// repo another way).
-			if first := c.first; first != "" && (filepath.Dir(first) == blobsDir || (filepath.Base(filepath.Dir(first)) == "blobs" && filepath.Base(filepath.Dir(filepath.Dir(first))) == dir)) {
-				name := filepath.Base(first)
-				it.Rel = filepath.Join(dir, "blobs", name)
-				if lfsName.MatchString(name) {
-					it.WantSHA = name
-				}
-				target, _ := filepath.Rel(filepath.Dir(mirrorEntry), it.Rel)
-				p.Links = append(p.Links, linkItem{Rel: mirrorEntry, Target: target})
-			} else {
-				it.Rel = mirrorEntry // a real file (or a link out of the repo): copied in place
-			}
-			if err := addFile(it, ""); err != nil {
-				return nil, err
-			}
-			rp.Revs[c.rev] = append(rp.Revs[c.rev], entry{Path: c.inRev, Src: c.final, File: it.Rel})
+	if what != "" {
+		if err := checkReadable(it.Src, what); err != nil {
+			return err
 		}
 	}
-	for _, it := range files {
+	pl.files[it.Rel] = it
+	return nil
+}
+
+// refs plans the repo's refs/ (small files, copied as they are) and reads
+// refs/main, the revision exports mirror.
+func (pl *planner) refs(r repoSrc, rp *repoPlan) error {
+	refs := filepath.Join(r.root, "refs")
+	if _, err := os.Stat(refs); err != nil {
+		return nil
+	}
+	err := filepath.WalkDir(refs+string(filepath.Separator), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("repo %s: walk %s: %w", r.repo, path, err)
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(r.root, path)
+		final, fi, err := resolve(path)
+		if err != nil {
+			return dangling(path, final, err)
+		}
+		if err := pl.s.checkInside(path, "ref", pl.roots); err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("repo %s: ref %s is not a regular file", r.repo, path)
+		}
+		return pl.addFile(&fileItem{Rel: filepath.Join(r.dir, rel), Src: final, SrcRel: pl.s.srcRel(final), Size: fi.Size(), Mode: fi.Mode().Perm()}, "repo "+r.repo)
+	})
+	if err != nil {
+		return err
+	}
+	if b, err := os.ReadFile(filepath.Join(refs, "main")); err == nil {
+		rp.MainRev = strings.TrimSpace(string(b))
+	}
+	return nil
+}
+
+// cand is one snapshot entry: found by the walk, then resolved.
+type cand struct {
+	path, rel, rev, inRev string
+	link, skip            bool
+	final, first          string
+	fi                    fs.FileInfo
+	err                   error
+	// from the ledger (known.entry): the link's text and its blob
+	kt   string
+	kent ledger.Entry
+	kok  bool
+}
+
+// walkSnapshots lists the entries of the repo's snapshots (snaps) in
+// order, cheaply: they are resolved afterwards, in parallel, since cold
+// lstat/readlink/open on a NAS is latency-bound.
+func (pl *planner) walkSnapshots(ctx context.Context, r repoSrc, snaps string) ([]*cand, error) {
+	var cands []*cand
+	err := filepath.WalkDir(snaps+string(filepath.Separator), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("repo %s: walk %s: %w", r.repo, path, err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, ok := strings.CutPrefix(path, snaps+string(filepath.Separator)) // REV/path
+		if !ok {
+			rel, _ = filepath.Rel(snaps, path)
+		}
+		rev, inRev, ok := strings.Cut(rel, string(filepath.Separator))
+		if !ok {
+			return nil // a stray file directly in snapshots/
+		}
+		c := &cand{path: path, rel: rel, rev: rev, inRev: inRev, link: d.Type()&fs.ModeSymlink != 0, skip: pl.s.skipped(inRev)}
+		if c.link && !c.skip {
+			c.kt, c.kent, c.kok = pl.kn.entry(r.dir, rev, filepath.Join(r.dir, "snapshots", rel))
+		}
+		cands = append(cands, c)
+		return nil
+	})
+	return cands, err
+}
+
+// resolveAll resolves the entries in parallel. Each entry's error is kept
+// and reported in plan order (place), so the message does not depend on
+// scheduling.
+func (pl *planner) resolveAll(ctx context.Context, r repoSrc, cands []*cand) error {
+	dirReal := &realDirs{m: map[string]realDir{}}
+	return forEach(ctx, len(cands), metaWorkers, func(_ context.Context, i int) error {
+		if c := cands[i]; !c.kok { // planned from the ledger: nothing to read
+			c.resolve(pl.s, r.repo, pl.roots, dirReal)
+		}
+		return nil
+	})
+}
+
+// resolve follows the entry's links to the file that holds its content
+// and checks, as the entry's error, that it stays inside the read roots
+// (skipped entries too: their targets are bound into the container from
+// the bind manifest) and, unless skipped, is a readable regular file.
+func (c *cand) resolve(s *spec, repo string, roots []string, dirReal *realDirs) {
+	var rerr error
+	var target string
+	if c.link {
+		t, err := os.Readlink(c.path)
+		if err != nil {
+			c.err = fmt.Errorf("repo %s: readlink %s: %w", repo, c.path, err)
+			return
+		}
+		target = t
+		c.first = join(c.path, t)
+		// The walk's own link is read once: resolution goes on from its
+		// target.
+		c.final, c.fi, rerr = resolve(c.first)
+	} else {
+		c.final, c.fi, rerr = resolve(c.path)
+	}
+	if c.link && rerr == nil {
+		if c.err = s.checkLinkInside(c.path, target, c.first, c.final, roots, dirReal); c.err != nil {
+			return
+		}
+	}
+	switch {
+	case c.skip:
+	case rerr != nil:
+		c.err = dangling(c.path, c.final, rerr)
+	case !c.fi.Mode().IsRegular():
+		c.err = fault.Permanent(fault.InvalidSpec, fmt.Errorf("repo %s: snapshot entry %s resolves to %s, which is not a regular file: skip it or fix the source", repo, c.path, c.final))
+	default:
+		c.err = checkReadable(c.final, fmt.Sprintf("repo %s entry %s", repo, c.path))
+	}
+}
+
+// revFiles maps each revision of cands to the slash paths of its entries,
+// skipped ones included (they exist, they are bound), for checkComplete.
+func revFiles(cands []*cand) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, c := range cands {
+		if out[c.rev] == nil {
+			out[c.rev] = map[string]bool{}
+		}
+		out[c.rev][filepath.ToSlash(c.inRev)] = true
+	}
+	return out
+}
+
+// place adds a resolved entry to the plan: a skipped entry is counted (and
+// bound in exports), an entry known from the ledger takes its link and
+// blob from it, any other becomes a file and, when it names a repo blob, a
+// link to it.
+func (pl *planner) place(r repoSrc, rp *repoPlan, c *cand) error {
+	switch {
+	case c.err != nil:
+		return c.err
+	case c.skip:
+		var size int64
+		if c.fi != nil {
+			size = c.fi.Size()
+		}
+		pl.p.SkippedFiles++
+		pl.p.SkippedBytes += size
+		rp.Revs[c.rev] = append(rp.Revs[c.rev], entry{Path: c.inRev, Skipped: true, Src: c.final})
+		return nil
+	case c.kok:
+		return pl.placeKnown(r, rp, c)
+	}
+	mirrorEntry := filepath.Join(r.dir, "snapshots", c.rel)
+	it := &fileItem{Src: c.final, SrcRel: pl.s.srcRel(c.final), Size: c.fi.Size(), Mode: c.fi.Mode().Perm(), ino: inodeOf(c.fi)}
+	// A repo blob: blobs/NAME directly under this repo, judged
+	// syntactically (or by shape for absolute links that spell the repo
+	// another way).
+	if first := c.first; first != "" && (filepath.Dir(first) == filepath.Join(r.root, "blobs") || (filepath.Base(filepath.Dir(first)) == "blobs" && filepath.Base(filepath.Dir(filepath.Dir(first))) == r.dir)) {
+		name := filepath.Base(first)
+		it.Rel = filepath.Join(r.dir, "blobs", name)
+		if lfsName.MatchString(name) {
+			it.WantSHA = name
+		}
+		target, _ := filepath.Rel(filepath.Dir(mirrorEntry), it.Rel)
+		pl.p.Links = append(pl.p.Links, linkItem{Rel: mirrorEntry, Target: target})
+	} else {
+		it.Rel = mirrorEntry // a real file (or a link out of the repo): copied in place
+	}
+	if err := pl.addFile(it, ""); err != nil {
+		return err
+	}
+	rp.Revs[c.rev] = append(rp.Revs[c.rev], entry{Path: c.inRev, Src: c.final, File: it.Rel})
+	return nil
+}
+
+// placeKnown adds an entry planned from the ledger (known): its link's
+// text and its blob, whose source is resolved only if it must be copied.
+func (pl *planner) placeKnown(r repoSrc, rp *repoPlan, c *cand) error {
+	mirrorEntry := filepath.Join(r.dir, "snapshots", c.rel)
+	it := &fileItem{Rel: c.kent.Source, Src: filepath.Join(pl.s.Src, c.kent.Source), SrcRel: c.kent.Source, Size: c.kent.Size, known: true}
+	if lfsName.MatchString(filepath.Base(it.Rel)) {
+		it.WantSHA = filepath.Base(it.Rel)
+	}
+	pl.p.Links = append(pl.p.Links, linkItem{Rel: mirrorEntry, Target: c.kt})
+	if err := pl.addFile(it, ""); err != nil {
+		return err
+	}
+	rp.Revs[c.rev] = append(rp.Revs[c.rev], entry{Path: c.inRev, Src: it.Src, File: it.Rel})
+	return nil
+}
+
+// finish lists the placed files in copy order: large files largest first,
+// which keeps the parallel copies busy to the end, and small ones in inode
+// order (close to disk order on a cold tree); links by path.
+func (pl *planner) finish() *plan {
+	p := pl.p
+	for _, it := range pl.files {
 		p.Files = append(p.Files, it)
 		p.TotalBytes += it.Size
 	}
-	// Large files largest first keeps the parallel copies busy to the end;
-	// small ones go in inode order (close to disk order on a cold tree).
 	sort.Slice(p.Files, func(i, j int) bool {
 		a, b := p.Files[i], p.Files[j]
 		if (a.Size > smallMax) != (b.Size > smallMax) {
@@ -511,7 +600,46 @@ func buildPlan(ctx context.Context, s *spec, kn *known) (*plan, error) {
 		return a.Rel < b.Rel
 	})
 	sort.Slice(p.Links, func(i, j int) bool { return p.Links[i].Rel < p.Links[j].Rel })
-	return p, nil
+	return p
+}
+
+// File is one regular file a Stage of a Spec would bring onto the node.
+// Every node of a lane lists the same NAS and so lists the same files,
+// which lets a caller that fills the mirror before Stage (internal/relay,
+// through OpenTemp) derive the same work on every node without it
+// travelling through workflow history.
+type File struct {
+	// Rel is the mirror-relative path (the ledger key).
+	Rel string
+	// Src is the NAS file (links resolved syntactically, checked inside
+	// src and the shared roots).
+	Src string
+	// Size is the source's size when listed.
+	Size int64
+	// Mode is the permission bits the staged file gets (0: 0644).
+	Mode fs.FileMode
+	// WantSHA is the blob's LFS sha256 name, or empty.
+	WantSHA string
+}
+
+// Files validates in and lists, read-only, the regular files Stage would
+// bring into the mirror, sorted by Rel, with the mirror directory
+// (Dst/hub) they land in. Nothing is written.
+func Files(ctx context.Context, in Spec) (mirror string, files []File, err error) {
+	s, err := validate(in)
+	if err != nil {
+		return "", nil, err
+	}
+	p, err := buildPlan(ctx, s, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	files = make([]File, 0, len(p.Files))
+	for _, it := range p.Files {
+		files = append(files, File{Rel: it.Rel, Src: it.Src, Size: it.Size, Mode: it.Mode, WantSHA: it.WantSHA})
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Rel < files[j].Rel })
+	return s.mirror, files, nil
 }
 
 // SourceIncomplete is the permanent fault type of a hub repo whose download

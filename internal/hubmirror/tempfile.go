@@ -3,12 +3,18 @@ package hubmirror
 import (
 	"errors"
 	"fmt"
+	"hash"
+	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/staging"
 )
 
 // A temp file (".NAME.sparklane-tmp" beside NAME) is resumed from what
@@ -19,17 +25,18 @@ import (
 //     the kernel, which writes it back as it does any other; only a crash
 //     or power cut of the machine loses unflushed bytes, and that is a new
 //     boot. Every writer marks its temp file at creation, and when it takes
-//     one over (TakeOver), after flushing what it keeps.
+//     one over (takeOver), after flushing what it keeps.
 //   - After a reboot, or without the mark, only the prefix its writer knew
 //     durable, by its flush rule.
 //
-// Two writers share these files, with two flush rules:
+// Two writers share these files through TempFile (OpenTemp), with two
+// flush rules:
 //   - Stage (copy.go) fdatasyncs every flush interval (flushSize: a whole
 //     number of chunks) while it copies the next, and begins interval k+1
 //     only once interval k-1's flush has returned: every interval before
 //     the last two is durable (durablePrefix).
-//   - internal/relay's receiver fdatasyncs each chunk before it writes the
-//     next: every chunk before the one holding the last byte is durable. It
+//   - a receiver (internal/relay's) fdatasyncs each chunk before it writes
+//     the next: every chunk before the one holding the last byte is durable. It
 //     says so with SyncedChunkXattr on the file, valued with its chunk
 //     size. Without the mark (a filesystem without user xattrs, or a mark
 //     lost with a crash before it reached the disk) its file is trusted as
@@ -37,7 +44,7 @@ import (
 //
 // A writer that takes over a marked file under Stage's rule removes the
 // mark, durably, before it writes (clearSyncedMark). A writer that takes
-// over any temp file flushes it first (TakeOver), so what the file held is
+// over any temp file flushes it first (takeOver), so what the file held is
 // durable before its own rule's claims begin.
 
 // BootXattr marks a temp file with the boot it was written in: the value
@@ -55,9 +62,12 @@ var bootID = sync.OnceValue(func() string {
 	return strings.TrimSpace(string(b))
 })
 
-// markBoot marks f as written in this boot. Best effort: without the mark
-// (no user xattrs here) a resume trusts the flushed prefix only.
-func markBoot(f *os.File) {
+// MarkBoot marks f, a temp file its writer just created or took over, as
+// written in this boot (BootXattr), so a resume in this boot keeps all of
+// it. OpenTemp marks its files; it is exported for tests that stand in
+// for such a writer. Best effort: without the mark (no user xattrs here)
+// a resume trusts the flushed prefix only.
+func MarkBoot(f *os.File) {
 	if id := bootID(); id != "" {
 		_ = unix.Fsetxattr(int(f.Fd()), BootXattr, []byte(id), 0)
 	}
@@ -130,7 +140,7 @@ func takeOver(f *os.File) error {
 	if err := unix.Fdatasync(int(f.Fd())); err != nil {
 		return fmt.Errorf("fdatasync %s: %w", f.Name(), err)
 	}
-	markBoot(f)
+	MarkBoot(f)
 	return nil
 }
 
@@ -156,34 +166,215 @@ func clearSyncedMark(f *os.File) error {
 	return nil
 }
 
-// TrustedPrefix is how much of the open temp file f, of which the first
-// size bytes count, a resume may keep after a sampled check against the
-// source, whoever wrote it (Stage, or a receiver that marked it).
-func TrustedPrefix(f *os.File, size int64) int64 { return trustedPrefix(f, size) }
-
-// MarkSyncedChunk marks f, a temp file its writer fdatasyncs chunk by chunk
-// (chunk bytes each, every one before the next is written), so a resume
-// trusts it up to the chunk holding its last byte. Best effort: without the
-// mark the file is trusted as Stage's are, one chunk less.
-func MarkSyncedChunk(f *os.File, chunk int64) {
+// markSyncedChunk marks f, a temp file its writer fdatasyncs chunk by
+// chunk (chunk bytes each, every one before the next is written), so a
+// resume trusts it up to the chunk holding its last byte. Best effort:
+// without the mark the file is trusted as Stage's are, one chunk less.
+func markSyncedChunk(f *os.File, chunk int64) {
 	_ = unix.Fsetxattr(int(f.Fd()), SyncedChunkXattr, []byte(strconv.FormatInt(chunk, 10)), 0)
 }
 
-// SyncedChunk is the chunk size f's mark gives, or 0 when it has none.
-func SyncedChunk(f *os.File) int64 { return syncedChunk(f) }
+// TempFile is one mirror file being written under its temp name
+// (".NAME.sparklane-tmp" beside NAME), by Stage or by a receiver that
+// fills mirrors on its behalf (internal/relay). It carries the contract
+// every such writer keeps, so that any of them resumes what another left:
+// an earlier temp file is kept up to its trusted prefix after a sampled
+// check against the source, its marks say how its writer flushed it, and
+// Commit renames the checked file into place without them.
+type TempFile struct {
+	d       *staging.Dir
+	name    string // the final name in d
+	f       *os.File
+	resumed int64 // the prefix kept from an earlier writer
+	sampled int64 // source bytes read to check that prefix
+	done    bool  // renamed into place
+}
 
-// ClearSyncedMark removes f's mark, durably, before it is written under
-// other rules (a receiver with another chunk size).
-func ClearSyncedMark(f *os.File) error { return clearSyncedMark(f) }
+// OpenTemp opens the temp file of name in d, size bytes long once
+// written, for a receiver that fdatasyncs every chunk bytes before it
+// writes the next (chunk > 0, dividing ChunkSize(), so a resume of
+// Stage's temp file at a whole Stage chunk stays on the receiver's grid).
+// A temp file an earlier writer left there (a killed or cancelled Stage
+// or receiver) is kept up to its trusted prefix when that prefix's
+// sampled hash matches src's (Resumed says how much; src is read for
+// it), flushed, and marked as this writer's; else a new one is made. The
+// caller writes from Resumed() on, then Commits or Discards it.
+func OpenTemp(d *staging.Dir, name string, src io.ReaderAt, size, chunk int64) (*TempFile, error) {
+	if chunk <= 0 {
+		return nil, fmt.Errorf("temp file %s: chunk %d: a receiver flushes whole chunks", d.Join(tmpBase(name)), chunk)
+	}
+	return openTemp(d, name, src, size, 0, chunk)
+}
 
-// MarkBoot marks a temp file f its writer just created as written in this
-// boot (BootXattr; best effort).
-func MarkBoot(f *os.File) { markBoot(f) }
+// openTemp is OpenTemp for any writer: chunk 0 is Stage's rule (a flush
+// every interval, trailing the copy), and known a prefix the writer's own
+// progress (a heartbeat's flushed offset) vouches for, kept if the file
+// holds it and it passes the same check.
+func openTemp(d *staging.Dir, name string, src io.ReaderAt, size, known, chunk int64) (*TempFile, error) {
+	t := &TempFile{d: d, name: name}
+	if t.resume(src, size, known, chunk) {
+		return t, nil
+	}
+	return t, t.create(chunk)
+}
 
-// TakeOver flushes the resumed temp file f and marks it as written in this
-// boot, before its new writer writes on.
-func TakeOver(f *os.File) error { return takeOver(f) }
+// resume takes over the temp file an earlier copy of this destination
+// left, whoever wrote it and whether or not a heartbeat names it: its
+// trusted prefix (trustedPrefix: all of it in the boot that wrote it;
+// after a reboot up to what its writer's flush rule made durable) counts
+// like a heartbeat offset, after a sampled check against src. A kill -9
+// or a cancel then costs nothing, a power cut at most what the rule
+// leaves unflushed per file in flight. It reports whether it did.
+func (t *TempFile) resume(src io.ReaderAt, size, known, chunk int64) bool {
+	tmp := tmpBase(t.name)
+	if fi, err := t.d.Lstat(tmp); err != nil || !isReg(fi) || fi.Size <= 0 {
+		return false
+	}
+	f, err := t.d.OpenFile(tmp, os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	if keep := t.check(f, src, size, known); keep > 0 && f.Truncate(keep) == nil && adopt(f, chunk) == nil {
+		t.f, t.resumed = f, keep
+		return true
+	}
+	f.Close()
+	return false
+}
 
-// DropMarks removes a temp file's marks (SyncedChunkXattr, BootXattr)
-// before it is renamed into place.
-func DropMarks(f *os.File) { dropMarks(f) }
+// check is how much of the open temp file f a resume keeps: its trusted
+// prefix, or known when that is more and f holds it, once the prefix's
+// sampled hash matches src's over the same bytes; 0 for nothing.
+func (t *TempFile) check(f *os.File, src io.ReaderAt, size, known int64) int64 {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() <= 0 {
+		return 0
+	}
+	keep := max(known, trustedPrefix(f, min(fi.Size(), size)))
+	if keep <= 0 || keep > size || fi.Size() < keep {
+		return 0
+	}
+	a, errA := ledger.SampleRegion(f, 0, keep)
+	b, errB := ledger.SampleRegion(src, 0, keep)
+	t.sampled = ledger.SampledBytes(keep)
+	if errA != nil || errB != nil || a != b {
+		return 0
+	}
+	return keep
+}
+
+// adopt readies a resumed temp file f for its new writer's rule (chunk 0:
+// Stage's): a receiver's mark no longer holds once Stage, whose flush
+// trails its copy, writes on, nor once a receiver with another chunk does,
+// so it is dropped first, durably; what f holds is flushed (takeOver);
+// then a receiver marks it with its own chunk, all it kept being flushed
+// now.
+func adopt(f *os.File, chunk int64) error {
+	if chunk == 0 || syncedChunk(f) != chunk {
+		if err := clearSyncedMark(f); err != nil {
+			return err
+		}
+	}
+	if err := takeOver(f); err != nil {
+		return err
+	}
+	if chunk > 0 {
+		markSyncedChunk(f, chunk)
+	}
+	return nil
+}
+
+// create makes a new, empty temp file (replacing any) marked for its
+// writer's rule and as written in this boot.
+func (t *TempFile) create(chunk int64) error {
+	dst := t.d.Join(t.name)
+	f, err := t.d.OpenFile(tmpBase(t.name), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return classifyWrite(dst, fmt.Errorf("create: %w", err))
+	}
+	if chunk > 0 {
+		// Every chunk is fdatasynced before the next is written: say so,
+		// so a resume after a reboot keeps all but the last.
+		markSyncedChunk(f, chunk)
+	} else if err := clearSyncedMark(f); err != nil {
+		// A truncated receiver's temp file keeps its mark: drop it.
+		f.Close()
+		return classifyWrite(dst, err)
+	}
+	MarkBoot(f)
+	t.f = f
+	return nil
+}
+
+// File is the temp file, open for reading and writing; the TempFile
+// closes it.
+func (t *TempFile) File() *os.File { return t.f }
+
+// Resumed is how many bytes of an earlier writer's temp file were kept:
+// the caller writes from there on.
+func (t *TempFile) Resumed() int64 { return t.resumed }
+
+// Path is the temp file's path, for messages.
+func (t *TempFile) Path() string { return t.d.Join(tmpBase(t.name)) }
+
+// Reader opens another, read-only descriptor of the temp file, which
+// still reads the file once Commit renamed it: a receiver serves what it
+// has written to its peers through it while it writes on.
+func (t *TempFile) Reader() (*os.File, error) {
+	f, err := t.d.OpenFile(tmpBase(t.name), unix.O_RDONLY, 0)
+	if err != nil {
+		return nil, classifyWrite(t.d.Join(t.name), err)
+	}
+	return f, nil
+}
+
+// HashResumed feeds the kept prefix to h, so a whole-content hash taken
+// while the rest is written covers the file: the resumed part is local.
+func (t *TempFile) HashResumed(h hash.Hash) error {
+	if t.resumed == 0 {
+		return nil
+	}
+	if _, err := io.Copy(h, io.NewSectionReader(t.f, 0, t.resumed)); err != nil {
+		return fmt.Errorf("re-read %s: %w", t.Path(), err)
+	}
+	return nil
+}
+
+// Commit renames the written and checked temp file into place with mode
+// (0: 0644). The marks were the temp file's, not the staged file's: they
+// are dropped, and the fsync before the rename makes that durable. A
+// failure is classified (staging.ClassifyWrite) naming the destination.
+func (t *TempFile) Commit(mode fs.FileMode) error {
+	dst, tmp := t.d.Join(t.name), t.Path()
+	dropMarks(t.f)
+	if mode == 0 {
+		mode = 0o644
+	}
+	if err := t.f.Chmod(mode); err != nil {
+		return classifyWrite(dst, fmt.Errorf("chmod %s: %w", tmp, err))
+	}
+	if err := t.f.Sync(); err != nil {
+		return classifyWrite(dst, fmt.Errorf("fsync %s: %w", tmp, err))
+	}
+	if err := t.f.Close(); err != nil {
+		return classifyWrite(dst, fmt.Errorf("close %s: %w", tmp, err))
+	}
+	if err := t.d.Rename(tmpBase(t.name), t.name); err != nil {
+		return classifyWrite(dst, err)
+	}
+	t.done = true
+	return nil
+}
+
+// Discard ends a temp file that was not committed: it is closed and, unless
+// keep (a cancel or kill: what was written stays for a resume), removed.
+// After Commit it does nothing, so it can be deferred.
+func (t *TempFile) Discard(keep bool) {
+	if t.done {
+		return
+	}
+	t.f.Close()
+	if !keep {
+		t.d.Remove(tmpBase(t.name))
+	}
+}

@@ -41,21 +41,43 @@ func Verify(ctx context.Context, in Spec, full bool) (staging.VerifyResult, erro
 			led = l
 		}
 	}
-	// Files are checked in parallel (sampled reads are latency-bound);
-	// results are gathered in plan order.
+	v := &verifier{s: s, p: p, dc: dc, led: led, full: full, res: &res}
+	for _, step := range []func(context.Context) error{v.files, v.links, v.exports} {
+		if err := step(ctx); err != nil {
+			return res, err
+		}
+	}
+	sort.Strings(res.Bad)
+	sort.Strings(res.Missing)
+	return res, nil
+}
+
+// verifier is one Verify pass: what it checks against, and its result.
+type verifier struct {
+	s    *spec
+	p    *plan
+	dc   *staging.Dirs
+	led  *ledger.Ledger
+	full bool
+	res  *staging.VerifyResult
+}
+
+// files checks the mirror's files in parallel (sampled reads are
+// latency-bound) and gathers the results in plan order.
+func (v *verifier) files(ctx context.Context) error {
 	type outcome struct {
 		missing, bad bool
 		err          error
 	}
-	outs := make([]outcome, len(p.Files))
-	if err := forEach(ctx, len(p.Files), metaWorkers, func(ctx context.Context, i int) error {
+	outs := make([]outcome, len(v.p.Files))
+	if err := forEach(ctx, len(v.p.Files), metaWorkers, func(ctx context.Context, i int) error {
 		if ctx.Err() != nil {
 			outs[i].err = ctx.Err()
 			return nil
 		}
-		it := p.Files[i]
-		dst := filepath.Join(s.mirror, it.Rel)
-		d, name, err := dc.Parent(dst, false)
+		it := v.p.Files[i]
+		dst := filepath.Join(v.s.mirror, it.Rel)
+		d, name, err := v.dc.Parent(dst, false)
 		if err != nil && !missing(err) {
 			outs[i].err = err
 			return nil
@@ -70,97 +92,99 @@ func Verify(ctx context.Context, in Spec, full bool) (staging.VerifyResult, erro
 		case !isReg(fi):
 			outs[i].bad = true
 		default:
-			good, err := verifyFile(s, it, d, name, fi.Size, led, full)
+			good, err := verifyFile(v.s, it, d, name, fi.Size, v.led, v.full)
 			outs[i].bad, outs[i].err = !good, err
 		}
 		return nil
 	}); err != nil {
-		return res, err
+		return err
 	}
 	for i, o := range outs {
-		dst := filepath.Join(s.mirror, p.Files[i].Rel)
-		switch {
-		case o.err != nil:
-			return res, o.err
-		case o.missing:
-			res.Missing = append(res.Missing, dst)
-		case o.bad:
-			res.Bad = append(res.Bad, dst)
-		default:
-			res.OK++
+		if o.err != nil {
+			return o.err
 		}
+		v.count(filepath.Join(v.s.mirror, v.p.Files[i].Rel), o.missing, o.bad)
 	}
-	linkState := make([]int, len(p.Links)) // 0 ok, 1 missing, 2 bad
-	if err := forEach(ctx, len(p.Links), metaWorkers, func(_ context.Context, i int) error {
-		path := filepath.Join(s.mirror, p.Links[i].Rel)
-		d, name, err := dc.Parent(path, false)
+	return nil
+}
+
+// links checks the mirror's snapshot links in parallel, gathered in plan
+// order.
+func (v *verifier) links(ctx context.Context) error {
+	const linkMissing, linkBad = 1, 2 // 0: as planned
+	state := make([]int, len(v.p.Links))
+	if err := forEach(ctx, len(v.p.Links), metaWorkers, func(_ context.Context, i int) error {
+		path := filepath.Join(v.s.mirror, v.p.Links[i].Rel)
+		d, name, err := v.dc.Parent(path, false)
 		var fi unix.Stat_t
 		if err == nil {
 			fi, err = d.Lstat(name)
 		}
 		switch {
 		case err != nil:
-			linkState[i] = 1
+			state[i] = linkMissing
 		case !isLink(fi):
-			linkState[i] = 2
+			state[i] = linkBad
 		default:
-			if t, err := d.Readlink(name); err != nil || t != p.Links[i].Target {
-				linkState[i] = 2
+			if t, err := d.Readlink(name); err != nil || t != v.p.Links[i].Target {
+				state[i] = linkBad
 			}
 		}
 		return nil
 	}); err != nil {
-		return res, err
+		return err
 	}
-	for i, st := range linkState {
-		path := filepath.Join(s.mirror, p.Links[i].Rel)
-		switch st {
-		case 0:
-			res.OK++
-		case 1:
-			res.Missing = append(res.Missing, path)
-		default:
-			res.Bad = append(res.Bad, path)
-		}
+	for i, st := range state {
+		v.count(filepath.Join(v.s.mirror, v.p.Links[i].Rel), st == linkMissing, st == linkBad)
 	}
-	for _, e := range s.Exports {
-		rp := p.Repos[e.Repo]
+	return nil
+}
+
+// exports checks each export: an empty placeholder for every skipped
+// entry, a hard link to the mirror file for every other, and its bind
+// manifest.
+func (v *verifier) exports(context.Context) error {
+	for _, e := range v.s.Exports {
+		rp := v.p.Repos[e.Repo]
 		rev, err := rp.exportRev()
 		if err != nil {
-			return res, err
+			return err
 		}
 		root := filepath.Clean(e.Path)
 		for _, en := range rp.Revs[rev] {
 			target := filepath.Join(root, en.Path)
-			ti, err := dc.Lstat(target)
+			ti, err := v.dc.Lstat(target)
 			if err != nil {
 				if !missing(err) {
-					return res, err
+					return err
 				}
-				res.Missing = append(res.Missing, target)
+				v.count(target, true, false)
 				continue
 			}
 			if en.Skipped {
-				if isReg(ti) && ti.Size == 0 {
-					res.OK++
-				} else {
-					res.Bad = append(res.Bad, target)
-				}
+				v.count(target, false, !isReg(ti) || ti.Size != 0)
 				continue
 			}
-			if mi, err := dc.Lstat(filepath.Join(s.mirror, en.File)); err == nil && isReg(mi) && mi.Dev == ti.Dev && mi.Ino == ti.Ino {
-				res.OK++
-			} else {
-				res.Bad = append(res.Bad, target)
-			}
+			mi, err := v.dc.Lstat(filepath.Join(v.s.mirror, en.File))
+			v.count(target, false, err != nil || !isReg(mi) || mi.Dev != ti.Dev || mi.Ino != ti.Ino)
 		}
-		if _, err := dc.Lstat(BindManifestPath(root)); err != nil {
-			res.Missing = append(res.Missing, BindManifestPath(root))
+		if _, err := v.dc.Lstat(BindManifestPath(root)); err != nil {
+			v.count(BindManifestPath(root), true, false)
 		}
 	}
-	sort.Strings(res.Bad)
-	sort.Strings(res.Missing)
-	return res, nil
+	return nil
+}
+
+// count records path as missing, bad, or else OK.
+func (v *verifier) count(path string, missing, bad bool) {
+	switch {
+	case missing:
+		v.res.Missing = append(v.res.Missing, path)
+	case bad:
+		v.res.Bad = append(v.res.Bad, path)
+	default:
+		v.res.OK++
+	}
 }
 
 func verifyFile(s *spec, it *fileItem, d *staging.Dir, name string, size int64, led *ledger.Ledger, full bool) (bool, error) {

@@ -1,9 +1,3 @@
-// Package ledger records what staging wrote: per file (or per block of rows)
-// its size and a hash of sampled regions (head, tail and spread samples),
-// optionally a full sha256. Both staging engines keep one in their dst, so a
-// second pass verifies in O(files) and copies nothing. It never trusts the
-// source's mtime or size: NFS lies about both. A file proved whole against
-// its content-addressed name may carry a Seal of its local identity.
 package ledger
 
 import (
@@ -217,6 +211,12 @@ func Load(path, kind string) (*Ledger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read ledger %s: %w", path, err)
 	}
+	return decode(b, path, kind)
+}
+
+// decode parses the ledger file path held b, refusing a corrupt one or one
+// of another format version (staging then rebuilds by adoption).
+func decode(b []byte, path, kind string) (*Ledger, error) {
 	l := New(kind)
 	if err := json.Unmarshal(b, l); err != nil {
 		return nil, fmt.Errorf("ledger %s is not valid JSON (%v): delete it to re-verify the tree from scratch", path, err)
@@ -234,12 +234,17 @@ func Load(path, kind string) (*Ledger, error) {
 // It is compact JSON (jq reads it): a mirror of 10,000 files has a ledger
 // of megabytes that every pass loads.
 func (l *Ledger) Save(path string) error {
-	l.UpdatedAt = time.Now().UTC()
-	b, err := json.Marshal(l)
+	b, err := l.encode()
 	if err != nil {
 		return err
 	}
 	return WriteFileAtomic(path, b, 0o644)
+}
+
+// encode stamps the ledger with the time it is saved and marshals it.
+func (l *Ledger) encode() ([]byte, error) {
+	l.UpdatedAt = time.Now().UTC()
+	return json.Marshal(l)
 }
 
 // WriteFileAtomic writes data to a temp name beside path, fsyncs it and
@@ -251,34 +256,39 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Chmod(perm); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if op, err := fill(f, data, perm); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("%s %s: %w", op, path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("rename into %s: %w", path, err)
 	}
-	ok = true
 	if d, err := os.Open(dir); err == nil {
 		d.Sync()
 		d.Close()
 	}
 	return nil
+}
+
+// fill writes data to the new temp file f, gives it perm, makes it durable
+// and closes it (also when a step fails), for both atomic writers; op names
+// the step that failed ("write" or "fsync") for their messages.
+func fill(f *os.File, data []byte, perm os.FileMode) (op string, err error) {
+	defer f.Close() // a second close after the one below only errs
+	if _, err := f.Write(data); err != nil {
+		return "write", err
+	}
+	if err := f.Chmod(perm); err != nil {
+		return "write", err
+	}
+	if err := f.Sync(); err != nil {
+		return "fsync", err
+	}
+	if err := f.Close(); err != nil {
+		return "write", err
+	}
+	return "", nil
 }
 
 // LoadIn is Load for the ledger file name inside d, a staging directory
@@ -292,23 +302,12 @@ func LoadIn(d *staging.Dir, name, kind string) (*Ledger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read ledger %s: %w", d.Join(name), err)
 	}
-	l := New(kind)
-	if err := json.Unmarshal(b, l); err != nil {
-		return nil, fmt.Errorf("ledger %s is not valid JSON (%v): delete it to re-verify the tree from scratch", d.Join(name), err)
-	}
-	if l.Version != Version {
-		return nil, fmt.Errorf("ledger %s has version %d, this sparklane reads %d: delete it to re-verify", d.Join(name), l.Version, Version)
-	}
-	if l.Entries == nil {
-		l.Entries = map[string]Entry{}
-	}
-	return l, nil
+	return decode(b, d.Join(name), kind)
 }
 
 // SaveIn is Save for the ledger file name inside d (beneath the node's root).
 func (l *Ledger) SaveIn(d *staging.Dir, name string) error {
-	l.UpdatedAt = time.Now().UTC()
-	b, err := json.Marshal(l)
+	b, err := l.encode()
 	if err != nil {
 		return err
 	}
@@ -326,29 +325,14 @@ func WriteFileAtomicIn(d *staging.Dir, name string, data []byte, perm os.FileMod
 	if err != nil {
 		return staging.ClassifyWrite(d.Join(name), fmt.Errorf("write %s: %w", d.Join(name), err))
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			d.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return staging.ClassifyWrite(d.Join(name), fmt.Errorf("write %s: %w", d.Join(name), err))
-	}
-	if err := f.Chmod(perm); err != nil {
-		return staging.ClassifyWrite(d.Join(name), fmt.Errorf("write %s: %w", d.Join(name), err))
-	}
-	if err := f.Sync(); err != nil {
-		return staging.ClassifyWrite(d.Join(name), fmt.Errorf("fsync %s: %w", d.Join(name), err))
-	}
-	if err := f.Close(); err != nil {
-		return staging.ClassifyWrite(d.Join(name), fmt.Errorf("write %s: %w", d.Join(name), err))
+	if op, err := fill(f, data, perm); err != nil {
+		d.Remove(tmp)
+		return staging.ClassifyWrite(d.Join(name), fmt.Errorf("%s %s: %w", op, d.Join(name), err))
 	}
 	if err := d.Rename(tmp, name); err != nil {
+		d.Remove(tmp)
 		return staging.ClassifyWrite(d.Join(name), fmt.Errorf("rename into %s: %w", d.Join(name), err))
 	}
-	ok = true
 	_ = d.Sync()
 	return nil
 }

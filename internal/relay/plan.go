@@ -1,12 +1,3 @@
-// Package relay stages a lane's files onto several nodes while reading the
-// NAS about once: each file has one reader node, which copies it from the
-// NAS, and every other node receives it from a peer that has it or is
-// receiving it (a chain, pipelined at fsynced-chunk granularity), over
-// mutually authenticated TLS between the nodes' fleet addresses. Every
-// receiver checks what it got against the NAS's sampled hash (and the LFS
-// sha256 name under verify = "sha256") and falls back to the NAS when a
-// peer is slow, gone or wrong, so no peer is a single point of corruption.
-// It knows nothing of Temporal.
 package relay
 
 import (

@@ -2,20 +2,13 @@ package relay
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
-	"io"
-	"io/fs"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,27 +17,16 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
-	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/hubmirror"
 	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/staging"
 )
 
-// File is one file a node brings into its mirror through the relay.
-type File struct {
-	// Rel is the mirror-relative path (the same on every node).
-	Rel string
-	// Src is the file on the NAS: the reader copies it, and every node
-	// samples it to check what a peer sent.
-	Src string
-	// Size is the source's size.
-	Size int64
-	// Mode is the permission bits the staged file gets (0: 0644).
-	Mode fs.FileMode
-	// WantSHA is the content's sha256 (an LFS blob name), checked when
-	// Job.SHA256 is set.
-	WantSHA string
-}
+// File is one file a node brings into its mirror through the relay: an
+// entry of the block's listing (hubmirror.Files), the same on every node.
+// The reader node copies Src from the NAS, and every node samples Src to
+// check what a peer sent; WantSHA is checked when Job.SHA256 is set.
+type File = hubmirror.File
 
 // Job is one node's part of one relayed block.
 type Job struct {
@@ -183,13 +165,14 @@ type pass struct {
 }
 
 // Run brings job.Files into job.Mirror on job.Node. The files are servable
-// to peers while they arrive. Temp files and resume follow hubmirror's
-// rules (".NAME.sparklane-tmp", trusted up to hubmirror.TrustedPrefix after
-// a sampled check against the NAS); this engine marks its temp files, so a
-// killed receiver re-copies at most a chunk per file in flight. Run writes
-// no ledger: a hubmirror Stage of the same block afterwards adopts what it
-// placed (sampling it against the NAS) and copies whatever the relay could
-// not deliver.
+// to peers while they arrive. Temp files and resume are hubmirror's
+// (hubmirror.OpenTemp: an earlier temp file is kept up to its trusted
+// prefix after a sampled check against the NAS); this engine's temp files
+// say each chunk is flushed before the next, so a killed receiver
+// re-copies at most a chunk per file in flight. Run writes no ledger: a
+// hubmirror Stage of the same block afterwards adopts what it placed
+// (taking this pass's check against the NAS, Result.Checked) and copies
+// whatever the relay could not deliver.
 func (r *Receiver) Run(ctx context.Context, job Job) (Result, error) {
 	r.init()
 	if job.Parallel <= 0 {
@@ -300,8 +283,8 @@ func (r nasReader) ReadAt(b []byte, off int64) (int, error) {
 	return n, err
 }
 
-var errShortSource = errors.New("source ended early")
-
+// file brings f into the mirror: left as it is when it is in place and
+// matches the NAS's samples, else received (from its peer or the NAS).
 func (p *pass) file(ctx context.Context, f File) (err error) {
 	e := p.entry(f.Rel)
 	defer func() {
@@ -324,53 +307,16 @@ func (p *pass) file(ctx context.Context, f File) (err error) {
 	if err != nil {
 		return fmt.Errorf("relay: sample NAS file %s: %w", f.Src, err)
 	}
-	// Already in place and matching the NAS's samples: serve it as it is.
-	looked := time.Now()
-	if st, err := d.Lstat(name); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == f.Size {
-		if rf, err := d.OpenFile(name, unix.O_RDONLY, 0); err == nil {
-			if got, err := ledger.SampleHash(rf, f.Size); err == nil && got == want {
-				if e != nil {
-					e.done(rf)
-				} else {
-					rf.Close()
-				}
-				p.mu.Lock()
-				p.checked(f.Rel, staging.Checked{Sampled: want, Stat: st, At: looked})
-				p.res.Present++
-				p.prog.FilesDone++
-				p.prog.BytesDone += f.Size
-				p.mu.Unlock()
-				return nil
-			}
-			rf.Close()
-		}
+	if p.present(d, name, f, want, e) {
+		return nil
 	}
-	route := p.plan.Route(f.Rel, p.job.Node)
-	peer := route.Source
-	if p.job.SHA256 && f.WantSHA == "" {
-		peer = "" // nothing but the NAS's own content could confirm it whole
-	}
-	var sum string // the received file's sha256, when it was hashed
-	for attempt := 0; ; attempt++ {
-		usedPeer, err := p.copy(ctx, f, d, name, nas, want, peer, e, &sum)
-		if err == nil {
-			break
-		}
-		var bad *badContent
-		if errors.As(err, &bad) && usedPeer != "" && attempt == 0 {
-			p.giveUp(usedPeer, fmt.Sprintf("sent %s with wrong content (%v)", f.Rel, bad.why), true)
-			p.mu.Lock()
-			p.res.Refetched++
-			p.mu.Unlock()
-			p.r.Log.Warn("relay: a peer sent wrong content; fetching the file again from the NAS", zap.String("peer", usedPeer), zap.String("path", f.Rel), zap.String("why", bad.why))
-			peer = ""
-			continue
-		}
+	sum, err := p.receive(ctx, f, d, name, nas, want, e)
+	if err != nil {
 		return err
 	}
 	// Its identity now (the rename just moved its ctime), for the pass
 	// that takes this check.
-	looked = time.Now()
+	looked := time.Now()
 	fst, lerr := d.Lstat(name)
 	p.mu.Lock()
 	if lerr == nil {
@@ -384,6 +330,62 @@ func (p *pass) file(ctx context.Context, f File) (err error) {
 	return nil
 }
 
+// present reports whether f is already in place (name in d) and matches
+// the NAS's samples (want): then it is served as it is.
+func (p *pass) present(d *staging.Dir, name string, f File, want string, e *entry) bool {
+	looked := time.Now()
+	st, err := d.Lstat(name)
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != f.Size {
+		return false
+	}
+	rf, err := d.OpenFile(name, unix.O_RDONLY, 0)
+	if err != nil {
+		return false
+	}
+	if got, err := ledger.SampleHash(rf, f.Size); err != nil || got != want {
+		rf.Close()
+		return false
+	}
+	if e != nil {
+		e.done(rf)
+	} else {
+		rf.Close()
+	}
+	p.mu.Lock()
+	p.checked(f.Rel, staging.Checked{Sampled: want, Stat: st, At: looked})
+	p.res.Present++
+	p.prog.FilesDone++
+	p.prog.BytesDone += f.Size
+	p.mu.Unlock()
+	return true
+}
+
+// receive copies f from its route's peer (the NAS when it has none), and
+// once more from the NAS when that peer sent wrong content, which gives
+// the peer up for the block. It returns the sha256 when it was checked.
+func (p *pass) receive(ctx context.Context, f File, d *staging.Dir, name string, nas nasReader, want string, e *entry) (string, error) {
+	peer := p.plan.Route(f.Rel, p.job.Node).Source
+	if p.job.SHA256 && f.WantSHA == "" {
+		peer = "" // nothing but the NAS's own content could confirm it whole
+	}
+	for attempt := 0; ; attempt++ {
+		usedPeer, sum, err := p.copy(ctx, f, d, name, nas, want, peer, e)
+		if err == nil {
+			return sum, nil
+		}
+		var bad *badContent
+		if !errors.As(err, &bad) || usedPeer == "" || attempt > 0 {
+			return "", err
+		}
+		p.giveUp(usedPeer, fmt.Sprintf("sent %s with wrong content (%v)", f.Rel, bad.why), true)
+		p.mu.Lock()
+		p.res.Refetched++
+		p.mu.Unlock()
+		p.r.Log.Warn("relay: a peer sent wrong content; fetching the file again from the NAS", zap.String("peer", usedPeer), zap.String("path", f.Rel), zap.String("why", bad.why))
+		peer = ""
+	}
+}
+
 // checked records a file found matching the NAS; p.mu is held.
 func (p *pass) checked(rel string, c staging.Checked) {
 	if p.res.Checked == nil {
@@ -392,338 +394,11 @@ func (p *pass) checked(rel string, c staging.Checked) {
 	p.res.Checked[rel] = c
 }
 
-type badContent struct{ why string }
-
-func (b *badContent) Error() string { return b.why }
-
-// badPeer is a peer given up on: when, and whether for wrong content
-// (never tried again) or while one file tries it again.
-type badPeer struct {
-	at      time.Time
-	wrong   bool
-	probing bool
-}
-
-// giveUp stops using peer: for the rest of the block when it sent wrong
-// content, else until RetryPeerAfter has passed.
-func (p *pass) giveUp(peer, why string, wrong bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	b, known := p.bad[peer]
-	if !known {
-		b = &badPeer{}
-		p.bad[peer] = b
-	}
-	b.at, b.probing, b.wrong = time.Now(), false, b.wrong || wrong
-	if !known || p.failed[peer] != why {
-		p.r.Log.Warn("relay: giving up on a peer; reading the NAS instead", zap.String("peer", peer), zap.String("why", why), zap.Bool("for_the_block", b.wrong))
-	}
-	p.failed[peer] = why
-}
-
-// peerOK reports whether a file may fetch from peer: one that was not
-// given up on, or one that was gone or stalled long enough ago (one file
-// at a time tries it again; peerBack clears it when that works).
-func (p *pass) peerOK(peer string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	b, bad := p.bad[peer]
-	if !bad {
-		return true
-	}
-	if b.wrong || b.probing || time.Since(b.at) < p.r.RetryPeerAfter {
-		return false
-	}
-	b.probing = true
-	return true
-}
-
-// peerBack clears peer after a file came whole from it.
-func (p *pass) peerBack(peer string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, bad := p.bad[peer]; bad {
-		delete(p.bad, peer)
-		p.r.Log.Info("relay: a peer given up on serves again", zap.String("peer", peer))
-	}
-}
-
-// copy writes f to its temp name beside the final one, chunk by chunk
-// (fdatasync, then servable), from peer when set and healthy, else from
-// the NAS; checks it; renames it into place. It returns the peer any byte
-// came from.
-func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, nas nasReader, want, peer string, e *entry, sum *string) (usedPeer string, err error) {
-	chunk := p.job.Chunk
-	tmp := hubmirror.TempBase(name)
-	dst := d.Join(name)
-	var out *os.File
-	var off int64
-	// A temp file beside dst is an earlier copy of this destination (a
-	// killed or cancelled pass, this engine's or hubmirror's). Its trusted
-	// prefix (hubmirror.TrustedPrefix: all of it in the boot that wrote
-	// it; after a reboot up to the chunk holding the last byte of this
-	// engine's marked files, two flush intervals less of hubmirror's, whose
-	// flush trails its copy) is kept after the same sampled check against
-	// the NAS, and flushed before this pass writes on (hubmirror.TakeOver).
-	// A mark made with another chunk size is dropped (durably) before this
-	// pass marks the file with its own. (A copy refused for bad content
-	// removed its temp.)
-	if st, err := d.Lstat(tmp); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size > 0 {
-		if of, err := d.OpenFile(tmp, os.O_RDWR, 0); err == nil {
-			done := hubmirror.TrustedPrefix(of, min(st.Size, f.Size))
-			if done > 0 {
-				a, errA := ledger.SampleRegion(of, 0, done)
-				b, errB := ledger.SampleRegion(nas, 0, done)
-				if errA == nil && errB == nil && a == b && of.Truncate(done) == nil && (hubmirror.SyncedChunk(of) == chunk || hubmirror.ClearSyncedMark(of) == nil) && hubmirror.TakeOver(of) == nil {
-					hubmirror.MarkSyncedChunk(of, chunk) // all it kept is flushed now
-					out, off = of, done
-					p.mu.Lock()
-					p.res.Resumed += done
-					p.mu.Unlock()
-				}
-			}
-			if out == nil {
-				of.Close()
-			}
-		}
-	}
-	if out == nil {
-		of, err := d.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
-			return "", staging.ClassifyWrite(dst, fmt.Errorf("create: %w", err))
-		}
-		// Every chunk is fdatasynced before the next is written: say so,
-		// so a resume after a reboot keeps all but the last, and that it
-		// is written in this boot, so a resume within it keeps all (best
-		// effort).
-		hubmirror.MarkSyncedChunk(of, chunk)
-		hubmirror.MarkBoot(of)
-		out = of
-	}
-	ok, keep := false, false
-	defer func() {
-		if !ok {
-			out.Close()
-			if !keep {
-				d.Remove(tmp)
-			}
-		}
-	}()
-	fail := func(err error) (string, error) {
-		if ctx.Err() != nil {
-			keep = true // a cancel or kill leaves the fsynced chunks for a resume
-		}
-		return usedPeer, err
-	}
-	if e != nil {
-		rf, err := d.OpenFile(tmp, unix.O_RDONLY, 0)
-		if err != nil {
-			return fail(staging.ClassifyWrite(dst, err))
-		}
-		e.start(rf, off)
-	}
-	var h hash.Hash
-	if p.job.SHA256 && f.WantSHA != "" {
-		h = sha256.New()
-		if off > 0 {
-			if _, err := io.Copy(h, io.NewSectionReader(out, 0, off)); err != nil {
-				return fail(fmt.Errorf("relay: re-read %s: %w", d.Join(tmp), err))
-			}
-		}
-	}
-	var stream io.ReadCloser
-	defer func() {
-		if stream != nil {
-			stream.Close()
-		}
-	}()
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	buf := *bp
-	for off < f.Size {
-		if err := ctx.Err(); err != nil {
-			return fail(err)
-		}
-		// From the peer: at the start, or again at a chunk boundary once
-		// a peer given up on may be tried again (it restarted).
-		if stream == nil && peer != "" && p.peerOK(peer) {
-			s, err := p.open(ctx, peer, f.Rel, off)
-			if err != nil {
-				p.giveUp(peer, err.Error(), false)
-			} else {
-				stream = s
-			}
-		}
-		// Chunks end on the chunk grid, also after resuming off it (all a
-		// killed writer wrote): the mark trusts whole grid chunks.
-		n := min(chunk-off%chunk, f.Size-off)
-		for w := int64(0); w < n; {
-			m := min(int64(len(buf)), n-w)
-			var k int
-			if stream != nil {
-				var rerr error
-				k, rerr = io.ReadFull(stream, buf[:m])
-				if k > 0 {
-					usedPeer = peer
-					p.addPeer(peer, int64(k))
-				}
-				if rerr != nil {
-					if ctx.Err() != nil {
-						return fail(ctx.Err())
-					}
-					p.giveUp(peer, fmt.Sprintf("stream of %s ended at %d of %d bytes: %v", f.Rel, off+w+int64(k), f.Size, rerr), false)
-					stream.Close()
-					stream = nil
-				}
-			} else {
-				var rerr error
-				k, rerr = nas.ReadAt(buf[:m], off+w)
-				if int64(k) < m {
-					if rerr == nil || errors.Is(rerr, io.EOF) {
-						rerr = errShortSource
-					}
-					return fail(fmt.Errorf("relay: read NAS file %s at %d: %w", f.Src, off+w, rerr))
-				}
-			}
-			if k > 0 {
-				if _, err := out.WriteAt(buf[:k], off+w); err != nil {
-					return fail(staging.ClassifyWrite(dst, fmt.Errorf("write %s at %d: %w", d.Join(tmp), off+w, err)))
-				}
-				if h != nil {
-					h.Write(buf[:k])
-				}
-				w += int64(k)
-				p.written.Add(int64(k))
-			}
-		}
-		if err := unix.Fdatasync(int(out.Fd())); err != nil {
-			return fail(staging.ClassifyWrite(dst, fmt.Errorf("fdatasync %s: %w", d.Join(tmp), err)))
-		}
-		off += n
-		if e != nil {
-			e.advance(off)
-		}
-		p.mu.Lock()
-		p.prog.BytesDone += n
-		p.mu.Unlock()
-		p.report(true)
-		if p.job.OnChunk != nil {
-			p.job.OnChunk(f.Rel, off)
-		}
-	}
-	got, err := ledger.SampleHash(out, f.Size)
-	if err != nil {
-		return fail(fmt.Errorf("relay: sample %s: %w", d.Join(tmp), err))
-	}
-	var why string
-	if got != want {
-		why = "sampled hash differs from the NAS's"
-	} else if h != nil {
-		if *sum = hex.EncodeToString(h.Sum(nil)); *sum != f.WantSHA {
-			why = "sha256 " + *sum + " is not its name " + f.WantSHA
-			*sum = ""
-		}
-	}
-	if why != "" {
-		if usedPeer != "" {
-			p.mu.Lock()
-			p.prog.BytesDone -= f.Size
-			p.mu.Unlock()
-			return usedPeer, &badContent{why}
-		}
-		if h != nil && got == want {
-			return fail(fault.Permanent(fault.ContentMismatch, fmt.Errorf("NAS file %s: %s: the NAS copy is corrupt, re-download it", f.Src, why)))
-		}
-		return fail(fmt.Errorf("relay: %s: copied content does not match the NAS file %s sampled before the copy (it changed while copying?): rerun", dst, f.Src))
-	}
-	mode := f.Mode
-	if mode == 0 {
-		mode = 0o644
-	}
-	// The resume marks are the temp file's, not the staged file's (the
-	// fsync below makes their removal durable).
-	hubmirror.DropMarks(out)
-	if err := out.Chmod(mode); err != nil {
-		return fail(staging.ClassifyWrite(dst, err))
-	}
-	if err := out.Sync(); err != nil {
-		return fail(staging.ClassifyWrite(dst, err))
-	}
-	if err := out.Close(); err != nil {
-		return fail(staging.ClassifyWrite(dst, err))
-	}
-	if err := d.Rename(tmp, name); err != nil {
-		return fail(staging.ClassifyWrite(dst, err))
-	}
-	ok = true
-	if e != nil {
-		e.done(nil)
-	}
-	if stream != nil {
-		p.peerBack(peer) // it sent the file to its end, and it was right
-	}
-	return usedPeer, nil
-}
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 4<<20); return &b }}
-
 func (p *pass) addPeer(peer string, n int64) {
 	p.mu.Lock()
 	p.peers[peer] += n
 	p.mu.Unlock()
 	p.report(false)
-}
-
-// stallReader ends a stream whose next bytes take longer than the stall
-// timeout.
-type stallReader struct {
-	body   io.ReadCloser
-	timer  *time.Timer
-	stall  time.Duration
-	cancel context.CancelFunc
-}
-
-func (s *stallReader) Read(b []byte) (int, error) {
-	s.timer.Reset(s.stall)
-	n, err := s.body.Read(b)
-	s.timer.Stop() // time spent writing and fsyncing is not the peer's
-	return n, err
-}
-
-func (s *stallReader) Close() error {
-	s.timer.Stop()
-	s.cancel()
-	return s.body.Close()
-}
-
-// open asks peer for rel from off on.
-func (p *pass) open(ctx context.Context, peer, rel string, off int64) (io.ReadCloser, error) {
-	addr, ok := p.job.Peers[peer]
-	if !ok || addr == "" {
-		return nil, fmt.Errorf("no relay address for peer %s", peer)
-	}
-	u := url.URL{Scheme: "https", Host: addr, Path: "/v1/file", RawQuery: url.Values{
-		"block": {p.job.Key}, "path": {rel}, "off": {strconv.FormatInt(off, 10)},
-	}.Encode()}
-	sctx, cancel := context.WithCancel(ctx)
-	req, err := http.NewRequestWithContext(sctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp, err := p.r.client.Do(req)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("fetch %s from %s (%s): %w", rel, peer, addr, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		resp.Body.Close()
-		cancel()
-		return nil, fmt.Errorf("fetch %s from %s (%s): %s: %s", rel, peer, addr, resp.Status, b)
-	}
-	t := time.AfterFunc(p.r.StallTimeout, cancel)
-	return &stallReader{body: resp.Body, timer: t, stall: p.r.StallTimeout, cancel: cancel}, nil
 }
 
 func (p *pass) report(force bool) {

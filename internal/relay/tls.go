@@ -39,29 +39,33 @@ func (id Identity) load() (tls.Certificate, *x509.CertPool, error) {
 // and a verified client certificate from the fleet CA required on every
 // connection.
 func ServerTLS(id Identity) (*tls.Config, error) {
-	cert, pool, err := id.load()
+	c, pool, err := id.config()
 	if err != nil {
 		return nil, err
 	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pool,
-	}, nil
+	c.ClientAuth, c.ClientCAs = tls.RequireAndVerifyClientCert, pool
+	return c, nil
 }
 
 // ClientTLS is the receiver's TLS: the node's certificate as its client
 // identity, and peers' server certificates verified against the fleet CA
 // (the peer's address must be in its certificate).
 func ClientTLS(id Identity) (*tls.Config, error) {
-	cert, pool, err := id.load()
+	c, pool, err := id.config()
 	if err != nil {
 		return nil, err
 	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{cert},
-		RootCAs:      pool,
-	}, nil
+	c.RootCAs = pool
+	return c, nil
+}
+
+// config is what both sides' TLS share: TLS 1.3 and the node's
+// certificate; pool holds the fleet CA, which each side trusts for the
+// other's certificate.
+func (id Identity) config() (c *tls.Config, pool *x509.CertPool, err error) {
+	cert, pool, err := id.load()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}}, pool, nil
 }

@@ -44,31 +44,15 @@ func (h HubMirror) Stage(ctx context.Context, spec hubmirror.Spec, opts staging.
 	if err != nil {
 		return staging.Result{}, err
 	}
-	var files []File
-	var bytes int64
-	for _, f := range all {
-		if f.Size < MinRelaySize || (spec.Verify == "sha256" && f.WantSHA == "") {
-			continue
-		}
-		files = append(files, File{Rel: f.Rel, Src: f.Src, Size: f.Size, Mode: f.Mode, WantSHA: f.WantSHA})
-		bytes += f.Size
-	}
+	files := relayed(all, spec.Verify == "sha256")
 	var rr Result
-	var rerr error
 	var report *staging.RelayReport
 	if !opts.DryRun && !opts.Force && len(files) > 0 {
 		if err := staging.CheckFree(spec.Dst, spec.MinFree); err != nil {
 			return staging.Result{}, err
 		}
-		job := Job{Key: h.Key, Node: h.Node, Nodes: h.Nodes, Peers: h.Peers, Mirror: mirror, Roots: spec.Roots,
-			Files: files, SHA256: spec.Verify == "sha256", Parallel: opts.Parallel, Chunk: h.Chunk}
-		if opts.OnProgress != nil {
-			job.OnProgress = func(p Progress) {
-				opts.OnProgress(staging.Progress{FilesTotal: p.FilesTotal, FilesDone: p.FilesDone, BytesTotal: p.BytesTotal, BytesDone: p.BytesDone,
-					Sources: staging.Sources{FromNAS: p.FromNAS, FromPeers: p.FromPeers}})
-			}
-		}
-		rr, rerr = h.Receiver.Run(ctx, job)
+		var rerr error
+		rr, rerr = h.Receiver.Run(ctx, h.job(spec, opts, mirror, files))
 		report = &staging.RelayReport{Files: rr.Files, Present: rr.Present, Refetched: rr.Refetched, PeerFailures: rr.PeerFailures, Resumed: rr.Resumed}
 		if rerr != nil {
 			if _, perm := fault.TypeOf(rerr); perm || ctx.Err() != nil {
@@ -78,18 +62,7 @@ func (h HubMirror) Stage(ctx context.Context, spec hubmirror.Spec, opts staging.
 			log.Warn("relay stopped early; the hub-mirror pass reads the rest from the NAS", zap.String("block", h.Key), zap.Error(rerr))
 		}
 	}
-	// The ledger pass: its progress carries the relay's counts (what it
-	// copies itself from the NAS shows in the result).
-	inner := opts
-	inner.Checked = rr.Checked // compared with the NAS just now: not sampled again
-	if opts.OnProgress != nil {
-		inner.OnProgress = func(p staging.Progress) {
-			p.FromNAS = rr.FromNAS
-			p.FromPeers = rr.FromPeers
-			opts.OnProgress(p)
-		}
-	}
-	res, err := hubmirror.Stage(ctx, spec, inner)
+	res, err := hubmirror.Stage(ctx, spec, ledgerPass(opts, rr))
 	res.Relay = report
 	// The hub-mirror pass reads the NAS too (it counts what).
 	res.FromNAS = rr.FromNAS + res.NASRead
@@ -99,4 +72,49 @@ func (h HubMirror) Stage(ctx context.Context, spec hubmirror.Spec, opts staging.
 	res.CopiedBytes += rr.Written
 	res.CopiedFiles += rr.Received
 	return res, err
+}
+
+// relayed picks the files worth relaying out of a block's listing: large
+// enough to save NAS reads and, under sha256, confirmed whole by their
+// name.
+func relayed(all []File, sha bool) []File {
+	var files []File
+	for _, f := range all {
+		if f.Size < MinRelaySize || (sha && f.WantSHA == "") {
+			continue
+		}
+		files = append(files, f)
+	}
+	return files
+}
+
+// job is this node's relay job for the block's files, reporting its
+// progress as staging progress.
+func (h HubMirror) job(spec hubmirror.Spec, opts staging.Options, mirror string, files []File) Job {
+	job := Job{Key: h.Key, Node: h.Node, Nodes: h.Nodes, Peers: h.Peers, Mirror: mirror, Roots: spec.Roots,
+		Files: files, SHA256: spec.Verify == "sha256", Parallel: opts.Parallel, Chunk: h.Chunk}
+	if opts.OnProgress != nil {
+		job.OnProgress = func(p Progress) {
+			opts.OnProgress(staging.Progress{FilesTotal: p.FilesTotal, FilesDone: p.FilesDone, BytesTotal: p.BytesTotal, BytesDone: p.BytesDone,
+				Sources: staging.Sources{FromNAS: p.FromNAS, FromPeers: p.FromPeers}})
+		}
+	}
+	return job
+}
+
+// ledgerPass is the options of the hub-mirror pass after the relay: it
+// takes the relay's checks against the NAS instead of sampling again, and
+// its progress carries the relay's counts (what it copies itself from the
+// NAS shows in the result).
+func ledgerPass(opts staging.Options, rr Result) staging.Options {
+	inner := opts
+	inner.Checked = rr.Checked // compared with the NAS just now: not sampled again
+	if opts.OnProgress != nil {
+		inner.OnProgress = func(p staging.Progress) {
+			p.FromNAS = rr.FromNAS
+			p.FromPeers = rr.FromPeers
+			opts.OnProgress(p)
+		}
+	}
+	return inner
 }
