@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -45,7 +46,7 @@ func (a *App) controlExe(ctx context.Context, cfg *config.Config) (string, error
 		return exe, nil
 	}
 	if src, err := sourceTree(); err == nil {
-		out := filepath.Join(cfg.StateDir, "bin", "worker")
+		out := builtWorker(cfg, runtime.GOARCH)
 		if err := a.goBuildWorker(ctx, src, out, nil, "the control service (worker dev)"); err != nil {
 			return "", err
 		}
