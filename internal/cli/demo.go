@@ -172,11 +172,9 @@ type demoCleanJSON struct {
 func (a *App) demoClean(ctx context.Context, dir string) error {
 	cfgFile := filepath.Join(dir, "sparklane.toml")
 	if _, err := os.Stat(dir); os.IsNotExist(err) {
-		if a.JSON {
-			return a.printJSON(demoCleanJSON{Dir: dir, Stopped: []string{}})
-		}
-		fmt.Fprintf(a.Out, "nothing to clean: %s does not exist\n", dir)
-		return nil
+		return a.output(demoCleanJSON{Dir: dir, Stopped: []string{}}, func() {
+			fmt.Fprintf(a.Out, "nothing to clean: %s does not exist\n", dir)
+		})
 	}
 	b, err := os.ReadFile(cfgFile)
 	if err != nil || !strings.HasPrefix(string(b), demo.ConfigHeader) {
@@ -224,12 +222,10 @@ func (a *App) demoClean(ctx context.Context, dir string) error {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
 	out.FreedBytes = size
-	if a.JSON {
-		return a.printJSON(out)
-	}
-	fmt.Fprintf(a.Out, "stopped %d demo container(s)%s; removed %s: %s freed\n", len(out.Stopped),
-		map[bool]string{true: " and the demo's control service", false: ""}[found], dir, staging.HumanBytes(size))
-	return nil
+	return a.output(out, func() {
+		fmt.Fprintf(a.Out, "stopped %d demo container(s)%s; removed %s: %s freed\n", len(out.Stopped),
+			map[bool]string{true: " and the demo's control service", false: ""}[found], dir, staging.HumanBytes(size))
+	})
 }
 
 // dirSize is the bytes allocated to the regular files under dir (hard

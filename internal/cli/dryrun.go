@@ -171,11 +171,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *config.Recipe, 
 		d.Nodes = append(d.Nodes, dn)
 	}
 	d.Steps = dryRunSteps(action, r, plan, states)
-	if a.JSON {
-		return a.printJSON(d)
-	}
-	printDryRun(a, d)
-	return nil
+	return a.output(d, func() { printDryRun(a, d) })
 }
 
 func dryRunSteps(action string, r *config.Recipe, plan *config.LanePlan, states map[string]workflows.NodeState) []string {

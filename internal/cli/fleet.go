@@ -73,35 +73,43 @@ func (a *App) fleetCmd() *cobra.Command {
 	install := &cobra.Command{
 		Use:   "install [NODE...]",
 		Short: "install or update the node service on remote nodes and wait until each polls node.NAME (idempotent)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.fleetInstall(cmd.Context(), o, args, false)
-		},
+		RunE:  a.withNodes(o, a.fleetInstall),
 	}
 	install.Flags().DurationVar(&o.wait, "wait", 60*time.Second, "how long to wait for each node's worker to poll node.NAME (0: do not wait)")
 	upgrade := &cobra.Command{
 		Use:   "upgrade [NODE...]",
 		Short: "rolling upgrade: one node at a time, upload the new binary, restart, wait for its poller before the next",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.fleetInstall(cmd.Context(), o, args, true)
-		},
+		RunE:  a.withNodes(o, a.fleetUpgrade),
 	}
 	upgrade.Flags().DurationVar(&o.wait, "wait", 60*time.Second, "how long to wait for each node's worker to poll before the next node (0: do not wait)")
 	status := &cobra.Command{
 		Use:   "status [NODE...]",
 		Short: "per node: service state, worker build vs the control's, running since, last poll seen by the server",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.fleetStatus(cmd.Context(), o, args)
-		},
+		RunE:  a.withNodes(o, a.fleetStatus),
 	}
 	uninstall := &cobra.Command{
 		Use:   "uninstall [NODE...]",
 		Short: "stop the node service and remove what install added (staged data is left alone)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.fleetUninstall(cmd.Context(), o, args)
-		},
+		RunE:  a.withNodes(o, a.fleetUninstall),
 	}
 	cmd.AddCommand(install, status, upgrade, uninstall)
 	return cmd
+}
+
+// nodesBody is the body of a fleet subcommand: its flags and the remote
+// nodes it works on.
+type nodesBody func(ctx context.Context, cfg *config.Config, o *fleetOpts, nodes []config.Node) error
+
+// withNodes is the preamble of the fleet subcommands: the config and the
+// remote nodes the arguments name (fleetNodes).
+func (a *App) withNodes(o *fleetOpts, b nodesBody) runE {
+	return a.withConfig(func(ctx context.Context, req *request) error {
+		nodes, err := a.fleetNodes(req.cfg, req.args)
+		if err != nil {
+			return err
+		}
+		return b(ctx, req.cfg, o, nodes)
+	})
 }
 
 // fleetNodes are the remote nodes named in args (all remote nodes when
@@ -215,18 +223,20 @@ type fleetInstallReport struct {
 	Error string `json:"error,omitempty"`
 }
 
-// fleetInstall installs (or, rolling, upgrades) the node service on nodes.
-// Install goes on to the next node after a failure and exits 1 at the end;
-// upgrade stops at the first failure, so a bad binary takes down one node.
-func (a *App) fleetInstall(ctx context.Context, o *fleetOpts, args []string, upgrade bool) error {
-	cfg, err := a.config()
-	if err != nil {
-		return err
-	}
-	nodes, err := a.fleetNodes(cfg, args)
-	if err != nil {
-		return err
-	}
+// fleetInstall installs the node service on nodes, going on to the next
+// node after a failure and exiting 1 at the end.
+func (a *App) fleetInstall(ctx context.Context, cfg *config.Config, o *fleetOpts, nodes []config.Node) error {
+	return a.installNodes(ctx, cfg, o, nodes, false)
+}
+
+// fleetUpgrade upgrades the node service node by node, stopping at the
+// first failure, so a bad binary takes down one node.
+func (a *App) fleetUpgrade(ctx context.Context, cfg *config.Config, o *fleetOpts, nodes []config.Node) error {
+	return a.installNodes(ctx, cfg, o, nodes, true)
+}
+
+// installNodes installs (or, rolling, upgrades) the node service on nodes.
+func (a *App) installNodes(ctx context.Context, cfg *config.Config, o *fleetOpts, nodes []config.Node, upgrade bool) error {
 	eng := o.engine()
 	layout := eng.Layout
 	if layout == (fleet.Layout{}) {
@@ -370,15 +380,9 @@ func controlBuildID(cfg *config.Config, o *fleetOpts, arch string) string {
 	return id
 }
 
-func (a *App) fleetStatus(ctx context.Context, o *fleetOpts, args []string) error {
-	cfg, err := a.config()
-	if err != nil {
-		return err
-	}
-	nodes, err := a.fleetNodes(cfg, args)
-	if err != nil {
-		return err
-	}
+// fleetStatus reports each node's service, its build against the
+// control's and its last poll; exit 1 when a node could not be asked.
+func (a *App) fleetStatus(ctx context.Context, cfg *config.Config, o *fleetOpts, nodes []config.Node) error {
 	eng := o.engine()
 	pollers, perr := a.pollerSource(ctx)
 	var rows []fleetStatusRow
@@ -466,15 +470,9 @@ func orDash(s string) string {
 	return s
 }
 
-func (a *App) fleetUninstall(ctx context.Context, o *fleetOpts, args []string) error {
-	cfg, err := a.config()
-	if err != nil {
-		return err
-	}
-	nodes, err := a.fleetNodes(cfg, args)
-	if err != nil {
-		return err
-	}
+// fleetUninstall removes the node service from nodes, going on after a
+// failure and exiting 1 at the end.
+func (a *App) fleetUninstall(ctx context.Context, cfg *config.Config, o *fleetOpts, nodes []config.Node) error {
 	eng := o.engine()
 	type row struct {
 		fleet.UninstallResult

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -18,19 +19,17 @@ func (a *App) lanesCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.JSON {
-				out := map[string]any{"lanes": set.Recipes, "broken": set.Broken}
-				if set.Broken == nil {
-					out["broken"] = []config.BrokenRecipe{}
+			out := map[string]any{"lanes": set.Recipes, "broken": set.Broken}
+			if set.Broken == nil {
+				out["broken"] = []config.BrokenRecipe{}
+			}
+			return a.output(out, func() {
+				rows := config.FormatLanes(set.Recipes)
+				for _, b := range set.Broken {
+					rows = append(rows, []string{"BROKEN " + b.File, "-", "-", "-", firstLine(b.Error)})
 				}
-				return a.printJSON(out)
-			}
-			rows := config.FormatLanes(set.Recipes)
-			for _, b := range set.Broken {
-				rows = append(rows, []string{"BROKEN " + b.File, "-", "-", "-", firstLine(b.Error)})
-			}
-			table(a.Out, []string{"LANE", "ALIASES", "CLUSTER", "RUNTIME", "STAGING"}, rows)
-			return nil
+				table(a.Out, []string{"LANE", "ALIASES", "CLUSTER", "RUNTIME", "STAGING"}, rows)
+			})
 		},
 	}
 }
@@ -57,18 +56,11 @@ func (a *App) recipeCmd() *cobra.Command {
 			} else {
 				errs, notices = config.Check(files)
 			}
-			if a.JSON {
-				msgs := []string{}
-				for _, e := range errs {
-					msgs = append(msgs, e.Error())
-				}
-				if notices == nil {
-					notices = []string{}
-				}
-				if err := a.printJSON(map[string]any{"ok": len(errs) == 0, "errors": msgs, "notices": notices}); err != nil {
-					return err
-				}
-			} else {
+			msgs := []string{}
+			for _, e := range errs {
+				msgs = append(msgs, e.Error())
+			}
+			err := a.output(map[string]any{"ok": len(errs) == 0, "errors": msgs, "notices": nonNil(notices)}, func() {
 				for _, n := range notices {
 					fmt.Fprintln(a.Out, "notice:", n)
 				}
@@ -78,6 +70,9 @@ func (a *App) recipeCmd() *cobra.Command {
 				if len(errs) == 0 {
 					fmt.Fprintf(a.Out, "%d recipe file(s) ok\n", len(files))
 				}
+			})
+			if err != nil {
+				return err
 			}
 			if len(errs) > 0 {
 				return exitCode(1, nil)
@@ -85,26 +80,15 @@ func (a *App) recipeCmd() *cobra.Command {
 			return nil
 		},
 	}
-	var lane, onCluster string
-	var overrides []string
+	var f laneFlags
 	render := &cobra.Command{
 		Use:   "render --lane L [--cluster C]",
 		Short: "print each node's rendered command, env and mounts",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, _, plan, err := a.laneOn(lane, onCluster, overrides)
-			if err != nil {
-				return err
-			}
-			if a.JSON {
-				return a.printJSON(plan)
-			}
-			printPlan(a, plan)
-			return nil
-		},
+		RunE: a.withLane(&f, func(_ context.Context, _ *config.Config, _ *config.Recipe, plan *config.LanePlan) error {
+			return a.output(plan, func() { printPlan(a, plan) })
+		}),
 	}
-	render.Flags().StringVar(&lane, "lane", "", "lane name or alias")
-	render.Flags().StringVar(&onCluster, "cluster", "", "run on this cluster (a recipe without one, e.g. every sparkrun recipe, else runs on default_cluster)")
-	render.Flags().StringArrayVarP(&overrides, "override", "o", nil, "key=value override of a recipe default (repeatable)")
+	f.bind(render, "key=value override of a recipe default (repeatable)")
 	cmd.AddCommand(check, render)
 	return cmd
 }

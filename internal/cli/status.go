@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -25,12 +26,8 @@ func (a *App) statusCmd() *cobra.Command {
 			"checked with the host key verified. With --lane, the lane's nodes must be usable: if not, the probe\n" +
 			"runs once more after probe_grace and then fails listing every node's state. With --node (repeatable)\n" +
 			"the named nodes must be usable (free or occupied), else the exit code is 1.",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
+		RunE: a.withConfig(func(ctx context.Context, req *request) error {
+			cfg := req.cfg
 			in := workflows.FleetProbeInput{Grace: config.Duration(cfg.ProbeGrace), PickupTimeout: config.Duration(pickup)}
 			known := map[string]bool{}
 			for _, n := range cfg.Nodes {
@@ -68,18 +65,14 @@ func (a *App) statusCmd() *cobra.Command {
 			} else if bad := unusable(res, nodes); len(bad) > 0 {
 				failure = fmt.Sprintf("not usable: %s", strings.Join(bad, "; "))
 			}
-			if a.JSON {
-				if perr := a.printJSON(statusJSON{FleetProbeResult: res, Error: failure}); perr != nil {
-					return perr
-				}
-			} else {
-				printFleet(a, cfg, res)
+			if perr := a.output(statusJSON{FleetProbeResult: res, Error: failure}, func() { printFleet(a, cfg, res) }); perr != nil {
+				return perr
 			}
 			if failure != "" {
 				return exitCode(1, errors.New(failure))
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&lane, "lane", "", "require the nodes of this lane")
 	cmd.Flags().StringArrayVar(&nodes, "node", nil, "require this node to be usable (repeatable)")
