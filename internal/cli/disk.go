@@ -63,16 +63,9 @@ func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec)
 	if err != nil {
 		return res, "", err
 	}
-	known := map[string]bool{}
-	var all []string
-	for _, n := range cfg.Nodes {
-		known[n.Name] = true
-		all = append(all, n.Name)
-	}
-	for _, n := range nodes {
-		if !known[n] {
-			return res, "", fmt.Errorf("--node %s: no such node in %s (nodes: %s)", n, cfg.File, strings.Join(all, ", "))
-		}
+	all, err := knownNodes(cfg, nodes)
+	if err != nil {
+		return res, "", err
 	}
 	if len(nodes) == 0 {
 		nodes = all

@@ -134,11 +134,7 @@ func (a *App) fleetNodes(cfg *config.Config, args []string) ([]config.Node, erro
 	for _, name := range args {
 		n := cfg.Node(name)
 		if n == nil {
-			var names []string
-			for _, x := range cfg.Nodes {
-				names = append(names, x.Name)
-			}
-			return nil, fmt.Errorf("node %q is not in %s (nodes: %s)", name, cfg.File, strings.Join(names, ", "))
+			return nil, fmt.Errorf("node %q is not in %s (nodes: %s)", name, cfg.File, strings.Join(allNodes(cfg), ", "))
 		}
 		if n.SSH == "" {
 			return nil, fmt.Errorf("node %s has no ssh in %s: its worker runs inside the control service on this machine, not as an installed service", name, cfg.File)
@@ -156,6 +152,25 @@ func (o *fleetOpts) dialNode(ctx context.Context, cfg *config.Config, n config.N
 	}
 	t.KnownHosts, t.Identity = n.KnownHosts, n.Identity
 	return fleet.DialHost(ctx, n.Name, t, o.timeout)
+}
+
+// onNode dials n (dialNode), runs f on it and hangs up.
+func (o *fleetOpts) onNode(ctx context.Context, cfg *config.Config, n config.Node, f func(h *fleet.SSHHost) error) error {
+	h, err := o.dialNode(ctx, cfg, n)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return f(h)
+}
+
+// engineLayout is where eng installs on a node (the default layout unless
+// --root moved it).
+func engineLayout(eng *fleet.Engine) fleet.Layout {
+	if eng.Layout == (fleet.Layout{}) {
+		return fleet.DefaultLayout()
+	}
+	return eng.Layout
 }
 
 // workerBinary is the worker to install on a node of architecture arch
@@ -238,11 +253,7 @@ func (a *App) fleetUpgrade(ctx context.Context, cfg *config.Config, o *fleetOpts
 // installNodes installs (or, rolling, upgrades) the node service on nodes.
 func (a *App) installNodes(ctx context.Context, cfg *config.Config, o *fleetOpts, nodes []config.Node, upgrade bool) error {
 	eng := o.engine()
-	layout := eng.Layout
-	if layout == (fleet.Layout{}) {
-		layout = fleet.DefaultLayout()
-	}
-	nodeCfg, notices, err := fleet.NodeConfig(cfg, layout.StateDir)
+	nodeCfg, notices, err := fleet.NodeConfig(cfg, engineLayout(eng).StateDir)
 	if err != nil {
 		return err
 	}
@@ -274,8 +285,15 @@ func (a *App) installNodes(ctx context.Context, cfg *config.Config, o *fleetOpts
 			break
 		}
 	}
+	return a.fleetEnd(reports, errs)
+}
+
+// fleetEnd ends install, upgrade and uninstall, which print their text
+// node by node: the rows as the JSON document under --json, and exit 1
+// with every node's error.
+func (a *App) fleetEnd(rows any, errs []error) error {
 	if a.JSON {
-		if err := a.printJSON(reports); err != nil {
+		if err := a.printJSON(rows); err != nil {
 			return err
 		}
 	}
@@ -389,15 +407,15 @@ func (a *App) fleetStatus(ctx context.Context, cfg *config.Config, o *fleetOpts,
 	failed := false
 	for _, n := range nodes {
 		row := fleetStatusRow{NodeStatus: fleet.NodeStatus{Node: n.Name, State: "unknown"}}
-		h, err := o.dialNode(ctx, cfg, n)
-		if err == nil {
-			var in fleet.Inspection
-			if in, err = eng.Inspect(ctx, h); err == nil {
-				row.ControlBuildID = controlBuildID(cfg, o, in.Arch)
-				row.NodeStatus, err = eng.Status(ctx, h)
+		err := o.onNode(ctx, cfg, n, func(h *fleet.SSHHost) error {
+			in, err := eng.Inspect(ctx, h)
+			if err != nil {
+				return err
 			}
-			h.Close()
-		}
+			row.ControlBuildID = controlBuildID(cfg, o, in.Arch)
+			row.NodeStatus, err = eng.Status(ctx, h)
+			return err
+		})
 		if err != nil {
 			row.Error, failed = err.Error(), true
 		}
@@ -482,11 +500,10 @@ func (a *App) fleetUninstall(ctx context.Context, cfg *config.Config, o *fleetOp
 	var errs []error
 	for _, n := range nodes {
 		r := row{UninstallResult: fleet.UninstallResult{Node: n.Name}}
-		h, err := o.dialNode(ctx, cfg, n)
-		if err == nil {
+		err := o.onNode(ctx, cfg, n, func(h *fleet.SSHHost) (err error) {
 			r.UninstallResult, err = eng.Uninstall(ctx, h)
-			h.Close()
-		}
+			return err
+		})
 		if err != nil {
 			r.Error = err.Error()
 			errs = append(errs, err)
@@ -508,15 +525,7 @@ func (a *App) fleetUninstall(ctx context.Context, cfg *config.Config, o *fleetOp
 			fmt.Fprintf(a.Out, "%s: %sremoved %s (staged data left alone)\n", n.Name, stopped, strings.Join(r.Removed, ", "))
 		}
 	}
-	if a.JSON {
-		if err := a.printJSON(rows); err != nil {
-			return err
-		}
-	}
-	if len(errs) > 0 {
-		return exitCode(1, errors.Join(errs...))
-	}
-	return nil
+	return a.fleetEnd(rows, errs)
 }
 
 // relayCredentials are the node's staging relay identity (the fleet CA's
@@ -536,11 +545,7 @@ func relayCredentials(cfg *config.Config, eng *fleet.Engine, n config.Node) ([]f
 	if !ok {
 		return nil, fmt.Errorf("no relay identity issued for node %s", n.Name)
 	}
-	layout := eng.Layout
-	if layout == (fleet.Layout{}) {
-		layout = fleet.DefaultLayout()
-	}
-	dst := fleet.RelayIdentityFiles(layout.StateDir, n.Name)
+	dst := fleet.RelayIdentityFiles(engineLayout(eng).StateDir, n.Name)
 	var out []fleet.File
 	for i, src := range []string{filepath.Join(dir, "ca.pem"), id.Cert, id.Key} {
 		b, err := os.ReadFile(src)

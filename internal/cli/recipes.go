@@ -109,23 +109,33 @@ func printPlan(a *App, unmasked *config.LanePlan) {
 		fmt.Fprintf(a.Out, "\n[%s] rank %d%s  container %s  image %s\n", n.Node, n.Rank, head, n.ContainerName, n.Image)
 		fmt.Fprintf(a.Out, "  command: %s\n", n.Command)
 		fmt.Fprintln(a.Out, "  env:")
-		for _, k := range sortedMapKeys(n.Env) {
-			fmt.Fprintf(a.Out, "    %s=%s\n", k, n.Env[k])
-		}
-		for _, k := range sortedMapKeys(n.EnvFrom) {
-			fmt.Fprintf(a.Out, "    %s from %s (read on the node)\n", k, n.EnvFrom[k])
-		}
+		printEnv(a, n.Env, n.EnvFrom)
 		if len(n.Mounts) > 0 {
 			fmt.Fprintln(a.Out, "  mounts:")
 			for _, m := range n.Mounts {
-				mode := "rw"
-				if m.ReadOnly {
-					mode = "ro"
-				}
-				fmt.Fprintf(a.Out, "    %s -> %s (%s)\n", m.Src, m.Dst, mode)
+				fmt.Fprintf(a.Out, "    %s -> %s (%s)\n", m.Src, m.Dst, mountMode(m.ReadOnly))
 			}
 		}
 		printDocker(a, n.Container.DockerArgs(), n.Container.DetectRDMA, n.PreExec)
+	}
+}
+
+// mountMode is a bind's mode as docker writes it.
+func mountMode(readOnly bool) string {
+	if readOnly {
+		return "ro"
+	}
+	return "rw"
+}
+
+// printEnv prints a rank's environment: its values, then the secret
+// variables by where the node worker reads them (never their values).
+func printEnv(a *App, env, envFrom map[string]string) {
+	for _, k := range sortedMapKeys(env) {
+		fmt.Fprintf(a.Out, "    %s=%s\n", k, env[k])
+	}
+	for _, k := range sortedMapKeys(envFrom) {
+		fmt.Fprintf(a.Out, "    %s from %s (read on the node)\n", k, envFrom[k])
 	}
 }
 

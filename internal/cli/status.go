@@ -29,16 +29,11 @@ func (a *App) statusCmd() *cobra.Command {
 		RunE: a.withConfig(func(ctx context.Context, req *request) error {
 			cfg := req.cfg
 			in := workflows.FleetProbeInput{Grace: config.Duration(cfg.ProbeGrace), PickupTimeout: config.Duration(pickup)}
-			known := map[string]bool{}
-			for _, n := range cfg.Nodes {
-				in.Nodes = append(in.Nodes, n.Name)
-				known[n.Name] = true
+			all, err := knownNodes(cfg, nodes)
+			if err != nil {
+				return err
 			}
-			for _, n := range nodes {
-				if !known[n] {
-					return fmt.Errorf("--node %s: no such node in %s (nodes: %s)", n, cfg.File, strings.Join(in.Nodes, ", "))
-				}
-			}
+			in.Nodes = all
 			spec := runSpec{ID: fmt.Sprintf("fleet-probe/%d", time.Now().UnixNano()), Workflow: workflows.FleetProbe}
 			if lane != "" {
 				_, r, plan, err := a.lane(lane, nil)
