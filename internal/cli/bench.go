@@ -16,10 +16,6 @@ import (
 	"github.com/sparklane/sparklane/workflows"
 )
 
-func init() {
-	extraCommandBuilders = append(extraCommandBuilders, (*App).benchCmd, (*App).reportCmd)
-}
-
 func (a *App) benchCmd() *cobra.Command {
 	var f laneFlags
 	var label, tokenizer, baseline, mode string

@@ -16,8 +16,6 @@ import (
 	"github.com/sparklane/sparklane/workflows"
 )
 
-func init() { extraCommandBuilders = append(extraCommandBuilders, (*App).diskCmd) }
-
 // diskBlocks are every lane's [[staging]] blocks, one per dst (lanes that
 // share a dst share the block). Every node is asked about every block: a
 // block's dst is the same path on every node, and a lane staged once on

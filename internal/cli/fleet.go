@@ -20,10 +20,6 @@ import (
 	"github.com/sparklane/sparklane/workflows"
 )
 
-func init() {
-	extraCommandBuilders = append(extraCommandBuilders, (*App).fleetCmd)
-}
-
 // fleetOpts are the flags the fleet subcommands share.
 type fleetOpts struct {
 	binary     string

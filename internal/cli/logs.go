@@ -15,10 +15,6 @@ import (
 	"github.com/sparklane/sparklane/internal/serve"
 )
 
-func init() {
-	extraCommandBuilders = append(extraCommandBuilders, (*App).logsCmd)
-}
-
 // logsCmd prints a lane's rank logs from every node. Each node's Docker
 // is reached as the control service reaches it: the local socket for a
 // local node, the node's socket through SSH (host key checked against

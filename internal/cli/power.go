@@ -13,10 +13,6 @@ import (
 	"github.com/sparklane/sparklane/workflows"
 )
 
-func init() {
-	extraCommandBuilders = append(extraCommandBuilders, (*App).powerCmd)
-}
-
 func (a *App) powerCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "power", Short: "power nodes and network gear on and off (graceful shutdown, then the outlet relay)"}
 	for _, action := range []string{workflows.PowerOff, workflows.PowerOn} {

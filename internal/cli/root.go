@@ -244,22 +244,9 @@ func (a *App) Root() *cobra.Command {
 	root.PersistentFlags().BoolVarP(&a.Verbose, "verbose", "v", false, "also print the starter's log on stderr, and say where it and the control service's log are (STATE_DIR/starter.log, STATE_DIR/control.log)")
 	root.AddCommand(a.statusCmd(), a.lanesCmd(), a.recipeCmd(), a.stageCmd(), a.verifyCmd(),
 		a.upCmd(), a.stopCmd(), a.probeCmd(), a.cutoverCmd(), a.cancelCmd(), a.demoCmd(), a.scheduleCmd(),
-		a.controlCmd(), a.attachCmd(), a.initCmd())
-	for _, c := range a.extraCommands() {
-		root.AddCommand(c)
-	}
+		a.controlCmd(), a.attachCmd(), a.initCmd(),
+		a.benchCmd(), a.reportCmd(), a.powerCmd(), a.logsCmd(), a.fleetCmd(), a.diskCmd())
 	return root
-}
-
-// extraCommands are added by other files of the package (bench, power).
-var extraCommandBuilders []func(a *App) *cobra.Command
-
-func (a *App) extraCommands() []*cobra.Command {
-	var out []*cobra.Command
-	for _, b := range extraCommandBuilders {
-		out = append(out, b(a))
-	}
-	return out
 }
 
 // StarterLogFile is the starter's own log under state_dir: the Temporal
