@@ -115,11 +115,7 @@ func Execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writ
 	if signals != nil {
 		go a.dispatchSignals(ctx, cancel, signals, follow)
 	}
-	root := a.Root()
-	root.SetArgs(args)
-	root.SetOut(a.Out)
-	root.SetErr(errw)
-	err := root.ExecuteContext(ctx)
+	err := a.execute(ctx, args)
 	if a.env != nil {
 		a.env.Close()
 	}
@@ -143,6 +139,15 @@ func Execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writ
 		a.jsonEnvelope(code, msg)
 	}
 	return code
+}
+
+// execute builds the command tree and runs the command args name.
+func (a *App) execute(ctx context.Context, args []string) error {
+	root := a.Root()
+	root.SetArgs(args)
+	root.SetOut(a.Out)
+	root.SetErr(a.Err)
+	return root.ExecuteContext(ctx)
 }
 
 // jsonRequested reports whether args ask for --json (looked at before
