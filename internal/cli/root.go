@@ -1,6 +1,3 @@
-// Package cli is the starter: the operator's command line. It starts
-// workflows, follows them (progress queries → live bars), prints results
-// (--json for scripts), and never does node work itself.
 package cli
 
 import (
