@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,57 +16,44 @@ import (
 	"github.com/sparklane/sparklane/workflows"
 )
 
-func init() {
-	extraCommandBuilders = append(extraCommandBuilders, (*App).benchCmd, (*App).reportCmd)
-}
-
 func (a *App) benchCmd() *cobra.Command {
-	var lane, label, tokenizer, baseline, mode string
+	var f laneFlags
+	var label, tokenizer, baseline, mode string
 	var parallel int
 	var seed int64
 	var failOnRegression bool
 	cmd := &cobra.Command{
 		Use:   "bench --lane L [--label X] [--seed N] [--mode standard|hardmode|short] [--parallel N] [--tokenizer PATH] [--baseline latest|ID]",
 		Short: "bench a serving lane (perf sweep + the recipe's harness) and write a report with a verdict",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			cfg, r, plan, err := a.lane(lane, nil)
-			if err != nil {
-				return err
-			}
-			in := activities.BenchInput{Recipe: *r, Plan: *plan, BaseURL: activities.BaseURL(cfg, *plan), Label: label,
-				Parallel: parallel, Tokenizer: tokenizer, Baseline: baseline, Mode: mode}
-			if cmd.Flags().Changed("seed") {
-				in.Seed = &seed
-			}
-			if mode != "" && !slices.Contains(config.BenchModes, mode) {
-				return exitCode(2, fmt.Errorf("--mode %q: use one of %s", mode, strings.Join(config.BenchModes, ", ")))
-			}
-			run, err := a.start(ctx, runSpec{ID: workflows.BenchID(r.Name), Workflow: workflows.Bench, Input: in, Lane: r.Name, Cluster: r.Cluster})
-			if err != nil {
-				return err
-			}
-			var res activities.BenchResult
-			if err := a.follow(ctx, run, &res); err != nil {
-				return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
-			}
-			if a.JSON {
-				if err := a.printJSON(res); err != nil {
-					return err
-				}
-			} else {
-				fmt.Fprintf(a.Out, "report %s\n  %s\n  %s\n", res.ReportID, res.MD, res.Summary)
-				for _, w := range res.Warnings {
-					fmt.Fprintf(a.Out, "  warning: %s\n", w)
-				}
-			}
-			if failOnRegression && res.Verdict == "regression" {
-				return exitCode(4, fmt.Errorf("verdict: regression against the baseline (see %s)", res.MD))
-			}
-			return nil
-		},
 	}
-	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
+	cmd.RunE = a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan) error {
+		in := activities.BenchInput{Recipe: *r, Plan: *plan, BaseURL: activities.BaseURL(cfg, *plan), Label: label,
+			Parallel: parallel, Tokenizer: tokenizer, Baseline: baseline, Mode: mode}
+		if cmd.Flags().Changed("seed") {
+			in.Seed = &seed
+		}
+		if mode != "" && !slices.Contains(config.BenchModes, mode) {
+			return exitCode(2, fmt.Errorf("--mode %q: use one of %s", mode, strings.Join(config.BenchModes, ", ")))
+		}
+		var res activities.BenchResult
+		if err := a.startFollow(ctx, runSpec{ID: workflows.BenchID(r.Name), Workflow: workflows.Bench, Input: in, Lane: r.Name, Cluster: r.Cluster}, &res); err != nil {
+			return err
+		}
+		err := a.output(res, func() {
+			fmt.Fprintf(a.Out, "report %s\n  %s\n  %s\n", res.ReportID, res.MD, res.Summary)
+			for _, w := range res.Warnings {
+				fmt.Fprintf(a.Out, "  warning: %s\n", w)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if failOnRegression && res.Verdict == "regression" {
+			return exitCode(4, fmt.Errorf("verdict: regression against the baseline (see %s)", res.MD))
+		}
+		return nil
+	})
+	f.bindLane(cmd)
 	cmd.Flags().StringVar(&label, "label", "bench", "label in the report's name")
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "harness scenarios in flight (faster; may time out under saturation — marked in the report)")
 	cmd.Flags().Int64Var(&seed, "seed", config.DefaultBenchSeed, "prompt and harness seed (default: the recipe's [bench] seed, else 42)")
@@ -77,17 +65,13 @@ func (a *App) benchCmd() *cobra.Command {
 }
 
 func (a *App) reportCmd() *cobra.Command {
-	var lane, show string
+	var f laneFlags
+	var show string
 	var list, plot bool
 	cmd := &cobra.Command{
 		Use:   "report --lane L [--list | --show ID | --plot]",
 		Short: "list, show or plot a lane's bench reports",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, r, _, err := a.lane(lane, nil)
-			if err != nil {
-				return err
-			}
-			cfg, _ := a.config()
+		RunE: a.withLane(&f, func(_ context.Context, cfg *config.Config, r *config.Recipe, _ *config.LanePlan) error {
 			dir, err := config.ReportsDir(cfg, r.Name)
 			if err != nil {
 				return err
@@ -112,33 +96,27 @@ func (a *App) reportCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if a.JSON {
-					return a.printJSON(map[string]string{"svg": path})
-				}
-				fmt.Fprintf(a.Out, "plot: %s\n", path)
-				return nil
+				return a.output(map[string]string{"svg": path}, func() { fmt.Fprintf(a.Out, "plot: %s\n", path) })
 			default:
 				metas, err := report.List(dir)
 				if err != nil {
 					return err
 				}
-				if a.JSON {
-					return a.printJSON(metas)
-				}
-				var rows [][]string
-				for _, m := range metas {
-					score := "-"
-					if m.Score != nil {
-						score = fmt.Sprintf("%.1f", *m.Score)
+				return a.output(metas, func() {
+					var rows [][]string
+					for _, m := range metas {
+						score := "-"
+						if m.Score != nil {
+							score = fmt.Sprintf("%.1f", *m.Score)
+						}
+						rows = append(rows, []string{m.ID, fmt.Sprintf("%.1f", m.TG), fmt.Sprintf("%.0f", m.PP), score, dash(m.Verdict)})
 					}
-					rows = append(rows, []string{m.ID, fmt.Sprintf("%.1f", m.TG), fmt.Sprintf("%.0f", m.PP), score, dash(m.Verdict)})
-				}
-				table(a.Out, []string{"REPORT", "TG TOK/S", "PP TOK/S", "SCORE", "VERDICT"}, rows)
-				return nil
+					table(a.Out, []string{"REPORT", "TG TOK/S", "PP TOK/S", "SCORE", "VERDICT"}, rows)
+				})
 			}
-		},
+		}),
 	}
-	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
+	f.bindLane(cmd)
 	cmd.Flags().BoolVar(&list, "list", false, "list reports (default)")
 	cmd.Flags().StringVar(&show, "show", "", "print one report's markdown")
 	cmd.Flags().BoolVar(&plot, "plot", false, "write an SVG of tg/pp (and score) over the lane's history")

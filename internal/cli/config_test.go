@@ -38,11 +38,27 @@ name = "one"
 nodes = ["a"]
 `
 
+// simLane is a recipe of the sim runtime on cliFleet's cluster that
+// serves with command.
+func simLane(command string) string {
+	return "runtime = \"sim\"\nimage = \"i\"\ncommand = \"" + command + "\"\ncluster = \"one\"\n"
+}
+
+// writeCLIFleet writes cliFleet to a new directory with one recipe, file
+// name, in its recipes_dir, and returns the config file and recipes_dir.
+func writeCLIFleet(t *testing.T, name, recipe string) (cfg, lanes string) {
+	t.Helper()
+	dir := t.TempDir()
+	lanes = filepath.Join(dir, "lanes")
+	writeConfigTestFile(t, lanes, name, recipe)
+	return writeConfigTestFile(t, dir, "sparklane.toml", cliFleet), lanes
+}
+
 // --config (bound to viper with BindPFlag) beats $SPARKLANE_CONFIG, which
 // beats ./sparklane.toml; SPARKLANE_RECIPES_DIR beats the file's key.
 func TestStarterConfigPrecedence(t *testing.T) {
 	dir := t.TempDir()
-	lane := "runtime = \"sim\"\nimage = \"i\"\ncommand = \"serve\"\ncluster = \"one\"\n"
+	lane := simLane("serve")
 	flagCfg := writeConfigTestFile(t, filepath.Join(dir, "f"), "fleet.toml", cliFleet)
 	writeConfigTestFile(t, filepath.Join(dir, "f", "lanes"), "from-flag.toml", lane)
 	envCfg := writeConfigTestFile(t, filepath.Join(dir, "e"), "fleet.toml", cliFleet)
@@ -68,10 +84,7 @@ func TestStarterConfigPrecedence(t *testing.T) {
 // lanes warns about (and never opens) a FIFO in recipes_dir; recipe check
 // prints host mounts as notices.
 func TestStarterWarningsAndNotices(t *testing.T) {
-	dir := t.TempDir()
-	cfg := writeConfigTestFile(t, dir, "sparklane.toml", cliFleet)
-	lanes := filepath.Join(dir, "lanes")
-	writeConfigTestFile(t, lanes, "ok.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"serve\"\ncluster = \"one\"\n")
+	cfg, lanes := writeCLIFleet(t, "ok.toml", simLane("serve"))
 	if err := syscall.Mkfifo(filepath.Join(lanes, "stuck.toml"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +93,7 @@ func TestStarterWarningsAndNotices(t *testing.T) {
 		t.Fatalf("lanes with a FIFO: exit %d\n%s%s", code, out, errOut)
 	}
 
-	host := writeConfigTestFile(t, lanes, "host.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"serve\"\ncluster = \"one\"\n[[mounts]]\nsrc = \"/dev/infiniband\"\ndst = \"/dev/infiniband\"\nhost = true\n")
+	host := writeConfigTestFile(t, lanes, "host.toml", simLane("serve")+"[[mounts]]\nsrc = \"/dev/infiniband\"\ndst = \"/dev/infiniband\"\nhost = true\n")
 	code, out, errOut = runStarter(t, "recipe", "check", cfg, host)
 	if code != 0 || !strings.Contains(out, "notice: "+host+": mounts[0]: host mount /dev/infiniband -> /dev/infiniband") || !strings.Contains(out, "2 recipe file(s) ok") {
 		t.Fatalf("recipe check with a host mount: exit %d\n%s%s", code, out, errOut)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -45,7 +46,7 @@ func (a *App) controlExe(ctx context.Context, cfg *config.Config) (string, error
 		return exe, nil
 	}
 	if src, err := sourceTree(); err == nil {
-		out := filepath.Join(cfg.StateDir, "bin", "worker")
+		out := builtWorker(cfg, runtime.GOARCH)
 		if err := a.goBuildWorker(ctx, src, out, nil, "the control service (worker dev)"); err != nil {
 			return "", err
 		}
@@ -60,6 +61,16 @@ func (a *App) controlExe(ctx context.Context, cfg *config.Config) (string, error
 		return beside, nil
 	}
 	return "", fmt.Errorf("no control service program: install the worker beside %s as %s (go build -o %s ./worker in the sparklane source), run this inside the source tree, or set SPARKLANE_CONTROL_EXE", self, beside, beside)
+}
+
+// serviceProgram is what runs as cfg's control service: its config file's
+// absolute path and its program (controlExe).
+func (a *App) serviceProgram(ctx context.Context, cfg *config.Config) (file, exe string, err error) {
+	if file, err = filepath.Abs(cfg.File); err != nil {
+		return "", "", err
+	}
+	exe, err = a.controlExe(ctx, cfg)
+	return file, exe, err
 }
 
 // executable is this program's path (a test sets another).
@@ -104,16 +115,8 @@ func (a *App) controlCmd() *cobra.Command {
 	run := &cobra.Command{
 		Use:   "run",
 		Short: "run the control service in the foreground (what 'start' runs in the background: the worker's dev mode, which this command becomes)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			file, err := filepath.Abs(cfg.File)
-			if err != nil {
-				return err
-			}
-			exe, err := a.controlExe(cmd.Context(), cfg)
+		RunE: a.withConfig(func(ctx context.Context, req *request) error {
+			file, exe, err := a.serviceProgram(ctx, req.cfg)
 			if err != nil {
 				return err
 			}
@@ -125,65 +128,47 @@ func (a *App) controlCmd() *cobra.Command {
 				return fmt.Errorf("run the control service %s: %w", exe, err)
 			}
 			return nil
-		},
+		}),
 	}
 	start := &cobra.Command{
 		Use:   "start",
 		Short: "start the control service in the background unless it runs",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			env, err := a.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			owner, _ := control.Find(cfg.StateDir)
-			return a.printOwner(cfg, owner, true, env.UIURL)
-		},
+		RunE: a.withClient(func(_ context.Context, req *request) error {
+			owner, _ := control.Find(req.cfg.StateDir)
+			return a.printOwner(req.cfg, owner, true, req.env.UIURL)
+		}),
 	}
 	stop := &cobra.Command{
 		Use:   "stop",
 		Short: "stop the control service (runs under way pause and resume when it starts again)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
+		RunE: a.withConfig(func(ctx context.Context, req *request) error {
+			owner, ran, err := control.Stop(ctx, req.cfg.StateDir, wait)
 			if err != nil {
 				return err
 			}
-			owner, ran, err := control.Stop(cmd.Context(), cfg.StateDir, wait)
-			if err != nil {
-				return err
-			}
-			if a.JSON {
-				return a.printJSON(map[string]any{"stopped": ran, "owner": owner})
-			}
-			if !ran {
-				fmt.Fprintf(a.Out, "no control service runs for state_dir %s\n", cfg.StateDir)
-				return nil
-			}
-			fmt.Fprintf(a.Out, "stopped the control service (pid %d)\n", owner.PID)
-			return nil
-		},
+			return a.output(map[string]any{"stopped": ran, "owner": owner}, func() {
+				if !ran {
+					fmt.Fprintf(a.Out, "no control service runs for state_dir %s\n", req.cfg.StateDir)
+					return
+				}
+				fmt.Fprintf(a.Out, "stopped the control service (pid %d)\n", owner.PID)
+			})
+		}),
 	}
 	stop.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for a clean stop before SIGKILL")
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "is the control service running, and where",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			owner, ok := control.Find(cfg.StateDir)
-			if err := a.printOwner(cfg, owner, ok, owner.UI); err != nil {
+		RunE: a.withConfig(func(_ context.Context, req *request) error {
+			owner, ok := control.Find(req.cfg.StateDir)
+			if err := a.printOwner(req.cfg, owner, ok, owner.UI); err != nil {
 				return err
 			}
 			if !ok {
 				return exitCode(1, nil)
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.AddCommand(run, start, stop, status, a.certsCmd(), a.controlInstallCmd())
 	return cmd
@@ -219,20 +204,12 @@ func (a *App) controlInstallCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "install [--unit-dir DIR] [--bin-dir DIR]",
 		Short: "install the control service on this host as the systemd unit sparklane-control (idempotent)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			file, err := filepath.Abs(cfg.File)
-			if err != nil {
-				return err
-			}
+		RunE: a.withConfig(func(ctx context.Context, req *request) error {
 			exe, err := os.Executable()
 			if err != nil {
 				return err
 			}
-			service, err := a.controlExe(cmd.Context(), cfg)
+			file, service, err := a.serviceProgram(ctx, req.cfg)
 			if err != nil {
 				return err
 			}
@@ -271,18 +248,18 @@ func (a *App) controlInstallCmd() *cobra.Command {
 				return nil
 			}
 			for _, args := range [][]string{{"daemon-reload"}, {"enable", "--now", "sparklane-control.service"}} {
-				if out, err := exec.CommandContext(cmd.Context(), "systemctl", args...).CombinedOutput(); err != nil {
+				if out, err := exec.CommandContext(ctx, "systemctl", args...).CombinedOutput(); err != nil {
 					return fmt.Errorf("systemctl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 				}
 			}
 			if len(changed) > 0 {
-				if out, err := exec.CommandContext(cmd.Context(), "systemctl", "restart", "sparklane-control.service").CombinedOutput(); err != nil {
+				if out, err := exec.CommandContext(ctx, "systemctl", "restart", "sparklane-control.service").CombinedOutput(); err != nil {
 					return fmt.Errorf("systemctl restart sparklane-control: %v: %s", err, strings.TrimSpace(string(out)))
 				}
 			}
 			fmt.Fprintln(a.Out, "sparklane-control: enabled and running (journalctl -u sparklane-control)")
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&unitDir, "unit-dir", "/etc/systemd/system", "where the unit is written")
 	cmd.Flags().StringVar(&binDir, "bin-dir", "/usr/local/lib/sparklane", "where this program and the control service's (the worker, which the unit runs) are copied")
@@ -326,11 +303,8 @@ func (a *App) certsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "certs --host NAME_OR_IP... [--dir DIR] [--client NAME...]",
 		Short: "issue the CA, frontend and client certificates for an external cluster's mTLS profile (kept when present)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
+		RunE: a.withConfig(func(_ context.Context, req *request) error {
+			cfg := req.cfg
 			if dir == "" {
 				dir = filepath.Join(cfg.StateDir, "pki")
 			}
@@ -364,17 +338,15 @@ func (a *App) certsCmd() *cobra.Command {
 			for n, f := range relayIDs {
 				out[relay.PeerPrefix+n] = f
 			}
-			if a.JSON {
-				return a.printJSON(map[string]any{"ca": ca.File, "certs": out})
-			}
-			fmt.Fprintf(a.Out, "CA %s\n", ca.File)
-			for _, n := range sortedMapKeys(out) {
-				fmt.Fprintf(a.Out, "  %-16s %s  %s\n", n, out[n].Cert, out[n].Key)
-			}
-			fmt.Fprintf(a.Out, "copy ca.pem and each node's node-NAME pair to that node; see docker-compose.temporal.mtls.yml\n")
-			fmt.Fprintf(a.Out, "for the staging relay, starter fleet install puts ca.pem and the node's relay-NAME pair under STATE_DIR/pki on that node (copy them there by hand for a worker you run yourself)\n")
-			return nil
-		},
+			return a.output(map[string]any{"ca": ca.File, "certs": out}, func() {
+				fmt.Fprintf(a.Out, "CA %s\n", ca.File)
+				for _, n := range sortedMapKeys(out) {
+					fmt.Fprintf(a.Out, "  %-16s %s  %s\n", n, out[n].Cert, out[n].Key)
+				}
+				fmt.Fprintf(a.Out, "copy ca.pem and each node's node-NAME pair to that node; see docker-compose.temporal.mtls.yml\n")
+				fmt.Fprintf(a.Out, "for the staging relay, starter fleet install puts ca.pem and the node's relay-NAME pair under STATE_DIR/pki on that node (copy them there by hand for a worker you run yourself)\n")
+			})
+		}),
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "where the CA and certificates live (default STATE_DIR/pki)")
 	cmd.Flags().StringArrayVar(&hosts, "host", nil, "a name or address the frontend answers at (repeatable; temporal, localhost and 127.0.0.1 are always in)")
@@ -389,38 +361,34 @@ func (a *App) serviceLogLevel() string {
 	return a.LogLevel
 }
 
+// printOwner says whether the control service of cfg's state_dir runs,
+// and where (ui: its web UI, when known).
 func (a *App) printOwner(cfg *config.Config, owner control.Owner, running bool, ui string) error {
-	if a.JSON {
-		return a.printJSON(map[string]any{"running": running, "state_dir": cfg.StateDir, "owner": owner, "log": control.LogPath(cfg.StateDir)})
-	}
-	if !running {
-		fmt.Fprintf(a.Out, "no control service runs for state_dir %s (any starter command starts one)\n", cfg.StateDir)
-		return nil
-	}
-	fmt.Fprintf(a.Out, "control service: pid %d since %s\n  Temporal: %s\n", owner.PID, owner.Since.Format(time.RFC3339), owner.Frontend)
-	if ui != "" {
-		fmt.Fprintf(a.Out, "  web UI:   %s\n", ui)
-	}
-	if owner.Metrics != "" {
-		fmt.Fprintf(a.Out, "  metrics:  http://%s/metrics\n", owner.Metrics)
-	}
-	fmt.Fprintf(a.Out, "  config:   %s\n  nodes:    %v\n  log:      %s\n", owner.Config, owner.Nodes, control.LogPath(cfg.StateDir))
-	return nil
+	log := control.LogPath(cfg.StateDir)
+	return a.output(map[string]any{"running": running, "state_dir": cfg.StateDir, "owner": owner, "log": log}, func() {
+		if !running {
+			fmt.Fprintf(a.Out, "no control service runs for state_dir %s (any starter command starts one)\n", cfg.StateDir)
+			return
+		}
+		fmt.Fprintf(a.Out, "control service: pid %d since %s\n  Temporal: %s\n", owner.PID, owner.Since.Format(time.RFC3339), owner.Frontend)
+		if ui != "" {
+			fmt.Fprintf(a.Out, "  web UI:   %s\n", ui)
+		}
+		if owner.Metrics != "" {
+			fmt.Fprintf(a.Out, "  metrics:  http://%s/metrics\n", owner.Metrics)
+		}
+		fmt.Fprintf(a.Out, "  config:   %s\n  nodes:    %v\n  log:      %s\n", owner.Config, owner.Nodes, log)
+	})
 }
 
 // attachCmd follows a run that another (perhaps killed) starter started.
 func (a *App) attachCmd() *cobra.Command {
-	var cluster, lane string
+	var f runFlags
 	cmd := &cobra.Command{
 		Use:     "attach [WORKFLOW_ID] | --cluster C | --lane L",
 		Aliases: []string{"follow"},
 		Short:   "follow a run again (a cutover, stage, verify, serve, …) until it ends, and print its result",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			env, id, info, err := a.findRun(ctx, args, cluster, lane)
-			if err != nil {
-				return err
-			}
+		RunE: a.withRun(&f, func(ctx context.Context, env *workers.Env, id string, info *workflowpb.WorkflowExecutionInfo) error {
 			run := env.Client.GetWorkflow(ctx, id, info.GetExecution().GetRunId())
 			if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && !a.JSON {
 				fmt.Fprintf(a.Out, "%s already ended (%s); its result:\n", id, statusName(info.GetStatus()))
@@ -435,21 +403,21 @@ func (a *App) attachCmd() *cobra.Command {
 				return err
 			case "Stage":
 				var res workflows.StageResult
-				if err := a.follow(ctx, run, &res); err != nil {
-					return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
+				if err := runFailed(a.follow(ctx, run, &res)); err != nil {
+					return err
 				}
 				return a.printStage(res)
 			default:
 				var res any
-				if err := a.follow(ctx, run, &res); err != nil {
-					return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
+				if err := runFailed(a.follow(ctx, run, &res)); err != nil {
+					return err
 				}
 				return a.printJSON(res)
 			}
-		},
+		}),
 	}
-	cmd.Flags().StringVar(&cluster, "cluster", "", "the cutover on this cluster")
-	cmd.Flags().StringVar(&lane, "lane", "", "the cutover on this lane's cluster")
+	cmd.Flags().StringVar(&f.cluster, "cluster", "", "the cutover on this cluster")
+	cmd.Flags().StringVar(&f.lane, "lane", "", "the cutover on this lane's cluster")
 	return cmd
 }
 

@@ -8,22 +8,23 @@ import (
 
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/workers"
 	"github.com/sparklane/sparklane/workflows"
 )
 
 // cutoverFlags are the flags of `starter cutover`.
 type cutoverFlags struct {
-	lane, stage, label string
+	laneFlags
+	stage, label       string
 	noWait, bench      bool
 	noRollback, dryRun bool
 	stopForeign        bool
 	powerOn            bool
 	makeRoom           bool
-	overrides          []string
-	cluster            string
 }
 
 func (a *App) cutoverCmd() *cobra.Command {
@@ -31,12 +32,7 @@ func (a *App) cutoverCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cutover --lane L",
 		Short: "switch the lane's cluster to it: stage → verify → serve → probe → bench, rolling back on failure",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			cfg, r, plan, err := a.laneOn(f.lane, f.cluster, f.overrides)
-			if err != nil {
-				return err
-			}
+		RunE: a.withLane(&f.laneFlags, func(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan) error {
 			if f.dryRun {
 				return a.dryRun(ctx, cfg, r, plan, "cutover")
 			}
@@ -45,11 +41,10 @@ func (a *App) cutoverCmd() *cobra.Command {
 				printCutover(a, res)
 			}
 			return err
-		},
+		}),
 	}
-	cmd.Flags().StringVar(&f.lane, "lane", "", "lane name or alias")
+	f.bind(cmd, overrideHelp)
 	cmd.Flags().StringVar(&f.stage, "stage", "auto", "auto | skip | force")
-	cmd.Flags().StringVar(&f.cluster, "cluster", "", "run on this cluster (a recipe without one, e.g. every sparkrun recipe, else runs on default_cluster)")
 	cmd.Flags().BoolVar(&f.noWait, "no-wait", false, "start the cutover and return its workflow ID (it runs every step; follow it in the UI)")
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "bench the lane once it answers and write a report")
 	cmd.Flags().StringVar(&f.label, "label", "", "report label for --bench")
@@ -58,7 +53,6 @@ func (a *App) cutoverCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&f.stopForeign, "stop-foreign", false, "stop containers sparklane did not start that hold a GPU or the lane's port on the lane's nodes (else the cutover is refused, naming them)")
 	cmd.Flags().BoolVar(&f.powerOn, "power-on", false, "switch on the lane's nodes whose relay is off, before staging")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print every node's command, env, mounts and staging plan; touch nothing")
-	cmd.Flags().StringArrayVarP(&f.overrides, "override", "o", nil, "key=value override (repeatable)")
 	return cmd
 }
 
@@ -94,15 +88,12 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *config.Reci
 		return nil, err
 	}
 	if f.noWait {
-		out := map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()}
-		if a.JSON {
-			return nil, a.printJSON(out)
-		}
-		fmt.Fprintf(a.Out, "started %s (run %s)\n", run.GetID(), run.GetRunID())
-		if a.env.UIURL != "" {
-			fmt.Fprintf(a.Out, "follow it at %s\n", a.runURL(run.GetID(), run.GetRunID()))
-		}
-		return nil, nil
+		return nil, a.output(map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()}, func() {
+			fmt.Fprintf(a.Out, "started %s (run %s)\n", run.GetID(), run.GetRunID())
+			if a.env.UIURL != "" {
+				fmt.Fprintf(a.Out, "follow it at %s\n", a.runURL(run.GetID(), run.GetRunID()))
+			}
+		})
 	}
 	var res workflows.CutoverResult
 	return a.cutoverOutcome(&res, a.follow(ctx, run, &res))
@@ -178,17 +169,12 @@ func printCutover(a *App, res *workflows.CutoverResult) {
 }
 
 func (a *App) cancelCmd() *cobra.Command {
-	var cluster, lane string
+	var f runFlags
 	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "cancel [WORKFLOW_ID] | --cluster C | --lane L",
 		Short: "cancel a run (a cutover's cleanup and rollback run) and wait until it has ended",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			env, id, info, err := a.findRun(ctx, args, cluster, lane)
-			if err != nil {
-				return err
-			}
+		RunE: a.withRun(&f, func(ctx context.Context, env *workers.Env, id string, info *workflowpb.WorkflowExecutionInfo) error {
 			if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				fmt.Fprintf(a.Out, "%s is not running (%s): nothing to cancel\n", id, statusName(info.GetStatus()))
 				return nil
@@ -211,10 +197,10 @@ func (a *App) cancelCmd() *cobra.Command {
 			}
 			fmt.Fprintf(a.Out, "%s: %s\n", id, statusName(st))
 			return nil
-		},
+		}),
 	}
-	cmd.Flags().StringVar(&cluster, "cluster", "", "cancel the cutover on this cluster")
-	cmd.Flags().StringVar(&lane, "lane", "", "cancel the cutover on this lane's cluster")
+	cmd.Flags().StringVar(&f.cluster, "cluster", "", "cancel the cutover on this cluster")
+	cmd.Flags().StringVar(&f.lane, "lane", "", "cancel the cutover on this lane's cluster")
 	cmd.Flags().DurationVar(&wait, "wait", 30*time.Minute, "how long to wait for the run to close")
 	return cmd
 }

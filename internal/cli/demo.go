@@ -82,8 +82,7 @@ func (a *App) demoCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			a.ConfigPath, a.cfg = fleet.ConfigFile, nil
-			cfg, err := a.config()
+			cfg, err := a.useConfig(fleet.ConfigFile)
 			if err != nil {
 				return err
 			}
@@ -156,6 +155,13 @@ func (a *App) demoCmd() *cobra.Command {
 	return cmd
 }
 
+// useConfig points the starter at the config file path (the demo's
+// fleet) and loads it.
+func (a *App) useConfig(path string) (*config.Config, error) {
+	a.ConfigPath, a.cfg = path, nil
+	return a.config()
+}
+
 // demoCleanJSON is `starter demo --clean --json`.
 type demoCleanJSON struct {
 	Dir            string   `json:"dir"`
@@ -172,26 +178,20 @@ type demoCleanJSON struct {
 func (a *App) demoClean(ctx context.Context, dir string) error {
 	cfgFile := filepath.Join(dir, "sparklane.toml")
 	if _, err := os.Stat(dir); os.IsNotExist(err) {
-		if a.JSON {
-			return a.printJSON(demoCleanJSON{Dir: dir, Stopped: []string{}})
-		}
-		fmt.Fprintf(a.Out, "nothing to clean: %s does not exist\n", dir)
-		return nil
+		return a.output(demoCleanJSON{Dir: dir, Stopped: []string{}}, func() {
+			fmt.Fprintf(a.Out, "nothing to clean: %s does not exist\n", dir)
+		})
 	}
 	b, err := os.ReadFile(cfgFile)
 	if err != nil || !strings.HasPrefix(string(b), demo.ConfigHeader) {
 		return fmt.Errorf("%s is not a demo dir (no %s written by `starter demo`): nothing removed; give the demo's --dir", dir, cfgFile)
 	}
-	a.ConfigPath, a.cfg = cfgFile, nil
-	cfg, err := a.config()
+	cfg, err := a.useConfig(cfgFile)
 	if err != nil {
 		return fmt.Errorf("demo config %s: %w (remove %s by hand)", cfgFile, err, dir)
 	}
 	out := demoCleanJSON{Dir: dir, Stopped: []string{}}
-	var nodes []string
-	for _, n := range cfg.Nodes {
-		nodes = append(nodes, n.Name)
-	}
+	nodes := allNodes(cfg)
 	if _, err := a.connect(ctx); err != nil {
 		return fmt.Errorf("start the demo's control service to stop its lanes: %w", err)
 	}
@@ -224,12 +224,10 @@ func (a *App) demoClean(ctx context.Context, dir string) error {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
 	out.FreedBytes = size
-	if a.JSON {
-		return a.printJSON(out)
-	}
-	fmt.Fprintf(a.Out, "stopped %d demo container(s)%s; removed %s: %s freed\n", len(out.Stopped),
-		map[bool]string{true: " and the demo's control service", false: ""}[found], dir, staging.HumanBytes(size))
-	return nil
+	return a.output(out, func() {
+		fmt.Fprintf(a.Out, "stopped %d demo container(s)%s; removed %s: %s freed\n", len(out.Stopped),
+			map[bool]string{true: " and the demo's control service", false: ""}[found], dir, staging.HumanBytes(size))
+	})
 }
 
 // dirSize is the bytes allocated to the regular files under dir (hard

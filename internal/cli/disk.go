@@ -16,8 +16,6 @@ import (
 	"github.com/sparklane/sparklane/workflows"
 )
 
-func init() { extraCommandBuilders = append(extraCommandBuilders, (*App).diskCmd) }
-
 // diskBlocks are every lane's [[staging]] blocks, one per dst (lanes that
 // share a dst share the block). Every node is asked about every block: a
 // block's dst is the same path on every node, and a lane staged once on
@@ -63,16 +61,9 @@ func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec)
 	if err != nil {
 		return res, "", err
 	}
-	known := map[string]bool{}
-	var all []string
-	for _, n := range cfg.Nodes {
-		known[n.Name] = true
-		all = append(all, n.Name)
-	}
-	for _, n := range nodes {
-		if !known[n] {
-			return res, "", fmt.Errorf("--node %s: no such node in %s (nodes: %s)", n, cfg.File, strings.Join(all, ", "))
-		}
+	all, err := knownNodes(cfg, nodes)
+	if err != nil {
+		return res, "", err
 	}
 	if len(nodes) == 0 {
 		nodes = all
@@ -190,79 +181,82 @@ func (a *App) printDisk(res workflows.DiskResult, id string, pruned bool) error 
 			failures = append(failures, n.Node+": not enough to remove for --free (blocks of running lanes are kept)")
 		}
 	}
-	if a.JSON {
-		out := map[string]any{"workflow_id": id, "nodes": res.Nodes, "running": res.Running}
-		if len(failures) > 0 {
-			out["error"] = strings.Join(failures, "; ")
-		}
-		if err := a.printJSON(out); err != nil {
-			return err
-		}
-	} else {
-		running := map[string]bool{}
-		for _, l := range res.Running {
-			running[l] = true
-		}
-		var rows [][]string
-		for _, n := range res.Nodes {
-			if n.Disk == nil {
-				rows = append(rows, []string{n.Node, "-", "-", "-", "-", "-", "-", "-", "error: " + n.Error})
-				continue
-			}
-			for _, r := range n.Disk.Roots {
-				present := 0
-				for _, u := range r.Blocks {
-					if !u.Present && u.Error == "" {
-						continue
-					}
-					present++
-					state := ""
-					for _, l := range u.Lanes {
-						if running[l] {
-							state = "RUNNING"
-						}
-					}
-					if u.Error != "" {
-						state = "error: " + u.Error
-					}
-					rows = append(rows, []string{n.Node, r.Root, staging.HumanBytes(r.Free), strings.Join(u.Lanes, ",") + "/" + u.ID, u.Kind,
-						staging.HumanBytes(u.Bytes), when(u.LastServed), when(u.VerifiedAt), strings.TrimSpace(u.Dst + " " + state)})
-				}
-				if present == 0 && r.Error == "" {
-					rows = append(rows, []string{n.Node, r.Root, staging.HumanBytes(r.Free), "-", "-", "-", "-", "-", "no staged blocks"})
-				}
-			}
-		}
-		table(a.Out, []string{"NODE", "ROOT", "FREE", "BLOCK", "KIND", "BYTES", "LAST SERVED", "VERIFIED", "PATH"}, rows)
-		if pruned {
-			for _, n := range res.Nodes {
-				if n.Disk == nil || n.Disk.Prune == nil {
-					continue
-				}
-				p := n.Disk.Prune
-				for _, r := range p.Removals {
-					verb := "would remove"
-					if r.Removed {
-						verb = "removed"
-					} else if r.Error != "" {
-						verb = "FAILED to remove"
-					}
-					fmt.Fprintf(a.Out, "%s: %s %s/%s %s (%s)\n", n.Node, verb, strings.Join(r.Lanes, ","), r.ID, r.Dst, staging.HumanBytes(r.Bytes))
-				}
-				for _, k := range p.Kept {
-					fmt.Fprintf(a.Out, "%s: %s\n", n.Node, k)
-				}
-				if len(p.Removals) == 0 {
-					fmt.Fprintf(a.Out, "%s: nothing to remove\n", n.Node)
-				}
-				for root, before := range p.FreeBefore {
-					fmt.Fprintf(a.Out, "%s: %s free %s -> %s\n", n.Node, root, staging.HumanBytes(before), staging.HumanBytes(p.FreeAfter[root]))
-				}
-			}
-		}
+	failed := strings.Join(failures, "; ")
+	out := map[string]any{"workflow_id": id, "nodes": res.Nodes, "running": res.Running}
+	if failed != "" {
+		out["error"] = failed
 	}
-	if len(failures) > 0 {
-		return exitCode(1, errors.New(strings.Join(failures, "; ")))
+	if err := a.output(out, func() { a.printDiskText(res, pruned) }); err != nil {
+		return err
+	}
+	if failed != "" {
+		return exitCode(1, errors.New(failed))
 	}
 	return nil
+}
+
+// printDiskText is the listing as a table, then what a prune removed (or
+// would), what it kept and the free space before and after.
+func (a *App) printDiskText(res workflows.DiskResult, pruned bool) {
+	running := map[string]bool{}
+	for _, l := range res.Running {
+		running[l] = true
+	}
+	var rows [][]string
+	for _, n := range res.Nodes {
+		if n.Disk == nil {
+			rows = append(rows, []string{n.Node, "-", "-", "-", "-", "-", "-", "-", "error: " + n.Error})
+			continue
+		}
+		for _, r := range n.Disk.Roots {
+			present := 0
+			for _, u := range r.Blocks {
+				if !u.Present && u.Error == "" {
+					continue
+				}
+				present++
+				state := ""
+				for _, l := range u.Lanes {
+					if running[l] {
+						state = "RUNNING"
+					}
+				}
+				if u.Error != "" {
+					state = "error: " + u.Error
+				}
+				rows = append(rows, []string{n.Node, r.Root, staging.HumanBytes(r.Free), strings.Join(u.Lanes, ",") + "/" + u.ID, u.Kind,
+					staging.HumanBytes(u.Bytes), when(u.LastServed), when(u.VerifiedAt), strings.TrimSpace(u.Dst + " " + state)})
+			}
+			if present == 0 && r.Error == "" {
+				rows = append(rows, []string{n.Node, r.Root, staging.HumanBytes(r.Free), "-", "-", "-", "-", "-", "no staged blocks"})
+			}
+		}
+	}
+	table(a.Out, []string{"NODE", "ROOT", "FREE", "BLOCK", "KIND", "BYTES", "LAST SERVED", "VERIFIED", "PATH"}, rows)
+	if pruned {
+		for _, n := range res.Nodes {
+			if n.Disk == nil || n.Disk.Prune == nil {
+				continue
+			}
+			p := n.Disk.Prune
+			for _, r := range p.Removals {
+				verb := "would remove"
+				if r.Removed {
+					verb = "removed"
+				} else if r.Error != "" {
+					verb = "FAILED to remove"
+				}
+				fmt.Fprintf(a.Out, "%s: %s %s/%s %s (%s)\n", n.Node, verb, strings.Join(r.Lanes, ","), r.ID, r.Dst, staging.HumanBytes(r.Bytes))
+			}
+			for _, k := range p.Kept {
+				fmt.Fprintf(a.Out, "%s: %s\n", n.Node, k)
+			}
+			if len(p.Removals) == 0 {
+				fmt.Fprintf(a.Out, "%s: nothing to remove\n", n.Node)
+			}
+			for root, before := range p.FreeBefore {
+				fmt.Fprintf(a.Out, "%s: %s free %s -> %s\n", n.Node, root, staging.HumanBytes(before), staging.HumanBytes(p.FreeAfter[root]))
+			}
+		}
+	}
 }

@@ -153,11 +153,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *config.Recipe, 
 			dn.Env[k] = v
 		}
 		for _, m := range n.Mounts {
-			mode := "rw"
-			if m.ReadOnly {
-				mode = "ro"
-			}
-			dn.Mounts = append(dn.Mounts, DryRunMount{Src: m.Src, Dst: m.Dst, Mode: mode})
+			dn.Mounts = append(dn.Mounts, DryRunMount{Src: m.Src, Dst: m.Dst, Mode: mountMode(m.ReadOnly)})
 		}
 		if dn.Staging == nil {
 			dn.Staging = []DryRunBlock{}
@@ -171,11 +167,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *config.Recipe, 
 		d.Nodes = append(d.Nodes, dn)
 	}
 	d.Steps = dryRunSteps(action, r, plan, states)
-	if a.JSON {
-		return a.printJSON(d)
-	}
-	printDryRun(a, d)
-	return nil
+	return a.output(d, func() { printDryRun(a, d) })
 }
 
 func dryRunSteps(action string, r *config.Recipe, plan *config.LanePlan, states map[string]workflows.NodeState) []string {
@@ -240,12 +232,7 @@ func printDryRun(a *App, d DryRun) {
 			state += " running " + strings.Join(n.Lanes, ", ")
 		}
 		fmt.Fprintf(a.Out, "\n[%s] rank %d  %s  container %s\n  image   %s\n  command %s\n  env:\n", n.Node, n.Rank, state, n.Container, n.Image, n.Command)
-		for _, k := range sortedMapKeys(n.Env) {
-			fmt.Fprintf(a.Out, "    %s=%s\n", k, n.Env[k])
-		}
-		for _, k := range sortedMapKeys(n.EnvFrom) {
-			fmt.Fprintf(a.Out, "    %s from %s (read on the node)\n", k, n.EnvFrom[k])
-		}
+		printEnv(a, n.Env, n.EnvFrom)
 		fmt.Fprintln(a.Out, "  mounts:")
 		for _, m := range n.Mounts {
 			fmt.Fprintf(a.Out, "    %s -> %s (%s)\n", m.Src, m.Dst, m.Mode)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -20,10 +19,6 @@ import (
 	"github.com/sparklane/sparklane/internal/workers"
 	"github.com/sparklane/sparklane/workflows"
 )
-
-func init() {
-	extraCommandBuilders = append(extraCommandBuilders, (*App).fleetCmd)
-}
 
 // fleetOpts are the flags the fleet subcommands share.
 type fleetOpts struct {
@@ -74,35 +69,43 @@ func (a *App) fleetCmd() *cobra.Command {
 	install := &cobra.Command{
 		Use:   "install [NODE...]",
 		Short: "install or update the node service on remote nodes and wait until each polls node.NAME (idempotent)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.fleetInstall(cmd.Context(), o, args, false)
-		},
+		RunE:  a.withNodes(o, a.fleetInstall),
 	}
 	install.Flags().DurationVar(&o.wait, "wait", 60*time.Second, "how long to wait for each node's worker to poll node.NAME (0: do not wait)")
 	upgrade := &cobra.Command{
 		Use:   "upgrade [NODE...]",
 		Short: "rolling upgrade: one node at a time, upload the new binary, restart, wait for its poller before the next",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.fleetInstall(cmd.Context(), o, args, true)
-		},
+		RunE:  a.withNodes(o, a.fleetUpgrade),
 	}
 	upgrade.Flags().DurationVar(&o.wait, "wait", 60*time.Second, "how long to wait for each node's worker to poll before the next node (0: do not wait)")
 	status := &cobra.Command{
 		Use:   "status [NODE...]",
 		Short: "per node: service state, worker build vs the control's, running since, last poll seen by the server",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.fleetStatus(cmd.Context(), o, args)
-		},
+		RunE:  a.withNodes(o, a.fleetStatus),
 	}
 	uninstall := &cobra.Command{
 		Use:   "uninstall [NODE...]",
 		Short: "stop the node service and remove what install added (staged data is left alone)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.fleetUninstall(cmd.Context(), o, args)
-		},
+		RunE:  a.withNodes(o, a.fleetUninstall),
 	}
 	cmd.AddCommand(install, status, upgrade, uninstall)
 	return cmd
+}
+
+// nodesBody is the body of a fleet subcommand: its flags and the remote
+// nodes it works on.
+type nodesBody func(ctx context.Context, cfg *config.Config, o *fleetOpts, nodes []config.Node) error
+
+// withNodes is the preamble of the fleet subcommands: the config and the
+// remote nodes the arguments name (fleetNodes).
+func (a *App) withNodes(o *fleetOpts, b nodesBody) runE {
+	return a.withConfig(func(ctx context.Context, req *request) error {
+		nodes, err := a.fleetNodes(req.cfg, req.args)
+		if err != nil {
+			return err
+		}
+		return b(ctx, req.cfg, o, nodes)
+	})
 }
 
 // fleetNodes are the remote nodes named in args (all remote nodes when
@@ -127,11 +130,7 @@ func (a *App) fleetNodes(cfg *config.Config, args []string) ([]config.Node, erro
 	for _, name := range args {
 		n := cfg.Node(name)
 		if n == nil {
-			var names []string
-			for _, x := range cfg.Nodes {
-				names = append(names, x.Name)
-			}
-			return nil, fmt.Errorf("node %q is not in %s (nodes: %s)", name, cfg.File, strings.Join(names, ", "))
+			return nil, fmt.Errorf("node %q is not in %s (nodes: %s)", name, cfg.File, strings.Join(allNodes(cfg), ", "))
 		}
 		if n.SSH == "" {
 			return nil, fmt.Errorf("node %s has no ssh in %s: its worker runs inside the control service on this machine, not as an installed service", name, cfg.File)
@@ -149,6 +148,25 @@ func (o *fleetOpts) dialNode(ctx context.Context, cfg *config.Config, n config.N
 	}
 	t.KnownHosts, t.Identity = n.KnownHosts, n.Identity
 	return fleet.DialHost(ctx, n.Name, t, o.timeout)
+}
+
+// onNode dials n (dialNode), runs f on it and hangs up.
+func (o *fleetOpts) onNode(ctx context.Context, cfg *config.Config, n config.Node, f func(h *fleet.SSHHost) error) error {
+	h, err := o.dialNode(ctx, cfg, n)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return f(h)
+}
+
+// engineLayout is where eng installs on a node (the default layout unless
+// --root moved it).
+func engineLayout(eng *fleet.Engine) fleet.Layout {
+	if eng.Layout == (fleet.Layout{}) {
+		return fleet.DefaultLayout()
+	}
+	return eng.Layout
 }
 
 // workerBinary is the worker to install on a node of architecture arch
@@ -169,10 +187,9 @@ func (a *App) workerBinary(ctx context.Context, cfg *config.Config, o *fleetOpts
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(cfg.StateDir, "bin", "worker")
+	out := builtWorker(cfg, goarch)
 	var env []string
 	if goarch != runtime.GOARCH {
-		out = filepath.Join(cfg.StateDir, "bin", "linux-"+goarch, "worker")
 		env = []string{"GOOS=linux", "GOARCH=" + goarch, "CGO_ENABLED=0"}
 	}
 	if err := a.goBuildWorker(ctx, src, out, env, "the worker for linux/"+goarch); err != nil {
@@ -180,44 +197,6 @@ func (a *App) workerBinary(ctx context.Context, cfg *config.Config, o *fleetOpts
 	}
 	o.built[goarch] = out
 	return out, nil
-}
-
-// goBuildWorker builds ./worker of the source tree src into out, with env
-// added to this process's (a cross-compilation's GOOS/GOARCH), saying so
-// on stderr as what. go build leaves a current out as it is.
-func (a *App) goBuildWorker(ctx context.Context, src, out string, env []string, what string) error {
-	// -s -w drops the symbol table and DWARF (panics still name their
-	// functions): 213 → 151 MiB to upload to, and hash on, every node.
-	args := []string{"build", "-ldflags=-s -w", "-o", out, "./worker"}
-	if !a.JSON {
-		fmt.Fprintf(a.Err, "building %s: go %s\n", what, strings.Join(args, " "))
-	}
-	c := exec.CommandContext(ctx, "go", args...)
-	c.Dir, c.Env = src, append(os.Environ(), env...)
-	if b, err := c.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s in %s (go %s): %v\n%s", what, src, strings.Join(args, " "), err, b)
-	}
-	return nil
-}
-
-// sourceTree is the sparklane module root above the working directory.
-func sourceTree() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/sparklane/sparklane\n") {
-			if _, err := os.Stat(filepath.Join(dir, "worker", "main.go")); err == nil {
-				return dir, nil
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not run inside the sparklane source tree, so there is no worker to build: pass --worker-binary PATH (a worker built for the nodes, e.g. GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -o worker ./worker)")
-		}
-		dir = parent
-	}
 }
 
 // pollerSource asks the Temporal server which workers poll node.NAME's
@@ -255,24 +234,22 @@ type fleetInstallReport struct {
 	Error string `json:"error,omitempty"`
 }
 
-// fleetInstall installs (or, rolling, upgrades) the node service on nodes.
-// Install goes on to the next node after a failure and exits 1 at the end;
-// upgrade stops at the first failure, so a bad binary takes down one node.
-func (a *App) fleetInstall(ctx context.Context, o *fleetOpts, args []string, upgrade bool) error {
-	cfg, err := a.config()
-	if err != nil {
-		return err
-	}
-	nodes, err := a.fleetNodes(cfg, args)
-	if err != nil {
-		return err
-	}
+// fleetInstall installs the node service on nodes, going on to the next
+// node after a failure and exiting 1 at the end.
+func (a *App) fleetInstall(ctx context.Context, cfg *config.Config, o *fleetOpts, nodes []config.Node) error {
+	return a.installNodes(ctx, cfg, o, nodes, false)
+}
+
+// fleetUpgrade upgrades the node service node by node, stopping at the
+// first failure, so a bad binary takes down one node.
+func (a *App) fleetUpgrade(ctx context.Context, cfg *config.Config, o *fleetOpts, nodes []config.Node) error {
+	return a.installNodes(ctx, cfg, o, nodes, true)
+}
+
+// installNodes installs (or, rolling, upgrades) the node service on nodes.
+func (a *App) installNodes(ctx context.Context, cfg *config.Config, o *fleetOpts, nodes []config.Node, upgrade bool) error {
 	eng := o.engine()
-	layout := eng.Layout
-	if layout == (fleet.Layout{}) {
-		layout = fleet.DefaultLayout()
-	}
-	nodeCfg, notices, err := fleet.NodeConfig(cfg, layout.StateDir)
+	nodeCfg, notices, err := fleet.NodeConfig(cfg, engineLayout(eng).StateDir)
 	if err != nil {
 		return err
 	}
@@ -304,8 +281,15 @@ func (a *App) fleetInstall(ctx context.Context, o *fleetOpts, args []string, upg
 			break
 		}
 	}
+	return a.fleetEnd(reports, errs)
+}
+
+// fleetEnd ends install, upgrade and uninstall, which print their text
+// node by node: the rows as the JSON document under --json, and exit 1
+// with every node's error.
+func (a *App) fleetEnd(rows any, errs []error) error {
 	if a.JSON {
-		if err := a.printJSON(reports); err != nil {
+		if err := a.printJSON(rows); err != nil {
 			return err
 		}
 	}
@@ -401,11 +385,7 @@ type fleetStatusRow struct {
 func controlBuildID(cfg *config.Config, o *fleetOpts, arch string) string {
 	p := o.binary
 	if p == "" {
-		goarch := fleet.GoArch(arch)
-		p = filepath.Join(cfg.StateDir, "bin", "worker")
-		if goarch != runtime.GOARCH {
-			p = filepath.Join(cfg.StateDir, "bin", "linux-"+goarch, "worker")
-		}
+		p = builtWorker(cfg, fleet.GoArch(arch))
 	}
 	id, err := fleet.BuildID(p)
 	if err != nil {
@@ -414,30 +394,24 @@ func controlBuildID(cfg *config.Config, o *fleetOpts, arch string) string {
 	return id
 }
 
-func (a *App) fleetStatus(ctx context.Context, o *fleetOpts, args []string) error {
-	cfg, err := a.config()
-	if err != nil {
-		return err
-	}
-	nodes, err := a.fleetNodes(cfg, args)
-	if err != nil {
-		return err
-	}
+// fleetStatus reports each node's service, its build against the
+// control's and its last poll; exit 1 when a node could not be asked.
+func (a *App) fleetStatus(ctx context.Context, cfg *config.Config, o *fleetOpts, nodes []config.Node) error {
 	eng := o.engine()
 	pollers, perr := a.pollerSource(ctx)
 	var rows []fleetStatusRow
 	failed := false
 	for _, n := range nodes {
 		row := fleetStatusRow{NodeStatus: fleet.NodeStatus{Node: n.Name, State: "unknown"}}
-		h, err := o.dialNode(ctx, cfg, n)
-		if err == nil {
-			var in fleet.Inspection
-			if in, err = eng.Inspect(ctx, h); err == nil {
-				row.ControlBuildID = controlBuildID(cfg, o, in.Arch)
-				row.NodeStatus, err = eng.Status(ctx, h)
+		err := o.onNode(ctx, cfg, n, func(h *fleet.SSHHost) error {
+			in, err := eng.Inspect(ctx, h)
+			if err != nil {
+				return err
 			}
-			h.Close()
-		}
+			row.ControlBuildID = controlBuildID(cfg, o, in.Arch)
+			row.NodeStatus, err = eng.Status(ctx, h)
+			return err
+		})
 		if err != nil {
 			row.Error, failed = err.Error(), true
 		}
@@ -510,15 +484,9 @@ func orDash(s string) string {
 	return s
 }
 
-func (a *App) fleetUninstall(ctx context.Context, o *fleetOpts, args []string) error {
-	cfg, err := a.config()
-	if err != nil {
-		return err
-	}
-	nodes, err := a.fleetNodes(cfg, args)
-	if err != nil {
-		return err
-	}
+// fleetUninstall removes the node service from nodes, going on after a
+// failure and exiting 1 at the end.
+func (a *App) fleetUninstall(ctx context.Context, cfg *config.Config, o *fleetOpts, nodes []config.Node) error {
 	eng := o.engine()
 	type row struct {
 		fleet.UninstallResult
@@ -528,11 +496,10 @@ func (a *App) fleetUninstall(ctx context.Context, o *fleetOpts, args []string) e
 	var errs []error
 	for _, n := range nodes {
 		r := row{UninstallResult: fleet.UninstallResult{Node: n.Name}}
-		h, err := o.dialNode(ctx, cfg, n)
-		if err == nil {
+		err := o.onNode(ctx, cfg, n, func(h *fleet.SSHHost) (err error) {
 			r.UninstallResult, err = eng.Uninstall(ctx, h)
-			h.Close()
-		}
+			return err
+		})
 		if err != nil {
 			r.Error = err.Error()
 			errs = append(errs, err)
@@ -554,15 +521,7 @@ func (a *App) fleetUninstall(ctx context.Context, o *fleetOpts, args []string) e
 			fmt.Fprintf(a.Out, "%s: %sremoved %s (staged data left alone)\n", n.Name, stopped, strings.Join(r.Removed, ", "))
 		}
 	}
-	if a.JSON {
-		if err := a.printJSON(rows); err != nil {
-			return err
-		}
-	}
-	if len(errs) > 0 {
-		return exitCode(1, errors.Join(errs...))
-	}
-	return nil
+	return a.fleetEnd(rows, errs)
 }
 
 // relayCredentials are the node's staging relay identity (the fleet CA's
@@ -582,11 +541,7 @@ func relayCredentials(cfg *config.Config, eng *fleet.Engine, n config.Node) ([]f
 	if !ok {
 		return nil, fmt.Errorf("no relay identity issued for node %s", n.Name)
 	}
-	layout := eng.Layout
-	if layout == (fleet.Layout{}) {
-		layout = fleet.DefaultLayout()
-	}
-	dst := fleet.RelayIdentityFiles(layout.StateDir, n.Name)
+	dst := fleet.RelayIdentityFiles(engineLayout(eng).StateDir, n.Name)
 	var out []fleet.File
 	for i, src := range []string{filepath.Join(dir, "ca.pem"), id.Cert, id.Key} {
 		b, err := os.ReadFile(src)

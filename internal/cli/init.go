@@ -46,9 +46,17 @@ type initNode struct {
 	RDMA          []string `json:"rdma"`
 }
 
+// initFlags say how init reaches the nodes and reads their facts.
+type initFlags struct {
+	knownHosts, identity string
+	// sysRoot and dockerCmd stand in for /sys and docker (test doubles).
+	sysRoot, dockerCmd string
+}
+
 func (a *App) initCmd() *cobra.Command {
 	var specs []string
-	var knownHosts, identity, out, sysRoot, dockerCmd string
+	var f initFlags
+	var out string
 	var write bool
 	cmd := &cobra.Command{
 		Use:   "init [--node NAME=user@host[:port]...] [--known-hosts FILE] [--write]",
@@ -91,39 +99,12 @@ func (a *App) initCmd() *cobra.Command {
 					return fmt.Errorf("--node %s given twice", name)
 				}
 				seen[name] = true
-				t, err := node.ParseSSH(target)
+				h, n, err := a.discoverNode(ctx, name, target, f)
 				if err != nil {
-					return fmt.Errorf("--node %s: %w", name, err)
+					return err
 				}
-				t.KnownHosts, t.Identity = knownHosts, identity
-				c, err := node.Dial(ctx, t, 20*time.Second)
-				if unknownHost(err, t) && a.confirmHostKeys() {
-					// An unknown host on a terminal: show its key, ask, and
-					// remember it only when the operator says yes.
-					if err = a.confirmHostKey(ctx, name, t); err == nil {
-						c, err = node.Dial(ctx, t, 20*time.Second)
-					}
-				}
-				if err != nil {
-					return fmt.Errorf("node %s (%s): %w", name, t, err)
-				}
-				f, err := discover.Probe(ctx, c, discover.Options{SysRoot: sysRoot, Docker: dockerCmd})
-				c.Close()
-				if err != nil {
-					return fmt.Errorf("node %s (%s): discovery: %w", name, t, err)
-				}
-				hosts = append(hosts, discover.Host{Name: name, Target: t, SSH: target, KnownHosts: knownHosts, Identity: identity, Facts: f})
-				root, disk, _ := f.Root()
-				addr, _ := f.FastAddress()
-				hcas, _ := f.HCAs()
-				gpus := f.GPUs
-				if gpus == nil {
-					gpus = []string{}
-				}
-				if hcas == nil {
-					hcas = []string{}
-				}
-				res.Nodes = append(res.Nodes, initNode{Name: name, SSH: target, Root: root, RootFree: disk.Free, Address: addr, Docker: f.Docker, NvidiaRuntime: f.NvidiaRuntime, GPUs: gpus, RDMA: hcas})
+				hosts = append(hosts, h)
+				res.Nodes = append(res.Nodes, n)
 			}
 			text := discover.Render(hosts)
 			old, err := os.ReadFile(out)
@@ -139,39 +120,74 @@ func (a *App) initCmd() *cobra.Command {
 				}
 				res.Written = true
 			}
-			if a.JSON {
-				return a.printJSON(res)
-			}
-			for _, n := range res.Nodes {
-				fmt.Fprintf(a.Out, "%s: root %s (%s free), address %s, docker %v (nvidia runtime %v), %d GPU(s), RDMA %s\n",
-					n.Name, dash(n.Root), staging.HumanBytes(n.RootFree), dash(n.Address), n.Docker, n.NvidiaRuntime, len(n.GPUs), dash(strings.Join(n.RDMA, ",")))
-			}
-			switch {
-			case !res.Changed:
-				fmt.Fprintf(a.Out, "%s is up to date\n", out)
-			case !exists:
-				fmt.Fprintf(a.Out, "wrote %s (check it with: starter recipe check %s)\n", out, out)
-			default:
-				fmt.Fprintf(a.Out, "%s differs from what discovery found:\n%s", out, res.Diff)
-				if res.Written {
-					fmt.Fprintf(a.Out, "wrote %s\n", out)
-				} else {
-					fmt.Fprintf(a.Out, "nothing changed: re-run with --write to apply\n")
-				}
-			}
-			return nil
+			return a.output(res, func() { a.printInit(res, exists) })
 		},
 	}
 	cmd.Flags().StringArrayVar(&specs, "node", nil, "NAME=user@host[:port] (repeatable)")
-	cmd.Flags().StringVar(&knownHosts, "known-hosts", "", "known_hosts file the host keys are checked against (default ~/.ssh/known_hosts)")
-	cmd.Flags().StringVar(&identity, "identity", "", "private key file for SSH (default: the agent or ~/.ssh/id_*)")
+	cmd.Flags().StringVar(&f.knownHosts, "known-hosts", "", "known_hosts file the host keys are checked against (default ~/.ssh/known_hosts)")
+	cmd.Flags().StringVar(&f.identity, "identity", "", "private key file for SSH (default: the agent or ~/.ssh/id_*)")
 	cmd.Flags().StringVar(&out, "out", "", "config file to write (default --config, else ./sparklane.toml)")
 	cmd.Flags().BoolVar(&write, "write", false, "replace an existing file whose content differs")
-	cmd.Flags().StringVar(&sysRoot, "sys-root", "", "prefix of /sys on the nodes (a test double's fake /sys tree)")
-	cmd.Flags().StringVar(&dockerCmd, "docker-command", "docker", "the docker command looked up on the nodes")
+	cmd.Flags().StringVar(&f.sysRoot, "sys-root", "", "prefix of /sys on the nodes (a test double's fake /sys tree)")
+	cmd.Flags().StringVar(&f.dockerCmd, "docker-command", "docker", "the docker command looked up on the nodes")
 	_ = cmd.Flags().MarkHidden("sys-root")
 	_ = cmd.Flags().MarkHidden("docker-command")
 	return cmd
+}
+
+// discoverNode dials the node name at target over SSH (an unknown host
+// key confirmed on a terminal) and reads its facts: the host to render
+// into the config, and its line of init's output.
+func (a *App) discoverNode(ctx context.Context, name, target string, fl initFlags) (discover.Host, initNode, error) {
+	t, err := node.ParseSSH(target)
+	if err != nil {
+		return discover.Host{}, initNode{}, fmt.Errorf("--node %s: %w", name, err)
+	}
+	t.KnownHosts, t.Identity = fl.knownHosts, fl.identity
+	c, err := node.Dial(ctx, t, 20*time.Second)
+	if unknownHost(err, t) && a.confirmHostKeys() {
+		// An unknown host on a terminal: show its key, ask, and
+		// remember it only when the operator says yes.
+		if err = a.confirmHostKey(ctx, name, t); err == nil {
+			c, err = node.Dial(ctx, t, 20*time.Second)
+		}
+	}
+	if err != nil {
+		return discover.Host{}, initNode{}, fmt.Errorf("node %s (%s): %w", name, t, err)
+	}
+	f, err := discover.Probe(ctx, c, discover.Options{SysRoot: fl.sysRoot, Docker: fl.dockerCmd})
+	c.Close()
+	if err != nil {
+		return discover.Host{}, initNode{}, fmt.Errorf("node %s (%s): discovery: %w", name, t, err)
+	}
+	root, disk, _ := f.Root()
+	addr, _ := f.FastAddress()
+	hcas, _ := f.HCAs()
+	n := initNode{Name: name, SSH: target, Root: root, RootFree: disk.Free, Address: addr, Docker: f.Docker, NvidiaRuntime: f.NvidiaRuntime, GPUs: nonNil(f.GPUs), RDMA: nonNil(hcas)}
+	return discover.Host{Name: name, Target: t, SSH: target, KnownHosts: fl.knownHosts, Identity: fl.identity, Facts: f}, n, nil
+}
+
+// printInit says what init found on each node and what became of the
+// file (existed: it was there before).
+func (a *App) printInit(res initJSON, existed bool) {
+	out := res.File
+	for _, n := range res.Nodes {
+		fmt.Fprintf(a.Out, "%s: root %s (%s free), address %s, docker %v (nvidia runtime %v), %d GPU(s), RDMA %s\n",
+			n.Name, dash(n.Root), staging.HumanBytes(n.RootFree), dash(n.Address), n.Docker, n.NvidiaRuntime, len(n.GPUs), dash(strings.Join(n.RDMA, ",")))
+	}
+	switch {
+	case !res.Changed:
+		fmt.Fprintf(a.Out, "%s is up to date\n", out)
+	case !existed:
+		fmt.Fprintf(a.Out, "wrote %s (check it with: starter recipe check %s)\n", out, out)
+	default:
+		fmt.Fprintf(a.Out, "%s differs from what discovery found:\n%s", out, res.Diff)
+		if res.Written {
+			fmt.Fprintf(a.Out, "wrote %s\n", out)
+		} else {
+			fmt.Fprintf(a.Out, "nothing changed: re-run with --write to apply\n")
+		}
+	}
 }
 
 // confirmHostKeys reports whether unknown host keys may be confirmed

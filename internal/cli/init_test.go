@@ -26,11 +26,7 @@ func TestInitConfirmsUnknownHostKey(t *testing.T) {
 	run := func(answer string, ask bool) (error, string, string) {
 		var o, e bytes.Buffer
 		a := &App{Out: &o, Err: &e, In: strings.NewReader(answer), askHostKeys: ask}
-		root := a.Root()
-		root.SetArgs(args)
-		root.SetOut(&o)
-		root.SetErr(&e)
-		err := root.ExecuteContext(context.Background())
+		err := a.execute(context.Background(), args)
 		return err, o.String(), e.String()
 	}
 	fp := ssh.FingerprintSHA256(s.HostKey)

@@ -15,10 +15,6 @@ import (
 	"github.com/sparklane/sparklane/internal/serve"
 )
 
-func init() {
-	extraCommandBuilders = append(extraCommandBuilders, (*App).logsCmd)
-}
-
 // logsCmd prints a lane's rank logs from every node. Each node's Docker
 // is reached as the control service reaches it: the local socket for a
 // local node, the node's socket through SSH (host key checked against
@@ -30,14 +26,9 @@ func (a *App) logsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs --lane L [--rank R] [--node N] [-f] [--tail N]",
 		Short: "print a lane's rank container logs from every node, each line prefixed [NODE rRANK]",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if lane == "" {
-				return fmt.Errorf("--lane is required (see: starter lanes)")
-			}
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
+		// No lane, no config loaded: the error laneOn gives.
+		PreRunE: laneRequired(&lane),
+		RunE: a.withConfig(func(ctx context.Context, req *request) error {
 			// An alias names the lane; a lane whose recipe is gone (or
 			// broken) is still found by its containers' label.
 			if _, set, err := a.recipeSet(); err == nil {
@@ -45,8 +36,8 @@ func (a *App) logsCmd() *cobra.Command {
 					lane = r.Name
 				}
 			}
-			return a.laneLogs(cmd.Context(), cfg, lane, only, rank, tail, follow)
-		},
+			return a.laneLogs(ctx, req.cfg, lane, only, rank, tail, follow)
+		}),
 	}
 	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
 	cmd.Flags().IntVar(&rank, "rank", -1, "only this rank")

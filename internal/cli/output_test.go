@@ -28,10 +28,8 @@ func decodeOne(t *testing.T, what, out string) map[string]any {
 // failure ({"error": ...}, exit code unchanged) and for commands that print
 // text (their lines under "output"); ">>" is printed as ">>".
 func TestJSONOutputIsOneDocumentOnSuccessAndFailure(t *testing.T) {
-	dir := t.TempDir()
-	cfg := writeConfigTestFile(t, dir, "sparklane.toml", cliFleet)
-	lanes := filepath.Join(dir, "lanes")
-	writeConfigTestFile(t, lanes, "app.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"serve >> /tmp/log && true\"\ncluster = \"one\"\n")
+	cfg, lanes := writeCLIFleet(t, "app.toml", simLane("serve >> /tmp/log && true"))
+	dir := filepath.Dir(cfg)
 	bad := writeConfigTestFile(t, dir, "bad.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"serve\"\nnot_a_key = 1\n")
 	cases := []struct {
 		name string

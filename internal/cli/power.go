@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,10 +13,6 @@ import (
 	"github.com/sparklane/sparklane/workflows"
 )
 
-func init() {
-	extraCommandBuilders = append(extraCommandBuilders, (*App).powerCmd)
-}
-
 func (a *App) powerCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "power", Short: "power nodes and network gear on and off (graceful shutdown, then the outlet relay)"}
 	for _, action := range []string{workflows.PowerOff, workflows.PowerOn} {
@@ -26,13 +23,9 @@ func (a *App) powerCmd() *cobra.Command {
 		c := &cobra.Command{
 			Use:   action + " NODE|DEVICE... | --cluster C",
 			Short: map[string]string{"off": "graceful shutdown → wait until unreachable → relay off; network gear ([[devices]] with behind) last, once every node behind it is off", "on": "relay on or Wake-on-LAN → wait until SSH answers and the node worker polls"}[action],
-			RunE: func(cmd *cobra.Command, args []string) error {
-				ctx := cmd.Context()
-				cfg, err := a.config()
-				if err != nil {
-					return err
-				}
-				targets := args
+			RunE: a.withConfig(func(ctx context.Context, req *request) error {
+				cfg := req.cfg
+				targets := req.args
 				if cluster != "" {
 					cl := cfg.Cluster(cluster)
 					if cl == nil {
@@ -72,29 +65,13 @@ func (a *App) powerCmd() *cobra.Command {
 				var res workflows.PowerResult
 				err = a.follow(ctx, run, &res)
 				if err != nil && !appErrorDetails(err, &res) {
-					return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
+					return runFailed(err)
 				}
-				if a.JSON {
-					if perr := a.printJSON(res); perr != nil {
-						return perr
-					}
-				} else {
-					for _, r := range res.Targets {
-						fmt.Fprintf(a.Out, "%s: %s", r.Target, r.State)
-						if r.Error != "" {
-							fmt.Fprintf(a.Out, " — %s", r.Error)
-						}
-						fmt.Fprintln(a.Out)
-						for _, w := range r.Warnings {
-							fmt.Fprintf(a.Out, "  WARNING: %s\n", w)
-						}
-					}
+				if perr := a.output(res, func() { a.printPower(res) }); perr != nil {
+					return perr
 				}
-				if err != nil {
-					return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
-				}
-				return nil
-			},
+				return runFailed(err)
+			}),
 		}
 		c.Flags().StringVar(&cluster, "cluster", "", "every node of this cluster (power off: and the network gear its nodes sit behind, last)")
 		c.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for a target to go down / come up")
@@ -104,6 +81,21 @@ func (a *App) powerCmd() *cobra.Command {
 		cmd.AddCommand(c)
 	}
 	return cmd
+}
+
+// printPower says each target's state after a power run, with its error
+// and warnings.
+func (a *App) printPower(res workflows.PowerResult) {
+	for _, r := range res.Targets {
+		fmt.Fprintf(a.Out, "%s: %s", r.Target, r.State)
+		if r.Error != "" {
+			fmt.Fprintf(a.Out, " — %s", r.Error)
+		}
+		fmt.Fprintln(a.Out)
+		for _, w := range r.Warnings {
+			fmt.Fprintf(a.Out, "  WARNING: %s\n", w)
+		}
+	}
 }
 
 // splitGear separates the [[devices]] that have nodes behind them (network

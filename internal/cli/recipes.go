@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -18,19 +19,17 @@ func (a *App) lanesCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.JSON {
-				out := map[string]any{"lanes": set.Recipes, "broken": set.Broken}
-				if set.Broken == nil {
-					out["broken"] = []config.BrokenRecipe{}
+			out := map[string]any{"lanes": set.Recipes, "broken": set.Broken}
+			if set.Broken == nil {
+				out["broken"] = []config.BrokenRecipe{}
+			}
+			return a.output(out, func() {
+				rows := config.FormatLanes(set.Recipes)
+				for _, b := range set.Broken {
+					rows = append(rows, []string{"BROKEN " + b.File, "-", "-", "-", firstLine(b.Error)})
 				}
-				return a.printJSON(out)
-			}
-			rows := config.FormatLanes(set.Recipes)
-			for _, b := range set.Broken {
-				rows = append(rows, []string{"BROKEN " + b.File, "-", "-", "-", firstLine(b.Error)})
-			}
-			table(a.Out, []string{"LANE", "ALIASES", "CLUSTER", "RUNTIME", "STAGING"}, rows)
-			return nil
+				table(a.Out, []string{"LANE", "ALIASES", "CLUSTER", "RUNTIME", "STAGING"}, rows)
+			})
 		},
 	}
 }
@@ -57,18 +56,11 @@ func (a *App) recipeCmd() *cobra.Command {
 			} else {
 				errs, notices = config.Check(files)
 			}
-			if a.JSON {
-				msgs := []string{}
-				for _, e := range errs {
-					msgs = append(msgs, e.Error())
-				}
-				if notices == nil {
-					notices = []string{}
-				}
-				if err := a.printJSON(map[string]any{"ok": len(errs) == 0, "errors": msgs, "notices": notices}); err != nil {
-					return err
-				}
-			} else {
+			msgs := []string{}
+			for _, e := range errs {
+				msgs = append(msgs, e.Error())
+			}
+			err := a.output(map[string]any{"ok": len(errs) == 0, "errors": msgs, "notices": nonNil(notices)}, func() {
 				for _, n := range notices {
 					fmt.Fprintln(a.Out, "notice:", n)
 				}
@@ -78,6 +70,9 @@ func (a *App) recipeCmd() *cobra.Command {
 				if len(errs) == 0 {
 					fmt.Fprintf(a.Out, "%d recipe file(s) ok\n", len(files))
 				}
+			})
+			if err != nil {
+				return err
 			}
 			if len(errs) > 0 {
 				return exitCode(1, nil)
@@ -85,26 +80,15 @@ func (a *App) recipeCmd() *cobra.Command {
 			return nil
 		},
 	}
-	var lane, onCluster string
-	var overrides []string
+	var f laneFlags
 	render := &cobra.Command{
 		Use:   "render --lane L [--cluster C]",
 		Short: "print each node's rendered command, env and mounts",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, _, plan, err := a.laneOn(lane, onCluster, overrides)
-			if err != nil {
-				return err
-			}
-			if a.JSON {
-				return a.printJSON(plan)
-			}
-			printPlan(a, plan)
-			return nil
-		},
+		RunE: a.withLane(&f, func(_ context.Context, _ *config.Config, _ *config.Recipe, plan *config.LanePlan) error {
+			return a.output(plan, func() { printPlan(a, plan) })
+		}),
 	}
-	render.Flags().StringVar(&lane, "lane", "", "lane name or alias")
-	render.Flags().StringVar(&onCluster, "cluster", "", "run on this cluster (a recipe without one, e.g. every sparkrun recipe, else runs on default_cluster)")
-	render.Flags().StringArrayVarP(&overrides, "override", "o", nil, "key=value override of a recipe default (repeatable)")
+	f.bind(render, "key=value override of a recipe default (repeatable)")
 	cmd.AddCommand(check, render)
 	return cmd
 }
@@ -125,23 +109,33 @@ func printPlan(a *App, unmasked *config.LanePlan) {
 		fmt.Fprintf(a.Out, "\n[%s] rank %d%s  container %s  image %s\n", n.Node, n.Rank, head, n.ContainerName, n.Image)
 		fmt.Fprintf(a.Out, "  command: %s\n", n.Command)
 		fmt.Fprintln(a.Out, "  env:")
-		for _, k := range sortedMapKeys(n.Env) {
-			fmt.Fprintf(a.Out, "    %s=%s\n", k, n.Env[k])
-		}
-		for _, k := range sortedMapKeys(n.EnvFrom) {
-			fmt.Fprintf(a.Out, "    %s from %s (read on the node)\n", k, n.EnvFrom[k])
-		}
+		printEnv(a, n.Env, n.EnvFrom)
 		if len(n.Mounts) > 0 {
 			fmt.Fprintln(a.Out, "  mounts:")
 			for _, m := range n.Mounts {
-				mode := "rw"
-				if m.ReadOnly {
-					mode = "ro"
-				}
-				fmt.Fprintf(a.Out, "    %s -> %s (%s)\n", m.Src, m.Dst, mode)
+				fmt.Fprintf(a.Out, "    %s -> %s (%s)\n", m.Src, m.Dst, mountMode(m.ReadOnly))
 			}
 		}
 		printDocker(a, n.Container.DockerArgs(), n.Container.DetectRDMA, n.PreExec)
+	}
+}
+
+// mountMode is a bind's mode as docker writes it.
+func mountMode(readOnly bool) string {
+	if readOnly {
+		return "ro"
+	}
+	return "rw"
+}
+
+// printEnv prints a rank's environment: its values, then the secret
+// variables by where the node worker reads them (never their values).
+func printEnv(a *App, env, envFrom map[string]string) {
+	for _, k := range sortedMapKeys(env) {
+		fmt.Fprintf(a.Out, "    %s=%s\n", k, env[k])
+	}
+	for _, k := range sortedMapKeys(envFrom) {
+		fmt.Fprintf(a.Out, "    %s from %s (read on the node)\n", k, envFrom[k])
 	}
 }
 

@@ -1,6 +1,3 @@
-// Package cli is the starter: the operator's command line. It starts
-// workflows, follows them (progress queries → live bars), prints results
-// (--json for scripts), and never does node work itself.
 package cli
 
 import (
@@ -115,11 +112,7 @@ func Execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writ
 	if signals != nil {
 		go a.dispatchSignals(ctx, cancel, signals, follow)
 	}
-	root := a.Root()
-	root.SetArgs(args)
-	root.SetOut(a.Out)
-	root.SetErr(errw)
-	err := root.ExecuteContext(ctx)
+	err := a.execute(ctx, args)
 	if a.env != nil {
 		a.env.Close()
 	}
@@ -143,6 +136,15 @@ func Execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writ
 		a.jsonEnvelope(code, msg)
 	}
 	return code
+}
+
+// execute builds the command tree and runs the command args name.
+func (a *App) execute(ctx context.Context, args []string) error {
+	root := a.Root()
+	root.SetArgs(args)
+	root.SetOut(a.Out)
+	root.SetErr(a.Err)
+	return root.ExecuteContext(ctx)
 }
 
 // jsonRequested reports whether args ask for --json (looked at before
@@ -244,22 +246,9 @@ func (a *App) Root() *cobra.Command {
 	root.PersistentFlags().BoolVarP(&a.Verbose, "verbose", "v", false, "also print the starter's log on stderr, and say where it and the control service's log are (STATE_DIR/starter.log, STATE_DIR/control.log)")
 	root.AddCommand(a.statusCmd(), a.lanesCmd(), a.recipeCmd(), a.stageCmd(), a.verifyCmd(),
 		a.upCmd(), a.stopCmd(), a.probeCmd(), a.cutoverCmd(), a.cancelCmd(), a.demoCmd(), a.scheduleCmd(),
-		a.controlCmd(), a.attachCmd(), a.initCmd())
-	for _, c := range a.extraCommands() {
-		root.AddCommand(c)
-	}
+		a.controlCmd(), a.attachCmd(), a.initCmd(),
+		a.benchCmd(), a.reportCmd(), a.powerCmd(), a.logsCmd(), a.fleetCmd(), a.diskCmd())
 	return root
-}
-
-// extraCommands are added by other files of the package (bench, power).
-var extraCommandBuilders []func(a *App) *cobra.Command
-
-func (a *App) extraCommands() []*cobra.Command {
-	var out []*cobra.Command
-	for _, b := range extraCommandBuilders {
-		out = append(out, b(a))
-	}
-	return out
 }
 
 // StarterLogFile is the starter's own log under state_dir: the Temporal

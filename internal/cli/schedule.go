@@ -57,11 +57,9 @@ func (a *App) scheduleCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.JSON {
-				return a.printJSON(map[string]any{"schedule_id": id, "cron": cron, "lanes": names, "repair": repair})
-			}
-			fmt.Fprintf(a.Out, "schedule %s: %q verifies %s (repair: %v)\n", id, cron, strings.Join(names, ", "), repair)
-			return nil
+			return a.output(map[string]any{"schedule_id": id, "cron": cron, "lanes": names, "repair": repair}, func() {
+				fmt.Fprintf(a.Out, "schedule %s: %q verifies %s (repair: %v)\n", id, cron, strings.Join(names, ", "), repair)
+			})
 		},
 	}
 	nightly.Flags().StringVar(&cron, "cron", "0 3 * * *", "cron expression (UTC)")
@@ -70,13 +68,8 @@ func (a *App) scheduleCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "list schedules",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			env, err := a.connect(ctx)
-			if err != nil {
-				return err
-			}
-			it, err := env.Client.ScheduleClient().List(ctx, client.ScheduleListOptions{})
+		RunE: a.withClient(func(ctx context.Context, req *request) error {
+			it, err := req.env.Client.ScheduleClient().List(ctx, client.ScheduleListOptions{})
 			if err != nil {
 				return err
 			}
@@ -103,33 +96,27 @@ func (a *App) scheduleCmd() *cobra.Command {
 				}
 				rows = append(rows, r)
 			}
-			if a.JSON {
-				return a.printJSON(rows)
-			}
-			var t [][]string
-			for _, r := range rows {
-				t = append(t, []string{r.ID, dash(r.Next)})
-			}
-			table(a.Out, []string{"SCHEDULE", "NEXT RUN"}, t)
-			return nil
-		},
+			return a.output(rows, func() {
+				var t [][]string
+				for _, r := range rows {
+					t = append(t, []string{r.ID, dash(r.Next)})
+				}
+				table(a.Out, []string{"SCHEDULE", "NEXT RUN"}, t)
+			})
+		}),
 	}
 	del := &cobra.Command{
 		Use:   "delete ID",
 		Short: "delete a schedule",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			env, err := a.connect(ctx)
-			if err != nil {
-				return err
+		RunE: a.withClient(func(ctx context.Context, req *request) error {
+			id := req.args[0]
+			if err := req.env.Client.ScheduleClient().GetHandle(ctx, id).Delete(ctx); err != nil {
+				return fmt.Errorf("delete schedule %s: %w", id, err)
 			}
-			if err := env.Client.ScheduleClient().GetHandle(ctx, args[0]).Delete(ctx); err != nil {
-				return fmt.Errorf("delete schedule %s: %w", args[0], err)
-			}
-			fmt.Fprintf(a.Out, "deleted schedule %s\n", args[0])
+			fmt.Fprintf(a.Out, "deleted schedule %s\n", id)
 			return nil
-		},
+		}),
 	}
 	cmd.AddCommand(nightly, list, del)
 	return cmd

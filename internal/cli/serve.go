@@ -13,18 +13,12 @@ import (
 )
 
 func (a *App) upCmd() *cobra.Command {
-	var lane, onCluster string
+	var f laneFlags
 	var noWait, dryRun, force bool
-	var overrides []string
 	cmd := &cobra.Command{
 		Use:   "up --lane L [--no-wait] [--dry-run] [--force]",
 		Short: "serve a lane on its nodes (hooks, containers) and probe it; no staging",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			cfg, r, plan, err := a.laneOn(lane, onCluster, overrides)
-			if err != nil {
-				return err
-			}
+		RunE: a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan) error {
 			if dryRun {
 				return a.dryRun(ctx, cfg, r, plan, "up")
 			}
@@ -39,14 +33,12 @@ func (a *App) upCmd() *cobra.Command {
 			}
 			return a.runServe(ctx, runSpec{ID: workflows.UpID(r.Cluster), Workflow: workflows.Serve, Lane: r.Name, Cluster: r.Cluster,
 				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: workflows.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait, OutageBudget: config.Duration(budget)}})
-		},
+		}),
 	}
-	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
+	f.bind(cmd, overrideHelp)
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the containers started")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print every node's command, env and mounts; start nothing")
 	cmd.Flags().BoolVar(&force, "force", false, "start even on nodes another lane holds (both then share the GPU)")
-	cmd.Flags().StringVar(&onCluster, "cluster", "", "run on this cluster (a recipe without one, e.g. every sparkrun recipe, else runs on default_cluster)")
-	cmd.Flags().StringArrayVarP(&overrides, "override", "o", nil, "key=value override (repeatable)")
 	return cmd
 }
 
@@ -78,41 +70,30 @@ func (a *App) refuseHeldNodes(ctx context.Context, cfg *config.Config, lane stri
 }
 
 func (a *App) probeCmd() *cobra.Command {
-	var lane string
+	var f laneFlags
 	cmd := &cobra.Command{
 		Use:   "probe --lane L",
 		Short: "probe a serving lane: ready, smoke prompts, decode tok/s",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			_, r, plan, err := a.lane(lane, nil)
-			if err != nil {
-				return err
-			}
+		RunE: a.withLane(&f, func(ctx context.Context, _ *config.Config, r *config.Recipe, plan *config.LanePlan) error {
 			return a.runServe(ctx, runSpec{ID: "probe/" + r.Name, Workflow: workflows.Probe, Lane: r.Name, Cluster: r.Cluster,
 				Input: workflows.ServeInput{Recipe: *r, Plan: *plan}})
-		},
+		}),
 	}
-	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
+	f.bindLane(cmd)
 	return cmd
 }
 
 // runServe starts a Serve or Probe run, follows it and prints its result.
 func (a *App) runServe(ctx context.Context, spec runSpec) error {
-	run, err := a.start(ctx, spec)
-	if err != nil {
+	var res workflows.ServeResult
+	if err := a.startFollow(ctx, spec, &res); err != nil {
 		return err
 	}
-	var res workflows.ServeResult
-	if err := a.follow(ctx, run, &res); err != nil {
-		return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
-	}
-	return a.printServe(res)
+	return a.output(res, func() { a.printServe(res) })
 }
 
-func (a *App) printServe(res workflows.ServeResult) error {
-	if a.JSON {
-		return a.printJSON(res)
-	}
+// printServe is a Serve or Probe run's result as text.
+func (a *App) printServe(res workflows.ServeResult) {
 	fmt.Fprintf(a.Out, "lane %s", res.Lane)
 	if res.BaseURL != "" {
 		fmt.Fprintf(a.Out, " serving at %s", res.BaseURL)
@@ -133,7 +114,6 @@ func (a *App) printServe(res workflows.ServeResult) error {
 	if res.Decode != nil {
 		fmt.Fprintf(a.Out, "  decode %.1f tok/s, prefill %.1f tok/s, TTFT %.3fs\n", res.Decode.DecodeTPS, res.Decode.PrefillTPS, res.Decode.TTFTSeconds)
 	}
-	return nil
 }
 
 func (a *App) stopCmd() *cobra.Command {
@@ -141,53 +121,44 @@ func (a *App) stopCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stop --lane L | --cluster C",
 		Short: "stop a lane (or every sparklane container on a cluster) and verify nothing is left running",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
+		// Which of the two is checked before the config is loaded.
+		PreRunE: func(*cobra.Command, []string) error {
 			if (lane == "") == (cluster == "") {
 				return fmt.Errorf("give exactly one of --lane or --cluster")
 			}
+			return nil
+		},
+		RunE: a.withConfig(func(ctx context.Context, req *request) error {
 			var in workflows.StopInput
 			var spec runSpec
 			if lane != "" {
-				cfg, r, _, err := a.lane(lane, nil)
+				_, r, _, err := a.lane(lane, nil)
 				if err != nil {
 					return err
 				}
 				// A lane is stopped wherever it runs, not only on its cluster.
-				for _, n := range cfg.Nodes {
-					in.Nodes = append(in.Nodes, n.Name)
-				}
+				in.Nodes = allNodes(req.cfg)
 				in.Lane = r.Name
 				spec = runSpec{ID: workflows.StopID(r.Name), Lane: r.Name, Cluster: r.Cluster}
 			} else {
-				cfg, err := a.config()
-				if err != nil {
-					return err
-				}
-				c := cfg.Cluster(cluster)
+				c := req.cfg.Cluster(cluster)
 				if c == nil {
-					return fmt.Errorf("cluster %q is not in %s", cluster, cfg.File)
+					return fmt.Errorf("cluster %q is not in %s", cluster, req.cfg.File)
 				}
 				in.Nodes, in.All = c.Nodes, true
 				spec = runSpec{ID: workflows.StopID(cluster), Cluster: cluster}
 			}
 			spec.Workflow, spec.Input = workflows.Stop, in
-			run, err := a.start(ctx, spec)
-			if err != nil {
+			var res workflows.StopResult
+			if err := a.startFollow(ctx, spec, &res); err != nil {
 				return err
 			}
-			var res workflows.StopResult
-			if err := a.follow(ctx, run, &res); err != nil {
-				return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
-			}
-			if a.JSON {
-				return a.printJSON(res)
-			}
-			for _, n := range res.Nodes {
-				fmt.Fprintf(a.Out, "%s: stopped %d container(s) %v; verified none left\n", n.Node, len(n.Stopped), n.Stopped)
-			}
-			return nil
-		},
+			return a.output(res, func() {
+				for _, n := range res.Nodes {
+					fmt.Fprintf(a.Out, "%s: stopped %d container(s) %v; verified none left\n", n.Node, len(n.Stopped), n.Stopped)
+				}
+			})
+		}),
 	}
 	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
 	cmd.Flags().StringVar(&cluster, "cluster", "", "cluster name: stop every sparklane container on its nodes")

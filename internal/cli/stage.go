@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,19 +14,13 @@ import (
 )
 
 func (a *App) stageCmd() *cobra.Command {
-	var lane, only, mode string
+	var f laneFlags
+	var only, mode string
 	var dryRun, verify, makeRoom bool
-	var overrides []string
-	var onCluster string
 	cmd := &cobra.Command{
 		Use:   "stage --lane L [--cluster C] [--node N] [--dry-run] [--stage=auto|force] [--make-room]",
 		Short: "stage a lane's [[staging]] blocks onto its nodes (resumable, verified)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			_, r, plan, err := a.laneOn(lane, onCluster, overrides)
-			if err != nil {
-				return err
-			}
+		RunE: a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan) error {
 			if mode != workflows.StageAuto && mode != workflows.StageForce {
 				return fmt.Errorf("--stage=%s: use auto or force (skip makes no sense for 'stage')", mode)
 			}
@@ -33,10 +28,8 @@ func (a *App) stageCmd() *cobra.Command {
 				return fmt.Errorf("lane %s has no [[staging]] blocks (%s)", r.Name, r.File)
 			}
 			if dryRun {
-				cfg, _ := a.config()
 				return a.dryRun(ctx, cfg, r, plan, "stage")
 			}
-			cfg, _ := a.config()
 			budget, err := outageBudget(cfg, r)
 			if err != nil {
 				return err
@@ -45,27 +38,20 @@ func (a *App) stageCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			run, err := a.start(ctx, runSpec{ID: workflows.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
-				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: config.Duration(budget), Room: room}})
-			if err != nil {
+			var res workflows.StageResult
+			if err := a.startFollow(ctx, runSpec{ID: workflows.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
+				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: config.Duration(budget), Room: room}}, &res); err != nil {
 				return err
 			}
-			var res workflows.StageResult
-			err = a.follow(ctx, run, &res)
-			if err != nil {
-				return exitCode(1, fmt.Errorf("%s", rootMessage(err)))
-			}
 			return a.printStage(res)
-		},
+		}),
 	}
-	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
+	f.bind(cmd, overrideHelp)
 	cmd.Flags().StringVar(&only, "node", "", "stage only this node")
-	cmd.Flags().StringVar(&onCluster, "cluster", "", "run on this cluster (a recipe without one, e.g. every sparkrun recipe, else runs on default_cluster)")
 	cmd.Flags().StringVar(&mode, "stage", "auto", "auto (copy what the ledger does not vouch for) | force (re-check every file against the source)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan (files, bytes, links, skipped, adopted); write nothing")
 	cmd.Flags().BoolVar(&makeRoom, "make-room", false, "when a block would fail min_free, remove other lanes' least recently served blocks on that node (never a running lane's) until it fits")
 	cmd.Flags().BoolVar(&verify, "verify", true, "verify (ledger, verify-only) after staging")
-	cmd.Flags().StringArrayVarP(&overrides, "override", "o", nil, "key=value override (repeatable)")
 	return cmd
 }
 
@@ -112,25 +98,19 @@ func (a *App) printStage(res workflows.StageResult) error {
 		}
 		out.Nodes = append(out.Nodes, nj)
 	}
-	if a.JSON {
-		return a.printJSON(out)
-	}
-	table(a.Out, []string{"NODE", "BLOCK", "COPIED", "BYTES", "VERIFIED", "ADOPTED", "SKIPPED", "LINKS", "SECONDS", "SOURCES"}, rows)
-	return nil
+	return a.output(out, func() {
+		table(a.Out, []string{"NODE", "BLOCK", "COPIED", "BYTES", "VERIFIED", "ADOPTED", "SKIPPED", "LINKS", "SECONDS", "SOURCES"}, rows)
+	})
 }
 
 func (a *App) verifyCmd() *cobra.Command {
-	var lane, only string
+	var f laneFlags
+	var only string
 	var full bool
 	cmd := &cobra.Command{
 		Use:   "verify --lane L [--full] [--node N]",
 		Short: "verify staged blocks without writing; exit 1 when anything is bad or missing",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			_, r, plan, err := a.lane(lane, nil)
-			if err != nil {
-				return err
-			}
+		RunE: a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan) error {
 			run, err := a.start(ctx, runSpec{ID: workflows.VerifyID(r.Name), Workflow: workflows.Verify, Lane: r.Name, Cluster: r.Cluster,
 				Input: workflows.VerifyInput{Lanes: []workflows.VerifyLane{{Plan: *plan, Blocks: r.Staging}}, Full: full, Only: only}})
 			if err != nil {
@@ -147,7 +127,6 @@ func (a *App) verifyCmd() *cobra.Command {
 				if idle := noWorker(res); len(idle) > 0 && !res.Drift {
 					// The node was never asked: "1 missing" would send the
 					// operator hunting for drift that may not exist.
-					cfg, _ := a.config()
 					var msgs []string
 					for _, n := range idle {
 						msgs = append(msgs, noWorkerMessage(cfg, n))
@@ -162,9 +141,9 @@ func (a *App) verifyCmd() *cobra.Command {
 				return exitCode(1, errors.New(failure))
 			}
 			return nil
-		},
+		}),
 	}
-	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
+	f.bindLane(cmd)
 	cmd.Flags().StringVar(&only, "node", "", "verify only this node")
 	cmd.Flags().BoolVar(&full, "full", false, "hash whole contents (sha256 against LFS blob names / sources), not samples")
 	return cmd
@@ -228,9 +207,12 @@ func (a *App) printVerify(res workflows.VerifyWorkflowResult, failure string) er
 		out.Nodes = append(out.Nodes, verifyBlockJSON{Node: b.Node, Block: b.Block, Kind: b.Kind, OK: b.Result.OK, Bad: nonNil(b.Result.Bad), Missing: nonNil(b.Result.Missing)})
 		rows = append(rows, []string{b.Node, b.Block, fmt.Sprint(b.Result.OK), fmt.Sprint(b.Result.NBad()), fmt.Sprint(b.Result.NMissing())})
 	}
-	if a.JSON {
-		return a.printJSON(out)
-	}
+	return a.output(out, func() { a.printVerifyText(res, rows) })
+}
+
+// printVerifyText is verify's table, then the off nodes and each bad or
+// missing path.
+func (a *App) printVerifyText(res workflows.VerifyWorkflowResult, rows [][]string) {
 	table(a.Out, []string{"NODE", "BLOCK", "OK", "BAD", "MISSING"}, rows)
 	for i, n := range res.Off {
 		fmt.Fprintf(a.Out, "off, not verified: %s (%s)\n", n, res.OffWhy[i])
@@ -249,7 +231,6 @@ func (a *App) printVerify(res workflows.VerifyWorkflowResult, failure string) er
 			}
 		}
 	}
-	return nil
 }
 
 func nonNil(s []string) []string {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -25,23 +26,14 @@ func (a *App) statusCmd() *cobra.Command {
 			"checked with the host key verified. With --lane, the lane's nodes must be usable: if not, the probe\n" +
 			"runs once more after probe_grace and then fails listing every node's state. With --node (repeatable)\n" +
 			"the named nodes must be usable (free or occupied), else the exit code is 1.",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			cfg, err := a.config()
+		RunE: a.withConfig(func(ctx context.Context, req *request) error {
+			cfg := req.cfg
+			in := workflows.FleetProbeInput{Grace: config.Duration(cfg.ProbeGrace), PickupTimeout: config.Duration(pickup)}
+			all, err := knownNodes(cfg, nodes)
 			if err != nil {
 				return err
 			}
-			in := workflows.FleetProbeInput{Grace: config.Duration(cfg.ProbeGrace), PickupTimeout: config.Duration(pickup)}
-			known := map[string]bool{}
-			for _, n := range cfg.Nodes {
-				in.Nodes = append(in.Nodes, n.Name)
-				known[n.Name] = true
-			}
-			for _, n := range nodes {
-				if !known[n] {
-					return fmt.Errorf("--node %s: no such node in %s (nodes: %s)", n, cfg.File, strings.Join(in.Nodes, ", "))
-				}
-			}
+			in.Nodes = all
 			spec := runSpec{ID: fmt.Sprintf("fleet-probe/%d", time.Now().UnixNano()), Workflow: workflows.FleetProbe}
 			if lane != "" {
 				_, r, plan, err := a.lane(lane, nil)
@@ -68,18 +60,14 @@ func (a *App) statusCmd() *cobra.Command {
 			} else if bad := unusable(res, nodes); len(bad) > 0 {
 				failure = fmt.Sprintf("not usable: %s", strings.Join(bad, "; "))
 			}
-			if a.JSON {
-				if perr := a.printJSON(statusJSON{FleetProbeResult: res, Error: failure}); perr != nil {
-					return perr
-				}
-			} else {
-				printFleet(a, cfg, res)
+			if perr := a.output(statusJSON{FleetProbeResult: res, Error: failure}, func() { printFleet(a, cfg, res) }); perr != nil {
+				return perr
 			}
 			if failure != "" {
 				return exitCode(1, errors.New(failure))
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&lane, "lane", "", "require the nodes of this lane")
 	cmd.Flags().StringArrayVar(&nodes, "node", nil, "require this node to be usable (repeatable)")
