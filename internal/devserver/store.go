@@ -113,6 +113,10 @@ type storeReport struct {
 // the previous backup or the new one whole, never a torn copy. A failed
 // backup is reported in storeReport, not as an error: the store itself is
 // healthy and the previous backup stays in place.
+//
+// Cost, both growing with the file (BenchmarkCheckStore, 2 busy cores):
+// a 0.9 MiB store (what a few dozen runs leave) takes about 30 ms to check
+// and 65 ms to back up; an 85 MiB one about 0.6 s and 0.9 s.
 func checkStore(ctx context.Context, dbPath string) (storeReport, error) {
 	var rep storeReport
 	fi, err := os.Stat(dbPath)
