@@ -73,8 +73,9 @@ const (
 // Options configure Start. Zero values pick the documented defaults except
 // the ports, where 0 means "any free port" (tests run several servers).
 type Options struct {
-	// StateDir holds the SQLite file (StateDir/temporal.db) and a lock file;
-	// created with its parents. Required.
+	// StateDir holds the SQLite file (StateDir/temporal.db), its backup
+	// (StateDir/temporal.db.bak, see Start) and a lock file; created with
+	// its parents. Required.
 	StateDir string
 	// IP is the bind address of every service; only 127.0.0.1 (or empty,
 	// meaning 127.0.0.1) is accepted.
@@ -126,6 +127,14 @@ func (s *Server) DBPath() string { return s.dbPath }
 // Start brings up the server and the UI and returns once the frontend
 // answers and the search attributes are registered. ctx bounds the wait for
 // readiness; the server itself runs until Stop.
+//
+// An existing SQLite store is checked first (PRAGMA quick_check: one read
+// of the file) and refused with a *StoreDamagedError when damaged, so
+// damage is found at start rather than as failing requests later. A store
+// that passes is copied to StateDir/temporal.db.bak (VACUUM INTO a temporary
+// name, fsynced, renamed: never a torn copy), the backup that error offers
+// to restore. The copy costs one more read and a compacted write of the
+// store at each start, and its size in disk space.
 func Start(ctx context.Context, opt Options) (*Server, error) {
 	if err := opt.normalize(); err != nil {
 		return nil, err
@@ -186,7 +195,7 @@ func start(ctx context.Context, opt Options, lock *os.File) (*Server, error) {
 		return nil, err
 	}
 	dbPath := filepath.Join(opt.StateDir, DBFile)
-	sqlConf, err := prepareDB(dbPath, opt.Namespace)
+	sqlConf, err := prepareDB(ctx, dbPath, opt.Namespace, opt.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -304,11 +313,13 @@ func checkOrPick(ip string, port int, key string) (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// prepareDB sets the schema up when the file is new and creates the
-// namespace when missing. The schema goes into a temporary file that is
-// renamed into place, so a crash mid-setup never leaves a half-made
-// database that later starts would trust.
-func prepareDB(dbPath, namespace string) (*config.SQL, error) {
+// prepareDB sets the schema up when the file is new, checks it and backs
+// it up when it exists (checkStore: a damaged store is refused before the
+// server opens it), and creates the namespace when missing. The schema
+// goes into a temporary file that is renamed into place, so a crash
+// mid-setup never leaves a half-made database that later starts would
+// trust.
+func prepareDB(ctx context.Context, dbPath, namespace string, log *zap.Logger) (*config.SQL, error) {
 	conf := &config.SQL{
 		PluginName:   sqliteplugin.PluginName,
 		DatabaseName: dbPath,
@@ -321,6 +332,19 @@ func prepareDB(dbPath, namespace string) (*config.SQL, error) {
 		}
 	} else if err != nil {
 		return nil, fmt.Errorf("devserver: stat %s: %w", dbPath, err)
+	} else {
+		rep, err := checkStore(ctx, dbPath)
+		if err != nil {
+			return nil, err
+		}
+		log.Debug("embedded Temporal store checked and backed up",
+			zap.String("db", dbPath), zap.Int64("bytes", rep.size),
+			zap.Duration("quick_check", rep.check), zap.Duration("backup", rep.backup),
+			zap.Int64("backup_bytes", rep.backupSize))
+		if rep.backupErr != nil {
+			log.Warn("embedded Temporal store is healthy but its backup failed; the previous backup, if any, is kept",
+				zap.String("db", dbPath), zap.Error(rep.backupErr))
+		}
 	}
 	ns, err := sqliteschema.NewNamespaceConfig(clusterName, namespace, false, searchattr.Definitions())
 	if err != nil {
