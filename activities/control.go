@@ -15,7 +15,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/node"
@@ -142,17 +144,17 @@ func (a *ControlActivities) ResolveLane(ctx context.Context, in ResolveLaneInput
 	if r.Cluster == "" {
 		cluster = in.Cluster
 	}
-	plan, err := config.RenderOn(a.Config, r, cluster, in.Overrides)
+	plan, err := lane.RenderOn(a.Config, r, cluster, in.Overrides)
 	if err != nil {
 		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
 	}
-	rc := *r
+	rc := lane.Wire(r)
 	rc.Cluster = plan.Cluster
 	return ResolveLaneResult{Recipe: rc, Plan: *plan}, nil
 }
 
 // BaseURL is the lane's OpenAI-compatible API on its head node.
-func BaseURL(cfg *config.Config, plan config.LanePlan) string {
+func BaseURL(cfg *config.Config, plan contract.LanePlan) string {
 	host := plan.HeadAddr
 	for _, n := range cfg.Nodes {
 		if len(plan.Nodes) > 0 && n.Name == plan.Nodes[0].Node && n.Address != "" {
@@ -261,7 +263,7 @@ func (a *ControlActivities) DecodeProbe(ctx context.Context, in DecodeProbeInput
 	if err != nil {
 		return DecodeProbeResult{}, classify(err)
 	}
-	if in.ModelType == config.ModelEmbedding || in.ModelType == config.ModelReranker {
+	if in.ModelType == contract.ModelEmbedding || in.ModelType == contract.ModelReranker {
 		pr, err := probe.PoolProbe(ctx, in.BaseURL, in.Model, in.ModelType)
 		if err != nil {
 			return DecodeProbeResult{}, classify(err)

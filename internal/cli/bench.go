@@ -11,6 +11,7 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/report"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -38,8 +39,8 @@ func (a *App) benchCmd() *cobra.Command {
 			if cmd.Flags().Changed("seed") {
 				in.Seed = &seed
 			}
-			if mode != "" && !slices.Contains(config.BenchModes, mode) {
-				return exitCode(2, fmt.Errorf("--mode %q: use one of %s", mode, strings.Join(config.BenchModes, ", ")))
+			if mode != "" && !slices.Contains(contract.BenchModes, mode) {
+				return exitCode(2, fmt.Errorf("--mode %q: use one of %s", mode, strings.Join(contract.BenchModes, ", ")))
 			}
 			run, err := a.start(ctx, runSpec{ID: workflows.BenchID(r.Name), Workflow: workflows.Bench, Input: in, Lane: r.Name, Cluster: r.Cluster})
 			if err != nil {
@@ -68,7 +69,7 @@ func (a *App) benchCmd() *cobra.Command {
 	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
 	cmd.Flags().StringVar(&label, "label", "bench", "label in the report's name")
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "harness scenarios in flight (faster; may time out under saturation — marked in the report)")
-	cmd.Flags().Int64Var(&seed, "seed", config.DefaultBenchSeed, "prompt and harness seed (default: the recipe's [bench] seed, else 42)")
+	cmd.Flags().Int64Var(&seed, "seed", contract.DefaultBenchSeed, "prompt and harness seed (default: the recipe's [bench] seed, else 42)")
 	cmd.Flags().StringVar(&mode, "mode", "", "harness scenario pool: standard, hardmode or short (default: the recipe's [bench] mode)")
 	cmd.Flags().StringVar(&tokenizer, "tokenizer", "", "tokenizer path passed to the harness as {tokenizer}")
 	cmd.Flags().StringVar(&baseline, "baseline", "latest", "compare against latest, a report ID, or '' for none")

@@ -10,6 +10,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -63,13 +64,13 @@ func (a *App) cutoverCmd() *cobra.Command {
 }
 
 // recipeMemo is the recipe snapshot and hash recorded with each run.
-func recipeMemo(r *config.Recipe, plan *config.LanePlan) map[string]any {
+func recipeMemo(r *contract.Recipe, plan *contract.LanePlan) map[string]any {
 	// The full snapshot is the workflow's input (first event of its
 	// history); the memo carries what the UI list shows.
 	return map[string]any{"recipe_hash": plan.RecipeHash, "recipe_file": r.File, "runtime": r.Runtime, "image": r.Image, "model": r.Model}
 }
 
-func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan, f cutoverFlags) (*workflows.CutoverResult, error) {
+func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, f cutoverFlags) (*workflows.CutoverResult, error) {
 	switch f.stage {
 	case workflows.StageAuto, workflows.StageSkip, workflows.StageForce:
 	default:
@@ -88,7 +89,7 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *config.Reci
 		Memo: recipeMemo(r, plan),
 		// --no-wait detaches this command; the workflow still runs every step.
 		Input: workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
-			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: config.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: config.Duration(budget), StopForeign: f.stopForeign, Room: room},
+			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: contract.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: contract.Duration(budget), StopForeign: f.stopForeign, Room: room},
 	})
 	if err != nil {
 		return nil, err
@@ -221,7 +222,7 @@ func (a *App) cancelCmd() *cobra.Command {
 
 // outageBudget is the lane's node outage budget: the recipe's, else the
 // config's (0: the workflows' default).
-func outageBudget(cfg *config.Config, r *config.Recipe) (time.Duration, error) {
+func outageBudget(cfg *config.Config, r *contract.Recipe) (time.Duration, error) {
 	if r.NodeOutageBudget < 0 {
 		return 0, fmt.Errorf("%s: node_outage_budget %s is negative: give a duration such as \"30m\"", r.File, r.NodeOutageBudget)
 	}

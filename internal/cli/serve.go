@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -38,7 +39,7 @@ func (a *App) upCmd() *cobra.Command {
 				return err
 			}
 			return a.runServe(ctx, runSpec{ID: workflows.UpID(r.Cluster), Workflow: workflows.Serve, Lane: r.Name, Cluster: r.Cluster,
-				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: workflows.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait, OutageBudget: config.Duration(budget)}})
+				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: workflows.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait, OutageBudget: contract.Duration(budget)}})
 		},
 	}
 	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
@@ -55,7 +56,7 @@ func (a *App) upCmd() *cobra.Command {
 // like a broken lane. A cutover stops the previous lane itself; up does not.
 func (a *App) refuseHeldNodes(ctx context.Context, cfg *config.Config, lane string, nodes []string) error {
 	run, err := a.start(ctx, runSpec{ID: fmt.Sprintf("fleet-probe/%d", time.Now().UnixNano()), Workflow: workflows.FleetProbe,
-		Input: workflows.FleetProbeInput{Nodes: nodes, Grace: config.Duration(cfg.ProbeGrace), PickupTimeout: config.Duration(3 * time.Second)}})
+		Input: workflows.FleetProbeInput{Nodes: nodes, Grace: contract.Duration(cfg.ProbeGrace), PickupTimeout: contract.Duration(3 * time.Second)}})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -31,7 +32,7 @@ func (a *App) statusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			in := workflows.FleetProbeInput{Grace: config.Duration(cfg.ProbeGrace), PickupTimeout: config.Duration(pickup)}
+			in := workflows.FleetProbeInput{Grace: contract.Duration(cfg.ProbeGrace), PickupTimeout: contract.Duration(pickup)}
 			known := map[string]bool{}
 			for _, n := range cfg.Nodes {
 				in.Nodes = append(in.Nodes, n.Name)
@@ -109,7 +110,7 @@ func unusable(res workflows.FleetProbeResult, want []string) []string {
 	return bad
 }
 
-func nodesOf(p *config.LanePlan) []string {
+func nodesOf(p *contract.LanePlan) []string {
 	var out []string
 	for _, n := range p.Nodes {
 		out = append(out, n.Node)

@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -225,6 +226,36 @@ func parseSparkrun(path string, data []byte) (*Recipe, error) {
 	}
 	applyRecipeDefaults(r)
 	return r, nil
+}
+
+// pooledModelType reads a sparkrun recipe's model type from its command:
+// vLLM's --runner pooling (or --task embed/score/classify) serves
+// embeddings, or scores for a reranker (the model's name says which).
+func pooledModelType(model, command string) string {
+	words, err := contract.SplitArgs(command)
+	if err != nil {
+		return contract.ModelChat
+	}
+	pooled := false
+	for i, w := range words {
+		next := ""
+		if i+1 < len(words) {
+			next = words[i+1]
+		}
+		switch {
+		case (w == "--runner" && next == "pooling") || w == "--runner=pooling",
+			(w == "--task" && (next == "embed" || next == "score")), w == "--task=embed", w == "--task=score",
+			w == "--is-embedding":
+			pooled = true
+		}
+	}
+	if !pooled {
+		return contract.ModelChat
+	}
+	if strings.Contains(strings.ToLower(model), "rerank") {
+		return contract.ModelReranker
+	}
+	return contract.ModelEmbedding
 }
 
 // sparkrunRuntime maps sparkrun's runtime names onto sparklane's: vllm,
