@@ -120,7 +120,8 @@ func (a *ControlActivities) nodeDocker(ctx context.Context, name string) (serve.
 }
 
 // ResolveLane reads a lane's recipe from recipes_dir and renders it (for
-// rollback to a previous lane, and for schedules that name lanes).
+// rollback to a previous lane, and for schedules that name lanes) with
+// lane.Resolve, as the starter does.
 func (a *ControlActivities) ResolveLane(ctx context.Context, in ResolveLaneInput) (ResolveLaneResult, error) {
 	// recipes_dir and recipes_dirs, as the CLI reads them: a broken recipe
 	// elsewhere does not stop this lane from resolving.
@@ -131,26 +132,11 @@ func (a *ControlActivities) ResolveLane(ctx context.Context, in ResolveLaneInput
 	for _, w := range set.Warnings {
 		a.Log.Warn("recipes: skipped", zap.String("why", w))
 	}
-	r, err := config.Resolve(set.Recipes, in.Lane)
-	if err != nil {
-		if b := set.BrokenFor(in.Lane); b != nil {
-			err = fmt.Errorf("lane %s: recipe %s is broken: %s", in.Lane, b.File, b.Error)
-		}
-	}
+	r, plan, err := lane.Resolve(a.Config, set, lane.Request{Lane: in.Lane, Fallback: in.Cluster, Overrides: in.Overrides})
 	if err != nil {
 		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
 	}
-	cluster := ""
-	if r.Cluster == "" {
-		cluster = in.Cluster
-	}
-	plan, err := lane.RenderOn(a.Config, r, cluster, in.Overrides)
-	if err != nil {
-		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
-	}
-	rc := lane.Wire(r)
-	rc.Cluster = plan.Cluster
-	return ResolveLaneResult{Recipe: rc, Plan: *plan}, nil
+	return ResolveLaneResult{Recipe: *r, Plan: *plan}, nil
 }
 
 // BaseURL is the lane's OpenAI-compatible API on its head node.

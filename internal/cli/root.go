@@ -388,24 +388,15 @@ func (a *App) laneOn(name, cluster string, overrides []string) (*config.Config, 
 	if cluster != "" && cfg.Cluster(cluster) == nil {
 		return nil, nil, nil, fmt.Errorf("--cluster %s: no such cluster in %s (see [[clusters]])", cluster, cfg.File)
 	}
-	r, err := config.Resolve(set.Recipes, name)
-	if err != nil {
-		if b := set.BrokenFor(name); b != nil {
-			return nil, nil, nil, fmt.Errorf("lane %s: recipe %s is broken: %s", name, b.File, b.Error)
-		}
-		return nil, nil, nil, err
-	}
 	ov, err := parseOverrides(overrides)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	plan, err := lane.RenderOn(cfg, r, cluster, ov)
+	r, plan, err := lane.Resolve(cfg, set, lane.Request{Lane: name, Cluster: cluster, Overrides: ov})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	w := lane.Wire(r)
-	w.Cluster = plan.Cluster
-	return cfg, &w, plan, nil
+	return cfg, r, plan, nil
 }
 
 func parseOverrides(kv []string) (map[string]string, error) {
