@@ -199,9 +199,20 @@ func parseSparkrun(path string, data []byte) (*Recipe, error) {
 
 	r.Probe.ModelType = pooledModelType(f.Model, f.Command)
 
+	warnUnapplied(&f, r.Name, warn)
+	if len(errs) > 0 {
+		return bad(errors.Join(errs...))
+	}
+	applyRecipeDefaults(r)
+	return r, nil
+}
+
+// warnUnapplied says, by name, which sparkrun keys of f are recorded but
+// not applied (name is the lane's name, taken from the file).
+func warnUnapplied(f *sparkrunFile, name string, warn func(key, why string, args ...any)) {
 	// Keys recorded but not applied: say so, by name.
-	if f.Name != "" && f.Name != r.Name {
-		warn("name", "%q not used: sparkrun and sparklane name a recipe by its file (%s)", f.Name, r.Name)
+	if f.Name != "" && f.Name != name {
+		warn("name", "%q not used: sparkrun and sparklane name a recipe by its file (%s)", f.Name, name)
 	}
 	if f.RuntimeVersion != nil {
 		warn("runtime_version", "not applied: the container image decides the engine version")
@@ -221,11 +232,6 @@ func parseSparkrun(path string, data []byte) (*Recipe, error) {
 	if f.BuildArgs != nil || f.Builder != "" || f.BuilderConfig != nil {
 		warn("build_args", "recorded (builder %q): sparklane builds no image; %s must already be on every node", f.Builder, f.Container)
 	}
-	if len(errs) > 0 {
-		return bad(errors.Join(errs...))
-	}
-	applyRecipeDefaults(r)
-	return r, nil
 }
 
 // pooledModelType reads a sparkrun recipe's model type from its command:

@@ -380,6 +380,14 @@ func RecipeErrors(r *Recipe) []error {
 		}
 	}
 	errs = append(errs, checkClearPaths(r)...)
+	errs = append(errs, stagingErrors(r)...)
+	return errs
+}
+
+// stagingErrors checks each [[staging]] block on its own: ids, paths, and
+// the keys of its kind.
+func stagingErrors(r *Recipe) []error {
+	var errs []error
 	ids := map[string]int{}
 	for i, s := range r.Staging {
 		key := fmt.Sprintf("staging[%d]", i)
