@@ -10,6 +10,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/bench"
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/report"
@@ -160,7 +161,7 @@ func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string
 // standard. Never the clock: two benches of a lane must send the same
 // requests to be compared.
 func benchSeedMode(in BenchInput) (int64, string) {
-	seed := config.DefaultBenchSeed
+	seed := contract.DefaultBenchSeed
 	switch {
 	case in.Seed != nil:
 		seed = *in.Seed

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/sim"
 	"github.com/sparklane/sparklane/internal/sim/simtest"
 )
@@ -25,8 +27,8 @@ func TestBenchRetriedAttemptWritesNoSecondBundle(t *testing.T) {
 	cfg := &config.Config{RecipesDir: t.TempDir()}
 	a := &ControlActivities{Config: cfg, Version: "test"}
 	in := BenchInput{
-		Recipe:  config.Recipe{Name: "lane1", Bench: config.Bench{PromptLengths: []int{128}, Depths: []int{0}, Concurrency: []int{1}, GenTokens: 8}},
-		Plan:    config.LanePlan{Lane: "lane1"},
+		Recipe:  contract.Recipe{Name: "lane1", Bench: contract.Bench{PromptLengths: []int{128}, Depths: []int{0}, Concurrency: []int{1}, GenTokens: 8}},
+		Plan:    contract.LanePlan{Lane: "lane1"},
 		BaseURL: eng.URL, Model: "sim-model", Label: "retry",
 		WorkflowID: "cutover/c1", RunID: "run-1",
 	}
@@ -129,7 +131,7 @@ runs = 2
 	eng.WaitServing(t, 30*time.Second)
 	cfg := &config.Config{RecipesDir: t.TempDir()}
 	a := &ControlActivities{Config: cfg, Version: "test"}
-	res, err := a.Bench(context.Background(), BenchInput{Recipe: *rs[0], Plan: config.LanePlan{Lane: "lane1"},
+	res, err := a.Bench(context.Background(), BenchInput{Recipe: lane.Wire(rs[0]), Plan: contract.LanePlan{Lane: "lane1"},
 		BaseURL: eng.URL, Model: "sim-model", Label: "runs", WorkflowID: "bench/lane1", RunID: "run-1"})
 	if err != nil {
 		t.Fatal(err)

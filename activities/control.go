@@ -15,7 +15,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/node"
@@ -118,7 +120,8 @@ func (a *ControlActivities) nodeDocker(ctx context.Context, name string) (serve.
 }
 
 // ResolveLane reads a lane's recipe from recipes_dir and renders it (for
-// rollback to a previous lane, and for schedules that name lanes).
+// rollback to a previous lane, and for schedules that name lanes) with
+// lane.Resolve, as the starter does.
 func (a *ControlActivities) ResolveLane(ctx context.Context, in ResolveLaneInput) (ResolveLaneResult, error) {
 	// recipes_dir and recipes_dirs, as the CLI reads them: a broken recipe
 	// elsewhere does not stop this lane from resolving.
@@ -129,30 +132,15 @@ func (a *ControlActivities) ResolveLane(ctx context.Context, in ResolveLaneInput
 	for _, w := range set.Warnings {
 		a.Log.Warn("recipes: skipped", zap.String("why", w))
 	}
-	r, err := config.Resolve(set.Recipes, in.Lane)
-	if err != nil {
-		if b := set.BrokenFor(in.Lane); b != nil {
-			err = fmt.Errorf("lane %s: recipe %s is broken: %s", in.Lane, b.File, b.Error)
-		}
-	}
+	r, plan, err := lane.Resolve(a.Config, set, lane.Request{Lane: in.Lane, Fallback: in.Cluster, Overrides: in.Overrides})
 	if err != nil {
 		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
 	}
-	cluster := ""
-	if r.Cluster == "" {
-		cluster = in.Cluster
-	}
-	plan, err := config.RenderOn(a.Config, r, cluster, in.Overrides)
-	if err != nil {
-		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
-	}
-	rc := *r
-	rc.Cluster = plan.Cluster
-	return ResolveLaneResult{Recipe: rc, Plan: *plan}, nil
+	return ResolveLaneResult{Recipe: *r, Plan: *plan}, nil
 }
 
 // BaseURL is the lane's OpenAI-compatible API on its head node.
-func BaseURL(cfg *config.Config, plan config.LanePlan) string {
+func BaseURL(cfg *config.Config, plan contract.LanePlan) string {
 	host := plan.HeadAddr
 	for _, n := range cfg.Nodes {
 		if len(plan.Nodes) > 0 && n.Name == plan.Nodes[0].Node && n.Address != "" {
@@ -261,7 +249,7 @@ func (a *ControlActivities) DecodeProbe(ctx context.Context, in DecodeProbeInput
 	if err != nil {
 		return DecodeProbeResult{}, classify(err)
 	}
-	if in.ModelType == config.ModelEmbedding || in.ModelType == config.ModelReranker {
+	if in.ModelType == contract.ModelEmbedding || in.ModelType == contract.ModelReranker {
 		pr, err := probe.PoolProbe(ctx, in.BaseURL, in.Model, in.ModelType)
 		if err != nil {
 			return DecodeProbeResult{}, classify(err)

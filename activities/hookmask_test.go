@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // before_serve hooks run with the node worker's environment, where
@@ -19,9 +20,9 @@ func TestBeforeServeMasksSecretLookingEnvInHookOutput(t *testing.T) {
 	t.Setenv("NODE_PLAIN_SETTING", "plain-value-8813")
 	a := &NodeActivities{Node: config.Node{Name: "n1", FSRoot: t.TempDir(), Roots: []string{"/srv"}}}
 	ctx := context.Background()
-	in := BeforeServeInput{Lane: "l", Hooks: config.Hooks{
+	in := BeforeServeInput{Lane: "l", Hooks: contract.Hooks{
 		BeforeServe: []string{`echo "token=$NODE_HF_TOKEN plain=$NODE_PLAIN_SETTING"`},
-		Timeout:     config.Duration(time.Minute),
+		Timeout:     contract.Duration(time.Minute),
 	}}
 	res, err := a.BeforeServe(ctx, in)
 	if err != nil {

@@ -19,9 +19,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/disk"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/hubmirror"
+	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/relay"
@@ -144,7 +146,7 @@ func (a *NodeActivities) StopForeign(ctx context.Context, in StopForeignInput) (
 	return StopForeignResult{Node: a.Node.Name, Stopped: stopped}, nil
 }
 
-func (a *NodeActivities) hubSpec(b config.Staging) hubmirror.Spec {
+func (a *NodeActivities) hubSpec(b contract.Staging) hubmirror.Spec {
 	src := b.Src
 	if src == "" {
 		src = a.HFCacheDir
@@ -169,7 +171,7 @@ func (a *NodeActivities) sharedRoots() []string {
 	return out
 }
 
-func (a *NodeActivities) rowsSpec(b config.Staging, rank, tp int) sparserows.Spec {
+func (a *NodeActivities) rowsSpec(b contract.Staging, rank, tp int) sparserows.Spec {
 	return sparserows.Spec{
 		Src: a.local(b.Src), Dst: a.local(b.Dst), Format: b.Format, Tensors: b.Tensors, Layers: b.Layers,
 		Rank: rank, TP: tp, MinFree: b.MinFree, Roots: a.roots(), RecordBytes: b.RecordBytes,
@@ -514,10 +516,10 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 	if err != nil {
 		return StartRankResult{}, classify(err)
 	}
-	var mounts []config.Mount
+	var mounts []contract.Mount
 	var create []string
 	for _, m := range in.Plan.Mounts {
-		mounts = append(mounts, config.Mount{Src: a.local(m.Src), Dst: m.Dst, ReadOnly: m.ReadOnly, Host: m.Host, Create: m.Create})
+		mounts = append(mounts, contract.Mount{Src: a.local(m.Src), Dst: m.Dst, ReadOnly: m.ReadOnly, Host: m.Host, Create: m.Create})
 		if m.Create && !m.Host {
 			create = append(create, a.local(m.Src))
 		}
@@ -561,7 +563,7 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 			return StartRankResult{}, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
 		}
 		for _, b := range binds {
-			mounts = append(mounts, config.Mount{Src: a.local(b.Source), Dst: filepath.Join(m.Dst, b.Target), ReadOnly: true})
+			mounts = append(mounts, contract.Mount{Src: a.local(b.Source), Dst: filepath.Join(m.Dst, b.Target), ReadOnly: true})
 		}
 	}
 	// The RDMA env completes the env with rows_env filled above (the
@@ -606,7 +608,7 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 // again and only variables the plan lacks are added, so the recipe's env
 // and the config's hca/ifname win over detection. /dev/infiniband is added
 // when the recipe names no devices of its own.
-func (a *NodeActivities) withRDMA(p config.NodePlan) (map[string]string, config.ContainerSpec) {
+func (a *NodeActivities) withRDMA(p contract.NodePlan) (map[string]string, contract.ContainerSpec) {
 	env := make(map[string]string, len(p.Env))
 	for k, v := range p.Env {
 		env[k] = v
@@ -621,14 +623,14 @@ func (a *NodeActivities) withRDMA(p config.NodePlan) (map[string]string, config.
 	}
 	n := a.Node
 	n.ApplyDetected(det.HCA(), det.IfName(), det.Infiniband)
-	for k, v := range config.CommEnv(&n) {
+	for k, v := range lane.CommEnv(&n) {
 		if _, set := env[k]; !set {
 			env[k] = v
 		}
 	}
 	if ctr.DetectRDMA && det.Infiniband {
-		host := filepath.Join(orSlash(a.RDMARoot), config.InfinibandDevice)
-		ctr.Devices = []string{host + ":" + config.InfinibandDevice}
+		host := filepath.Join(orSlash(a.RDMARoot), contract.InfinibandDevice)
+		ctr.Devices = []string{host + ":" + contract.InfinibandDevice}
 	}
 	return env, ctr
 }

@@ -9,7 +9,7 @@ import (
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/power"
 )
@@ -17,10 +17,10 @@ import (
 // PowerStepInput names a node or [[devices]] entry; its power settings are
 // read from the config here, so no token ever enters a workflow input.
 type PowerStepInput struct {
-	Target   string          `json:"target"`
-	Timeout  config.Duration `json:"timeout,omitempty"`
-	Bound    config.Duration `json:"bound,omitempty"`
-	Interval config.Duration `json:"interval,omitempty"`
+	Target   string            `json:"target"`
+	Timeout  contract.Duration `json:"timeout,omitempty"`
+	Bound    contract.Duration `json:"bound,omitempty"`
+	Interval contract.Duration `json:"interval,omitempty"`
 }
 
 // PowerStepResult is one step's outcome, in words for the UI.

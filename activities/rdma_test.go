@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // fakeSys builds ROOT/sys/class/infiniband/HCA/device/net/NETDEV for each
@@ -30,7 +31,7 @@ func fakeSys(t *testing.T, pairs ...string) string {
 func TestStartRankDetectsRDMA(t *testing.T) {
 	root := fakeSys(t, "rocep1s0f1", "enp1s0f1np1", "roceP2p1s0f1", "enP2p1s0f1np1")
 	a := &NodeActivities{Node: config.Node{Name: "dgx1"}, RDMARoot: root}
-	plan := config.NodePlan{Env: map[string]string{"NODE_RANK": "0"}, Container: config.ContainerSpec{DetectRDMA: true}}
+	plan := contract.NodePlan{Env: map[string]string{"NODE_RANK": "0"}, Container: contract.ContainerSpec{DetectRDMA: true}}
 	env, ctr := a.withRDMA(plan)
 	want := map[string]string{
 		"NCCL_SOCKET_IFNAME": "enP2p1s0f1np1,enp1s0f1np1", "GLOO_SOCKET_IFNAME": "enP2p1s0f1np1,enp1s0f1np1",
@@ -52,8 +53,8 @@ func TestStartRankDetectsRDMA(t *testing.T) {
 	// Config pins the HCA; the recipe sets NCCL_SOCKET_IFNAME; a recipe
 	// with its own devices keeps them.
 	a.Node.HCA = "rocep1s0f1"
-	plan = config.NodePlan{Env: map[string]string{"NCCL_SOCKET_IFNAME": "eth9", "NCCL_IB_HCA": "rocep1s0f1"},
-		Container: config.ContainerSpec{Devices: []string{"/dev/foo"}}}
+	plan = contract.NodePlan{Env: map[string]string{"NCCL_SOCKET_IFNAME": "eth9", "NCCL_IB_HCA": "rocep1s0f1"},
+		Container: contract.ContainerSpec{Devices: []string{"/dev/foo"}}}
 	env, ctr = a.withRDMA(plan)
 	if env["NCCL_SOCKET_IFNAME"] != "eth9" || env["NCCL_IB_HCA"] != "rocep1s0f1" || env["UCX_NET_DEVICES"] != "rocep1s0f1:1" {
 		t.Errorf("recipe/config values must win: %v", env)
@@ -67,7 +68,7 @@ func TestStartRankDetectsRDMA(t *testing.T) {
 
 	// A node without RDMA: nothing added.
 	a = &NodeActivities{Node: config.Node{Name: "dgx2"}, RDMARoot: t.TempDir()}
-	env, ctr = a.withRDMA(config.NodePlan{Env: map[string]string{}, Container: config.ContainerSpec{DetectRDMA: true}})
+	env, ctr = a.withRDMA(contract.NodePlan{Env: map[string]string{}, Container: contract.ContainerSpec{DetectRDMA: true}})
 	if len(env) != 0 || len(ctr.Devices) != 0 {
 		t.Errorf("node without RDMA got env %v devices %v", env, ctr.Devices)
 	}

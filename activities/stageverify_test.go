@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/demo"
 )
 
@@ -26,7 +27,7 @@ func TestStageBlockVerifiesWhatItStaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &NodeActivities{Node: config.Node{Name: "n1", FSRoot: root, Roots: []string{"/srv"}}, SharedRoots: []string{filepath.Join(dir, "nas")}, Log: zap.NewNop()}
-	b := config.Staging{Kind: "hub-mirror", ID: "weights", Src: nas.Hub, Dst: "/srv/hub", Repos: []string{demo.ModelRepo}, Verify: "sampled"}
+	b := contract.Staging{Kind: "hub-mirror", ID: "weights", Src: nas.Hub, Dst: "/srv/hub", Repos: []string{demo.ModelRepo}, Verify: "sampled"}
 	ctx := context.Background()
 
 	out, err := a.StageBlock(ctx, StageBlockInput{Lane: "l", Block: b, Verify: true})

@@ -7,7 +7,7 @@
 package activities
 
 import (
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/disk"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/serve"
@@ -69,12 +69,12 @@ type SSHCheckResult struct {
 
 // StageBlockInput runs one [[staging]] block on one node.
 type StageBlockInput struct {
-	Lane   string         `json:"lane"`
-	Block  config.Staging `json:"block"`
-	Rank   int            `json:"rank"`
-	TP     int            `json:"tp"`
-	Force  bool           `json:"force,omitempty"`
-	DryRun bool           `json:"dry_run,omitempty"`
+	Lane   string           `json:"lane"`
+	Block  contract.Staging `json:"block"`
+	Rank   int              `json:"rank"`
+	TP     int              `json:"tp"`
+	Force  bool             `json:"force,omitempty"`
+	DryRun bool             `json:"dry_run,omitempty"`
 	// Resume is the progress an earlier activity heartbeated before its
 	// node went away; the workflow passes it to the new activity it starts
 	// once the node is back (heartbeat details do not cross activities).
@@ -137,11 +137,11 @@ type StageBlockResult struct {
 
 // VerifyBlockInput verifies one block on one node without writing.
 type VerifyBlockInput struct {
-	Lane  string         `json:"lane"`
-	Block config.Staging `json:"block"`
-	Rank  int            `json:"rank"`
-	TP    int            `json:"tp"`
-	Full  bool           `json:"full,omitempty"`
+	Lane  string           `json:"lane"`
+	Block contract.Staging `json:"block"`
+	Rank  int              `json:"rank"`
+	TP    int              `json:"tp"`
+	Full  bool             `json:"full,omitempty"`
 }
 
 // VerifyBlockResult is one block's verify outcome on one node.
@@ -180,12 +180,12 @@ type EnsureImageResult struct {
 
 // BeforeServeInput runs a lane's hooks on one node.
 type BeforeServeInput struct {
-	Lane  string       `json:"lane"`
-	Rank  int          `json:"rank"`
-	Hooks config.Hooks `json:"hooks"`
+	Lane  string         `json:"lane"`
+	Rank  int            `json:"rank"`
+	Hooks contract.Hooks `json:"hooks"`
 	// Staging are the lane's staging blocks: a clear path may never be or
 	// contain one of their destinations or exports.
-	Staging []config.Staging `json:"staging,omitempty"`
+	Staging []contract.Staging `json:"staging,omitempty"`
 }
 
 // HookOutput is one hook's captured, trimmed output.
@@ -205,9 +205,9 @@ type BeforeServeResult struct {
 
 // StartRankInput starts one rank's container.
 type StartRankInput struct {
-	Lane       string          `json:"lane"`
-	RecipeHash string          `json:"recipe_hash"`
-	Plan       config.NodePlan `json:"plan"`
+	Lane       string            `json:"lane"`
+	RecipeHash string            `json:"recipe_hash"`
+	Plan       contract.NodePlan `json:"plan"`
 }
 
 // StartRankResult is the container started (or found already running).
@@ -222,9 +222,9 @@ type StartRankResult struct {
 // StopLaneInput stops a lane's containers on one node; All stops every
 // sparklane container there (stop --cluster).
 type StopLaneInput struct {
-	Lane    string          `json:"lane,omitempty"`
-	All     bool            `json:"all,omitempty"`
-	Timeout config.Duration `json:"timeout,omitempty"`
+	Lane    string            `json:"lane,omitempty"`
+	All     bool              `json:"all,omitempty"`
+	Timeout contract.Duration `json:"timeout,omitempty"`
 }
 
 // StopLaneResult lists what was stopped; the stop was verified.
@@ -267,15 +267,15 @@ type ResolveLaneInput struct {
 
 // ResolveLaneResult is the recipe snapshot and its rendered plan.
 type ResolveLaneResult struct {
-	Recipe config.Recipe   `json:"recipe"`
-	Plan   config.LanePlan `json:"plan"`
+	Recipe contract.Recipe   `json:"recipe"`
+	Plan   contract.LanePlan `json:"plan"`
 }
 
 // WaitReadyInput waits for a lane's head to answer.
 type WaitReadyInput struct {
-	Plan   config.LanePlan `json:"plan"`
-	Path   string          `json:"path,omitempty"`
-	Budget config.Duration `json:"budget"`
+	Plan   contract.LanePlan `json:"plan"`
+	Path   string            `json:"path,omitempty"`
+	Budget contract.Duration `json:"budget"`
 	// LogSignatures must all appear in the head rank's log before ready.
 	LogSignatures []string `json:"log_signatures,omitempty"`
 	// APIKeyEnv names the control worker's variable holding the engine's
@@ -292,9 +292,9 @@ type WaitReadyResult struct {
 
 // SmokeInput runs the recipe's smoke prompts.
 type SmokeInput struct {
-	BaseURL string         `json:"base_url"`
-	Model   string         `json:"model"`
-	Prompts []config.Smoke `json:"prompts"`
+	BaseURL string           `json:"base_url"`
+	Model   string           `json:"model"`
+	Prompts []contract.Smoke `json:"prompts"`
 	// APIKeyEnv: as in WaitReadyInput.
 	APIKeyEnv string `json:"api_key_env,omitempty"`
 }
@@ -350,12 +350,12 @@ type VerifyReportInput struct {
 // BenchInput runs the bench step against a serving lane and writes the
 // report bundle.
 type BenchInput struct {
-	Recipe   config.Recipe   `json:"recipe"`
-	Plan     config.LanePlan `json:"plan"`
-	BaseURL  string          `json:"base_url"`
-	Model    string          `json:"model"`
-	Label    string          `json:"label,omitempty"`
-	Parallel int             `json:"parallel,omitempty"`
+	Recipe   contract.Recipe   `json:"recipe"`
+	Plan     contract.LanePlan `json:"plan"`
+	BaseURL  string            `json:"base_url"`
+	Model    string            `json:"model"`
+	Label    string            `json:"label,omitempty"`
+	Parallel int               `json:"parallel,omitempty"`
 	// Tokenizer is a path passed to an external harness ({tokenizer}).
 	Tokenizer string `json:"tokenizer,omitempty"`
 	// Seed and Mode override the recipe's [bench] seed and mode for this

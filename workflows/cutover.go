@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sparklane/sparklane/activities"
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 	"github.com/sparklane/sparklane/internal/fault"
 )
@@ -19,8 +19,8 @@ import (
 // rendered the recipe; the snapshot travels here so the run is reproducible
 // from its history alone.
 type CutoverInput struct {
-	Recipe config.Recipe   `json:"recipe"`
-	Plan   config.LanePlan `json:"plan"`
+	Recipe contract.Recipe   `json:"recipe"`
+	Plan   contract.LanePlan `json:"plan"`
 	// Stage is auto | skip | force.
 	Stage      string `json:"stage"`
 	NoWait     bool   `json:"no_wait,omitempty"`
@@ -36,11 +36,11 @@ type CutoverInput struct {
 	// it runs, not only on the nodes the new lane needs.
 	Fleet []string `json:"fleet,omitempty"`
 	// Grace is the wait before the fleet probe's one re-probe.
-	Grace  config.Duration `json:"grace,omitempty"`
-	Pickup config.Duration `json:"pickup,omitempty"`
+	Grace  contract.Duration `json:"grace,omitempty"`
+	Pickup contract.Duration `json:"pickup,omitempty"`
 	// OutageBudget is how long a node may be gone mid-run before the
 	// cutover fails naming it (0: DefaultOutageBudget).
-	OutageBudget config.Duration `json:"outage_budget,omitempty"`
+	OutageBudget contract.Duration `json:"outage_budget,omitempty"`
 	// StopForeign stops running containers sparklane did not start that
 	// hold a GPU or the lane's port on the lane's nodes (--stop-foreign);
 	// without it such a node is occupied and the cutover is refused.
@@ -378,8 +378,8 @@ func (c *cutover) stage() error {
 
 // verifyItem is one block on one node, as the verify step checks it.
 type verifyItem struct {
-	n    config.NodePlan
-	b    config.Staging
+	n    contract.NodePlan
+	b    contract.Staging
 	name string
 }
 
@@ -547,7 +547,7 @@ func contains(list []string, s string) bool {
 
 // lanePorts are the ports a lane's engine listens on, which a foreign
 // engine must not hold.
-func lanePorts(p config.LanePlan) []int {
+func lanePorts(p contract.LanePlan) []int {
 	if p.APIPort > 0 {
 		return []int{p.APIPort}
 	}

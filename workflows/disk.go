@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sparklane/sparklane/activities"
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/disk"
 )
 
@@ -23,7 +23,7 @@ type DiskInput struct {
 	// served first with LRU), never of a lane running on any node.
 	Prune *disk.PruneSpec `json:"prune,omitempty"`
 	// PickupTimeout is how long a node worker may take to answer.
-	PickupTimeout config.Duration `json:"pickup_timeout,omitempty"`
+	PickupTimeout contract.Duration `json:"pickup_timeout,omitempty"`
 }
 
 // DiskNode is one node's answer, or why there is none.

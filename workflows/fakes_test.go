@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/sparklane/sparklane/activities"
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/staging"
 )
 
@@ -380,24 +380,24 @@ func appErr(t *testing.T, err error) *temporal.ApplicationError {
 	return app
 }
 
-func testPlan(lane, hash string, nodes ...string) config.LanePlan {
-	p := config.LanePlan{Lane: lane, Cluster: "c1", Runtime: "sim", Model: "model-" + lane, RecipeHash: hash, APIPort: 8000, TP: len(nodes)}
+func testPlan(lane, hash string, nodes ...string) contract.LanePlan {
+	p := contract.LanePlan{Lane: lane, Cluster: "c1", Runtime: "sim", Model: "model-" + lane, RecipeHash: hash, APIPort: 8000, TP: len(nodes)}
 	for i, n := range nodes {
-		p.Nodes = append(p.Nodes, config.NodePlan{Node: n, Rank: i, Head: i == 0, ContainerName: fmt.Sprintf("sparklane-%s-r%d", lane, i), Image: "img-" + lane, Command: "serve " + lane})
+		p.Nodes = append(p.Nodes, contract.NodePlan{Node: n, Rank: i, Head: i == 0, ContainerName: fmt.Sprintf("sparklane-%s-r%d", lane, i), Image: "img-" + lane, Command: "serve " + lane})
 	}
 	return p
 }
 
-func testBlocks() []config.Staging {
-	return []config.Staging{
+func testBlocks() []contract.Staging {
+	return []contract.Staging{
 		{Kind: "hub-mirror", ID: "weights", Src: "/nas/hub", Dst: "/srv/hub"},
 		{Kind: "sparse-rows", ID: "rows", Src: "/nas/rows", Dst: "/srv/rows"},
 	}
 }
 
-func testRecipe(name string, blocks []config.Staging, hooks bool) config.Recipe {
-	r := config.Recipe{Name: name, Cluster: "c1", Runtime: "sim", Image: "img-" + name, Model: "model-" + name, Staging: blocks,
-		Probe: config.Probe{Smoke: []config.Smoke{{Prompt: "2+2?", Expect: "4"}}}}
+func testRecipe(name string, blocks []contract.Staging, hooks bool) contract.Recipe {
+	r := contract.Recipe{Name: name, Cluster: "c1", Runtime: "sim", Image: "img-" + name, Model: "model-" + name, Staging: blocks,
+		Probe: contract.Probe{Smoke: []contract.Smoke{{Prompt: "2+2?", Expect: "4"}}}}
 	if hooks {
 		r.Hooks.BeforeServe = []string{"true"}
 	}

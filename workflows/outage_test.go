@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/sparklane/sparklane/activities"
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/staging"
 )
 
@@ -52,7 +52,7 @@ func newOutageEnv(t *testing.T, gone, back int) *outageEnv {
 }
 
 func outageInput(budget time.Duration) StageNodeInput {
-	return StageNodeInput{Lane: "mia", Node: "dgx3", Blocks: []config.Staging{{Kind: "hub-mirror", ID: "weights"}}, Mode: StageAuto, OutageBudget: config.Duration(budget)}
+	return StageNodeInput{Lane: "mia", Node: "dgx3", Blocks: []contract.Staging{{Kind: "hub-mirror", ID: "weights"}}, Mode: StageAuto, OutageBudget: contract.Duration(budget)}
 }
 
 // A node worker gone for minutes mid-copy (heartbeat lost, then nobody picks
@@ -155,7 +155,7 @@ func TestServeWaitsForANodeThatComesBack(t *testing.T) {
 	f.gone["b"] = 2 // its image step's first two pickups time out
 	var details, nodes []string
 	f.env.RegisterDelayedCallback(func() { details, nodes = progressWaiting(t, f.env) }, 15*time.Second)
-	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c"), OutageBudget: config.Duration(30 * time.Minute)})
+	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c"), OutageBudget: contract.Duration(30 * time.Minute)})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatalf("Serve with node b back within its budget: %v", err)
 	}
@@ -179,7 +179,7 @@ func TestServeWaitsForANodeThatComesBack(t *testing.T) {
 func TestServeFailsPastTheOutageBudgetNamingTheNode(t *testing.T) {
 	f := newFakeFleet(t)
 	f.gone["c"] = 1 << 30
-	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c"), OutageBudget: config.Duration(2 * time.Minute)})
+	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c"), OutageBudget: contract.Duration(2 * time.Minute)})
 	err := f.env.GetWorkflowError()
 	if err == nil {
 		t.Fatal("Serve succeeded though node c never came back")
@@ -218,7 +218,7 @@ func TestStopByHandDoesNotWaitForAGoneNode(t *testing.T) {
 func TestCutoverVerifyWaitsForANodeThatComesBack(t *testing.T) {
 	c := newCutover(t)
 	c.verifyGone["b"] = 2
-	c.in.OutageBudget = config.Duration(30 * time.Minute)
+	c.in.OutageBudget = contract.Duration(30 * time.Minute)
 	res, err := c.run()
 	if err != nil || !res.OK || len(res.Verify) != 4 {
 		t.Fatalf("cutover with b back within its budget: %v %+v", err, res)
@@ -236,7 +236,7 @@ func TestCutoverVerifyWaitsForANodeThatComesBack(t *testing.T) {
 func TestCutoverVerifyFailsPastTheOutageBudget(t *testing.T) {
 	c := newCutover(t)
 	c.verifyGone["b"] = 1 << 30
-	c.in.OutageBudget = config.Duration(2 * time.Minute)
+	c.in.OutageBudget = contract.Duration(2 * time.Minute)
 	res, err := c.run()
 	if err == nil || res.OK || res.FailedStep != "verify" || !strings.Contains(res.Error, "node b was gone for 2m") {
 		t.Fatalf("cutover with b gone: %v %+v", err, res)

@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sparklane/sparklane/activities"
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // Power actions.
@@ -27,7 +27,7 @@ type PowerInput struct {
 	// graceful shutdown (it would otherwise boot back or lose data).
 	Force bool `json:"force,omitempty"`
 	// WaitBound caps waiting for a target to go down or come up.
-	WaitBound config.Duration `json:"wait_bound,omitempty"`
+	WaitBound contract.Duration `json:"wait_bound,omitempty"`
 	// Gear is network gear (switches) to power off after the targets,
 	// never before the nodes behind it: each goes off only once every
 	// node behind it is off — a target of this run that reached off, or
@@ -90,7 +90,7 @@ func Power(ctx workflow.Context, in PowerInput) (PowerResult, error) {
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			defer wg.Done()
 			res.Targets[i].Target = name
-			p := &powerTarget{ctx: gctx, t: t, r: &res.Targets[i], in: activities.PowerStepInput{Target: name, Bound: config.Duration(bound)}}
+			p := &powerTarget{ctx: gctx, t: t, r: &res.Targets[i], in: activities.PowerStepInput{Target: name, Bound: contract.Duration(bound)}}
 			var ok bool
 			if in.Action == PowerOff {
 				ok = p.off(opts, in.Force)
@@ -232,7 +232,7 @@ func powerOffGear(ctx workflow.Context, t *tracker, in PowerInput, nodes []Power
 				case ours:
 					up = append(up, n+" ("+st+")")
 				default:
-					if _, err := step(check, "check down", n, ca.PowerWaitUnreachable, activities.PowerStepInput{Target: n, Bound: config.Duration(15 * time.Second)}); err != nil {
+					if _, err := step(check, "check down", n, ca.PowerWaitUnreachable, activities.PowerStepInput{Target: n, Bound: contract.Duration(15 * time.Second)}); err != nil {
 						up = append(up, n+" (still answers)")
 					}
 				}
@@ -242,7 +242,7 @@ func powerOffGear(ctx workflow.Context, t *tracker, in PowerInput, nodes []Power
 				r.Warnings = append(r.Warnings, fmt.Sprintf("left on: nodes behind it are not off: %s — switching it off first would cut them off mid-shutdown", strings.Join(up, ", ")))
 				return
 			}
-			in1 := activities.PowerStepInput{Target: g.Name, Bound: config.Duration(bound)}
+			in1 := activities.PowerStepInput{Target: g.Name, Bound: contract.Duration(bound)}
 			if sr, err := step(once, "shutdown", g.Name, ca.PowerShutdown, in1); err != nil {
 				r.Warnings = append(r.Warnings, "API shutdown failed: "+errMessage(err)+" — its relay is cut anyway")
 			} else {

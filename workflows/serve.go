@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sparklane/sparklane/activities"
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -18,15 +18,15 @@ const DefaultReadyBudget = 30 * time.Minute
 
 // ServeInput brings a lane up on its nodes and probes it (starter up).
 type ServeInput struct {
-	Recipe config.Recipe   `json:"recipe"`
-	Plan   config.LanePlan `json:"plan"`
+	Recipe contract.Recipe   `json:"recipe"`
+	Plan   contract.LanePlan `json:"plan"`
 	// NoWait returns after the containers started.
-	NoWait bool            `json:"no_wait,omitempty"`
-	Pickup config.Duration `json:"pickup,omitempty"`
+	NoWait bool              `json:"no_wait,omitempty"`
+	Pickup contract.Duration `json:"pickup,omitempty"`
 	// OutageBudget is how long a node may be gone (no worker polling its
 	// queue) during the serve steps before they fail naming it (0:
 	// DefaultOutageBudget): a node rebooting mid-serve is waited for.
-	OutageBudget config.Duration `json:"outage_budget,omitempty"`
+	OutageBudget contract.Duration `json:"outage_budget,omitempty"`
 }
 
 // ServeResult is what serving and probing found.
@@ -64,7 +64,7 @@ func Serve(ctx workflow.Context, in ServeInput) (ServeResult, error) {
 	return res, err
 }
 
-func planNodes(p config.LanePlan) []string {
+func planNodes(p contract.LanePlan) []string {
 	out := make([]string, len(p.Nodes))
 	for i, n := range p.Nodes {
 		out[i] = n.Node
@@ -75,7 +75,7 @@ func planNodes(p config.LanePlan) []string {
 // serveLane is Serve's body, shared with Cutover and its rollback. Its node
 // steps wait for a node that went away within budget (runs recorded before
 // versionServeOutageWait fail them at once).
-func serveLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.LanePlan, noWait bool, pickup, budget time.Duration) (ServeResult, error) {
+func serveLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, noWait bool, pickup, budget time.Duration) (ServeResult, error) {
 	if !serveWaits(ctx) {
 		return serveLaneV0(ctx, t, rc, plan, noWait, pickup)
 	}
@@ -139,7 +139,7 @@ func serveLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 // serveHooks runs the recipe's before_serve hooks (and clears) on every
 // node at once, serveLane's second step; a node gone is waited for within
 // budget.
-func serveHooks(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.LanePlan, pickup, budget time.Duration, res *ServeResult) error {
+func serveHooks(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, pickup, budget time.Duration, res *ServeResult) error {
 	if len(rc.Hooks.BeforeServe) == 0 && len(rc.Hooks.Clear) == 0 {
 		return nil
 	}
@@ -172,7 +172,7 @@ func serveHooks(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.
 // serveLaneV0 is serveLane as recorded before versionServeOutageWait:
 // a node whose worker is gone fails its step at once. Kept verbatim so
 // those histories replay.
-func serveLaneV0(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.LanePlan, noWait bool, pickup time.Duration) (ServeResult, error) {
+func serveLaneV0(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, noWait bool, pickup time.Duration) (ServeResult, error) {
 	res := ServeResult{Lane: plan.Lane}
 	// Image present on every node.
 	var futs []workflow.Future
@@ -249,7 +249,7 @@ func serveLaneV0(ctx workflow.Context, t *tracker, rc config.Recipe, plan config
 
 // probeLane waits for the head to answer, then runs smoke prompts and the
 // decode probe. Retry policies carry "re-probe once before giving up".
-func probeLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.LanePlan, res ServeResult) (ServeResult, error) {
+func probeLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, res ServeResult) (ServeResult, error) {
 	budget := rc.Probe.Ready.D()
 	if budget <= 0 {
 		budget = DefaultReadyBudget
@@ -263,7 +263,7 @@ func probeLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5,
 			NonRetryableErrorTypes: []string{fault.RankExited}},
 	})
-	err := workflow.ExecuteActivity(rctx, ca.WaitReady, activities.WaitReadyInput{Plan: plan, Path: rc.Probe.Path, Budget: config.Duration(budget),
+	err := workflow.ExecuteActivity(rctx, ca.WaitReady, activities.WaitReadyInput{Plan: plan, Path: rc.Probe.Path, Budget: contract.Duration(budget),
 		LogSignatures: rc.Probe.LogSignatures, APIKeyEnv: rc.Probe.APIKeyEnv}).Get(ctx, &ready)
 	t.end(i, fmt.Sprintf("ready after %.1fs", ready.Seconds), err)
 	if err != nil {
@@ -288,7 +288,7 @@ func probeLane(ctx workflow.Context, t *tracker, rc config.Recipe, plan config.L
 	var dp activities.DecodeProbeResult
 	err = workflow.ExecuteActivity(pctx, ca.DecodeProbe, activities.DecodeProbeInput{
 		Lane: plan.Lane, BaseURL: ready.BaseURL, Model: ready.Model,
-		PromptTokens: nonZero(rc.Probe.DecodePromptTokens, config.DefaultDecodePromptTokens), MaxTokens: nonZero(rc.Probe.DecodeMaxTokens, config.DefaultDecodeMaxTokens),
+		PromptTokens: nonZero(rc.Probe.DecodePromptTokens, contract.DefaultDecodePromptTokens), MaxTokens: nonZero(rc.Probe.DecodeMaxTokens, contract.DefaultDecodeMaxTokens),
 		ModelType: rc.Probe.ModelType, APIKeyEnv: rc.Probe.APIKeyEnv,
 	}).Get(ctx, &dp)
 	detail := fmt.Sprintf("decode %.1f tok/s, TTFT %.2fs", dp.DecodeTPS, dp.TTFTSeconds)
@@ -325,15 +325,15 @@ func nonEmpty(v, d string) string {
 
 // StopInput stops a lane (or every sparklane container) on nodes.
 type StopInput struct {
-	Lane   string          `json:"lane,omitempty"`
-	Nodes  []string        `json:"nodes"`
-	All    bool            `json:"all,omitempty"`
-	Pickup config.Duration `json:"pickup,omitempty"`
+	Lane   string            `json:"lane,omitempty"`
+	Nodes  []string          `json:"nodes"`
+	All    bool              `json:"all,omitempty"`
+	Pickup contract.Duration `json:"pickup,omitempty"`
 	// OutageBudget, when positive, is how long a node may be gone (no
 	// worker) before its stop fails naming it. 0 fails at once: a stop
 	// asked for by hand covers every node of the fleet, and one that is
 	// switched off must not hold it for half an hour.
-	OutageBudget config.Duration `json:"outage_budget,omitempty"`
+	OutageBudget contract.Duration `json:"outage_budget,omitempty"`
 }
 
 // StopResult lists what was stopped per node.
@@ -379,7 +379,7 @@ func stopNodes(ctx workflow.Context, t *tracker, lane string, nodes []string, al
 	results := make([]activities.StopLaneResult, len(nodes))
 	wait := serveWaits(ctx) && budget >= 0
 	errs := perNode(ctx, t, wait, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
-		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 3*time.Minute, 0, 3), nodes[i], -1, label), na.StopLane, activities.StopLaneInput{Lane: lane, All: all, Timeout: config.Duration(30 * time.Second)})
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 3*time.Minute, 0, 3), nodes[i], -1, label), na.StopLane, activities.StopLaneInput{Lane: lane, All: all, Timeout: contract.Duration(30 * time.Second)})
 	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &results[i]) })
 	var firstErr error
 	for i, err := range errs {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/activities"
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -64,7 +64,7 @@ func TestServeProbesAndAnswers(t *testing.T) {
 	if err := f.env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
-	if !res.Answers || res.BaseURL != "http://new" || res.Smoke == nil || len(res.Smoke.Answers) != 1 || res.Decode == nil || res.Decode.PromptTokens != config.DefaultDecodePromptTokens || res.Decode.CompletionTokens != config.DefaultDecodeMaxTokens {
+	if !res.Answers || res.BaseURL != "http://new" || res.Smoke == nil || len(res.Smoke.Answers) != 1 || res.Decode == nil || res.Decode.PromptTokens != contract.DefaultDecodePromptTokens || res.Decode.CompletionTokens != contract.DefaultDecodeMaxTokens {
 		t.Errorf("result %+v, want an answering lane with smoke and a decode probe of the log's shape (487-token prompt, 400 tokens)", res)
 	}
 	f.expectPhases(on("EnsureImage img-new", "a"), on("StartRank new", "a"), []string{"WaitReady new"}, []string{"Smoke http://new"}, []string{"DecodeProbe http://new"})

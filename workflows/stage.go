@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sparklane/sparklane/activities"
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 	"github.com/sparklane/sparklane/internal/fault"
 )
@@ -71,7 +71,7 @@ type stageNodeRun struct {
 
 // stage stages block b on the node (and, inBlock, checks the verify that
 // came back with it).
-func (s *stageNodeRun) stage(b config.Staging) error {
+func (s *stageNodeRun) stage(b contract.Staging) error {
 	in := s.in
 	actx := nodeOpts(s.ctx, in.Node, in.PickupTimeout.D(), stageRunTimeout, s.hb, stageAttempts)
 	i := s.t.start("stage "+b.ID, in.Node)
@@ -124,7 +124,7 @@ func (s *stageNodeRun) stage(b config.Staging) error {
 
 // verify checks staged block b without writing (a VerifyBlock after all
 // blocks: runs recorded before versionStageVerifyInBlock).
-func (s *stageNodeRun) verify(b config.Staging) error {
+func (s *stageNodeRun) verify(b contract.Staging) error {
 	in := s.in
 	vctx := nodeOpts(s.ctx, in.Node, in.PickupTimeout.D(), verifyRunTimeout, s.hb, 3)
 	i := s.t.start("verify "+b.ID, in.Node)
@@ -190,7 +190,7 @@ func nodeErr(node, step string, err error) error {
 // stageChildren starts StageNode on every node of plan (or only one) in
 // parallel and waits for all; the first error is returned after all ended.
 // An optional heartbeat overrides the staging heartbeat timeout.
-func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, blocks []config.Staging, only, mode string, dryRun, verify bool, pickup, budget time.Duration, room *activities.DiskRoom, heartbeat ...time.Duration) ([]StageNodeResult, error) {
+func stageChildren(ctx workflow.Context, t *tracker, plan contract.LanePlan, blocks []contract.Staging, only, mode string, dryRun, verify bool, pickup, budget time.Duration, room *activities.DiskRoom, heartbeat ...time.Duration) ([]StageNodeResult, error) {
 	var hb time.Duration
 	if len(heartbeat) > 0 {
 		hb = heartbeat[0]
@@ -227,7 +227,7 @@ func stageChildren(ctx workflow.Context, t *tracker, plan config.LanePlan, block
 		t.child(id)
 		kids = append(kids, child{n.Node, workflow.ExecuteChildWorkflow(cctx, StageNode, StageNodeInput{
 			Lane: plan.Lane, Node: n.Node, Rank: n.Rank, TP: plan.TP, Blocks: blocks, Mode: mode,
-			DryRun: dryRun, Verify: verify, PickupTimeout: config.Duration(pickup), Heartbeat: config.Duration(hb), OutageBudget: config.Duration(budget), Relay: rin, Room: room,
+			DryRun: dryRun, Verify: verify, PickupTimeout: contract.Duration(pickup), Heartbeat: contract.Duration(hb), OutageBudget: contract.Duration(budget), Relay: rin, Room: room,
 		})})
 	}
 	if only != "" && len(kids) == 0 {
@@ -310,7 +310,7 @@ type verifyRun struct {
 type verifyPend struct {
 	lane, node string
 	rank, tp   int
-	block      config.Staging
+	block      contract.Staging
 	f          workflow.Future
 	step       int
 }

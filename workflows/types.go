@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/activities"
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 )
 
@@ -113,10 +113,10 @@ type FleetProbeInput struct {
 	// Lane is the lane asking (for the error message).
 	Lane string `json:"lane,omitempty"`
 	// Grace is how long to wait before the one re-probe.
-	Grace config.Duration `json:"grace,omitempty"`
+	Grace contract.Duration `json:"grace,omitempty"`
 	// PickupTimeout bounds how long a node worker may take to pick up its
 	// status activity before the node is called unreachable.
-	PickupTimeout config.Duration `json:"pickup_timeout,omitempty"`
+	PickupTimeout contract.Duration `json:"pickup_timeout,omitempty"`
 	// Ports are the lane's API ports: a container sparklane did not start
 	// that holds one (or any GPU) makes its node occupied by "foreign".
 	Ports []int `json:"ports,omitempty"`
@@ -195,23 +195,23 @@ const (
 
 // StageNodeInput stages every block of a lane on one node.
 type StageNodeInput struct {
-	Lane   string           `json:"lane"`
-	Node   string           `json:"node"`
-	Rank   int              `json:"rank"`
-	TP     int              `json:"tp"`
-	Blocks []config.Staging `json:"blocks"`
-	Mode   string           `json:"mode"`
-	DryRun bool             `json:"dry_run,omitempty"`
+	Lane   string             `json:"lane"`
+	Node   string             `json:"node"`
+	Rank   int                `json:"rank"`
+	TP     int                `json:"tp"`
+	Blocks []contract.Staging `json:"blocks"`
+	Mode   string             `json:"mode"`
+	DryRun bool               `json:"dry_run,omitempty"`
 	// Verify runs a verify-only pass after staging; a mismatch fails.
 	Verify bool `json:"verify,omitempty"`
 	// PickupTimeout bounds schedule-to-start on the node's queue.
-	PickupTimeout config.Duration `json:"pickup_timeout,omitempty"`
+	PickupTimeout contract.Duration `json:"pickup_timeout,omitempty"`
 	// Heartbeat is the staging activities' heartbeat timeout: how soon a
 	// killed node worker is noticed and its copy retried (0: one minute).
-	Heartbeat config.Duration `json:"heartbeat,omitempty"`
+	Heartbeat contract.Duration `json:"heartbeat,omitempty"`
 	// OutageBudget is how long the node may be gone (no worker) before the
 	// stage fails naming it (0: DefaultOutageBudget).
-	OutageBudget config.Duration `json:"outage_budget,omitempty"`
+	OutageBudget contract.Duration `json:"outage_budget,omitempty"`
 	// Relay, when set, relays the hub-mirror blocks between the nodes of
 	// this run (an input field: no change to the command sequence).
 	Relay *activities.RelayInput `json:"relay,omitempty"`
@@ -230,18 +230,18 @@ type StageNodeResult struct {
 
 // StageInput stages a lane on every node of its cluster (or one node).
 type StageInput struct {
-	Plan   config.LanePlan  `json:"plan"`
-	Blocks []config.Staging `json:"blocks"`
+	Plan   contract.LanePlan  `json:"plan"`
+	Blocks []contract.Staging `json:"blocks"`
 	// Only restricts staging to one node (--node).
-	Only   string          `json:"only,omitempty"`
-	Mode   string          `json:"mode"`
-	DryRun bool            `json:"dry_run,omitempty"`
-	Verify bool            `json:"verify,omitempty"`
-	Pickup config.Duration `json:"pickup,omitempty"`
+	Only   string            `json:"only,omitempty"`
+	Mode   string            `json:"mode"`
+	DryRun bool              `json:"dry_run,omitempty"`
+	Verify bool              `json:"verify,omitempty"`
+	Pickup contract.Duration `json:"pickup,omitempty"`
 	// Heartbeat is passed to every StageNode (0: one minute).
-	Heartbeat config.Duration `json:"heartbeat,omitempty"`
+	Heartbeat contract.Duration `json:"heartbeat,omitempty"`
 	// OutageBudget is passed to every StageNode (0: DefaultOutageBudget).
-	OutageBudget config.Duration `json:"outage_budget,omitempty"`
+	OutageBudget contract.Duration `json:"outage_budget,omitempty"`
 	// Room is passed to every StageNode (stage --make-room).
 	Room *activities.DiskRoom `json:"room,omitempty"`
 }
@@ -254,8 +254,8 @@ type StageResult struct {
 
 // VerifyLane is one lane's blocks to verify.
 type VerifyLane struct {
-	Plan   config.LanePlan  `json:"plan"`
-	Blocks []config.Staging `json:"blocks"`
+	Plan   contract.LanePlan  `json:"plan"`
+	Blocks []contract.Staging `json:"blocks"`
 }
 
 // VerifyInput verifies staged blocks of several lanes (starter verify and
@@ -267,9 +267,9 @@ type VerifyInput struct {
 	Repair bool `json:"repair,omitempty"`
 	// LaneNames, when set instead of Lanes, are resolved by the control
 	// worker at run time (schedules keep their input for months; recipes change).
-	LaneNames []string        `json:"lane_names,omitempty"`
-	Only      string          `json:"only,omitempty"`
-	Pickup    config.Duration `json:"pickup,omitempty"`
+	LaneNames []string          `json:"lane_names,omitempty"`
+	Only      string            `json:"only,omitempty"`
+	Pickup    contract.Duration `json:"pickup,omitempty"`
 	// ReportDir, when set, receives a short drift report.
 	Report bool `json:"report,omitempty"`
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/report"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -26,14 +27,14 @@ func (a *App) benchCmd() *cobra.Command {
 		Use:   "bench --lane L [--label X] [--seed N] [--mode standard|hardmode|short] [--parallel N] [--tokenizer PATH] [--baseline latest|ID]",
 		Short: "bench a serving lane (perf sweep + the recipe's harness) and write a report with a verdict",
 	}
-	cmd.RunE = a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan) error {
+	cmd.RunE = a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
 		in := activities.BenchInput{Recipe: *r, Plan: *plan, BaseURL: activities.BaseURL(cfg, *plan), Label: label,
 			Parallel: parallel, Tokenizer: tokenizer, Baseline: baseline, Mode: mode}
 		if cmd.Flags().Changed("seed") {
 			in.Seed = &seed
 		}
-		if mode != "" && !slices.Contains(config.BenchModes, mode) {
-			return exitCode(2, fmt.Errorf("--mode %q: use one of %s", mode, strings.Join(config.BenchModes, ", ")))
+		if mode != "" && !slices.Contains(contract.BenchModes, mode) {
+			return exitCode(2, fmt.Errorf("--mode %q: use one of %s", mode, strings.Join(contract.BenchModes, ", ")))
 		}
 		var res activities.BenchResult
 		if err := a.startFollow(ctx, runSpec{ID: workflows.BenchID(r.Name), Workflow: workflows.Bench, Input: in, Lane: r.Name, Cluster: r.Cluster}, &res); err != nil {
@@ -56,7 +57,7 @@ func (a *App) benchCmd() *cobra.Command {
 	f.bindLane(cmd)
 	cmd.Flags().StringVar(&label, "label", "bench", "label in the report's name")
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "harness scenarios in flight (faster; may time out under saturation — marked in the report)")
-	cmd.Flags().Int64Var(&seed, "seed", config.DefaultBenchSeed, "prompt and harness seed (default: the recipe's [bench] seed, else 42)")
+	cmd.Flags().Int64Var(&seed, "seed", contract.DefaultBenchSeed, "prompt and harness seed (default: the recipe's [bench] seed, else 42)")
 	cmd.Flags().StringVar(&mode, "mode", "", "harness scenario pool: standard, hardmode or short (default: the recipe's [bench] mode)")
 	cmd.Flags().StringVar(&tokenizer, "tokenizer", "", "tokenizer path passed to the harness as {tokenizer}")
 	cmd.Flags().StringVar(&baseline, "baseline", "latest", "compare against latest, a report ID, or '' for none")
@@ -71,7 +72,7 @@ func (a *App) reportCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "report --lane L [--list | --show ID | --plot]",
 		Short: "list, show or plot a lane's bench reports",
-		RunE: a.withLane(&f, func(_ context.Context, cfg *config.Config, r *config.Recipe, _ *config.LanePlan) error {
+		RunE: a.withLane(&f, func(_ context.Context, cfg *config.Config, r *contract.Recipe, _ *contract.LanePlan) error {
 			dir, err := config.ReportsDir(cfg, r.Name)
 			if err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/workers"
 )
 
@@ -84,7 +85,7 @@ func (f *laneFlags) bind(cmd *cobra.Command, overrideHelp string) {
 
 // laneBody is the body of a command on one lane: the config, the recipe
 // (carrying the cluster it was rendered on) and the lane's plan.
-type laneBody func(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan) error
+type laneBody func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error
 
 // withLane resolves and renders the lane f names (laneOn, which loads the
 // config) before b.

@@ -11,6 +11,7 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/internal/workers"
 	"github.com/sparklane/sparklane/workflows"
@@ -32,7 +33,7 @@ func (a *App) cutoverCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cutover --lane L",
 		Short: "switch the lane's cluster to it: stage → verify → serve → probe → bench, rolling back on failure",
-		RunE: a.withLane(&f.laneFlags, func(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan) error {
+		RunE: a.withLane(&f.laneFlags, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
 			if f.dryRun {
 				return a.dryRun(ctx, cfg, r, plan, "cutover")
 			}
@@ -57,13 +58,13 @@ func (a *App) cutoverCmd() *cobra.Command {
 }
 
 // recipeMemo is the recipe snapshot and hash recorded with each run.
-func recipeMemo(r *config.Recipe, plan *config.LanePlan) map[string]any {
+func recipeMemo(r *contract.Recipe, plan *contract.LanePlan) map[string]any {
 	// The full snapshot is the workflow's input (first event of its
 	// history); the memo carries what the UI list shows.
 	return map[string]any{"recipe_hash": plan.RecipeHash, "recipe_file": r.File, "runtime": r.Runtime, "image": r.Image, "model": r.Model}
 }
 
-func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan, f cutoverFlags) (*workflows.CutoverResult, error) {
+func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, f cutoverFlags) (*workflows.CutoverResult, error) {
 	switch f.stage {
 	case workflows.StageAuto, workflows.StageSkip, workflows.StageForce:
 	default:
@@ -82,7 +83,7 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *config.Reci
 		Memo: recipeMemo(r, plan),
 		// --no-wait detaches this command; the workflow still runs every step.
 		Input: workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
-			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: config.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: config.Duration(budget), StopForeign: f.stopForeign, Room: room},
+			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: contract.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: contract.Duration(budget), StopForeign: f.stopForeign, Room: room},
 	})
 	if err != nil {
 		return nil, err
@@ -207,7 +208,7 @@ func (a *App) cancelCmd() *cobra.Command {
 
 // outageBudget is the lane's node outage budget: the recipe's, else the
 // config's (0: the workflows' default).
-func outageBudget(cfg *config.Config, r *config.Recipe) (time.Duration, error) {
+func outageBudget(cfg *config.Config, r *contract.Recipe) (time.Duration, error) {
 	if r.NodeOutageBudget < 0 {
 		return 0, fmt.Errorf("%s: node_outage_budget %s is negative: give a duration such as \"30m\"", r.File, r.NodeOutageBudget)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/report"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/workflows"
@@ -57,9 +58,9 @@ type DryRunNode struct {
 	Docker []string `json:"docker"`
 	// DetectRDMA says the node worker adds the RDMA devices and
 	// interfaces it finds there at start.
-	DetectRDMA bool             `json:"detect_rdma,omitempty"`
-	PreExec    []config.PreExec `json:"pre_exec,omitempty"`
-	Staging    []DryRunBlock    `json:"staging"`
+	DetectRDMA bool               `json:"detect_rdma,omitempty"`
+	PreExec    []contract.PreExec `json:"pre_exec,omitempty"`
+	Staging    []DryRunBlock      `json:"staging"`
 }
 
 // DryRunMount is a bind with its mode (ro|rw).
@@ -78,7 +79,7 @@ type DryRunBlock struct {
 	Error string          `json:"error,omitempty"`
 }
 
-func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan, action string) error {
+func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, action string) error {
 	d := DryRun{Action: action, Lane: plan.Lane, Cluster: plan.Cluster, Runtime: plan.Runtime, Model: plan.Model,
 		RecipeFile: r.File, RecipeHash: plan.RecipeHash, TP: plan.TP, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort,
 		Warnings: append([]string{}, plan.Warnings...)}
@@ -88,7 +89,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *config.Recipe, 
 	if _, err := a.connect(ctx); err != nil {
 		probeErr = err
 	} else {
-		in := workflows.FleetProbeInput{Nodes: nodesOf(plan), PickupTimeout: config.Duration(3 * time.Second)}
+		in := workflows.FleetProbeInput{Nodes: nodesOf(plan), PickupTimeout: contract.Duration(3 * time.Second)}
 		run, err := a.start(ctx, runSpec{ID: fmt.Sprintf("dry-run/%s/%d", plan.Lane, time.Now().UnixNano()), Workflow: workflows.FleetProbe, Input: in, Lane: plan.Lane, Cluster: plan.Cluster})
 		if err == nil {
 			var res workflows.FleetProbeResult
@@ -170,7 +171,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *config.Recipe, 
 	return a.output(d, func() { printDryRun(a, d) })
 }
 
-func dryRunSteps(action string, r *config.Recipe, plan *config.LanePlan, states map[string]workflows.NodeState) []string {
+func dryRunSteps(action string, r *contract.Recipe, plan *contract.LanePlan, states map[string]workflows.NodeState) []string {
 	var steps []string
 	nodes := strings.Join(nodesOf(plan), ", ")
 	if action == "cutover" {

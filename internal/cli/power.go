@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -53,7 +54,7 @@ func (a *App) powerCmd() *cobra.Command {
 						return fmt.Errorf("%q is neither a [[nodes]] nor a [[devices]] entry of %s", t, cfg.File)
 					}
 				}
-				in := workflows.PowerInput{Action: action, Targets: targets, Force: force, WaitBound: config.Duration(wait)}
+				in := workflows.PowerInput{Action: action, Targets: targets, Force: force, WaitBound: contract.Duration(wait)}
 				if action == workflows.PowerOff {
 					// Network gear goes off last, after the nodes behind it.
 					in.Targets, in.Gear = splitGear(cfg, targets)

@@ -7,6 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/report"
 )
 
@@ -19,7 +21,11 @@ func (a *App) lanesCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := map[string]any{"lanes": set.Recipes, "broken": set.Broken}
+			var lanes []contract.Recipe // as runs carry them (lane.Wire)
+			for _, r := range set.Recipes {
+				lanes = append(lanes, lane.Wire(r))
+			}
+			out := map[string]any{"lanes": lanes, "broken": set.Broken}
 			if set.Broken == nil {
 				out["broken"] = []config.BrokenRecipe{}
 			}
@@ -54,7 +60,7 @@ func (a *App) recipeCmd() *cobra.Command {
 					files = append(files, r.File)
 				}
 			} else {
-				errs, notices = config.Check(files)
+				errs, notices = lane.Check(files)
 			}
 			msgs := []string{}
 			for _, e := range errs {
@@ -84,7 +90,7 @@ func (a *App) recipeCmd() *cobra.Command {
 	render := &cobra.Command{
 		Use:   "render --lane L [--cluster C]",
 		Short: "print each node's rendered command, env and mounts",
-		RunE: a.withLane(&f, func(_ context.Context, _ *config.Config, _ *config.Recipe, plan *config.LanePlan) error {
+		RunE: a.withLane(&f, func(_ context.Context, _ *config.Config, _ *contract.Recipe, plan *contract.LanePlan) error {
 			return a.output(plan, func() { printPlan(a, plan) })
 		}),
 	}
@@ -94,7 +100,7 @@ func (a *App) recipeCmd() *cobra.Command {
 }
 
 // printPlan prints a rendered lane per node.
-func printPlan(a *App, unmasked *config.LanePlan) {
+func printPlan(a *App, unmasked *contract.LanePlan) {
 	masked, _ := report.MaskPlan(*unmasked) // the reports' masker
 	plan := &masked
 	fmt.Fprintf(a.Out, "lane %s on cluster %s (%s, tp %d, recipe %s)\n", plan.Lane, plan.Cluster, plan.Runtime, plan.TP, short(plan.RecipeHash))
@@ -141,12 +147,12 @@ func printEnv(a *App, env, envFrom map[string]string) {
 
 // printDocker prints a rank's container shape as docker run flags, and
 // what runs in the container before its command.
-func printDocker(a *App, args []string, detect bool, pre []config.PreExec) {
+func printDocker(a *App, args []string, detect bool, pre []contract.PreExec) {
 	more := ""
 	if detect {
 		more = "  (+ RDMA devices and NCCL/UCX interfaces the node worker detects)"
 	}
-	fmt.Fprintf(a.Out, "  docker: %s%s\n", config.JoinArgs(args), more)
+	fmt.Fprintf(a.Out, "  docker: %s%s\n", contract.JoinArgs(args), more)
 	for _, p := range pre {
 		if p.Copy != "" {
 			fmt.Fprintf(a.Out, "  pre_exec: copy %s -> %s\n", p.Copy, p.Dest)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // registryFleet is four Sparks with clusters of 1 to 4 nodes and no
@@ -48,7 +49,7 @@ func TestRecipeRenderClusterFlagOnEveryRegistryRecipe(t *testing.T) {
 		t.Fatalf("lanes: exit %d\n%s", code, errOut)
 	}
 	var lanes struct {
-		Lanes  []config.Recipe       `json:"lanes"`
+		Lanes  []contract.Recipe     `json:"lanes"`
 		Broken []config.BrokenRecipe `json:"broken"`
 	}
 	if err := json.Unmarshal([]byte(out), &lanes); err != nil {
@@ -64,7 +65,7 @@ func TestRecipeRenderClusterFlagOnEveryRegistryRecipe(t *testing.T) {
 			t.Errorf("render %s --cluster quad: exit %d: %s", r.Name, code, errOut)
 			continue
 		}
-		var plan config.LanePlan
+		var plan contract.LanePlan
 		if err := json.Unmarshal([]byte(out), &plan); err != nil {
 			t.Errorf("render %s: %v", r.Name, err)
 			continue

@@ -19,7 +19,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
+	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/logging"
 	"github.com/sparklane/sparklane/internal/workers"
 )
@@ -338,7 +340,7 @@ func (a *App) recipeSet() (*config.Config, *config.RecipeSet, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := set.Validate(cfg); err != nil {
+	if err := lane.ValidateSet(cfg, set); err != nil {
 		return nil, nil, err
 	}
 	for _, b := range set.Broken {
@@ -357,14 +359,14 @@ func firstLine(s string) string {
 
 // lane resolves --lane and renders it with -o overrides on the recipe's
 // cluster (or default_cluster).
-func (a *App) lane(name string, overrides []string) (*config.Config, *config.Recipe, *config.LanePlan, error) {
+func (a *App) lane(name string, overrides []string) (*config.Config, *contract.Recipe, *contract.LanePlan, error) {
 	return a.laneOn(name, "", overrides)
 }
 
 // laneOn is lane on the cluster --cluster names ("" = the recipe's, else
 // default_cluster). The recipe returned carries the cluster it was
 // rendered on, so workflow IDs (cutover/CLUSTER) name it.
-func (a *App) laneOn(name, cluster string, overrides []string) (*config.Config, *config.Recipe, *config.LanePlan, error) {
+func (a *App) laneOn(name, cluster string, overrides []string) (*config.Config, *contract.Recipe, *contract.LanePlan, error) {
 	if name == "" {
 		return nil, nil, nil, fmt.Errorf("--lane is required (see: starter lanes)")
 	}
@@ -375,25 +377,13 @@ func (a *App) laneOn(name, cluster string, overrides []string) (*config.Config, 
 	if cluster != "" && cfg.Cluster(cluster) == nil {
 		return nil, nil, nil, fmt.Errorf("--cluster %s: no such cluster in %s (see [[clusters]])", cluster, cfg.File)
 	}
-	r, err := config.Resolve(set.Recipes, name)
-	if err != nil {
-		if b := set.BrokenFor(name); b != nil {
-			return nil, nil, nil, fmt.Errorf("lane %s: recipe %s is broken: %s", name, b.File, b.Error)
-		}
-		return nil, nil, nil, err
-	}
 	ov, err := parseOverrides(overrides)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	plan, err := config.RenderOn(cfg, r, cluster, ov)
+	r, plan, err := lane.Resolve(cfg, set, lane.Request{Lane: name, Cluster: cluster, Overrides: ov})
 	if err != nil {
 		return nil, nil, nil, err
-	}
-	if plan.Cluster != r.Cluster {
-		cp := *r
-		cp.Cluster = plan.Cluster
-		r = &cp
 	}
 	return cfg, r, plan, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -18,7 +19,7 @@ func (a *App) upCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up --lane L [--no-wait] [--dry-run] [--force]",
 		Short: "serve a lane on its nodes (hooks, containers) and probe it; no staging",
-		RunE: a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan) error {
+		RunE: a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
 			if dryRun {
 				return a.dryRun(ctx, cfg, r, plan, "up")
 			}
@@ -32,7 +33,7 @@ func (a *App) upCmd() *cobra.Command {
 				return err
 			}
 			return a.runServe(ctx, runSpec{ID: workflows.UpID(r.Cluster), Workflow: workflows.Serve, Lane: r.Name, Cluster: r.Cluster,
-				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: workflows.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait, OutageBudget: config.Duration(budget)}})
+				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: workflows.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait, OutageBudget: contract.Duration(budget)}})
 		}),
 	}
 	f.bind(cmd, overrideHelp)
@@ -47,7 +48,7 @@ func (a *App) upCmd() *cobra.Command {
 // like a broken lane. A cutover stops the previous lane itself; up does not.
 func (a *App) refuseHeldNodes(ctx context.Context, cfg *config.Config, lane string, nodes []string) error {
 	run, err := a.start(ctx, runSpec{ID: fmt.Sprintf("fleet-probe/%d", time.Now().UnixNano()), Workflow: workflows.FleetProbe,
-		Input: workflows.FleetProbeInput{Nodes: nodes, Grace: config.Duration(cfg.ProbeGrace), PickupTimeout: config.Duration(3 * time.Second)}})
+		Input: workflows.FleetProbeInput{Nodes: nodes, Grace: contract.Duration(cfg.ProbeGrace), PickupTimeout: contract.Duration(3 * time.Second)}})
 	if err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func (a *App) probeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "probe --lane L",
 		Short: "probe a serving lane: ready, smoke prompts, decode tok/s",
-		RunE: a.withLane(&f, func(ctx context.Context, _ *config.Config, r *config.Recipe, plan *config.LanePlan) error {
+		RunE: a.withLane(&f, func(ctx context.Context, _ *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
 			return a.runServe(ctx, runSpec{ID: "probe/" + r.Name, Workflow: workflows.Probe, Lane: r.Name, Cluster: r.Cluster,
 				Input: workflows.ServeInput{Recipe: *r, Plan: *plan}})
 		}),

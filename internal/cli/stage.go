@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -20,7 +21,7 @@ func (a *App) stageCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stage --lane L [--cluster C] [--node N] [--dry-run] [--stage=auto|force] [--make-room]",
 		Short: "stage a lane's [[staging]] blocks onto its nodes (resumable, verified)",
-		RunE: a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan) error {
+		RunE: a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
 			if mode != workflows.StageAuto && mode != workflows.StageForce {
 				return fmt.Errorf("--stage=%s: use auto or force (skip makes no sense for 'stage')", mode)
 			}
@@ -40,7 +41,7 @@ func (a *App) stageCmd() *cobra.Command {
 			}
 			var res workflows.StageResult
 			if err := a.startFollow(ctx, runSpec{ID: workflows.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
-				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: config.Duration(budget), Room: room}}, &res); err != nil {
+				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: contract.Duration(budget), Room: room}}, &res); err != nil {
 				return err
 			}
 			return a.printStage(res)
@@ -110,7 +111,7 @@ func (a *App) verifyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify --lane L [--full] [--node N]",
 		Short: "verify staged blocks without writing; exit 1 when anything is bad or missing",
-		RunE: a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *config.Recipe, plan *config.LanePlan) error {
+		RunE: a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
 			run, err := a.start(ctx, runSpec{ID: workflows.VerifyID(r.Name), Workflow: workflows.Verify, Lane: r.Name, Cluster: r.Cluster,
 				Input: workflows.VerifyInput{Lanes: []workflows.VerifyLane{{Plan: *plan, Blocks: r.Staging}}, Full: full, Only: only}})
 			if err != nil {

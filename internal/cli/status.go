@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -28,7 +29,7 @@ func (a *App) statusCmd() *cobra.Command {
 			"the named nodes must be usable (free or occupied), else the exit code is 1.",
 		RunE: a.withConfig(func(ctx context.Context, req *request) error {
 			cfg := req.cfg
-			in := workflows.FleetProbeInput{Grace: config.Duration(cfg.ProbeGrace), PickupTimeout: config.Duration(pickup)}
+			in := workflows.FleetProbeInput{Grace: contract.Duration(cfg.ProbeGrace), PickupTimeout: contract.Duration(pickup)}
 			all, err := knownNodes(cfg, nodes)
 			if err != nil {
 				return err
@@ -97,7 +98,7 @@ func unusable(res workflows.FleetProbeResult, want []string) []string {
 	return bad
 }
 
-func nodesOf(p *config.LanePlan) []string {
+func nodesOf(p *contract.LanePlan) []string {
 	var out []string
 	for _, n := range p.Nodes {
 		out = append(out, n.Node)

@@ -1,10 +1,15 @@
-package config
+package config_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/lane"
 )
 
 // The fuzz targets feed arbitrary bytes to the loaders as a file on disk
@@ -16,9 +21,9 @@ import (
 //	go test -run='^$' -fuzz=FuzzLoadConfig -fuzztime=30s ./internal/config/
 
 // fuzzFleet renders fuzzed recipes on a one-node cluster.
-var fuzzFleet = &Config{File: "fleet.toml", SharedRoots: []string{"/nas"}, HFCacheDir: "/nas/hub",
-	Nodes:    []Node{{Name: "a", Roots: []string{"/nvme"}, FSRoot: "/"}, {Name: "b", Roots: []string{"/nvme"}, FSRoot: "/sim/b"}},
-	Clusters: []Cluster{{Name: "two", Nodes: []string{"a", "b"}}}}
+var fuzzFleet = &config.Config{File: "fleet.toml", SharedRoots: []string{"/nas"}, HFCacheDir: "/nas/hub",
+	Nodes:    []config.Node{{Name: "a", Roots: []string{"/nvme"}, FSRoot: "/"}, {Name: "b", Roots: []string{"/nvme"}, FSRoot: "/sim/b"}},
+	Clusters: []config.Cluster{{Name: "two", Nodes: []string{"a", "b"}}}}
 
 func addSeeds(f *testing.F, globs ...string) {
 	f.Helper()
@@ -45,16 +50,36 @@ func addSeeds(f *testing.F, globs ...string) {
 // everyErrorNamesFile fails unless each of err's lines-as-errors names path.
 func everyErrorNamesFile(t *testing.T, err error, path string) {
 	t.Helper()
-	for _, e := range flatten(err) {
+	for _, e := range lines(err) {
 		if !strings.Contains(e.Error(), path) {
 			t.Fatalf("error does not name %s: %v", path, e)
 		}
 	}
 }
 
+// lines splits joined errors (under their fault wrapper) into one error
+// per line item.
+func lines(err error) []error {
+	if err == nil {
+		return nil
+	}
+	var f *fault.Error
+	if errors.As(err, &f) && f == err {
+		return lines(f.Err)
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, lines(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
 func FuzzLoadConfig(f *testing.F) {
 	addSeeds(f, filepath.Join("..", "..", "recipes", "sparklane.example.toml"))
-	for _, s := range []string{goodConfig, hostileFleet, "", "State_Dir = 1\n[[clusters]]\nhf_cache_dir = 2\n",
+	for _, s := range []string{config.GoodConfig, config.HostileFleet, "", "State_Dir = 1\n[[clusters]]\nhf_cache_dir = 2\n",
 		"probe_grace = 5\n[temporal]\nport = \"x\"\n", "[[nodes]]\nname = \"a\"\nroots = \"/x\"\n[[nodes]]\nname=\"a\"\n"} {
 		f.Add([]byte(s))
 	}
@@ -63,12 +88,12 @@ func FuzzLoadConfig(f *testing.F) {
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := Load(p)
+		cfg, err := config.Load(p)
 		if err != nil {
 			everyErrorNamesFile(t, err, p)
 			return
 		}
-		if err := Validate(cfg, nil); err != nil {
+		if err := lane.Validate(cfg, nil); err != nil {
 			everyErrorNamesFile(t, err, p)
 		}
 	})
@@ -79,19 +104,19 @@ func fuzzRecipe(t *testing.T, name string, data []byte) {
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := LoadRecipe(p)
+	r, err := config.LoadRecipe(p)
 	if err != nil {
 		everyErrorNamesFile(t, err, p)
 		return
 	}
-	if err := Validate(nil, []*Recipe{r}); err != nil {
+	if err := lane.Validate(nil, []*config.Recipe{r}); err != nil {
 		everyErrorNamesFile(t, err, p)
 	}
 	// Rendering must not panic either, whatever it says.
 	cp := *r
 	cp.Cluster = "two"
-	_ = Validate(fuzzFleet, []*Recipe{&cp})
-	_, _ = Render(fuzzFleet, &cp, map[string]string{"x": "1 --evil"})
+	_ = lane.Validate(fuzzFleet, []*config.Recipe{&cp})
+	_, _ = lane.Render(fuzzFleet, &cp, map[string]string{"x": "1 --evil"})
 }
 
 func FuzzLoadRecipeTOML(f *testing.F) {

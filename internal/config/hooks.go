@@ -20,7 +20,6 @@ import (
 
 var (
 	durationType  = reflect.TypeOf(time.Duration(0))
-	humanDurType  = reflect.TypeOf(Duration(0))
 	stringMapType = reflect.TypeOf(map[string]string(nil))
 	anyMapType    = reflect.TypeOf(map[string]any(nil))
 )
@@ -35,31 +34,17 @@ type subKeyError struct {
 func (e *subKeyError) Error() string { return e.Key + ": " + e.Msg }
 
 // durationHook reads a time.Duration from a Go duration string.
-// Duration fields (the human-string type workflow inputs carry) read the
-// same way.
 func durationHook(from, to reflect.Value) (any, error) {
-	human := to.Type() == humanDurType
-	if to.Type() != durationType && !human {
+	if to.Type() != durationType {
 		return from.Interface(), nil
 	}
 	switch x := from.Interface().(type) {
 	case time.Duration:
-		if human {
-			return Duration(x), nil
-		}
 		return x, nil
-	case Duration:
-		if human {
-			return x, nil
-		}
-		return x.D(), nil
 	case string:
 		d, err := time.ParseDuration(strings.TrimSpace(x))
 		if err != nil {
 			return nil, fmt.Errorf("%q is not a duration: write it like \"5s\", \"2m\" or \"1h30m\"", x)
-		}
-		if human {
-			return Duration(d), nil
 		}
 		return d, nil
 	default:
@@ -72,7 +57,7 @@ func durationHook(from, to reflect.Value) (any, error) {
 // hook on the int64 itself could not tell min_free from a row count.
 func sizeHook(from, to reflect.Value) (any, error) {
 	t := to.Type()
-	if t.Kind() != reflect.Struct || t == durationType || t == humanDurType {
+	if t.Kind() != reflect.Struct || t == durationType {
 		return from.Interface(), nil
 	}
 	m, ok := from.Interface().(map[string]any)
@@ -133,7 +118,7 @@ func typeHook(fromEnv bool) mapstructure.DecodeHookFuncValue {
 		v := from.Interface()
 		s, isStr := v.(string)
 		switch {
-		case t == durationType || t == humanDurType:
+		case t == durationType:
 			return v, nil
 		case t == stringMapType:
 			m, ok := v.(map[string]any)

@@ -34,7 +34,7 @@ func (k *keyCheck) walk(path string, v any, t reflect.Type) {
 		t = t.Elem()
 	}
 	switch {
-	case t == durationType || t == humanDurType:
+	case t == durationType:
 	case t.Kind() == reflect.Struct:
 		m, ok := v.(map[string]any)
 		if !ok {
@@ -143,6 +143,15 @@ func join(path, key string) string {
 }
 
 func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func sortedStrings(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -22,6 +22,7 @@ import (
 	toml "github.com/pelletier/go-toml/v2"
 	"github.com/spf13/viper"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -96,7 +97,7 @@ func envKeys(t reflect.Type, prefix string) []string {
 		}
 		ft := f.Type
 		switch {
-		case ft.Kind() == reflect.Struct && ft != durationType && ft != humanDurType:
+		case ft.Kind() == reflect.Struct && ft != durationType:
 			out = append(out, envKeys(ft, join(prefix, k))...)
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
 		default:
@@ -527,16 +528,16 @@ func applyRecipeDefaults(r *Recipe) {
 		r.Probe.Path = DefaultProbePath
 	}
 	if r.Probe.Ready == 0 {
-		r.Probe.Ready = Duration(DefaultProbeReady)
+		r.Probe.Ready = DefaultProbeReady
 	}
 	if r.Hooks.Timeout == 0 {
-		r.Hooks.Timeout = Duration(DefaultHookTimeout)
+		r.Hooks.Timeout = DefaultHookTimeout
 	}
 	if r.Bench.QualityBand == 0 {
 		r.Bench.QualityBand = DefaultQualityBand
 	}
 	if r.Bench.Seed == nil {
-		seed := DefaultBenchSeed
+		seed := contract.DefaultBenchSeed
 		r.Bench.Seed = &seed
 	}
 	if r.Bench.Mode == "" {

@@ -35,6 +35,22 @@ func fixturesDir(t *testing.T) string {
 	return dir
 }
 
+// validate is what config checks of the files on their own: the fleet
+// config, recipe names against each other, each recipe alone. With no
+// recipes, or no config, it is exactly lane.Validate (which adds the
+// checks that need both).
+func validate(cfg *Config, recipes []*Recipe) error {
+	var errs []error
+	if cfg != nil {
+		errs = append(errs, ConfigErrors(cfg)...)
+	}
+	errs = append(errs, NameErrors(recipes)...)
+	for _, r := range recipes {
+		errs = append(errs, RecipeErrors(r)...)
+	}
+	return errors.Join(errs...)
+}
+
 func writeFile(t *testing.T, dir, name, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
@@ -86,7 +102,7 @@ func TestLoadDefaultsAndPaths(t *testing.T) {
 	if cfg.Nodes[0].FSRoot != "/" || cfg.Nodes[1].FSRoot != "/tmp/b" || cfg.Nodes[0].Docker != DefaultDocker {
 		t.Fatalf("node defaults: %+v", cfg.Nodes)
 	}
-	if err := Validate(cfg, nil); err != nil {
+	if err := validate(cfg, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -251,7 +267,7 @@ veriffy = "sha256"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Staging[0].MinFree != 3<<39 || r.Name != "lane2" || r.Format != "toml" || r.Staging[0].Verify != "sampled" || r.Probe.Path != "/v1/models" || r.Hooks.Timeout.D() != 2*time.Minute {
+	if r.Staging[0].MinFree != 3<<39 || r.Name != "lane2" || r.Format != "toml" || r.Staging[0].Verify != "sampled" || r.Probe.Path != "/v1/models" || r.Hooks.Timeout != 2*time.Minute {
 		t.Fatalf("recipe: %+v", r)
 	}
 }
@@ -283,7 +299,7 @@ func TestEveryFixtureLoads(t *testing.T) {
 			if r.RecipeVersion != "2" || r.Defaults["port"] != int64(8000) {
 				t.Fatalf("recipe_version %q, defaults.port %#v", r.RecipeVersion, r.Defaults["port"])
 			}
-			if err := Validate(nil, []*Recipe{r}); err != nil {
+			if err := validate(nil, []*Recipe{r}); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -25,7 +25,7 @@ func TestMetricsAddressIsLoopbackOnly(t *testing.T) {
 		if addr == "" && cfg.MetricsAddress != DefaultMetricsAddress {
 			t.Errorf("default metrics_address %q, want %q", cfg.MetricsAddress, DefaultMetricsAddress)
 		}
-		err = Validate(cfg, nil)
+		err = validate(cfg, nil)
 		if ok && err != nil {
 			t.Errorf("%q refused: %v", addr, err)
 		}

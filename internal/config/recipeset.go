@@ -98,7 +98,7 @@ func LoadRecipeSet(cfg *Config, skip ...string) (*RecipeSet, error) {
 	for _, l := range all {
 		r := l.r
 		if prev, dup := seen[r.Name]; dup {
-			set.Broken = append(set.Broken, broken(r.File, fault.Permanent(fault.InvalidSpec,
+			set.Broken = append(set.Broken, Broken(r.File, fault.Permanent(fault.InvalidSpec,
 				fmt.Errorf("%s: lane name %q is taken by %s: rename one of the files", r.File, r.Name, prev))))
 			continue
 		}
@@ -111,7 +111,9 @@ func LoadRecipeSet(cfg *Config, skip ...string) (*RecipeSet, error) {
 	return set, nil
 }
 
-func broken(file string, err error) BrokenRecipe {
+// Broken is the BrokenRecipe of file: err as it happened, and its text
+// without the fault wrapper for listings and JSON.
+func Broken(file string, err error) BrokenRecipe {
 	return BrokenRecipe{File: file, Err: err, Error: unwrapFault(err).Error()}
 }
 
@@ -123,7 +125,7 @@ func (s *RecipeSet) load(files []string) []*Recipe {
 		case errors.Is(err, ErrNotRecipe):
 			s.Warnings = append(s.Warnings, fmt.Sprintf("%v: skipped", unwrapFault(err)))
 		case err != nil:
-			s.Broken = append(s.Broken, broken(p, err))
+			s.Broken = append(s.Broken, Broken(p, err))
 		default:
 			out = append(out, r)
 		}
@@ -252,36 +254,6 @@ func ResolveRecipeRef(cfg *Config, ref string) (*Recipe, error) {
 		return LoadRecipe(hits[0])
 	}
 	return bad("%s: %d recipes are named %s under registry %s (%s): name the file instead", ref, len(hits), name, reg, strings.Join(hits, ", "))
-}
-
-// Validate checks the set against the fleet config without letting one
-// bad recipe stop the others: a recipe that fails on its own (a bad key,
-// an unknown cluster, a placeholder that does not render) moves to Broken
-// with its errors. The error is for what breaks every lane: the config
-// itself, or recipes that clash with each other (a name or alias taken
-// twice).
-func (s *RecipeSet) Validate(cfg *Config) error {
-	if err := Validate(cfg, s.Recipes); err == nil {
-		return nil
-	}
-	if err := Validate(cfg, nil); err != nil {
-		return err
-	}
-	var ok []*Recipe
-	for _, r := range s.Recipes {
-		if err := Validate(nil, []*Recipe{r}); err != nil {
-			s.Broken = append(s.Broken, broken(r.File, err))
-			continue
-		}
-		if err := Validate(cfg, []*Recipe{r}); err != nil {
-			s.Broken = append(s.Broken, broken(r.File, err))
-			continue
-		}
-		ok = append(ok, r)
-	}
-	s.Recipes = ok
-	sort.Slice(s.Broken, func(i, j int) bool { return s.Broken[i].File < s.Broken[j].File })
-	return Validate(cfg, s.Recipes)
 }
 
 // BrokenFor returns the broken recipe a lane name most likely means (its

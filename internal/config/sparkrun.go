@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -198,9 +199,20 @@ func parseSparkrun(path string, data []byte) (*Recipe, error) {
 
 	r.Probe.ModelType = pooledModelType(f.Model, f.Command)
 
+	warnUnapplied(&f, r.Name, warn)
+	if len(errs) > 0 {
+		return bad(errors.Join(errs...))
+	}
+	applyRecipeDefaults(r)
+	return r, nil
+}
+
+// warnUnapplied says, by name, which sparkrun keys of f are recorded but
+// not applied (name is the lane's name, taken from the file).
+func warnUnapplied(f *sparkrunFile, name string, warn func(key, why string, args ...any)) {
 	// Keys recorded but not applied: say so, by name.
-	if f.Name != "" && f.Name != r.Name {
-		warn("name", "%q not used: sparkrun and sparklane name a recipe by its file (%s)", f.Name, r.Name)
+	if f.Name != "" && f.Name != name {
+		warn("name", "%q not used: sparkrun and sparklane name a recipe by its file (%s)", f.Name, name)
 	}
 	if f.RuntimeVersion != nil {
 		warn("runtime_version", "not applied: the container image decides the engine version")
@@ -220,11 +232,36 @@ func parseSparkrun(path string, data []byte) (*Recipe, error) {
 	if f.BuildArgs != nil || f.Builder != "" || f.BuilderConfig != nil {
 		warn("build_args", "recorded (builder %q): sparklane builds no image; %s must already be on every node", f.Builder, f.Container)
 	}
-	if len(errs) > 0 {
-		return bad(errors.Join(errs...))
+}
+
+// pooledModelType reads a sparkrun recipe's model type from its command:
+// vLLM's --runner pooling (or --task embed/score/classify) serves
+// embeddings, or scores for a reranker (the model's name says which).
+func pooledModelType(model, command string) string {
+	words, err := contract.SplitArgs(command)
+	if err != nil {
+		return contract.ModelChat
 	}
-	applyRecipeDefaults(r)
-	return r, nil
+	pooled := false
+	for i, w := range words {
+		next := ""
+		if i+1 < len(words) {
+			next = words[i+1]
+		}
+		switch {
+		case (w == "--runner" && next == "pooling") || w == "--runner=pooling",
+			(w == "--task" && (next == "embed" || next == "score")), w == "--task=embed", w == "--task=score",
+			w == "--is-embedding":
+			pooled = true
+		}
+	}
+	if !pooled {
+		return contract.ModelChat
+	}
+	if strings.Contains(strings.ToLower(model), "rerank") {
+		return contract.ModelReranker
+	}
+	return contract.ModelEmbedding
 }
 
 // sparkrunRuntime maps sparkrun's runtime names onto sparklane's: vllm,

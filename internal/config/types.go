@@ -1,6 +1,10 @@
-// Package config loads the fleet configuration and lane recipes, validates
-// them as a whole (every error at once, each naming its file and key), and
-// renders per-node commands, env and mounts. It knows nothing of Temporal.
+// Package config reads the files operators write: the fleet configuration
+// (sparklane.toml) and lane recipes (sparklane TOML, sparkrun v2 YAML). It
+// decodes them into its own file-format types, checks each file as written
+// (every error at once, each naming its file and key) and loads recipe
+// sets. It does not plan: internal/lane resolves a lane, checks it on the
+// fleet and renders what each node runs, into internal/contract's wire
+// types. It knows nothing of Temporal.
 //
 // The fleet config (sparklane.toml) is read with viper. Each value comes from
 // the first of these that sets it:
@@ -171,325 +175,190 @@ type Cluster struct {
 	Nodes []string `mapstructure:"nodes" json:"nodes"`
 }
 
-// Recipe is one lane: what to run, where, and what to stage first.
+// Recipe is a lane recipe file as decoded: sparklane TOML or sparkrun v2
+// YAML, checked key by key and defaulted by the loader. It is the file
+// format only; internal/lane turns it into contract.Recipe, the form a run
+// carries, whose fields say what each key does to a lane. Here each key's
+// file rules are kept (names, defaults, what a sparkrun recipe maps to).
 type Recipe struct {
-	// File is the recipe's path; Format is "toml" or "sparkrun".
-	File   string `mapstructure:"-" json:"file"`
-	Format string `mapstructure:"-" json:"format"`
-	// Name is the lane's name (default: the file name without extension).
-	// It becomes part of paths and container names, so it is a name, not a
-	// path: ^[a-z0-9][a-z0-9._-]*$ (see ValidName).
-	Name string `mapstructure:"name" json:"name"`
-	// Aliases let operators say --lane mia.
-	Aliases []string `mapstructure:"aliases" json:"aliases,omitempty"`
-	Cluster string   `mapstructure:"cluster" json:"cluster"`
-	// Runtime is sglang | vllm | exllamav3 | sim.
-	Runtime string `mapstructure:"runtime" json:"runtime"`
-	Image   string `mapstructure:"image" json:"image"`
-	Model   string `mapstructure:"model" json:"model"`
-	// MinNodes comes from sparkrun recipes; 0 means the cluster's size.
-	MinNodes int `mapstructure:"min_nodes" json:"min_nodes,omitempty"`
-	// MaxNodes comes from sparkrun recipes (single-node lanes say 1); 0
-	// means no upper bound. On a larger cluster the lane runs on the
-	// first MaxNodes nodes (the plan says so).
-	MaxNodes int `mapstructure:"max_nodes" json:"max_nodes,omitempty"`
-	// Mode is sparkrun's topology (solo | cluster | auto): solo runs on
-	// the cluster's head alone, cluster needs at least two nodes.
-	Mode string `mapstructure:"mode" json:"mode,omitempty"`
-	// ModelRevision pins the model's hub revision (sparkrun's
-	// model_revision): the {model_revision} placeholder, for a command
-	// that passes --revision.
-	ModelRevision string `mapstructure:"model_revision" json:"model_revision,omitempty"`
-	// Executor is the container's shape (sparkrun's executor_config):
-	// GPUs, network, IPC, shm, user, ulimits, devices. Empty fields take
-	// sparklane's defaults (DefaultExecutor), which are what NCCL over
-	// RoCE needs on DGX Spark.
-	Executor Executor `mapstructure:"executor_config" json:"executor_config,omitempty"`
-	// PreExec runs in each rank's container before the serve command
-	// (sparkrun's pre_exec; resolved mods add their copy and run.sh here),
-	// PostExec in the head's container once it serves, PostCommands on
-	// the control host after that. Strings are shell commands; a copy
-	// entry is {copy: SRC, dest: DST}.
-	PreExec      []PreExec `mapstructure:"pre_exec" json:"pre_exec,omitempty"`
-	PostExec     []string  `mapstructure:"post_exec" json:"post_exec,omitempty"`
-	PostCommands []string  `mapstructure:"post_commands" json:"post_commands,omitempty"`
-	// RuntimeConfig is sparkrun's runtime-specific table; BuildArgs,
-	// Builder and BuilderConfig say how the image was built. sparklane
-	// builds no image: it records them (the image must exist on every
-	// node) and the plan warns.
-	RuntimeConfig map[string]any `mapstructure:"runtime_config" json:"runtime_config,omitempty"`
-	BuildArgs     any            `mapstructure:"build_args" json:"build_args,omitempty"`
-	Builder       string         `mapstructure:"builder" json:"builder,omitempty"`
-	BuilderConfig map[string]any `mapstructure:"builder_config" json:"builder_config,omitempty"`
+	// File is the recipe's path, so errors can name it; Format is "toml"
+	// or "sparkrun" (rendering follows sparkrun's rules for the latter).
+	File   string `mapstructure:"-"`
+	Format string `mapstructure:"-"`
+	// Name is the lane's name (default: the file name without extension);
+	// it names paths and containers, so ValidName checks it. Aliases let
+	// operators say --lane mia.
+	Name    string   `mapstructure:"name"`
+	Aliases []string `mapstructure:"aliases"`
+	// Cluster may be empty (every sparkrun recipe): --cluster or
+	// default_cluster decide then. Runtime is one of Runtimes.
+	Cluster string `mapstructure:"cluster"`
+	Runtime string `mapstructure:"runtime"`
+	Image   string `mapstructure:"image"`
+	Model   string `mapstructure:"model"`
+	// MinNodes, MaxNodes, Mode and ModelRevision are sparkrun's topology
+	// and pin keys (a TOML recipe may use them too); Mode solo/cluster
+	// sets MinNodes and MaxNodes at load.
+	MinNodes      int    `mapstructure:"min_nodes"`
+	MaxNodes      int    `mapstructure:"max_nodes"`
+	Mode          string `mapstructure:"mode"`
+	ModelRevision string `mapstructure:"model_revision"`
+	// Executor is executor_config: the container's shape.
+	Executor Executor `mapstructure:"executor_config"`
+	// PreExec, PostExec and PostCommands are sparkrun's hooks; loading
+	// appends each resolved mod's copy and run.sh to PreExec.
+	PreExec      []PreExec `mapstructure:"pre_exec"`
+	PostExec     []string  `mapstructure:"post_exec"`
+	PostCommands []string  `mapstructure:"post_commands"`
+	// RuntimeConfig, BuildArgs, Builder and BuilderConfig are recorded as
+	// written, never applied: sparklane builds no image (LoadWarnings say so).
+	RuntimeConfig map[string]any `mapstructure:"runtime_config"`
+	BuildArgs     any            `mapstructure:"build_args"`
+	Builder       string         `mapstructure:"builder"`
+	BuilderConfig map[string]any `mapstructure:"builder_config"`
 	// LoadWarnings are findings of loading (a sparkrun key sparklane does
-	// not apply, and why); Render copies them into the plan's warnings.
-	LoadWarnings []string `mapstructure:"-" json:"-"`
-	// RecipeVersion and Metadata are carried from sparkrun v2 recipes so a
-	// loaded recipe round-trips what its authors wrote. Mods name mod
-	// directories (a run.sh each) found next to the recipe or in its
-	// registry clone's *-mods/; loading turns each into PreExec entries
-	// (copy to /workspace/mods/NAME, run run.sh), or fails naming it.
-	RecipeVersion string         `mapstructure:"recipe_version" json:"recipe_version,omitempty"`
-	Metadata      map[string]any `mapstructure:"metadata" json:"metadata,omitempty"`
-	Mods          []string       `mapstructure:"mods" json:"mods,omitempty"`
-	// Command is a template with {key} placeholders filled from Defaults,
-	// overrides and the built-ins (model, image, node_rank, nnodes, head_addr...).
-	Command  string            `mapstructure:"command" json:"command"`
-	Defaults map[string]any    `mapstructure:"defaults" json:"defaults,omitempty"`
-	Env      map[string]string `mapstructure:"env" json:"env,omitempty"`
-	// EnvFrom are container variables whose values are secrets (API
-	// tokens): each names where the node worker reads the value when it
-	// creates the container — "env:NAME" (its own environment) or
-	// "file:/path" (a file on the node) — so the value never enters a
-	// workflow input, the Temporal history, a plan, a log or a report.
-	EnvFrom map[string]string `mapstructure:"env_from" json:"env_from,omitempty"`
-	Mounts  []Mount           `mapstructure:"mounts" json:"mounts,omitempty"`
-	Hooks   Hooks             `mapstructure:"hooks" json:"hooks,omitempty"`
-	Staging []Staging         `mapstructure:"staging" json:"staging,omitempty"`
-	Probe   Probe             `mapstructure:"probe" json:"probe,omitempty"`
-	// NodeOutageBudget overrides the config's for this lane (a lane whose
-	// nodes take long to reboot).
-	NodeOutageBudget Duration `mapstructure:"node_outage_budget" json:"node_outage_budget,omitempty"`
-	// Relay = false stages this lane without relaying between nodes (each
-	// node reads the NAS itself), whatever the config says.
-	Relay *bool `mapstructure:"relay" json:"relay,omitempty"`
-	Bench Bench `mapstructure:"bench" json:"bench,omitempty"`
+	// not apply, and why); rendering copies them into the plan's warnings.
+	LoadWarnings []string `mapstructure:"-"`
+	// RecipeVersion and Metadata round-trip a sparkrun v2 recipe; Mods name
+	// mod directories (a run.sh each), resolved at load or an error.
+	RecipeVersion string         `mapstructure:"recipe_version"`
+	Metadata      map[string]any `mapstructure:"metadata"`
+	Mods          []string       `mapstructure:"mods"`
+	// Command is the serve command template with {key} placeholders,
+	// filled from Defaults, -o overrides and the built-ins.
+	Command  string            `mapstructure:"command"`
+	Defaults map[string]any    `mapstructure:"defaults"`
+	Env      map[string]string `mapstructure:"env"`
+	// EnvFrom maps a container variable to where its secret value is read
+	// on the node ("env:NAME" or "file:/path"), never to the value.
+	EnvFrom map[string]string `mapstructure:"env_from"`
+	Mounts  []Mount           `mapstructure:"mounts"`
+	Hooks   Hooks             `mapstructure:"hooks"`
+	Staging []Staging         `mapstructure:"staging"`
+	Probe   Probe             `mapstructure:"probe"`
+	// NodeOutageBudget overrides the config's for this lane.
+	NodeOutageBudget time.Duration `mapstructure:"node_outage_budget"`
+	// Relay = false stages this lane without relaying, whatever the config says.
+	Relay *bool `mapstructure:"relay"`
+	Bench Bench `mapstructure:"bench"`
 }
 
-// Mount is a bind mount into every rank's container. Src is a node-local
-// path (prefixed by the node's fs_root) unless it lies under shared_roots.
+// Mount is one [[mounts]] table: a bind into every rank's container
+// (contract.Mount says how src is mapped and checked).
 type Mount struct {
-	Src      string `mapstructure:"src" json:"src"`
-	Dst      string `mapstructure:"dst" json:"dst"`
-	ReadOnly bool   `mapstructure:"read_only" json:"read_only"`
-	// Host lets Src name a host path outside the node's roots and
-	// shared_roots (a device socket, a driver directory). Without it such a
-	// source is refused; recipe check lists every host mount.
-	Host bool `mapstructure:"host" json:"host,omitempty"`
-	// Create makes the serve step create Src when it is missing (a JIT
-	// cache the engine fills: nothing stages it, so a fresh node would
-	// otherwise fail with SourceMissing). Src must lie under a node root
-	// (not a shared root, not a host path); it is made beneath the root
-	// without following links, owned by the container's user when the
-	// lane runs as a numeric user, else by the node worker.
-	Create bool `mapstructure:"create" json:"create,omitempty"`
+	Src      string `mapstructure:"src"`
+	Dst      string `mapstructure:"dst"`
+	ReadOnly bool   `mapstructure:"read_only"`
+	// Host allows a source outside the node's roots; Create has the serve
+	// step make a missing source under a node root.
+	Host   bool `mapstructure:"host"`
+	Create bool `mapstructure:"create"`
 }
 
-// Hooks run on each node before its containers start.
+// Hooks is the [hooks] table: shell commands before serve and the
+// directories cleared before it.
 type Hooks struct {
-	// BeforeServe are shell commands run with sh -c on the node.
-	BeforeServe []string `mapstructure:"before_serve" json:"before_serve,omitempty"`
-	// Clear lists node directories whose contents are removed (the
-	// directories themselves kept) before serve: per-run receipt roots that a
-	// runtime treats as strict-on-exist, where a stale entry poisons every
-	// restart. Each must lie strictly inside a node root, and never be (or
-	// hold) a staging dst or export of the recipe.
-	Clear []string `mapstructure:"clear" json:"clear,omitempty"`
-	// Timeout bounds each hook (default 2m).
-	Timeout Duration `mapstructure:"timeout" json:"timeout,omitempty"`
+	BeforeServe []string `mapstructure:"before_serve"`
+	Clear       []string `mapstructure:"clear"`
+	// Timeout bounds each hook (default DefaultHookTimeout).
+	Timeout time.Duration `mapstructure:"timeout"`
 }
 
-// Staging is one [[staging]] block.
+// Staging is one [[staging]] block as written: kind hub-mirror or
+// sparse-rows, each with its own keys (contract.Staging says what they do).
 type Staging struct {
-	// Kind is "hub-mirror" or "sparse-rows"; ID names the block in reports.
-	Kind string `mapstructure:"kind" json:"kind"`
-	ID   string `mapstructure:"id" json:"id"`
-	Src  string `mapstructure:"src" json:"src"`
-	Dst  string `mapstructure:"dst" json:"dst"`
-	// MinFree is the free space required on dst before any write, in bytes
-	// (parsed from "100G" by the size hook: unit:"bytes").
-	MinFree int64 `mapstructure:"min_free" unit:"bytes" json:"min_free,omitempty"`
-	// hub-mirror
-	Repos   []string `mapstructure:"repos" json:"repos,omitempty"`
-	Skip    []string `mapstructure:"skip" json:"skip,omitempty"`
-	Verify  string   `mapstructure:"verify" json:"verify,omitempty"` // sampled | sha256
-	Exports []Export `mapstructure:"exports" json:"exports,omitempty"`
-	// sparse-rows
-	Format  string   `mapstructure:"format" json:"format,omitempty"` // packed | sparse-copy
-	Tensors []string `mapstructure:"tensors" json:"tensors,omitempty"`
-	Layers  []int    `mapstructure:"layers" json:"layers,omitempty"`
-	// Mount is the container path dst is bound at (read-only), EnvVar the
-	// variable that points the runtime at it (DSV41_PACKED_DIR).
-	Mount  string `mapstructure:"mount" json:"mount,omitempty"`
-	EnvVar string `mapstructure:"env" json:"env,omitempty"`
-	// RowsEnv names the variable the runtime cross-checks each layer's
-	// table against (SPARK_ENGRAM_ROWS): the table's total rows, one number
-	// per layer, comma-separated in layer order. The serve step fills it on
-	// each node from the staged manifest (sparse-copy) and checks the
-	// rank's staged rows are its tile of those totals; Rows (the total,
-	// every layer alike), when given, is rendered and cross-checked too. A
-	// packed block needs Rows (its files hold only the rank's rows).
-	RowsEnv string `mapstructure:"rows_env" json:"rows_env,omitempty"`
-	Rows    int64  `mapstructure:"rows" json:"rows,omitempty"`
-	// RecordBytes is the size of one record the runtime reads from packed
-	// files (264 on mia; internal/sparserows/FORMAT.md). Staging refuses,
-	// before writing anything, a table whose row width gives another size,
-	// instead of packing rows the runtime would misread. 0: any width.
-	RecordBytes int64 `mapstructure:"record_bytes" json:"record_bytes,omitempty"`
+	Kind string `mapstructure:"kind"`
+	ID   string `mapstructure:"id"`
+	Src  string `mapstructure:"src"`
+	Dst  string `mapstructure:"dst"`
+	// MinFree is a size ("100G"), read into bytes by the size hook.
+	MinFree int64 `mapstructure:"min_free" unit:"bytes"`
+	// hub-mirror keys; Verify defaults to DefaultVerify.
+	Repos   []string `mapstructure:"repos"`
+	Skip    []string `mapstructure:"skip"`
+	Verify  string   `mapstructure:"verify"`
+	Exports []Export `mapstructure:"exports"`
+	// sparse-rows keys; the env key is the variable pointing at Mount.
+	Format      string   `mapstructure:"format"`
+	Tensors     []string `mapstructure:"tensors"`
+	Layers      []int    `mapstructure:"layers"`
+	Mount       string   `mapstructure:"mount"`
+	EnvVar      string   `mapstructure:"env"`
+	RowsEnv     string   `mapstructure:"rows_env"`
+	Rows        int64    `mapstructure:"rows"`
+	RecordBytes int64    `mapstructure:"record_bytes"`
 }
 
-// Export materializes a regular-file tree of one repo for O_NOFOLLOW runtimes.
+// Export is one exports entry of a hub-mirror block: a regular-file tree
+// of one repo, bound at Mount.
 type Export struct {
-	Repo string `mapstructure:"repo" json:"repo"`
-	Path string `mapstructure:"path" json:"path"`
-	// Mount is the container path the export is bound at (read-only).
-	Mount string `mapstructure:"mount" json:"mount,omitempty"`
+	Repo  string `mapstructure:"repo"`
+	Path  string `mapstructure:"path"`
+	Mount string `mapstructure:"mount"`
 }
 
-// Probe says how to decide a lane is serving.
+// Probe is the [probe] table: how a lane is judged serving.
 type Probe struct {
-	// Ready is the readiness budget (default 30m).
-	Ready Duration `mapstructure:"ready" json:"ready,omitempty"`
-	// Path is the health path (default /v1/models).
-	Path  string  `mapstructure:"path" json:"path,omitempty"`
-	Smoke []Smoke `mapstructure:"smoke" json:"smoke,omitempty"`
-	// ModelType is chat (the default), embedding or reranker: an
-	// embedding or reranker engine has no completions endpoint, so it is
-	// probed on its own (ProbeEndpoint). For sparkrun recipes it is read
-	// from the command (--runner pooling) and the model name.
-	ModelType string `mapstructure:"model_type" json:"model_type,omitempty"`
-	// LogSignatures must all appear in the head's log (each rank's, with
-	// the rank's own lines) before the lane is ready: the lines a
-	// production engine prints when its gated features are on. A missing
-	// one fails readiness naming it.
-	LogSignatures []string `mapstructure:"log_signatures" json:"log_signatures,omitempty"`
-	// APIKeyEnv names the environment variable (on the control host) that
-	// holds the engine's API key, sent by probe and bench as a bearer
-	// token; the key itself never enters config, plans or history.
-	APIKeyEnv string `mapstructure:"api_key_env" json:"api_key_env,omitempty"`
-	// DecodePromptTokens / DecodeMaxTokens shape the decode probe
-	// (temperature 0); unset, the operator's log's shape
-	// (DefaultDecodePromptTokens, DefaultDecodeMaxTokens), so probe numbers
-	// compare with the ones recorded there.
-	DecodePromptTokens int `mapstructure:"decode_prompt_tokens" json:"decode_prompt_tokens,omitempty"`
-	DecodeMaxTokens    int `mapstructure:"decode_max_tokens" json:"decode_max_tokens,omitempty"`
+	// Ready defaults to DefaultProbeReady, Path to DefaultProbePath;
+	// ModelType is one of contract.ModelTypes (a sparkrun recipe's is read
+	// from its command).
+	Ready              time.Duration `mapstructure:"ready"`
+	Path               string        `mapstructure:"path"`
+	Smoke              []Smoke       `mapstructure:"smoke"`
+	ModelType          string        `mapstructure:"model_type"`
+	LogSignatures      []string      `mapstructure:"log_signatures"`
+	APIKeyEnv          string        `mapstructure:"api_key_env"`
+	DecodePromptTokens int           `mapstructure:"decode_prompt_tokens"`
+	DecodeMaxTokens    int           `mapstructure:"decode_max_tokens"`
 }
 
-// The decode probe's default shape: the operator's log measured decode
-// with a 487-token prompt and 400 generated tokens at temperature 0.
-const (
-	DefaultDecodePromptTokens = 487
-	DefaultDecodeMaxTokens    = 400
-)
-
-// Smoke is one prompt whose answer must contain Expect.
+// Smoke is one [[probe.smoke]] prompt whose answer must contain Expect.
 type Smoke struct {
-	Prompt string `mapstructure:"prompt" json:"prompt"`
-	Expect string `mapstructure:"expect" json:"expect"`
+	Prompt string `mapstructure:"prompt"`
+	Expect string `mapstructure:"expect"`
 }
 
-// Bench configures the bench step.
+// Bench is the [bench] table; Seed defaults to contract.DefaultBenchSeed,
+// Mode to "standard" (one of contract.BenchModes), QualityBand to
+// DefaultQualityBand, Runs (0: 3) to at most MaxBenchRuns.
 type Bench struct {
-	PromptLengths []int `mapstructure:"prompt_lengths" json:"prompt_lengths,omitempty"`
-	Depths        []int `mapstructure:"depths" json:"depths,omitempty"`
-	Concurrency   []int `mapstructure:"concurrency" json:"concurrency,omitempty"`
-	GenTokens     int   `mapstructure:"gen_tokens" json:"gen_tokens,omitempty"`
-	// Runs is how many times the pp/tg sweep is repeated (0: the bench's
-	// default, 3): figures are medians over the runs and their spread is
-	// what a verdict must beat, so more runs on a noisy engine mean fewer
-	// changes called on noise, at the cost of a longer bench.
-	Runs int `mapstructure:"runs" json:"runs,omitempty"`
-	// Harness is an external command template ({base_url} {model}
-	// {output_dir} {seed} {mode} {mode_flags} {parallel} {tokenizer}), or
-	// the word "tool-eval-bench" for the shipped template of that harness
-	// (bench.ToolEvalBenchTemplate); HarnessFormat names its JSON report
-	// shape (tool-eval-bench).
-	Harness       string `mapstructure:"harness" json:"harness,omitempty"`
-	HarnessFormat string `mapstructure:"harness_format" json:"harness_format,omitempty"`
-	// QualityBand is the ± score band judged neutral against a baseline (default 2).
-	QualityBand float64 `mapstructure:"quality_band" json:"quality_band,omitempty"`
-	// Seed seeds the perf sweep's prompts and is passed to the harness as
-	// {seed} (default 42), so two benches of one lane send the same
-	// requests and their scores can be compared; `starter bench --seed`
-	// overrides it.
-	Seed *int64 `mapstructure:"seed" json:"seed,omitempty"`
-	// Mode is the harness's scenario pool: "standard", "hardmode" (adds
-	// tool-eval-bench's hard scenarios) or "short"; the template gets it as
-	// {mode} and as tool-eval-bench's flags {mode_flags}. Reports of
-	// different modes are not comparable, and the verdict says so.
-	Mode string `mapstructure:"mode" json:"mode,omitempty"`
+	PromptLengths []int   `mapstructure:"prompt_lengths"`
+	Depths        []int   `mapstructure:"depths"`
+	Concurrency   []int   `mapstructure:"concurrency"`
+	GenTokens     int     `mapstructure:"gen_tokens"`
+	Runs          int     `mapstructure:"runs"`
+	Harness       string  `mapstructure:"harness"`
+	HarnessFormat string  `mapstructure:"harness_format"`
+	QualityBand   float64 `mapstructure:"quality_band"`
+	Seed          *int64  `mapstructure:"seed"`
+	Mode          string  `mapstructure:"mode"`
 }
 
-// DefaultBenchSeed is the seed every bench uses unless told otherwise: the
-// operator's runs were all made with 42.
-const DefaultBenchSeed int64 = 42
-
-// BenchModes are the harness scenario pools [bench] mode may name.
-var BenchModes = []string{"standard", "hardmode", "short"}
-
-// NodePlan is what one node runs for a lane: the rendered result of a
-// recipe on a cluster. It is plain data so it can travel in workflow inputs.
-type NodePlan struct {
-	Node          string `json:"node"`
-	Rank          int    `json:"rank"`
-	Head          bool   `json:"head"`
-	ContainerName string `json:"container_name"`
-	Image         string `json:"image"`
-	// Command is the rendered command line; Argv the same split for exec.
-	Command string            `json:"command"`
-	Argv    []string          `json:"argv"`
-	Env     map[string]string `json:"env"`
-	// EnvFrom is the recipe's env_from, resolved by the node worker
-	// (secretenv.Resolve) when it creates the container; values never
-	// travel in the plan.
-	EnvFrom map[string]string `json:"env_from,omitempty"`
-	Mounts  []Mount           `json:"mounts"`
-	// GPUs is true for real runtimes (device requests), false for sim.
-	GPUs bool `json:"gpus"`
-	// Container is how the rank's container is started: network, IPC,
-	// shm, ulimits, devices, user, security options.
-	Container ContainerSpec `json:"container"`
-	// PreExec runs in the container before the serve command (mods).
-	PreExec []PreExec `json:"pre_exec,omitempty"`
-	// RowsFrom are the sparse-rows blocks whose rows_env the serve step
-	// fills on the node from what was staged there (the manifest's table
-	// totals, per layer), cross-checked against the rank's tile and the
-	// recipe's rows: the numbers the runtime checks its tables against
-	// cannot drift from the staged data.
-	RowsFrom []RowsFrom `json:"rows_from,omitempty"`
+// Executor is executor_config, sparkrun's container shape keys; list keys
+// take a single string too. Empty fields take sparklane's defaults when
+// the plan is rendered.
+type Executor struct {
+	GPUs          string   `mapstructure:"gpus"`
+	Network       string   `mapstructure:"network"`
+	IPC           string   `mapstructure:"ipc"`
+	ShmSize       string   `mapstructure:"shm_size"`
+	User          string   `mapstructure:"user"`
+	SecurityOpt   []string `mapstructure:"security_opt"`
+	CapAdd        []string `mapstructure:"cap_add"`
+	Ulimit        []string `mapstructure:"ulimit"`
+	Devices       []string `mapstructure:"devices"`
+	Privileged    *bool    `mapstructure:"privileged"`
+	MemoryLimit   string   `mapstructure:"memory_limit"`
+	RestartPolicy string   `mapstructure:"restart_policy"`
+	AutoRemove    *bool    `mapstructure:"auto_remove"`
+	Labels        []string `mapstructure:"labels"`
+	Entrypoint    *string  `mapstructure:"entrypoint"`
 }
 
-// RowsFrom is one sparse-rows block's row-count variable, filled at serve
-// time from the block's staged dst.
-type RowsFrom struct {
-	// Env is the variable (SPARK_ENGRAM_ROWS); Dst the block's staged dir
-	// on the node (fs_root not applied); Format packed or sparse-copy.
-	Env    string `json:"env"`
-	Dst    string `json:"dst"`
-	Format string `json:"format"`
-	// Layers are the block's layers in order; Rows the recipe's total rows
-	// per layer (0: not given).
-	Layers []int `json:"layers"`
-	Rows   int64 `json:"rows,omitempty"`
-	// Rank and TP are the rank's place in the tensor-parallel world the
-	// rows were tiled for.
-	Rank int `json:"rank"`
-	TP   int `json:"tp"`
-}
-
-// LanePlan is a recipe rendered on its cluster.
-type LanePlan struct {
-	Lane       string     `json:"lane"`
-	Cluster    string     `json:"cluster"`
-	Runtime    string     `json:"runtime"`
-	Model      string     `json:"model"`
-	RecipeHash string     `json:"recipe_hash"`
-	HeadAddr   string     `json:"head_addr"`
-	APIPort    int        `json:"api_port"`
-	TP         int        `json:"tp"`
-	Nodes      []NodePlan `json:"nodes"`
-	// Warnings are non-fatal findings of rendering, e.g. an -o override no
-	// placeholder uses (a typo would otherwise change nothing, silently).
-	Warnings []string `json:"warnings,omitempty"`
-	// Relay is set when the lane's hub-mirror blocks are relayed between
-	// its nodes (relay on, more than one node, every node with an address).
-	Relay *RelayPlan `json:"relay,omitempty"`
-}
-
-// RelayPlan is what node workers need to relay a lane's staging: where
-// each node's relay server listens. Addresses only — identities stay in
-// files on the nodes, never in workflow inputs.
-type RelayPlan struct {
-	// Peers maps each node of the lane to its relay server's host:port.
-	Peers map[string]string `json:"peers"`
+// PreExec is one pre_exec entry: a shell command (Run) or a host directory
+// copied into the container (Copy → Dest), as a mod is.
+type PreExec struct {
+	Run  string `mapstructure:"run"`
+	Copy string `mapstructure:"copy"`
+	Dest string `mapstructure:"dest"`
 }

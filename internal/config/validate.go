@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/secretenv"
-	"github.com/sparklane/sparklane/internal/staging"
 )
 
 // Runtimes are the serving engines sparklane knows how to render for.
@@ -26,44 +26,6 @@ var (
 	placeholderAny = "{"
 )
 
-// Validate checks the fleet config and the recipes as a whole and returns
-// every problem at once (errors.Join, one line each naming file and key),
-// so an operator fixes a config in one pass instead of one error per run.
-// A recipe with an empty cluster (a sparkrun file whose cluster comes from
-// a flag) is checked on its own only.
-func Validate(cfg *Config, recipes []*Recipe) error {
-	var errs []error
-	if cfg != nil {
-		errs = append(errs, validateConfig(cfg)...)
-	}
-	errs = append(errs, validateNames(recipes)...)
-	for _, r := range recipes {
-		rerrs := validateRecipe(r)
-		if cfg != nil && r.Cluster == "" && cfg.DefaultCluster != "" && cfg.Cluster(cfg.DefaultCluster) != nil {
-			// A recipe without a cluster (every sparkrun recipe) is checked
-			// where it will run: the default cluster.
-			cp := *r
-			cp.Cluster = cfg.DefaultCluster
-			r = &cp
-		}
-		if cfg != nil {
-			rerrs = append(rerrs, validateOnCluster(cfg, r)...)
-			// A recipe that checks out is rendered on its cluster, so an
-			// unknown placeholder or a cycle shows up now, not at cutover.
-			if len(rerrs) == 0 && r.Cluster != "" {
-				if _, err := Render(cfg, r, nil); err != nil {
-					rerrs = append(rerrs, flatten(err)...)
-				}
-			}
-		}
-		errs = append(errs, rerrs...)
-	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return fault.Permanent(fault.InvalidSpec, errors.Join(errs...))
-}
-
 func cfgErr(cfg *Config, key, format string, args ...any) error {
 	return fmt.Errorf("%s: %s: %s", cfg.File, key, fmt.Sprintf(format, args...))
 }
@@ -72,7 +34,10 @@ func recipeErr(r *Recipe, key, format string, args ...any) error {
 	return fmt.Errorf("%s: %s: %s", r.File, key, fmt.Sprintf(format, args...))
 }
 
-func validateConfig(cfg *Config) []error {
+// ConfigErrors lists what is wrong with the fleet config on its own, each
+// error naming the file and key: ports, paths, nodes and clusters that do
+// not add up. lane.Validate reports them with the recipes' problems.
+func ConfigErrors(cfg *Config) []error {
 	var errs []error
 	if cfg.NodeOutageBudget < 0 {
 		errs = append(errs, cfgErr(cfg, "node_outage_budget", "%s is negative: write how long a run waits for a node, like \"30m\"", cfg.NodeOutageBudget))
@@ -87,7 +52,7 @@ func validateConfig(cfg *Config) []error {
 		errs = append(errs, cfgErr(cfg, "probe_grace", "%s is negative: write how long to wait, like \"5s\"", cfg.ProbeGrace))
 	}
 	if cfg.DefaultCluster != "" && cfg.Cluster(cfg.DefaultCluster) == nil {
-		errs = append(errs, cfgErr(cfg, "default_cluster", "unknown cluster %q — known clusters: %s", cfg.DefaultCluster, strings.Join(clusterNames(cfg), ", ")))
+		errs = append(errs, cfgErr(cfg, "default_cluster", "unknown cluster %q — known clusters: %s", cfg.DefaultCluster, strings.Join(cfg.ClusterNames(), ", ")))
 	}
 	for _, name := range sortedStrings(cfg.Registries) {
 		dir := cfg.Registries[name]
@@ -198,10 +163,12 @@ func nodeNames(cfg *Config) []string {
 	return out
 }
 
-func clusterNames(cfg *Config) []string {
+// ClusterNames are the configured clusters' names in file order, for
+// "known clusters" in errors.
+func (c *Config) ClusterNames() []string {
 	var out []string
-	for _, c := range cfg.Clusters {
-		out = append(out, c.Name)
+	for _, cl := range c.Clusters {
+		out = append(out, cl.Name)
 	}
 	return out
 }
@@ -246,9 +213,9 @@ func ReportsDir(cfg *Config, lane string) (string, error) {
 	return filepath.Join(d, "reports"), nil
 }
 
-// validateNames catches names that are not names and two recipes
-// answering to one lane name.
-func validateNames(recipes []*Recipe) []error {
+// NameErrors catches names that are not names and two recipes answering
+// to one lane name or alias: what no recipe can fix alone.
+func NameErrors(recipes []*Recipe) []error {
 	var errs []error
 	for _, r := range recipes {
 		if err := ValidName(r.Name); err != nil {
@@ -312,8 +279,20 @@ func intDefault(r *Recipe, key string) (int, bool, error) {
 	return int(n), true, nil
 }
 
-// validateRecipe checks what a recipe says on its own, without a fleet.
-func validateRecipe(r *Recipe) []error {
+// DefaultInt is [defaults] key as an integer, ok=false when the key is
+// absent or not an integer (RecipeErrors reports that): how the fleet
+// checks read tensor_parallel.
+func (r *Recipe) DefaultInt(key string) (int, bool) {
+	n, ok, err := intDefault(r, key)
+	return n, ok && err == nil
+}
+
+// RecipeErrors lists what is wrong with a recipe on its own, without a
+// fleet: missing or unknown values, bad placeholders, staging blocks and
+// clear paths that contradict each other. Each error names the file and
+// key. lane.Validate adds what needs the fleet (its cluster, the nodes'
+// roots, a render).
+func RecipeErrors(r *Recipe) []error {
 	var errs []error
 	imageKey := "image"
 	if r.Format == "sparkrun" {
@@ -342,8 +321,8 @@ func validateRecipe(r *Recipe) []error {
 		}
 	}
 	for _, k := range sortedKeys(r.Defaults) {
-		if in(fixedKeys, k) {
-			errs = append(errs, recipeErr(r, "defaults."+k, "%s is set per node by sparklane (built-ins: %s): rename this default", k, strings.Join(fixedKeys, ", ")))
+		if in(FixedKeys, k) {
+			errs = append(errs, recipeErr(r, "defaults."+k, "%s is set per node by sparklane (built-ins: %s): rename this default", k, strings.Join(FixedKeys, ", ")))
 		}
 	}
 	for _, k := range []string{"tensor_parallel", "port", "dist_port", "master_port", "expert_parallel"} {
@@ -358,13 +337,13 @@ func validateRecipe(r *Recipe) []error {
 		errs = append(errs, recipeErr(r, "bench.runs", "%d is out of range: write how many times the sweep repeats, 1..%d (0 or absent: 3)", r.Bench.Runs, MaxBenchRuns))
 	}
 	if r.Probe.Ready < 0 {
-		errs = append(errs, recipeErr(r, "probe.ready", "%s is negative: write the readiness budget, like \"30m\"", r.Probe.Ready))
+		errs = append(errs, recipeErr(r, "probe.ready", "%s is negative: write the readiness budget, like \"30m\"", contract.Duration(r.Probe.Ready)))
 	}
-	if r.Bench.Mode != "" && !in(BenchModes, r.Bench.Mode) {
-		errs = append(errs, recipeErr(r, "bench.mode", "unknown mode %q: use one of %s", r.Bench.Mode, strings.Join(BenchModes, ", ")))
+	if r.Bench.Mode != "" && !in(contract.BenchModes, r.Bench.Mode) {
+		errs = append(errs, recipeErr(r, "bench.mode", "unknown mode %q: use one of %s", r.Bench.Mode, strings.Join(contract.BenchModes, ", ")))
 	}
-	if r.Probe.ModelType != "" && !in(ModelTypes, r.Probe.ModelType) {
-		errs = append(errs, recipeErr(r, "probe.model_type", "unknown model type %q: use one of %s", r.Probe.ModelType, strings.Join(ModelTypes, ", ")))
+	if r.Probe.ModelType != "" && !in(contract.ModelTypes, r.Probe.ModelType) {
+		errs = append(errs, recipeErr(r, "probe.model_type", "unknown model type %q: use one of %s", r.Probe.ModelType, strings.Join(contract.ModelTypes, ", ")))
 	}
 	for i, s := range r.Probe.LogSignatures {
 		if strings.TrimSpace(s) == "" {
@@ -378,10 +357,10 @@ func validateRecipe(r *Recipe) []error {
 		errs = append(errs, recipeErr(r, "mode", "%q: use solo, cluster or auto", r.Mode))
 	}
 	if r.NodeOutageBudget < 0 {
-		errs = append(errs, recipeErr(r, "node_outage_budget", "%s is negative: write how long a run waits for a node, like \"30m\"", r.NodeOutageBudget))
+		errs = append(errs, recipeErr(r, "node_outage_budget", "%s is negative: write how long a run waits for a node, like \"30m\"", contract.Duration(r.NodeOutageBudget)))
 	}
 	if r.Hooks.Timeout < 0 {
-		errs = append(errs, recipeErr(r, "hooks.timeout", "%s is negative: write how long a hook may run, like \"2m\"", r.Hooks.Timeout))
+		errs = append(errs, recipeErr(r, "hooks.timeout", "%s is negative: write how long a hook may run, like \"2m\"", contract.Duration(r.Hooks.Timeout)))
 	}
 	errs = append(errs, checkPlaceholders(r)...)
 	if r.MinNodes < 0 || r.MaxNodes < 0 || (r.MaxNodes > 0 && r.MinNodes > r.MaxNodes) {
@@ -401,6 +380,14 @@ func validateRecipe(r *Recipe) []error {
 		}
 	}
 	errs = append(errs, checkClearPaths(r)...)
+	errs = append(errs, stagingErrors(r)...)
+	return errs
+}
+
+// stagingErrors checks each [[staging]] block on its own: ids, paths, and
+// the keys of its kind.
+func stagingErrors(r *Recipe) []error {
+	var errs []error
 	ids := map[string]int{}
 	for i, s := range r.Staging {
 		key := fmt.Sprintf("staging[%d]", i)
@@ -475,67 +462,6 @@ func validateRecipe(r *Recipe) []error {
 	return errs
 }
 
-// validateOnCluster checks a recipe against the fleet: its cluster exists,
-// it fits, and everything it writes lies under each node's roots.
-func validateOnCluster(cfg *Config, r *Recipe) []error {
-	if r.Cluster == "" {
-		return nil
-	}
-	c := cfg.Cluster(r.Cluster)
-	if c == nil {
-		return []error{recipeErr(r, "cluster", "unknown cluster %q — known clusters: %s", r.Cluster, strings.Join(clusterNames(cfg), ", "))}
-	}
-	var errs []error
-	size := len(c.Nodes)
-	if tp, ok, err := intDefault(r, "tensor_parallel"); err == nil && ok {
-		if tp > size {
-			errs = append(errs, recipeErr(r, "defaults.tensor_parallel", "%d is larger than cluster %s (%d nodes, one GPU each): lower it or pick a bigger cluster", tp, c.Name, size))
-		} else if tp < 1 {
-			errs = append(errs, recipeErr(r, "defaults.tensor_parallel", "%d: must be at least 1", tp))
-		}
-	}
-	if r.MinNodes > size {
-		errs = append(errs, recipeErr(r, "min_nodes", "lane needs %d nodes but cluster %s has %d", r.MinNodes, c.Name, size))
-	}
-	for _, name := range c.Nodes {
-		n := cfg.Node(name)
-		if n == nil {
-			continue // reported by validateConfig
-		}
-		for i, s := range r.Staging {
-			key := fmt.Sprintf("staging[%d]", i)
-			if s.Dst != "" && filepath.IsAbs(s.Dst) {
-				if err := checkUnderRoots(s.Dst, n); err != nil {
-					errs = append(errs, recipeErr(r, key+".dst", "%v", err))
-				}
-			}
-			for j, e := range s.Exports {
-				if p := s.ExportPath(e); p != "" && filepath.IsAbs(s.Dst) {
-					if err := checkUnderRoots(p, n); err != nil {
-						errs = append(errs, recipeErr(r, fmt.Sprintf("%s.exports[%d].path", key, j), "%v", err))
-					}
-				}
-			}
-		}
-		for i, p := range r.Hooks.Clear {
-			if !filepath.IsAbs(p) || hasDotDot(p) {
-				continue // reported by checkClearPaths
-			}
-			key := fmt.Sprintf("hooks.clear[%d]", i)
-			if err := checkUnderRoots(p, n); err != nil {
-				errs = append(errs, recipeErr(r, key, "%v", err))
-				continue
-			}
-			for _, root := range n.Roots {
-				if filepath.Clean(root) == filepath.Clean(p) {
-					errs = append(errs, recipeErr(r, key, "%s is node %s's root itself: clear would empty the whole root (staged weights, ledgers, other lanes); name a directory inside it", p, n.Name))
-				}
-			}
-		}
-	}
-	return errs
-}
-
 // checkClearPaths checks [hooks] clear on its own: absolute, no "..", and
 // never a staging dst or export of the recipe, an ancestor of one, or
 // inside one (clearing would delete staged data and its ledger).
@@ -550,7 +476,7 @@ func checkClearPaths(r *Recipe) []error {
 		key := fmt.Sprintf("staging[%d]", i)
 		dsts = append(dsts, staged{key + ".dst", filepath.Clean(s.Dst)})
 		for j, e := range s.Exports {
-			dsts = append(dsts, staged{fmt.Sprintf("%s.exports[%d]", key, j), s.ExportPath(e)})
+			dsts = append(dsts, staged{fmt.Sprintf("%s.exports[%d]", key, j), exportPath(s, e)})
 		}
 	}
 	for i, c := range r.Hooks.Clear {
@@ -578,6 +504,13 @@ func checkClearPaths(r *Recipe) []error {
 	return errs
 }
 
+// exportPath is where export e of block s lands on a node, by the
+// contract's rule (contract.Staging.ExportPath): the path the node worker
+// writes is the one checked.
+func exportPath(s Staging, e Export) string {
+	return contract.Staging{Dst: s.Dst}.ExportPath(contract.Export(e))
+}
+
 // isUnder says whether p lies strictly below dir (both clean).
 func isUnder(p, dir string) bool {
 	if dir == "/" {
@@ -592,7 +525,7 @@ func isUnder(p, dir string) bool {
 // recipe check on one file, without a fleet, fails where lanes would.
 func checkPlaceholders(r *Recipe) []error {
 	known := map[string]bool{}
-	for _, k := range append(append([]string(nil), fixedKeys...), builtinKeys...) {
+	for _, k := range append(append([]string(nil), FixedKeys...), BuiltinKeys...) {
 		known[k] = true
 	}
 	for k := range r.Defaults {
@@ -604,7 +537,7 @@ func checkPlaceholders(r *Recipe) []error {
 		visited := map[string]bool{}
 		var walk func(s string)
 		walk = func(s string) {
-			for _, m := range placeholderRE.FindAllStringSubmatch(s, -1) {
+			for _, m := range Placeholder.FindAllStringSubmatch(s, -1) {
 				p := m[1]
 				if !known[p] {
 					if !reported[p] {
@@ -615,7 +548,7 @@ func checkPlaceholders(r *Recipe) []error {
 				}
 				if v, ok := r.Defaults[p]; ok && !visited[p] {
 					visited[p] = true
-					walk(valueString(v))
+					walk(ValueString(v))
 				}
 			}
 		}
@@ -624,7 +557,7 @@ func checkPlaceholders(r *Recipe) []error {
 	check("image", r.Image)
 	for _, k := range []string{"tensor_parallel", "dist_port", "master_port", "port", "expert_parallel"} {
 		if v, ok := r.Defaults[k]; ok {
-			check("defaults."+k, valueString(v))
+			check("defaults."+k, ValueString(v))
 		}
 	}
 	check("command", r.Command)
@@ -636,21 +569,6 @@ func checkPlaceholders(r *Recipe) []error {
 		check(fmt.Sprintf("mounts[%d].dst", i), m.Dst)
 	}
 	return errs
-}
-
-// checkUnderRoots says why p is not writable on node n, naming a ".."
-// escape as such.
-func checkUnderRoots(p string, n *Node) error {
-	if len(n.Roots) == 0 {
-		return fmt.Errorf("node %s has no roots, so nothing may be written at %s: add roots = [...] to the node", n.Name, p)
-	}
-	if err := staging.UnderRoots(p, n.Roots); err != nil {
-		if hasDotDot(p) {
-			return fmt.Errorf("%s escapes node %s's roots %v via \"..\" (it cleans to %s): remove the \"..\"", p, n.Name, n.Roots, filepath.Clean(p))
-		}
-		return fmt.Errorf("%s is outside node %s's roots %v: add a root to the node or change the path", p, n.Name, n.Roots)
-	}
-	return nil
 }
 
 func hasDotDot(p string) bool {
@@ -716,133 +634,6 @@ func Resolve(recipes []*Recipe, laneOrAlias string) (*Recipe, error) {
 		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("unknown lane %q: no recipes loaded: check recipes_dir", laneOrAlias))
 	}
 	return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("unknown lane %q%s known lanes: %s", laneOrAlias, hint, strings.Join(known, "; ")))
-}
-
-// CheckFiles backs `starter recipe check FILE...`: it loads every file and
-// returns every problem (each naming file and key). Recipes are checked on
-// their own; when a fleet config (sparklane*.toml) is among the files they
-// are also validated against it and rendered on their clusters.
-func CheckFiles(paths []string) []error {
-	errs, _ := Check(paths)
-	return errs
-}
-
-// Check is CheckFiles plus notices: what is allowed but worth a look
-// before a cutover, such as every host = true mount (a host path bound
-// into the container on purpose).
-func Check(paths []string) (errs []error, notices []string) {
-	var cfg *Config
-	var recipes []*Recipe
-	for _, p := range paths {
-		if IsFleetConfigFile(p) {
-			c, err := Load(p)
-			if err != nil {
-				errs = append(errs, flatten(err)...)
-				continue
-			}
-			if cfg == nil {
-				cfg = c
-			}
-			continue
-		}
-		r, err := LoadRecipe(p)
-		if err != nil {
-			errs = append(errs, flatten(err)...)
-			continue
-		}
-		recipes = append(recipes, r)
-	}
-	for _, r := range recipes {
-		for i, m := range r.Mounts {
-			if m.Host {
-				notices = append(notices, fmt.Sprintf("%s: mounts[%d]: host mount %s -> %s (host = true: bound from the host, outside the node's roots)", r.File, i, m.Src, m.Dst))
-			}
-		}
-	}
-	for _, r := range recipes {
-		errs = append(errs, PinErrors(r)...)
-	}
-	return append(errs, flatten(Validate(cfg, recipes))...), notices
-}
-
-// IncompleteDigest is what recipe check says of a pin that is not whole:
-// the operator's log gives some digests only in part (mia's image
-// sha256:3dbc3130…, checkpoint fb2764a5), and a recipe that pads them with
-// zeros would pass every check and pin nothing.
-const IncompleteDigest = "complete this digest"
-
-var (
-	imageDigestRE = regexp.MustCompile(`@sha256:([^\s]*)$`)
-	snapshotRevRE = regexp.MustCompile(`/snapshots/([^/]+)`)
-	fullSHA256RE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	fullCommitRE  = regexp.MustCompile(`^[0-9a-f]{40}$`)
-)
-
-// PinErrors lists, for recipe check, every pin of r that is not whole: an
-// image digest that is not 64 hex digits (or is all zeros), and a model
-// revision (model_revision, [defaults] revision, a staging src's
-// snapshots/REV) that is not a 40-hex commit (or is all zeros), and a repo
-// id or model with "…" in it (the notes' own mark of a cut value). Each
-// error names the file, the key and how to find the full value.
-func PinErrors(r *Recipe) []error {
-	var errs []error
-	zero := func(s string) bool { return strings.Trim(s, "0") == "" }
-	if m := imageDigestRE.FindStringSubmatch(r.Image); m != nil {
-		h := strings.TrimRight(m[1], ".…")
-		switch {
-		case zero(h):
-			errs = append(errs, recipeErr(r, "image", "digest sha256:%s is a zero placeholder: %s (docker image inspect --format '{{index .RepoDigests 0}}' on a node that runs the image)", m[1], IncompleteDigest))
-		case !fullSHA256RE.MatchString(h):
-			errs = append(errs, recipeErr(r, "image", "digest sha256:%s has %d of 64 hex digits: %s (docker image inspect --format '{{index .RepoDigests 0}}' on a node that runs the image)", m[1], len(h), IncompleteDigest))
-		}
-	}
-	rev := func(key, v string) {
-		h := strings.TrimRight(v, ".…")
-		switch {
-		case h == "" || strings.ContainsAny(h, "{}"):
-		case zero(h):
-			errs = append(errs, recipeErr(r, key, "revision %s is a zero placeholder: %s (the 40-hex commit in the repo's refs/main on the NAS)", v, IncompleteDigest))
-		case !fullCommitRE.MatchString(h):
-			errs = append(errs, recipeErr(r, key, "revision %s has %d of 40 hex digits: %s (the 40-hex commit in the repo's refs/main on the NAS)", v, len(h), IncompleteDigest))
-		}
-	}
-	rev("model_revision", r.ModelRevision)
-	if v, ok := r.Defaults["revision"]; ok {
-		rev("defaults.revision", valueString(v))
-	}
-	for i, st := range r.Staging {
-		if m := snapshotRevRE.FindStringSubmatch(st.Src); m != nil {
-			rev(fmt.Sprintf("staging[%d].src", i), m[1])
-		}
-		for j, repo := range st.Repos {
-			if strings.Contains(repo, "…") {
-				errs = append(errs, recipeErr(r, fmt.Sprintf("staging[%d].repos[%d]", i, j), "repo id %q is not whole (\"…\" marks what the notes do not give): complete this: the org/name of the repo on the NAS (models--ORG--NAME), here and in the exports", repo))
-			}
-		}
-	}
-	if strings.Contains(r.Model, "…") {
-		errs = append(errs, recipeErr(r, "model", "model %q is not whole: complete this (the hub id)", r.Model))
-	}
-	return errs
-}
-
-// flatten splits joined errors into one error per line item.
-func flatten(err error) []error {
-	if err == nil {
-		return nil
-	}
-	var f *fault.Error
-	if errors.As(err, &f) && f == err {
-		return flatten(f.Err)
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, flatten(e)...)
-		}
-		return out
-	}
-	return []error{err}
 }
 
 // LaneColumns are the headers of FormatLanes' rows.

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -167,56 +166,5 @@ HF_cache_dir = "/nas/hub"
 	_, err = LoadRecipe(y)
 	if err == nil || !strings.Contains(err.Error(), y+": key Model: write it model") {
 		t.Fatalf("sparkrun case trap: %v", err)
-	}
-}
-
-// The README's path: the example copied to the repository root as
-// sparklane.toml lists the shipped lanes, and nothing else at the root (the
-// compose file, the config itself) is read as a recipe.
-func TestExampleCopiedToRepoRootListsShippedLanes(t *testing.T) {
-	root := repoRoot(t)
-	dir := t.TempDir()
-	// A stand-in repository root: the example copied in, recipes/ and the
-	// compose file beside it as in the clone.
-	if err := os.Symlink(filepath.Join(root, "recipes"), filepath.Join(dir, "recipes")); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range [][2]string{{"recipes/sparklane.example.toml", "sparklane.toml"}, {"docker-compose.temporal.yml", "docker-compose.temporal.yml"}} {
-		b, err := os.ReadFile(filepath.Join(root, f[0]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, dir, f[1], string(b))
-	}
-	t.Chdir(dir)
-	t.Setenv("SPARKLANE_CONFIG", "")
-	cfg, err := Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.RecipesDir != filepath.Join(dir, "recipes") {
-		t.Fatalf("recipes_dir %s, want %s", cfg.RecipesDir, filepath.Join(dir, "recipes"))
-	}
-	rs, warnings, err := LoadRecipeDir(cfg.RecipesDir, cfg.File)
-	if err != nil || len(warnings) != 0 {
-		t.Fatalf("load: %v, warnings %v", err, warnings)
-	}
-	if len(rs) != 5 {
-		t.Fatalf("%d lanes, want the 5 shipped ones", len(rs))
-	}
-	if err := Validate(cfg, rs); err != nil {
-		t.Fatal(err)
-	}
-	// The set every command reads follows the symlinked recipes_dir too
-	// (a link below it would not be followed).
-	set, err := LoadRecipeSet(cfg, cfg.File)
-	if err != nil || len(set.Recipes) != 5 || len(set.Broken) != 0 || set.Find("mia") == nil {
-		t.Fatalf("recipe set through the symlinked recipes_dir: %v, %d recipes, broken %v", err, len(set.Recipes), set.Broken)
-	}
-	// Pointed at the root itself, the compose file and the config are
-	// skipped with a warning, never an error.
-	_, warnings, err = LoadRecipeDir(dir, cfg.File)
-	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "docker-compose.temporal.yml: not a lane recipe") {
-		t.Fatalf("repo root as recipes_dir: %v, warnings %q", err, warnings)
 	}
 }

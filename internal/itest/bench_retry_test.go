@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/sparklane/sparklane/activities"
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/sim"
 	"github.com/sparklane/sparklane/internal/sim/simtest"
 	"github.com/sparklane/sparklane/workflows"
@@ -39,8 +39,8 @@ func TestBenchRetryAfterWritingWritesNoSecondBundle(t *testing.T) {
 	ctx := withTimeout(t, 5*time.Minute)
 
 	in := activities.BenchInput{
-		Recipe:  config.Recipe{Name: "benchy", Bench: config.Bench{PromptLengths: []int{128}, Depths: []int{0}, Concurrency: []int{1}, GenTokens: 8}},
-		Plan:    config.LanePlan{Lane: "benchy", Cluster: "solo"},
+		Recipe:  contract.Recipe{Name: "benchy", Bench: contract.Bench{PromptLengths: []int{128}, Depths: []int{0}, Concurrency: []int{1}, GenTokens: 8}},
+		Plan:    contract.LanePlan{Lane: "benchy", Cluster: "solo"},
 		BaseURL: eng.URL, Model: "sim-model", Label: "retry",
 	}
 	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BenchID("benchy"), TaskQueue: workflows.ControlQueue}, workflows.Bench, in)

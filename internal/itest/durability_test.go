@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/hubmirror"
 	"github.com/sparklane/sparklane/internal/safetensors"
@@ -270,7 +271,7 @@ func startStage(ctx context.Context, t *testing.T, f *fleet, lane string, budget
 	t.Helper()
 	r, plan := f.lanePlan(lane)
 	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.StageID(lane), TaskQueue: workflows.ControlQueue},
-		workflows.Stage, workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: "n2", Mode: workflows.StageAuto, Verify: true, Heartbeat: config.Duration(killHeartbeat), OutageBudget: config.Duration(firstOr(budget, 0))})
+		workflows.Stage, workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: "n2", Mode: workflows.StageAuto, Verify: true, Heartbeat: contract.Duration(killHeartbeat), OutageBudget: contract.Duration(firstOr(budget, 0))})
 	if err != nil {
 		t.Fatalf("start stage %s: %v", lane, err)
 	}

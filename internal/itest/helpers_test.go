@@ -20,6 +20,8 @@ import (
 
 	"github.com/sparklane/sparklane/internal/cli"
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/workers"
 	// The embedded Temporal server: these tests host control services in-process.
@@ -211,20 +213,22 @@ func (f *fleet) reload() {
 	f.cfg = cfg
 }
 
-// lanePlan loads the fleet's recipes and renders lane on its cluster.
-func (f *fleet) lanePlan(lane string) (*config.Recipe, *config.LanePlan) {
+// lanePlan loads the fleet's recipes and renders lane name on its
+// cluster: the recipe as a run carries it, and its plan.
+func (f *fleet) lanePlan(name string) (*contract.Recipe, *contract.LanePlan) {
 	f.t.Helper()
 	rs, err := config.LoadRecipes(f.cfg.RecipesDir)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	r, err := config.Resolve(rs, lane)
+	r, err := config.Resolve(rs, name)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	plan, err := config.Render(f.cfg, r, nil)
+	plan, err := lane.Render(f.cfg, r, nil)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return r, plan
+	w := lane.Wire(r)
+	return &w, plan
 }

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -131,7 +131,7 @@ func startCutover(ctx context.Context, t *testing.T, f *fleet, lane string) clie
 		fleetNodes = append(fleetNodes, n.Name)
 	}
 	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.CutoverID(plan.Cluster), TaskQueue: workflows.ControlQueue},
-		workflows.Cutover, workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: workflows.StageAuto, Fleet: fleetNodes, Grace: config.Duration(time.Second)})
+		workflows.Cutover, workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: workflows.StageAuto, Fleet: fleetNodes, Grace: contract.Duration(time.Second)})
 	if err != nil {
 		t.Fatalf("start cutover %s: %v", lane, err)
 	}

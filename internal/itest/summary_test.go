@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -99,7 +99,7 @@ verify = "sampled"
 
 	// status's workflow: the fleet probe's per-node activities and its input.
 	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "fleet-probe/summaries", TaskQueue: workflows.ControlQueue},
-		workflows.FleetProbe, workflows.FleetProbeInput{Nodes: []string{"n1", "n2"}, Grace: config.Duration(time.Second), PickupTimeout: config.Duration(5 * time.Second)})
+		workflows.FleetProbe, workflows.FleetProbeInput{Nodes: []string{"n1", "n2"}, Grace: contract.Duration(time.Second), PickupTimeout: contract.Duration(5 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -72,7 +72,7 @@ func PoolProbe(ctx context.Context, baseURL, model, modelType string) (PoolResul
 	}
 	start := time.Now()
 	switch modelType {
-	case config.ModelEmbedding:
+	case contract.ModelEmbedding:
 		url := base + "/v1/embeddings"
 		var out struct {
 			Data []struct {
@@ -98,7 +98,7 @@ func PoolProbe(ctx context.Context, baseURL, model, modelType string) (PoolResul
 		}
 		res.Dim = len(out.Data[0].Embedding)
 		return res, nil
-	case config.ModelReranker:
+	case contract.ModelReranker:
 		var out struct {
 			Results []struct {
 				Index int     `json:"index"`

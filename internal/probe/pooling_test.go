@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/sim"
@@ -20,11 +20,11 @@ func TestPoolProbeEmbeddingAndReranker(t *testing.T) {
 	e := simtest.Start(t, sim.Config{ModelPath: model, ServedModelName: "org/embed"})
 	e.WaitServing(t, 10*time.Second)
 	ctx := context.Background()
-	r, err := probe.PoolProbe(ctx, e.URL, "", config.ModelEmbedding)
+	r, err := probe.PoolProbe(ctx, e.URL, "", contract.ModelEmbedding)
 	if err != nil || r.Endpoint != "/v1/embeddings" || r.Dim != sim.EmbeddingDim {
 		t.Fatalf("embedding probe: %+v %v", r, err)
 	}
-	r, err = probe.PoolProbe(ctx, e.URL, "org/embed", config.ModelReranker)
+	r, err = probe.PoolProbe(ctx, e.URL, "org/embed", contract.ModelReranker)
 	if err != nil || r.Endpoint != "/v1/rerank" || r.Results != 2 {
 		t.Fatalf("rerank probe: %+v %v", r, err)
 	}
@@ -55,7 +55,7 @@ func TestProbeAPIKey(t *testing.T) {
 	if _, err := probe.WaitReady(kctx, probe.ReadyInput{BaseURL: e.URL, Budget: 30 * time.Second}, nil, nil); err != nil {
 		t.Fatalf("WaitReady with the key: %v", err)
 	}
-	if _, err := probe.Smoke(kctx, e.URL, "", []config.Smoke{{Prompt: "19+23", Expect: "42"}}); err != nil {
+	if _, err := probe.Smoke(kctx, e.URL, "", []contract.Smoke{{Prompt: "19+23", Expect: "42"}}); err != nil {
 		t.Fatalf("Smoke with the key: %v", err)
 	}
 	if _, err := probe.DecodeProbe(kctx, probe.DecodeInput{BaseURL: e.URL, PromptTokens: 16, MaxTokens: 8}); err != nil {

@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -347,7 +347,7 @@ const smokeMaxTokens = 128
 // the answer contains its expected substring. All prompts run; any miss is
 // fault.ProbeFailed naming the prompt, the expectation and the answer.
 // model "" asks the server for its model name first.
-func Smoke(ctx context.Context, baseURL, model string, prompts []config.Smoke) ([]SmokeResult, error) {
+func Smoke(ctx context.Context, baseURL, model string, prompts []contract.Smoke) ([]SmokeResult, error) {
 	if model == "" {
 		m, err := ModelName(ctx, baseURL)
 		if err != nil {
@@ -490,10 +490,10 @@ func Prompt(n int) string {
 func DecodeProbe(ctx context.Context, in DecodeInput) (DecodeResult, error) {
 	var res DecodeResult
 	if in.PromptTokens <= 0 {
-		in.PromptTokens = config.DefaultDecodePromptTokens
+		in.PromptTokens = contract.DefaultDecodePromptTokens
 	}
 	if in.MaxTokens <= 0 {
-		in.MaxTokens = config.DefaultDecodeMaxTokens
+		in.MaxTokens = contract.DefaultDecodeMaxTokens
 	}
 	if in.MaxTokens < 2 {
 		return res, fault.Permanent(fault.InvalidSpec, fmt.Errorf("decode probe max_tokens %d: need at least 2 tokens to measure a decode rate", in.MaxTokens))

@@ -13,7 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/sim"
@@ -193,11 +193,11 @@ func TestSmokeAndDecodeAgainstSim(t *testing.T) {
 	if err != nil || name != "org/sim" {
 		t.Fatalf("ModelName: %q %v", name, err)
 	}
-	res, err := probe.Smoke(ctx, e.URL, "", []config.Smoke{{Prompt: "What is 127*89?", Expect: "11303"}, {Prompt: "19+23", Expect: "42"}})
+	res, err := probe.Smoke(ctx, e.URL, "", []contract.Smoke{{Prompt: "What is 127*89?", Expect: "11303"}, {Prompt: "19+23", Expect: "42"}})
 	if err != nil || len(res) != 2 || !res[0].OK || !res[1].OK {
 		t.Fatalf("Smoke: %+v %v", res, err)
 	}
-	res, err = probe.Smoke(ctx, e.URL, "org/sim", []config.Smoke{{Prompt: "19+23", Expect: "42"}, {Prompt: "What is 2+2?", Expect: "5"}})
+	res, err = probe.Smoke(ctx, e.URL, "org/sim", []contract.Smoke{{Prompt: "19+23", Expect: "42"}, {Prompt: "What is 2+2?", Expect: "5"}})
 	if typ, _ := fault.TypeOf(err); typ != fault.ProbeFailed || !strings.Contains(err.Error(), `"What is 2+2?"`) || !strings.Contains(err.Error(), "2+2 = 4") {
 		t.Fatalf("failing smoke: %v, want ProbeFailed naming the prompt and the answer", err)
 	}

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/bench"
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/secretenv"
 )
@@ -130,7 +130,7 @@ type Bundle struct {
 	RecipeFile string
 	// Plan is the rendered lane; env values whose keys look secret are
 	// masked, and those values are scrubbed from everything written.
-	Plan         *config.LanePlan
+	Plan         *contract.LanePlan
 	Staging      []StagingSummary
 	Image        string
 	ImageDigest  string
@@ -221,10 +221,10 @@ const Mask = secretenv.Masked
 // Argv values following --api-key/--token style flags are masked as well.
 // It is the one masker of plans: reports write its output and the CLI
 // prints it (recipe render, dry runs), both by secretenv's rule.
-func MaskPlan(plan config.LanePlan) (config.LanePlan, []string) {
+func MaskPlan(plan contract.LanePlan) (contract.LanePlan, []string) {
 	var secrets []string
 	out := plan
-	out.Nodes = make([]config.NodePlan, len(plan.Nodes))
+	out.Nodes = make([]contract.NodePlan, len(plan.Nodes))
 	for i, n := range plan.Nodes {
 		env := make(map[string]string, len(n.Env))
 		for k, v := range n.Env {
@@ -236,7 +236,7 @@ func MaskPlan(plan config.LanePlan) (config.LanePlan, []string) {
 		}
 		n.Env = env
 		n.Argv, secrets = maskArgs(n.Argv, secrets)
-		n.Mounts = append([]config.Mount(nil), n.Mounts...)
+		n.Mounts = append([]contract.Mount(nil), n.Mounts...)
 		out.Nodes[i] = n
 	}
 	for i := range out.Nodes {
@@ -296,7 +296,7 @@ func Write(dir string, b Bundle) (Paths, error) {
 	}
 
 	var secrets []string
-	var plan *config.LanePlan
+	var plan *contract.LanePlan
 	if b.Plan != nil {
 		p, s := MaskPlan(*b.Plan)
 		plan, secrets = &p, s

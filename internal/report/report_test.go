@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/ledger"
 )
 
@@ -38,8 +38,8 @@ func testBundle(t *testing.T, dir string, at time.Time) Bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := config.LanePlan{Lane: "mia", Cluster: "duo", Runtime: "sglang", Model: "org/m", RecipeHash: "abc123", APIPort: 30000, TP: 2,
-		Nodes: []config.NodePlan{{
+	plan := contract.LanePlan{Lane: "mia", Cluster: "duo", Runtime: "sglang", Model: "org/m", RecipeHash: "abc123", APIPort: 30000, TP: 2,
+		Nodes: []contract.NodePlan{{
 			Node: "dgx1", Rank: 0, Head: true, Image: "sglang:0.5", ContainerName: "sparklane-mia-0",
 			Command: "python -m sglang.launch_server --api-key " + apiKey + " --tp 2",
 			Argv:    []string{"python", "-m", "sglang.launch_server", "--api-key", apiKey, "--tp", "2"},
@@ -88,7 +88,7 @@ func TestWriteBundleAndReadBack(t *testing.T) {
 		}
 		return nil
 	})
-	var plan config.LanePlan
+	var plan contract.LanePlan
 	b, _ := os.ReadFile(filepath.Join(ev, "plan.json"))
 	if err := json.Unmarshal(b, &plan); err != nil {
 		t.Fatal(err)

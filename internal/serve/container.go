@@ -19,7 +19,7 @@ import (
 	"github.com/docker/docker/api/types/strslice"
 	"github.com/docker/go-units"
 
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -57,7 +57,7 @@ func containerConfig(ctx context.Context, d Docker, spec RankSpec) (*container.C
 	sort.Strings(env)
 	cfg := &container.Config{Image: spec.Image, Cmd: spec.Argv, Env: env, Labels: labels, User: c.User}
 	if c.Entrypoint != nil {
-		ep, err := config.SplitArgs(*c.Entrypoint)
+		ep, err := contract.SplitArgs(*c.Entrypoint)
 		if err != nil {
 			return nil, nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("container %s on node %s: executor_config.entrypoint %q: %v", name, spec.Node, *c.Entrypoint, err))
 		}
@@ -94,10 +94,10 @@ func containerConfig(ctx context.Context, d Docker, spec RankSpec) (*container.C
 	}
 	network, ipc := c.Network, c.IPC
 	if network == "" {
-		network = config.DefaultNetwork
+		network = contract.DefaultNetwork
 	}
 	if ipc == "" {
-		ipc = config.DefaultIPC
+		ipc = contract.DefaultIPC
 	}
 	hc := &container.HostConfig{
 		NetworkMode:   container.NetworkMode(network),

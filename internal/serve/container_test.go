@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/serve"
 )
 
@@ -83,10 +84,10 @@ func TestStartRankContainerShape(t *testing.T) {
 	// says gpus = "none" (an empty Container.GPUs). Requests are checked
 	// in TestStartRankGPURequest, since this machine has no GPU.
 	s.GPUs = true
-	s.Container = config.ContainerSpec{
+	s.Container = contract.ContainerSpec{
 		Network: "host", IPC: "host", ShmSize: "1gb", ShmBytes: 1 << 30, User: "1000:1000",
 		SecurityOpt: []string{"no-new-privileges"},
-		Ulimits:     []config.Ulimit{{Name: "memlock", Soft: memlock, Hard: memlock}, {Name: "stack", Soft: 67108864, Hard: 67108864}},
+		Ulimits:     []contract.Ulimit{{Name: "memlock", Soft: memlock, Hard: memlock}, {Name: "stack", Soft: 67108864, Hard: 67108864}},
 		Devices:     []string{ib + ":/dev/infiniband"},
 		Labels:      []string{"com.example.team=ml", serve.LabelLane + "=not-this"},
 	}
@@ -148,7 +149,7 @@ func TestStartRankMissingDevice(t *testing.T) {
 	img := testImage(t, d)
 	lane := newLane(t, d)
 	s := spec(lane, "serve-n1", 0, "h", img, "exit:0")
-	s.Container = config.ContainerSpec{Network: "host", IPC: "host", Devices: []string{"/nonexistent/infiniband"}}
+	s.Container = contract.ContainerSpec{Network: "host", IPC: "host", Devices: []string{"/nonexistent/infiniband"}}
 	_, err := serve.StartRank(context.Background(), d, s)
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/infiniband") || !strings.Contains(err.Error(), "serve-n1") {
 		t.Fatalf("StartRank with a missing device: %v, want an error naming the device and node", err)
@@ -268,7 +269,7 @@ func TestStartRankPreExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	dest := config.ModsContainerDir + "/fix-template"
-	pre := []config.PreExec{{Copy: mod, Dest: dest}, {Run: "cd " + dest + " && . ./run.sh"}}
+	pre := []contract.PreExec{{Copy: mod, Dest: dest}, {Run: "cd " + dest + " && . ./run.sh"}}
 
 	lane := newLane(t, d)
 	s := spec(lane, "serve-n1", 0, "h", img, "cat:/workspace/marker", "cat:"+dest+"/templates/chat.jinja", "exit:0")
@@ -285,7 +286,7 @@ func TestStartRankPreExec(t *testing.T) {
 
 	lane2 := newLane(t, d)
 	s2 := spec(lane2, "serve-n1", 0, "h", img, "print:1", "exit:0")
-	s2.PreExec = []config.PreExec{{Run: "echo before; exit 7"}}
+	s2.PreExec = []contract.PreExec{{Run: "echo before; exit 7"}}
 	if _, err := serve.StartRank(ctx, d, s2); err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +297,7 @@ func TestStartRankPreExec(t *testing.T) {
 
 	lane3 := newLane(t, d)
 	s3 := spec(lane3, "serve-n1", 0, "h", img, "exit:0")
-	s3.PreExec = []config.PreExec{{Copy: filepath.Join(t.TempDir(), "no-such-mod"), Dest: dest}}
+	s3.PreExec = []contract.PreExec{{Copy: filepath.Join(t.TempDir(), "no-such-mod"), Dest: dest}}
 	if _, err := serve.StartRank(ctx, d, s3); err == nil || !strings.Contains(err.Error(), "no-such-mod") {
 		t.Fatalf("missing mod directory: %v, want an error naming it", err)
 	}

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/serve"
 )
@@ -26,7 +26,7 @@ func TestCreateMountOnFreshNode(t *testing.T) {
 	root := t.TempDir() // the node root; nothing under it yet
 	src := filepath.Join(root, "cache", lane, "triton")
 	s := spec(lane, "serve-n1", 0, "h", img, "write:/root/.cache/sglang/triton/kernel.bin", "exit:0")
-	s.Mounts, s.Roots = []config.Mount{{Src: src, Dst: "/root/.cache/sglang/triton", Create: true}}, []string{root}
+	s.Mounts, s.Roots = []contract.Mount{{Src: src, Dst: "/root/.cache/sglang/triton", Create: true}}, []string{root}
 	s.CreateSources, s.CreateOwner = []string{src}, "4242:4343"
 	if _, err := serve.StartRank(ctx, d, s); err != nil {
 		t.Fatalf("first serve on a fresh node: %v", err)
@@ -65,7 +65,7 @@ func TestCreateMountOnFreshNode(t *testing.T) {
 	}
 	bad := spec(lane, "serve-n1", 1, "h", img, "exit:0")
 	escSrc := filepath.Join(root, "esc", "jit")
-	bad.Mounts, bad.Roots, bad.CreateSources = []config.Mount{{Src: escSrc, Dst: "/jit", Create: true}}, []string{root}, []string{escSrc}
+	bad.Mounts, bad.Roots, bad.CreateSources = []contract.Mount{{Src: escSrc, Dst: "/jit", Create: true}}, []string{root}, []string{escSrc}
 	_, err := serve.StartRank(ctx, d, bad)
 	if typ, _ := fault.TypeOf(err); typ != serve.MountRefused {
 		t.Fatalf("create through a link out of the root: %v, want MountRefused", err)
@@ -94,7 +94,7 @@ func TestDuplicateBindRefusedBeforeDocker(t *testing.T) {
 	}
 	s := spec(lane, "serve-n1", 0, "h", img, "sleep")
 	s.Roots = []string{root}
-	s.Mounts = []config.Mount{
+	s.Mounts = []contract.Mount{
 		{Src: a, Dst: "/model", ReadOnly: true},
 		{Src: filepath.Join(b, "page15-00001.safetensors"), Dst: "/model/page15/page15-00001.safetensors", ReadOnly: true},
 		{Src: filepath.Join(b, "page15-00001.safetensors"), Dst: "/model/page15//page15-00001.safetensors", ReadOnly: true},

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -24,15 +24,15 @@ const MountRefused = "MountRefused"
 // Mounts marked Host are left as they are. It returns the mounts with each
 // checked source replaced by its resolved path, so Docker binds what was
 // checked rather than resolving the links again.
-func CheckMountSources(node string, mounts []config.Mount, roots, shared []string) ([]config.Mount, error) {
+func CheckMountSources(node string, mounts []contract.Mount, roots, shared []string) ([]contract.Mount, error) {
 	rroots, rshared := resolveAll(roots), resolveAll(shared)
-	out := make([]config.Mount, 0, len(mounts))
+	out := make([]contract.Mount, 0, len(mounts))
 	for _, m := range mounts {
 		if m.Host {
 			out = append(out, m)
 			continue
 		}
-		refuse := func(format string, args ...any) ([]config.Mount, error) {
+		refuse := func(format string, args ...any) ([]contract.Mount, error) {
 			msg := fmt.Sprintf(format, args...)
 			return nil, fault.Permanent(MountRefused, fmt.Errorf("node %s: mount %s -> %s: %s (node roots %v, shared roots %v): move the source beneath a root, or mark the mount host = true if it is a host path on purpose", node, m.Src, m.Dst, msg, roots, shared))
 		}

@@ -9,7 +9,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/serve"
 )
@@ -45,27 +45,27 @@ func TestCheckMountSources(t *testing.T) {
 	roots, shared := []string{m.root}, []string{m.nas}
 	for _, c := range []struct {
 		name    string
-		mount   config.Mount
+		mount   contract.Mount
 		wantSrc string // "" = refused
 		says    string
 	}{
-		{"inside", config.Mount{Src: m.root + "/lane/hub", Dst: "/hub", ReadOnly: true}, m.root + "/lane/hub", ""},
-		{"the root itself", config.Mount{Src: m.root, Dst: "/srv"}, m.root, ""},
-		{"not yet created", config.Mount{Src: m.root + "/cache/new/dir", Dst: "/c"}, m.root + "/cache/new/dir", ""},
-		{"link staying inside", config.Mount{Src: m.root + "/alias", Dst: "/hub", ReadOnly: true}, m.root + "/lane/hub", ""},
-		{"shared read-only", config.Mount{Src: m.nas + "/hub/blob", Dst: "/b", ReadOnly: true}, m.nas + "/hub/blob", ""},
-		{"host path marked host", config.Mount{Src: m.host, Dst: "/etc2", ReadOnly: true, Host: true}, m.host, ""},
-		{"link out of the root", config.Mount{Src: m.root + "/ok", Dst: "/cfg", ReadOnly: true}, "", "resolves through a symlink to " + m.host},
-		{"beneath a link out", config.Mount{Src: m.root + "/ok/passwd", Dst: "/p", ReadOnly: true}, "", "resolves through a symlink to " + m.host + "/passwd"},
-		{"link into the shared root", config.Mount{Src: m.root + "/nasl", Dst: "/n", ReadOnly: true}, m.nas + "/hub", ""},
-		{"link into the shared root, read-write", config.Mount{Src: m.root + "/nasl", Dst: "/n"}, "", "set read_only = true"},
-		{"dangling link", config.Mount{Src: m.root + "/dangling/x", Dst: "/d"}, "", m.root + "/dangling is a dangling symlink"},
-		{"shared read-write", config.Mount{Src: m.nas + "/hub", Dst: "/hub"}, "", "set read_only = true"},
-		{"outside", config.Mount{Src: m.host, Dst: "/etc2", ReadOnly: true}, "", "outside the node's roots and shared roots"},
-		{"dot-dot out", config.Mount{Src: m.root + "/../../../etc", Dst: "/etc2", ReadOnly: true}, "", "outside the node's roots"},
-		{"relative", config.Mount{Src: "lane/hub", Dst: "/hub"}, "", "not an absolute path"},
+		{"inside", contract.Mount{Src: m.root + "/lane/hub", Dst: "/hub", ReadOnly: true}, m.root + "/lane/hub", ""},
+		{"the root itself", contract.Mount{Src: m.root, Dst: "/srv"}, m.root, ""},
+		{"not yet created", contract.Mount{Src: m.root + "/cache/new/dir", Dst: "/c"}, m.root + "/cache/new/dir", ""},
+		{"link staying inside", contract.Mount{Src: m.root + "/alias", Dst: "/hub", ReadOnly: true}, m.root + "/lane/hub", ""},
+		{"shared read-only", contract.Mount{Src: m.nas + "/hub/blob", Dst: "/b", ReadOnly: true}, m.nas + "/hub/blob", ""},
+		{"host path marked host", contract.Mount{Src: m.host, Dst: "/etc2", ReadOnly: true, Host: true}, m.host, ""},
+		{"link out of the root", contract.Mount{Src: m.root + "/ok", Dst: "/cfg", ReadOnly: true}, "", "resolves through a symlink to " + m.host},
+		{"beneath a link out", contract.Mount{Src: m.root + "/ok/passwd", Dst: "/p", ReadOnly: true}, "", "resolves through a symlink to " + m.host + "/passwd"},
+		{"link into the shared root", contract.Mount{Src: m.root + "/nasl", Dst: "/n", ReadOnly: true}, m.nas + "/hub", ""},
+		{"link into the shared root, read-write", contract.Mount{Src: m.root + "/nasl", Dst: "/n"}, "", "set read_only = true"},
+		{"dangling link", contract.Mount{Src: m.root + "/dangling/x", Dst: "/d"}, "", m.root + "/dangling is a dangling symlink"},
+		{"shared read-write", contract.Mount{Src: m.nas + "/hub", Dst: "/hub"}, "", "set read_only = true"},
+		{"outside", contract.Mount{Src: m.host, Dst: "/etc2", ReadOnly: true}, "", "outside the node's roots and shared roots"},
+		{"dot-dot out", contract.Mount{Src: m.root + "/../../../etc", Dst: "/etc2", ReadOnly: true}, "", "outside the node's roots"},
+		{"relative", contract.Mount{Src: "lane/hub", Dst: "/hub"}, "", "not an absolute path"},
 	} {
-		got, err := serve.CheckMountSources("n7", []config.Mount{c.mount}, roots, shared)
+		got, err := serve.CheckMountSources("n7", []contract.Mount{c.mount}, roots, shared)
 		if c.wantSrc != "" {
 			if err != nil || len(got) != 1 || got[0].Src != c.wantSrc || got[0].Dst != c.mount.Dst || got[0].ReadOnly != c.mount.ReadOnly {
 				t.Errorf("%s: got %+v, %v; want source %s", c.name, got, err, c.wantSrc)
@@ -83,7 +83,7 @@ func TestCheckMountSources(t *testing.T) {
 		}
 	}
 	// No roots at all: nothing but host mounts.
-	if _, err := serve.CheckMountSources("n7", []config.Mount{{Src: m.root, Dst: "/srv"}}, nil, nil); err == nil {
+	if _, err := serve.CheckMountSources("n7", []contract.Mount{{Src: m.root, Dst: "/srv"}}, nil, nil); err == nil {
 		t.Errorf("a node without roots may bind %s", m.root)
 	}
 }
@@ -97,7 +97,7 @@ func TestStartRankRefusesMountOutsideRoots(t *testing.T) {
 
 	bad := spec(lane, "serve-n7", 0, "h", img, "write:/cfg/planted", "exit:0")
 	bad.Roots, bad.SharedRoots = []string{m.root}, []string{m.nas}
-	bad.Mounts = []config.Mount{
+	bad.Mounts = []contract.Mount{
 		{Src: m.root + "/lane/hub", Dst: "/hub", ReadOnly: true},
 		{Src: m.root + "/ok", Dst: "/cfg"}, // /srv/sparklane/ok -> /etc
 	}
@@ -118,7 +118,7 @@ func TestStartRankRefusesMountOutsideRoots(t *testing.T) {
 	// The same host directory, declared a host path, is bound.
 	ok := spec(lane, "serve-n7", 1, "h", img, "write:/cfg/probe", "exit:0")
 	ok.Roots, ok.SharedRoots = []string{m.root}, []string{m.nas}
-	ok.Mounts = []config.Mount{
+	ok.Mounts = []contract.Mount{
 		{Src: m.root + "/alias", Dst: "/hub", ReadOnly: true},
 		{Src: m.host, Dst: "/cfg", Host: true},
 	}

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/sparserows"
 )
@@ -27,7 +27,7 @@ const RowsMismatch = "RowsMismatch"
 // as the runtime does: every layer's staged rows must be exactly the
 // rank's tile (sparserows.Tile) of that total, and the recipe's rows, when
 // given, must be the staged total of every layer.
-func RowsEnv(node, dir string, rf config.RowsFrom) (string, error) {
+func RowsEnv(node, dir string, rf contract.RowsFrom) (string, error) {
 	bad := func(format string, a ...any) error {
 		return fault.Permanent(RowsMismatch, fmt.Errorf("node %s: %s for %s: %s", node, rf.Env, dir, fmt.Sprintf(format, a...)))
 	}

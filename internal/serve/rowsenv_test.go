@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/safetensors"
 	"github.com/sparklane/sparklane/internal/serve"
@@ -79,7 +79,7 @@ func TestRowsEnvFromStagedManifest(t *testing.T) {
 	if _, err := sparserows.Stage(context.Background(), spec, staging.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	rf := config.RowsFrom{Env: "SPARK_ENGRAM_ROWS", Dst: "/nvme/aiden16/engram", Format: sparserows.FormatSparseCopy, Layers: []int{0, 1}, Rank: rank, TP: tp}
+	rf := contract.RowsFrom{Env: "SPARK_ENGRAM_ROWS", Dst: "/nvme/aiden16/engram", Format: sparserows.FormatSparseCopy, Layers: []int{0, 1}, Rank: rank, TP: tp}
 	v, err := serve.RowsEnv("dgx2", dst, rf)
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/staging"
 	"golang.org/x/sys/unix"
@@ -114,7 +114,7 @@ type RankSpec struct {
 	// LabelSecretEnv; their values are masked in the logs read back).
 	SecretEnv []string `json:"secret_env,omitempty"`
 	// Mounts have node-local sources (fs_root already applied).
-	Mounts []config.Mount `json:"mounts,omitempty"`
+	Mounts []contract.Mount `json:"mounts,omitempty"`
 	// Roots and SharedRoots bound the mount sources (fs_root applied to
 	// Roots): a source outside them, lexically or through a symlink, is
 	// refused before any container exists unless its mount says Host.
@@ -135,12 +135,12 @@ type RankSpec struct {
 	// Container is the rendered container shape (network, IPC, shm,
 	// ulimits, devices, user, security options); its zero value is the
 	// shape plans rendered before it existed had: host network and IPC.
-	Container config.ContainerSpec `json:"container"`
+	Container contract.ContainerSpec `json:"container"`
 	// PreExec runs in the container before Argv: copies (a mod's
 	// directory) go in between create and start, shell commands run
 	// first and the serve command is exec'd after them, so the engine is
 	// still the container's main process.
-	PreExec []config.PreExec `json:"pre_exec,omitempty"`
+	PreExec []contract.PreExec `json:"pre_exec,omitempty"`
 }
 
 // RankStarted says which container serves the rank and whether this call
@@ -152,9 +152,9 @@ type RankStarted struct {
 }
 
 // ContainerName is the deterministic name of a lane's rank container,
-// sparklane-LANE-rRANK: config.ContainerName, the one place names are made
+// sparklane-LANE-rRANK: contract.ContainerName, the one place names are made
 // (lane names are validated there, so they are valid Docker names).
-func ContainerName(lane string, rank int) string { return config.ContainerName(lane, rank) }
+func ContainerName(lane string, rank int) string { return contract.ContainerName(lane, rank) }
 
 // StartRank starts one rank's container, looking before it creates: an
 // existing container of that name with the same recipe hash that is running
@@ -275,7 +275,7 @@ func checkSources(spec RankSpec, name string) error {
 // createSource makes a create = true mount source beneath the node's
 // roots (never through a link out of them) and gives the directories it
 // made to spec.CreateOwner.
-func createSource(spec RankSpec, m config.Mount) error {
+func createSource(spec RankSpec, m contract.Mount) error {
 	uid, gid := -1, -1
 	if o := spec.CreateOwner; o != "" {
 		u, g, hasG := strings.Cut(o, ":")

@@ -23,7 +23,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/serve"
 )
@@ -183,7 +183,7 @@ func waitExited(t *testing.T, d *client.Client, lane string, n int) []serve.Rank
 
 func TestContainerName(t *testing.T) {
 	for _, lane := range []string{"mia", "qwen3.5_fp8", "demo-2x"} {
-		if got, want := serve.ContainerName(lane, 1), config.ContainerName(lane, 1); got != want || got != "sparklane-"+lane+"-r1" {
+		if got, want := serve.ContainerName(lane, 1), contract.ContainerName(lane, 1); got != want || got != "sparklane-"+lane+"-r1" {
 			t.Errorf("ContainerName(%q, 1) = %q, want %q (config's)", lane, got, want)
 		}
 	}
@@ -330,9 +330,9 @@ func TestBindsReadOnlyAndMissingSource(t *testing.T) {
 	}
 
 	r0 := spec(lane, "serve-n1", 0, "h", img, "write:/weights/probe", "exit:0")
-	r0.Mounts, r0.Roots = []config.Mount{{Src: ro, Dst: "/weights", ReadOnly: true}}, []string{root}
+	r0.Mounts, r0.Roots = []contract.Mount{{Src: ro, Dst: "/weights", ReadOnly: true}}, []string{root}
 	r1 := spec(lane, "serve-n1", 1, "h", img, "write:/cache/probe", "exit:0")
-	r1.Mounts, r1.Roots = []config.Mount{{Src: rw, Dst: "/cache"}}, []string{root}
+	r1.Mounts, r1.Roots = []contract.Mount{{Src: rw, Dst: "/cache"}}, []string{root}
 	for _, s := range []serve.RankSpec{r0, r1} {
 		if _, err := serve.StartRank(ctx, d, s); err != nil {
 			t.Fatalf("StartRank rank %d: %v", s.Rank, err)
@@ -354,7 +354,7 @@ func TestBindsReadOnlyAndMissingSource(t *testing.T) {
 
 	missing := filepath.Join(root, "staged", "not-yet")
 	bad := spec(lane, "serve-n1", 2, "h", img, "sleep")
-	bad.Mounts, bad.Roots = []config.Mount{{Src: missing, Dst: "/models", ReadOnly: true}}, []string{root}
+	bad.Mounts, bad.Roots = []contract.Mount{{Src: missing, Dst: "/models", ReadOnly: true}}, []string{root}
 	_, err := serve.StartRank(ctx, d, bad)
 	if typ, _ := fault.TypeOf(err); typ != fault.SourceMissing || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "/models") {
 		t.Errorf("StartRank with a missing bind source: %v, want SourceMissing naming %s and /models", err, missing)

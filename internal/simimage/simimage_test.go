@@ -20,7 +20,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/sim/simtest"
@@ -187,7 +187,7 @@ func TestTwoContainersJoinAndServe(t *testing.T) {
 	if res.Model != "org/sim" {
 		t.Errorf("model %q", res.Model)
 	}
-	sr, err := probe.Smoke(ctx, base, "", []config.Smoke{{Prompt: "What is 127*89?", Expect: "11303"}})
+	sr, err := probe.Smoke(ctx, base, "", []contract.Smoke{{Prompt: "What is 127*89?", Expect: "11303"}})
 	if err != nil || len(sr) != 1 || !sr[0].OK {
 		t.Fatalf("smoke: %+v %v", sr, err)
 	}

@@ -1,8 +1,10 @@
-package config
+package lane
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/sparklane/sparklane/internal/config"
 )
 
 // [env_from] names where a secret lives; the recipe loads it, and every
@@ -35,25 +37,25 @@ API_KEY = "env:X"
 TOKEN = "hf_pastedSecretValue"
 REL = "file:etc/token"
 `)
-	cfg, err := Load(cfgPath)
+	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := LoadRecipe(good)
+	g, err := config.LoadRecipe(good)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if g.EnvFrom["HF_TOKEN"] != "file:/etc/sparklane/hf_token" || g.EnvFrom["API_KEY"] != "env:SPARKLANE_API_KEY" {
 		t.Errorf("env_from loaded as %v", g.EnvFrom)
 	}
-	b, err := LoadRecipe(bad)
+	b, err := config.LoadRecipe(bad)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Validate(cfg, []*Recipe{g}); err != nil {
+	if err := Validate(cfg, []*config.Recipe{g}); err != nil {
 		t.Errorf("good recipe: %v", err)
 	}
-	err = Validate(cfg, []*Recipe{b})
+	err = Validate(cfg, []*config.Recipe{b})
 	if err == nil {
 		t.Fatal("bad env_from accepted")
 	}
@@ -89,11 +91,11 @@ WANDB_API_KEY = "literal-value-1234"
 [env_from]
 HF_TOKEN = "env:HF_TOKEN"
 `)
-	cfg, err := Load(cfgPath)
+	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := LoadRecipe(path)
+	r, err := config.LoadRecipe(path)
 	if err != nil {
 		t.Fatal(err)
 	}

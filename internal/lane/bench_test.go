@@ -1,8 +1,10 @@
-package config
+package lane
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/sparklane/sparklane/internal/config"
 )
 
 // TestBenchSeedAndModeDefaults: every bench is reproducible by default
@@ -11,7 +13,7 @@ import (
 func TestBenchSeedAndModeDefaults(t *testing.T) {
 	dir := t.TempDir()
 	plain := writeFile(t, dir, "plain.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\n")
-	r, err := LoadRecipe(plain)
+	r, err := config.LoadRecipe(plain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,18 +21,18 @@ func TestBenchSeedAndModeDefaults(t *testing.T) {
 		t.Errorf("defaults: seed %v mode %q, want 42 and standard", r.Bench.Seed, r.Bench.Mode)
 	}
 	own := writeFile(t, dir, "own.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\n[bench]\nseed = 0\nmode = \"hardmode\"\nharness = \"tool-eval-bench\"\n")
-	if r, err = LoadRecipe(own); err != nil {
+	if r, err = config.LoadRecipe(own); err != nil {
 		t.Fatal(err)
 	}
 	if r.Bench.Seed == nil || *r.Bench.Seed != 0 || r.Bench.Mode != "hardmode" || r.Bench.Harness != "tool-eval-bench" {
 		t.Errorf("recipe's own: seed %v mode %q harness %q", r.Bench.Seed, r.Bench.Mode, r.Bench.Harness)
 	}
-	if errs := CheckFiles([]string{own}); len(errs) != 0 {
+	if errs := checkFiles([]string{own}); len(errs) != 0 {
 		t.Errorf("a valid [bench] refused: %v", errs)
 	}
 	bad := writeFile(t, dir, "bad.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\n[bench]\nmode = \"hard\"\n")
 	typo := writeFile(t, dir, "typo.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\n[bench]\nsede = 1\n")
-	got := errText(CheckFiles([]string{bad, typo}))
+	got := errText(checkFiles([]string{bad, typo}))
 	for _, w := range []string{bad + `: bench.mode: unknown mode "hard": use one of standard, hardmode, short`, typo + ": unknown key bench.sede"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("missing %q in:\n%s", w, got)

@@ -25,7 +25,8 @@ commit SPARKRUN_COMMIT, read from its source, for the recipes below:
   /dev/infiniband), executor_config.user; primitives.build_volumes binds
   the HF cache home at /cache/huggingface.
 
-Run from internal/config: python3 testdata/parity/derive.py
+Run from internal/lane: python3 testdata/parity/derive.py (the recipes
+are read from the registry clone in ../config/testdata/registry)
 """
 import json
 import re
@@ -65,7 +66,7 @@ def render(cmd, defaults, model):
 
 def main():
     for name, rel in CASES.items():
-        with open("testdata/registry/" + rel) as f:
+        with open("../config/testdata/registry/" + rel) as f:
             r = yaml.safe_load(f)
         d = r.get("defaults") or {}
         tp = int(d.get("tensor_parallel", 1) or 1)

@@ -1,4 +1,4 @@
-package config
+package lane
 
 import (
 	"encoding/json"
@@ -6,8 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sparklane/sparklane/internal/config"
 )
 
 // parityFixture is what sparkrun produces for one registry recipe, written
@@ -71,7 +74,7 @@ func TestSparkrunParity(t *testing.T) {
 			if fx.SparkrunCommit == "" || fx.RegistryCommit == "" {
 				t.Fatalf("%s: fixture does not say which commits it came from", f)
 			}
-			r, err := LoadRecipe(filepath.Join(registryDir, fx.Recipe))
+			r, err := config.LoadRecipe(filepath.Join(registryDir, fx.Recipe))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,7 +99,7 @@ func TestSparkrunParity(t *testing.T) {
 					}
 				}
 				for k := range np.Env {
-					if _, ok := want.Env[k]; !ok && !in(sparklaneOnlyEnv, k) && !in(CommEnvKeys, k) {
+					if _, ok := want.Env[k]; !ok && !slices.Contains(sparklaneOnlyEnv, k) && !slices.Contains(CommEnvKeys, k) {
 						t.Errorf("rank %d env %s=%s is not sparkrun's", i, k, np.Env[k])
 					}
 				}

@@ -1,4 +1,4 @@
-package config
+package contract
 
 import (
 	"encoding/json"

@@ -1,10 +1,11 @@
-package config_test
+package lane_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/lane"
 )
 
 func fleet14() *config.Config {
@@ -20,7 +21,7 @@ func recipe14() *config.Recipe {
 
 func wantRenderErr(t *testing.T, r *config.Recipe, parts ...string) {
 	t.Helper()
-	_, err := config.Render(fleet14(), r, nil)
+	_, err := lane.Render(fleet14(), r, nil)
 	if err == nil {
 		t.Fatalf("rendered, want an error naming %v", parts)
 	}
@@ -36,7 +37,7 @@ func wantRenderErr(t *testing.T, r *config.Recipe, parts ...string) {
 func TestCreateMountRender(t *testing.T) {
 	r := recipe14()
 	r.Mounts = []config.Mount{{Src: "/mnt/nvme/sparklane/cache/{lane}/triton", Dst: "/root/.cache/sglang/triton", Create: true}}
-	p, err := config.Render(fleet14(), r, nil)
+	p, err := lane.Render(fleet14(), r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,14 +62,14 @@ func TestRecipeMountOverSkippedExportFile(t *testing.T) {
 	r := recipe14()
 	r.Staging = []config.Staging{{Kind: "hub-mirror", ID: "weights", Src: "/mnt/nas/hub", Dst: "/mnt/nvme/sparklane/hub-mirror",
 		Repos: []string{"org/m"}, Skip: []string{"page15/**"}, Exports: []config.Export{{Repo: "org/m", Mount: "/model"}}}}
-	if _, err := config.Render(fleet14(), r, nil); err != nil {
+	if _, err := lane.Render(fleet14(), r, nil); err != nil {
 		t.Fatalf("without the hand-written mount: %v", err)
 	}
 	r.Mounts = []config.Mount{{Src: "/mnt/nas/hub/models--org--m/snapshots/abc/page15/page15-00001.safetensors", Dst: "/model/page15/page15-00001.safetensors", ReadOnly: true}}
 	wantRenderErr(t, r, "mounts[0].dst", "/model/page15/page15-00001.safetensors", "staging[0]", `"page15/**"`, "remove this [[mounts]] entry")
 	// A mount beside the export, not under a skip glob, is fine.
 	r.Mounts[0].Dst = "/model-extra/page15-00001.safetensors"
-	if _, err := config.Render(fleet14(), r, nil); err != nil {
+	if _, err := lane.Render(fleet14(), r, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -83,17 +84,17 @@ func TestRowsEnvAndRecordBytesKeys(t *testing.T) {
 		{Kind: "hub-mirror", ID: "w", Src: "/mnt/nas/hub", Dst: "/mnt/nvme/sparklane/hub-mirror", Repos: []string{"org/m"}, RecordBytes: 264},
 		{Kind: "sparse-rows", ID: "p", Src: "/mnt/nas/hub/x", Dst: "/var/lib/sparklane/p", Format: "packed", Tensors: []string{"t.{L}"}, Layers: []int{0}, RowsEnv: "ROWS_P", RecordBytes: -1},
 	}
-	err := config.Validate(cfg, []*config.Recipe{r})
+	err := lane.Validate(cfg, []*config.Recipe{r})
 	for _, p := range []string{"staging[0]", "record_bytes belong to sparse-rows", "staging[1].rows", "ROWS_P", "staging[1].record_bytes"} {
 		if err == nil || !strings.Contains(err.Error(), p) {
 			t.Fatalf("validate: %v, want it to name %q", err, p)
 		}
 	}
 	r.Staging = []config.Staging{{Kind: "sparse-rows", ID: "e", Src: "/mnt/nas/hub/x", Dst: "/mnt/nvme/sparklane/e", Format: "sparse-copy", Tensors: []string{"t.{L}"}, Layers: []int{0, 1}, Mount: "/engram", EnvVar: "SPARK_ENGRAM_DIR", RowsEnv: "SPARK_ENGRAM_ROWS", RecordBytes: 264}}
-	if err := config.Validate(cfg, []*config.Recipe{r}); err != nil {
+	if err := lane.Validate(cfg, []*config.Recipe{r}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := config.Render(cfg, r, nil)
+	p, err := lane.Render(cfg, r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package config
+package lane
 
 import (
 	"flag"
@@ -8,21 +8,24 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
 // exampleFleet loads recipes/sparklane.example.toml and the shipped lanes.
-func exampleFleet(t *testing.T) (*Config, []*Recipe) {
+func exampleFleet(t *testing.T) (*config.Config, []*config.Recipe) {
 	t.Helper()
 	// Written for the repo root (recipes_dir = "recipes"): loaded where it
 	// lies, the environment points it at recipes/.
 	t.Setenv("SPARKLANE_RECIPES_DIR", shippedRecipesDir(t))
-	cfg, err := Load(filepath.Join(shippedRecipesDir(t), "sparklane.example.toml"))
+	cfg, err := config.Load(filepath.Join(shippedRecipesDir(t), "sparklane.example.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := LoadRecipes(cfg.RecipesDir)
+	rs, err := config.LoadRecipes(cfg.RecipesDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +34,7 @@ func exampleFleet(t *testing.T) (*Config, []*Recipe) {
 
 // goldenText prints one rank of a plan the way an operator reads it; paths
 // are made relative to the repo so goldens do not depend on the checkout.
-func goldenText(root string, p *LanePlan, np NodePlan) string {
+func goldenText(root string, p *contract.LanePlan, np contract.NodePlan) string {
 	var b strings.Builder
 	rel := func(s string) string { return strings.ReplaceAll(s, root+string(filepath.Separator), "") }
 	fmt.Fprintf(&b, "lane: %s\ncluster: %s\nruntime: %s\nmodel: %s\ntp: %d\napi_port: %d\nhead_addr: %s\n",
@@ -82,7 +85,7 @@ func checkGolden(t *testing.T, name, got string) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("golden %s: %v (run go test ./internal/config -run Golden -update to create it)", path, err)
+		t.Fatalf("golden %s: %v (run go test ./internal/lane -run Golden -update to create it)", path, err)
 	}
 	if string(want) != got {
 		t.Errorf("render differs from %s (rerun with -update if intended):\n--- got\n%s\n--- want\n%s", path, got, want)
@@ -115,7 +118,7 @@ func TestRenderGoldenShippedLanes(t *testing.T) {
 
 func TestRenderMiaEnvAndFlags(t *testing.T) {
 	cfg, rs := exampleFleet(t)
-	r, err := Resolve(rs, "mia")
+	r, err := config.Resolve(rs, "mia")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +152,7 @@ func TestRenderMiaEnvAndFlags(t *testing.T) {
 		if np.ContainerName != fmt.Sprintf("sparklane-dsv41-flash-4x-mia-r%d", i) || !np.GPUs {
 			t.Errorf("rank %d container %s gpus %v", i, np.ContainerName, np.GPUs)
 		}
-		var state *Mount
+		var state *contract.Mount
 		for j := range np.Mounts {
 			if np.Mounts[j].Dst == "/state" {
 				state = &np.Mounts[j]
@@ -166,7 +169,7 @@ func TestRenderMiaEnvAndFlags(t *testing.T) {
 
 func TestRenderHubMirrorAndExports(t *testing.T) {
 	cfg, rs := exampleFleet(t)
-	exl3, err := Resolve(rs, "exl3")
+	exl3, err := config.Resolve(rs, "exl3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,11 +178,11 @@ func TestRenderHubMirrorAndExports(t *testing.T) {
 		t.Fatal(err)
 	}
 	np := plan.Nodes[1]
-	mounts := map[string]Mount{}
+	mounts := map[string]contract.Mount{}
 	for _, m := range np.Mounts {
 		mounts[m.Dst] = m
 	}
-	blk := exl3.Staging[0]
+	blk := Wire(exl3).Staging[0]
 	for dst, src := range map[string]string{
 		"/model":                       blk.ExportPath(blk.Exports[0]),
 		"/draft-exl3":                  blk.ExportPath(blk.Exports[1]),
@@ -204,7 +207,7 @@ func TestRenderHubMirrorAndExports(t *testing.T) {
 	}
 
 	// mopd binds {hf_cache_dir}: that bind becomes the staged mirror.
-	mopd, err := Resolve(rs, "mopd")
+	mopd, err := config.Resolve(rs, "mopd")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +220,7 @@ func TestRenderHubMirrorAndExports(t *testing.T) {
 			t.Errorf("mopd still binds the NAS hub cache: %+v", m)
 		}
 	}
-	if plan.Nodes[0].Mounts[0] != (Mount{Src: "/mnt/nvme/sparklane/hub-mirror/hub", Dst: "/root/.cache/huggingface/hub", ReadOnly: true}) {
+	if plan.Nodes[0].Mounts[0] != (contract.Mount{Src: "/mnt/nvme/sparklane/hub-mirror/hub", Dst: "/root/.cache/huggingface/hub", ReadOnly: true}) {
 		t.Errorf("mopd hub bind: %+v", plan.Nodes[0].Mounts[0])
 	}
 }
@@ -227,7 +230,7 @@ func TestRenderHubMirrorAndExports(t *testing.T) {
 func TestRenderVLLMFixtureMultiNode(t *testing.T) {
 	cfg, _ := exampleFleet(t)
 	root := repoRoot(t)
-	r, err := LoadRecipe(filepath.Join(fixturesDir(t), "minimax-m2.7-awq4-vllm.yaml"))
+	r, err := config.LoadRecipe(filepath.Join(fixturesDir(t), "minimax-m2.7-awq4-vllm.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +259,7 @@ func TestRenderVLLMFixtureMultiNode(t *testing.T) {
 	}
 	// A single-node sparkrun recipe on a two-node cluster runs on its
 	// head alone, and the plan says so.
-	one, err := LoadRecipe(filepath.Join(fixturesDir(t), "qwen3-vl-embedding-8b-vllm.yaml"))
+	one, err := config.LoadRecipe(filepath.Join(fixturesDir(t), "qwen3-vl-embedding-8b-vllm.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,11 +275,11 @@ func TestRenderVLLMFixtureMultiNode(t *testing.T) {
 
 func TestRenderQuotedFixtureArgs(t *testing.T) {
 	cfg, _ := exampleFleet(t)
-	r, err := LoadRecipe(filepath.Join(fixturesDir(t), "qwen3.6-27b-fp8-mtp-vllm.yaml"))
+	r, err := config.LoadRecipe(filepath.Join(fixturesDir(t), "qwen3.6-27b-fp8-mtp-vllm.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Clusters = append(cfg.Clusters, Cluster{Name: "solo", Nodes: []string{"dgx5"}})
+	cfg.Clusters = append(cfg.Clusters, config.Cluster{Name: "solo", Nodes: []string{"dgx5"}})
 	r.Cluster = "solo"
 	plan, err := Render(cfg, r, nil)
 	if err != nil {
@@ -295,16 +298,16 @@ func TestRenderQuotedFixtureArgs(t *testing.T) {
 	if argv[0] != "vllm" || argv[2] != "Qwen/Qwen3.6-27B-FP8" || strings.Contains(plan.Nodes[0].Command, "--nnodes") {
 		t.Fatalf("single-node argv: %q", argv)
 	}
-	back, err := SplitArgs(plan.Nodes[0].Command)
+	back, err := contract.SplitArgs(plan.Nodes[0].Command)
 	if err != nil || strings.Join(back, "\x00") != strings.Join(argv, "\x00") {
 		t.Fatalf("Command does not split back into Argv: %q vs %q (%v)", back, argv, err)
 	}
 }
 
-func simFleet(t *testing.T) *Config {
+func simFleet(t *testing.T) *config.Config {
 	t.Helper()
 	p := writeFile(t, t.TempDir(), "sparklane.toml", goodConfig)
-	cfg, err := Load(p)
+	cfg, err := config.Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,11 +316,11 @@ func simFleet(t *testing.T) *Config {
 
 func TestRenderSubstitution(t *testing.T) {
 	cfg := simFleet(t)
-	r := &Recipe{File: "lane.toml", Name: "demo", Cluster: "pair", Runtime: "sim", Image: "sim:{tag}", Model: "org/m",
+	r := &config.Recipe{File: "lane.toml", Name: "demo", Cluster: "pair", Runtime: "sim", Image: "sim:{tag}", Model: "org/m",
 		Command:  "engine-sim --model {model_path} --listen {listen} --rank {node_rank}",
 		Defaults: map[string]any{"tag": "v1", "listen": "{host}:{port}", "host": "0.0.0.0", "port": int64(9000), "dist_port": int64(31000)},
 		Env:      map[string]string{"WHO": "{node}@{lane}", "EP_SIZE": "2"},
-		Mounts:   []Mount{{Src: "/nvme/{lane}/cache", Dst: "/cache"}},
+		Mounts:   []config.Mount{{Src: "/nvme/{lane}/cache", Dst: "/cache"}},
 	}
 	plan, err := Render(cfg, r, map[string]string{"host": "127.0.0.1", "unused_key": "1"})
 	if err != nil {
@@ -358,59 +361,29 @@ func TestRenderSubstitution(t *testing.T) {
 		t.Errorf("override of node_rank: %v", err)
 	}
 	// Two binds at one container path.
-	r.Mounts = append(r.Mounts, Mount{Src: "/nvme/other", Dst: "/cache/"})
+	r.Mounts = append(r.Mounts, config.Mount{Src: "/nvme/other", Dst: "/cache/"})
 	if _, err := Render(cfg, r, map[string]string{"typo_key": "1"}); err == nil || !strings.Contains(err.Error(), "lane.toml: mounts: two binds land at /cache") {
 		t.Errorf("duplicate mount dst: %v", err)
 	}
 	r.Mounts = r.Mounts[:1]
 	// The hash follows the overrides.
-	h1, _ := RecipeHash(r, nil)
-	h2, _ := RecipeHash(r, map[string]string{"typo_key": "1"})
+	w := Wire(r)
+	h1, _ := RecipeHash(&w, nil)
+	h2, _ := RecipeHash(&w, map[string]string{"typo_key": "1"})
 	r2 := *r
 	r2.File = "/elsewhere/lane.toml"
-	h3, _ := RecipeHash(&r2, nil)
+	w2 := Wire(&r2)
+	h3, _ := RecipeHash(&w2, nil)
 	if h1 == h2 || h1 != h3 || len(h1) != 64 {
 		t.Errorf("hashes: %s %s %s", h1, h2, h3)
-	}
-}
-
-func TestSplitArgs(t *testing.T) {
-	got, err := SplitArgs("a \\\n  --b 'c d' \"e \\\"f\\\" $g\" h\\ i 'j'\"k\"\n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"a", "--b", "c d", `e "f" $g`, "h i", "jk"}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("SplitArgs = %q, want %q", got, want)
-	}
-	for _, bad := range []string{"a 'b", `a "b`, `a \`} {
-		if _, err := SplitArgs(bad); err == nil {
-			t.Errorf("SplitArgs(%q) accepted", bad)
-		}
-	}
-	if JoinArgs([]string{"x", "a b", "it's", "--k=v"}) != `x 'a b' it\'s --k=v` {
-		t.Errorf("JoinArgs: %s", JoinArgs([]string{"x", "a b", "it's", "--k=v"}))
-	}
-}
-
-// JoinArgs prints what SplitArgs reads back as the same argv, whatever the
-// arguments hold.
-func TestJoinArgsRoundTrips(t *testing.T) {
-	argv := []string{"serve", "", "a b", "it's", `"q"`, "$(rm -rf /)", "`x`", "a\nb", "\\", "--k=v w", "{model}", "*", "~x", "tab\there", "ünï cödé"}
-	back, err := SplitArgs(JoinArgs(argv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(back, "\x00") != strings.Join(argv, "\x00") {
-		t.Fatalf("round trip:\n got %q\nwant %q\n via %s", back, argv, JoinArgs(argv))
 	}
 }
 
 // Words first, placeholders second: a value is one argument, so an -o
 // value cannot add a flag and a path with a space is not split.
 func TestRenderValuesStayOneArgument(t *testing.T) {
-	cfg := &Config{File: "fleet.toml", Nodes: []Node{{Name: "a"}}, Clusters: []Cluster{{Name: "one", Nodes: []string{"a"}}}}
-	r := &Recipe{File: "lane.toml", Name: "lane", Cluster: "one", Runtime: "sim", Image: "img",
+	cfg := &config.Config{File: "fleet.toml", Nodes: []config.Node{{Name: "a"}}, Clusters: []config.Cluster{{Name: "one", Nodes: []string{"a"}}}}
+	r := &config.Recipe{File: "lane.toml", Name: "lane", Cluster: "one", Runtime: "sim", Image: "img",
 		Model:    "/models/my model",
 		Command:  "serve {model} --served-model-name {served} --name '{label}' --x=\"{label}\" {extra_args}",
 		Defaults: map[string]any{"served": "m", "label": "it's a \"test\"", "extra_args": ""}}
@@ -423,7 +396,7 @@ func TestRenderValuesStayOneArgument(t *testing.T) {
 	if strings.Join(argv, "|") != strings.Join(want, "|") {
 		t.Fatalf("argv %q\nwant %q", argv, want)
 	}
-	back, err := SplitArgs(plan.Nodes[0].Command)
+	back, err := contract.SplitArgs(plan.Nodes[0].Command)
 	if err != nil || strings.Join(back, "|") != strings.Join(argv, "|") {
 		t.Fatalf("displayed command %s does not split back to argv: %q %v", plan.Nodes[0].Command, back, err)
 	}

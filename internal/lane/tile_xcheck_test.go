@@ -1,4 +1,4 @@
-package config_test
+package lane_test
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/sparserows"
 )
 
@@ -23,7 +25,7 @@ func TestRowsEnvMatchesSparserowsTile(t *testing.T) {
 			Staging: []config.Staging{{Kind: "sparse-rows", Src: "/nas/x", Dst: "/nvme/x", Format: "packed",
 				Tensors: []string{"t"}, Layers: []int{0}, Mount: "/engram", EnvVar: "SPARK_ENGRAM_DIR",
 				RowsEnv: "SPARK_ENGRAM_ROWS", Rows: rows}}}
-		plan, err := config.Render(cfg, r, nil)
+		plan, err := lane.Render(cfg, r, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +36,7 @@ func TestRowsEnvMatchesSparserowsTile(t *testing.T) {
 			if np.Env["SPARK_ENGRAM_ROWS"] != strconv.FormatInt(rows, 10) || np.Env["SPARK_ENGRAM_DIR"] != "/engram" {
 				t.Errorf("rows %d rank %d: env %v, want the total %d", rows, rank, np.Env, rows)
 			}
-			want := config.RowsFrom{Env: "SPARK_ENGRAM_ROWS", Dst: "/nvme/x", Format: "packed", Layers: []int{0}, Rows: rows, Rank: rank, TP: 3}
+			want := contract.RowsFrom{Env: "SPARK_ENGRAM_ROWS", Dst: "/nvme/x", Format: "packed", Layers: []int{0}, Rows: rows, Rank: rank, TP: 3}
 			if len(np.RowsFrom) != 1 || fmt.Sprint(np.RowsFrom[0]) != fmt.Sprint(want) {
 				t.Errorf("rows %d rank %d: rows_from %+v, want %+v", rows, rank, np.RowsFrom, want)
 			}

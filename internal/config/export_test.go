@@ -1,0 +1,9 @@
+package config
+
+// Seeds the fuzz targets (fuzz_test.go, package config_test: they render
+// through internal/lane, which imports config) share with this package's
+// tests.
+const (
+	GoodConfig   = goodConfig
+	HostileFleet = hostileFleet
+)

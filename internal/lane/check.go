@@ -1,0 +1,112 @@
+package lane
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/sparklane/sparklane/internal/config"
+)
+
+// Check backs `starter recipe check FILE...`: it loads every file and
+// returns every problem (each naming file and key), and notices: what is
+// allowed but worth a look before a cutover, such as every host = true
+// mount (a host path bound into the container on purpose). Recipes are
+// checked on their own and for pins that are not whole (PinErrors); when
+// a fleet config (sparklane*.toml) is among the files they are also
+// validated against it and rendered on their clusters (Validate).
+func Check(paths []string) (errs []error, notices []string) {
+	var cfg *config.Config
+	var recipes []*config.Recipe
+	for _, p := range paths {
+		if config.IsFleetConfigFile(p) {
+			c, err := config.Load(p)
+			if err != nil {
+				errs = append(errs, flatten(err)...)
+				continue
+			}
+			if cfg == nil {
+				cfg = c
+			}
+			continue
+		}
+		r, err := config.LoadRecipe(p)
+		if err != nil {
+			errs = append(errs, flatten(err)...)
+			continue
+		}
+		recipes = append(recipes, r)
+	}
+	for _, r := range recipes {
+		for i, m := range r.Mounts {
+			if m.Host {
+				notices = append(notices, fmt.Sprintf("%s: mounts[%d]: host mount %s -> %s (host = true: bound from the host, outside the node's roots)", r.File, i, m.Src, m.Dst))
+			}
+		}
+	}
+	for _, r := range recipes {
+		errs = append(errs, PinErrors(r)...)
+	}
+	return append(errs, flatten(Validate(cfg, recipes))...), notices
+}
+
+// IncompleteDigest is what recipe check says of a pin that is not whole:
+// the operator's log gives some digests only in part (mia's image
+// sha256:3dbc3130…, checkpoint fb2764a5), and a recipe that pads them with
+// zeros would pass every check and pin nothing.
+const IncompleteDigest = "complete this digest"
+
+var (
+	imageDigestRE = regexp.MustCompile(`@sha256:([^\s]*)$`)
+	snapshotRevRE = regexp.MustCompile(`/snapshots/([^/]+)`)
+	fullSHA256RE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	fullCommitRE  = regexp.MustCompile(`^[0-9a-f]{40}$`)
+)
+
+// PinErrors lists, for recipe check, every pin of r that is not whole: an
+// image digest that is not 64 hex digits (or is all zeros), and a model
+// revision (model_revision, [defaults] revision, a staging src's
+// snapshots/REV) that is not a 40-hex commit (or is all zeros), and a repo
+// id or model with "…" in it (the notes' own mark of a cut value). Each
+// error names the file, the key and how to find the full value.
+func PinErrors(r *config.Recipe) []error {
+	var errs []error
+	zero := func(s string) bool { return strings.Trim(s, "0") == "" }
+	if m := imageDigestRE.FindStringSubmatch(r.Image); m != nil {
+		h := strings.TrimRight(m[1], ".…")
+		switch {
+		case zero(h):
+			errs = append(errs, fileErr(r.File, "image", "digest sha256:%s is a zero placeholder: %s (docker image inspect --format '{{index .RepoDigests 0}}' on a node that runs the image)", m[1], IncompleteDigest))
+		case !fullSHA256RE.MatchString(h):
+			errs = append(errs, fileErr(r.File, "image", "digest sha256:%s has %d of 64 hex digits: %s (docker image inspect --format '{{index .RepoDigests 0}}' on a node that runs the image)", m[1], len(h), IncompleteDigest))
+		}
+	}
+	rev := func(key, v string) {
+		h := strings.TrimRight(v, ".…")
+		switch {
+		case h == "" || strings.ContainsAny(h, "{}"):
+		case zero(h):
+			errs = append(errs, fileErr(r.File, key, "revision %s is a zero placeholder: %s (the 40-hex commit in the repo's refs/main on the NAS)", v, IncompleteDigest))
+		case !fullCommitRE.MatchString(h):
+			errs = append(errs, fileErr(r.File, key, "revision %s has %d of 40 hex digits: %s (the 40-hex commit in the repo's refs/main on the NAS)", v, len(h), IncompleteDigest))
+		}
+	}
+	rev("model_revision", r.ModelRevision)
+	if v, ok := r.Defaults["revision"]; ok {
+		rev("defaults.revision", config.ValueString(v))
+	}
+	for i, st := range r.Staging {
+		if m := snapshotRevRE.FindStringSubmatch(st.Src); m != nil {
+			rev(fmt.Sprintf("staging[%d].src", i), m[1])
+		}
+		for j, repo := range st.Repos {
+			if strings.Contains(repo, "…") {
+				errs = append(errs, fileErr(r.File, fmt.Sprintf("staging[%d].repos[%d]", i, j), "repo id %q is not whole (\"…\" marks what the notes do not give): complete this: the org/name of the repo on the NAS (models--ORG--NAME), here and in the exports", repo))
+			}
+		}
+	}
+	if strings.Contains(r.Model, "…") {
+		errs = append(errs, fileErr(r.File, "model", "model %q is not whole: complete this (the hub id)", r.Model))
+	}
+	return errs
+}

@@ -1,0 +1,52 @@
+package lane
+
+import (
+	"fmt"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
+)
+
+// Request names a lane to resolve and says where it runs.
+type Request struct {
+	// Lane is the lane's name or one of its aliases.
+	Lane string
+	// Cluster, when set, is where the lane runs whatever its recipe says
+	// (starter --cluster); the caller has checked it names a cluster.
+	Cluster string
+	// Fallback is where a recipe that names no cluster runs when Cluster
+	// is empty: the control worker re-resolving a lane for a rollback
+	// renders a sparkrun recipe on the cluster it ran on. Empty, such a
+	// recipe runs on default_cluster.
+	Fallback string
+	// Overrides are -o key=value, winning over the recipe's [defaults].
+	Overrides map[string]string
+}
+
+// Resolve is the one way a lane becomes a run, for the starter and the
+// control worker alike: it finds req.Lane in set by name or alias (a
+// lane whose recipe is broken is reported with the recipe's error, not as
+// unknown), renders it on its cluster and returns the recipe as a run
+// carries it, on the cluster it was rendered on (so workflow IDs such as
+// cutover/CLUSTER name it), with its plan. set is loaded (and, by the
+// starter, validated) by the caller.
+func Resolve(cfg *config.Config, set *config.RecipeSet, req Request) (*contract.Recipe, *contract.LanePlan, error) {
+	r, err := config.Resolve(set.Recipes, req.Lane)
+	if err != nil {
+		if b := set.BrokenFor(req.Lane); b != nil {
+			return nil, nil, fmt.Errorf("lane %s: recipe %s is broken: %s", req.Lane, b.File, b.Error)
+		}
+		return nil, nil, err
+	}
+	cluster := req.Cluster
+	if cluster == "" && r.Cluster == "" {
+		cluster = req.Fallback
+	}
+	plan, err := RenderOn(cfg, r, cluster, req.Overrides)
+	if err != nil {
+		return nil, nil, err
+	}
+	w := Wire(r)
+	w.Cluster = plan.Cluster
+	return &w, plan, nil
+}
