@@ -12,25 +12,6 @@ import (
 	"github.com/sparklane/sparklane/internal/serve"
 )
 
-// DiskInput names the staged blocks the control side knows of for this
-// node (every lane's recipe that places the node); the node worker reads
-// its own disk, so a remote node is listed the same as a local one.
-type DiskInput struct {
-	Blocks []disk.Block `json:"blocks"`
-	// Prune, when set, removes blocks (DiskPrune only).
-	Prune *disk.PruneSpec `json:"prune,omitempty"`
-}
-
-// DiskResult is one node's roots and blocks, and the lanes running here
-// (whose blocks a prune never takes).
-type DiskResult struct {
-	Node    string      `json:"node"`
-	Roots   []disk.Root `json:"roots"`
-	Running []string    `json:"running,omitempty"`
-	// Prune is the prune's outcome (DiskPrune only).
-	Prune *disk.PruneResult `json:"prune,omitempty"`
-}
-
 // localBlocks fills each block's Local path (fs_root applied).
 func (a *NodeActivities) localBlocks(in []disk.Block) []disk.Block {
 	out := make([]disk.Block, len(in))

@@ -5,20 +5,6 @@ import (
 	"fmt"
 )
 
-// NodeLeaseHolder says which mutating run holds a node: the lease
-// workflow carries it as its input and answers it to LeaseHolderQuery, so
-// a run refused the node can name who has it and what to do.
-type NodeLeaseHolder struct {
-	Node string `json:"node"`
-	// WorkflowID is the holding run's ID (cutover/CLUSTER, stage/LANE, …),
-	// what `starter attach` and `starter cancel` take.
-	WorkflowID string `json:"workflow_id"`
-	// Kind is the run's kind: cutover, up, stop, stage or repair.
-	Kind    string `json:"kind"`
-	Lane    string `json:"lane,omitempty"`
-	Cluster string `json:"cluster,omitempty"`
-}
-
 // LeaseHolderQuery is the query a node lease workflow answers with its
 // NodeLeaseHolder.
 const LeaseHolderQuery = "holder"
@@ -26,11 +12,6 @@ const LeaseHolderQuery = "holder"
 // NodeLeaseID is the workflow ID of node's lease: Temporal admits one
 // running workflow per ID, which is what makes a node's lease exclusive.
 func NodeLeaseID(node string) string { return "node-lease." + node }
-
-// NodeLeaseHolderInput names the node whose lease holder is asked for.
-type NodeLeaseHolderInput struct {
-	Node string `json:"node"`
-}
 
 // LeaseHolder asks node's running lease workflow who holds it. A lease
 // released meanwhile answers an error saying so (the caller retries).

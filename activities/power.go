@@ -9,27 +9,9 @@ import (
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/power"
 )
-
-// PowerStepInput names a node or [[devices]] entry; its power settings are
-// read from the config here, so no token ever enters a workflow input.
-type PowerStepInput struct {
-	Target   string            `json:"target"`
-	Timeout  contract.Duration `json:"timeout,omitempty"`
-	Bound    contract.Duration `json:"bound,omitempty"`
-	Interval contract.Duration `json:"interval,omitempty"`
-}
-
-// PowerStepResult is one step's outcome, in words for the UI.
-type PowerStepResult struct {
-	Target  string `json:"target"`
-	Step    string `json:"step"`
-	Skipped bool   `json:"skipped,omitempty"`
-	Detail  string `json:"detail,omitempty"`
-}
 
 func (a *ControlActivities) powerTarget(name string) (power.Target, error) {
 	for _, n := range a.Config.Nodes {

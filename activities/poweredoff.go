@@ -53,20 +53,6 @@ func (a *ControlActivities) clearPoweredOff(node string) error {
 	return nil
 }
 
-// NodeOffInput names a node a run could not reach.
-type NodeOffInput struct {
-	Node string `json:"node"`
-}
-
-// NodeOffResult says whether the node is off on purpose: its relay is off,
-// or sparklane powered it down and has not powered it up since.
-type NodeOffResult struct {
-	Node string `json:"node"`
-	Off  bool   `json:"off"`
-	// Why: "relay switch.x is off", "powered off by sparklane at …".
-	Why string `json:"why,omitempty"`
-}
-
 // NodeOff answers whether an unreachable node is off on purpose, for the
 // nightly verify: such a node is "off, not verified", not drift and not a
 // failure; a node that should be up and is not stays an error.

@@ -15,65 +15,6 @@ import (
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
-// CutoverInput switches a cluster to a lane. The starter resolved and
-// rendered the recipe; the snapshot travels here so the run is reproducible
-// from its history alone.
-type CutoverInput struct {
-	Recipe contract.Recipe   `json:"recipe"`
-	Plan   contract.LanePlan `json:"plan"`
-	// Stage is auto | skip | force.
-	Stage      string `json:"stage"`
-	NoWait     bool   `json:"no_wait,omitempty"`
-	Bench      bool   `json:"bench,omitempty"`
-	BenchLabel string `json:"bench_label,omitempty"`
-	NoRollback bool   `json:"no_rollback,omitempty"`
-	// PowerOn switches on the lane's nodes whose relay is off before staging.
-	PowerOn bool `json:"power_on,omitempty"`
-	// Room is passed to the stage step (cutover --make-room): a block
-	// short of min_free names, or prunes, other lanes' blocks.
-	Room *activities.DiskRoom `json:"room,omitempty"`
-	// Fleet is every node of the config: a previous lane is stopped wherever
-	// it runs, not only on the nodes the new lane needs.
-	Fleet []string `json:"fleet,omitempty"`
-	// Grace is the wait before the fleet probe's one re-probe.
-	Grace  contract.Duration `json:"grace,omitempty"`
-	Pickup contract.Duration `json:"pickup,omitempty"`
-	// OutageBudget is how long a node may be gone mid-run before the
-	// cutover fails naming it (0: DefaultOutageBudget).
-	OutageBudget contract.Duration `json:"outage_budget,omitempty"`
-	// StopForeign stops running containers sparklane did not start that
-	// hold a GPU or the lane's port on the lane's nodes (--stop-foreign);
-	// without it such a node is occupied and the cutover is refused.
-	StopForeign bool `json:"stop_foreign,omitempty"`
-}
-
-// CutoverResult says what happened, step by step; on failure it is also
-// the failure's details.
-type CutoverResult struct {
-	Lane    string `json:"lane"`
-	Cluster string `json:"cluster"`
-	OK      bool   `json:"ok"`
-	// FailedStep and Error describe the first failure.
-	FailedStep string `json:"failed_step,omitempty"`
-	Error      string `json:"error,omitempty"`
-	// Previous are the lanes that held the nodes and were stopped.
-	Previous []string `json:"previous,omitempty"`
-	// StoppedForeign are the foreign containers stopped (--stop-foreign),
-	// as "NODE/NAME".
-	StoppedForeign []string `json:"stopped_foreign,omitempty"`
-	// RolledBack lists the previous lanes brought back after a failure;
-	// OldLaneAnswers is true when they answered their probes again.
-	RolledBack     []string                       `json:"rolled_back,omitempty"`
-	RollbackError  string                         `json:"rollback_error,omitempty"`
-	OldLaneAnswers bool                           `json:"old_lane_answers,omitempty"`
-	Probe          *FleetProbeResult              `json:"probe,omitempty"`
-	Stage          []StageNodeResult              `json:"stage,omitempty"`
-	Verify         []activities.VerifyBlockResult `json:"verify,omitempty"`
-	Serve          *ServeResult                   `json:"serve,omitempty"`
-	Bench          *activities.BenchResult        `json:"bench,omitempty"`
-	Steps          []Step                         `json:"steps"`
-}
-
 // Cutover runs stage → verify → serve → probe → bench for a lane on its
 // cluster, after stopping whatever lane held those nodes. A failure after
 // that stop rolls back: the new lane's containers are removed and the

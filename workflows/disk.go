@@ -8,37 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sparklane/sparklane/activities"
-	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/disk"
 )
-
-// DiskInput asks every listed node's worker for its staged blocks and,
-// with Prune, to remove some. Blocks are per node: the blocks of every
-// lane whose recipe places the node (the control side reads the recipes,
-// the node reads its disk).
-type DiskInput struct {
-	Nodes  []string                `json:"nodes"`
-	Blocks map[string][]disk.Block `json:"blocks"`
-	// Prune, when set, removes blocks on every node (least recently
-	// served first with LRU), never of a lane running on any node.
-	Prune *disk.PruneSpec `json:"prune,omitempty"`
-	// PickupTimeout is how long a node worker may take to answer.
-	PickupTimeout contract.Duration `json:"pickup_timeout,omitempty"`
-}
-
-// DiskNode is one node's answer, or why there is none.
-type DiskNode struct {
-	Node  string                 `json:"node"`
-	Error string                 `json:"error,omitempty"`
-	Disk  *activities.DiskResult `json:"disk,omitempty"`
-}
-
-// DiskResult is the fleet's staged blocks (after a prune, when asked),
-// and the lanes running anywhere (never pruned).
-type DiskResult struct {
-	Nodes   []DiskNode `json:"nodes"`
-	Running []string   `json:"running,omitempty"`
-}
 
 // Disk lists (and with Prune, prunes) the staged blocks on the nodes. It
 // is a workflow so a prune started by a starter that is killed still

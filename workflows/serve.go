@@ -16,33 +16,6 @@ import (
 // gives up (a 17-minute weight load is normal).
 const DefaultReadyBudget = 30 * time.Minute
 
-// ServeInput brings a lane up on its nodes and probes it (starter up).
-type ServeInput struct {
-	Recipe contract.Recipe   `json:"recipe"`
-	Plan   contract.LanePlan `json:"plan"`
-	// NoWait returns after the containers started.
-	NoWait bool              `json:"no_wait,omitempty"`
-	Pickup contract.Duration `json:"pickup,omitempty"`
-	// OutageBudget is how long a node may be gone (no worker polling its
-	// queue) during the serve steps before they fail naming it (0:
-	// DefaultOutageBudget): a node rebooting mid-serve is waited for.
-	OutageBudget contract.Duration `json:"outage_budget,omitempty"`
-}
-
-// ServeResult is what serving and probing found.
-type ServeResult struct {
-	Lane    string                         `json:"lane"`
-	BaseURL string                         `json:"base_url,omitempty"`
-	Image   []activities.EnsureImageResult `json:"images,omitempty"`
-	Hooks   []activities.BeforeServeResult `json:"hooks,omitempty"`
-	Ranks   []activities.StartRankResult   `json:"ranks,omitempty"`
-	Ready   *activities.WaitReadyResult    `json:"ready,omitempty"`
-	Smoke   *activities.SmokeResult        `json:"smoke,omitempty"`
-	Decode  *activities.DecodeProbeResult  `json:"decode,omitempty"`
-	// Answers is true when the lane answered its probes.
-	Answers bool `json:"answers"`
-}
-
 // Serve runs hooks, starts every rank and probes the lane. On failure it
 // stops the lane's containers again (under a disconnected context), so no
 // half-started lane is left running.
@@ -321,24 +294,6 @@ func nonEmpty(v, d string) string {
 		return v
 	}
 	return d
-}
-
-// StopInput stops a lane (or every sparklane container) on nodes.
-type StopInput struct {
-	Lane   string            `json:"lane,omitempty"`
-	Nodes  []string          `json:"nodes"`
-	All    bool              `json:"all,omitempty"`
-	Pickup contract.Duration `json:"pickup,omitempty"`
-	// OutageBudget, when positive, is how long a node may be gone (no
-	// worker) before its stop fails naming it. 0 fails at once: a stop
-	// asked for by hand covers every node of the fleet, and one that is
-	// switched off must not hold it for half an hour.
-	OutageBudget contract.Duration `json:"outage_budget,omitempty"`
-}
-
-// StopResult lists what was stopped per node.
-type StopResult struct {
-	Nodes []activities.StopLaneResult `json:"nodes"`
 }
 
 // Stop stops and removes a lane's containers on every node and looks again:

@@ -1,8 +1,12 @@
-// Package workflows holds sparklane's deterministic orchestration: the fleet
-// probe, staging, verify, serve, stop, bench and the cutover that strings
-// them together. No I/O, no wall clock, no map iteration order, no go
-// statements: every side effect is an activity in package activities, and
-// node-local activities run on the node's own task queue.
+// Workflow inputs, results, progress and IDs: the workflows' wire contract.
+//
+// Every type here travels in a workflow's input, result or query answer, and
+// so in Temporal histories that a newer binary replays. Changing a field is a
+// versioned change (workflows/versions.go): add fields as optional
+// (omitempty, zero means the old behaviour), never rename or retype one.
+// The lane types these embed (Recipe, LanePlan, Staging, ...) are
+// internal/contract's; activities' inputs and results are activities/types.go.
+
 package workflows
 
 import (
@@ -13,6 +17,7 @@ import (
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
+	"github.com/sparklane/sparklane/internal/disk"
 )
 
 // ControlQueue is the task queue of the control worker (workflows and
@@ -290,4 +295,176 @@ type VerifyWorkflowResult struct {
 	// drift, not a failure: a night with the switch's nodes off passes.
 	Off    []string `json:"off,omitempty"`
 	OffWhy []string `json:"off_why,omitempty"`
+}
+
+// CutoverInput switches a cluster to a lane. The starter resolved and
+// rendered the recipe; the snapshot travels here so the run is reproducible
+// from its history alone.
+type CutoverInput struct {
+	Recipe contract.Recipe   `json:"recipe"`
+	Plan   contract.LanePlan `json:"plan"`
+	// Stage is auto | skip | force.
+	Stage      string `json:"stage"`
+	NoWait     bool   `json:"no_wait,omitempty"`
+	Bench      bool   `json:"bench,omitempty"`
+	BenchLabel string `json:"bench_label,omitempty"`
+	NoRollback bool   `json:"no_rollback,omitempty"`
+	// PowerOn switches on the lane's nodes whose relay is off before staging.
+	PowerOn bool `json:"power_on,omitempty"`
+	// Room is passed to the stage step (cutover --make-room): a block
+	// short of min_free names, or prunes, other lanes' blocks.
+	Room *activities.DiskRoom `json:"room,omitempty"`
+	// Fleet is every node of the config: a previous lane is stopped wherever
+	// it runs, not only on the nodes the new lane needs.
+	Fleet []string `json:"fleet,omitempty"`
+	// Grace is the wait before the fleet probe's one re-probe.
+	Grace  contract.Duration `json:"grace,omitempty"`
+	Pickup contract.Duration `json:"pickup,omitempty"`
+	// OutageBudget is how long a node may be gone mid-run before the
+	// cutover fails naming it (0: DefaultOutageBudget).
+	OutageBudget contract.Duration `json:"outage_budget,omitempty"`
+	// StopForeign stops running containers sparklane did not start that
+	// hold a GPU or the lane's port on the lane's nodes (--stop-foreign);
+	// without it such a node is occupied and the cutover is refused.
+	StopForeign bool `json:"stop_foreign,omitempty"`
+}
+
+// CutoverResult says what happened, step by step; on failure it is also
+// the failure's details.
+type CutoverResult struct {
+	Lane    string `json:"lane"`
+	Cluster string `json:"cluster"`
+	OK      bool   `json:"ok"`
+	// FailedStep and Error describe the first failure.
+	FailedStep string `json:"failed_step,omitempty"`
+	Error      string `json:"error,omitempty"`
+	// Previous are the lanes that held the nodes and were stopped.
+	Previous []string `json:"previous,omitempty"`
+	// StoppedForeign are the foreign containers stopped (--stop-foreign),
+	// as "NODE/NAME".
+	StoppedForeign []string `json:"stopped_foreign,omitempty"`
+	// RolledBack lists the previous lanes brought back after a failure;
+	// OldLaneAnswers is true when they answered their probes again.
+	RolledBack     []string                       `json:"rolled_back,omitempty"`
+	RollbackError  string                         `json:"rollback_error,omitempty"`
+	OldLaneAnswers bool                           `json:"old_lane_answers,omitempty"`
+	Probe          *FleetProbeResult              `json:"probe,omitempty"`
+	Stage          []StageNodeResult              `json:"stage,omitempty"`
+	Verify         []activities.VerifyBlockResult `json:"verify,omitempty"`
+	Serve          *ServeResult                   `json:"serve,omitempty"`
+	Bench          *activities.BenchResult        `json:"bench,omitempty"`
+	Steps          []Step                         `json:"steps"`
+}
+
+// DiskInput asks every listed node's worker for its staged blocks and,
+// with Prune, to remove some. Blocks are per node: the blocks of every
+// lane whose recipe places the node (the control side reads the recipes,
+// the node reads its disk).
+type DiskInput struct {
+	Nodes  []string                `json:"nodes"`
+	Blocks map[string][]disk.Block `json:"blocks"`
+	// Prune, when set, removes blocks on every node (least recently
+	// served first with LRU), never of a lane running on any node.
+	Prune *disk.PruneSpec `json:"prune,omitempty"`
+	// PickupTimeout is how long a node worker may take to answer.
+	PickupTimeout contract.Duration `json:"pickup_timeout,omitempty"`
+}
+
+// DiskNode is one node's answer, or why there is none.
+type DiskNode struct {
+	Node  string                 `json:"node"`
+	Error string                 `json:"error,omitempty"`
+	Disk  *activities.DiskResult `json:"disk,omitempty"`
+}
+
+// DiskResult is the fleet's staged blocks (after a prune, when asked),
+// and the lanes running anywhere (never pruned).
+type DiskResult struct {
+	Nodes   []DiskNode `json:"nodes"`
+	Running []string   `json:"running,omitempty"`
+}
+
+// PowerInput switches nodes and devices on or off. Only names travel here:
+// the activities read relay entities and token sources from the config.
+type PowerInput struct {
+	Action  string   `json:"action"`
+	Targets []string `json:"targets"`
+	// Force cuts the relay even when a device still answers after its
+	// graceful shutdown (it would otherwise boot back or lose data).
+	Force bool `json:"force,omitempty"`
+	// WaitBound caps waiting for a target to go down or come up.
+	WaitBound contract.Duration `json:"wait_bound,omitempty"`
+	// Gear is network gear (switches) to power off after the targets,
+	// never before the nodes behind it: each goes off only once every
+	// node behind it is off — a target of this run that reached off, or
+	// another node that no longer answers. Gear steps (API shutdown, wait,
+	// relay) only warn: the nodes are already down safely.
+	Gear []PowerGear `json:"gear,omitempty"`
+}
+
+// PowerGear is one piece of network gear and the nodes behind it
+// ([[devices]] behind).
+type PowerGear struct {
+	Name   string   `json:"name"`
+	Behind []string `json:"behind,omitempty"`
+}
+
+// PowerTargetResult is one target's outcome.
+type PowerTargetResult struct {
+	Target   string                       `json:"target"`
+	State    string                       `json:"state"`
+	Steps    []activities.PowerStepResult `json:"steps"`
+	Warnings []string                     `json:"warnings,omitempty"`
+	Error    string                       `json:"error,omitempty"`
+}
+
+// PowerResult lists every target.
+type PowerResult struct {
+	Action  string              `json:"action"`
+	Targets []PowerTargetResult `json:"targets"`
+}
+
+// ServeInput brings a lane up on its nodes and probes it (starter up).
+type ServeInput struct {
+	Recipe contract.Recipe   `json:"recipe"`
+	Plan   contract.LanePlan `json:"plan"`
+	// NoWait returns after the containers started.
+	NoWait bool              `json:"no_wait,omitempty"`
+	Pickup contract.Duration `json:"pickup,omitempty"`
+	// OutageBudget is how long a node may be gone (no worker polling its
+	// queue) during the serve steps before they fail naming it (0:
+	// DefaultOutageBudget): a node rebooting mid-serve is waited for.
+	OutageBudget contract.Duration `json:"outage_budget,omitempty"`
+}
+
+// ServeResult is what serving and probing found.
+type ServeResult struct {
+	Lane    string                         `json:"lane"`
+	BaseURL string                         `json:"base_url,omitempty"`
+	Image   []activities.EnsureImageResult `json:"images,omitempty"`
+	Hooks   []activities.BeforeServeResult `json:"hooks,omitempty"`
+	Ranks   []activities.StartRankResult   `json:"ranks,omitempty"`
+	Ready   *activities.WaitReadyResult    `json:"ready,omitempty"`
+	Smoke   *activities.SmokeResult        `json:"smoke,omitempty"`
+	Decode  *activities.DecodeProbeResult  `json:"decode,omitempty"`
+	// Answers is true when the lane answered its probes.
+	Answers bool `json:"answers"`
+}
+
+// StopInput stops a lane (or every sparklane container) on nodes.
+type StopInput struct {
+	Lane   string            `json:"lane,omitempty"`
+	Nodes  []string          `json:"nodes"`
+	All    bool              `json:"all,omitempty"`
+	Pickup contract.Duration `json:"pickup,omitempty"`
+	// OutageBudget, when positive, is how long a node may be gone (no
+	// worker) before its stop fails naming it. 0 fails at once: a stop
+	// asked for by hand covers every node of the fleet, and one that is
+	// switched off must not hold it for half an hour.
+	OutageBudget contract.Duration `json:"outage_budget,omitempty"`
+}
+
+// StopResult lists what was stopped per node.
+type StopResult struct {
+	Nodes []activities.StopLaneResult `json:"nodes"`
 }

@@ -1,9 +1,12 @@
-// Package activities holds sparklane's side effects as thin Temporal
-// activities over the engines in internal/: node activities run on a node's
-// own worker (queue node.NAME) against its disk and Docker socket, control
-// activities run on the control worker (queue sparklane). Engines know
-// nothing of Temporal; this package turns their progress into heartbeats and
-// their permanent faults into non-retryable application errors.
+// Activity inputs and results: the activities' wire contract.
+//
+// Every type here travels in an activity's input or result, and so in
+// Temporal histories that a newer binary replays. Changing a field is a
+// versioned change (workflows/versions.go): add fields as optional
+// (omitempty, zero means the old behaviour), never rename or retype one.
+// The lane types these embed (Recipe, LanePlan, Staging, ...) are
+// internal/contract's; workflows' inputs and results are workflows/contract.go.
+
 package activities
 
 import (
@@ -382,4 +385,73 @@ type BenchResult struct {
 	// Warnings are the verdict's comparability warnings (another harness
 	// version, scenario pool, mode or seed than the baseline's).
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// DiskInput names the staged blocks the control side knows of for this
+// node (every lane's recipe that places the node); the node worker reads
+// its own disk, so a remote node is listed the same as a local one.
+type DiskInput struct {
+	Blocks []disk.Block `json:"blocks"`
+	// Prune, when set, removes blocks (DiskPrune only).
+	Prune *disk.PruneSpec `json:"prune,omitempty"`
+}
+
+// DiskResult is one node's roots and blocks, and the lanes running here
+// (whose blocks a prune never takes).
+type DiskResult struct {
+	Node    string      `json:"node"`
+	Roots   []disk.Root `json:"roots"`
+	Running []string    `json:"running,omitempty"`
+	// Prune is the prune's outcome (DiskPrune only).
+	Prune *disk.PruneResult `json:"prune,omitempty"`
+}
+
+// NodeLeaseHolder says which mutating run holds a node: the lease
+// workflow carries it as its input and answers it to LeaseHolderQuery, so
+// a run refused the node can name who has it and what to do.
+type NodeLeaseHolder struct {
+	Node string `json:"node"`
+	// WorkflowID is the holding run's ID (cutover/CLUSTER, stage/LANE, …),
+	// what `starter attach` and `starter cancel` take.
+	WorkflowID string `json:"workflow_id"`
+	// Kind is the run's kind: cutover, up, stop, stage or repair.
+	Kind    string `json:"kind"`
+	Lane    string `json:"lane,omitempty"`
+	Cluster string `json:"cluster,omitempty"`
+}
+
+// NodeLeaseHolderInput names the node whose lease holder is asked for.
+type NodeLeaseHolderInput struct {
+	Node string `json:"node"`
+}
+
+// PowerStepInput names a node or [[devices]] entry; its power settings are
+// read from the config here, so no token ever enters a workflow input.
+type PowerStepInput struct {
+	Target   string            `json:"target"`
+	Timeout  contract.Duration `json:"timeout,omitempty"`
+	Bound    contract.Duration `json:"bound,omitempty"`
+	Interval contract.Duration `json:"interval,omitempty"`
+}
+
+// PowerStepResult is one step's outcome, in words for the UI.
+type PowerStepResult struct {
+	Target  string `json:"target"`
+	Step    string `json:"step"`
+	Skipped bool   `json:"skipped,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// NodeOffInput names a node a run could not reach.
+type NodeOffInput struct {
+	Node string `json:"node"`
+}
+
+// NodeOffResult says whether the node is off on purpose: its relay is off,
+// or sparklane powered it down and has not powered it up since.
+type NodeOffResult struct {
+	Node string `json:"node"`
+	Off  bool   `json:"off"`
+	// Why: "relay switch.x is off", "powered off by sparklane at …".
+	Why string `json:"why,omitempty"`
 }
