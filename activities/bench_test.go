@@ -14,7 +14,7 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/sim"
-	"github.com/sparklane/sparklane/internal/sim/simtest"
+	"github.com/sparklane/sparklane/internal/testkit/simtest"
 )
 
 // A retried Bench attempt (same workflow run and activity) against a real

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-relay.sh [NODES] [LANE_MIB] [NAS_MBIT]
 #
-# The staging relay on the network-namespace test fleet (internal/testfleet),
+# The staging relay on the network-namespace test fleet (internal/testkit/testfleet),
 # side by side in one run (defaults: 4 nodes, a 1024 MiB lane of 4 shards,
 # the NAS link at 160 Mbit/s):
 #   - a 1-node stage, an N-node stage with every node reading the NAS, and an

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/sim/simtest"
+	"github.com/sparklane/sparklane/internal/testkit/simtest"
 )
 
 // engineDouble is a TEST DOUBLE of an OpenAI-compatible engine: it counts

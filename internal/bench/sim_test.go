@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/sim"
-	"github.com/sparklane/sparklane/internal/sim/simtest"
+	"github.com/sparklane/sparklane/internal/testkit/simtest"
 )
 
 // TestPerfAgainstInProcessEngineSim runs the sweep against the real

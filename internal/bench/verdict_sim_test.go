@@ -12,7 +12,7 @@ import (
 	"github.com/sparklane/sparklane/internal/bench"
 	"github.com/sparklane/sparklane/internal/report"
 	"github.com/sparklane/sparklane/internal/sim"
-	"github.com/sparklane/sparklane/internal/sim/simtest"
+	"github.com/sparklane/sparklane/internal/testkit/simtest"
 )
 
 // Verdicts do not flip on noise (issue 17): an unchanged engine-sim lane

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
+	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 )
 
 // On a terminal, init shows an unknown host's key fingerprint and adds it

@@ -20,7 +20,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/sparklane/sparklane/internal/serve"
-	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
+	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 )
 
 // progImage builds internal/serve's test program into a FROM scratch image

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/ledger"
-	"github.com/sparklane/sparklane/internal/testutil/loopfs"
+	"github.com/sparklane/sparklane/internal/testkit/loopfs"
 )
 
 // writeBlock fills dir with files of n MiB of non-zero data (allocated,

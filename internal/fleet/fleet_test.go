@@ -17,7 +17,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/fault"
-	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
+	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 )
 
 // rig is one "node" (this machine through a real loopback sshd) with every

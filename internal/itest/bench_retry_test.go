@@ -14,7 +14,7 @@ import (
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/sim"
-	"github.com/sparklane/sparklane/internal/sim/simtest"
+	"github.com/sparklane/sparklane/internal/testkit/simtest"
 	"github.com/sparklane/sparklane/workflows"
 )
 

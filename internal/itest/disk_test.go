@@ -17,7 +17,7 @@ import (
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/simimage"
-	"github.com/sparklane/sparklane/internal/testutil/loopfs"
+	"github.com/sparklane/sparklane/internal/testkit/loopfs"
 	"github.com/sparklane/sparklane/workflows"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/hubmirror"
 	"github.com/sparklane/sparklane/internal/staging"
-	"github.com/sparklane/sparklane/internal/testutil/diskuse"
+	"github.com/sparklane/sparklane/internal/testkit/diskuse"
 	"github.com/sparklane/sparklane/workflows"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/hatest"
-	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
+	"github.com/sparklane/sparklane/internal/testkit/hatest"
+	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 	"github.com/sparklane/sparklane/workflows"
 )
 

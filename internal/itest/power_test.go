@@ -12,8 +12,8 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 
-	"github.com/sparklane/sparklane/internal/hatest"
-	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
+	"github.com/sparklane/sparklane/internal/testkit/hatest"
+	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 	"github.com/sparklane/sparklane/workflows"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/sparklane/sparklane/internal/node"
-	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
+	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 )
 
 // BenchmarkCheckVsOpenSSH times node.Check (TCP, handshake, host-key check,

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/fault"
-	"github.com/sparklane/sparklane/internal/hatest"
 	"github.com/sparklane/sparklane/internal/power"
+	"github.com/sparklane/sparklane/internal/testkit/hatest"
 )
 
 func TestHARelayRoundTrip(t *testing.T) {

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/config"
-	"github.com/sparklane/sparklane/internal/hatest"
 	"github.com/sparklane/sparklane/internal/power"
-	"github.com/sparklane/sparklane/internal/power/routeros/rostest"
-	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
+	"github.com/sparklane/sparklane/internal/testkit/hatest"
+	"github.com/sparklane/sparklane/internal/testkit/rostest"
+	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 )
 
 const tokenEnv = "SPARKLANE_TEST_HA_TOKEN"

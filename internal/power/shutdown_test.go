@@ -13,8 +13,8 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/power"
-	"github.com/sparklane/sparklane/internal/power/routeros/rostest"
-	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
+	"github.com/sparklane/sparklane/internal/testkit/rostest"
+	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 )
 
 func sshTarget(s *sshdtest.Server, shutdown string) power.Target {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/sim"
-	"github.com/sparklane/sparklane/internal/sim/simtest"
+	"github.com/sparklane/sparklane/internal/testkit/simtest"
 )
 
 // BenchmarkLoadVsDD measures engine-sim's weight load (header parse + read

@@ -12,9 +12,9 @@ import (
 
 	"github.com/sparklane/sparklane/internal/safetensors"
 	"github.com/sparklane/sparklane/internal/sim"
-	"github.com/sparklane/sparklane/internal/sim/simtest"
 	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/testkit/simtest"
 )
 
 // engramCheckpoint writes a checkpoint with engram tables for layers 3 and

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/sim"
-	"github.com/sparklane/sparklane/internal/sim/simtest"
+	"github.com/sparklane/sparklane/internal/testkit/simtest"
 )
 
 // --jitter-pct varies each request's pace by a hash of --seed and the

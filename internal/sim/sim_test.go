@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/sim"
-	"github.com/sparklane/sparklane/internal/sim/simtest"
 	"github.com/sparklane/sparklane/internal/sparserows"
+	"github.com/sparklane/sparklane/internal/testkit/simtest"
 )
 
 func post(t *testing.T, url string, body any) (int, []byte) {

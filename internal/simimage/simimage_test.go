@@ -23,8 +23,8 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/probe"
-	"github.com/sparklane/sparklane/internal/sim/simtest"
 	"github.com/sparklane/sparklane/internal/simimage"
+	"github.com/sparklane/sparklane/internal/testkit/simtest"
 )
 
 // dockerClient connects to the real local Docker engine; no Docker is a

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
+	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 )
 
 // echoServer stands in for the control host's Temporal frontend: a real

@@ -23,7 +23,7 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/fleet"
-	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
+	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 	"github.com/sparklane/sparklane/internal/workers"
 	// The embedded Temporal server: these tests host control services in-process.
 	_ "github.com/sparklane/sparklane/internal/workers/embedded"

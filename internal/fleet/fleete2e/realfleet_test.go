@@ -31,9 +31,9 @@ import (
 	"github.com/sparklane/sparklane/internal/simimage"
 	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/staging"
-	"github.com/sparklane/sparklane/internal/testfleet"
-	"github.com/sparklane/sparklane/internal/testutil/diskuse"
-	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
+	"github.com/sparklane/sparklane/internal/testkit/diskuse"
+	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
+	"github.com/sparklane/sparklane/internal/testkit/testfleet"
 	"github.com/sparklane/sparklane/internal/workers"
 	"github.com/sparklane/sparklane/workflows"
 )

@@ -17,8 +17,8 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/fleet"
-	"github.com/sparklane/sparklane/internal/testfleet"
-	"github.com/sparklane/sparklane/internal/testutil/sshdtest"
+	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
+	"github.com/sparklane/sparklane/internal/testkit/testfleet"
 	"github.com/sparklane/sparklane/internal/workers"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/sparklane/sparklane/internal/power/routeros"
-	"github.com/sparklane/sparklane/internal/power/routeros/rostest"
+	"github.com/sparklane/sparklane/internal/testkit/rostest"
 )
 
 // The byte vectors are the ones in MikroTik's API documentation.

@@ -19,7 +19,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/pki"
 	"github.com/sparklane/sparklane/internal/relay"
-	"github.com/sparklane/sparklane/internal/testfleet"
+	"github.com/sparklane/sparklane/internal/testkit/testfleet"
 )
 
 // The node-side paths (the NAS mount and the staging root are node-local

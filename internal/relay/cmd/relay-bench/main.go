@@ -1,5 +1,5 @@
 // Command relay-bench is scripts/bench-relay.sh: it stages one hub-mirror
-// lane on the network-namespace test fleet (internal/testfleet) side by
+// lane on the network-namespace test fleet (internal/testkit/testfleet) side by
 // side — on one node, on N nodes each reading the NAS, and on N nodes
 // through the relay — with the NAS served from its own host (sshfs over its
 // sshd, host key checked) behind a rate-limited link (tc tbf on the NAS

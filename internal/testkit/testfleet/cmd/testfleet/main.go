@@ -13,7 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/testfleet"
+	"github.com/sparklane/sparklane/internal/testkit/testfleet"
 )
 
 const usage = `usage:
