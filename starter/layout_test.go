@@ -1,6 +1,8 @@
 package main
 
 import (
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -100,5 +102,82 @@ func goPackageDirs(t *testing.T, repo string) []string {
 		out = append(out, p)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// engines know nothing of Temporal: activities wrap them. Each one's doc.go
+// says so; this holds every one of them to it.
+var engines = []string{
+	"internal/bench", "internal/disk", "internal/fault", "internal/hubfetch", "internal/hubmirror",
+	"internal/ledger", "internal/node", "internal/power", "internal/power/routeros", "internal/probe",
+	"internal/relay", "internal/report", "internal/safetensors", "internal/secretenv", "internal/serve",
+	"internal/sim", "internal/simimage", "internal/sparserows", "internal/staging",
+	"internal/config", "internal/lane", "internal/contract",
+}
+
+// The import boundaries the package docs state: engines, the file format
+// and the planner import no Temporal, activities, workflows, CLI or worker
+// code; the wire contract imports no sparklane package; production code
+// never imports a test kit.
+func TestImportBoundaries(t *testing.T) {
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mod = "github.com/sparklane/sparklane/"
+	forbiddenForEngines := []string{"go.temporal.io/", mod + "activities", mod + "workflows", mod + "internal/cli", mod + "internal/workers"}
+	checked := 0
+	for _, pkg := range goPackageDirs(t, repo) {
+		imports := productionImports(t, filepath.Join(repo, pkg))
+		isEngine := false
+		for _, e := range engines {
+			isEngine = isEngine || pkg == e
+		}
+		for _, imp := range imports {
+			if isEngine {
+				checked++
+				for _, f := range forbiddenForEngines {
+					if strings.HasPrefix(imp, f) {
+						t.Errorf("%s imports %s: engines know nothing of Temporal, activities, workflows, the CLI or the workers", pkg, imp)
+					}
+				}
+			}
+			if pkg == "internal/contract" && strings.HasPrefix(imp, mod) {
+				t.Errorf("internal/contract imports %s: the wire contract stands alone", imp)
+			}
+			testkitUser := strings.HasPrefix(pkg, "internal/testkit/") || pkg == "internal/relay/cmd/relay-bench" ||
+				pkg == "internal/hubfetch/cmd/hubfetch-bench"
+			if strings.HasPrefix(imp, mod+"internal/testkit/") && !testkitUser {
+				t.Errorf("%s imports the test kit %s: production code never does", pkg, imp)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no engine import was checked: the package walk is wrong")
+	}
+}
+
+// productionImports lists the imports of dir's non-test Go files.
+func productionImports(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	fset := token.NewFileSet()
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			out = append(out, strings.Trim(imp.Path.Value, `"`))
+		}
+	}
 	return out
 }

@@ -1,6 +1,3 @@
-// Command starter is sparklane's operator CLI: it starts workflows, follows
-// them and prints results. See `starter --help`. It is only a client of the
-// control service: killing it at any moment loses nothing.
 package main
 
 import (

@@ -1,7 +1,3 @@
-// Package demo builds `starter demo`'s world from nothing: a synthetic NAS
-// hub (a model of safetensors shards in the Hugging Face hub layout, and
-// engram tables for sparse-rows), a fleet of local nodes each with its own
-// fs_root, and two sim lanes. It never needs a GPU or a registry.
 package demo
 
 import (

@@ -1,7 +1,3 @@
-// Package devserver runs the embedded Temporal server that `worker dev` and
-// `starter` use when temporal.address is empty: all four services in-process,
-// persisted in a SQLite file under state_dir (so history survives a restart),
-// bound to 127.0.0.1, with the real Temporal web UI next to it.
 package devserver
 
 import (

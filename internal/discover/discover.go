@@ -1,8 +1,3 @@
-// Package discover finds out what a GPU node offers — disks and free
-// space, Docker and its NVIDIA runtime, GPUs, RDMA devices and their
-// netdevs — over one SSH session, and writes a commented fleet config from
-// it (`starter init`), so an operator does not type addresses and device
-// names by hand.
 package discover
 
 import (

@@ -1,6 +1,3 @@
-// Package logging builds the one zap logger every sparklane process uses and
-// plugs it into the Temporal SDK, so worker, workflow and activity logs land
-// in the same stream (console for a person at a terminal, JSON for machines).
 package logging
 
 import (

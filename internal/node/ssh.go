@@ -1,7 +1,3 @@
-// Package node reaches GPU nodes: an SSH dialer that always checks host keys
-// against a known_hosts file (and says exactly what to do when a check fails),
-// a small remote-command runner, and a Docker client that is either the local
-// socket or the node's socket reached through SSH. It knows nothing of Temporal.
 package node
 
 import (

@@ -30,4 +30,8 @@
 // Inputs and results carry names (token_env, password_env, entity ids),
 // never credentials: the token is loaded inside the step (LoadToken) and
 // held in a Secret, which prints as "***" everywhere.
+//
+// It is an engine: it must not import go.temporal.io, activities, workflows,
+// internal/cli or internal/workers (activities wrap it; it knows nothing of
+// Temporal).
 package power

@@ -1,6 +1,3 @@
-// Package safetensors reads safetensors headers: an 8-byte little-endian
-// header length, a JSON header, then the data; data_offsets are relative to
-// the start of the data. It also reads model.safetensors.index.json.
 package safetensors
 
 import (

@@ -1,7 +1,3 @@
-// Package simimage builds the engine-sim Docker image from scratch through
-// the Docker API: no registry is reachable on these machines, so the demo
-// and the tests compile ./engine-sim statically and wrap it in a FROM
-// scratch image tagged by the binary's content hash.
 package simimage
 
 import (

@@ -1,6 +1,3 @@
-// Package staging holds what the two staging engines (hubmirror,
-// sparserows) share: the result and progress shapes reported to activities
-// and the CLI, and the preflight checks every write goes through.
 package staging
 
 import (

@@ -1,8 +1,3 @@
-// Package searchattr names the custom search attributes sparklane stamps on
-// its workflow runs, so runs can be filtered by lane and cluster in the web
-// UI and with `temporal workflow list --query 'SparklaneLane = "demo-4x"'`.
-// It is separate from devserver so workflows and the starter can use the
-// names without linking the Temporal server.
 package searchattr
 
 import (

@@ -1,5 +1,3 @@
-// Package diskuse measures what staging really wrote, for the tests that
-// bound how much a resumed copy writes again.
 package diskuse
 
 import (

@@ -1,7 +1,3 @@
-// Package simtest runs engine-sim in-process for tests of the packages that
-// talk to an engine (probe, bench): it writes a small, valid model tree and
-// starts sim.Run on free loopback ports (or on a PipeNet), stopping it in
-// t.Cleanup.
 package simtest
 
 import (
