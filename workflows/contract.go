@@ -5,7 +5,7 @@
 // versioned change (workflows/versions.go): add fields as optional
 // (omitempty, zero means the old behaviour), never rename or retype one.
 // The lane types these embed (Recipe, LanePlan, Staging, ...) are
-// internal/contract's; activities' inputs and results are activities/types.go.
+// internal/contract's; activities' inputs and results are activities/contract.go.
 
 package workflows
 
