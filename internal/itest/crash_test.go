@@ -17,6 +17,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	dockerclient "github.com/docker/docker/client"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -95,9 +96,10 @@ type procFleet struct {
 	env     []string
 }
 
-func newProcFleet(t *testing.T, pauseAt int64) *procFleet {
+// buildSimImage builds the engine-sim image on this machine's Docker and
+// returns the client (closed when the test ends) and the image.
+func buildSimImage(ctx context.Context, t *testing.T) (*dockerclient.Client, string) {
 	t.Helper()
-	ctx := withTimeout(t, 10*time.Minute)
 	dc, err := node.DockerClient(ctx, "", nil)
 	if err != nil {
 		t.Fatalf("Docker is required for these tests (real containers): %v", err)
@@ -107,6 +109,13 @@ func newProcFleet(t *testing.T, pauseAt int64) *procFleet {
 	if err != nil {
 		t.Fatalf("build engine-sim image: %v", err)
 	}
+	return dc, image
+}
+
+func newProcFleet(t *testing.T, pauseAt int64) *procFleet {
+	t.Helper()
+	ctx := withTimeout(t, 10*time.Minute)
+	dc, image := buildSimImage(ctx, t)
 	bin := buildBinary(t, "starter")
 	dir := t.TempDir()
 	nas, err := demo.GenerateNAS(filepath.Join(dir, "nas"), 256<<20)

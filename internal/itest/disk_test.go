@@ -15,8 +15,6 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/demo"
-	"github.com/sparklane/sparklane/internal/node"
-	"github.com/sparklane/sparklane/internal/simimage"
 	"github.com/sparklane/sparklane/internal/testkit/loopfs"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -78,15 +76,7 @@ func statfsFree(t *testing.T, path string) int64 {
 // lane's block and the filesystem's free space grows by it.
 func TestDiskListsAndPrunesStagedBlocksOnLoopFS(t *testing.T) {
 	ctx := withTimeout(t, 10*time.Minute)
-	dc, err := node.DockerClient(ctx, "", nil)
-	if err != nil {
-		t.Fatalf("Docker is required for these tests (real containers): %v", err)
-	}
-	t.Cleanup(func() { dc.Close() })
-	image, err := simimage.Build(ctx, dc, simimage.Options{})
-	if err != nil {
-		t.Fatalf("build engine-sim image: %v", err)
-	}
+	dc, image := buildSimImage(ctx, t)
 	nas, err := demo.GenerateNAS(filepath.Join(t.TempDir(), "nas"), 8<<20)
 	if err != nil {
 		t.Fatal(err)

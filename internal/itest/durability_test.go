@@ -496,14 +496,7 @@ func TestServerRestartMidCutoverCompletes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var res workflows.CutoverResult
-	if err := f.env.Client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
-		t.Fatalf("cutover after the server restart: %v", err)
-	}
-	if !res.OK {
-		t.Fatalf("cutover after the server restart did not succeed: %+v", res)
-	}
-	checkServing(t, f, res, demo.DecodeTPS["demo-2x"])
+	cutoverServesAfter(ctx, t, f, id, "the server restart")
 	if ids, r := fleetContainers(t, dc, "demo-2x"); r != 2 || len(ids) != 2 {
 		t.Errorf("demo-2x: %d running of %d containers, want 2 of 2", r, len(ids))
 	}
@@ -522,6 +515,20 @@ func TestServerRestartMidCutoverCompletes(t *testing.T) {
 	if len(n.GetExecutions()) != 1 {
 		t.Errorf("%d runs of %s, want the one started before the restart", len(n.GetExecutions()), id)
 	}
+}
+
+// cutoverServesAfter waits for demo-2x's cutover run id, begun before
+// what happened (after), to succeed and checks that it serves.
+func cutoverServesAfter(ctx context.Context, t *testing.T, f *fleet, id, after string) {
+	t.Helper()
+	var res workflows.CutoverResult
+	if err := f.env.Client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+		t.Fatalf("cutover after %s: %v", after, err)
+	}
+	if !res.OK {
+		t.Fatalf("cutover after %s did not succeed: %+v", after, res)
+	}
+	checkServing(t, f, res, demo.DecodeTPS["demo-2x"])
 }
 
 // The control worker is restarted while WaitReady polls a slowly loading
@@ -545,14 +552,7 @@ func TestControlWorkerRestartDuringWaitReady(t *testing.T) {
 	f.control = nil
 	f.startControl()
 
-	var res workflows.CutoverResult
-	if err := f.env.Client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
-		t.Fatalf("cutover after the control worker restart: %v", err)
-	}
-	if !res.OK {
-		t.Fatalf("cutover after the control worker restart did not succeed: %+v", res)
-	}
-	checkServing(t, f, res, demo.DecodeTPS["demo-2x"])
+	cutoverServesAfter(ctx, t, f, id, "the control worker restart")
 	after, _ := fleetContainers(t, dc, "demo-2x")
 	if strings.Join(after, ",") != strings.Join(before, ",") {
 		t.Errorf("containers changed across the control worker restart:\nbefore %v\nafter  %v", before, after)

@@ -21,21 +21,7 @@ func TestReplayCorpusStageResumedAfterNodeOutage(t *testing.T) {
 	base := t.TempDir()
 	built := buildWorker(t, base)
 	nas := writeHub(t, "outage", 8)
-	recipe := fmt.Sprintf(`name = "small-hub"
-cluster = "duo"
-runtime = "sim"
-image = "sparklane/engine-sim:latest"
-model = "demo/outage"
-command = "/engine-sim /hub --port {port}"
-
-[[staging]]
-kind = "hub-mirror"
-id = "weights"
-src = %q
-dst = "/srv/sparklane/hf"
-repos = ["demo/outage"]
-verify = "sampled"
-`, filepath.Join(nas, "hub"))
+	recipe := hubRecipe("small-hub", "duo", "outage", "", nas)
 	f := newFleet(t, fleetOptions{nodes: 2, clusters: map[string][]string{"duo": {"n1", "n2"}}, shared: nas, recipes: map[string]string{"small-hub": recipe}})
 	f.startControl()
 	p := &nodeProc{t: t, bin: built(), cfg: f.cfgFile, node: "n2", log: filepath.Join(base, "worker-n2.log")}

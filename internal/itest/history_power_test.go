@@ -1,7 +1,6 @@
 package itest
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,17 +23,7 @@ func TestReplayCorpusPower(t *testing.T) {
 	ha.AddSwitch("switch.rack_switch", "on")
 	sshd := sshdtest.Start(t)
 	marker := filepath.Join(t.TempDir(), "shutdown-ran")
-	tail := fmt.Sprintf(`[[devices]]
-name = "switch1"
-ssh = "root@127.0.0.1:%d"
-known_hosts = %q
-identity = %q
-[devices.power]
-relay = "switch.rack_switch"
-ha_url = %q
-token_env = %q
-shutdown = "ssh:touch %s"
-`, sshd.Port, sshd.KnownHostsFile, sshd.IdentityFile, ha.URL, tokenEnv, marker)
+	tail := switchDevice(sshd, "", ha.URL, tokenEnv, marker)
 	f := newFleet(t, fleetOptions{nodes: 1, clusters: map[string][]string{"solo": {"n1"}}, tail: tail})
 	f.startControl()
 	f.startNode("n1")

@@ -15,9 +15,9 @@ import (
 	"github.com/sparklane/sparklane/workflows"
 )
 
-// hookLane writes a recipe NAME on the demo's 2-node cluster (a copy of
-// demo-2x: same image, staging and engine) whose [hooks] table is hooks.
-func hookLane(t *testing.T, f *fleet, name, hooks string) {
+// demo2xRenamed reads f's demo-2x recipe and returns it as read and as
+// text renamed name, with no aliases.
+func demo2xRenamed(t *testing.T, f *fleet, name string) ([]byte, string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(f.dir, "recipes", "demo-2x.toml"))
 	if err != nil {
@@ -25,6 +25,14 @@ func hookLane(t *testing.T, f *fleet, name, hooks string) {
 	}
 	r := regexp.MustCompile(`(?m)^name = .*$`).ReplaceAllString(string(b), "name = \""+name+"\"")
 	r = regexp.MustCompile(`(?m)^aliases = .*$`).ReplaceAllString(r, "aliases = []")
+	return b, r
+}
+
+// hookLane writes a recipe NAME on the demo's 2-node cluster (a copy of
+// demo-2x: same image, staging and engine) whose [hooks] table is hooks.
+func hookLane(t *testing.T, f *fleet, name, hooks string) {
+	t.Helper()
+	b, r := demo2xRenamed(t, f, name)
 	table := regexp.MustCompile(`(?m)^\[hooks\]\n(?:[a-z_]+ = .*\n)*`)
 	if !table.MatchString(r) || !strings.Contains(r, "[[staging]]") {
 		t.Fatalf("demo-2x recipe changed shape (no [hooks] table to replace):\n%s", b)

@@ -31,21 +31,7 @@ import (
 func TestVerifyOfAWipedTwentyThousandFileMirrorKeepsHistorySmall(t *testing.T) {
 	const n = 20000
 	nas := writeHub(t, "many-files", n)
-	recipe := fmt.Sprintf(`name = "many"
-cluster = "solo"
-runtime = "sim"
-image = "sparklane/engine-sim:latest"
-model = "demo/many-files"
-command = "/engine-sim /hub --port {port}"
-
-[[staging]]
-kind = "hub-mirror"
-id = "weights"
-src = %q
-dst = "/srv/sparklane/hf"
-repos = ["demo/many-files"]
-verify = "sampled"
-`, filepath.Join(nas, "hub"))
+	recipe := hubRecipe("many", "solo", "many-files", "", nas)
 	f := newFleet(t, fleetOptions{nodes: 1, clusters: map[string][]string{"solo": {"n1"}}, shared: nas, recipes: map[string]string{"many": recipe}})
 	f.startControl()
 	f.startNode("n1")
@@ -118,6 +104,26 @@ verify = "sampled"
 
 // writeHub writes a NAS with a hub repo demo/NAME of n small files (blobs
 // and snapshot links) and returns the NAS root; the hub is NAS/hub.
+// hubRecipe is a sim lane on cluster that mirrors demo/<repo> from
+// writeHub's nas (verify sampled); extra lines go after its command.
+func hubRecipe(name, cluster, repo, extra, nas string) string {
+	return fmt.Sprintf(`name = %q
+cluster = %q
+runtime = "sim"
+image = "sparklane/engine-sim:latest"
+model = "demo/%s"
+command = "/engine-sim /hub --port {port}"
+%s
+[[staging]]
+kind = "hub-mirror"
+id = "weights"
+src = %q
+dst = "/srv/sparklane/hf"
+repos = ["demo/%s"]
+verify = "sampled"
+`, name, cluster, repo, extra, filepath.Join(nas, "hub"), repo)
+}
+
 func writeHub(t *testing.T, name string, n int) string {
 	t.Helper()
 	nas := filepath.Join(t.TempDir(), "nas")

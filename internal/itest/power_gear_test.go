@@ -28,18 +28,7 @@ func TestReplayCorpusPowerOffClusterGearLast(t *testing.T) {
 	}
 	sshd := sshdtest.Start(t)
 	marker := filepath.Join(t.TempDir(), "switch-shutdown-ran")
-	tail := fmt.Sprintf(`[[devices]]
-name = "switch1"
-ssh = "root@127.0.0.1:%d"
-known_hosts = %q
-identity = %q
-behind = ["n1", "n2"]
-[devices.power]
-relay = "switch.rack_switch"
-ha_url = %q
-token_env = %q
-shutdown = "ssh:touch %s"
-`, sshd.Port, sshd.KnownHostsFile, sshd.IdentityFile, ha.URL, tokenEnv, marker)
+	tail := switchDevice(sshd, "behind = [\"n1\", \"n2\"]\n", ha.URL, tokenEnv, marker)
 	relay := func(n string) string {
 		return fmt.Sprintf("[nodes.power]\nrelay = \"switch.%s_outlet\"\nha_url = %q\ntoken_env = %q\n", n, ha.URL, tokenEnv)
 	}

@@ -30,17 +30,7 @@ func TestPowerOffRelayAndTokenStaysOutOfHistory(t *testing.T) {
 	ha.AddSwitch("switch.n2_outlet", "off")
 	sshd := sshdtest.Start(t)
 	marker := filepath.Join(t.TempDir(), "shutdown-ran")
-	tail := fmt.Sprintf(`[[devices]]
-name = "switch1"
-ssh = "root@127.0.0.1:%d"
-known_hosts = %q
-identity = %q
-[devices.power]
-relay = "switch.rack_switch"
-ha_url = %q
-token_env = %q
-shutdown = "ssh:touch %s"
-`, sshd.Port, sshd.KnownHostsFile, sshd.IdentityFile, ha.URL, tokenEnv, marker)
+	tail := switchDevice(sshd, "", ha.URL, tokenEnv, marker)
 	n2 := fmt.Sprintf("[nodes.power]\nrelay = \"switch.n2_outlet\"\nha_url = %q\ntoken_env = %q\n", ha.URL, tokenEnv)
 	f := newFleet(t, fleetOptions{nodes: 2, clusters: map[string][]string{"duo": {"n1", "n2"}}, nodeExtra: map[string]string{"n2": n2}, tail: tail})
 	f.startControl()
@@ -115,4 +105,22 @@ shutdown = "ssh:touch %s"
 			t.Errorf("history of %s has %d events; searched nothing?", id, events)
 		}
 	}
+}
+
+// switchDevice is the [[devices]] entry of switch1 for a fleet's tail:
+// reached over sshd, powered through the Home Assistant relay
+// switch.rack_switch, shut down by touching marker; extra lines (behind)
+// go before its [devices.power].
+func switchDevice(sshd *sshdtest.Server, extra, haURL, tokenEnv, marker string) string {
+	return fmt.Sprintf(`[[devices]]
+name = "switch1"
+ssh = "root@127.0.0.1:%d"
+known_hosts = %q
+identity = %q
+%s[devices.power]
+relay = "switch.rack_switch"
+ha_url = %q
+token_env = %q
+shutdown = "ssh:touch %s"
+`, sshd.Port, sshd.KnownHostsFile, sshd.IdentityFile, extra, haURL, tokenEnv, marker)
 }

@@ -3,7 +3,6 @@ package itest
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 )
@@ -12,12 +11,7 @@ import (
 // [probe] table (smoke prompts dropped) and boot lines engine-sim prints.
 func probeLane(t *testing.T, f *fleet, name, probe, bootLines string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(f.dir, "recipes", "demo-2x.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := regexp.MustCompile(`(?m)^name = .*$`).ReplaceAllString(string(b), "name = \""+name+"\"")
-	r = regexp.MustCompile(`(?m)^aliases = .*$`).ReplaceAllString(r, "aliases = []")
+	b, r := demo2xRenamed(t, f, name)
 	i := strings.Index(r, "[probe]\n")
 	j := strings.Index(r, "[bench]\n")
 	if i < 0 || j < i || !strings.Contains(r, "[env]\n") {

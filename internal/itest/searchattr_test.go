@@ -1,8 +1,6 @@
 package itest
 
 import (
-	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,21 +20,7 @@ import (
 // creation time, new cron.
 func TestSearchAttributesOnChildrenAndSchedulesUpdatedInPlace(t *testing.T) {
 	nas := writeHub(t, "few", 3)
-	recipe := fmt.Sprintf(`name = "few"
-cluster = "solo"
-runtime = "sim"
-image = "sparklane/engine-sim:latest"
-model = "demo/few"
-command = "/engine-sim /hub --port {port}"
-
-[[staging]]
-kind = "hub-mirror"
-id = "weights"
-src = %q
-dst = "/srv/sparklane/hf"
-repos = ["demo/few"]
-verify = "sampled"
-`, filepath.Join(nas, "hub"))
+	recipe := hubRecipe("few", "solo", "few", "", nas)
 	f := newFleet(t, fleetOptions{nodes: 1, clusters: map[string][]string{"solo": {"n1"}}, shared: nas, recipes: map[string]string{"few": recipe}})
 	f.startControl()
 	f.startNode("n1")

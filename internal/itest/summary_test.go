@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,22 +24,7 @@ import (
 // human strings ("1m", "30m"), not nanoseconds.
 func TestHistoryShowsNodeRankSummariesAndHumanDurations(t *testing.T) {
 	nas := writeHub(t, "summaries", 3)
-	recipe := fmt.Sprintf(`name = "sum"
-cluster = "duo"
-runtime = "sim"
-image = "sparklane/engine-sim:latest"
-model = "demo/summaries"
-command = "/engine-sim /hub --port {port}"
-node_outage_budget = "30m"
-
-[[staging]]
-kind = "hub-mirror"
-id = "weights"
-src = %q
-dst = "/srv/sparklane/hf"
-repos = ["demo/summaries"]
-verify = "sampled"
-`, filepath.Join(nas, "hub"))
+	recipe := hubRecipe("sum", "duo", "summaries", "node_outage_budget = \"30m\"\n", nas)
 	f := newFleet(t, fleetOptions{nodes: 2, clusters: map[string][]string{"duo": {"n1", "n2"}}, shared: nas, recipes: map[string]string{"sum": recipe}})
 	f.startControl()
 	f.startNode("n1")

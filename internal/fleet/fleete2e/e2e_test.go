@@ -17,14 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/sparklane/sparklane/internal/cli"
 	"github.com/sparklane/sparklane/internal/config"
-	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/fleet"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
-	"github.com/sparklane/sparklane/internal/workers"
+
 	// The embedded Temporal server: these tests host control services in-process.
 	_ "github.com/sparklane/sparklane/internal/workers/embedded"
 )
@@ -90,36 +87,8 @@ nodes = ["dgx2"]
 	// The control service of this state_dir, in this process: its embedded
 	// frontend listens on 127.0.0.1:PORT, which is also where the node's
 	// worker (on this machine) looks for it.
-	cfg, err := config.Load(cfgFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- workers.RunDev(ctx, cfg, zap.NewNop()) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("the control service did not stop within 30 s")
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if o, ok := control.Find(state); ok && o.Frontend != "" {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("control service ended: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the control service did not publish its frontend within 60 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	done := runControl(t, cfgFile)
+	waitControl(t, state, done)
 	l := fleet.DefaultLayout()
 	for _, p := range []*string{&l.LibDir, &l.ConfDir, &l.RunDir, &l.UnitDir, &l.StateDir} {
 		*p = filepath.Join(root, *p)

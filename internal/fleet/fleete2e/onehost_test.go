@@ -11,14 +11,11 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"go.uber.org/zap"
 
-	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/simimage"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
-	"github.com/sparklane/sparklane/internal/workers"
 )
 
 // The peer of TestRealFleet's first cutover for scripts/bench-fleet.sh:
@@ -68,21 +65,7 @@ func TestSameLaneOnOneHost(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(cfgFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- workers.RunDev(sctx, cfg, zap.NewNop()) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("the control service did not stop within 30 s")
-		}
-	})
+	done := runControl(t, cfgFile)
 	t.Cleanup(func() {
 		cs, _ := dc.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "sparklane.lane="+lane))})
 		for _, c := range cs {

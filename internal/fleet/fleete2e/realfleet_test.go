@@ -19,10 +19,8 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/fleet"
@@ -34,7 +32,6 @@ import (
 	"github.com/sparklane/sparklane/internal/testkit/diskuse"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 	"github.com/sparklane/sparklane/internal/testkit/testfleet"
-	"github.com/sparklane/sparklane/internal/workers"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -280,23 +277,8 @@ func newRealFleet(t *testing.T) *realFleet {
 	if err := os.WriteFile(f.cfgFile, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(f.cfgFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	// The control service of this state_dir, in this process.
-	sctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- workers.RunDev(sctx, cfg, zap.NewNop()) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("the control service did not stop within 30 s")
-		}
-	})
+	done := runControl(t, f.cfgFile)
 	waitControl(t, f.state, done)
 	o, _ := control.Find(f.state)
 	f.c, err = client.Dial(client.Options{HostPort: o.Frontend, Namespace: "default", Logger: quiet{}})

@@ -43,21 +43,7 @@ func TestFleetOnTestFleetThroughTheTunnel(t *testing.T) {
 		state, testfleet.NASPath, port, nodes.String())), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(cfgFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- workers.RunDev(ctx, cfg, zap.NewNop()) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("the control service did not stop within 30 s")
-		}
-	})
+	done := runControl(t, cfgFile)
 	waitControl(t, state, done)
 
 	// Every install path is node-local on these hosts: the install goes
@@ -158,6 +144,28 @@ func nodeProcs(tf *testfleet.Fleet, n *testfleet.Node, s string) []string {
 		}
 	}
 	return out
+}
+
+// runControl loads cfgFile and runs its control service in this process
+// until the test ends; the returned channel receives RunDev's result.
+func runControl(t *testing.T, cfgFile string) chan error {
+	t.Helper()
+	cfg, err := config.Load(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- workers.RunDev(ctx, cfg, zap.NewNop()) }()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("the control service did not stop within 30 s")
+		}
+	})
+	return done
 }
 
 func waitControl(t *testing.T, state string, done chan error) {
