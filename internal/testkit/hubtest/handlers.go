@@ -192,7 +192,10 @@ func (s *Server) serveResolve(w http.ResponseWriter, r *http.Request, p string) 
 		return
 	}
 	ct := c.files[file]
-	if ct == nil {
+	s.mu.Lock()
+	gone := s.vanish[id+"\x00"+file]
+	s.mu.Unlock()
+	if ct == nil || gone {
 		w.Header().Set("X-Repo-Commit", c.sha)
 		hubError(w, http.StatusNotFound, "EntryNotFound", fmt.Sprintf("%s does not exist on %q", file, rev))
 		return

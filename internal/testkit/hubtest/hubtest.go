@@ -80,6 +80,7 @@ type Server struct {
 	log     []Request
 	cuts    map[string]*cut
 	corrupt map[string]map[int64]bool
+	vanish  map[string]bool // repo + "\x00" + path
 	fails   []int
 	commits int
 }
@@ -108,7 +109,7 @@ type cut struct {
 func New(o Options) *Server {
 	s := &Server{
 		repos: map[string]*repo{}, blobs: map[string]*content{}, served: map[string]int64{},
-		cuts: map[string]*cut{}, corrupt: map[string]map[int64]bool{},
+		cuts: map[string]*cut{}, corrupt: map[string]map[int64]bool{}, vanish: map[string]bool{},
 	}
 	s.ts = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	if o.RateLimit > 0 {
@@ -255,6 +256,16 @@ func (s *Server) CutAfter(repoID, p string, n int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cuts[s.find(repoID, p).key()] = &cut{limit: n}
+}
+
+// Vanish makes /resolve answer 404 EntryNotFound for path of repo while
+// the listing still names it, as when the Hub's listing and its storage
+// disagree.
+func (s *Server) Vanish(repoID, p string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.find(repoID, p)
+	s.vanish[repoID+"\x00"+p] = true
 }
 
 // FailNext answers the next n requests, whatever their route, with status
