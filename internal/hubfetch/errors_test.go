@@ -153,3 +153,32 @@ func TestVerifyExisting(t *testing.T) {
 	}
 	checkTree(t, cache, sha, "main", want)
 }
+
+// TestTokenStaysOnTheHub: LFS bytes come from a CDN on another host,
+// which never receives the token; the Hub's own routes do.
+func TestTokenStaysOnTheHub(t *testing.T) {
+	const token = "hf_cdn_test_token"
+	s := hubtest.New(hubtest.Options{SeparateCDN: true})
+	defer s.Close()
+	want := fixture()
+	sha := s.AddRepo(hubtest.Repo{ID: testRepo, Token: token, Gated: true, LFSThreshold: 1 << 20, Files: files(want)})
+	cache := t.TempDir()
+	req := request(s, cache)
+	req.Token = token
+	if _, err := fetch(t, req); err != nil {
+		t.Fatal(err)
+	}
+	checkTree(t, cache, sha, "main", want)
+	cdn := 0
+	for _, r := range s.Requests() {
+		if r.CDN {
+			cdn++
+		}
+		if r.CDN == r.Auth {
+			t.Fatalf("request %+v: the token goes to the Hub only", r)
+		}
+	}
+	if cdn == 0 {
+		t.Fatal("no request reached the CDN")
+	}
+}

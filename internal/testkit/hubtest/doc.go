@@ -16,8 +16,9 @@
 //     and ETag; a git-stored file is served right there (Range supported),
 //     an LFS file is a 302 whose headers also carry X-Linked-Etag (its
 //     sha256) and X-Linked-Size, and whose Location is a relative path to
-//     a separate blob route serving the bytes with Range support, as the
-//     Hub's CDN does.
+//     a separate blob route serving the bytes with Range support (or, with
+//     Options.SeparateCDN, an absolute URL on a second server, as the
+//     public Hub redirects to its CDN).
 //   - Errors carry X-Error-Code (RepoNotFound, RevisionNotFound,
 //     EntryNotFound, GatedRepo), X-Error-Message and a JSON {"error"}
 //     body. A repo may require a token: 401 without one (or with a wrong

@@ -31,9 +31,11 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 
 func (w *statusWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+// serve routes a request of the Hub's server, or of the CDN's (only the
+// blob route lives there).
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, cdn bool) {
 	sw := &statusWriter{ResponseWriter: w}
-	entry := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Range: r.Header.Get("Range"), Auth: r.Header.Get("Authorization") != ""}
+	entry := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Range: r.Header.Get("Range"), Auth: r.Header.Get("Authorization") != "", CDN: cdn}
 	defer func() {
 		entry.Status = sw.status
 		s.mu.Lock()
@@ -56,6 +58,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	p := r.URL.EscapedPath()
 	switch {
+	case cdn && !strings.HasPrefix(p, "/lfs/"):
+		hubError(sw, http.StatusNotFound, "", "not found")
 	case strings.HasPrefix(p, "/api/models/"):
 		s.serveRevision(sw, r, strings.TrimPrefix(p, "/api/models/"))
 	case strings.HasPrefix(p, "/lfs/"):
@@ -207,7 +211,7 @@ func (s *Server) serveResolve(w http.ResponseWriter, r *http.Request, p string) 
 		h.Set("ETag", strconv.Quote(ct.gitSHA1))
 		h.Set("X-Linked-Etag", strconv.Quote(ct.sha256))
 		h.Set("X-Linked-Size", strconv.FormatInt(ct.size, 10))
-		h.Set("Location", "/lfs/"+ct.sha256)
+		h.Set("Location", s.CDNURL+"/lfs/"+ct.sha256)
 		w.WriteHeader(http.StatusFound)
 		return
 	}

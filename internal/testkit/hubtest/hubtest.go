@@ -22,6 +22,14 @@ type Options struct {
 	// cap), as a CDN does per TCP stream, so a benchmark can show what
 	// parallel connections buy.
 	RateLimit int64
+	// SeparateCDN serves LFS bytes from a second server (another port, so
+	// another host for a client), redirected to by an absolute Location,
+	// as the public Hub redirects to its CDN. Without it the Location is a
+	// relative path on this server. huggingface_hub follows only relative
+	// redirects when it reads a file's headers (HEAD), taking them for a
+	// renamed repo, so it needs SeparateCDN to read an LFS file's headers
+	// from the 302 as on the real Hub.
+	SeparateCDN bool
 }
 
 // File is one file of a repo revision.
@@ -66,12 +74,16 @@ type Request struct {
 	Range  string
 	Auth   bool // an Authorization header was sent
 	Status int
+	CDN    bool // served by the separate CDN server (Options.SeparateCDN)
 }
 
 // Server is the running double; URL is its endpoint (http://127.0.0.1:PORT).
 type Server struct {
 	URL string
-	ts  *httptest.Server
+	// CDNURL is the CDN server's base URL with Options.SeparateCDN, else "".
+	CDNURL string
+	ts     *httptest.Server
+	cdn    *httptest.Server
 
 	mu      sync.Mutex
 	repos   map[string]*repo
@@ -111,17 +123,30 @@ func New(o Options) *Server {
 		repos: map[string]*repo{}, blobs: map[string]*content{}, served: map[string]int64{},
 		cuts: map[string]*cut{}, corrupt: map[string]map[int64]bool{}, vanish: map[string]bool{},
 	}
-	s.ts = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
-	if o.RateLimit > 0 {
-		s.ts.Listener = &rateListener{Listener: s.ts.Listener, rate: o.RateLimit}
+	start := func(h http.HandlerFunc) *httptest.Server {
+		ts := httptest.NewUnstartedServer(h)
+		if o.RateLimit > 0 {
+			ts.Listener = &rateListener{Listener: ts.Listener, rate: o.RateLimit}
+		}
+		ts.Start()
+		return ts
 	}
-	s.ts.Start()
+	s.ts = start(func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, false) })
 	s.URL = s.ts.URL
+	if o.SeparateCDN {
+		s.cdn = start(func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, true) })
+		s.CDNURL = s.cdn.URL
+	}
 	return s
 }
 
-// Close stops the server and closes its connections.
-func (s *Server) Close() { s.ts.Close() }
+// Close stops the servers and closes their connections.
+func (s *Server) Close() {
+	s.ts.Close()
+	if s.cdn != nil {
+		s.cdn.Close()
+	}
+}
 
 // AddRepo publishes a commit of r and returns its sha. A malformed
 // definition (no ID, a duplicate or unsafe path) is a bug in the test

@@ -233,3 +233,23 @@ func TestGeneratedContentIsRandomAccess(t *testing.T) {
 		}
 	}
 }
+
+func TestSeparateCDN(t *testing.T) {
+	s := New(Options{SeparateCDN: true})
+	defer s.Close()
+	s.AddRepo(Repo{ID: "org/m", LFSThreshold: 1, Files: []File{{Path: "w.bin", Size: 4096, Seed: 5}}})
+	resp, _ := do(t, "HEAD", s.URL+"/org/m/resolve/main/w.bin", nil)
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != 302 || s.CDNURL == "" || s.CDNURL == s.URL || loc != s.CDNURL+"/lfs/"+s.ETag("org/m", "w.bin") {
+		t.Fatalf("LFS redirect with a CDN: %d Location %q (CDN %q)", resp.StatusCode, loc, s.CDNURL)
+	}
+	if resp, b := do(t, "GET", loc, nil); resp.StatusCode != 200 || len(b) != 4096 {
+		t.Fatalf("CDN GET: %d, %d bytes", resp.StatusCode, len(b))
+	}
+	if resp, _ := do(t, "GET", s.CDNURL+"/api/models/org/m/revision/main", nil); resp.StatusCode != 404 {
+		t.Fatalf("the CDN answers the Hub's API: %d", resp.StatusCode)
+	}
+	if log := s.Requests(); !log[1].CDN || log[0].CDN {
+		t.Fatalf("log does not tell the CDN's requests: %+v", log)
+	}
+}
