@@ -184,6 +184,8 @@ func (f *fetcher) whole(ctx context.Context, file *os.File, b *blob, src *source
 			return nil, false, fmt.Errorf("re-read %s: %w", inc, err)
 		}
 		f.resumedBytes(off)
+		// Read back only to rebuild the hash: not worth the page cache.
+		_ = unix.Fadvise(int(file.Fd()), 0, off, unix.FADV_DONTNEED)
 	}
 	resumed := off > 0
 	err = f.h.retry(ctx, fmt.Sprintf("download %s of %s", b.path, f.h.what()), func() (bool, error) {
@@ -207,48 +209,78 @@ func (f *fetcher) whole(ctx context.Context, file *os.File, b *blob, src *source
 
 // copyBody writes body to file from *off up to end, hashing it (h) when
 // the hash follows the stream, or telling seg each piece. Each piece is
-// handed to writeback at once and the one before it is dropped from the
-// page cache once written (drop-behind), so a download of hundreds of GB
-// does not fill the memory a GPU node's engine is about to claim.
+// handed to writeback at once; with h, what was written dropLag before is
+// dropped from the page cache (drop-behind), so a download of hundreds of
+// GB does not fill the memory a GPU node's engine is about to claim. (For
+// ranges the hasher drops what it has read back.)
 func (f *fetcher) copyBody(body io.Reader, file *os.File, path string, off *int64, end int64, h hash.Hash, seg func(n int64) error) error {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
-	var prevOff, prevN int64
-	defer func() {
-		if h != nil && prevN > 0 {
-			dropWritten(file, prevOff, prevN)
-		}
-	}()
+	db := &dropBehind{file: file, done: *off}
 	for *off < end {
 		n, rerr := io.ReadFull(body, buf[:min(int64(len(buf)), end-*off)])
+		// A short write (the disk filled up) still counts what it wrote,
+		// so what is on disk, the parts file and the counts agree.
+		m, werr := 0, error(nil)
 		if n > 0 {
-			if _, err := file.WriteAt(buf[:n], *off); err != nil {
-				return classifyWrite(path, err)
-			}
-			_ = unix.SyncFileRange(int(file.Fd()), *off, int64(n), unix.SYNC_FILE_RANGE_WRITE)
-			if h != nil {
-				h.Write(buf[:n])
-				if prevN > 0 {
-					if err := dropWritten(file, prevOff, prevN); err != nil {
-						return classifyWrite(path, err)
-					}
-				}
-				prevOff, prevN = *off, int64(n)
-			}
+			m, werr = file.WriteAt(buf[:n], *off)
+		}
+		if m > 0 {
+			_ = unix.SyncFileRange(int(file.Fd()), *off, int64(m), unix.SYNC_FILE_RANGE_WRITE)
 			if seg != nil {
-				if err := seg(int64(n)); err != nil {
+				if err := seg(int64(m)); err != nil {
 					return err
 				}
 			}
-			*off += int64(n)
-			f.add(int64(n), true)
+			*off += int64(m)
+			f.add(int64(m), true)
+			if h != nil {
+				h.Write(buf[:m])
+				if err := db.upTo(*off, *off == end); err != nil {
+					return classifyWrite(path, err)
+				}
+			}
+		}
+		if werr != nil {
+			return classifyWrite(path, fmt.Errorf("write at byte %d: %w", *off, werr))
 		}
 		if rerr != nil && *off < end {
 			return fmt.Errorf("read %s at byte %d: %w", path, *off, rerr)
 		}
 	}
 	return nil
+}
+
+// dropLag is how far behind the writer drop-behind runs: far enough that
+// the range's writeback, started as it was written, is usually done, so
+// the wait costs nothing.
+const dropLag = 8 << 20
+
+// dropBehind drops a file's bytes from the page cache as they are done
+// with, in ranges of at least dropLag.
+type dropBehind struct {
+	file *os.File
+	done int64 // dropped up to here
+}
+
+// dropBehindOn is the switch a test turns off to show what it changes.
+var dropBehindOn = true
+
+// upTo drops up to dropLag before end, or up to end when final.
+func (d *dropBehind) upTo(end int64, final bool) error {
+	if !dropBehindOn {
+		return nil
+	}
+	if !final {
+		end -= dropLag
+	}
+	if end-d.done < dropLag && !(final && end > d.done) {
+		return nil
+	}
+	err := dropWritten(d.file, d.done, end-d.done)
+	d.done = end
+	return err
 }
 
 // dropWritten waits until [off, off+n) is written back, then drops it from

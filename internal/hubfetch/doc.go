@@ -18,6 +18,22 @@
 // bytes, fsync before rename, resume from what is on disk, and the
 // classification of failures with internal/fault.
 //
+// Choices a wrapper should know:
+//   - A blob already under blobs/ with the announced size is trusted
+//     without reading it: this engine (like huggingface_hub) only ever
+//     renames a file there after its hash matched, so a re-hash would
+//     re-read hundreds of GB from the NAS to catch only later tampering.
+//     Request.VerifyExisting re-hashes (and replaces a bad one) for that.
+//   - Resume: a file of at most one chunk continues with Range: bytes=N-
+//     after the N bytes on disk (huggingface_hub's convention); a larger
+//     one is split in chunks fetched by parallel ranges, each chunk's
+//     written bytes counted in the .parts file as they land. Either way
+//     the bytes kept are read back to rebuild the hash, and a kept prefix
+//     that fails the hash (a crash can leave garbage) is fetched once more
+//     from scratch before HubContentMismatch is reported.
+//   - A failed file does not stop the others: what they download is kept
+//     for the retry, and every failure is returned (errors.Join).
+//
 // One struct in, one struct out: Fetch(ctx, Request) (Result, error), with
 // a Progress callback for heartbeats. All state is on disk, so a retry of
 // the same Request resumes wherever the last attempt stopped; heartbeat

@@ -79,9 +79,11 @@ func TestNASFullWhileWriting(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkTree(t, cache, sha, "main", want)
-	// What the first call wrote is kept: no byte is downloaded twice.
-	if first.DownloadedFiles == 0 || first.DownloadedBytes+res.DownloadedBytes != uniqueBytes(want) {
-		t.Fatalf("first call %+v, second %+v: want every byte downloaded once (%d)", first, res, uniqueBytes(want))
+	// What the first call wrote is kept: no byte is downloaded twice. (Not
+	// "exactly once": a write refused with ENOSPC may still have extended
+	// the file, and those bytes count as resumed.)
+	if first.DownloadedFiles == 0 || first.DownloadedBytes+res.DownloadedBytes > uniqueBytes(want) {
+		t.Fatalf("first call %+v, second %+v: a byte was downloaded twice (%d in all)", first, res, uniqueBytes(want))
 	}
 }
 

@@ -46,9 +46,16 @@ const DefaultEndpoint = "https://huggingface.co"
 // only ever put in the Authorization header.
 type Secret string
 
-func (Secret) String() string               { return "<redacted>" }
-func (Secret) GoString() string             { return `"<redacted>"` }
+// String redacts the token in %v and %s.
+func (Secret) String() string { return "<redacted>" }
+
+// GoString redacts the token in %#v.
+func (Secret) GoString() string { return `"<redacted>"` }
+
+// MarshalJSON redacts the token in JSON (a workflow input, a log line).
 func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"<redacted>"`), nil }
+
+// MarshalText redacts the token in text encodings.
 func (Secret) MarshalText() ([]byte, error) { return []byte("<redacted>"), nil }
 
 // Request is one fetch: a repo at a revision into a hub cache dir. The

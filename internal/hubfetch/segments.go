@@ -324,7 +324,8 @@ func hashSegments(s *segments, file *os.File, inc string, h hash.Hash) error {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
-	var off, dropped int64
+	var off int64
+	db := &dropBehind{file: file}
 	for off < s.size {
 		end, ok := s.waitBeyond(off)
 		if !ok {
@@ -338,10 +339,9 @@ func hashSegments(s *segments, file *os.File, inc string, h hash.Hash) error {
 			h.Write(buf[:n])
 			off += n
 		}
-		if err := dropWritten(file, dropped, off-dropped); err != nil {
+		if err := db.upTo(off, off == s.size); err != nil {
 			return classifyWrite(inc, err)
 		}
-		dropped = off
 	}
 	return nil
 }
