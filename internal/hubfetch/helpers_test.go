@@ -22,6 +22,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(killChildEnv) != "" {
+		killChild() // never returns: the process kills itself
+	}
 	// Retries back off for a millisecond, not half a second: the tests
 	// assert on what is retried, never on how long it takes.
 	backoffBase = time.Millisecond
