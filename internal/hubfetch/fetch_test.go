@@ -63,7 +63,9 @@ func TestFetchLayoutAndSecondPass(t *testing.T) {
 
 func TestRevisionNamesAndCommits(t *testing.T) {
 	want := map[string][]byte{"config.json": []byte("{}"), "w.bin": randBytes(7, 2<<20)}
-	s, sha := serve(t, want)
+	s := hubtest.New(hubtest.Options{})
+	t.Cleanup(s.Close)
+	sha := s.AddRepo(hubtest.Repo{ID: testRepo, Tags: []string{"v1", "refs/pr/1"}, LFSThreshold: 1 << 20, Files: files(want)})
 	cache := t.TempDir()
 	req := request(s, cache)
 	req.Revision = sha
@@ -80,6 +82,11 @@ func TestRevisionNamesAndCommits(t *testing.T) {
 		t.Fatalf("fetch by tag: %+v %v", res, err)
 	}
 	checkTree(t, cache, sha, "v1", want)
+	req.Revision = "refs/pr/1" // a ref name with slashes: refs/refs/pr/1, as huggingface_hub
+	if _, err := fetch(t, req); err != nil {
+		t.Fatal(err)
+	}
+	checkTree(t, cache, sha, "refs/pr/1", want)
 
 	// A new commit on main: refs/main moves, only the changed blob comes.
 	changed := map[string][]byte{"config.json": []byte(`{"v": 2}`), "w.bin": want["w.bin"]}
