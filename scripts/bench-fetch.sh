@@ -15,7 +15,8 @@
 #     connections: what parallel ranges buy against a per-connection cap);
 #   - `curl -L` of every file one after another;
 #   - `xargs -P CONNS curl -L` of the same files.
-# curl neither verifies nor fsyncs: its times include a trailing `sync`.
+# curl neither verifies nor fsyncs: its times include an fsync of the files
+# it wrote (`sync FILE...`).
 # Throughput ratios are sparklane / peer (>= 0.9 x parallel curl is the goal).
 # Data lives under a temp dir on the filesystem of /var/tmp (or $BENCH_DIR).
 set -euo pipefail
@@ -79,14 +80,16 @@ sparklane() {
 	secs "$t0" "$t1"
 }
 
-# curls NAME PARALLEL: xargs -P PARALLEL curl, then sync.
+# curls NAME PARALLEL: xargs -P PARALLEL curl, then fsync of its files.
 curls() {
 	local name=$1 par=$2
 	sync
 	local t0 t1
 	t0=$(now)
 	sed "s#/DEST/#/$name/#" "$work/curl.args" | xargs -P "$par" -n 3 curl -sSfL --create-dirs
-	sync
+	# fsync of its own files, as the fetch fsyncs each blob (a bare `sync`
+	# would also flush whatever else this shared machine has dirty).
+	find "$work/$name" -type f -exec sync {} +
 	t1=$(now)
 	local got
 	got=$(find "$work/$name" -type f -printf '%s\n' | awk '{ n += $1 } END { print n + 0 }')
@@ -106,7 +109,7 @@ printf '\n%-48s %9s %9s %14s %14s\n' "tool" "seconds" "MiB/s" "vs curl seq" "vs 
 row() { printf '%-48s %9s %9s %13sx %13sx\n' "$1" "$2" "$(mibs "$bytes" "$2")" "$(ratio "$2" "$t_seq")" "$(ratio "$2" "$t_par")"; }
 row "sparklane fetch, $CONNS files x 1 (verified)" "$t_sl"
 row "sparklane fetch, 4 files x 4 ranges (verified)" "$t_slr"
-row "curl -L, one file after another, + sync" "$t_seq"
-row "xargs -P $CONNS curl -L, + sync" "$t_par"
+row "curl -L, one file after another, + fsync" "$t_seq"
+row "xargs -P $CONNS curl -L, + fsync" "$t_par"
 echo
 echo "RATIO sparklane ($CONNS conns) / xargs -P $CONNS curl throughput: $(ratio "$t_sl" "$t_par") (goal >= 0.9)"
