@@ -87,10 +87,13 @@ curls() {
 	local t0 t1
 	t0=$(now)
 	sed "s#/DEST/#/$name/#" "$work/curl.args" | xargs -P "$par" -n 3 curl -sSfL --create-dirs
+	local tc
+	tc=$(now)
 	# fsync of its own files, as the fetch fsyncs each blob (a bare `sync`
 	# would also flush whatever else this shared machine has dirty).
 	find "$work/$name" -type f -exec sync {} +
 	t1=$(now)
+	echo "  $name: curl $(secs "$t0" "$tc") s + fsync $(secs "$tc" "$t1") s" >&2
 	local got
 	got=$(find "$work/$name" -type f -printf '%s\n' | awk '{ n += $1 } END { print n + 0 }')
 	[[ "$got" == "$bytes" ]] || { echo "$name wrote $got of $bytes bytes" >&2; exit 1; }
