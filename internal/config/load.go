@@ -4,26 +4,21 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"math"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/docker/go-units"
-	"github.com/go-viper/mapstructure/v2"
-	toml "github.com/pelletier/go-toml/v2"
 	"github.com/spf13/viper"
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/strictdecode"
 )
 
 // Defaults applied by Load when the file leaves a key out.
@@ -48,14 +43,6 @@ const DefaultMetricsAddress = "127.0.0.1:9464"
 // re-probe when the config does not say.
 const DefaultProbeGrace = 5 * time.Second
 
-// Limits on a config or recipe file, checked before it is parsed: the TOML
-// parser's work grows with the square of the key count (140,000 keys took
-// 37 s), and no fleet or lane needs more than a few hundred.
-const (
-	MaxFileBytes = 1 << 20
-	MaxFileKeys  = 4096
-)
-
 // EnvPrefix starts every environment variable that overrides a config key:
 // SPARKLANE_TEMPORAL_ADDRESS sets temporal.address.
 const EnvPrefix = "SPARKLANE"
@@ -69,7 +56,7 @@ func NewViper() *viper.Viper {
 	v := viper.New()
 	v.SetEnvPrefix(EnvPrefix)
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
-	for _, k := range envKeys(reflect.TypeOf(Config{}), "") {
+	for _, k := range strictdecode.EnvKeys(reflect.TypeOf(Config{})) {
 		_ = v.BindEnv(k) // only fails without a key
 	}
 	_ = v.BindEnv("config")
@@ -82,29 +69,6 @@ func NewViper() *viper.Viper {
 	v.SetDefault("relay_port", DefaultRelayPort)
 	v.SetDefault("temporal.ui_port", DefaultUIPort)
 	return v
-}
-
-// envKeys lists the keys of t an environment variable may set: every
-// scalar and list, recursing into tables, but not into arrays of tables
-// ([[nodes]]), whose entries have no name an env var could carry.
-func envKeys(t reflect.Type, prefix string) []string {
-	var out []string
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		k := fieldKey(f)
-		if k == "" {
-			continue
-		}
-		ft := f.Type
-		switch {
-		case ft.Kind() == reflect.Struct && ft != durationType:
-			out = append(out, envKeys(ft, join(prefix, k))...)
-		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
-		default:
-			out = append(out, join(prefix, k))
-		}
-	}
-	return out
 }
 
 // EnvVar is the environment variable that overrides key (temporal.address
@@ -143,21 +107,22 @@ func LoadViper(v *viper.Viper) (*Config, error) {
 		}
 		path = "sparklane.toml"
 	}
-	data, err := readSpecFile(path, "config")
-	if err != nil {
-		return nil, err
+	data, err := strictdecode.ReadFile(path, "config")
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Op == "open" {
+		return bad(fmt.Errorf("%w: pass --config PATH or set $SPARKLANE_CONFIG", err))
 	}
-	tree, err := parseTOML(path, data)
 	if err != nil {
-		return nil, err
+		return bad(err)
+	}
+	tree, err := strictdecode.ParseTOML(path, data)
+	if err != nil {
+		return bad(err)
 	}
 	// The file as written: key names and case, then types (strict: a
 	// quoted number in the file is an error, as the operator meant a string).
-	errs := checkKeys(path, tree, reflect.TypeOf(Config{}))
-	if derr := decodeTree(tree, &Config{}); derr != nil {
-		errs = append(errs, decodeErrors(path, derr, len(errs) > 0, nil)...)
-	}
-	if len(errs) > 0 {
+	keyErrs, valueErrs := strictdecode.Decode(path, tree, &Config{})
+	if errs := append(keyErrs, valueErrs...); len(errs) > 0 {
 		return bad(errors.Join(errs...))
 	}
 	// The merged view: flag > env > file > default.
@@ -166,74 +131,20 @@ func LoadViper(v *viper.Viper) (*Config, error) {
 		return bad(fmt.Errorf("%s: %w: fix the TOML syntax", path, err))
 	}
 	cfg := &Config{}
-	if err := v.UnmarshalExact(cfg, func(c *mapstructure.DecoderConfig) { decoderConfig(c, true) }); err != nil {
-		envOf := func(key string) string {
-			if ev := EnvVar(key); os.Getenv(ev) != "" {
-				return ev
-			}
-			return ""
+	envOf := func(key string) string {
+		if ev := EnvVar(key); os.Getenv(ev) != "" {
+			return ev
 		}
-		return bad(errors.Join(decodeErrors(path, err, false, envOf)...))
+		return ""
+	}
+	if errs := strictdecode.DecodeViper(path, v, cfg, envOf); len(errs) > 0 {
+		return bad(errors.Join(errs...))
 	}
 	cfg.File = path
 	if err := applyConfigDefaults(cfg); err != nil {
 		return bad(err)
 	}
 	return cfg, nil
-}
-
-// readSpecFile reads a config or recipe file without ever blocking on a
-// FIFO or device (it is opened non-blocking and must be a regular file)
-// and refuses one over MaxFileBytes before reading it.
-func readSpecFile(path, what string) ([]byte, error) {
-	bad := func(format string, args ...any) ([]byte, error) {
-		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf(format, args...))
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if what == "config" {
-			return bad("read %s %s: %w: pass --config PATH or set $SPARKLANE_CONFIG", what, path, err)
-		}
-		return bad("read %s %s: %w", what, path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return bad("read %s %s: %w", what, path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return bad("%s: not a regular file (%s): a %s must be a regular file", path, fileKind(st.Mode()), what)
-	}
-	if st.Size() > MaxFileBytes {
-		return bad("%s: %d bytes, over the %d-byte (1 MiB) limit for a %s file: split it or remove what it does not need", path, st.Size(), MaxFileBytes, what)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return bad("read %s %s: %w", what, path, err)
-	}
-	if len(data) > MaxFileBytes {
-		return bad("%s: over the %d-byte (1 MiB) limit for a %s file: split it or remove what it does not need", path, MaxFileBytes, what)
-	}
-	return data, nil
-}
-
-// fileKind names a non-regular file's type for messages.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeCharDevice != 0:
-		return "character device"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	case m&fs.ModeSymlink != 0:
-		return "symlink"
-	}
-	return m.Type().String()
 }
 
 func applyConfigDefaults(cfg *Config) error {
@@ -329,107 +240,11 @@ func expandHome(p string) (string, error) {
 	return filepath.Join(home, strings.TrimPrefix(p, "~")), nil
 }
 
-// parseTOML parses data into a generic tree, keys exactly as written;
-// syntax errors carry file:line:column. A file with more than MaxFileKeys
-// keys is refused before the parser sees it.
-func parseTOML(file string, data []byte) (map[string]any, error) {
-	if n := countTOMLKeys(data, MaxFileKeys+1); n > MaxFileKeys {
-		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: more than %d keys, the limit for a config or recipe file: split it or remove keys", file, MaxFileKeys))
-	}
-	var tree map[string]any
-	if err := toml.Unmarshal(data, &tree); err != nil {
-		var de *toml.DecodeError
-		if errors.As(err, &de) {
-			row, col := de.Position()
-			return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s:%d:%d: %s: fix the TOML syntax", file, row, col, de.Error()))
-		}
-		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: %w: fix the TOML syntax", file, err))
-	}
-	if tree == nil {
-		tree = map[string]any{}
-	}
-	return tree, nil
-}
-
-// countTOMLKeys counts, up to limit, the key/value pairs ('=' outside
-// strings and comments) and table headers ('[' opening a line) of a TOML
-// document: an upper bound on its keys that costs one pass.
-func countTOMLKeys(data []byte, limit int) int {
-	n := 0
-	lineStart := true
-	for i := 0; i < len(data) && n < limit; i++ {
-		c := data[i]
-		switch {
-		case c == '\n':
-			lineStart = true
-			continue
-		case c == ' ' || c == '\t' || c == '\r':
-			continue
-		case c == '#':
-			for i < len(data) && data[i] != '\n' {
-				i++
-			}
-			i--
-		case c == '"' || c == '\'':
-			q := string(c)
-			if i+2 < len(data) && data[i+1] == c && data[i+2] == c {
-				q = strings.Repeat(q, 3)
-			}
-			j := i + len(q)
-			for j < len(data) && !bytes.HasPrefix(data[j:], []byte(q)) {
-				if c == '"' && data[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			i = j + len(q) - 1
-		case c == '=':
-			n++
-		case c == '[' && lineStart:
-			n++
-		}
-		lineStart = false
-	}
-	return n
-}
-
-var sizeRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtTpP]?)(i?)([bB]?)$`)
-
-// ParseSize reads a byte size as operators write it: "100G", "55G",
-// "1.5T", "512M", "100GiB", "4096". A bare unit letter and the "iB" forms
-// are binary (G = 2^30, what df -h prints; go-units' RAMInBytes); "GB",
-// "TB"... are decimal (go-units' FromHumanSize). The form is checked first
-// so that what go-units would also accept ("1e3", "5 b") stays an error.
-func ParseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	m := sizeRE.FindStringSubmatch(t)
-	if m == nil {
-		return 0, fmt.Errorf("%q is not a size: write it like \"100G\", \"1.5T\" or \"512M\"", s)
-	}
-	unit, iB, b := m[2], m[3] != "", m[4] != ""
-	if iB && unit == "" {
-		return 0, fmt.Errorf("%q is not a size: \"i\" needs a unit letter (GiB)", s)
-	}
-	if unit == "" && strings.Contains(m[1], ".") {
-		return 0, fmt.Errorf("%q: a byte count must be whole", s)
-	}
-	num, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a size: %w", s, err)
-	}
-	parse, base := units.RAMInBytes, 1024.0
-	if unit != "" && b && !iB {
-		parse, base = units.FromHumanSize, 1000
-	}
-	if num*math.Pow(base, float64(strings.IndexAny("KMGTP", strings.ToUpper(unit))+1)) >= math.MaxInt64 {
-		return 0, fmt.Errorf("%q is too large", s)
-	}
-	n, err := parse(strings.ReplaceAll(t, " ", ""))
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%q is not a size: write it like \"100G\", \"1.5T\" or \"512M\"", s)
-	}
-	return n, nil
-}
+// ParseSize reads a byte size as operators write it ("100G", "1.5T",
+// "512M"; binary units unless written "GB"): strictdecode.ParseSize, the
+// rule [[staging]] min_free is read with, so a size given on the command
+// line means what it would in a recipe.
+func ParseSize(s string) (int64, error) { return strictdecode.ParseSize(s) }
 
 // ErrNotRecipe marks a file in a recipes directory that is something else
 // (a fleet config, a docker-compose file): LoadRecipeDir skips it with a
@@ -444,9 +259,9 @@ func LoadRecipe(path string) (*Recipe, error) {
 	if ext != ".toml" && ext != ".yaml" && ext != ".yml" {
 		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: unknown recipe format: name it NAME.toml (sparklane) or NAME.yaml (sparkrun v2)", path))
 	}
-	data, err := readSpecFile(path, "recipe")
+	data, err := strictdecode.ReadFile(path, "recipe")
 	if err != nil {
-		return nil, err
+		return nil, fault.Permanent(fault.InvalidSpec, err)
 	}
 	if ext == ".toml" {
 		return parseTOMLRecipe(path, data)
@@ -460,19 +275,16 @@ func baseName(path string) string {
 }
 
 func parseTOMLRecipe(path string, data []byte) (*Recipe, error) {
-	tree, err := parseTOML(path, data)
+	tree, err := strictdecode.ParseTOML(path, data)
 	if err != nil {
-		return nil, err
+		return nil, fault.Permanent(fault.InvalidSpec, err)
 	}
 	if !hasAny(tree, "runtime", "command", "image", "staging") && hasAny(tree, "nodes", "clusters", "temporal") {
 		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: %w: it is a fleet config ([[nodes]], [[clusters]]); pass it with --config", path, ErrNotRecipe))
 	}
 	r := &Recipe{}
-	errs := checkKeys(path, tree, reflect.TypeOf(Recipe{}))
-	if derr := decodeTree(tree, r); derr != nil {
-		errs = append(errs, decodeErrors(path, derr, len(errs) > 0, nil)...)
-	}
-	if len(errs) > 0 {
+	keyErrs, valueErrs := strictdecode.Decode(path, tree, r)
+	if errs := append(keyErrs, valueErrs...); len(errs) > 0 {
 		return nil, fault.Permanent(fault.InvalidSpec, errors.Join(errs...))
 	}
 	r.File, r.Format = path, "toml"
@@ -480,7 +292,7 @@ func parseTOMLRecipe(path string, data []byte) (*Recipe, error) {
 		r.Name = baseName(path)
 	}
 	if r.RuntimeConfig != nil {
-		r.LoadWarnings = append(r.LoadWarnings, fmt.Sprintf("%s: runtime_config: recorded, not applied: its keys (%s) are read by sparkrun's runtime plugins; put flags in command or defaults", path, strings.Join(sortedAnyKeys(r.RuntimeConfig), ", ")))
+		r.LoadWarnings = append(r.LoadWarnings, fmt.Sprintf("%s: runtime_config: recorded, not applied: its keys (%s) are read by sparkrun's runtime plugins; put flags in command or defaults", path, strings.Join(slices.Sorted(maps.Keys(r.RuntimeConfig)), ", ")))
 	}
 	if r.BuildArgs != nil || r.Builder != "" || r.BuilderConfig != nil {
 		r.LoadWarnings = append(r.LoadWarnings, fmt.Sprintf("%s: build_args: recorded (builder %q): sparklane builds no image; %s must already be on every node", path, r.Builder, r.Image))
@@ -550,33 +362,6 @@ func applyRecipeDefaults(r *Recipe) {
 	}
 }
 
-// countKeys counts the keys of a decoded tree, stopping at limit.
-func countKeys(v any, limit int) int {
-	n := 0
-	var walk func(v any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for _, e := range x {
-				if n >= limit {
-					return
-				}
-				n++
-				walk(e)
-			}
-		case []any:
-			for _, e := range x {
-				if n >= limit {
-					return
-				}
-				walk(e)
-			}
-		}
-	}
-	walk(v)
-	return n
-}
-
 // IsFleetConfigFile says whether a file in a recipes directory is a fleet
 // config (sparklane.toml, sparklane.example.toml) rather than a lane.
 func IsFleetConfigFile(path string) bool {
@@ -632,7 +417,7 @@ func LoadRecipeDir(dir string, skip ...string) ([]*Recipe, []string, error) {
 			continue
 		}
 		if !st.Mode().IsRegular() {
-			warnings = append(warnings, fmt.Sprintf("%s: not a regular file (%s): skipped", p, fileKind(st.Mode())))
+			warnings = append(warnings, fmt.Sprintf("%s: not a regular file (%s): skipped", p, strictdecode.FileKind(st.Mode())))
 			continue
 		}
 		same := false

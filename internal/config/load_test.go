@@ -212,30 +212,6 @@ func TestLoadSyntaxErrorHasPosition(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	cases := map[string]int64{
-		"100G":   100 << 30,
-		"55G":    55 << 30,
-		"1.5T":   3 << 39,
-		"512M":   512 << 20,
-		"100GiB": 100 << 30,
-		"100GB":  100_000_000_000,
-		"4096":   4096,
-		"2k":     2048,
-	}
-	for in, want := range cases {
-		got, err := ParseSize(in)
-		if err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"lots", "", "1.5", "G", "-5G", "5X"} {
-		if _, err := ParseSize(bad); err == nil {
-			t.Errorf("ParseSize(%q) accepted", bad)
-		}
-	}
-}
-
 func TestRecipeMinFreeWrongType(t *testing.T) {
 	dir := t.TempDir()
 	p := writeFile(t, dir, "lane.toml", `

@@ -6,10 +6,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/strictdecode"
 )
 
 // BrokenRecipe is a recipe file that did not load: listed (by `starter
@@ -33,7 +35,7 @@ type RecipeSet struct {
 // Find returns the recipe named (or aliased) lane, nil when none is.
 func (s *RecipeSet) Find(lane string) *Recipe {
 	for _, r := range s.Recipes {
-		if r.Name == lane || contains(r.Aliases, lane) {
+		if r.Name == lane || slices.Contains(r.Aliases, lane) {
 			return r
 		}
 	}
@@ -198,7 +200,7 @@ func recipeFiles(dir string, deep bool, skip []string) ([]string, []string, erro
 			return nil
 		}
 		if !st.Mode().IsRegular() {
-			warnings = append(warnings, fmt.Sprintf("%s: not a regular file (%s): skipped", p, fileKind(st.Mode())))
+			warnings = append(warnings, fmt.Sprintf("%s: not a regular file (%s): skipped", p, strictdecode.FileKind(st.Mode())))
 			return nil
 		}
 		for _, s := range skipInfo {

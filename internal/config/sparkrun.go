@@ -3,16 +3,16 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
+	"slices"
 	"strings"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/strictdecode"
 )
 
 // sparkrunFile is the sparkrun v2 recipe shape: exactly the top-level keys
@@ -68,31 +68,23 @@ var (
 
 func parseSparkrun(path string, data []byte) (*Recipe, error) {
 	bad := func(err error) (*Recipe, error) { return nil, fault.Permanent(fault.InvalidSpec, err) }
-	var raw any
-	if err := yaml.Unmarshal(data, &raw); err != nil {
-		return bad(fmt.Errorf("%s: %w: fix the YAML syntax", path, err))
+	doc, err := strictdecode.ParseYAML(path, data)
+	if err != nil {
+		return bad(err)
 	}
-	if raw == nil {
-		raw = map[string]any{}
-	}
-	tree, ok := normalize(raw).(map[string]any)
+	tree, ok := doc.(map[string]any)
 	if !ok {
-		return bad(fmt.Errorf("%s: the document is %s, not a table of keys: a sparkrun recipe starts with recipe_version, model, runtime, container", path, describe(raw)))
-	}
-	if n := countKeys(tree, MaxFileKeys+1); n > MaxFileKeys {
-		return bad(fmt.Errorf("%s: more than %d keys, the limit for a config or recipe file: split it or remove keys", path, MaxFileKeys))
+		return bad(fmt.Errorf("%s: the document is %s, not a table of keys: a sparkrun recipe starts with recipe_version, model, runtime, container", path, strictdecode.Describe(doc)))
 	}
 	if !hasAny(tree, "recipe_version", "sparkrun_version", "model", "runtime", "container", "command") {
 		return bad(fmt.Errorf("%s: %w: none of sparkrun's keys (recipe_version, model, runtime, container, command)", path, ErrNotRecipe))
 	}
 	var f sparkrunFile
-	errs := checkKeys(path, tree, reflect.TypeOf(f))
-	if derr := decodeTree(tree, &f); derr != nil {
-		errs = append(errs, decodeErrors(path, derr, len(errs) > 0, nil)...)
-	}
-	version, _ := scalarString(f.RecipeVersion)
+	keyErrs, valueErrs := strictdecode.Decode(path, tree, &f)
+	errs := append(keyErrs, valueErrs...)
+	version, _ := strictdecode.ScalarString(f.RecipeVersion)
 	if f.RecipeVersion == nil {
-		version, _ = scalarString(f.SparkrunVersion)
+		version, _ = strictdecode.ScalarString(f.SparkrunVersion)
 	}
 	if version != "" && version != "2" {
 		errs = append(errs, fmt.Errorf("%s: recipe_version: %q is not supported: sparklane reads sparkrun v2 recipes (recipe_version: \"2\")", path, version))
@@ -155,7 +147,7 @@ func parseSparkrun(path string, data []byte) (*Recipe, error) {
 	// variable stays as written), except secrets, which never enter a plan.
 	if f.Env != nil {
 		r.Env = map[string]string{}
-		for _, k := range sortedStrings(f.Env) {
+		for _, k := range slices.Sorted(maps.Keys(f.Env)) {
 			r.Env[k] = expandEnv(f.Env[k], func(name string) {
 				warn("env."+k, "$%s is not expanded: it names a secret, and secrets never enter plans or workflow history; set it in the image or pass it with api_key_env", name)
 			})
@@ -179,7 +171,7 @@ func parseSparkrun(path string, data []byte) (*Recipe, error) {
 			}
 			r.PreExec = append(r.PreExec, PreExec{Copy: src, Dest: dst})
 		default:
-			errs = append(errs, fmt.Errorf("%s: pre_exec[%d]: %s: write a shell command or {copy: SRC, dest: DST}", path, i, describe(e)))
+			errs = append(errs, fmt.Errorf("%s: pre_exec[%d]: %s: write a shell command or {copy: SRC, dest: DST}", path, i, strictdecode.Describe(e)))
 		}
 	}
 	if f.ExecutorConfig != nil {
@@ -218,7 +210,7 @@ func warnUnapplied(f *sparkrunFile, name string, warn func(key, why string, args
 		warn("runtime_version", "not applied: the container image decides the engine version")
 	}
 	if f.RuntimeConfig != nil {
-		warn("runtime_config", "recorded, not applied: its keys (%s) are read by sparkrun's runtime plugins; put flags in command or defaults", strings.Join(sortedAnyKeys(f.RuntimeConfig), ", "))
+		warn("runtime_config", "recorded, not applied: its keys (%s) are read by sparkrun's runtime plugins; put flags in command or defaults", strings.Join(slices.Sorted(maps.Keys(f.RuntimeConfig)), ", "))
 	}
 	if f.Benchmark != nil {
 		warn("benchmark", "not applied: sparklane benches with its own [bench] settings")
@@ -284,7 +276,7 @@ func sparkrunRuntime(rt, command string, defaults map[string]any) (string, error
 	}
 	switch rt {
 	case "vllm", "vllm-distributed":
-		if b, _ := scalarString(defaults["distributed_executor_backend"]); strings.EqualFold(b, "ray") || rayRE.MatchString(cmd) {
+		if b, _ := strictdecode.ScalarString(defaults["distributed_executor_backend"]); strings.EqualFold(b, "ray") || rayRE.MatchString(cmd) {
 			return "", fmt.Errorf("%s with the Ray executor backend: sparklane runs vLLM's native multi-node mode; drop distributed_executor_backend: ray", rt)
 		}
 		return "vllm", nil
@@ -314,33 +306,17 @@ func expandEnv(s string, secret func(name string)) string {
 	})
 }
 
-func sortedAnyKeys(m map[string]any) []string {
-	s := make(map[string]string, len(m))
-	for k := range m {
-		s[k] = ""
-	}
-	return sortedStrings(s)
-}
-
 // decodeExecutor reads executor_config as sparkrun does: list keys take a
 // single string too. Unknown keys are errors naming the key.
 func decodeExecutor(path string, m map[string]any) (Executor, []error) {
-	var errs []error
 	for _, k := range []string{"security_opt", "cap_add", "ulimit", "devices", "labels"} {
 		if s, ok := m[k].(string); ok {
 			m[k] = []any{s}
 		}
 	}
 	var ex Executor
-	tree := map[string]any{}
-	for k, v := range m {
-		tree[k] = v
-	}
-	errs = append(errs, prefixErrs(checkKeys(path, tree, reflect.TypeOf(ex)), "executor_config.")...)
-	if derr := decodeTree(tree, &ex); derr != nil {
-		errs = append(errs, decodeErrors(path, derr, true, nil)...)
-	}
-	return ex, errs
+	keyErrs, valueErrs := strictdecode.Decode(path, m, &ex)
+	return ex, append(prefixErrs(keyErrs, "executor_config."), valueErrs...)
 }
 
 // prefixErrs puts the table path in front of key errors of a sub-table

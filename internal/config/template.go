@@ -3,6 +3,8 @@ package config
 import (
 	"encoding/json"
 	"regexp"
+
+	"github.com/sparklane/sparklane/internal/strictdecode"
 )
 
 // The command template language of recipe files: {key} placeholders in
@@ -24,7 +26,7 @@ var Placeholder = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // ValueString is the text a [defaults] value stands for in a template: a
 // scalar as written (8000, true, 0.5), anything else as JSON.
 func ValueString(v any) string {
-	if s, ok := scalarString(v); ok {
+	if s, ok := strictdecode.ScalarString(v); ok {
 		return s
 	}
 	b, _ := json.Marshal(v)

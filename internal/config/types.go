@@ -22,7 +22,9 @@
 // operator wrote: size and key-count limits, unknown keys with their full
 // path, keys in the wrong case (viper folds case, so State_Dir would
 // otherwise be read as state_dir silently) and types. Recipes (TOML and
-// sparkrun YAML) are decoded with mapstructure under the same rules.
+// sparkrun YAML) are decoded under the same rules. Those rules are
+// internal/strictdecode's, which knows no schema; this package owns the
+// types, the defaults and what each key means.
 package config
 
 import "time"

@@ -3,9 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/secretenv"
+	"github.com/sparklane/sparklane/internal/strictdecode"
 )
 
 // Runtimes are the serving engines sparklane knows how to render for.
@@ -54,7 +57,7 @@ func ConfigErrors(cfg *Config) []error {
 	if cfg.DefaultCluster != "" && cfg.Cluster(cfg.DefaultCluster) == nil {
 		errs = append(errs, cfgErr(cfg, "default_cluster", "unknown cluster %q — known clusters: %s", cfg.DefaultCluster, strings.Join(cfg.ClusterNames(), ", ")))
 	}
-	for _, name := range sortedStrings(cfg.Registries) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Registries)) {
 		dir := cfg.Registries[name]
 		if ValidName(name) != nil || dir == "" {
 			errs = append(errs, cfgErr(cfg, "registries."+name, "give the path of the registry's local clone, under a plain name"))
@@ -257,8 +260,6 @@ func NameErrors(recipes []*Recipe) []error {
 	return errs
 }
 
-func in(list []string, s string) bool { return contains(list, s) }
-
 // intDefault reads an integer [defaults] value; ok=false when absent.
 func intDefault(r *Recipe, key string) (int, bool, error) {
 	v, ok := r.Defaults[key]
@@ -272,9 +273,9 @@ func intDefault(r *Recipe, key string) (int, bool, error) {
 		}
 		return n, true, nil
 	}
-	n, isInt := asInt(v)
+	n, isInt := strictdecode.AsInt(v)
 	if !isInt {
-		return 0, true, recipeErr(r, "defaults."+key, "expected an integer, got %s", describe(v))
+		return 0, true, recipeErr(r, "defaults."+key, "expected an integer, got %s", strictdecode.Describe(v))
 	}
 	return int(n), true, nil
 }
@@ -300,7 +301,7 @@ func RecipeErrors(r *Recipe) []error {
 	}
 	if r.Runtime == "" {
 		errs = append(errs, recipeErr(r, "runtime", "missing: use one of %s", strings.Join(Runtimes, ", ")))
-	} else if !in(Runtimes, r.Runtime) {
+	} else if !slices.Contains(Runtimes, r.Runtime) {
 		errs = append(errs, recipeErr(r, "runtime", "unknown runtime %q: use one of %s", r.Runtime, strings.Join(Runtimes, ", ")))
 	}
 	if strings.TrimSpace(r.Image) == "" {
@@ -309,7 +310,7 @@ func RecipeErrors(r *Recipe) []error {
 	if strings.TrimSpace(r.Command) == "" {
 		errs = append(errs, recipeErr(r, "command", "missing: give the serve command template"))
 	}
-	for _, k := range sortedStrings(r.EnvFrom) {
+	for _, k := range slices.Sorted(maps.Keys(r.EnvFrom)) {
 		switch _, err := secretenv.Parse(r.EnvFrom[k]); {
 		case !secretenv.ValidName(k):
 			errs = append(errs, recipeErr(r, "env_from."+k, "%q is not an environment variable name", k))
@@ -320,8 +321,8 @@ func RecipeErrors(r *Recipe) []error {
 			errs = append(errs, recipeErr(r, "env_from."+k, "%s is also set in [env]: keep only the env_from entry (the secret's source)", k))
 		}
 	}
-	for _, k := range sortedKeys(r.Defaults) {
-		if in(FixedKeys, k) {
+	for _, k := range slices.Sorted(maps.Keys(r.Defaults)) {
+		if slices.Contains(FixedKeys, k) {
 			errs = append(errs, recipeErr(r, "defaults."+k, "%s is set per node by sparklane (built-ins: %s): rename this default", k, strings.Join(FixedKeys, ", ")))
 		}
 	}
@@ -339,10 +340,10 @@ func RecipeErrors(r *Recipe) []error {
 	if r.Probe.Ready < 0 {
 		errs = append(errs, recipeErr(r, "probe.ready", "%s is negative: write the readiness budget, like \"30m\"", contract.Duration(r.Probe.Ready)))
 	}
-	if r.Bench.Mode != "" && !in(contract.BenchModes, r.Bench.Mode) {
+	if r.Bench.Mode != "" && !slices.Contains(contract.BenchModes, r.Bench.Mode) {
 		errs = append(errs, recipeErr(r, "bench.mode", "unknown mode %q: use one of %s", r.Bench.Mode, strings.Join(contract.BenchModes, ", ")))
 	}
-	if r.Probe.ModelType != "" && !in(contract.ModelTypes, r.Probe.ModelType) {
+	if r.Probe.ModelType != "" && !slices.Contains(contract.ModelTypes, r.Probe.ModelType) {
 		errs = append(errs, recipeErr(r, "probe.model_type", "unknown model type %q: use one of %s", r.Probe.ModelType, strings.Join(contract.ModelTypes, ", ")))
 	}
 	for i, s := range r.Probe.LogSignatures {
@@ -353,7 +354,7 @@ func RecipeErrors(r *Recipe) []error {
 	if e := r.Probe.APIKeyEnv; e != "" && !envNameRE.MatchString(e) {
 		errs = append(errs, recipeErr(r, "probe.api_key_env", "%q is not an environment variable name: name the variable that holds the key, never the key itself", e))
 	}
-	if r.Mode != "" && !in([]string{"solo", "cluster", "auto"}, r.Mode) {
+	if r.Mode != "" && !slices.Contains([]string{"solo", "cluster", "auto"}, r.Mode) {
 		errs = append(errs, recipeErr(r, "mode", "%q: use solo, cluster or auto", r.Mode))
 	}
 	if r.NodeOutageBudget < 0 {
@@ -416,12 +417,12 @@ func stagingErrors(r *Recipe) []error {
 			if len(s.Repos) == 0 {
 				errs = append(errs, recipeErr(r, key+".repos", "missing: list the repos to mirror (org/name)"))
 			}
-			if s.Verify != "" && !in(VerifyModes, s.Verify) {
+			if s.Verify != "" && !slices.Contains(VerifyModes, s.Verify) {
 				errs = append(errs, recipeErr(r, key+".verify", "unknown verify mode %q: use sampled or sha256", s.Verify))
 			}
 			for j, e := range s.Exports {
 				ek := fmt.Sprintf("%s.exports[%d]", key, j)
-				if !in(s.Repos, e.Repo) {
+				if !slices.Contains(s.Repos, e.Repo) {
 					errs = append(errs, recipeErr(r, ek+".repo", "%q is not one of this block's repos %v", e.Repo, s.Repos))
 				}
 				if e.Mount != "" && !filepath.IsAbs(e.Mount) {
@@ -438,10 +439,10 @@ func stagingErrors(r *Recipe) []error {
 			if len(s.Layers) == 0 {
 				errs = append(errs, recipeErr(r, key+".layers", "missing: list the layers to stage"))
 			}
-			if !in(SparseFormats, s.Format) {
+			if !slices.Contains(SparseFormats, s.Format) {
 				errs = append(errs, recipeErr(r, key+".format", "%q: use packed or sparse-copy", s.Format))
 			}
-			if s.Verify != "" && !in(VerifyModes, s.Verify) {
+			if s.Verify != "" && !slices.Contains(VerifyModes, s.Verify) {
 				errs = append(errs, recipeErr(r, key+".verify", "unknown verify mode %q: use sampled or sha256", s.Verify))
 			}
 			if s.Rows < 0 {
@@ -561,7 +562,7 @@ func checkPlaceholders(r *Recipe) []error {
 		}
 	}
 	check("command", r.Command)
-	for _, k := range sortedStrings(r.Env) {
+	for _, k := range slices.Sorted(maps.Keys(r.Env)) {
 		check("env."+k, r.Env[k])
 	}
 	for i, m := range r.Mounts {
@@ -609,7 +610,7 @@ func Resolve(recipes []*Recipe, laneOrAlias string) (*Recipe, error) {
 		}
 	}
 	for _, r := range recipes {
-		if in(r.Aliases, laneOrAlias) {
+		if slices.Contains(r.Aliases, laneOrAlias) {
 			return r, nil
 		}
 	}
@@ -625,7 +626,7 @@ func Resolve(recipes []*Recipe, laneOrAlias string) (*Recipe, error) {
 	}
 	sort.Strings(known)
 	hint := ""
-	if near := nearest(laneOrAlias, candidates); near != "" {
+	if near := strictdecode.Nearest(laneOrAlias, candidates); near != "" {
 		hint = fmt.Sprintf(" — did you mean %s?", near)
 	} else {
 		hint = " —"

@@ -1,10 +1,11 @@
-package config
+package strictdecode
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -42,7 +43,7 @@ func (k *keyCheck) walk(path string, v any, t reflect.Type) {
 		}
 		fields := structFields(t)
 		valid := structKeys(t)
-		for _, key := range sortedKeys(m) {
+		for _, key := range slices.Sorted(maps.Keys(m)) {
 			if ft, ok := fields[key]; ok {
 				k.walk(join(path, key), m[key], ft)
 				continue
@@ -73,7 +74,7 @@ func (k *keyCheck) unknown(path, key string, valid []string) {
 	hint := ""
 	if root := foldFind(k.rootKeys, key); path != "" && root != "" {
 		hint = fmt.Sprintf(" — did you mean the root key %s? Root keys must come before the first [[table]] header", root)
-	} else if near := nearest(key, valid); near != "" {
+	} else if near := Nearest(key, valid); near != "" {
 		hint = fmt.Sprintf(" — did you mean %s?", join(path, near))
 	} else if len(valid) > 0 {
 		hint = " — valid keys here: " + strings.Join(valid, ", ")
@@ -103,7 +104,7 @@ func foldFind(list []string, s string) string {
 
 // fieldKey is the file key a struct field is read from: its mapstructure
 // tag, or "" when the field is not read from files (tag "-", or toml:"-"
-// for values that come from elsewhere, like Config.File).
+// for a value the caller sets from elsewhere, like the file's own path).
 func fieldKey(f reflect.StructField) string {
 	if !f.IsExported() || f.Tag.Get("toml") == "-" {
 		return ""
@@ -127,12 +128,7 @@ func structFields(t reflect.Type) map[string]reflect.Type {
 
 // structKeys lists the file keys of a struct type, for hints.
 func structKeys(t reflect.Type) []string {
-	var keys []string
-	for k := range structFields(t) {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return slices.Sorted(maps.Keys(structFields(t)))
 }
 
 func join(path, key string) string {
@@ -142,36 +138,10 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func sortedStrings(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// nearest returns the valid key closest to key when the edit distance is
-// small enough to be a typo.
-func nearest(key string, valid []string) string {
+// Nearest returns the string of valid closest to key when the edit
+// distance is small enough to be a typo, else "": the "did you mean" of an
+// unknown key, and of any other name an operator may mistype.
+func Nearest(key string, valid []string) string {
 	best, bestD := "", 3
 	for _, v := range valid {
 		if dd := editDistance(key, v); dd < bestD {

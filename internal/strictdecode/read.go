@@ -1,0 +1,197 @@
+package strictdecode
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"syscall"
+
+	toml "github.com/pelletier/go-toml/v2"
+	"gopkg.in/yaml.v3"
+)
+
+// Limits on a file, checked before it is parsed: the TOML parser's work
+// grows with the square of the key count (140,000 keys took 37 s), and no
+// file an operator writes by hand needs more than a few hundred.
+const (
+	MaxFileBytes = 1 << 20
+	MaxFileKeys  = 4096
+)
+
+// ReadFile reads the file at path without ever blocking on a FIFO or
+// device (it is opened non-blocking and must be a regular file) and
+// refuses one over MaxFileBytes before reading it. what names the kind of
+// file in messages ("config", "recipe"). A failure to open it wraps the
+// *fs.PathError with Op "open", so a caller can add where the path came
+// from.
+func ReadFile(path, what string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s): a %s must be a regular file", path, FileKind(st.Mode()), what)
+	}
+	if st.Size() > MaxFileBytes {
+		return nil, fmt.Errorf("%s: %d bytes, over the %d-byte (1 MiB) limit for a %s file: split it or remove what it does not need", path, st.Size(), MaxFileBytes, what)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("%s: over the %d-byte (1 MiB) limit for a %s file: split it or remove what it does not need", path, MaxFileBytes, what)
+	}
+	return data, nil
+}
+
+// FileKind names a non-regular file's type for messages ("named pipe"),
+// so a caller skipping such a file can say what it was.
+func FileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	}
+	return m.Type().String()
+}
+
+// tooManyKeys is the error for a file over MaxFileKeys.
+func tooManyKeys(file string) error {
+	return fmt.Errorf("%s: more than %d keys, the limit for a config or recipe file: split it or remove keys", file, MaxFileKeys)
+}
+
+// ParseTOML parses data, the contents of file, into a tree with keys
+// exactly as written (for Decode to check); syntax errors carry
+// file:line:column. A file with more than MaxFileKeys keys is refused
+// before the parser sees it.
+func ParseTOML(file string, data []byte) (map[string]any, error) {
+	if n := countTOMLKeys(data, MaxFileKeys+1); n > MaxFileKeys {
+		return nil, tooManyKeys(file)
+	}
+	var tree map[string]any
+	if err := toml.Unmarshal(data, &tree); err != nil {
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, col := de.Position()
+			return nil, fmt.Errorf("%s:%d:%d: %s: fix the TOML syntax", file, row, col, de.Error())
+		}
+		return nil, fmt.Errorf("%s: %w: fix the TOML syntax", file, err)
+	}
+	if tree == nil {
+		tree = map[string]any{}
+	}
+	return tree, nil
+}
+
+// countTOMLKeys counts, up to limit, the key/value pairs ('=' outside
+// strings and comments) and table headers ('[' opening a line) of a TOML
+// document: an upper bound on its keys that costs one pass.
+func countTOMLKeys(data []byte, limit int) int {
+	n := 0
+	lineStart := true
+	for i := 0; i < len(data) && n < limit; i++ {
+		c := data[i]
+		switch {
+		case c == '\n':
+			lineStart = true
+			continue
+		case c == ' ' || c == '\t' || c == '\r':
+			continue
+		case c == '#':
+			for i < len(data) && data[i] != '\n' {
+				i++
+			}
+			i--
+		case c == '"' || c == '\'':
+			q := string(c)
+			if i+2 < len(data) && data[i+1] == c && data[i+2] == c {
+				q = strings.Repeat(q, 3)
+			}
+			j := i + len(q)
+			for j < len(data) && !bytes.HasPrefix(data[j:], []byte(q)) {
+				if c == '"' && data[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			i = j + len(q) - 1
+		case c == '=':
+			n++
+		case c == '[' && lineStart:
+			n++
+		}
+		lineStart = false
+	}
+	return n
+}
+
+// ParseYAML parses data, the contents of file, into a document. An empty
+// document is an empty table. A table comes back as map[string]any, keys
+// exactly as written and numbers as int64 (so a tree's values do not
+// depend on the format it came from), refused over MaxFileKeys; anything
+// else (a list, a scalar) comes back as parsed, for the caller to say what
+// it expected instead (Describe names it).
+func ParseYAML(file string, data []byte) (any, error) {
+	var raw any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("%s: %w: fix the YAML syntax", file, err)
+	}
+	switch raw.(type) {
+	case nil:
+		return map[string]any{}, nil
+	case map[string]any, map[any]any:
+	default:
+		return raw, nil
+	}
+	tree := normalize(raw).(map[string]any)
+	if n := countKeys(tree, MaxFileKeys+1); n > MaxFileKeys {
+		return nil, tooManyKeys(file)
+	}
+	return tree, nil
+}
+
+// countKeys counts the keys of a decoded tree, stopping at limit.
+func countKeys(v any, limit int) int {
+	n := 0
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for _, e := range x {
+				if n >= limit {
+					return
+				}
+				n++
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				if n >= limit {
+					return
+				}
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return n
+}
