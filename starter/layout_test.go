@@ -112,7 +112,7 @@ var engines = []string{
 	"internal/ledger", "internal/node", "internal/power", "internal/power/routeros", "internal/probe",
 	"internal/relay", "internal/report", "internal/safetensors", "internal/secretenv", "internal/serve",
 	"internal/sim", "internal/simimage", "internal/sparserows", "internal/staging",
-	"internal/config", "internal/lane", "internal/contract",
+	"internal/config", "internal/lane", "internal/contract", "internal/strictdecode",
 }
 
 // The import boundaries the package docs state: engines, the file format
@@ -142,8 +142,8 @@ func TestImportBoundaries(t *testing.T) {
 					}
 				}
 			}
-			if pkg == "internal/contract" && strings.HasPrefix(imp, mod) {
-				t.Errorf("internal/contract imports %s: the wire contract stands alone", imp)
+			if (pkg == "internal/contract" || pkg == "internal/strictdecode") && strings.HasPrefix(imp, mod) {
+				t.Errorf("%s imports %s: it stands alone (the wire contract; the generic decoder)", pkg, imp)
 			}
 			testkitUser := strings.HasPrefix(pkg, "internal/testkit/") || pkg == "internal/relay/cmd/relay-bench" ||
 				pkg == "internal/hubfetch/cmd/hubfetch-bench"
