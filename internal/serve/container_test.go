@@ -6,9 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,9 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
 
@@ -182,11 +178,9 @@ func buildShellImage(d *client.Client) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "prog")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/prog")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build testdata/prog: %v\n%s", err, out)
+	bin, err := buildProg(dir)
+	if err != nil {
+		return "", err
 	}
 	sh, err := filepath.EvalSymlinks("/bin/sh")
 	if err != nil {
@@ -224,31 +218,7 @@ func buildShellImage(d *client.Client) (string, error) {
 		return "", err
 	}
 	tag := "sparklane-test/serve-sh:" + hex.EncodeToString(h.Sum(nil)[:6])
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := d.ImageInspect(ctx, tag); err == nil {
-		return tag, nil
-	}
-	resp, err := d.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true, Labels: testLabels, Version: build.BuilderV1})
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var msg struct {
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&msg); err == io.EOF {
-			break
-		} else if err != nil {
-			return "", err
-		}
-		if msg.Error != "" {
-			return "", fmt.Errorf("image build: %s", msg.Error)
-		}
-	}
-	return tag, nil
+	return buildTagged(d, tag, &ctxTar)
 }
 
 // pre_exec as a mod uses it: the mod's directory is copied into the

@@ -70,11 +70,9 @@ func buildImage(d *client.Client) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "prog")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/prog")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build testdata/prog: %v\n%s", err, out)
+	bin, err := buildProg(dir)
+	if err != nil {
+		return "", err
 	}
 	b, err := os.ReadFile(bin)
 	if err != nil {
@@ -82,11 +80,6 @@ func buildImage(d *client.Client) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	tag := "sparklane-test/serve-prog:" + hex.EncodeToString(sum[:6])
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := d.ImageInspect(ctx, tag); err == nil {
-		return tag, nil
-	}
 	var ctxTar bytes.Buffer
 	tw := tar.NewWriter(&ctxTar)
 	add := func(name string, mode int64, data []byte) {
@@ -98,7 +91,30 @@ func buildImage(d *client.Client) (string, error) {
 	if err := tw.Close(); err != nil {
 		return "", err
 	}
-	resp, err := d.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{
+	return buildTagged(d, tag, &ctxTar)
+}
+
+// buildProg builds the static test program testdata/prog into dir and
+// returns its path.
+func buildProg(dir string) (string, error) {
+	bin := filepath.Join(dir, "prog")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/prog")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build testdata/prog: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// buildTagged builds the image tag from the build context ctxTar (a tar
+// stream), unless the engine already has tag: tags are content hashes.
+func buildTagged(d *client.Client, tag string, ctxTar io.Reader) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := d.ImageInspect(ctx, tag); err == nil {
+		return tag, nil
+	}
+	resp, err := d.ImageBuild(ctx, ctxTar, build.ImageBuildOptions{
 		Tags: []string{tag}, Remove: true, ForceRemove: true, Labels: testLabels, Version: build.BuilderV1,
 	})
 	if err != nil {
