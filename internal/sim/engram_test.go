@@ -1,7 +1,6 @@
 package sim_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/internal/testkit/simtest"
+	"github.com/sparklane/sparklane/internal/testkit/syncbuf"
 )
 
 // engramCheckpoint writes a checkpoint with engram tables for layers 3 and
@@ -64,7 +64,7 @@ func runRankOf(t *testing.T, model, engram string, rank, tp int, rows []int64) (
 // the log.
 func runEngramCheck(t *testing.T, cfg sim.Config) (string, error) {
 	t.Helper()
-	log := &syncWriter{w: &bytes.Buffer{}}
+	log := &syncbuf.Buffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	cfg.DistInitAddr, cfg.Log = distAddr(t), log
