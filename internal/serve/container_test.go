@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/docker/docker/client"
@@ -155,33 +154,16 @@ func TestStartRankMissingDevice(t *testing.T) {
 	}
 }
 
-var (
-	shellOnce sync.Once
-	shellTag  string
-	shellErr  error
-)
+var shImage = &onceImage{what: "shell test image", build: buildShellImage}
 
 // shellImage is the test program plus /bin/sh (this machine's dash and the
 // libraries it loads), FROM scratch: pre_exec commands need a shell.
 func shellImage(t *testing.T, d *client.Client) string {
 	t.Helper()
-	shellOnce.Do(func() { shellTag, shellErr = buildShellImage(d) })
-	if shellErr != nil {
-		t.Fatalf("build shell test image: %v", shellErr)
-	}
-	return shellTag
+	return shImage.get(t, d)
 }
 
-func buildShellImage(d *client.Client) (string, error) {
-	dir, err := os.MkdirTemp("", "sparklane-serve-sh")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(dir)
-	bin, err := buildProg(dir)
-	if err != nil {
-		return "", err
-	}
+func buildShellImage(d *client.Client, bin string) (string, error) {
 	sh, err := filepath.EvalSymlinks("/bin/sh")
 	if err != nil {
 		return "", err

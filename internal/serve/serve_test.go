@@ -47,25 +47,31 @@ func dockerClient(t *testing.T) *client.Client {
 	return c
 }
 
-var (
-	imageOnce sync.Once
-	imageTag  string
-	imageErr  error
-)
-
-// testImage builds (once per run) a FROM scratch image holding the static
-// program in testdata/prog; no registry is needed.
-func testImage(t *testing.T, d *client.Client) string {
-	t.Helper()
-	imageOnce.Do(func() { imageTag, imageErr = buildImage(d) })
-	if imageErr != nil {
-		t.Fatalf("build test image: %v", imageErr)
-	}
-	return imageTag
+// onceImage is a test image built from testdata/prog the first time a test
+// asks for it, and shared by the rest of the run.
+type onceImage struct {
+	what  string
+	build func(d *client.Client, bin string) (string, error)
+	once  sync.Once
+	tag   string
+	err   error
 }
 
-func buildImage(d *client.Client) (string, error) {
-	dir, err := os.MkdirTemp("", "sparklane-serve-img")
+// get returns the image's tag, building it on the first call; a failed
+// build fails every test that asks.
+func (o *onceImage) get(t *testing.T, d *client.Client) string {
+	t.Helper()
+	o.once.Do(func() { o.tag, o.err = o.buildWithProg(d) })
+	if o.err != nil {
+		t.Fatalf("build %s: %v", o.what, o.err)
+	}
+	return o.tag
+}
+
+// buildWithProg builds testdata/prog in a temporary directory and the
+// image from it.
+func (o *onceImage) buildWithProg(d *client.Client) (string, error) {
+	dir, err := os.MkdirTemp("", "sparklane-serve-prog")
 	if err != nil {
 		return "", err
 	}
@@ -74,6 +80,19 @@ func buildImage(d *client.Client) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return o.build(d, bin)
+}
+
+var progImage = &onceImage{what: "test image", build: buildImage}
+
+// testImage builds (once per run) a FROM scratch image holding the static
+// program in testdata/prog; no registry is needed.
+func testImage(t *testing.T, d *client.Client) string {
+	t.Helper()
+	return progImage.get(t, d)
+}
+
+func buildImage(d *client.Client, bin string) (string, error) {
 	b, err := os.ReadFile(bin)
 	if err != nil {
 		return "", err
