@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparklane/sparklane/internal/testkit/loopnet"
 )
 
 // serve accepts one TLS connection at a time with server files, requiring
@@ -22,27 +24,14 @@ func serve(t *testing.T, ca *CA, srv Files) string {
 	pool := x509.NewCertPool()
 	b, _ := os.ReadFile(ca.File)
 	pool.AppendCertsFromPEM(b)
-	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				buf := make([]byte, 5)
-				if _, err := io.ReadFull(c, buf); err == nil {
-					_, _ = c.Write(buf)
-				}
-			}()
+	l := tls.NewListener(loopnet.Listen(t), &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})
+	loopnet.Serve(l, func(c net.Conn) {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(c, buf); err == nil {
+			_, _ = c.Write(buf)
 		}
-	}()
+	})
 	return l.Addr().String()
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/sim"
 	"github.com/sparklane/sparklane/internal/testkit/simtest"
+	"github.com/sparklane/sparklane/internal/testkit/syncbuf"
 )
 
 // An embedding lane and a reranker lane are probed on their own endpoints
@@ -72,7 +73,7 @@ func TestProbeAPIKey(t *testing.T) {
 // (the gated feature it marks stayed off).
 func TestWaitReadyLogSignatures(t *testing.T) {
 	model := simtest.WriteModel(t, t.TempDir(), simtest.Model{})
-	log := &lockedBuf{}
+	log := &syncbuf.Buffer{}
 	e := simtest.Start(t, sim.Config{ModelPath: model, ServedModelName: "org/sim", Log: log,
 		BootLines: []string{"[engram] gated adapters enabled: 4 layers", "MTP drafter loaded"}})
 	e.WaitServing(t, 10*time.Second)

@@ -1,7 +1,6 @@
 package probe_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -18,24 +17,8 @@ import (
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/sim"
 	"github.com/sparklane/sparklane/internal/testkit/simtest"
+	"github.com/sparklane/sparklane/internal/testkit/syncbuf"
 )
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) Lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Split(strings.TrimSpace(l.b.String()), "\n")
-}
 
 // rank is an in-process engine-sim rank with its log, standing in for a
 // rank container: ranksOf reports it the way InspectLane reports Docker
@@ -44,7 +27,7 @@ type rank struct {
 	node string
 	n    int
 	e    *simtest.Engine
-	log  *lockedBuf
+	log  *syncbuf.Buffer
 }
 
 func ranksOf(rs ...*rank) probe.RanksFunc {
@@ -76,7 +59,7 @@ func TestWaitReadyLoadingThenReady(t *testing.T) {
 	// Nothing listens for 0.7 s (container starting), then the engine
 	// loads 16 KiB at 0.02 MiB/s (~0.8 s) with its port closed.
 	startAt := time.Now().Add(700 * time.Millisecond)
-	log := &lockedBuf{}
+	log := &syncbuf.Buffer{}
 	r0 := &rank{node: "n0", n: 0, log: log}
 	var startOnce sync.Once
 	ranks := func(ctx context.Context) ([]probe.RankState, error) {
@@ -116,8 +99,8 @@ func TestWaitReadyRankDeathDuringLoad(t *testing.T) {
 	c0, c1 := base, base
 	c0.Port = port
 	c1.NodeRank, c1.LoadMiBps = 1, 0.001 // rank 1 loads for ~16 s
-	r0 := &rank{node: "dgx1", n: 0, log: &lockedBuf{}}
-	r1 := &rank{node: "dgx2", n: 1, log: &lockedBuf{}}
+	r0 := &rank{node: "dgx1", n: 0, log: &syncbuf.Buffer{}}
+	r1 := &rank{node: "dgx2", n: 1, log: &syncbuf.Buffer{}}
 	c0.Log, c1.Log = r0.log, r1.log
 	r0.e = simtest.Start(t, c0)
 	r1.e = simtest.Start(t, c1)

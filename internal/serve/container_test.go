@@ -6,19 +6,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
 
@@ -159,35 +154,16 @@ func TestStartRankMissingDevice(t *testing.T) {
 	}
 }
 
-var (
-	shellOnce sync.Once
-	shellTag  string
-	shellErr  error
-)
+var shImage = &onceImage{what: "shell test image", build: buildShellImage}
 
 // shellImage is the test program plus /bin/sh (this machine's dash and the
 // libraries it loads), FROM scratch: pre_exec commands need a shell.
 func shellImage(t *testing.T, d *client.Client) string {
 	t.Helper()
-	shellOnce.Do(func() { shellTag, shellErr = buildShellImage(d) })
-	if shellErr != nil {
-		t.Fatalf("build shell test image: %v", shellErr)
-	}
-	return shellTag
+	return shImage.get(t, d)
 }
 
-func buildShellImage(d *client.Client) (string, error) {
-	dir, err := os.MkdirTemp("", "sparklane-serve-sh")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "prog")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/prog")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build testdata/prog: %v\n%s", err, out)
-	}
+func buildShellImage(d *client.Client, bin string) (string, error) {
 	sh, err := filepath.EvalSymlinks("/bin/sh")
 	if err != nil {
 		return "", err
@@ -224,31 +200,7 @@ func buildShellImage(d *client.Client) (string, error) {
 		return "", err
 	}
 	tag := "sparklane-test/serve-sh:" + hex.EncodeToString(h.Sum(nil)[:6])
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := d.ImageInspect(ctx, tag); err == nil {
-		return tag, nil
-	}
-	resp, err := d.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true, Labels: testLabels, Version: build.BuilderV1})
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var msg struct {
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&msg); err == io.EOF {
-			break
-		} else if err != nil {
-			return "", err
-		}
-		if msg.Error != "" {
-			return "", fmt.Errorf("image build: %s", msg.Error)
-		}
-	}
-	return tag, nil
+	return buildTagged(d, tag, &ctxTar)
 }
 
 // pre_exec as a mod uses it: the mod's directory is copied into the

@@ -1,14 +1,12 @@
 package serve_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/internal/testkit/simtest"
+	"github.com/sparklane/sparklane/internal/testkit/syncbuf"
 )
 
 // rowsCheckpoint writes a checkpoint whose engram tables of layers 0 and 1
@@ -53,18 +52,6 @@ func rowsCheckpoint(t *testing.T) (string, []int64) {
 	return src, rows
 }
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // Item 6 of issue 14: SPARK_ENGRAM_ROWS is filled per layer from the staged
 // manifest at serve time (two layers, different totals), and the runtime
 // stand-in, given that value, accepts the staged tree; a manifest of
@@ -95,7 +82,7 @@ func TestRowsEnvFromStagedManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &lockedBuf{}
+	log := &syncbuf.Buffer{}
 	cfg.Log = log
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -47,46 +47,58 @@ func dockerClient(t *testing.T) *client.Client {
 	return c
 }
 
-var (
-	imageOnce sync.Once
-	imageTag  string
-	imageErr  error
-)
+// onceImage is a test image built from testdata/prog the first time a test
+// asks for it, and shared by the rest of the run.
+type onceImage struct {
+	what  string
+	build func(d *client.Client, bin string) (string, error)
+	once  sync.Once
+	tag   string
+	err   error
+}
+
+// get returns the image's tag, building it on the first call; a failed
+// build fails every test that asks.
+func (o *onceImage) get(t *testing.T, d *client.Client) string {
+	t.Helper()
+	o.once.Do(func() { o.tag, o.err = o.buildWithProg(d) })
+	if o.err != nil {
+		t.Fatalf("build %s: %v", o.what, o.err)
+	}
+	return o.tag
+}
+
+// buildWithProg builds testdata/prog in a temporary directory and the
+// image from it.
+func (o *onceImage) buildWithProg(d *client.Client) (string, error) {
+	dir, err := os.MkdirTemp("", "sparklane-serve-prog")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	bin, err := buildProg(dir)
+	if err != nil {
+		return "", err
+	}
+	return o.build(d, bin)
+}
+
+var progImage = &onceImage{what: "test image", build: buildImage}
 
 // testImage builds (once per run) a FROM scratch image holding the static
 // program in testdata/prog; no registry is needed.
 func testImage(t *testing.T, d *client.Client) string {
 	t.Helper()
-	imageOnce.Do(func() { imageTag, imageErr = buildImage(d) })
-	if imageErr != nil {
-		t.Fatalf("build test image: %v", imageErr)
-	}
-	return imageTag
+	return progImage.get(t, d)
 }
 
-func buildImage(d *client.Client) (string, error) {
-	dir, err := os.MkdirTemp("", "sparklane-serve-img")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "prog")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/prog")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build testdata/prog: %v\n%s", err, out)
-	}
+func buildImage(d *client.Client, bin string) (string, error) {
 	b, err := os.ReadFile(bin)
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(b)
 	tag := "sparklane-test/serve-prog:" + hex.EncodeToString(sum[:6])
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := d.ImageInspect(ctx, tag); err == nil {
-		return tag, nil
-	}
 	var ctxTar bytes.Buffer
 	tw := tar.NewWriter(&ctxTar)
 	add := func(name string, mode int64, data []byte) {
@@ -98,7 +110,30 @@ func buildImage(d *client.Client) (string, error) {
 	if err := tw.Close(); err != nil {
 		return "", err
 	}
-	resp, err := d.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{
+	return buildTagged(d, tag, &ctxTar)
+}
+
+// buildProg builds the static test program testdata/prog into dir and
+// returns its path.
+func buildProg(dir string) (string, error) {
+	bin := filepath.Join(dir, "prog")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/prog")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build testdata/prog: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// buildTagged builds the image tag from the build context ctxTar (a tar
+// stream), unless the engine already has tag: tags are content hashes.
+func buildTagged(d *client.Client, tag string, ctxTar io.Reader) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := d.ImageInspect(ctx, tag); err == nil {
+		return tag, nil
+	}
+	resp, err := d.ImageBuild(ctx, ctxTar, build.ImageBuildOptions{
 		Tags: []string{tag}, Remove: true, ForceRemove: true, Labels: testLabels, Version: build.BuilderV1,
 	})
 	if err != nil {

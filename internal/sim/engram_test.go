@@ -1,7 +1,6 @@
 package sim_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/internal/testkit/simtest"
+	"github.com/sparklane/sparklane/internal/testkit/syncbuf"
 )
 
 // engramCheckpoint writes a checkpoint with engram tables for layers 3 and
@@ -56,10 +56,18 @@ func runRank(t *testing.T, model, engram string, rank int, rows []int64) (string
 // runRankOf is runRank in a world of tp ranks.
 func runRankOf(t *testing.T, model, engram string, rank, tp int, rows []int64) (string, error) {
 	t.Helper()
-	log := &syncWriter{w: &bytes.Buffer{}}
+	return runEngramCheck(t, sim.Config{ModelPath: model, NNodes: tp, TP: tp, NodeRank: rank, EngramDir: engram, EngramRows: rows})
+}
+
+// runEngramCheck runs engine-sim with cfg (its own dist address and log)
+// until it logs that its engram files were checked or it fails; it returns
+// the log.
+func runEngramCheck(t *testing.T, cfg sim.Config) (string, error) {
+	t.Helper()
+	log := &syncbuf.Buffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cfg := sim.Config{ModelPath: model, NNodes: tp, TP: tp, NodeRank: rank, DistInitAddr: distAddr(t), EngramDir: engram, EngramRows: rows, Log: log}
+	cfg.DistInitAddr, cfg.Log = distAddr(t), log
 	errc := make(chan error, 1)
 	go func() { errc <- sim.Run(ctx, cfg) }()
 	for {
@@ -134,23 +142,7 @@ func TestEngramReadsPackedRecords(t *testing.T) {
 	}
 	run := func(recordBytes int64) (string, error) {
 		t.Helper()
-		log := &syncWriter{w: &bytes.Buffer{}}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		cfg := sim.Config{ModelPath: src, NNodes: 2, TP: 2, NodeRank: 1, DistInitAddr: distAddr(t), EngramDir: dst, EngramRows: []int64{1001, 1003}, EngramRecordBytes: recordBytes, Log: log}
-		errc := make(chan error, 1)
-		go func() { errc <- sim.Run(ctx, cfg) }()
-		for {
-			select {
-			case err := <-errc:
-				return log.String(), err
-			case <-time.After(20 * time.Millisecond):
-				if strings.Contains(log.String(), "engram files checked") {
-					cancel()
-					return log.String(), <-errc
-				}
-			}
-		}
+		return runEngramCheck(t, sim.Config{ModelPath: src, NNodes: 2, TP: 2, NodeRank: 1, EngramDir: dst, EngramRows: []int64{1001, 1003}, EngramRecordBytes: recordBytes})
 	}
 	out, err := run(32)
 	if err != nil || !strings.Contains(out, "engram-l3-r1of2.bin: 500 records of 32 bytes read, 64 compared with rows of model.layers.3.engram.table") ||

@@ -89,6 +89,19 @@ func (m *mesh) isClosed() bool {
 
 func (m *mesh) timeout() time.Duration { return 6 * m.cfg.Heartbeat }
 
+// lineWriter returns the one way to write to c: writers take turns, and
+// each write is bounded by the heartbeat timeout.
+func (m *mesh) lineWriter(c net.Conn) func(string) error {
+	var mu sync.Mutex
+	return func(s string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		c.SetWriteDeadline(time.Now().Add(m.timeout()))
+		_, err := c.Write([]byte(s))
+		return err
+	}
+}
+
 func (m *mesh) accept(ctx context.Context) {
 	for {
 		c, err := m.ln.Accept()
@@ -137,14 +150,7 @@ func (m *mesh) serveRank(ctx context.Context, c net.Conn) {
 	}
 	m.conns[rank] = c
 	m.mu.Unlock()
-	var wmu sync.Mutex
-	write := func(s string) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		c.SetWriteDeadline(time.Now().Add(m.timeout()))
-		_, err := c.Write([]byte(s))
-		return err
-	}
+	write := m.lineWriter(c)
 	if err := write("OK\n"); err != nil {
 		m.lost(ctx, rank, c, err)
 		return
@@ -218,14 +224,7 @@ func (m *mesh) dial(ctx context.Context) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	var wmu sync.Mutex
-	write := func(s string) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		c.SetWriteDeadline(time.Now().Add(m.timeout()))
-		_, err := c.Write([]byte(s))
-		return err
-	}
+	write := m.lineWriter(c)
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/sparklane/sparklane/internal/sim"
 	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/testkit/simtest"
+	"github.com/sparklane/sparklane/internal/testkit/syncbuf"
 )
 
 func post(t *testing.T, url string, body any) (int, []byte) {
@@ -381,7 +381,7 @@ func TestHubCacheLayout(t *testing.T) {
 		{ModelPath: "org/tiny", HFHubCache: hub},
 		{ModelPath: repo},
 	} {
-		log := &syncWriter{w: &bytes.Buffer{}}
+		log := &syncbuf.Buffer{}
 		ctx, cancel := context.WithCancel(context.Background())
 		cfg.Port = simtest.FreePort(t)
 		cfg.Log = log
@@ -396,23 +396,6 @@ func TestHubCacheLayout(t *testing.T) {
 	if err := runErr(t, sim.Config{ModelPath: hub}); err == nil || !strings.Contains(err.Error(), "--served-model-name") {
 		t.Errorf("ambiguous hub cache: %v", err)
 	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.String()
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 func writePacked(t *testing.T, dir string, layer, rank, tp int, first, count int64) {

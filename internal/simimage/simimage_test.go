@@ -111,6 +111,17 @@ func TestBuildTagsByHashAndSkipsRebuild(t *testing.T) {
 	}
 }
 
+// simImageAndModel builds the engine-sim image from this module and writes
+// a small model tree for it; it returns the image reference and the tree.
+func simImageAndModel(t *testing.T, cli *client.Client) (ref, model string) {
+	t.Helper()
+	ref, err := simimage.Build(context.Background(), cli, simimage.Options{ModuleDir: moduleDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref, simtest.WriteModel(t, filepath.Join(t.TempDir(), "model"), simtest.Model{})
+}
+
 // TestTwoContainersJoinAndServe runs a 2-rank lane of real engine-sim
 // containers (host network, model bind-mounted read-only), waits with
 // probe.WaitReady (rank states from the Docker API), smoke-tests it, then
@@ -118,11 +129,7 @@ func TestBuildTagsByHashAndSkipsRebuild(t *testing.T) {
 func TestTwoContainersJoinAndServe(t *testing.T) {
 	cli := dockerClient(t)
 	ctx := context.Background()
-	ref, err := simimage.Build(ctx, cli, simimage.Options{ModuleDir: moduleDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := simtest.WriteModel(t, filepath.Join(t.TempDir(), "model"), simtest.Model{})
+	ref, model := simImageAndModel(t, cli)
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	labels := map[string]string{"sparklane.test": "1", "sparklane.test.run": run}
 	t.Cleanup(func() {
@@ -221,11 +228,7 @@ func TestTwoContainersJoinAndServe(t *testing.T) {
 func TestCorruptTreeContainerFailsWaitReady(t *testing.T) {
 	cli := dockerClient(t)
 	ctx := context.Background()
-	ref, err := simimage.Build(ctx, cli, simimage.Options{ModuleDir: moduleDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := simtest.WriteModel(t, filepath.Join(t.TempDir(), "model"), simtest.Model{})
+	ref, model := simImageAndModel(t, cli)
 	if err := os.Remove(filepath.Join(model, "model-00002-of-00002.safetensors")); err != nil {
 		t.Fatal(err)
 	}

@@ -44,31 +44,62 @@ func TestProgressReportsEveryBlockBoundary(t *testing.T) {
 	}
 }
 
+// resumeSpec is the resume tests' checkpoint and the spec staging rank 1
+// of 2 of its two layers in format, in blocks of 40 rows.
+func resumeSpec(t *testing.T, format string) (*fixture, Spec) {
+	t.Helper()
+	src, fx := resumeCheckpoint(t)
+	spec := baseSpec(t, src, format, 1, 2)
+	spec.Tensors, spec.Layers, spec.BlockRows = []string{"t.{L}.rows"}, []int{1, 2}, 40
+	return fx, spec
+}
+
+// interruptInLayer2 stages a resumeSpec and cancels the pass once it is
+// blocks blocks into layer 2's rank rows (500..999), as a worker death
+// would; it returns the last progress reported, which must be there.
+func interruptInLayer2(t *testing.T, spec Spec, blocks int64) staging.Progress {
+	t.Helper()
+	stop := 500 + blocks*40
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var last staging.Progress
+	_, err := Stage(ctx, spec, staging.Options{OnProgress: func(p staging.Progress) {
+		last = p
+		if p.Layer == 2 && p.NextRow >= stop {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted pass returned %v, want context.Canceled", err)
+	}
+	if last.Layer != 2 || last.NextRow != stop {
+		t.Fatalf("last progress %+v, want layer 2 next row %d", last, stop)
+	}
+	return last
+}
+
+// checkResumed checks the tree staged again after an interruption row by
+// row, then verifies it in full.
+func checkResumed(t *testing.T, fx *fixture, spec Spec, after string) {
+	t.Helper()
+	if spec.Format == FormatPacked {
+		checkPacked(t, fx, spec)
+	} else {
+		checkSparse(t, spec)
+	}
+	if vr, err := Verify(context.Background(), spec, true); err != nil || !vr.Clean() {
+		t.Fatalf("verify after %s %+v %v", after, vr, err)
+	}
+}
+
 // TestResumeAfterKillLosesAtMostOneBlock cancels a pack mid-layer (the
 // activity's context on worker death), then resumes from the last reported
 // progress and counts the rows rewritten.
 func TestResumeAfterKillLosesAtMostOneBlock(t *testing.T) {
 	for _, format := range []string{FormatPacked, FormatSparseCopy} {
 		t.Run(format, func(t *testing.T) {
-			src, fx := resumeCheckpoint(t)
-			spec := baseSpec(t, src, format, 1, 2)
-			spec.Tensors, spec.Layers, spec.BlockRows = []string{"t.{L}.rows"}, []int{1, 2}, 40
-			ctx, cancel := context.WithCancel(context.Background())
-			var last staging.Progress
-			blocks := 0
-			_, err := Stage(ctx, spec, staging.Options{OnProgress: func(p staging.Progress) {
-				last = p
-				blocks++
-				if p.Layer == 2 && p.NextRow >= 500+3*40 { // 3 blocks into layer 2's rank rows (500..999)
-					cancel()
-				}
-			}})
-			if !errors.Is(err, context.Canceled) {
-				t.Fatalf("interrupted pass returned %v, want context.Canceled", err)
-			}
-			if last.Layer != 2 || last.NextRow != 620 {
-				t.Fatalf("last progress %+v, want layer 2 next row 620", last)
-			}
+			fx, spec := resumeSpec(t, format)
+			last := interruptInLayer2(t, spec, 3)
 			// Resume: only the rows after NextRow are written.
 			res, err := Stage(context.Background(), spec, staging.Options{Resume: &last})
 			if err != nil {
@@ -77,14 +108,7 @@ func TestResumeAfterKillLosesAtMostOneBlock(t *testing.T) {
 			if res.Rows != 1000-620 {
 				t.Fatalf("resume wrote %d rows, want %d (rows 620..999)", res.Rows, 1000-620)
 			}
-			if format == FormatPacked {
-				checkPacked(t, fx, spec)
-			} else {
-				checkSparse(t, spec)
-			}
-			if vr, err := Verify(context.Background(), spec, true); err != nil || !vr.Clean() {
-				t.Fatalf("verify after resume %+v %v", vr, err)
-			}
+			checkResumed(t, fx, spec, "resume")
 		})
 	}
 }

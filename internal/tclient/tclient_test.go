@@ -2,28 +2,17 @@ package tclient
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparklane/sparklane/internal/testkit/loopnet"
 )
 
-// closedPort returns a loopback address on which nothing listens.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 func TestDialClosedPortFailsFastWithOneLine(t *testing.T) {
-	addr := closedPort(t)
+	addr := loopnet.ClosedAddr(t)
 	start := time.Now()
 	c, err := Dial(context.Background(), DialOptions{Address: addr, Namespace: "lab", Timeout: 2 * time.Second})
 	took := time.Since(start)
@@ -54,11 +43,7 @@ func TestDialClosedPortFailsFastWithOneLine(t *testing.T) {
 // A listener that accepts and never answers (a firewall, a wrong service)
 // must cost the timeout, not a hang.
 func TestDialSilentServerTimesOut(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := loopnet.Listen(t)
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -69,7 +54,7 @@ func TestDialSilentServerTimesOut(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	_, err = Dial(context.Background(), DialOptions{Address: l.Addr().String(), Timeout: time.Second})
+	_, err := Dial(context.Background(), DialOptions{Address: l.Addr().String(), Timeout: time.Second})
 	took := time.Since(start)
 	if err == nil || !strings.Contains(err.Error(), "cannot reach "+l.Addr().String()) {
 		t.Fatalf("err = %v", err)
@@ -85,7 +70,7 @@ func TestDialSilentServerTimesOut(t *testing.T) {
 
 func TestTLSOptionsAreChecked(t *testing.T) {
 	dir := t.TempDir()
-	_, err := Dial(context.Background(), DialOptions{Address: closedPort(t), TLSCert: filepath.Join(dir, "c.pem")})
+	_, err := Dial(context.Background(), DialOptions{Address: loopnet.ClosedAddr(t), TLSCert: filepath.Join(dir, "c.pem")})
 	if err == nil || !strings.Contains(err.Error(), "temporal.tls_key") {
 		t.Errorf("cert without key: %v", err)
 	}
@@ -93,11 +78,11 @@ func TestTLSOptionsAreChecked(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not a cert"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Dial(context.Background(), DialOptions{Address: closedPort(t), TLSCA: bad})
+	_, err = Dial(context.Background(), DialOptions{Address: loopnet.ClosedAddr(t), TLSCA: bad})
 	if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "temporal.tls_ca") {
 		t.Errorf("bad CA: %v", err)
 	}
-	_, err = Dial(context.Background(), DialOptions{Address: closedPort(t), TLSCert: filepath.Join(dir, "missing.pem"), TLSKey: filepath.Join(dir, "missing.key")})
+	_, err = Dial(context.Background(), DialOptions{Address: loopnet.ClosedAddr(t), TLSCert: filepath.Join(dir, "missing.pem"), TLSKey: filepath.Join(dir, "missing.key")})
 	if err == nil || !strings.Contains(err.Error(), "missing.pem") {
 		t.Errorf("missing cert file: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/testkit/loopnet"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 )
 
@@ -18,26 +19,13 @@ import (
 // TCP server on loopback that answers every line with "echo: LINE".
 func echoServer(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewScanner(c)
-				for r.Scan() {
-					fmt.Fprintf(c, "echo: %s\n", r.Text())
-				}
-			}()
+	l := loopnet.Listen(t)
+	loopnet.Serve(l, func(c net.Conn) {
+		r := bufio.NewScanner(c)
+		for r.Scan() {
+			fmt.Fprintf(c, "echo: %s\n", r.Text())
 		}
-	}()
+	})
 	return l.Addr().String()
 }
 
