@@ -1,7 +1,3 @@
-// Package fleete2e runs `starter fleet install|status|upgrade|uninstall`
-// end to end: the real worker binary, installed over a real loopback sshd,
-// polling a real embedded Temporal server of a control service. It is its
-// own package so the fleet engine's tests do not link the server.
 package fleete2e
 
 import (
