@@ -72,32 +72,39 @@ func sampleOpen(f *os.File, size int64) (string, error) {
 	return ledger.SampleHash(f, size)
 }
 
-// readSmall reads a whole file of at most smallMax bytes with raw
+// readSmall reads a whole source file of at most smallMax bytes with raw
 // syscalls. ok is false when the file turned out larger (the caller then
-// takes the chunked path).
+// takes the chunked path). The bytes read are what the copy writes, so
+// they are torn only if the file changed while it was read: its identity
+// before the read and after it must agree, else the error is a
+// *ChangedError.
 func readSmall(path string) (data []byte, ok bool, err error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, false, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	return readSmallFd(fd, path)
+	defer unix.Close(fd)
+	var before unix.Stat_t
+	data, ok, err = readSmallInto(fd, path, nil, &before)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	if err := unchangedSince(fd, path, before); err != nil {
+		return nil, false, err
+	}
+	return data, true, nil
 }
 
 // smallBufs holds smallMax-byte buffers for reading staged small files
 // that are only hashed (a verify pass reads thousands).
 var smallBufs = sync.Pool{New: func() any { b := make([]byte, smallMax); return &b }}
 
-// readSmallFd is readSmall on an open descriptor, which it closes.
-func readSmallFd(fd int, path string) (data []byte, ok bool, err error) {
-	return readSmallInto(fd, path, nil)
-}
-
-// readSmallInto is readSmallFd reading into buf when it is large enough
-// (the result aliases it), else into a new slice.
-func readSmallInto(fd int, path string, buf []byte) (data []byte, ok bool, err error) {
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+// readSmallInto reads the whole file open at fd (path names it), when it
+// is at most smallMax bytes, into buf when it is large enough (the result
+// aliases it), else into a new slice; st gets the fstat it sized the read
+// by. The caller closes fd.
+func readSmallInto(fd int, path string, buf []byte, st *unix.Stat_t) (data []byte, ok bool, err error) {
+	if err := unix.Fstat(fd, st); err != nil {
 		return nil, false, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if st.Size > smallMax {
@@ -133,9 +140,11 @@ func sampleDst(d *staging.Dir, name string, size int64) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		defer unix.Close(fd)
 		bp := smallBufs.Get().(*[]byte)
 		defer smallBufs.Put(bp)
-		data, ok, err := readSmallInto(fd, d.Join(name), *bp)
+		var st unix.Stat_t
+		data, ok, err := readSmallInto(fd, d.Join(name), *bp, &st)
 		if err != nil {
 			return "", err
 		}
