@@ -269,6 +269,11 @@ func (c *chunkCopy) finish(srcSample string) (ledger.Entry, error) {
 	if err := c.t.Commit(it.Mode); err != nil {
 		return ledger.Entry{}, err
 	}
+	if fi, ok := c.t.Committed(); ok && named {
+		c.st.mu.Lock()
+		c.st.written = append(c.st.written, written{rel: it.Rel, committed: &fi})
+		c.st.mu.Unlock()
+	}
 	return ent, nil
 }
 

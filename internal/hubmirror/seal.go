@@ -162,19 +162,25 @@ func proved(rel string, size int64, data []byte, sum string) bool {
 	return len(name) == 64 && sum == name
 }
 
-// written is a content-named small blob this pass wrote, read back whole
-// at the end of the pass to be proved.
+// written is a content-named blob this pass wrote: a small one (read
+// back whole at the end of the pass to be proved), or a large one whose
+// bytes hashed to its name as they were copied, with committed its
+// identity right after its rename.
 type written struct {
-	rel string
+	rel       string
+	committed *unix.Stat_t
 }
 
-// sealWritten seals the small blobs this pass wrote, at its end: each is
-// looked at, read back whole (from the page cache the write left) and
-// proved against its name before its identity is recorded. The seal
-// reaches disk only in a ledger saved after the filesystem sync that makes
-// the files durable (saveLocked). A file changed between the write and the look is then
-// either caught by its content or sealed with the identity its change
-// gave it, which the next change moves again.
+// sealWritten seals the blobs this pass wrote, at its end: each is looked
+// at and then proved. A small one is read back whole (from the page cache
+// the write left) and proved against its name. A large one was proved by
+// its hash as it streamed, before its rename: it is proved still if the
+// look finds the identity it had right after that rename (any write since
+// moved its ctime). The seal reaches disk only in a ledger saved after the
+// filesystem sync that makes the files durable (saveLocked). A file
+// changed between the write and the look is then either caught or sealed
+// with the identity its change gave it, which the next change moves again;
+// a file whose ctime is too recent is left to the next pass (sealFor).
 func (st *stager) sealWritten(files []written) {
 	if !st.sealable {
 		return
@@ -209,6 +215,12 @@ func (st *stager) sealOne(w written) *ledger.Seal {
 	fi, err := d.Lstat(base)
 	if err != nil || !isReg(fi) {
 		return nil
+	}
+	if w.committed != nil {
+		if ledger.SealOf(fi) != ledger.SealOf(*w.committed) {
+			return nil
+		}
+		return st.sealFor(fi, looked)
 	}
 	fd, err := d.OpenRaw(base, unix.O_RDONLY, 0)
 	if err != nil {

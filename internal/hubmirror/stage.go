@@ -103,8 +103,8 @@ type stager struct {
 	// filesystem is synced before the ledger is saved.
 	unsynced bool
 	// sealable: the mirror is on a local filesystem (see seal.go);
-	// written: the content-named small blobs this pass wrote, sealed at
-	// the end.
+	// written: the content-named blobs this pass wrote, sealed at the
+	// end.
 	sealable  bool
 	written   []written
 	nas       atomic.Int64 // bytes read from the source (Result.NASRead)

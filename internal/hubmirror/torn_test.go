@@ -290,6 +290,34 @@ func TestResumedPrefixOfAnotherVersionIsCopiedAgain(t *testing.T) {
 	}
 }
 
+// What the ledger records is what was written: a large blob's full hash as
+// it streamed, under the default sampled verify too, and the written
+// file's samples; the blob is then sealed at the end of the pass (its
+// identity unchanged since its rename), so the next pass reads none of it.
+func TestStreamedHashIsRecordedAndSealed(t *testing.T) {
+	defer SetChunkSize(tornChunk)()
+	sealing(t)
+	f := newFixture(t, false)
+	good := testData(74, tornSize)
+	sum := f.repo.blob(good, false)
+	f.repo.link(rev1, tornEntry, sum)
+	_, err := Stage(context.Background(), f.spec(), staging.Options{})
+	must(t, err)
+	staged := filepath.Join(f.mirrorRepo(), "blobs", sum)
+	e := loadLedgerAt(t, f.dst).Entries[filepath.Join(tornRepo, "blobs", sum)]
+	_, sampled, err := ledger.SampleFile(staged)
+	must(t, err)
+	if e.SHA256 != sum || e.Sampled != sampled || e.Seal == nil {
+		t.Fatalf("ledger entry %+v: want sha256 %s, the staged file's samples %s and a seal", e, sum, sampled)
+	}
+	r0 := readChars(t)
+	res, err := Stage(context.Background(), f.spec(), staging.Options{})
+	must(t, err)
+	if read := readChars(t) - r0; read >= ledger.SampledBytes(tornSize) || res.VerifiedFiles != res.TotalFiles {
+		t.Fatalf("second pass %+v read %d bytes; want all verified, none of the sealed blob's %d sampled bytes", res, read, ledger.SampledBytes(tornSize))
+	}
+}
+
 func loadLedgerAt(t *testing.T, dst string) *ledger.Ledger {
 	t.Helper()
 	led, err := ledger.Load(filepath.Join(dst, "hub", LedgerName), Kind)
