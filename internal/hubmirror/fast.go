@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
@@ -31,15 +32,28 @@ const smallWorkers = 16
 // planning (cold lstat/readlink on a NAS is latency-bound).
 const metaWorkers = 64
 
-// forEach runs fn(ctx, 0..n-1) with at most workers calls in flight
-// (errgroup with SetLimit). The first error cancels the ctx the other calls
-// get, stops starting new ones and is returned; with no error, the parent's
-// own cancellation is returned (calls it stopped from starting are not done).
+// forEach runs fn(ctx, 0..n-1) with at most workers calls in flight: that
+// many goroutines (errgroup) take the indexes in order, so a pass over
+// thousands of files starts a few goroutines, not one per file. The first
+// error cancels the ctx the other calls get, stops starting new ones and
+// is returned; with no error, the parent's own cancellation is returned
+// (calls it stopped from starting are not done).
 func forEach(parent context.Context, n, workers int, fn func(ctx context.Context, i int) error) error {
 	g, ctx := errgroup.WithContext(parent)
-	g.SetLimit(max(1, workers))
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		g.Go(func() error { return fn(ctx, i) })
+	var next atomic.Int64
+	for w := 0; w < min(max(1, workers), n); w++ {
+		g.Go(func() error {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return nil
+				}
+				if err := fn(ctx, i); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
 	if err := g.Wait(); err != nil {
 		return err

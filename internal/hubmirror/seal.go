@@ -333,7 +333,13 @@ func (k *known) entry(dir, rev, mirrorEntry string) (target string, ent ledger.E
 	// The link must be the hub's own shape: as many ".." as mirrorEntry's
 	// directory lies below dir, then blobs/NAME.
 	up := strings.Count(mirrorEntry[len(dir):], string(filepath.Separator)) - 1
-	name, ok := strings.CutPrefix(ls.Target, strings.Repeat(".."+string(filepath.Separator), up)+"blobs"+string(filepath.Separator))
+	name := ls.Target
+	for i := 0; i < up && ok; i++ {
+		name, ok = strings.CutPrefix(name, ".."+string(filepath.Separator))
+	}
+	if ok {
+		name, ok = strings.CutPrefix(name, "blobs"+string(filepath.Separator))
+	}
 	if up < 2 || !ok || !blobName(name) {
 		return "", ledger.Entry{}, false
 	}
