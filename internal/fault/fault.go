@@ -52,4 +52,9 @@ const (
 	// shared roots, or a destination path component is a symlink out of the
 	// node's roots; following it would read or write the host's files.
 	LinkEscape = "LinkEscape"
+	// SourceChanged: a source file kept changing while it was copied
+	// (its identity moved between the open and the last byte read, in
+	// every attempt); a copy of it could match neither its old bytes nor
+	// its new ones, so none is kept. Something is writing to the NAS.
+	SourceChanged = "SourceChanged"
 )

@@ -2,11 +2,8 @@ package hubmirror
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"sync"
@@ -14,7 +11,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/ledger"
 )
 
@@ -23,8 +19,10 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 4<<20); return &b }}
 // copy writes it to a temp name beside dst in chunks, fdatasyncing every
 // flush interval (progress offset after each), continuing a resumed temp
 // file after checking the sampled hash of its kept part against the
-// source, then checks the result and renames it into place.
-func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int64, srcSample, dst string) (ledger.Entry, error) {
+// source, then checks the result and renames it into place. A copy that
+// fails is removed (a cancel keeps it for a resume), so no temp file of a
+// torn or corrupt copy is left to be resumed.
+func (st *stager) copy(ctx context.Context, it *fileItem, src *Source, srcSample, dst string) (ledger.Entry, error) {
 	d, name, err := st.dc.Parent(dst, true)
 	if err != nil {
 		return ledger.Entry{}, classifyWrite(dst, err)
@@ -37,6 +35,7 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 	// -9 or a cancel costs nothing, a power cut at most two flush
 	// intervals per file in flight, however stale (or absent) the
 	// heartbeat.
+	size := src.Size()
 	t, err := openTemp(d, name, src, size, st.resume[it.Rel], 0)
 	if err != nil {
 		return ledger.Entry{}, err
@@ -44,8 +43,13 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 	st.nas.Add(t.sampled)
 	c := &chunkCopy{st: st, it: it, src: src, t: t, out: t.File(), size: size, dst: dst}
 	ent, err := c.run(ctx, srcSample)
-	// A cancel keeps the temp file for a resume; a failure removes it.
-	t.Discard(err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()))
+	// A cancel keeps the temp file for a resume (the progress reports
+	// it); a failure removes it.
+	keep := err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
+	if err != nil && !keep {
+		c.uncount()
+	}
+	t.Discard(keep)
 	return ent, err
 }
 
@@ -57,27 +61,32 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *os.File, size int
 type chunkCopy struct {
 	st   *stager
 	it   *fileItem
-	src  *os.File
+	src  *Source
 	t    *TempFile
 	out  *os.File // t's file
 	size int64
 	dst  string
-	h    hash.Hash // the whole content's sha256, under verify = "sha256"
-	fl   *trailingFlush
+	// h hashes the whole content as it is written (the kept prefix
+	// re-read from the node's disk, then each chunk read back once it is
+	// copied) when the file is a content-addressed blob or verify =
+	// "sha256".
+	h  *hashBeside
+	fl *trailingFlush
 	// prevOff and prevN are the chunk copied before the current one,
 	// dropped from the page cache once it is written back.
 	prevOff, prevN int64
+	// counted is what this copy added to the pass's progress, taken back
+	// when it fails (a discarded copy is made again from the start).
+	counted int64
 }
 
 // run copies the file from the temp file's resumed end on, checks it and
 // renames it into place.
 func (c *chunkCopy) run(ctx context.Context, srcSample string) (ledger.Entry, error) {
-	if c.st.s.sha256 {
-		c.h = sha256.New()
-		// The resumed part is local: hash it from the temp file.
-		if err := c.t.HashResumed(c.h); err != nil {
-			return ledger.Entry{}, err
-		}
+	if c.it.WantSHA != "" || c.st.s.sha256 {
+		// The resumed part is local: it is hashed from the temp file.
+		c.h = newHashBeside(c.out, c.t.Resumed())
+		defer c.h.abandon()
 	}
 	if err := c.copyChunks(ctx); err != nil {
 		return ledger.Entry{}, err
@@ -95,6 +104,7 @@ func (c *chunkCopy) run(ctx context.Context, srcSample string) (ledger.Entry, er
 func (c *chunkCopy) copyChunks(ctx context.Context) error {
 	off := c.t.Resumed()
 	c.st.prog.offset(c.it.Rel, off, off)
+	c.counted = off
 	// Tell the kernel the rest is read in order, as cp does (by the
 	// kernel's documentation it doubles the readahead window): the source
 	// was last read at its sampled regions, out of order. Advice only; an
@@ -133,14 +143,10 @@ func (c *chunkCopy) copyChunks(ctx context.Context) error {
 // chunk copies [off, off+n) (hashing it when c.h is set), hands it to
 // writeback, drops the chunk before it behind and counts it.
 func (c *chunkCopy) chunk(off, n int64) error {
-	var err error
-	if c.h != nil {
-		err = c.st.readHashWrite(c.src, c.out, off, n, c.h)
-	} else {
-		err = c.st.copyRange(c.src, c.out, off, n)
-	}
+	err := c.st.copyRange(c.src.File, c.out, off, n)
 	if errors.Is(err, errShortSource) {
-		return fmt.Errorf("source file %s shrank while copying to %s: %w: rerun when the NAS copy is stable", c.it.Src, c.dst, err)
+		// It shrank while it was copied.
+		return &ChangedError{Path: c.it.Src, Why: fmt.Sprintf("it ended at offset %d of the %d bytes it had when opened", off, c.size)}
 	} else if err != nil {
 		return classifyWrite(c.dst, fmt.Errorf("copy %s to %s at offset %d: %w", c.it.Src, c.t.Path(), off, err))
 	}
@@ -153,6 +159,9 @@ func (c *chunkCopy) chunk(off, n int64) error {
 		// nothing.
 		_ = syncFileRange(int(c.out.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
 	}
+	if c.h != nil {
+		c.h.add(off, off+n)
+	}
 	if err := c.dropPrev(); err != nil {
 		return err
 	}
@@ -162,7 +171,24 @@ func (c *chunkCopy) chunk(off, n int64) error {
 	c.st.res.CopiedBytes += n
 	c.st.mu.Unlock()
 	c.st.prog.add(n)
+	c.counted += n
+	if testAfterChunk != nil {
+		testAfterChunk(c.it.Rel, off+n)
+	}
 	return nil
+}
+
+// testAfterChunk, when set (tests only), is called after each chunk of a
+// large file is copied, with the file's mirror path and the bytes copied
+// so far: a fault point that holds the copy at a byte offset while a test
+// changes its source.
+var testAfterChunk func(rel string, copied int64)
+
+// uncount takes back from the pass's progress what a failed copy added
+// to it: a copy made again counts its bytes again.
+func (c *chunkCopy) uncount() {
+	c.st.prog.undo(c.it.Rel, c.counted)
+	c.counted = 0
 }
 
 // flushed waits for the flush in flight and makes its end the progress
@@ -184,23 +210,49 @@ func (c *chunkCopy) dropPrev() error {
 	if !dropBehind || c.prevN == 0 {
 		return nil
 	}
-	if err := dropCopied(c.src, c.out, c.prevOff, c.prevN); err != nil {
+	if c.h != nil {
+		// Hashed from the page cache first.
+		if err := c.h.wait(c.prevOff + c.prevN); err != nil {
+			return err
+		}
+	}
+	if err := dropCopied(c.src.File, c.out, c.prevOff, c.prevN); err != nil {
 		return classifyWrite(c.dst, fmt.Errorf("write back %s (bytes %d to %d): %w", c.t.Path(), c.prevOff, c.prevOff+c.prevN, err))
 	}
 	return nil
 }
 
-// finish checks the copied file, its sha256 against the blob's LFS name
-// and its samples read back against the source's taken before the copy,
-// and commits it; the ledger entry records what was proved.
+// finish checks the copied file and commits it; the ledger entry records
+// what was written and proved. A content-addressed blob that hashed, as
+// it was streamed, to its name is proved whole. Anything else is torn if
+// its source's identity moved since it was opened (it changed while it
+// was read), whatever it looks like: a *ChangedError, and it is made
+// again. A blob that did not hash to its name then comes from a corrupt
+// NAS copy (refused), unless part of the file was kept from an earlier
+// attempt, which may be from an earlier version of the source (made again
+// whole). Last, the samples of the written file must match the source's
+// taken before the copy.
 func (c *chunkCopy) finish(srcSample string) (ledger.Entry, error) {
 	it := c.it
 	ent := ledger.Entry{Size: c.size, Source: it.SrcRel, VerifiedAt: time.Now().UTC()}
 	if c.h != nil {
-		ent.SHA256 = hex.EncodeToString(c.h.Sum(nil))
-		if it.WantSHA != "" && ent.SHA256 != it.WantSHA {
-			return ledger.Entry{}, fault.Permanent(fault.ContentMismatch, fmt.Errorf("source blob %s: content sha256 is %s, not its name %s: the NAS copy is corrupt, re-download it", it.Src, ent.SHA256, it.WantSHA))
+		sum, err := c.h.sum()
+		if err != nil {
+			return ledger.Entry{}, err
 		}
+		ent.SHA256 = sum
+	}
+	named := it.WantSHA != "" && ent.SHA256 == it.WantSHA
+	if !named {
+		if err := c.src.Unchanged(); err != nil {
+			return ledger.Entry{}, err
+		}
+	}
+	if it.WantSHA != "" && !named {
+		if c.t.Resumed() > 0 {
+			return ledger.Entry{}, &ChangedError{Path: it.Src, Why: fmt.Sprintf("the %d bytes kept from an earlier copy and the rest hash to %s, not the blob's name", c.t.Resumed(), ent.SHA256)}
+		}
+		return ledger.Entry{}, RefuseCorrupt(c.dst, it.Src, it.WantSHA, ent.SHA256)
 	}
 	// The samples are read back from the disk (dropped behind): only
 	// them, without readahead around each. Advice only.
@@ -209,13 +261,18 @@ func (c *chunkCopy) finish(srcSample string) (ledger.Entry, error) {
 	if err != nil {
 		return ledger.Entry{}, fmt.Errorf("sample %s: %w", c.t.Path(), err)
 	}
-	if sum != srcSample {
+	if sum != srcSample && !named {
 		// The source changed under us (or the copy is wrong): not staged.
-		return ledger.Entry{}, fmt.Errorf("%s: copied content does not match the source %s sampled before the copy (the source changed while copying?): rerun", c.dst, it.Src)
+		return ledger.Entry{}, &ChangedError{Path: it.Src, Why: "the copy's sampled hash differs from the source's taken before it"}
 	}
 	ent.Sampled = sum
 	if err := c.t.Commit(it.Mode); err != nil {
 		return ledger.Entry{}, err
+	}
+	if fi, ok := c.t.Committed(); ok && named {
+		c.st.mu.Lock()
+		c.st.written = append(c.st.written, written{rel: it.Rel, committed: &fi})
+		c.st.mu.Unlock()
 	}
 	return ent, nil
 }
@@ -343,41 +400,39 @@ func (st *stager) copyRange(src, dst *os.File, off, n int64) error {
 			return nil
 		}
 	}
-	return rwCopy(src, dst, off+done, n-done, nil)
+	return rwCopy(src, dst, off+done, n-done)
 }
 
-func (st *stager) readHashWrite(src, dst *os.File, off, n int64, h hash.Hash) error {
-	return rwCopy(src, dst, off, n, h)
-}
-
-// rwCopy copies with pread/pwrite through a 4 MiB buffer, hashing what it
-// reads in the same pass when h is set.
-func rwCopy(src, dst *os.File, off, n int64, h hash.Hash) error {
+// rwCopy copies with pread/pwrite through a 4 MiB buffer.
+func rwCopy(src, dst *os.File, off, n int64) error {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
 	for n > 0 {
-		c := int64(len(buf))
-		if c > n {
-			c = n
-		}
-		m, err := src.ReadAt(buf[:c], off)
-		if int64(m) < c {
-			if err == nil || errors.Is(err, io.EOF) {
-				return errShortSource
-			}
+		m, err := readFull(src, buf[:min(int64(len(buf)), n)], off)
+		if err != nil {
 			return err
-		}
-		if h != nil {
-			h.Write(buf[:m])
 		}
 		if _, err := dst.WriteAt(buf[:m], off); err != nil {
 			return err
 		}
-		off += c
-		n -= c
+		off += int64(m)
+		n -= int64(m)
 	}
 	return nil
+}
+
+// readFull reads all of b from src at off: a source that ends first is
+// errShortSource.
+func readFull(src *os.File, b []byte, off int64) (int, error) {
+	m, err := src.ReadAt(b, off)
+	if m < len(b) {
+		if err == nil || errors.Is(err, io.EOF) {
+			return m, errShortSource
+		}
+		return m, err
+	}
+	return m, nil
 }
 
 // fdatasync is unix.Fdatasync; a test stands in for it to hold a flush

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
@@ -31,15 +32,28 @@ const smallWorkers = 16
 // planning (cold lstat/readlink on a NAS is latency-bound).
 const metaWorkers = 64
 
-// forEach runs fn(ctx, 0..n-1) with at most workers calls in flight
-// (errgroup with SetLimit). The first error cancels the ctx the other calls
-// get, stops starting new ones and is returned; with no error, the parent's
-// own cancellation is returned (calls it stopped from starting are not done).
+// forEach runs fn(ctx, 0..n-1) with at most workers calls in flight: that
+// many goroutines (errgroup) take the indexes in order, so a pass over
+// thousands of files starts a few goroutines, not one per file. The first
+// error cancels the ctx the other calls get, stops starting new ones and
+// is returned; with no error, the parent's own cancellation is returned
+// (calls it stopped from starting are not done).
 func forEach(parent context.Context, n, workers int, fn func(ctx context.Context, i int) error) error {
 	g, ctx := errgroup.WithContext(parent)
-	g.SetLimit(max(1, workers))
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		g.Go(func() error { return fn(ctx, i) })
+	var next atomic.Int64
+	for w := 0; w < min(max(1, workers), n); w++ {
+		g.Go(func() error {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return nil
+				}
+				if err := fn(ctx, i); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
 	if err := g.Wait(); err != nil {
 		return err
@@ -72,32 +86,39 @@ func sampleOpen(f *os.File, size int64) (string, error) {
 	return ledger.SampleHash(f, size)
 }
 
-// readSmall reads a whole file of at most smallMax bytes with raw
+// readSmall reads a whole source file of at most smallMax bytes with raw
 // syscalls. ok is false when the file turned out larger (the caller then
-// takes the chunked path).
+// takes the chunked path). The bytes read are what the copy writes, so
+// they are torn only if the file changed while it was read: its identity
+// before the read and after it must agree, else the error is a
+// *ChangedError.
 func readSmall(path string) (data []byte, ok bool, err error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, false, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	return readSmallFd(fd, path)
+	defer unix.Close(fd)
+	var before unix.Stat_t
+	data, ok, err = readSmallInto(fd, path, nil, &before)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	if err := unchangedSince(fd, path, before); err != nil {
+		return nil, false, err
+	}
+	return data, true, nil
 }
 
 // smallBufs holds smallMax-byte buffers for reading staged small files
 // that are only hashed (a verify pass reads thousands).
 var smallBufs = sync.Pool{New: func() any { b := make([]byte, smallMax); return &b }}
 
-// readSmallFd is readSmall on an open descriptor, which it closes.
-func readSmallFd(fd int, path string) (data []byte, ok bool, err error) {
-	return readSmallInto(fd, path, nil)
-}
-
-// readSmallInto is readSmallFd reading into buf when it is large enough
-// (the result aliases it), else into a new slice.
-func readSmallInto(fd int, path string, buf []byte) (data []byte, ok bool, err error) {
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+// readSmallInto reads the whole file open at fd (path names it), when it
+// is at most smallMax bytes, into buf when it is large enough (the result
+// aliases it), else into a new slice; st gets the fstat it sized the read
+// by. The caller closes fd.
+func readSmallInto(fd int, path string, buf []byte, st *unix.Stat_t) (data []byte, ok bool, err error) {
+	if err := unix.Fstat(fd, st); err != nil {
 		return nil, false, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if st.Size > smallMax {
@@ -133,9 +154,11 @@ func sampleDst(d *staging.Dir, name string, size int64) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		defer unix.Close(fd)
 		bp := smallBufs.Get().(*[]byte)
 		defer smallBufs.Put(bp)
-		data, ok, err := readSmallInto(fd, d.Join(name), *bp)
+		var st unix.Stat_t
+		data, ok, err := readSmallInto(fd, d.Join(name), *bp, &st)
 		if err != nil {
 			return "", err
 		}

@@ -216,15 +216,23 @@ func TestLedgerSecondPassAndMutation(t *testing.T) {
 	fileEquals(t, staged, big)
 
 	// Same-size change of a source file (stale NFS attrs cannot hide it).
-	cfg := filepath.Join(f.repo.dir, "blobs", shaHex(f.blobs["config.json"]))
-	changed := testData(301, len(f.blobs["config.json"]))
-	must(t, os.WriteFile(cfg, changed, 0o644))
+	readme := filepath.Join(f.repo.dir, "snapshots", rev1, "README.md")
+	changed := testData(301, len(f.blobs["README.md"]))
+	must(t, os.WriteFile(readme, changed, 0o644))
 	res, err = Stage(context.Background(), sp, staging.Options{})
 	must(t, err)
 	if res.CopiedFiles != 1 || res.CopiedBytes != int64(len(changed)) {
-		t.Fatalf("after changing source %s: %+v, want exactly it re-copied", cfg, res)
+		t.Fatalf("after changing source %s: %+v, want exactly it re-copied", readme, res)
 	}
-	fileEquals(t, filepath.Join(f.mirrorRepo(), "snapshots", rev1, "config.json"), changed)
+	fileEquals(t, filepath.Join(f.mirrorRepo(), "snapshots", rev1, "README.md"), changed)
+
+	// ... but a blob's bytes are its name: a blob changed on the NAS is a
+	// corrupt NAS copy, refused, and the node's copy is kept.
+	cfg := filepath.Join(f.repo.dir, "blobs", shaHex(f.blobs["config.json"]))
+	must(t, os.WriteFile(cfg, testData(302, len(f.blobs["config.json"])), 0o644))
+	_, err = Stage(context.Background(), sp, staging.Options{})
+	wantType(t, err, fault.ContentMismatch, cfg, shaHex(f.blobs["config.json"]))
+	fileEquals(t, filepath.Join(f.mirrorRepo(), "snapshots", rev1, "config.json"), f.blobs["config.json"])
 }
 
 // Rule 6: equal-size different blobs stay distinct.

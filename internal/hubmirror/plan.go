@@ -505,11 +505,22 @@ func (c *cand) resolve(s *spec, repo string, roots []string, dirReal *realDirs) 
 	}
 }
 
-// revFiles maps each revision of cands to the slash paths of its entries,
-// skipped ones included (they exist, they are bound), for checkComplete.
+// revFiles maps each revision of cands that holds a shard index to the
+// slash paths of its entries, skipped ones included (they exist, they are
+// bound), for checkComplete; a revision without one has nothing to check,
+// and a pass over thousands of entries builds no map of them.
 func revFiles(cands []*cand) map[string]map[string]bool {
+	indexed := map[string]bool{}
+	for _, c := range cands {
+		if strings.HasSuffix(c.inRev, shardIndexSuffix) {
+			indexed[c.rev] = true
+		}
+	}
 	out := map[string]map[string]bool{}
 	for _, c := range cands {
+		if !indexed[c.rev] {
+			continue
+		}
 		if out[c.rev] == nil {
 			out[c.rev] = map[string]bool{}
 		}
@@ -659,12 +670,21 @@ const shardIndexSuffix = ".safetensors.index.json"
 func checkComplete(repo, root string, revFiles map[string]map[string]bool) error {
 	var partial []string
 	blobs := filepath.Join(root, "blobs")
-	if ents, err := os.ReadDir(blobs); err == nil {
-		for _, e := range ents {
-			if strings.HasSuffix(e.Name(), ".incomplete") {
-				partial = append(partial, e.Name())
+	if d, err := os.Open(blobs); err == nil {
+		// Names only, in batches: a repo of thousands of blobs is listed
+		// without a directory entry each, nor a sort.
+		for {
+			names, err := d.Readdirnames(1024)
+			for _, n := range names {
+				if strings.HasSuffix(n, ".incomplete") {
+					partial = append(partial, n)
+				}
+			}
+			if err != nil {
+				break
 			}
 		}
+		d.Close()
 	}
 	if len(partial) > 0 {
 		sort.Strings(partial)

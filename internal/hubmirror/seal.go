@@ -162,54 +162,79 @@ func proved(rel string, size int64, data []byte, sum string) bool {
 	return len(name) == 64 && sum == name
 }
 
-// sealWritten seals the small blobs this pass wrote, at its end: each is
-// looked at, read back whole (from the page cache the write left) and
-// proved against its name before its identity is recorded. The seal
-// reaches disk only in a ledger saved after the filesystem sync that makes
-// the files durable (saveLocked). A file changed between the write and the look is then
-// either caught by its content or sealed with the identity its change
-// gave it, which the next change moves again.
-func (st *stager) sealWritten(rels []string) {
+// written is a content-named blob this pass wrote: a small one (read
+// back whole at the end of the pass to be proved), or a large one whose
+// bytes hashed to its name as they were copied, with committed its
+// identity right after its rename.
+type written struct {
+	rel       string
+	committed *unix.Stat_t
+}
+
+// sealWritten seals the blobs this pass wrote, at its end: each is looked
+// at and then proved. A small one is read back whole (from the page cache
+// the write left) and proved against its name. A large one was proved by
+// its hash as it streamed, before its rename: it is proved still if the
+// look finds the identity it had right after that rename (any write since
+// moved its ctime). The seal reaches disk only in a ledger saved after the
+// filesystem sync that makes the files durable (saveLocked). A file
+// changed between the write and the look is then either caught or sealed
+// with the identity its change gave it, which the next change moves again;
+// a file whose ctime is too recent is left to the next pass (sealFor).
+func (st *stager) sealWritten(files []written) {
 	if !st.sealable {
 		return
 	}
-	seals := make([]*ledger.Seal, len(rels))
-	forEach(context.Background(), len(rels), metaWorkers, func(_ context.Context, i int) error {
-		name, _ := contentName(rels[i])
-		d, base, err := st.dc.Parent(filepath.Join(st.s.mirror, rels[i]), false)
-		if err != nil {
-			return nil
-		}
-		looked := sealClock()
-		fi, err := d.Lstat(base)
-		if err != nil || !isReg(fi) {
-			return nil
-		}
-		fd, err := d.OpenRaw(base, unix.O_RDONLY, 0)
-		if err != nil {
-			return nil
-		}
-		bp := smallBufs.Get().(*[]byte)
-		defer smallBufs.Put(bp)
-		data, ok, err := readSmallInto(fd, d.Join(base), *bp)
-		if err != nil || !ok || int64(len(data)) != fi.Size || !namedBy(name, data) {
-			return nil
-		}
-		seals[i] = st.sealFor(fi, looked)
+	seals := make([]*ledger.Seal, len(files))
+	forEach(context.Background(), len(files), metaWorkers, func(_ context.Context, i int) error {
+		seals[i] = st.sealOne(files[i])
 		return nil
 	})
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for i, rel := range rels {
+	for i, w := range files {
 		if seals[i] == nil {
 			continue
 		}
-		if e, ok := st.led.Entries[rel]; ok && e.Seal == nil {
+		if e, ok := st.led.Entries[w.rel]; ok && e.Seal == nil {
 			e.Seal = seals[i]
-			st.led.Entries[rel] = e
+			st.led.Entries[w.rel] = e
 			st.dirty = true
 		}
 	}
+}
+
+// sealOne is sealWritten's look and proof of one blob: its seal, or nil.
+func (st *stager) sealOne(w written) *ledger.Seal {
+	name, _ := contentName(w.rel)
+	d, base, err := st.dc.Parent(filepath.Join(st.s.mirror, w.rel), false)
+	if err != nil {
+		return nil
+	}
+	looked := sealClock()
+	fi, err := d.Lstat(base)
+	if err != nil || !isReg(fi) {
+		return nil
+	}
+	if w.committed != nil {
+		if ledger.SealOf(fi) != ledger.SealOf(*w.committed) {
+			return nil
+		}
+		return st.sealFor(fi, looked)
+	}
+	fd, err := d.OpenRaw(base, unix.O_RDONLY, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(fd)
+	bp := smallBufs.Get().(*[]byte)
+	defer smallBufs.Put(bp)
+	var at unix.Stat_t
+	data, ok, err := readSmallInto(fd, d.Join(base), *bp, &at)
+	if err != nil || !ok || int64(len(data)) != fi.Size || !namedBy(name, data) {
+		return nil
+	}
+	return st.sealFor(fi, looked)
 }
 
 // linkSealed reports whether the mirror link l, lstat fi, is sealed with
@@ -308,7 +333,13 @@ func (k *known) entry(dir, rev, mirrorEntry string) (target string, ent ledger.E
 	// The link must be the hub's own shape: as many ".." as mirrorEntry's
 	// directory lies below dir, then blobs/NAME.
 	up := strings.Count(mirrorEntry[len(dir):], string(filepath.Separator)) - 1
-	name, ok := strings.CutPrefix(ls.Target, strings.Repeat(".."+string(filepath.Separator), up)+"blobs"+string(filepath.Separator))
+	name := ls.Target
+	for i := 0; i < up && ok; i++ {
+		name, ok = strings.CutPrefix(name, ".."+string(filepath.Separator))
+	}
+	if ok {
+		name, ok = strings.CutPrefix(name, "blobs"+string(filepath.Separator))
+	}
 	if up < 2 || !ok || !blobName(name) {
 		return "", ledger.Entry{}, false
 	}
@@ -343,8 +374,9 @@ func (st *stager) needSource(it *fileItem) error {
 
 // checkedBy takes the check of a file the relay compared with the NAS in
 // this activity (c) instead of sampling both sides again; ok is false when
-// it cannot (the staged file changed since: its identity moved, or
-// verify = "sha256" wants a full hash c lacks and the ledger has none).
+// it cannot (the staged file changed since: its identity moved, or a
+// full hash is wanted, by verify = "sha256" or because the file is a
+// content-addressed blob, that neither c nor the ledger has).
 func (st *stager) checkedBy(it *fileItem, dst string, c staging.Checked) (fileState, ledger.Entry, bool) {
 	d, name, err := st.dc.Parent(dst, false)
 	if err != nil {
@@ -362,7 +394,9 @@ func (st *stager) checkedBy(it *fileItem, dst string, c staging.Checked) (fileSt
 	if trusted && ent.SHA256 == "" {
 		ent.SHA256 = old.SHA256
 	}
-	if st.s.sha256 && ent.SHA256 == "" {
+	if (st.s.sha256 && ent.SHA256 == "") || (it.WantSHA != "" && ent.SHA256 != it.WantSHA) {
+		// Not proved whole (a content-addressed blob always must be):
+		// checked as any other file.
 		return stCopy, ledger.Entry{}, false
 	}
 	if proved(it.Rel, it.Size, nil, ent.SHA256) {

@@ -103,10 +103,10 @@ type stager struct {
 	// filesystem is synced before the ledger is saved.
 	unsynced bool
 	// sealable: the mirror is on a local filesystem (see seal.go);
-	// written: the content-named small blobs this pass wrote, sealed at
-	// the end.
+	// written: the content-named blobs this pass wrote, sealed at the
+	// end.
 	sealable  bool
-	written   []string
+	written   []written
 	nas       atomic.Int64 // bytes read from the source (Result.NASRead)
 	madeLinks []linkItem   // links this pass made, sealed at the end
 }
@@ -224,7 +224,9 @@ func (st *stager) files(ctx context.Context) error {
 }
 
 // file brings one file up to date: verified (ledger + samples agree),
-// adopted (already there, matches the source) or copied.
+// adopted (already there, matches the source) or copied. A copy whose
+// source changed while it was read is discarded and made again from a
+// new look at the source, at most SourceAttempts times (source.go).
 func (st *stager) file(ctx context.Context, it *fileItem) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -245,39 +247,67 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 			return st.intact(it, dst, state, ent)
 		}
 	}
-	var data []byte // whole content of a small file
-	var src *os.File
-	var size int64
-	var srcSample string
+	var changed *ChangedError
+	for attempt := 1; attempt <= SourceAttempts; attempt++ {
+		err := st.fromSource(ctx, it, dst)
+		if !errors.As(err, &changed) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return RefuseChanged(dst, changed, SourceAttempts)
+}
+
+// source is one look at a file's source: a small file's whole content
+// (data), or a large file open for its copy (f); either way its size and
+// sampled hash.
+type source struct {
+	data   []byte
+	f      *Source
+	size   int64
+	sample string
+}
+
+// open reads its source whole when it is small, else opens it and samples
+// it. The caller closes what it returns.
+func (st *stager) open(it *fileItem) (*source, error) {
 	if it.Size <= smallMax {
 		d, ok, err := readSmall(it.Src)
 		if err != nil {
-			return sourceErr(it, err)
+			return nil, sourceErr(it, err)
 		}
 		if ok {
-			data, size = d, int64(len(d))
-			srcSample = ledger.SampleBytes(data)
+			st.nas.Add(int64(len(d)))
+			return &source{data: d, size: int64(len(d)), sample: ledger.SampleBytes(d)}, nil
 		}
 	}
-	if data != nil {
-		st.nas.Add(size)
-	} else {
-		f, err := os.Open(it.Src)
-		if err != nil {
-			return sourceErr(it, err)
-		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return sourceErr(it, err)
-		}
-		src, size = f, fi.Size()
-		if srcSample, err = sampleOpen(src, size); err != nil {
-			return sourceErr(it, err)
-		}
-		st.nas.Add(ledger.SampledBytes(size))
+	f, err := OpenSource(it.Src)
+	if err != nil {
+		return nil, sourceErr(it, err)
 	}
-	state, ent, err := st.check(it, dst, size, srcSample, data)
+	src := &source{f: f, size: f.Size()}
+	if src.sample, err = sampleOpen(f.File, src.size); err != nil {
+		f.Close()
+		return nil, sourceErr(it, err)
+	}
+	st.nas.Add(ledger.SampledBytes(src.size))
+	return src, nil
+}
+
+func (s *source) close() {
+	if s.f != nil {
+		s.f.Close()
+	}
+}
+
+// fromSource checks the staged file against one look at the source and
+// copies the source when it must.
+func (st *stager) fromSource(ctx context.Context, it *fileItem, dst string) error {
+	src, err := st.open(it)
+	if err != nil {
+		return err
+	}
+	defer src.close()
+	state, ent, err := st.check(it, dst, src.size, src.sample, src.data)
 	if err != nil {
 		return err
 	}
@@ -288,15 +318,15 @@ func (st *stager) file(ctx context.Context, it *fileItem) error {
 	if st.opts.DryRun {
 		st.mu.Lock()
 		st.res.CopiedFiles++
-		st.res.CopiedBytes += size
+		st.res.CopiedBytes += src.size
 		st.mu.Unlock()
-		st.prog.done(it.Rel, size)
+		st.prog.done(it.Rel, src.size)
 		return nil
 	}
-	if data != nil {
-		ent, err = st.writeSmall(it, data, srcSample, dst)
+	if src.data != nil {
+		ent, err = st.writeSmall(it, src.data, src.sample, dst)
 	} else {
-		ent, err = st.copy(ctx, it, src, size, srcSample, dst)
+		ent, err = st.copy(ctx, it, src.f, src.sample, dst)
 	}
 	if err != nil {
 		return err
@@ -344,11 +374,14 @@ func (st *stager) writeSmall(it *fileItem, data []byte, sample, dst string) (led
 		return ledger.Entry{}, classifyWrite(dst, err)
 	}
 	ent := ledger.Entry{Size: int64(len(data)), Sampled: sample, Source: it.SrcRel, VerifiedAt: time.Now().UTC()}
-	if st.s.sha256 {
+	if st.s.sha256 || it.WantSHA != "" {
+		// The bytes read are the bytes written (readSmall saw the source
+		// unchanged while it read them): a blob whose bytes are not its
+		// name is a corrupt NAS copy, refused before anything is written.
 		h := sha256.Sum256(data)
 		ent.SHA256 = hex.EncodeToString(h[:])
 		if it.WantSHA != "" && ent.SHA256 != it.WantSHA {
-			return ledger.Entry{}, fault.Permanent(fault.ContentMismatch, fmt.Errorf("source blob %s: content sha256 is %s, not its name %s: the NAS copy is corrupt, re-download it", it.Src, ent.SHA256, it.WantSHA))
+			return ledger.Entry{}, RefuseCorrupt(dst, it.Src, it.WantSHA, ent.SHA256)
 		}
 	}
 	mode := it.Mode
@@ -385,7 +418,7 @@ func (st *stager) writeSmall(it *fileItem, data []byte, sample, dst string) (led
 	st.unsynced = true
 	st.res.CopiedBytes += int64(len(data))
 	if _, ok := contentName(it.Rel); ok {
-		st.written = append(st.written, it.Rel)
+		st.written = append(st.written, written{rel: it.Rel})
 	}
 	st.mu.Unlock()
 	st.prog.add(int64(len(data)))
@@ -457,7 +490,10 @@ const (
 // trusted only when the staged file's samples and the source's samples
 // both still match it. data is the source's whole content when it was read
 // whole (a small file), so a blob can be proved against its name and
-// sealed (seal.go).
+// sealed (seal.go). A content-addressed blob (it.WantSHA) is good only
+// with its full hash equal to its name, from the ledger (the hash taken as
+// it was copied) or, once, from reading the staged file whole: sampling
+// alone would take a copy torn between the samples for good.
 func (st *stager) check(it *fileItem, dst string, size int64, srcSample string, data []byte) (fileState, ledger.Entry, error) {
 	d, name, err := st.dc.Parent(dst, false)
 	if err != nil {
@@ -474,18 +510,7 @@ func (st *stager) check(it *fileItem, dst string, size int64, srcSample string, 
 	now := time.Now().UTC()
 	ent := ledger.Entry{Size: size, Sampled: srcSample, Source: it.SrcRel, VerifiedAt: now}
 	if st.opts.Force {
-		// --stage=force: whole contents, source against staged.
-		a, err := fullSHA(it.Src)
-		if err != nil {
-			return 0, ent, sourceErr(it, err)
-		}
-		st.nas.Add(size)
-		b, err := fullSHAIn(d, name)
-		if err != nil || a != b {
-			return stCopy, ent, nil
-		}
-		ent.SHA256 = a
-		return stVerified, ent, nil
+		return st.checkWhole(it, d, name, ent)
 	}
 	dstSample, err := sampleDst(d, name, size)
 	if err != nil || dstSample != srcSample {
@@ -495,24 +520,19 @@ func (st *stager) check(it *fileItem, dst string, size int64, srcSample string, 
 	old, known := st.led.Entries[it.Rel]
 	st.mu.Unlock()
 	trusted := known && old.Size == size && old.Sampled == dstSample && old.Source == it.SrcRel
-	if trusted {
+	if trusted && (it.WantSHA == "" || old.SHA256 == it.WantSHA) {
 		ent.SHA256 = old.SHA256
+	} else if it.WantSHA != "" {
+		trusted = false // a ledger without the blob's hash, or with another
 	}
-	if st.s.sha256 && ent.SHA256 == "" {
-		// Under verify = "sha256" a file the ledger has no full hash for is
-		// checked whole once: against its LFS name, else the source.
-		sum, err := fullSHAIn(d, name)
+	if (st.s.sha256 || it.WantSHA != "") && ent.SHA256 == "" {
+		// Checked whole once: against its LFS name, else (verify =
+		// "sha256") the source.
+		sum, err := st.stagedSHA(it, d, name, size, data)
 		if err != nil {
-			return stCopy, ent, nil
+			return 0, ent, err
 		}
-		want := it.WantSHA
-		if want == "" {
-			if want, err = fullSHA(it.Src); err != nil {
-				return 0, ent, sourceErr(it, err)
-			}
-			st.nas.Add(size)
-		}
-		if sum != want {
+		if sum == "" {
 			return stCopy, ent, nil
 		}
 		ent.SHA256 = sum
@@ -526,6 +546,52 @@ func (st *stager) check(it *fileItem, dst string, size int64, srcSample string, 
 		return stVerified, ent, nil
 	}
 	return stAdopted, ent, nil
+}
+
+// checkWhole is check under --stage=force: whole contents, source against
+// staged, and a content-addressed blob against its name.
+func (st *stager) checkWhole(it *fileItem, d *staging.Dir, name string, ent ledger.Entry) (fileState, ledger.Entry, error) {
+	a, err := fullSHA(it.Src)
+	if err != nil {
+		return 0, ent, sourceErr(it, err)
+	}
+	st.nas.Add(ent.Size)
+	b, err := fullSHAIn(d, name)
+	if err != nil || a != b || (it.WantSHA != "" && a != it.WantSHA) {
+		return stCopy, ent, nil
+	}
+	ent.SHA256 = a
+	return stVerified, ent, nil
+}
+
+// stagedSHA hashes the staged file name in d whole and returns the hash
+// when it is what the file must be (its LFS name, else the source's full
+// hash), "" when it is not (or cannot be read). A small file whose whole
+// samples matched the source's is the source's bytes, data: they are
+// hashed instead of reading it again.
+func (st *stager) stagedSHA(it *fileItem, d *staging.Dir, name string, size int64, data []byte) (string, error) {
+	var sum string
+	if data != nil && int64(len(data)) == size && ledger.SampledBytes(size) == size {
+		h := sha256.Sum256(data)
+		sum = hex.EncodeToString(h[:])
+	} else {
+		var err error
+		if sum, err = fullSHAIn(d, name); err != nil {
+			return "", nil
+		}
+	}
+	want := it.WantSHA
+	if want == "" {
+		var err error
+		if want, err = fullSHA(it.Src); err != nil {
+			return "", sourceErr(it, err)
+		}
+		st.nas.Add(size)
+	}
+	if sum != want {
+		return "", nil
+	}
+	return sum, nil
 }
 
 func sourceErr(it *fileItem, err error) error {
@@ -694,6 +760,14 @@ func (t *tracker) offset(rel string, off, n int64) {
 	t.p.BytesDone += n
 	t.inflight[rel] = off
 	t.emitLocked(true)
+}
+
+// undo takes back n bytes a failed copy of rel counted: it is made again.
+func (t *tracker) undo(rel string, n int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.p.BytesDone -= n
+	delete(t.inflight, rel)
 }
 
 func (t *tracker) done(rel string, n int64) {

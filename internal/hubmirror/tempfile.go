@@ -188,6 +188,10 @@ type TempFile struct {
 	resumed int64 // the prefix kept from an earlier writer
 	sampled int64 // source bytes read to check that prefix
 	done    bool  // renamed into place
+	// after is the file's identity under its final name right after
+	// Commit renamed it (afterOK: it could be looked at).
+	after   unix.Stat_t
+	afterOK bool
 }
 
 // OpenTemp opens the temp file of name in d, size bytes long once
@@ -363,7 +367,18 @@ func (t *TempFile) Commit(mode fs.FileMode) error {
 		return classifyWrite(dst, err)
 	}
 	t.done = true
+	fi, err := t.d.Lstat(t.name)
+	t.after, t.afterOK = fi, err == nil
 	return nil
+}
+
+// Committed is the file's identity under its final name right after
+// Commit renamed it (the rename moved its ctime): a writer that proved
+// the content it wrote (its hash is its name) seals the file with it
+// once its ctime is old enough, if the file still has it then (seal.go).
+// ok is false before Commit, or when the file could not be looked at.
+func (t *TempFile) Committed() (fi unix.Stat_t, ok bool) {
+	return t.after, t.afterOK
 }
 
 // Discard ends a temp file that was not committed: it is closed and, unless

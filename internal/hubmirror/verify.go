@@ -221,7 +221,9 @@ func verifyFile(s *spec, it *fileItem, d *staging.Dir, name string, size int64, 
 	if err != nil || dstSample != srcSample {
 		return false, nil
 	}
-	if e, ok := led.Entries[it.Rel]; ok && (e.Sampled != dstSample || e.Size != size) {
+	if e, ok := led.Entries[it.Rel]; ok && (e.Sampled != dstSample || e.Size != size || (it.WantSHA != "" && e.SHA256 != "" && e.SHA256 != it.WantSHA)) {
+		// The ledger recorded other samples, or a full hash that is not
+		// the blob's name: what was written is not what the name says.
 		return false, nil
 	}
 	return true, nil

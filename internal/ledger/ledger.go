@@ -215,11 +215,15 @@ func Load(path, kind string) (*Ledger, error) {
 }
 
 // decode parses the ledger file path held b, refusing a corrupt one or one
-// of another format version (staging then rebuilds by adoption).
+// of another format version (staging then rebuilds by adoption). The
+// ledger it returns keeps b (decodeFast): b must not change afterwards.
 func decode(b []byte, path, kind string) (*Ledger, error) {
 	l := New(kind)
-	if err := json.Unmarshal(b, l); err != nil {
-		return nil, fmt.Errorf("ledger %s is not valid JSON (%v): delete it to re-verify the tree from scratch", path, err)
+	if !decodeFast(b, l) {
+		l = New(kind)
+		if err := json.Unmarshal(b, l); err != nil {
+			return nil, fmt.Errorf("ledger %s is not valid JSON (%v): delete it to re-verify the tree from scratch", path, err)
+		}
 	}
 	if l.Version != Version {
 		return nil, fmt.Errorf("ledger %s has version %d, this sparklane reads %d: delete it to re-verify", path, l.Version, Version)

@@ -13,13 +13,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/hubmirror"
 	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/staging"
 )
-
-var errShortSource = errors.New("source ended early")
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 4<<20); return &b }}
 
@@ -29,20 +26,28 @@ type badContent struct{ why string }
 
 func (b *badContent) Error() string { return b.why }
 
+// received is what one receipt of a file gave: the peer any byte came
+// from, the file's sha256 when it hashed to the blob's name, and the
+// sampled hash of what was written.
+type received struct {
+	peer, sum, sampled string
+}
+
 // copy writes f to its temp name beside the final one, chunk by chunk
 // (fdatasync, then servable), from peer when set and healthy, else from
-// the NAS; checks it; renames it into place. It returns the peer any byte
-// came from, and the file's sha256 when it was hashed and matched.
-func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, nas nasReader, want, peer string, e *entry) (usedPeer, sum string, err error) {
+// the NAS; checks it; renames it into place. A copy that fails is
+// removed (a cancel or kill keeps its fsynced chunks for a resume), and
+// what it added to the progress is taken back.
+func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, nas nasReader, want, peer string, e *entry) (received, error) {
 	// A temp file beside dst is an earlier copy of this destination (a
 	// killed or cancelled pass, this engine's or hubmirror's Stage's):
 	// hubmirror keeps its trusted prefix after a sampled check against the
 	// NAS, flushed and marked with this pass's chunk before it writes on
-	// (hubmirror.OpenTemp). (A copy refused for bad content removed its
+	// (hubmirror.OpenTemp). (A copy that failed otherwise removed its
 	// temp.)
 	t, err := hubmirror.OpenTemp(d, name, nas, f.Size, p.job.Chunk)
 	if err != nil {
-		return "", "", err
+		return received{}, err
 	}
 	if t.Resumed() > 0 {
 		p.mu.Lock()
@@ -52,26 +57,37 @@ func (p *pass) copy(ctx context.Context, f File, d *staging.Dir, name string, na
 	c := &receipt{p: p, f: f, t: t, out: t.File(), dst: d.Join(name), nas: nas, peer: peer, e: e}
 	err = c.run(ctx, want)
 	c.closeStream()
+	if err != nil {
+		p.mu.Lock()
+		p.prog.BytesDone -= c.counted
+		p.mu.Unlock()
+	}
 	// A cancel or kill leaves the fsynced chunks for a resume; content a
-	// peer got wrong is not resumed from.
-	var bad *badContent
-	t.Discard(err != nil && ctx.Err() != nil && !errors.As(err, &bad))
-	return c.used, c.sum, err
+	// peer got wrong, or a torn copy, is not resumed from.
+	t.Discard(err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()))
+	return received{peer: c.used, sum: c.sum, sampled: c.got}, err
 }
 
 // receipt is one attempt at receiving a file into its temp file.
 type receipt struct {
-	p    *pass
-	f    File
-	t    *hubmirror.TempFile
-	out  *os.File // t's file
-	dst  string
-	nas  nasReader
-	e    *entry // the registry's entry peers read, or nil
+	p   *pass
+	f   File
+	t   *hubmirror.TempFile
+	out *os.File // t's file
+	dst string
+	nas nasReader
+	e   *entry // the registry's entry peers read, or nil
+	// h hashes the whole file (the kept prefix re-read from the node's
+	// disk, then every byte as it is written) when it is a
+	// content-addressed blob: whatever the verify mode, a peer may have
+	// read a torn source, and its bytes are confirmed by the name alone.
 	h    hash.Hash
 	sum  string // the sha256, once checked against f.WantSHA
+	got  string // the written file's sampled hash, once checked
 	peer string // the peer to fetch from, "" for the NAS
 	used string // the peer any byte came from
+	// counted is the bytes this receipt added to the pass's progress.
+	counted int64
 	// stream is the peer's response being read, nil while reading the NAS.
 	stream io.ReadCloser
 }
@@ -87,7 +103,7 @@ func (c *receipt) run(ctx context.Context, want string) error {
 		}
 		c.e.start(rf, c.t.Resumed())
 	}
-	if c.p.job.SHA256 && c.f.WantSHA != "" {
+	if c.f.WantSHA != "" {
 		c.h = sha256.New()
 		if err := c.t.HashResumed(c.h); err != nil {
 			return fmt.Errorf("relay: %w", err)
@@ -186,7 +202,8 @@ func (c *receipt) read(ctx context.Context, b []byte, at int64) (int, error) {
 		k, err := c.nas.ReadAt(b, at)
 		if k < len(b) {
 			if err == nil || errors.Is(err, io.EOF) {
-				err = errShortSource
+				// It shrank while it was copied.
+				return k, &hubmirror.ChangedError{Path: c.f.Src, Why: fmt.Sprintf("it ended at offset %d of its %d bytes", at+int64(k), c.f.Size)}
 			}
 			return k, fmt.Errorf("relay: read NAS file %s at %d: %w", c.f.Src, at, err)
 		}
@@ -215,43 +232,57 @@ func (c *receipt) landed(off, n int64) {
 	c.p.mu.Lock()
 	c.p.prog.BytesDone += n
 	c.p.mu.Unlock()
+	c.counted += n
 	c.p.report(true)
 	if c.p.job.OnChunk != nil {
 		c.p.job.OnChunk(c.f.Rel, off)
 	}
 }
 
-// check compares the written file with the NAS: its samples with the
-// NAS's taken before the copy, and its sha256 with the blob's name when
-// hashed. Wrong content any peer sent is the peer's (badContent: fetched
-// again from the NAS); from the NAS alone it is a corrupt NAS copy (a
-// permanent fault) or a source that changed while it was copied.
+// check compares the written file with what it must be. A
+// content-addressed blob whose bytes, as they were written, hash to its
+// name is the blob, wherever they came from. Anything else is torn if the
+// NAS file changed while it was received (its identity moved): a
+// *hubmirror.ChangedError, and it is received again. Then a blob not
+// hashing to its name, or a file whose samples differ from the NAS's
+// taken before the receipt, is wrong: a peer's (badContent: fetched again
+// from the NAS), else a corrupt NAS copy (refused), or, when part of it
+// was kept from an earlier attempt or its samples differ, a NAS file that
+// changed between the looks (received again).
 func (c *receipt) check(want string) error {
+	var hashed string
+	if c.h != nil {
+		hashed = hex.EncodeToString(c.h.Sum(nil))
+	}
+	named := c.f.WantSHA != "" && hashed == c.f.WantSHA
+	if named {
+		c.sum = hashed
+	} else if err := c.nas.src.Unchanged(); err != nil {
+		return err
+	}
 	got, err := ledger.SampleHash(c.out, c.f.Size)
 	if err != nil {
 		return fmt.Errorf("relay: sample %s: %w", c.t.Path(), err)
 	}
+	c.got = got
 	var why string
-	if got != want {
+	switch {
+	case named:
+		return nil
+	case c.f.WantSHA != "":
+		why = "sha256 " + hashed + " is not its name " + c.f.WantSHA
+	case got != want:
 		why = "sampled hash differs from the NAS's"
-	} else if c.h != nil {
-		if c.sum = hex.EncodeToString(c.h.Sum(nil)); c.sum != c.f.WantSHA {
-			why = "sha256 " + c.sum + " is not its name " + c.f.WantSHA
-			c.sum = ""
-		}
+	default:
+		return nil
 	}
 	switch {
-	case why == "":
-		return nil
 	case c.used != "":
-		c.p.mu.Lock()
-		c.p.prog.BytesDone -= c.f.Size
-		c.p.mu.Unlock()
 		return &badContent{why}
-	case c.h != nil && got == want:
-		return fault.Permanent(fault.ContentMismatch, fmt.Errorf("NAS file %s: %s: the NAS copy is corrupt, re-download it", c.f.Src, why))
+	case c.f.WantSHA != "" && c.t.Resumed() == 0:
+		return hubmirror.RefuseCorrupt(c.dst, c.f.Src, c.f.WantSHA, hashed)
 	}
-	return fmt.Errorf("relay: %s: copied content does not match the NAS file %s sampled before the copy (it changed while copying?): rerun", c.dst, c.f.Src)
+	return &hubmirror.ChangedError{Path: c.f.Src, Why: why + " (the NAS file changed since it was sampled, or since the temp file's kept part was written)"}
 }
 
 // closeStream ends the peer's stream, if any.

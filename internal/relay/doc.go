@@ -3,9 +3,13 @@
 // NAS, and every other node receives it from a peer that has it or is
 // receiving it (a chain, pipelined at fsynced-chunk granularity), over
 // mutually authenticated TLS between the nodes' fleet addresses. Every
-// receiver checks what it got against the NAS's sampled hash (and the LFS
-// sha256 name under verify = "sha256") and falls back to the NAS when a
-// peer is slow, gone or wrong, so no peer is a single point of corruption.
+// receiver hashes a content-addressed blob as it arrives and checks it
+// against its LFS sha256 name (other files against the NAS's sampled
+// hash), whatever the verify mode, and falls back to the NAS when a peer
+// is slow, gone or wrong, so no peer is a single point of corruption, nor
+// a peer that read a torn source. The node that reads a file from the NAS
+// makes sure the file did not change while it read it (its identity, as
+// hubmirror's Stage does).
 // It knows nothing of Temporal.
 //
 // It owns the transfer: the plan (who reads what from the NAS, who

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -25,7 +24,8 @@ import (
 // File is one file a node brings into its mirror through the relay: an
 // entry of the block's listing (hubmirror.Files), the same on every node.
 // The reader node copies Src from the NAS, and every node samples Src to
-// check what a peer sent; WantSHA is checked when Job.SHA256 is set.
+// check what a peer sent; a file with a WantSHA is hashed as it arrives
+// and checked against it whatever Job.SHA256 says.
 type File = hubmirror.File
 
 // Job is one node's part of one relayed block.
@@ -45,7 +45,9 @@ type Job struct {
 	Roots  []string
 	// Files are the files to relay, the same list on every node.
 	Files []File
-	// SHA256: check each file whole against WantSHA.
+	// SHA256 is verify = "sha256": a file without a WantSHA, which nothing
+	// but the NAS's own content confirms whole, is then read from the NAS,
+	// never from a peer. (Files with one are always checked against it.)
 	SHA256 bool
 	// Parallel is how many files are in flight (default 4).
 	Parallel int
@@ -271,20 +273,26 @@ func (p *pass) entry(rel string) *entry {
 	return p.ents[rel]
 }
 
-// nasReader counts what is read from the NAS.
+// nasReader reads one look at a NAS file (its identity when opened is
+// the source's, for the check that it did not change while it was
+// copied) and counts what is read.
 type nasReader struct {
-	f *os.File
-	n *atomic.Int64
+	src *hubmirror.Source
+	n   *atomic.Int64
 }
 
 func (r nasReader) ReadAt(b []byte, off int64) (int, error) {
-	n, err := r.f.ReadAt(b, off)
+	n, err := r.src.ReadAt(b, off)
 	r.n.Add(int64(n))
 	return n, err
 }
 
 // file brings f into the mirror: left as it is when it is in place and
 // matches the NAS's samples, else received (from its peer or the NAS).
+// A receipt during which the NAS file changed (its identity moved, or
+// what came from the NAS alone no longer matches what was sampled before)
+// is discarded and made again from a new look at the NAS file, at most
+// hubmirror.SourceAttempts times, then refused (fault.SourceChanged).
 func (p *pass) file(ctx context.Context, f File) (err error) {
 	e := p.entry(f.Rel)
 	defer func() {
@@ -297,12 +305,26 @@ func (p *pass) file(ctx context.Context, f File) (err error) {
 	if err != nil {
 		return staging.ClassifyWrite(dst, err)
 	}
-	srcF, err := os.Open(f.Src)
+	var changed *hubmirror.ChangedError
+	for attempt := 1; attempt <= hubmirror.SourceAttempts; attempt++ {
+		err = p.fromNAS(ctx, f, d, name, e)
+		if !errors.As(err, &changed) || ctx.Err() != nil {
+			return err
+		}
+		p.r.Log.Warn("relay: the NAS file changed while it was copied; copying it again", zap.String("path", f.Rel), zap.Int("attempt", attempt), zap.Error(err))
+	}
+	return hubmirror.RefuseChanged(dst, changed, hubmirror.SourceAttempts)
+}
+
+// fromNAS is one look at f's NAS file: sampled, compared with what is in
+// place, and received when it must be.
+func (p *pass) fromNAS(ctx context.Context, f File, d *staging.Dir, name string, e *entry) error {
+	src, err := hubmirror.OpenSource(f.Src)
 	if err != nil {
 		return fmt.Errorf("relay: open NAS file %s (for %s): %w", f.Src, f.Rel, err)
 	}
-	defer srcF.Close()
-	nas := nasReader{srcF, &p.nas}
+	defer src.Close()
+	nas := nasReader{src, &p.nas}
 	want, err := ledger.SampleHash(nas, f.Size)
 	if err != nil {
 		return fmt.Errorf("relay: sample NAS file %s: %w", f.Src, err)
@@ -310,21 +332,22 @@ func (p *pass) file(ctx context.Context, f File) (err error) {
 	if p.present(d, name, f, want, e) {
 		return nil
 	}
-	sum, err := p.receive(ctx, f, d, name, nas, want, e)
+	got, err := p.receive(ctx, f, d, name, nas, want, e)
 	if err != nil {
 		return err
 	}
 	// Its identity now (the rename just moved its ctime), for the pass
-	// that takes this check.
+	// that takes this check: what was written (its samples, and its
+	// sha256 when it hashed to the blob's name).
 	looked := time.Now()
 	fst, lerr := d.Lstat(name)
 	p.mu.Lock()
 	if lerr == nil {
-		p.checked(f.Rel, staging.Checked{Sampled: want, SHA256: sum, Stat: fst, At: looked})
+		p.checked(f.Rel, staging.Checked{Sampled: got.sampled, SHA256: got.sum, Stat: fst, At: looked})
 	}
 	p.prog.FilesDone++
 	p.res.Received++
-	p.synced[filepath.Dir(dst)] = true
+	p.synced[filepath.Dir(d.Join(name))] = true
 	p.mu.Unlock()
 	p.report(false)
 	return nil
@@ -362,26 +385,28 @@ func (p *pass) present(d *staging.Dir, name string, f File, want string, e *entr
 
 // receive copies f from its route's peer (the NAS when it has none), and
 // once more from the NAS when that peer sent wrong content, which gives
-// the peer up for the block. It returns the sha256 when it was checked.
-func (p *pass) receive(ctx context.Context, f File, d *staging.Dir, name string, nas nasReader, want string, e *entry) (string, error) {
+// the peer up for the block. A file that is not a content-addressed blob
+// is only taken from a peer when verify is sampled: its hash cannot
+// confirm it whole.
+func (p *pass) receive(ctx context.Context, f File, d *staging.Dir, name string, nas nasReader, want string, e *entry) (received, error) {
 	peer := p.plan.Route(f.Rel, p.job.Node).Source
 	if p.job.SHA256 && f.WantSHA == "" {
 		peer = "" // nothing but the NAS's own content could confirm it whole
 	}
 	for attempt := 0; ; attempt++ {
-		usedPeer, sum, err := p.copy(ctx, f, d, name, nas, want, peer, e)
+		got, err := p.copy(ctx, f, d, name, nas, want, peer, e)
 		if err == nil {
-			return sum, nil
+			return got, nil
 		}
 		var bad *badContent
-		if !errors.As(err, &bad) || usedPeer == "" || attempt > 0 {
-			return "", err
+		if !errors.As(err, &bad) || got.peer == "" || attempt > 0 {
+			return received{}, err
 		}
-		p.giveUp(usedPeer, fmt.Sprintf("sent %s with wrong content (%v)", f.Rel, bad.why), true)
+		p.giveUp(got.peer, fmt.Sprintf("sent %s with wrong content (%v)", f.Rel, bad.why), true)
 		p.mu.Lock()
 		p.res.Refetched++
 		p.mu.Unlock()
-		p.r.Log.Warn("relay: a peer sent wrong content; fetching the file again from the NAS", zap.String("peer", usedPeer), zap.String("path", f.Rel), zap.String("why", bad.why))
+		p.r.Log.Warn("relay: a peer sent wrong content; fetching the file again from the NAS", zap.String("peer", got.peer), zap.String("path", f.Rel), zap.String("why", bad.why))
 		peer = ""
 	}
 }

@@ -29,8 +29,8 @@ type HubMirror struct {
 	Chunk int64
 }
 
-// Stage relays the block's large files (at least MinRelaySize; under
-// verify = "sha256" only LFS blobs, whose name confirms them whole), then
+// Stage relays the block's large LFS blobs (at least MinRelaySize; their
+// name confirms them whole on every receiver), then
 // runs hubmirror.Stage, which adopts what the relay placed (a sampled
 // check against the NAS), copies what it did not deliver and the small
 // files from the NAS, and writes the ledger, links and exports. A relay
@@ -44,7 +44,7 @@ func (h HubMirror) Stage(ctx context.Context, spec hubmirror.Spec, opts staging.
 	if err != nil {
 		return staging.Result{}, err
 	}
-	files := relayed(all, spec.Verify == "sha256")
+	files := relayed(all)
 	var rr Result
 	var report *staging.RelayReport
 	if !opts.DryRun && !opts.Force && len(files) > 0 {
@@ -75,12 +75,14 @@ func (h HubMirror) Stage(ctx context.Context, spec hubmirror.Spec, opts staging.
 }
 
 // relayed picks the files worth relaying out of a block's listing: large
-// enough to save NAS reads and, under sha256, confirmed whole by their
-// name.
-func relayed(all []File, sha bool) []File {
+// enough to save NAS reads, and content-addressed blobs, which every
+// receiver confirms whole by their name whatever the verify mode (a peer
+// may have read a torn source; samples could miss it). Other files are
+// rare at that size and are read from the NAS by each node.
+func relayed(all []File) []File {
 	var files []File
 	for _, f := range all {
-		if f.Size < MinRelaySize || (sha && f.WantSHA == "") {
+		if f.Size < MinRelaySize || f.WantSHA == "" {
 			continue
 		}
 		files = append(files, f)
