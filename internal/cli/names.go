@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // knownNodes checks that every node in want (--node) is one of cfg's, and
@@ -27,4 +28,18 @@ func resolveName(rs []*config.Recipe, lane string) (string, error) {
 		return "", err
 	}
 	return r.Name, nil
+}
+
+// laneNode checks --node against the lane's plan before any workflow
+// starts: a node the lane does not run on would otherwise be leased (and
+// a stage queued for it) before the run failed.
+func laneNode(plan *contract.LanePlan, node string) error {
+	if node == "" {
+		return nil
+	}
+	nodes := nodesOf(plan)
+	if !slices.Contains(nodes, node) {
+		return fmt.Errorf("--node %s: lane %s does not run on it (cluster %s: %s)", node, plan.Lane, plan.Cluster, strings.Join(nodes, ", "))
+	}
+	return nil
 }

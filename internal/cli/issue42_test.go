@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// stagingLane is simLane with one hub-mirror block under node a's roots.
+const stagingLane = "runtime = \"sim\"\nimage = \"i\"\ncommand = \"serve --port {port}\"\ncluster = \"one\"\n" +
+	"[[staging]]\nkind = \"hub-mirror\"\nsrc = \"/nas/hub\"\ndst = \"/nvme/w\"\nrepos = [\"org/m\"]\n"
+
+// markerExe is a control service program that only records it was run:
+// a command that must start nothing leaves no marker behind.
+func markerExe(t *testing.T) (exe, marker string) {
+	t.Helper()
+	dir := t.TempDir()
+	marker = filepath.Join(dir, "ran")
+	exe = writeConfigTestFile(t, dir, "worker", "#!/bin/sh\ntouch "+marker+"\nexit 1\n")
+	if err := os.Chmod(exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return exe, marker
+}
+
+// stage --node and verify --node name a node of the lane, checked before
+// anything starts: no control service (so no node lease) for a ghost.
+func TestStageNodeCheckedBeforeAnyRun(t *testing.T) {
+	cfg, _ := writeCLIFleet(t, "st.toml", stagingLane)
+	exe, marker := markerExe(t)
+	t.Setenv("SPARKLANE_CONTROL_EXE", exe)
+	for _, cmd := range []string{"stage", "verify"} {
+		code, out, errOut := runStarter(t, "--config", cfg, cmd, "--lane", "st", "--node", "ghost")
+		if code != 1 || !strings.Contains(errOut, "--node ghost: lane st does not run on it (cluster one: a)") {
+			t.Errorf("%s --node ghost: exit %d\n%s%s", cmd, code, out, errOut)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("a control service was started for --node ghost")
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(cfg), "state", "control.lock")); err == nil {
+		t.Error("state_dir holds a control lock after --node ghost")
+	}
+}
