@@ -43,3 +43,17 @@ func TestStageNodeCheckedBeforeAnyRun(t *testing.T) {
 		t.Error("state_dir holds a control lock after --node ghost")
 	}
 }
+
+// -o of a key the lane does not use is an error naming the key and the
+// keys the lane uses.
+func TestOverrideOfUnknownKeyIsAnError(t *testing.T) {
+	cfg, _ := writeCLIFleet(t, "st.toml", stagingLane)
+	code, out, errOut := runStarter(t, "--config", cfg, "recipe", "render", "--lane", "st", "-o", "nosuchkey=1")
+	if code != 1 || !strings.Contains(errOut, `-o nosuchkey=1: lane st (`) || !strings.Contains(errOut, `uses no key "nosuchkey"`) ||
+		!strings.Contains(errOut, "known keys: ") || !strings.Contains(errOut, "port") {
+		t.Fatalf("-o nosuchkey=1: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runStarter(t, "--config", cfg, "recipe", "render", "--lane", "st", "-o", "port=9001"); code != 0 || !strings.Contains(out, "--port 9001") {
+		t.Fatalf("-o port=9001: exit %d\n%s%s", code, out, errOut)
+	}
+}
