@@ -57,6 +57,9 @@ func (a *App) diskRoom(makeRoom bool) (*activities.DiskRoom, error) {
 // runDisk runs the Disk workflow on the chosen nodes.
 func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec) (workflows.DiskResult, string, error) {
 	var res workflows.DiskResult
+	if err := a.requireFleet(); err != nil {
+		return res, "", err
+	}
 	cfg, set, err := a.recipeSet()
 	if err != nil {
 		return res, "", err

@@ -57,3 +57,24 @@ func TestOverrideOfUnknownKeyIsAnError(t *testing.T) {
 		t.Fatalf("-o port=9001: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// A config with no [[nodes]] (an empty file included) is an error naming
+// the file for commands that work on nodes, not an empty table.
+func TestNodelessConfigIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	exe, marker := markerExe(t)
+	t.Setenv("SPARKLANE_CONTROL_EXE", exe)
+	for name, body := range map[string]string{"empty.toml": "", "nodeless.toml": "recipes_dir = \"lanes\"\n"} {
+		cfg := writeConfigTestFile(t, dir, name, body)
+		writeConfigTestFile(t, filepath.Join(dir, "lanes"), "st.toml", stagingLane)
+		for _, args := range [][]string{{"status"}, {"disk"}, {"cutover", "--lane", "st", "--dry-run"}, {"logs", "--lane", "st"}} {
+			code, out, errOut := runStarter(t, append([]string{"--config", cfg}, args...)...)
+			if code != 1 || !strings.Contains(errOut, cfg+" has no [[nodes]]") || out != "" {
+				t.Errorf("%s %v: exit %d\nstdout %q\nstderr %q", name, args, code, out, errOut)
+			}
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("a control service was started for a node-less config")
+	}
+}

@@ -370,6 +370,9 @@ func (a *App) laneOn(name, cluster string, overrides []string) (*config.Config, 
 	if name == "" {
 		return nil, nil, nil, fmt.Errorf("--lane is required (see: starter lanes)")
 	}
+	if err := a.requireFleet(); err != nil {
+		return nil, nil, nil, err
+	}
 	cfg, set, err := a.recipeSet()
 	if err != nil {
 		return nil, nil, nil, err

@@ -27,7 +27,7 @@ func (a *App) statusCmd() *cobra.Command {
 			"checked with the host key verified. With --lane, the lane's nodes must be usable: if not, the probe\n" +
 			"runs once more after probe_grace and then fails listing every node's state. With --node (repeatable)\n" +
 			"the named nodes must be usable (free or occupied), else the exit code is 1.",
-		RunE: a.withConfig(func(ctx context.Context, req *request) error {
+		RunE: a.withFleet(func(ctx context.Context, req *request) error {
 			cfg := req.cfg
 			in := workflows.FleetProbeInput{Grace: contract.Duration(cfg.ProbeGrace), PickupTimeout: contract.Duration(pickup)}
 			all, err := knownNodes(cfg, nodes)
