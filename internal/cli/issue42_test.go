@@ -78,3 +78,25 @@ func TestNodelessConfigIsAnError(t *testing.T) {
 		t.Error("a control service was started for a node-less config")
 	}
 }
+
+// logs looks for a lane's containers on the lane's nodes only: neither a
+// warning nor the error names a node outside its cluster, and --node must
+// be one of the lane's.
+func TestLogsStaysOnTheLanesNodes(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfigTestFile(t, dir, "sparklane.toml", cliFleet+
+		"[[nodes]]\nname = \"b\"\nroots = [\"/nvme\"]\n[[nodes]]\nname = \"far\"\nssh = \"op@127.0.0.1:1\"\nroots = [\"/nvme\"]\n"+
+		"[[clusters]]\nname = \"all\"\nnodes = [\"a\", \"b\", \"far\"]\n")
+	writeConfigTestFile(t, filepath.Join(dir, "lanes"), "solo42.toml", simLane("serve"))
+	code, out, errOut := runStarter(t, "--config", cfg, "logs", "--lane", "solo42")
+	if code != 1 || !strings.Contains(errOut, "no container of lane solo42 on nodes a ") {
+		t.Fatalf("logs --lane solo42: exit %d\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(errOut, "far") || strings.Contains(errOut, " b ") || strings.Contains(errOut, "b,") {
+		t.Errorf("logs named a node outside the lane's cluster:\n%s", errOut)
+	}
+	code, _, errOut = runStarter(t, "--config", cfg, "logs", "--lane", "solo42", "--node", "far")
+	if code != 1 || !strings.Contains(errOut, "--node far: lane solo42 does not run on it (cluster one: a)") {
+		t.Errorf("logs --node far: exit %d\n%s", code, errOut)
+	}
+}
