@@ -96,6 +96,11 @@ func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec)
 	if err := run.Get(cmd.Context(), &res); err != nil {
 		return res, id, errors.New(rootMessage(err))
 	}
+	for i, n := range res.Nodes {
+		if n.Disk == nil && n.Error != "" && a.queueIdle(cmd.Context(), n.Node) {
+			res.Nodes[i].Error = startWorkerHint(cfg, n.Node)
+		}
+	}
 	return res, id, nil
 }
 

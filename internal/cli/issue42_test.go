@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sparklane/sparklane/internal/config"
 )
 
 // stagingLane is simLane with one hub-mirror block under node a's roots.
@@ -98,5 +100,17 @@ func TestLogsStaysOnTheLanesNodes(t *testing.T) {
 	code, _, errOut = runStarter(t, "--config", cfg, "logs", "--lane", "solo42", "--node", "far")
 	if code != 1 || !strings.Contains(errOut, "--node far: lane solo42 does not run on it (cluster one: a)") {
 		t.Errorf("logs --node far: exit %d\n%s", code, errOut)
+	}
+}
+
+// A node without a worker gets the hint that fits it: fleet install for
+// a remote node, the control service for a local one.
+func TestStartWorkerHintByKindOfNode(t *testing.T) {
+	cfg := &config.Config{File: "f.toml", Nodes: []config.Node{{Name: "dgx1", SSH: "op@10.0.0.1:22"}, {Name: "n1"}}}
+	if h := startWorkerHint(cfg, "dgx1"); !strings.Contains(h, "starter fleet install dgx1") || strings.Contains(h, "worker node") {
+		t.Errorf("remote node: %s", h)
+	}
+	if h := startWorkerHint(cfg, "n1"); !strings.Contains(h, "control service") || strings.Contains(h, "fleet install") {
+		t.Errorf("local node: %s", h)
 	}
 }
