@@ -114,3 +114,37 @@ func TestStartWorkerHintByKindOfNode(t *testing.T) {
 		t.Errorf("local node: %s", h)
 	}
 }
+
+// temporal.port = 0 is a free port (not silently 7233); absent is 7233;
+// 0 with a remote node is an error naming the key.
+func TestTemporalPortZeroMeansAFreePort(t *testing.T) {
+	dir := t.TempDir()
+	load := func(body string) *config.Config {
+		t.Helper()
+		cfg, err := config.Load(writeConfigTestFile(t, dir, "sparklane.toml", body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	if p := load(cliFleet + "[temporal]\nport = 0\n").Temporal.Port; p != 0 {
+		t.Errorf("temporal.port = 0 loaded as %d", p)
+	}
+	if p := load(cliFleet).Temporal.Port; p != config.DefaultPort {
+		t.Errorf("no temporal.port loaded as %d, want %d", p, config.DefaultPort)
+	}
+	t.Setenv("SPARKLANE_TEMPORAL_PORT", "0")
+	if p := load(cliFleet).Temporal.Port; p != 0 {
+		t.Errorf("SPARKLANE_TEMPORAL_PORT=0 loaded as %d", p)
+	}
+	t.Setenv("SPARKLANE_TEMPORAL_PORT", "")
+	if err := os.MkdirAll(filepath.Join(dir, "lanes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	remote := cliFleet + "[temporal]\nport = 0\n[[nodes]]\nname = \"far\"\nssh = \"op@10.0.0.9:22\"\nroots = [\"/nvme\"]\n"
+	cfg := writeConfigTestFile(t, dir, "sparklane.toml", remote)
+	code, out, errOut := runStarter(t, "--config", cfg, "recipe", "check")
+	if code != 1 || !strings.Contains(errOut+out, cfg+": temporal.port: 0 (a free port, picked at start) cannot serve remote node far") {
+		t.Errorf("port 0 with a remote node: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -250,6 +250,11 @@ func Connect(ctx context.Context, cfg *config.Config, log *zap.Logger, opt Conne
 		return e, nil
 	}
 	local := net.JoinHostPort(control.LoopbackIP, strconv.Itoa(cfg.Temporal.Port))
+	if owner, ok := control.Find(cfg.StateDir); ok && cfg.Temporal.Port == 0 && owner.Frontend != "" {
+		// temporal.port = 0: the control service picked a free port and
+		// published it in its lock.
+		local = owner.Frontend
+	}
 	if portOpen(local) {
 		dial.Address = local
 		c, err := tclient.Dial(ctx, dial)
@@ -396,6 +401,9 @@ func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		targets, err := TunnelTargets(cfg)
 		if err != nil {
 			return err
+		}
+		if len(targets) > 0 && cfg.Temporal.Port == 0 {
+			return fmt.Errorf("%s: temporal.port: 0 (a free port) cannot serve remote node %s: its tunnel forwards a fixed port — give one (the default is %d)", cfg.File, targets[0].Node, config.DefaultPort)
 		}
 		if len(targets) > 0 {
 			k := &tunnel.Keeper{Frontend: e.Address, RemotePort: cfg.Temporal.Port, Log: log.Named("tunnel")}
