@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
@@ -77,6 +78,27 @@ type App struct {
 	lanes map[string]string
 	// inLines reads In line by line for interactive prompts (init).
 	inLines *bufio.Reader
+	// now and newTicker are the clock of progress lines and waits (nil:
+	// the real one); tests drive them instead of sleeping.
+	now       func() time.Time
+	newTicker func(d time.Duration) (<-chan time.Time, func())
+}
+
+// clock is the time now (App.now, else time.Now).
+func (a *App) clock() time.Time {
+	if a.now != nil {
+		return a.now()
+	}
+	return time.Now()
+}
+
+// ticker ticks every d (App.newTicker, else a time.Ticker) until stop.
+func (a *App) ticker(d time.Duration) (tick <-chan time.Time, stop func()) {
+	if a.newTicker != nil {
+		return a.newTicker(d)
+	}
+	t := time.NewTicker(d)
+	return t.C, t.Stop
 }
 
 // exitError carries a process exit code through cobra.
