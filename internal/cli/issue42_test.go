@@ -148,3 +148,32 @@ func TestTemporalPortZeroMeansAFreePort(t *testing.T) {
 		t.Errorf("port 0 with a remote node: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// cutover --dry-run with no control service running starts none (nor
+// builds its program): it prints the plan and says which facts it could
+// not check.
+func TestDryRunStartsNothing(t *testing.T) {
+	cfg, _ := writeCLIFleet(t, "st.toml", stagingLane)
+	exe, marker := markerExe(t)
+	t.Setenv("SPARKLANE_CONTROL_EXE", exe)
+	code, out, errOut := runStarter(t, "--config", cfg, "cutover", "--lane", "st", "--dry-run")
+	if code != 0 {
+		t.Fatalf("cutover --dry-run: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"DRY RUN — cutover of lane st on cluster one", "Nothing is written or started",
+		"fleet not probed: no control service runs for state_dir", "node reachability, free space and the lanes running on the nodes were not checked",
+		"[a] rank 0  not checked", "(hub-mirror): plan not checked: no control service runs", "stop the lanes running on a, if any (not checked"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(errOut, "building") || strings.Contains(errOut, "started the control service") {
+		t.Errorf("dry run built or started something:\n%s", errOut)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the dry run ran the control service's program")
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(cfg), "state", "control.lock")); err == nil {
+		t.Error("the dry run left a control lock in state_dir")
+	}
+}

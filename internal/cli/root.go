@@ -50,6 +50,9 @@ type App struct {
 	log   *zap.Logger
 	// env is the Temporal connection, opened on first use.
 	env *workers.Env
+	// service is the control service env reaches (embedded mode): who a
+	// followed run depends on (see watchService).
+	service control.Owner
 	// Interrupts delivers Ctrl-C to commands that follow a workflow.
 	Interrupts <-chan os.Signal
 	// following is set while a command follows a run and takes Ctrl-C.
