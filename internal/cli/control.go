@@ -126,28 +126,6 @@ func (a *App) connectRunning(ctx context.Context, cfg *config.Config) (env *work
 	return env, "", nil
 }
 
-// connectRunning is connect for commands that must start nothing (a dry
-// run): the external cluster of temporal.address, or the state_dir's
-// control service only if it already runs. When none runs it neither
-// starts one nor builds its program, and why says what could not be
-// checked for want of it.
-func (a *App) connectRunning(ctx context.Context, cfg *config.Config) (env *workers.Env, why string, err error) {
-	if a.env != nil || cfg.Temporal.Address != "" {
-		env, err = a.connect(ctx)
-		return env, "", err
-	}
-	owner, ok := control.Find(cfg.StateDir)
-	if !ok || owner.Frontend == "" {
-		return nil, fmt.Sprintf("no control service runs for state_dir %s, and a dry run starts none: node reachability, free space and the lanes running on the nodes were not checked (start it with 'starter control start' and run the dry run again to check them)", cfg.StateDir), nil
-	}
-	env, err = workers.Dial(ctx, cfg, a.logger(), owner.Frontend, owner.UI)
-	if err != nil {
-		return nil, "", err
-	}
-	a.env, a.service = env, owner
-	return env, "", nil
-}
-
 // serviceCheckEvery is how often a starter following a run checks that
 // the control service it talks to still holds its lock: a dead service is
 // noticed within seconds, not after the client's RPC deadline.

@@ -71,19 +71,31 @@ func (a *App) start(ctx context.Context, s runSpec) (client.WorkflowRun, error) 
 	return run, nil
 }
 
+// drawEvery is how often a followed run's progress is polled and drawn.
+const drawEvery = 400 * time.Millisecond
+
+// confirmWithin is how soon a second Ctrl-C must follow the first to
+// cancel the run.
+const confirmWithin = 5 * time.Second
+
 // follow waits for a run, drawing its progress (live bars on a terminal,
-// one line per step change otherwise, nothing with --json). The first
-// Ctrl-C asks for confirmation; a second within 5 s cancels the workflow,
-// whose cleanup then runs and is shown.
+// one line per step change otherwise, nothing with --json), and checks
+// every serviceCheckEvery that the control service it talks to still runs
+// (serviceGone: a dead one is reported at once, with how to resume). The
+// first Ctrl-C asks for confirmation; a second within confirmWithin
+// cancels the workflow, whose cleanup then runs and is shown.
 func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) error {
 	a.following.Store(true)
 	defer a.following.Store(false)
 	env := a.env
 	done := make(chan error, 1)
 	go func() { done <- run.Get(ctx, result) }()
-	tick := time.NewTicker(400 * time.Millisecond)
-	defer tick.Stop()
+	tick, stopTick := a.ticker(drawEvery)
+	defer stopTick()
+	check, stopCheck := a.ticker(serviceCheckEvery)
+	defer stopCheck()
 	r := newRenderer(a.Out, isTerminal(a.Out) && !a.JSON, a.JSON)
+	r.now = a.clock
 	var lastInt time.Time
 	cancelled := false
 	for {
@@ -101,7 +113,7 @@ func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) er
 			if cancelled {
 				continue
 			}
-			if !lastInt.IsZero() && time.Since(lastInt) < 5*time.Second {
+			if !lastInt.IsZero() && a.clock().Sub(lastInt) < confirmWithin {
 				fmt.Fprintf(a.Err, "\ncancelling %s — cleanup runs, following it...\n", run.GetID())
 				if err := env.Client.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
 					fmt.Fprintln(a.Err, "cancel:", err)
@@ -109,15 +121,19 @@ func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) er
 				cancelled = true
 				continue
 			}
-			lastInt = time.Now()
+			lastInt = a.clock()
 			what := run.GetID()
 			if lane := a.lanes[run.GetID()]; lane != "" {
 				what += " (lane " + lane + ")"
 			}
 			fmt.Fprintf(a.Err, "\nCtrl-C again within 5 s to cancel %s (cleanup and rollback run); otherwise it goes on. Detach with --no-wait next time.\n", what)
-		case <-tick.C:
+		case <-tick:
 			if !r.quiet {
 				a.drawOnce(ctx, env.Client, run, r)
+			}
+		case <-check:
+			if err := a.serviceGone(run.GetID()); err != nil {
+				return err
 			}
 		case <-ctx.Done():
 			return ctx.Err()
