@@ -71,6 +71,42 @@ func followApp(fc *fakeClient, errw *lineWriter) (*App, chan os.Signal, map[time
 	return a, ints, ticks, &now
 }
 
+// A second Ctrl-C within 5 s cancels the run in the control service and
+// ends the starter at once (exit 130), saying the cleanup goes on there
+// and how to follow it — it does not wait for the cleanup.
+func TestSecondCtrlCEndsTheStarterAtOnce(t *testing.T) {
+	fc := &fakeClient{}
+	w := &lineWriter{lines: make(chan string, 16)}
+	a, ints, _, now := followApp(fc, w)
+	done := make(chan error, 1)
+	go func() { done <- a.follow(context.Background(), fakeRun{id: "stage/x"}, nil) }()
+	ints <- os.Interrupt
+	for l := w.next(t); !strings.Contains(l, "Ctrl-C again within 5s to cancel stage/x"); l = w.next(t) {
+	}
+	*now = now.Add(2 * time.Second) // read by follow only after the next signal
+	ints <- os.Interrupt
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("a second Ctrl-C did not end follow")
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 130 {
+		t.Fatalf("second Ctrl-C: %v, want exit 130", err)
+	}
+	if len(fc.canceled) != 1 || fc.canceled[0] != "stage/x" {
+		t.Errorf("cancels %v, want stage/x once", fc.canceled)
+	}
+	said := w.next(t)
+	for !strings.Contains(said, "cancel requested") {
+		said = w.next(t)
+	}
+	if !strings.Contains(said, "cancel requested for stage/x: its cleanup and rollback run in the control service") || !strings.Contains(said, "starter attach stage/x") {
+		t.Errorf("second Ctrl-C said %q", said)
+	}
+}
+
 // TestHelperControlService is not a test: run with
 // SPARKLANE_TEST_CONTROL_STATE set, it stands in for a control service
 // (holds the state_dir's lock, publishes a frontend, logs) until killed.

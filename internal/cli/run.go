@@ -82,8 +82,9 @@ const confirmWithin = 5 * time.Second
 // one line per step change otherwise, nothing with --json), and checks
 // every serviceCheckEvery that the control service it talks to still runs
 // (serviceGone: a dead one is reported at once, with how to resume). The
-// first Ctrl-C asks for confirmation; a second within confirmWithin
-// cancels the workflow, whose cleanup then runs and is shown.
+// first Ctrl-C asks for confirmation; a second within confirmWithin asks
+// the control service to cancel the run and ends this starter at once
+// (cancelAndLeave): the cleanup runs in the service, not here.
 func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) error {
 	a.following.Store(true)
 	defer a.following.Store(false)
@@ -97,7 +98,6 @@ func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) er
 	r := newRenderer(a.Out, isTerminal(a.Out) && !a.JSON, a.JSON)
 	r.now = a.clock
 	var lastInt time.Time
-	cancelled := false
 	for {
 		select {
 		case err := <-done:
@@ -110,23 +110,15 @@ func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) er
 			a.stepsShown = r.shownSteps
 			return err
 		case <-a.Interrupts:
-			if cancelled {
-				continue
-			}
 			if !lastInt.IsZero() && a.clock().Sub(lastInt) < confirmWithin {
-				fmt.Fprintf(a.Err, "\ncancelling %s — cleanup runs, following it...\n", run.GetID())
-				if err := env.Client.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
-					fmt.Fprintln(a.Err, "cancel:", err)
-				}
-				cancelled = true
-				continue
+				return a.cancelAndLeave(ctx, run)
 			}
 			lastInt = a.clock()
 			what := run.GetID()
 			if lane := a.lanes[run.GetID()]; lane != "" {
 				what += " (lane " + lane + ")"
 			}
-			fmt.Fprintf(a.Err, "\nCtrl-C again within 5 s to cancel %s (cleanup and rollback run); otherwise it goes on. Detach with --no-wait next time.\n", what)
+			fmt.Fprintf(a.Err, "\nCtrl-C again within %s to cancel %s: the control service runs its cleanup and rollback, and this starter ends at once. Otherwise it goes on. Detach with --no-wait next time.\n", confirmWithin, what)
 		case <-tick:
 			if !r.quiet {
 				a.drawOnce(ctx, env.Client, run, r)
@@ -139,6 +131,22 @@ func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) er
 			return ctx.Err()
 		}
 	}
+}
+
+// cancelAndLeave asks the control service to cancel run and ends the
+// command at once (exit 130) without waiting for the run's cleanup and
+// rollback, which the service runs whatever this starter does; it says so,
+// and how to follow them.
+func (a *App) cancelAndLeave(ctx context.Context, run client.WorkflowRun) error {
+	id := run.GetID()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := a.env.Client.CancelWorkflow(cctx, id, run.GetRunID()); err != nil {
+		fmt.Fprintf(a.Err, "\ncancel of %s not requested (%v): it goes on in the control service; cancel it with 'starter cancel %s'\n", id, err, id)
+		return exitCode(130, nil)
+	}
+	fmt.Fprintf(a.Err, "\ncancel requested for %s: its cleanup and rollback run in the control service, not in this starter, which ends now. Follow them with 'starter attach %s' ('starter cancel %s' waits for them).\n", id, id, id)
+	return exitCode(130, nil)
 }
 
 func (a *App) drawOnce(ctx context.Context, c client.Client, run client.WorkflowRun, r *renderer) {
