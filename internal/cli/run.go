@@ -160,7 +160,7 @@ func (a *App) drawOnce(ctx context.Context, c client.Client, run client.Workflow
 	if v.Get(&p) != nil {
 		return
 	}
-	bars := map[string]staging.Progress{}
+	bars := map[string]progressSample{}
 	for _, child := range p.Children {
 		d, err := c.DescribeWorkflowExecution(qctx, child, "")
 		if err != nil {
@@ -190,9 +190,11 @@ func (a *App) drawOnce(ctx context.Context, c client.Client, run client.Workflow
 }
 
 // pendingProgress reads byte progress from the heartbeat details of a
-// described workflow's pending staging activities.
-func pendingProgress(d *workflowservice.DescribeWorkflowExecutionResponse) (staging.Progress, bool) {
+// described workflow's pending staging activities, and when the latest
+// of those heartbeats reached the server (what a rate is measured over).
+func pendingProgress(d *workflowservice.DescribeWorkflowExecutionResponse) (progressSample, bool) {
 	var total staging.Progress
+	var at time.Time
 	found := false
 	dc := converter.GetDefaultDataConverter()
 	for _, pa := range d.GetPendingActivities() {
@@ -216,9 +218,12 @@ func pendingProgress(d *workflowservice.DescribeWorkflowExecutionResponse) (stag
 			}
 			total.FromPeers[n] += b
 		}
+		if t := pa.GetLastHeartbeatTime(); t != nil && t.AsTime().After(at) {
+			at = t.AsTime()
+		}
 		found = true
 	}
-	return total, found
+	return progressSample{Progress: total, At: at}, found
 }
 
 // isTerminal reports whether w is a terminal (golang.org/x/term).
