@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -190,6 +191,45 @@ func TestFollowNoticesTheControlServiceDied(t *testing.T) {
 		"resume following it with: starter --config /etc/sparklane.toml attach stage/x"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+// Ctrl-C at the demo's last wait ends the demo with exit 0 and says the
+// last lane keeps serving and how to stop it; the signal reaches the wait
+// itself (the command's context is not cancelled under it).
+func TestDemoCtrlCAtTheLastWait(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	signals := make(chan os.Signal, 1)
+	follow := make(chan os.Signal, 4)
+	w := &lineWriter{lines: make(chan string, 16)}
+	a := &App{Out: &bytes.Buffer{}, Err: w, Interrupts: follow}
+	go a.dispatchSignals(ctx, cancel, signals, follow)
+	stopped := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- a.demoWait(ctx, "demo-2x", "/d/sparklane.toml", true, func() { close(stopped) })
+	}()
+	for !a.following.Load() {
+		runtime.Gosched() // until the wait takes Ctrl-C
+	}
+	signals <- os.Interrupt
+	if err := <-done; err != nil {
+		t.Fatalf("Ctrl-C at the demo's wait: %v, want exit 0", err)
+	}
+	<-stopped
+	if ctx.Err() != nil {
+		t.Error("Ctrl-C cancelled the command instead of ending the wait")
+	}
+	var said []string
+	for len(w.lines) > 0 {
+		said = append(said, <-w.lines)
+	}
+	text := strings.Join(said, "\n")
+	for _, want := range []string{"demo ended: lane demo-2x keeps serving", "go run ./starter --config /d/sparklane.toml stop --lane demo-2x", "stopping the demo's control service"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("demo's end lacks %q:\n%s", want, text)
 		}
 	}
 }
