@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/spf13/cobra"
 	workflowpb "go.temporal.io/api/workflow/v1"
@@ -43,6 +44,37 @@ func (a *App) withConfig(b body) runE {
 		}
 		return b(cmd.Context(), &request{args: args, cfg: cfg})
 	}
+}
+
+// withFleet is withConfig for a command that works on the fleet's nodes:
+// a config without any (an empty file, or one whose [[nodes]] went
+// missing) is an error naming the file, not an empty table printed from
+// the default state_dir.
+func (a *App) withFleet(b body) runE {
+	return a.withConfig(func(ctx context.Context, req *request) error {
+		if err := requireNodes(req.cfg); err != nil {
+			return err
+		}
+		return b(ctx, req)
+	})
+}
+
+// requireFleet loads the config and requires nodes in it (requireNodes),
+// before recipes are read: the error names what is missing first.
+func (a *App) requireFleet() error {
+	cfg, err := a.config()
+	if err != nil {
+		return err
+	}
+	return requireNodes(cfg)
+}
+
+// requireNodes says cfg names no node, naming its file.
+func requireNodes(cfg *config.Config) error {
+	if len(cfg.Nodes) > 0 {
+		return nil
+	}
+	return fmt.Errorf("%s has no [[nodes]] (an empty or node-less fleet config; state_dir %s): this command works on the fleet's nodes — add them (see recipes/sparklane.example.toml) or write the config with 'starter init'", cfg.File, cfg.StateDir)
 }
 
 // withClient loads the config and opens the Temporal connection (starting

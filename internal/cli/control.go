@@ -100,7 +100,61 @@ func (a *App) connectService(ctx context.Context, cfg *config.Config) (*workers.
 	} else if owner.ConfigHash != "" && owner.ConfigHash != control.HashFile(cfg.File) {
 		fmt.Fprintf(a.Err, "warning: the control service (pid %d, since %s) loaded %s before it changed; restart it to apply the change: starter control stop\n", owner.PID, owner.Since.Format(time.RFC3339), owner.Config)
 	}
+	a.service = owner
 	return workers.Dial(ctx, cfg, a.logger(), owner.Frontend, owner.UI)
+}
+
+// connectRunning is connect for commands that must start nothing (a dry
+// run): the external cluster of temporal.address, or the state_dir's
+// control service only if it already runs. When none runs it neither
+// starts one nor builds its program, and why says what could not be
+// checked for want of it.
+func (a *App) connectRunning(ctx context.Context, cfg *config.Config) (env *workers.Env, why string, err error) {
+	if a.env != nil || cfg.Temporal.Address != "" {
+		env, err = a.connect(ctx)
+		return env, "", err
+	}
+	owner, ok := control.Find(cfg.StateDir)
+	if !ok || owner.Frontend == "" {
+		return nil, fmt.Sprintf("no control service runs for state_dir %s, and a dry run starts none: node reachability, free space and the lanes running on the nodes were not checked (start it with 'starter control start' and run the dry run again to check them)", cfg.StateDir), nil
+	}
+	env, err = workers.Dial(ctx, cfg, a.logger(), owner.Frontend, owner.UI)
+	if err != nil {
+		return nil, "", err
+	}
+	a.env, a.service = env, owner
+	return env, "", nil
+}
+
+// serviceCheckEvery is how often a starter following a run checks that
+// the control service it talks to still holds its lock: a dead service is
+// noticed within seconds, not after the client's RPC deadline.
+const serviceCheckEvery = time.Second
+
+// serviceGone says the control service a.env reaches (embedded mode) no
+// longer runs: its pid, how it ended when this starter started it, the
+// last lines of STATE_DIR/control.log, and the command that resumes
+// following run id. nil while it runs, or when there is none to watch (an
+// external cluster).
+func (a *App) serviceGone(id string) error {
+	if a.service.PID == 0 || a.cfg == nil || a.cfg.Temporal.Address != "" {
+		return nil
+	}
+	state := a.cfg.StateDir
+	if owner, ok := control.Find(state); ok && owner.PID == a.service.PID {
+		return nil
+	}
+	how := "how it ended is not known here (another starter or a supervisor started it)"
+	if st, ok := control.ExitStatus(a.service.PID, 2*time.Second); ok {
+		how = "it ended with " + st
+	}
+	resume := "starter attach " + id
+	if a.ConfigPath != "" {
+		resume = "starter --config " + a.ConfigPath + " attach " + id
+	}
+	return exitCode(1, fmt.Errorf("the control service (pid %d) of state_dir %s stopped while this starter followed %s: %s; its log %s ends with:\n%s\n"+
+		"%s is kept in the service's store and goes on when a control service runs again: resume following it with: %s (it starts the service)",
+		a.service.PID, state, id, how, control.LogPath(state), control.LogTail(state, 15), id, resume))
 }
 
 func (a *App) controlCmd() *cobra.Command {

@@ -138,12 +138,7 @@ func (a *App) demoCmd() *cobra.Command {
 				return nil
 			}
 			say("The UI stays up until Ctrl-C.")
-			select {
-			case <-a.Interrupts:
-			case <-ctx.Done():
-			}
-			stopService()
-			return nil
+			return a.demoWait(ctx, last, fleet.ConfigFile, !wasRunning, stopService)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "where the demo fleet, NAS and state live (default ~/.local/state/sparklane/demo)")
@@ -153,6 +148,28 @@ func (a *App) demoCmd() *cobra.Command {
 	cmd.Flags().IntVar(&port, "port", 7233, "embedded Temporal frontend port")
 	cmd.Flags().IntVar(&uiPort, "ui-port", 8233, "embedded web UI port")
 	return cmd
+}
+
+// demoWait keeps the demo's web UI up until Ctrl-C (or SIGTERM) and then
+// ends the demo: stop stops its control service when the demo started it
+// (ownService). Ctrl-C is how a demo is meant to end, so it is taken here
+// (not by cancelling the command) and ends it with exit 0, saying that
+// the last lane keeps serving — its containers run on their own — and how
+// to stop it.
+func (a *App) demoWait(ctx context.Context, last, cfgFile string, ownService bool, stop func()) error {
+	a.following.Store(true) // Ctrl-C comes to a.Interrupts
+	select {
+	case <-a.Interrupts:
+	case <-ctx.Done():
+	}
+	a.following.Store(false)
+	service := "the demo's control service (and its web UI) keeps running: starter --config " + cfgFile + " control stop stops it"
+	if ownService {
+		service = "stopping the demo's control service and its web UI"
+	}
+	fmt.Fprintf(a.Err, "\ndemo ended: lane %s keeps serving (its containers run on); stop it with:\n  go run ./starter --config %s stop --lane %s\n%s\n", last, cfgFile, last, service)
+	stop()
+	return nil
 }
 
 // useConfig points the starter at the config file path (the demo's

@@ -57,6 +57,9 @@ func (a *App) diskRoom(makeRoom bool) (*activities.DiskRoom, error) {
 // runDisk runs the Disk workflow on the chosen nodes.
 func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec) (workflows.DiskResult, string, error) {
 	var res workflows.DiskResult
+	if err := a.requireFleet(); err != nil {
+		return res, "", err
+	}
 	cfg, set, err := a.recipeSet()
 	if err != nil {
 		return res, "", err
@@ -92,6 +95,11 @@ func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec)
 	}
 	if err := run.Get(cmd.Context(), &res); err != nil {
 		return res, id, errors.New(rootMessage(err))
+	}
+	for i, n := range res.Nodes {
+		if n.Disk == nil && n.Error != "" && a.queueIdle(cmd.Context(), n.Node) {
+			res.Nodes[i].Error = startWorkerHint(cfg, n.Node)
+		}
 	}
 	return res, id, nil
 }

@@ -79,6 +79,16 @@ type DryRunBlock struct {
 	Error string          `json:"error,omitempty"`
 }
 
+// NotChecked is a dry run's node state when no control service ran to
+// probe the fleet: a dry run starts none.
+const NotChecked = "not checked"
+
+// dryRun prints what action would do with the lane, starting nothing: no
+// control service and no build of its program. When a control service
+// runs (or temporal.address names a cluster), the fleet is read through
+// it — every node's state, free space and running lanes, and the staging
+// engines' own plan; when none runs, the plan is printed all the same,
+// saying which facts were not checked.
 func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, action string) error {
 	d := DryRun{Action: action, Lane: plan.Lane, Cluster: plan.Cluster, Runtime: plan.Runtime, Model: plan.Model,
 		RecipeFile: r.File, RecipeHash: plan.RecipeHash, TP: plan.TP, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort,
@@ -86,8 +96,11 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 	states := map[string]workflows.NodeState{}
 	reachable := map[string]bool{}
 	var probeErr error
-	if _, err := a.connect(ctx); err != nil {
+	notChecked := ""
+	if _, why, err := a.connectRunning(ctx, cfg); err != nil {
 		probeErr = err
+	} else if why != "" {
+		notChecked = why
 	} else {
 		in := workflows.FleetProbeInput{Nodes: nodesOf(plan), PickupTimeout: contract.Duration(3 * time.Second)}
 		run, err := a.start(ctx, runSpec{ID: fmt.Sprintf("dry-run/%s/%d", plan.Lane, time.Now().UnixNano()), Workflow: workflows.FleetProbe, Input: in, Lane: plan.Lane, Cluster: plan.Cluster})
@@ -103,6 +116,9 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 	}
 	if probeErr != nil {
 		d.Probe = rootMessage(probeErr)
+	}
+	if notChecked != "" {
+		d.Probe = notChecked
 	}
 	// Staging plan on the reachable nodes (the engines' own dry run: nothing written).
 	stagePlans := map[string][]DryRunBlock{}
@@ -147,6 +163,8 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 			Docker: n.Container.DockerArgs(), DetectRDMA: n.Container.DetectRDMA, PreExec: n.PreExec}
 		if st, ok := states[n.Node]; ok {
 			dn.State, dn.Why, dn.Lanes = st.State, st.Why, st.Lanes
+		} else if notChecked != "" {
+			dn.State = NotChecked
 		} else {
 			dn.State = "unknown"
 		}
@@ -162,20 +180,29 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 				if action == "up" {
 					break
 				}
-				dn.Staging = append(dn.Staging, DryRunBlock{Block: b.ID, Kind: b.Kind, Error: "node not reachable: plan unknown"})
+				why := "node not reachable: plan unknown"
+				if notChecked != "" {
+					why = "plan not checked: no control service runs"
+				}
+				dn.Staging = append(dn.Staging, DryRunBlock{Block: b.ID, Kind: b.Kind, Error: why})
 			}
 		}
 		d.Nodes = append(d.Nodes, dn)
 	}
-	d.Steps = dryRunSteps(action, r, plan, states)
+	d.Steps = dryRunSteps(action, r, plan, states, notChecked != "")
 	return a.output(d, func() { printDryRun(a, d) })
 }
 
-func dryRunSteps(action string, r *contract.Recipe, plan *contract.LanePlan, states map[string]workflows.NodeState) []string {
+// dryRunSteps are the steps the run would take, in order; unprobed says
+// the fleet was not probed, so which lanes a cutover stops is not known.
+func dryRunSteps(action string, r *contract.Recipe, plan *contract.LanePlan, states map[string]workflows.NodeState, unprobed bool) []string {
 	var steps []string
 	nodes := strings.Join(nodesOf(plan), ", ")
 	if action == "cutover" {
 		steps = append(steps, "probe fleet ("+nodes+"; re-probe once after probe_grace)")
+		if unprobed {
+			steps = append(steps, "stop the lanes running on "+nodes+", if any (not checked: the fleet was not probed)")
+		}
 		seen := map[string]bool{}
 		for _, n := range plan.Nodes {
 			for _, l := range states[n.Node].Lanes {

@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/serve"
 )
@@ -20,7 +22,7 @@ import (
 // local node, the node's socket through SSH (host key checked against
 // known_hosts) for a remote one — no node opens a port for it.
 func (a *App) logsCmd() *cobra.Command {
-	var lane, only, tail string
+	var lane, only, tail, cluster string
 	var rank int
 	var follow bool
 	cmd := &cobra.Command{
@@ -28,17 +30,15 @@ func (a *App) logsCmd() *cobra.Command {
 		Short: "print a lane's rank container logs from every node, each line prefixed [NODE rRANK]",
 		// No lane, no config loaded: the error laneOn gives.
 		PreRunE: laneRequired(&lane),
-		RunE: a.withConfig(func(ctx context.Context, req *request) error {
-			// An alias names the lane; a lane whose recipe is gone (or
-			// broken) is still found by its containers' label.
-			if _, set, err := a.recipeSet(); err == nil {
-				if r, err := config.Resolve(set.Recipes, lane); err == nil {
-					lane = r.Name
-				}
+		RunE: a.withFleet(func(ctx context.Context, req *request) error {
+			nodes, err := a.logNodes(req.cfg, &lane, cluster, only)
+			if err != nil {
+				return err
 			}
-			return a.laneLogs(ctx, req.cfg, lane, only, rank, tail, follow)
+			return a.laneLogs(ctx, lane, nodes, rank, tail, follow)
 		}),
 	}
+	cmd.Flags().StringVar(&cluster, "cluster", "", "the cluster the lane runs on when not its recipe's (as given to up/cutover --cluster)")
 	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
 	cmd.Flags().IntVar(&rank, "rank", -1, "only this rank")
 	cmd.Flags().StringVar(&only, "node", "", "only this node")
@@ -47,17 +47,58 @@ func (a *App) logsCmd() *cobra.Command {
 	return cmd
 }
 
-func (a *App) laneLogs(ctx context.Context, cfg *config.Config, lane, only string, rank int, tail string, follow bool) error {
+// logNodes are the nodes whose Docker logs reads: the lane's, as its
+// recipe renders on its cluster (or --cluster), so neither a warning nor
+// the "no container" error names a node the lane never runs on; --node
+// must be one of them. An alias becomes the lane's name. A lane whose
+// recipe is gone or broken is still found by its containers' label on
+// every node of the config (or --node).
+func (a *App) logNodes(cfg *config.Config, lane *string, cluster, only string) ([]config.Node, error) {
+	var plan *contract.LanePlan
+	if _, set, err := a.recipeSet(); err == nil {
+		if r, err := config.Resolve(set.Recipes, *lane); err == nil {
+			*lane = r.Name
+			if _, _, p, err := a.laneOn(r.Name, cluster, nil); err == nil {
+				plan = p
+			}
+		}
+	}
+	if plan != nil {
+		if err := laneNode(plan, only); err != nil {
+			return nil, err
+		}
+	} else if _, err := knownNodes(cfg, nonEmpty(only)); err != nil {
+		return nil, err
+	}
+	var out []config.Node
+	for _, n := range cfg.Nodes {
+		switch {
+		case only != "" && n.Name != only:
+		case plan != nil && !slices.Contains(nodesOf(plan), n.Name):
+		default:
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// nonEmpty is s as a list: none when empty.
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+// laneLogs prints lane's rank logs from nodes.
+func (a *App) laneLogs(ctx context.Context, lane string, nodes []config.Node, rank int, tail string, follow bool) error {
 	type found struct {
 		d   serve.Docker
 		src serve.LogSource
 	}
 	var srcs []found
 	var looked, failed []string
-	for _, n := range cfg.Nodes {
-		if only != "" && n.Name != only {
-			continue
-		}
+	for _, n := range nodes {
 		looked = append(looked, n.Name)
 		var t *node.SSHTarget
 		if n.SSH != "" {
@@ -83,9 +124,6 @@ func (a *App) laneLogs(ctx context.Context, cfg *config.Config, lane, only strin
 		for _, s := range ss {
 			srcs = append(srcs, found{c, s})
 		}
-	}
-	if only != "" && len(looked) == 0 {
-		return fmt.Errorf("--node %s: no such node in %s", only, cfg.File)
 	}
 	for _, f := range failed {
 		fmt.Fprintln(a.Err, "warning:", f)

@@ -24,7 +24,7 @@ func (a *App) powerCmd() *cobra.Command {
 		c := &cobra.Command{
 			Use:   action + " NODE|DEVICE... | --cluster C",
 			Short: map[string]string{"off": "graceful shutdown → wait until unreachable → relay off; network gear ([[devices]] with behind) last, once every node behind it is off", "on": "relay on or Wake-on-LAN → wait until SSH answers and the node worker polls"}[action],
-			RunE: a.withConfig(func(ctx context.Context, req *request) error {
+			RunE: a.withFleet(func(ctx context.Context, req *request) error {
 				cfg := req.cfg
 				targets := req.args
 				if cluster != "" {

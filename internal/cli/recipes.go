@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -44,46 +45,17 @@ func (a *App) recipeCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "recipe", Short: "check and render recipes"}
 	check := &cobra.Command{
 		Use:   "check [FILE...]",
-		Short: "check recipe files (without FILE: every recipe of recipes_dir and recipes_dirs); exit 1 listing every error",
-		RunE: func(cmd *cobra.Command, files []string) error {
-			var errs []error
-			var notices []string
-			if len(files) == 0 {
-				_, set, err := a.recipeSet()
-				if err != nil {
-					return err
-				}
-				for _, b := range set.Broken {
-					errs = append(errs, fmt.Errorf("broken: %s", b.Error))
-				}
-				for _, r := range set.Recipes {
-					files = append(files, r.File)
-				}
-			} else {
-				errs, notices = lane.Check(files)
-			}
-			msgs := []string{}
-			for _, e := range errs {
-				msgs = append(msgs, e.Error())
-			}
-			err := a.output(map[string]any{"ok": len(errs) == 0, "errors": msgs, "notices": nonNil(notices)}, func() {
-				for _, n := range notices {
-					fmt.Fprintln(a.Out, "notice:", n)
-				}
-				for _, e := range errs {
-					fmt.Fprintln(a.Out, e)
-				}
-				if len(errs) == 0 {
-					fmt.Fprintf(a.Out, "%d recipe file(s) ok\n", len(files))
-				}
-			})
+		Short: "check recipes as lanes, stage and cutover will (without FILE: every recipe of recipes_dir and recipes_dirs); exit 1 listing every error",
+		Long: "Runs every check a recipe must pass before it runs — validation against the fleet config, a\n" +
+			"render on its cluster (mounts and staging dst inside the nodes' roots), pins that are not whole —\n" +
+			"and lists host = true mounts as notices. With FILEs the fleet config is the usual one (--config)\n" +
+			"unless one of the FILEs is a fleet config (sparklane*.toml).",
+		RunE: func(_ *cobra.Command, files []string) error {
+			res, err := a.checkRecipes(files)
 			if err != nil {
 				return err
 			}
-			if len(errs) > 0 {
-				return exitCode(1, nil)
-			}
-			return nil
+			return a.printRecipeCheck(res)
 		},
 	}
 	var f laneFlags
@@ -97,6 +69,101 @@ func (a *App) recipeCmd() *cobra.Command {
 	f.bind(render, "key=value override of a recipe default (repeatable)")
 	cmd.AddCommand(check, render)
 	return cmd
+}
+
+// recipeCheck is what `recipe check` found.
+type recipeCheck struct {
+	errs    []error
+	notices []string
+	// files is how many files were checked; fleet is the fleet
+	// config they were checked against ("" for none).
+	files int
+	fleet string
+}
+
+// checkRecipes runs lane's one recipe check on files, or without files on
+// the recipe set of the fleet config: the same checks either way, so a
+// recipe fails here exactly when lanes, stage and cutover would refuse it.
+func (a *App) checkRecipes(files []string) (recipeCheck, error) {
+	var res recipeCheck
+	if len(files) == 0 {
+		cfg, err := a.config()
+		if err != nil {
+			return res, err
+		}
+		set, err := config.LoadRecipeSet(cfg, cfg.File)
+		for _, w := range set.Warnings {
+			fmt.Fprintln(a.Err, "warning:", w)
+		}
+		if err != nil {
+			return res, err
+		}
+		res.errs, res.notices = lane.CheckSet(cfg, set)
+		res.files, res.fleet = len(set.Recipes)+len(set.Broken), cfg.File
+		return res, nil
+	}
+	var fleet *config.Config
+	res.files = len(files)
+	for _, f := range files {
+		if config.IsFleetConfigFile(f) {
+			res.fleet = f
+		}
+	}
+	if res.fleet == "" {
+		if a.noConfigAtAll() {
+			res.notices = append(res.notices, "no fleet config (--config, $SPARKLANE_CONFIG, ./sparklane.toml): the recipes were checked on their own, not on a fleet's clusters and roots")
+		} else {
+			cfg, err := a.config()
+			if err != nil {
+				return res, err
+			}
+			fleet, res.fleet = cfg, cfg.File
+		}
+	}
+	errs, notices := lane.CheckFiles(fleet, files)
+	res.errs, res.notices = errs, append(res.notices, notices...)
+	return res, nil
+}
+
+// noConfigAtAll says no fleet config is named or present: no --config,
+// no $SPARKLANE_CONFIG and no ./sparklane.toml (config.LoadViper's search).
+func (a *App) noConfigAtAll() bool {
+	if a.ConfigPath != "" || (a.viper != nil && a.viper.GetString("config") != "") || os.Getenv("SPARKLANE_CONFIG") != "" {
+		return false
+	}
+	_, err := os.Stat("sparklane.toml")
+	return err != nil
+}
+
+// printRecipeCheck prints the notices and errors of a recipe check and
+// exits 1 when there is an error.
+func (a *App) printRecipeCheck(res recipeCheck) error {
+	msgs := []string{}
+	for _, e := range res.errs {
+		msgs = append(msgs, e.Error())
+	}
+	err := a.output(map[string]any{"ok": len(res.errs) == 0, "errors": msgs, "notices": nonNil(res.notices), "fleet_config": res.fleet}, func() {
+		for _, n := range res.notices {
+			fmt.Fprintln(a.Out, "notice:", n)
+		}
+		for _, m := range msgs {
+			fmt.Fprintln(a.Out, m)
+		}
+		if len(res.errs) == 0 {
+			against := ""
+			if res.fleet != "" {
+				against = " on the fleet of " + res.fleet
+			}
+			fmt.Fprintf(a.Out, "%d recipe file(s) ok%s\n", res.files, against)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if len(res.errs) > 0 {
+		return exitCode(1, nil)
+	}
+	return nil
 }
 
 // printPlan prints a rendered lane per node.

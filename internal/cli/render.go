@@ -34,10 +34,24 @@ type renderer struct {
 // running when nothing else changed: a log or CI page must not look frozen.
 const plainEvery = 5 * time.Second
 
+// rateSample is the last byte count of a progress source and when it was
+// measured, with the rate computed so far.
 type rateSample struct {
 	at    time.Time
 	bytes int64
 	rate  float64
+}
+
+// progressSample is one progress source as a poll found it: its staging
+// progress (summed over its pending staging activities) and when the
+// node last reported it (the activities' latest heartbeat; zero when
+// unknown). The node reports every few seconds while a poll runs every
+// 400 ms: a rate is bytes over the time between reports, never between
+// polls, or a poll that sees a whole report's bytes land 400 ms after the
+// last one shows 100× the real rate.
+type progressSample struct {
+	staging.Progress
+	At time.Time
 }
 
 func newRenderer(w io.Writer, live, quiet bool) *renderer {
@@ -46,7 +60,7 @@ func newRenderer(w io.Writer, live, quiet bool) *renderer {
 
 func stepKey(s workflows.Step) string { return s.Name + "@" + s.Node }
 
-func (r *renderer) draw(p workflows.Progress, bars map[string]staging.Progress) {
+func (r *renderer) draw(p workflows.Progress, bars map[string]progressSample) {
 	if r.quiet {
 		return
 	}
@@ -70,12 +84,13 @@ func (r *renderer) draw(p workflows.Progress, bars map[string]staging.Progress) 
 			k := "wait@" + w.Node + "@" + w.Since.String()
 			if r.seen[k] == "" {
 				r.seen[k] = "y"
-				fmt.Fprintln(r.w, waitLine(w, time.Now()))
+				fmt.Fprintln(r.w, waitLine(w, r.now()))
 			}
 		}
-		for id, pr := range bars {
+		for _, id := range sortedMapKeys(bars) {
+			pr := bars[id]
 			k := "bar@" + id
-			line := barLine(id, pr, r.rate(id, pr))
+			line := barLine(id, pr.Progress, r.rate(id, pr))
 			// Print byte progress at most every 10%.
 			bucket := ""
 			if pr.BytesTotal > 0 {
@@ -107,7 +122,11 @@ func (r *renderer) draw(p workflows.Progress, bars map[string]staging.Progress) 
 		for _, id := range sortedMapKeys(bars) {
 			pr := bars[id]
 			if pr.BytesTotal > 0 {
-				running = append(running, fmt.Sprintf("%s %s/%s", shortID(id), staging.HumanBytes(pr.BytesDone), staging.HumanBytes(pr.BytesTotal)))
+				line := fmt.Sprintf("%s %s/%s", shortID(id), staging.HumanBytes(pr.BytesDone), staging.HumanBytes(pr.BytesTotal))
+				if rate := r.rates[id].rate; rate > 0 {
+					line += " at " + staging.HumanBytes(int64(rate)) + "/s"
+				}
+				running = append(running, line)
 			}
 		}
 		if len(running) > 0 {
@@ -122,10 +141,10 @@ func (r *renderer) draw(p workflows.Progress, bars map[string]staging.Progress) 
 		r.shownSteps = true
 	}
 	for _, id := range sortedMapKeys(bars) {
-		out = append(out, barLine(id, bars[id], r.rate(id, bars[id])))
+		out = append(out, barLine(id, bars[id].Progress, r.rate(id, bars[id])))
 	}
 	for _, w := range p.Waiting {
-		out = append(out, waitLine(w, time.Now()))
+		out = append(out, waitLine(w, r.now()))
 	}
 	if r.lines > 0 {
 		fmt.Fprintf(r.w, "\033[%dA", r.lines)
@@ -136,16 +155,25 @@ func (r *renderer) draw(p workflows.Progress, bars map[string]staging.Progress) 
 	r.lines = len(out)
 }
 
-// rate is a smoothed bytes/s per progress source.
-func (r *renderer) rate(id string, p staging.Progress) float64 {
-	now := time.Now()
+// rate is a smoothed bytes/s of progress source id: the bytes added
+// between two reports of its node over the time between those reports
+// (progressSample.At; when unknown, the time between the polls that saw
+// the count change). A poll that finds no new report changes nothing.
+func (r *renderer) rate(id string, p progressSample) float64 {
+	at := p.At
+	if at.IsZero() {
+		at = r.now()
+	}
 	prev, ok := r.rates[id]
-	if !ok {
-		r.rates[id] = rateSample{at: now, bytes: p.BytesDone}
+	if !ok || p.BytesDone < prev.bytes {
+		r.rates[id] = rateSample{at: at, bytes: p.BytesDone}
 		return 0
 	}
-	dt := now.Sub(prev.at).Seconds()
-	if dt < 0.3 {
+	if p.BytesDone == prev.bytes && (p.At.IsZero() || !at.After(prev.at)) {
+		return prev.rate // no new report since the last sample
+	}
+	dt := at.Sub(prev.at).Seconds()
+	if dt <= 0 {
 		return prev.rate
 	}
 	inst := float64(p.BytesDone-prev.bytes) / dt
@@ -153,7 +181,7 @@ func (r *renderer) rate(id string, p staging.Progress) float64 {
 	if prev.rate > 0 {
 		rate = 0.7*prev.rate + 0.3*inst
 	}
-	r.rates[id] = rateSample{at: now, bytes: p.BytesDone, rate: rate}
+	r.rates[id] = rateSample{at: at, bytes: p.BytesDone, rate: rate}
 	return rate
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
@@ -49,6 +50,9 @@ type App struct {
 	log   *zap.Logger
 	// env is the Temporal connection, opened on first use.
 	env *workers.Env
+	// service is the control service env reaches (embedded mode): who a
+	// followed run depends on (see watchService).
+	service control.Owner
 	// Interrupts delivers Ctrl-C to commands that follow a workflow.
 	Interrupts <-chan os.Signal
 	// following is set while a command follows a run and takes Ctrl-C.
@@ -77,6 +81,27 @@ type App struct {
 	lanes map[string]string
 	// inLines reads In line by line for interactive prompts (init).
 	inLines *bufio.Reader
+	// now and newTicker are the clock of progress lines and waits (nil:
+	// the real one); tests drive them instead of sleeping.
+	now       func() time.Time
+	newTicker func(d time.Duration) (<-chan time.Time, func())
+}
+
+// clock is the time now (App.now, else time.Now).
+func (a *App) clock() time.Time {
+	if a.now != nil {
+		return a.now()
+	}
+	return time.Now()
+}
+
+// ticker ticks every d (App.newTicker, else a time.Ticker) until stop.
+func (a *App) ticker(d time.Duration) (tick <-chan time.Time, stop func()) {
+	if a.newTicker != nil {
+		return a.newTicker(d)
+	}
+	t := time.NewTicker(d)
+	return t.C, t.Stop
 }
 
 // exitError carries a process exit code through cobra.
@@ -369,6 +394,9 @@ func (a *App) lane(name string, overrides []string) (*config.Config, *contract.R
 func (a *App) laneOn(name, cluster string, overrides []string) (*config.Config, *contract.Recipe, *contract.LanePlan, error) {
 	if name == "" {
 		return nil, nil, nil, fmt.Errorf("--lane is required (see: starter lanes)")
+	}
+	if err := a.requireFleet(); err != nil {
+		return nil, nil, nil, err
 	}
 	cfg, set, err := a.recipeSet()
 	if err != nil {

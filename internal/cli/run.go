@@ -71,21 +71,33 @@ func (a *App) start(ctx context.Context, s runSpec) (client.WorkflowRun, error) 
 	return run, nil
 }
 
+// drawEvery is how often a followed run's progress is polled and drawn.
+const drawEvery = 400 * time.Millisecond
+
+// confirmWithin is how soon a second Ctrl-C must follow the first to
+// cancel the run.
+const confirmWithin = 5 * time.Second
+
 // follow waits for a run, drawing its progress (live bars on a terminal,
-// one line per step change otherwise, nothing with --json). The first
-// Ctrl-C asks for confirmation; a second within 5 s cancels the workflow,
-// whose cleanup then runs and is shown.
+// one line per step change otherwise, nothing with --json), and checks
+// every serviceCheckEvery that the control service it talks to still runs
+// (serviceGone: a dead one is reported at once, with how to resume). The
+// first Ctrl-C asks for confirmation; a second within confirmWithin asks
+// the control service to cancel the run and ends this starter at once
+// (cancelAndLeave): the cleanup runs in the service, not here.
 func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) error {
 	a.following.Store(true)
 	defer a.following.Store(false)
 	env := a.env
 	done := make(chan error, 1)
 	go func() { done <- run.Get(ctx, result) }()
-	tick := time.NewTicker(400 * time.Millisecond)
-	defer tick.Stop()
+	tick, stopTick := a.ticker(drawEvery)
+	defer stopTick()
+	check, stopCheck := a.ticker(serviceCheckEvery)
+	defer stopCheck()
 	r := newRenderer(a.Out, isTerminal(a.Out) && !a.JSON, a.JSON)
+	r.now = a.clock
 	var lastInt time.Time
-	cancelled := false
 	for {
 		select {
 		case err := <-done:
@@ -98,31 +110,43 @@ func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) er
 			a.stepsShown = r.shownSteps
 			return err
 		case <-a.Interrupts:
-			if cancelled {
-				continue
+			if !lastInt.IsZero() && a.clock().Sub(lastInt) < confirmWithin {
+				return a.cancelAndLeave(ctx, run)
 			}
-			if !lastInt.IsZero() && time.Since(lastInt) < 5*time.Second {
-				fmt.Fprintf(a.Err, "\ncancelling %s — cleanup runs, following it...\n", run.GetID())
-				if err := env.Client.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
-					fmt.Fprintln(a.Err, "cancel:", err)
-				}
-				cancelled = true
-				continue
-			}
-			lastInt = time.Now()
+			lastInt = a.clock()
 			what := run.GetID()
 			if lane := a.lanes[run.GetID()]; lane != "" {
 				what += " (lane " + lane + ")"
 			}
-			fmt.Fprintf(a.Err, "\nCtrl-C again within 5 s to cancel %s (cleanup and rollback run); otherwise it goes on. Detach with --no-wait next time.\n", what)
-		case <-tick.C:
+			fmt.Fprintf(a.Err, "\nCtrl-C again within %s to cancel %s: the control service runs its cleanup and rollback, and this starter ends at once. Otherwise it goes on. Detach with --no-wait next time.\n", confirmWithin, what)
+		case <-tick:
 			if !r.quiet {
 				a.drawOnce(ctx, env.Client, run, r)
+			}
+		case <-check:
+			if err := a.serviceGone(run.GetID()); err != nil {
+				return err
 			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// cancelAndLeave asks the control service to cancel run and ends the
+// command at once (exit 130) without waiting for the run's cleanup and
+// rollback, which the service runs whatever this starter does; it says so,
+// and how to follow them.
+func (a *App) cancelAndLeave(ctx context.Context, run client.WorkflowRun) error {
+	id := run.GetID()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := a.env.Client.CancelWorkflow(cctx, id, run.GetRunID()); err != nil {
+		fmt.Fprintf(a.Err, "\ncancel of %s not requested (%v): it goes on in the control service; cancel it with 'starter cancel %s'\n", id, err, id)
+		return exitCode(130, nil)
+	}
+	fmt.Fprintf(a.Err, "\ncancel requested for %s: its cleanup and rollback run in the control service, not in this starter, which ends now. Follow them with 'starter attach %s' ('starter cancel %s' waits for them).\n", id, id, id)
+	return exitCode(130, nil)
 }
 
 func (a *App) drawOnce(ctx context.Context, c client.Client, run client.WorkflowRun, r *renderer) {
@@ -136,7 +160,7 @@ func (a *App) drawOnce(ctx context.Context, c client.Client, run client.Workflow
 	if v.Get(&p) != nil {
 		return
 	}
-	bars := map[string]staging.Progress{}
+	bars := map[string]progressSample{}
 	for _, child := range p.Children {
 		d, err := c.DescribeWorkflowExecution(qctx, child, "")
 		if err != nil {
@@ -166,9 +190,11 @@ func (a *App) drawOnce(ctx context.Context, c client.Client, run client.Workflow
 }
 
 // pendingProgress reads byte progress from the heartbeat details of a
-// described workflow's pending staging activities.
-func pendingProgress(d *workflowservice.DescribeWorkflowExecutionResponse) (staging.Progress, bool) {
+// described workflow's pending staging activities, and when the latest
+// of those heartbeats reached the server (what a rate is measured over).
+func pendingProgress(d *workflowservice.DescribeWorkflowExecutionResponse) (progressSample, bool) {
 	var total staging.Progress
+	var at time.Time
 	found := false
 	dc := converter.GetDefaultDataConverter()
 	for _, pa := range d.GetPendingActivities() {
@@ -192,9 +218,12 @@ func pendingProgress(d *workflowservice.DescribeWorkflowExecutionResponse) (stag
 			}
 			total.FromPeers[n] += b
 		}
+		if t := pa.GetLastHeartbeatTime(); t != nil && t.AsTime().After(at) {
+			at = t.AsTime()
+		}
 		found = true
 	}
-	return total, found
+	return progressSample{Progress: total, At: at}, found
 }
 
 // isTerminal reports whether w is a terminal (golang.org/x/term).

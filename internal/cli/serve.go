@@ -129,7 +129,7 @@ func (a *App) stopCmd() *cobra.Command {
 			}
 			return nil
 		},
-		RunE: a.withConfig(func(ctx context.Context, req *request) error {
+		RunE: a.withFleet(func(ctx context.Context, req *request) error {
 			var in workflows.StopInput
 			var spec runSpec
 			if lane != "" {

@@ -28,6 +28,9 @@ func (a *App) stageCmd() *cobra.Command {
 			if len(r.Staging) == 0 {
 				return fmt.Errorf("lane %s has no [[staging]] blocks (%s)", r.Name, r.File)
 			}
+			if err := laneNode(plan, only); err != nil {
+				return err
+			}
 			if dryRun {
 				return a.dryRun(ctx, cfg, r, plan, "stage")
 			}
@@ -112,6 +115,9 @@ func (a *App) verifyCmd() *cobra.Command {
 		Use:   "verify --lane L [--full] [--node N]",
 		Short: "verify staged blocks without writing; exit 1 when anything is bad or missing",
 		RunE: a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
+			if err := laneNode(plan, only); err != nil {
+				return err
+			}
 			run, err := a.start(ctx, runSpec{ID: workflows.VerifyID(r.Name), Workflow: workflows.Verify, Lane: r.Name, Cluster: r.Cluster,
 				Input: workflows.VerifyInput{Lanes: []workflows.VerifyLane{{Plan: *plan, Blocks: r.Staging}}, Full: full, Only: only}})
 			if err != nil {

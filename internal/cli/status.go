@@ -27,7 +27,7 @@ func (a *App) statusCmd() *cobra.Command {
 			"checked with the host key verified. With --lane, the lane's nodes must be usable: if not, the probe\n" +
 			"runs once more after probe_grace and then fails listing every node's state. With --node (repeatable)\n" +
 			"the named nodes must be usable (free or occupied), else the exit code is 1.",
-		RunE: a.withConfig(func(ctx context.Context, req *request) error {
+		RunE: a.withFleet(func(ctx context.Context, req *request) error {
 			cfg := req.cfg
 			in := workflows.FleetProbeInput{Grace: contract.Duration(cfg.ProbeGrace), PickupTimeout: contract.Duration(pickup)}
 			all, err := knownNodes(cfg, nodes)
@@ -55,6 +55,7 @@ func (a *App) statusCmd() *cobra.Command {
 			if err != nil && !appErrorDetails(err, &res) {
 				return err
 			}
+			workerHints(cfg, res.Nodes)
 			var failure string
 			if err != nil {
 				failure = rootMessage(err)
@@ -82,6 +83,17 @@ func (a *App) statusCmd() *cobra.Command {
 type statusJSON struct {
 	workflows.FleetProbeResult
 	Error string `json:"error,omitempty"`
+}
+
+// workerHints replaces the probe's hint for a node whose worker does not
+// poll (its typed Worker state) with the way to start it that fits the
+// node (startWorkerHint).
+func workerHints(cfg *config.Config, nodes []workflows.NodeState) {
+	for i, n := range nodes {
+		if n.Worker == "not polling" {
+			nodes[i].Why = startWorkerHint(cfg, n.Node)
+		}
+	}
 }
 
 // unusable lists "node: state (why)" for each wanted node that is neither

@@ -152,9 +152,8 @@ func applyConfigDefaults(cfg *Config) error {
 	if cfg.Temporal.Namespace == "" {
 		cfg.Temporal.Namespace = DefaultNamespace
 	}
-	if cfg.Temporal.Port == 0 {
-		cfg.Temporal.Port = DefaultPort
-	}
+	// temporal.port: an absent key is DefaultPort (viper's default); an
+	// explicit 0 stays 0, a free port (see Temporal.Port).
 	if cfg.Temporal.UIPort == 0 {
 		cfg.Temporal.UIPort = DefaultUIPort
 	}

@@ -62,7 +62,12 @@ type Config struct {
 type Temporal struct {
 	Address   string `mapstructure:"address" json:"address"`
 	Namespace string `mapstructure:"namespace" json:"namespace"`
-	// Port is the embedded server's frontend gRPC port (default 7233).
+	// Port is the embedded server's frontend gRPC port (default 7233 when
+	// the key is absent). 0 asks for a free port, picked when the control
+	// service starts and published in STATE_DIR/control.lock, where
+	// starters and workers on this machine read it (tests, benchmarks, a
+	// second fleet on one host); remote nodes need a fixed one, as their
+	// tunnels forward it.
 	Port int `mapstructure:"port" json:"port"`
 	// UIPort is the embedded web UI port (default 8233).
 	UIPort int `mapstructure:"ui_port" json:"ui_port"`

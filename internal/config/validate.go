@@ -64,7 +64,14 @@ func ConfigErrors(cfg *Config) []error {
 		}
 	}
 	if p := cfg.Temporal.Port; p < 0 || p > 65535 {
-		errs = append(errs, cfgErr(cfg, "temporal.port", "%d is not a port in 1..65535", p))
+		errs = append(errs, cfgErr(cfg, "temporal.port", "%d is not a port in 1..65535 (or 0: a free port)", p))
+	} else if p == 0 && cfg.Temporal.Address == "" {
+		for _, n := range cfg.Nodes {
+			if n.SSH != "" {
+				errs = append(errs, cfgErr(cfg, "temporal.port", "0 (a free port, picked at start) cannot serve remote node %s: its tunnel forwards a fixed port — give one (the default is %d)", n.Name, DefaultPort))
+				break
+			}
+		}
 	}
 	if p := cfg.Temporal.UIPort; p < -1 || p > 65535 {
 		errs = append(errs, cfgErr(cfg, "temporal.ui_port", "%d is not a port in 1..65535 (or -1: no web UI)", p))

@@ -31,6 +31,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -264,7 +265,14 @@ func Start(ctx context.Context, o StartOptions) (owner Owner, started bool, err 
 		return Owner{}, false, fmt.Errorf("start the control service (%s): %w", o.Exe, err)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	child := &startedChild{done: make(chan struct{})}
+	children.Store(cmd.Process.Pid, child)
+	go func() {
+		err := cmd.Wait()
+		child.err = err
+		close(child.done)
+		exited <- err
+	}()
 	wait := o.Wait
 	if wait <= 0 {
 		wait = 2 * time.Minute
@@ -299,6 +307,46 @@ func Start(ctx context.Context, o StartOptions) (owner Owner, started bool, err 
 			return Owner{}, false, ctx.Err()
 		}
 	}
+}
+
+// startedChild is a control service this process started (Start): its
+// exit, once it has ended, for a starter that watched it die.
+type startedChild struct {
+	done chan struct{}
+	err  error
+}
+
+// children are the control services this process started, by pid.
+var children sync.Map
+
+// ExitStatus says how the control service pid ended ("exit status 2",
+// "signal: killed"), when this process started it: only its parent can
+// know. It waits up to wait for the exit to be collected (the lock is
+// freed as the process dies, a moment before its parent reaps it); false
+// when this process did not start pid, or it has not ended by then.
+func ExitStatus(pid int, wait time.Duration) (string, bool) {
+	v, ok := children.Load(pid)
+	if !ok {
+		return "", false
+	}
+	c := v.(*startedChild)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+		return "", false
+	}
+	if c.err == nil {
+		return "exit status 0", true
+	}
+	return c.err.Error(), true
+}
+
+// LogTail is the last n lines of stateDir's control.log, indented: what a
+// starter shows when the service died under it.
+func LogTail(stateDir string, n int) string {
+	return tailFrom(LogPath(stateDir), 0, n)
 }
 
 // ready is the running service of stateDir once its frontend accepts

@@ -14,9 +14,10 @@ import (
 // --lane mia --dry-run`. `go run ./starter` is the starter built once here
 // (the same main). The example's nodes are on 10.0.0.x, so the commands run
 // in a fresh network namespace with only loopback: nothing leaves this
-// machine, the nodes show as unreachable with the reason, and the dry run
-// still prints every node's plan. The control service it starts in the
-// background (state_dir under a temporary HOME) is stopped at the end.
+// machine. The dry run starts nothing — no control service runs for the
+// fresh state_dir, so the nodes show as not checked, saying what was not —
+// and still prints every node's plan. A control service started anyway
+// (state_dir under a temporary HOME) would be stopped at the end.
 func TestReadmeQuickStartRunsAsWritten(t *testing.T) {
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Fatalf("unshare (util-linux) is needed to run the README's commands without network: %v", err)
@@ -110,10 +111,25 @@ func TestReadmeQuickStartRunsAsWritten(t *testing.T) {
 		t.Errorf("lanes read a non-recipe file:\n%s", read("err1"))
 	}
 	dry := read("out2")
-	for _, want := range []string{"DRY RUN — cutover of lane dsv41-flash-4x-mia on cluster 4nodes-switch", "[dgx1] rank 0  unreachable", "[dgx4] rank 3", "--node-rank 3", "Nothing is written or started"} {
+	for _, want := range []string{"DRY RUN — cutover of lane dsv41-flash-4x-mia on cluster 4nodes-switch", "[dgx1] rank 0  not checked", "[dgx4] rank 3", "--node-rank 3", "Nothing is written or started",
+		"fleet not probed: no control service runs for state_dir", "node reachability, free space and the lanes running on the nodes were not checked"} {
 		if !strings.Contains(dry, want) {
 			t.Errorf("cutover --dry-run lacks %q:\n%s", want, dry)
 		}
 	}
+	// Nothing started, nothing built: no control lock, no worker program
+	// run, no build announced.
+	if errDry := read("err2"); strings.Contains(errDry, "started the control service") || strings.Contains(errDry, "building") {
+		t.Errorf("cutover --dry-run started or built something:\n%s", errDry)
+	}
+	if lock := filepath.Join(home, ".local", "state", "sparklane", "control.lock"); fileExists(lock) {
+		t.Errorf("cutover --dry-run started a control service: %s exists", lock)
+	}
 	t.Logf("%s\n%s\n%s", cmds[1], lanes, cmds[2])
+}
+
+// fileExists says path exists.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

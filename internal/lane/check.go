@@ -8,14 +8,18 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 )
 
-// Check backs `starter recipe check FILE...`: it loads every file and
-// returns every problem (each naming file and key), and notices: what is
-// allowed but worth a look before a cutover, such as every host = true
-// mount (a host path bound into the container on purpose). Recipes are
-// checked on their own and for pins that are not whole (PinErrors); when
-// a fleet config (sparklane*.toml) is among the files they are also
-// validated against it and rendered on their clusters (Validate).
+// Check backs `starter recipe check FILE...` when no fleet config is at
+// hand: CheckFiles without one.
 func Check(paths []string) (errs []error, notices []string) {
+	return CheckFiles(nil, paths)
+}
+
+// CheckFiles backs `starter recipe check FILE...`: it loads every file and
+// runs CheckRecipes on the recipes among them, against the fleet config
+// among them (sparklane*.toml), else against fleet (the starter's usual
+// config, --config), so a file checks out exactly when the same recipe in
+// recipes_dir would. Files that do not load are reported as they failed.
+func CheckFiles(fleet *config.Config, paths []string) (errs []error, notices []string) {
 	var cfg *config.Config
 	var recipes []*config.Recipe
 	for _, p := range paths {
@@ -37,6 +41,34 @@ func Check(paths []string) (errs []error, notices []string) {
 		}
 		recipes = append(recipes, r)
 	}
+	if cfg == nil {
+		cfg = fleet
+	}
+	more, notices := CheckRecipes(cfg, recipes)
+	return append(errs, more...), notices
+}
+
+// CheckSet backs `starter recipe check` without files: the recipes of
+// recipes_dir and recipes_dirs as LoadRecipeSet found them (those that did
+// not load, or took a name twice, are in set.Broken) through CheckRecipes.
+// It reports the same lines as CheckFiles on the same files.
+func CheckSet(cfg *config.Config, set *config.RecipeSet) (errs []error, notices []string) {
+	for _, b := range set.Broken {
+		errs = append(errs, flatten(b.Err)...)
+	}
+	more, notices := CheckRecipes(cfg, set.Recipes)
+	return append(errs, more...), notices
+}
+
+// CheckRecipes is the one recipe check: every check that `lanes`, `stage`
+// and `cutover` run before a recipe may become a run — the config and the
+// recipes validated as a set against the fleet, each recipe rendered on
+// its cluster (Validate: a mount of /etc, a staging dst outside a node's
+// roots) — and then pins that are not whole (PinErrors), which would pass
+// every other check and pin nothing. Notices are what is allowed but worth
+// a look before a cutover: every host = true mount (a host path bound into
+// the container on purpose). cfg nil checks the recipes on their own.
+func CheckRecipes(cfg *config.Config, recipes []*config.Recipe) (errs []error, notices []string) {
 	for _, r := range recipes {
 		for i, m := range r.Mounts {
 			if m.Host {
@@ -44,10 +76,11 @@ func Check(paths []string) (errs []error, notices []string) {
 			}
 		}
 	}
+	errs = flatten(Validate(cfg, recipes))
 	for _, r := range recipes {
 		errs = append(errs, PinErrors(r)...)
 	}
-	return append(errs, flatten(Validate(cfg, recipes))...), notices
+	return errs, notices
 }
 
 // IncompleteDigest is what recipe check says of a pin that is not whole:

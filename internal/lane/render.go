@@ -114,7 +114,10 @@ func render(cfg *config.Config, r *contract.Recipe, loadWarnings []string, overr
 			usedAny[k] = true
 		}
 	}
-	plan.Warnings = append(plan.Warnings, rd.laneWarnings(usedAny)...)
+	if err := rd.unknownOverrides(usedAny); err != nil {
+		return bad(err)
+	}
+	plan.Warnings = append(plan.Warnings, rd.laneWarnings()...)
 	h, err := RecipeHash(r, overrides)
 	if err != nil {
 		return nil, err
@@ -270,17 +273,53 @@ func (rd *renderer) nodeVars(rank int, n *config.Node) *vars {
 	return v
 }
 
-// laneWarnings are the plan's findings about the lane as a whole: an -o
-// no placeholder used (a typo would change nothing, silently), a literal
-// secret in [env], a rows_env left to the serve step.
-func (rd *renderer) laneWarnings(usedAny map[string]bool) []string {
+// unknownOverrides refuses an -o key the lane does not use: no
+// placeholder of its command, env, mounts or [defaults] reads it, it is
+// not one of its [defaults], nor a world size sparkrun reads. A typo
+// (-o tensor_paralel=2) would otherwise run the lane unchanged; the error
+// names the key and the keys the lane does use.
+func (rd *renderer) unknownOverrides(usedAny map[string]bool) error {
 	r := rd.r
-	var out []string
-	for _, k := range sortedStrings(rd.overrides) {
-		if !usedAny[k] {
-			out = append(out, fmt.Sprintf("-o %s=%s is not used by any placeholder of %s (command, env, mounts, defaults): check the key name", k, rd.overrides[k], r.File))
+	known := map[string]bool{}
+	for k := range usedAny {
+		known[k] = true
+	}
+	for k := range r.Defaults {
+		known[k] = true
+	}
+	if r.Format == "sparkrun" {
+		for _, k := range []string{"tensor_parallel", "pipeline_parallel", "data_parallel"} {
+			known[k] = true
 		}
 	}
+	var unknown []string
+	for _, k := range sortedStrings(rd.overrides) {
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	var keys []string
+	for k := range known {
+		if !slices.Contains(config.FixedKeys, k) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var errs []error
+	for _, k := range unknown {
+		errs = append(errs, fmt.Errorf("-o %s=%s: lane %s (%s) uses no key %q in its command, env, mounts or [defaults]: known keys: %s", k, rd.overrides[k], r.Name, r.File, k, strings.Join(keys, ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+// laneWarnings are the plan's findings about the lane as a whole: a
+// literal secret in [env], a rows_env left to the serve step.
+func (rd *renderer) laneWarnings() []string {
+	r := rd.r
+	var out []string
 	for _, k := range sortedStrings(r.Env) {
 		// A sparkrun "$VAR" secret is left unexpanded and warned about by
 		// the loader already.

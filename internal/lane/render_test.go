@@ -322,7 +322,14 @@ func TestRenderSubstitution(t *testing.T) {
 		Env:      map[string]string{"WHO": "{node}@{lane}", "EP_SIZE": "2"},
 		Mounts:   []config.Mount{{Src: "/nvme/{lane}/cache", Dst: "/cache"}},
 	}
-	plan, err := Render(cfg, r, map[string]string{"host": "127.0.0.1", "unused_key": "1"})
+	// An -o of a key the lane does not use is an error naming the key
+	// and the keys it does use (it would change nothing, silently).
+	_, err := Render(cfg, r, map[string]string{"host": "127.0.0.1", "unused_key": "1"})
+	if err == nil || !strings.Contains(err.Error(), `-o unused_key=1: lane demo (lane.toml) uses no key "unused_key"`) ||
+		!strings.Contains(err.Error(), "known keys: dist_port, expert_parallel, host, listen, model, model_path, port, tag, tensor_parallel") {
+		t.Fatalf("-o unused_key=1: %v", err)
+	}
+	plan, err := Render(cfg, r, map[string]string{"host": "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +346,7 @@ func TestRenderSubstitution(t *testing.T) {
 	if np.Mounts[0].Src != "/nvme/demo/cache" {
 		t.Errorf("mount src: %+v", np.Mounts[0])
 	}
-	if len(plan.Warnings) != 1 || !strings.Contains(plan.Warnings[0], "-o unused_key=1 is not used") {
+	if len(plan.Warnings) != 0 {
 		t.Errorf("warnings: %v", plan.Warnings)
 	}
 

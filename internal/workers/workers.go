@@ -62,12 +62,25 @@ func NewNodeWorker(c client.Client, cfg *config.Config, name string, log *zap.Lo
 		}
 		return nil, fmt.Errorf("node %q is not in %s (nodes: %v)", name, cfg.File, names)
 	}
-	w := worker.New(c, workflows.NodeQueue(name), worker.Options{WorkerStopTimeout: 10 * time.Second})
+	w := worker.New(c, workflows.NodeQueue(name), NodeWorkerOptions())
 	nlog := log.Named("node." + name)
 	rcv, stop := startRelay(cfg, n, nlog)
 	w.RegisterActivity(&activities.NodeActivities{Node: *n, SharedRoots: cfg.SharedRoots, HFCacheDir: cfg.HFCacheDir, Log: nlog, Metrics: m,
 		Relay: rcv, RelayAddr: relayAddr(cfg.StateDir)})
 	return nodeWorker{Worker: w, stopRelay: stop}, nil
+}
+
+// ProgressEvery bounds how long a node activity's progress (its
+// heartbeat details: bytes staged) waits before it reaches the server,
+// where starters read it. The SDK's default holds heartbeats for 80% of
+// the heartbeat timeout — 48 s for staging — so a starter showed 0 B for
+// most of a minute and then a burst.
+const ProgressEvery = 5 * time.Second
+
+// NodeWorkerOptions are a node worker's options: heartbeats sent at least
+// every ProgressEvery, and a bounded stop.
+func NodeWorkerOptions() worker.Options {
+	return worker.Options{WorkerStopTimeout: 10 * time.Second, MaxHeartbeatThrottleInterval: ProgressEvery}
 }
 
 // runUntilDone starts workers and stops them when ctx ends (SIGTERM).
@@ -250,6 +263,11 @@ func Connect(ctx context.Context, cfg *config.Config, log *zap.Logger, opt Conne
 		return e, nil
 	}
 	local := net.JoinHostPort(control.LoopbackIP, strconv.Itoa(cfg.Temporal.Port))
+	if owner, ok := control.Find(cfg.StateDir); ok && cfg.Temporal.Port == 0 && owner.Frontend != "" {
+		// temporal.port = 0: the control service picked a free port and
+		// published it in its lock.
+		local = owner.Frontend
+	}
 	if portOpen(local) {
 		dial.Address = local
 		c, err := tclient.Dial(ctx, dial)
@@ -396,6 +414,9 @@ func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		targets, err := TunnelTargets(cfg)
 		if err != nil {
 			return err
+		}
+		if len(targets) > 0 && cfg.Temporal.Port == 0 {
+			return fmt.Errorf("%s: temporal.port: 0 (a free port) cannot serve remote node %s: its tunnel forwards a fixed port — give one (the default is %d)", cfg.File, targets[0].Node, config.DefaultPort)
 		}
 		if len(targets) > 0 {
 			k := &tunnel.Keeper{Frontend: e.Address, RemotePort: cfg.Temporal.Port, Log: log.Named("tunnel")}
