@@ -124,7 +124,9 @@ func readSmallInto(fd int, path string, buf []byte, st *unix.Stat_t) (data []byt
 	if st.Size > smallMax {
 		return nil, false, nil
 	}
-	if int64(len(buf)) >= st.Size {
+	// A nil buf must not make an empty file's data nil: callers tell a
+	// small file read whole from one to copy by data != nil.
+	if buf != nil && int64(len(buf)) >= st.Size {
 		data = buf[:st.Size]
 	} else {
 		data = make([]byte, st.Size)
