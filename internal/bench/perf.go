@@ -313,58 +313,10 @@ func Perf(ctx context.Context, in PerfInput) (PerfResult, error) {
 		for _, d := range in.Depths {
 			d = fit("depth", d)
 			for _, cc := range in.Concurrency {
-				pt := TGPoint{Depth: d, Concurrency: cc}
 				name := fmt.Sprintf("tg d%d c%d", d, cc)
-				samples := make([]Sample, cc)
-				errs := make([]error, cc)
-				var wg sync.WaitGroup
-				for i := 0; i < cc; i++ {
-					reqNo++
-					prompt := pb.context(reqNo, d)
-					wg.Add(1)
-					go func(i int, prompt string) {
-						defer wg.Done()
-						samples[i], errs[i] = c.stream(ctx, prompt, in.GenTokens)
-					}(i, prompt)
-				}
-				wg.Wait()
-				if ctx.Err() != nil {
-					return res, ctx.Err()
-				}
-				var first, last time.Time
-				var sumTok, sumPrompt int
-				var rates, ttfts []float64
-				for i, s := range samples {
-					if errs[i] != nil {
-						if isNoUsage(errs[i]) {
-							return res, errs[i]
-						}
-						pt.Failed++
-						res.Failures = append(res.Failures, failure(name, errs[i]))
-						pt.Requests = append(pt.Requests, Sample{Error: errs[i].Error()})
-						continue
-					}
-					pt.OK++
-					pt.Requests = append(pt.Requests, s)
-					sumTok += s.CompletionTokens
-					sumPrompt += s.PromptTokens
-					if s.TokPerSec > 0 {
-						rates = append(rates, s.TokPerSec)
-					}
-					ttfts = append(ttfts, s.TTFTMs)
-					if first.IsZero() || s.first.Before(first) {
-						first = s.first
-					}
-					if s.last.After(last) {
-						last = s.last
-					}
-				}
-				if pt.OK > 0 {
-					pt.PromptTokens = sumPrompt / pt.OK
-					pt.PerRequestTokPerSec = round1(mean(rates))
-					if wall := last.Sub(first).Seconds(); wall > 0 {
-						pt.AggregateTokPerSec = round1(float64(sumTok-pt.OK) / wall)
-					}
+				pt, ttfts, err := tgPoint(ctx, c, pb, in.GenTokens, d, cc, &reqNo, &res)
+				if err != nil {
+					return res, err
 				}
 				pt.TTFT = latency(ttfts)
 				if d == fitQuiet(minDepth, ctxTokens, in.GenTokens) {
@@ -379,6 +331,67 @@ func Perf(ctx context.Context, in PerfInput) (PerfResult, error) {
 	}
 	combineRuns(&res, runs)
 	return res, nil
+}
+
+// tgPoint measures one decode point: cc requests at once, each with a
+// prompt of depth d tokens, generating genTokens each. Failures are
+// counted in the point and recorded in res; a missing usage report and a
+// done ctx end the sweep.
+func tgPoint(ctx context.Context, c *client, pb promptBuilder, genTokens, d, cc int, reqNo *int, res *PerfResult) (TGPoint, []float64, error) {
+	pt := TGPoint{Depth: d, Concurrency: cc}
+	name := fmt.Sprintf("tg d%d c%d", d, cc)
+	samples := make([]Sample, cc)
+	errs := make([]error, cc)
+	var wg sync.WaitGroup
+	for i := 0; i < cc; i++ {
+		*reqNo++
+		prompt := pb.context(*reqNo, d)
+		wg.Add(1)
+		go func(i int, prompt string) {
+			defer wg.Done()
+			samples[i], errs[i] = c.stream(ctx, prompt, genTokens)
+		}(i, prompt)
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return pt, nil, ctx.Err()
+	}
+	var first, last time.Time
+	var sumTok, sumPrompt int
+	var rates, ttfts []float64
+	for i, s := range samples {
+		if errs[i] != nil {
+			if isNoUsage(errs[i]) {
+				return pt, nil, errs[i]
+			}
+			pt.Failed++
+			res.Failures = append(res.Failures, failure(name, errs[i]))
+			pt.Requests = append(pt.Requests, Sample{Error: errs[i].Error()})
+			continue
+		}
+		pt.OK++
+		pt.Requests = append(pt.Requests, s)
+		sumTok += s.CompletionTokens
+		sumPrompt += s.PromptTokens
+		if s.TokPerSec > 0 {
+			rates = append(rates, s.TokPerSec)
+		}
+		ttfts = append(ttfts, s.TTFTMs)
+		if first.IsZero() || s.first.Before(first) {
+			first = s.first
+		}
+		if s.last.After(last) {
+			last = s.last
+		}
+	}
+	if pt.OK > 0 {
+		pt.PromptTokens = sumPrompt / pt.OK
+		pt.PerRequestTokPerSec = round1(mean(rates))
+		if wall := last.Sub(first).Seconds(); wall > 0 {
+			pt.AggregateTokPerSec = round1(float64(sumTok-pt.OK) / wall)
+		}
+	}
+	return pt, ttfts, nil
 }
 
 // PerfMetrics names a sweep's figures the way verdicts do ("pp 2048",
