@@ -215,52 +215,107 @@ func (e *engine) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 			"message": fmt.Sprintf("The model `%s` does not exist; this server serves `%s`.", req.Model, e.cfg.ServedModelName),
 			"type":    "NotFoundError", "param": "model", "code": 404}})
 	}
-	var prompt, question string
-	if chat {
+	g := &generation{e: e, req: req, chat: chat}
+	if bad := g.readPrompt(); bad != nil {
+		return apiError(w, http.StatusBadRequest, bad.msg, bad.param)
+	}
+	if bad := g.plan(); bad != nil {
+		return apiError(w, http.StatusBadRequest, bad.msg, bad.param)
+	}
+	e.metrics.promptToks.Add(int64(g.pt))
+	e.metrics.running.Add(1)
+	defer e.metrics.running.Add(-1)
+	g.schedule(r.Context())
+	if !req.Stream {
+		return g.answer(w)
+	}
+	return g.stream(w)
+}
+
+// badRequest is a request refused with 400: the message and the
+// parameter it names.
+type badRequest struct{ msg, param string }
+
+// generation is one completion request being answered: what it asks,
+// the tokens it gets and when each is due.
+type generation struct {
+	e    *engine
+	req  genRequest
+	chat bool
+
+	prompt, question string
+	call             *toolCall
+	pt, ctoks        int // prompt and completion tokens
+	toks             []string
+	finish           string
+	u                usage
+
+	ctx       context.Context
+	id        string
+	created   int64
+	first     time.Time // when the first token is due (prefill done)
+	step      time.Duration
+	decodeTPS float64
+
+	w  http.ResponseWriter
+	fl http.Flusher
+}
+
+// readPrompt reads the prompt (all messages of a chat) and the question
+// the answer is about (a chat's last user message).
+func (g *generation) readPrompt() *badRequest {
+	req := g.req
+	if g.chat {
 		if len(req.Messages) == 0 {
-			return apiError(w, http.StatusBadRequest, "messages must not be empty", "messages")
+			return &badRequest{"messages must not be empty", "messages"}
 		}
 		var all []string
 		for _, m := range req.Messages {
 			t := m.text()
 			all = append(all, t)
 			if m.Role == "user" || m.Role == "" {
-				question = t
+				g.question = t
 			}
 		}
-		prompt = strings.Join(all, "\n")
-		if question == "" {
-			question = prompt
+		g.prompt = strings.Join(all, "\n")
+		if g.question == "" {
+			g.question = g.prompt
 		}
-	} else {
-		var s string
-		var ss []string
-		switch {
-		case len(req.Prompt) == 0:
-			return apiError(w, http.StatusBadRequest, "prompt is required", "prompt")
-		case json.Unmarshal(req.Prompt, &s) == nil:
-			prompt = s
-		case json.Unmarshal(req.Prompt, &ss) == nil && len(ss) > 0:
-			prompt = ss[0]
-		default:
-			return apiError(w, http.StatusBadRequest, "prompt must be a string or a list of strings", "prompt")
-		}
-		question = prompt
+		return nil
 	}
-	var call *toolCall
-	if chat && len(req.Tools) > 0 {
+	var s string
+	var ss []string
+	switch {
+	case len(req.Prompt) == 0:
+		return &badRequest{"prompt is required", "prompt"}
+	case json.Unmarshal(req.Prompt, &s) == nil:
+		g.prompt = s
+	case json.Unmarshal(req.Prompt, &ss) == nil && len(ss) > 0:
+		g.prompt = ss[0]
+	default:
+		return &badRequest{"prompt must be a string or a list of strings", "prompt"}
+	}
+	g.question = g.prompt
+	return nil
+}
+
+// plan picks the tool call or the tokens of the answer, within the
+// context length and max_tokens, and counts them.
+func (g *generation) plan() *badRequest {
+	req, cfg := g.req, g.e.cfg
+	if g.chat && len(req.Tools) > 0 {
 		// The server renders the tool definitions into the prompt, so they
 		// are prompt tokens (and prefill time), as on a real engine.
 		defs, _ := json.Marshal(req.Tools)
-		prompt += "\n" + string(defs)
+		g.prompt += "\n" + string(defs)
 		var err error
-		if call, err = pickToolCall(req.Tools, req.ToolChoice, req.Messages, question); err != nil {
-			return apiError(w, http.StatusBadRequest, err.Error(), "tool_choice")
+		if g.call, err = pickToolCall(req.Tools, req.ToolChoice, req.Messages, g.question); err != nil {
+			return &badRequest{err.Error(), "tool_choice"}
 		}
 	}
-	pt := CountTokens(prompt)
-	if pt > e.cfg.ContextLength {
-		return apiError(w, http.StatusBadRequest, fmt.Sprintf("This model's maximum context length is %d tokens, prompt has %d tokens. Please reduce the length of the prompt.", e.cfg.ContextLength, pt), "prompt")
+	g.pt = CountTokens(g.prompt)
+	if g.pt > cfg.ContextLength {
+		return &badRequest{fmt.Sprintf("This model's maximum context length is %d tokens, prompt has %d tokens. Please reduce the length of the prompt.", cfg.ContextLength, g.pt), "prompt"}
 	}
 	maxTok := 16
 	if req.MaxCompTokens != nil {
@@ -270,163 +325,190 @@ func (e *engine) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 		maxTok = *req.MaxTokens
 	}
 	if maxTok < 0 {
-		return apiError(w, http.StatusBadRequest, fmt.Sprintf("max_tokens must be at least 0, got %d", maxTok), "max_tokens")
+		return &badRequest{fmt.Sprintf("max_tokens must be at least 0, got %d", maxTok), "max_tokens"}
 	}
-	maxTok = min(maxTok, e.cfg.ContextLength-pt)
-	toks, stopped := generate(question, maxTok)
-	finish := "length"
+	maxTok = min(maxTok, cfg.ContextLength-g.pt)
+	toks, stopped := generate(g.question, maxTok)
+	g.toks, g.finish, g.ctoks = toks, "length", len(toks)
 	if stopped {
-		finish = "stop"
+		g.finish = "stop"
 	}
-	if call != nil {
+	if g.call != nil {
 		// A tool call is one piece of output: its tokens are those of its
 		// name and arguments, never cut by max_tokens.
-		toks = []string{call.Function.Name + call.Function.Arguments}
-		finish = "tool_calls"
+		g.toks = []string{g.call.Function.Name + g.call.Function.Arguments}
+		g.finish = "tool_calls"
+		g.ctoks = CountTokens(g.call.Function.Name + " " + g.call.Function.Arguments)
 	}
-	ctoks := len(toks)
-	if call != nil {
-		ctoks = CountTokens(call.Function.Name + " " + call.Function.Arguments)
-	}
-	u := usage{PromptTokens: pt, CompletionTokens: ctoks, TotalTokens: pt + ctoks}
-	e.metrics.promptToks.Add(int64(pt))
-	e.metrics.running.Add(1)
-	defer e.metrics.running.Add(-1)
+	g.u = usage{PromptTokens: g.pt, CompletionTokens: g.ctoks, TotalTokens: g.pt + g.ctoks}
+	return nil
+}
 
-	id := fmt.Sprintf("cmpl-sim-%d", time.Now().UnixNano())
-	created := time.Now().Unix()
+// schedule names the answer and sets when its first token is due and the
+// decode pace, jittered per prompt.
+func (g *generation) schedule(ctx context.Context) {
+	g.ctx = ctx
+	g.id = fmt.Sprintf("cmpl-sim-%d", time.Now().UnixNano())
+	g.created = time.Now().Unix()
 	start := time.Now()
-	prefillTPS, decodeTPS := e.jittered(prompt)
-	first := start.Add(time.Duration(float64(pt) / prefillTPS * float64(time.Second)))
-	step := time.Duration(float64(time.Second) / decodeTPS)
-	ctx := r.Context()
-	sleepUntil := func(t time.Time) bool {
-		d := time.Until(t)
-		if d <= 0 {
-			return ctx.Err() == nil
-		}
-		tm := time.NewTimer(d)
-		defer tm.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-tm.C:
-			return true
-		}
+	prefillTPS, decodeTPS := g.e.jittered(g.prompt)
+	g.first = start.Add(time.Duration(float64(g.pt) / prefillTPS * float64(time.Second)))
+	g.step = time.Duration(float64(time.Second) / decodeTPS)
+	g.decodeTPS = decodeTPS
+}
+
+// sleepUntil waits for t; false when the client went away first.
+func (g *generation) sleepUntil(t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return g.ctx.Err() == nil
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-g.ctx.Done():
+		return false
+	case <-tm.C:
+		return true
+	}
+}
+
+// answer writes the whole answer as one JSON body once its last token
+// is due.
+func (g *generation) answer(w http.ResponseWriter) int {
+	toks := g.toks
+	if len(toks) > 0 && !g.sleepUntil(g.first.Add(time.Duration(len(toks)-1)*g.step)) {
+		return 499
+	} else if len(toks) == 0 && !g.sleepUntil(g.first) {
+		return 499
+	}
+	g.e.metrics.genToks.Add(int64(g.ctoks))
+	text := strings.Join(toks, "")
+	var choice map[string]any
+	switch {
+	case g.call != nil:
+		choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{g.call}}, "finish_reason": g.finish}
+	case g.chat:
+		choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": g.finish}
+	default:
+		choice = map[string]any{"index": 0, "text": text, "finish_reason": g.finish}
 	}
 	object := "text_completion"
-	if chat {
+	if g.chat {
 		object = "chat.completion"
 	}
+	return writeJSON(w, http.StatusOK, map[string]any{
+		"id": g.id, "object": object, "created": g.created, "model": g.e.cfg.ServedModelName,
+		"choices": []any{choice}, "usage": g.u,
+	})
+}
 
-	if !req.Stream {
-		if len(toks) > 0 && !sleepUntil(first.Add(time.Duration(len(toks)-1)*step)) {
-			return 499
-		} else if len(toks) == 0 && !sleepUntil(first) {
-			return 499
-		}
-		e.metrics.genToks.Add(int64(ctoks))
-		text := strings.Join(toks, "")
-		var choice map[string]any
-		switch {
-		case call != nil:
-			choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{call}}, "finish_reason": finish}
-		case chat:
-			choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": finish}
-		default:
-			choice = map[string]any{"index": 0, "text": text, "finish_reason": finish}
-		}
-		return writeJSON(w, http.StatusOK, map[string]any{
-			"id": id, "object": object, "created": created, "model": e.cfg.ServedModelName,
-			"choices": []any{choice}, "usage": u,
-		})
-	}
-
+// stream writes the answer as server-sent events, a token a chunk at
+// the decode pace.
+func (g *generation) stream(w http.ResponseWriter) int {
 	// Nothing is sent before prefill is done: a client that times the
 	// first byte (or the role chunk) must see prompt_tokens/PrefillTPS, as
 	// on a real engine, not an instant chunk that inflates prefill t/s.
-	if !sleepUntil(first) {
+	if !g.sleepUntil(g.first) {
 		return 499
 	}
-	fl, _ := w.(http.Flusher)
+	g.w = w
+	g.fl, _ = w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	chunkObj := "text_completion"
-	if chat {
-		chunkObj = "chat.completion.chunk"
-	}
-	send := func(v any) bool {
-		b, _ := json.Marshal(v)
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			return false
-		}
-		if fl != nil {
-			fl.Flush()
-		}
-		return true
-	}
-	chunk := func(tok string, fin any) map[string]any {
-		var choice map[string]any
-		if chat {
-			delta := map[string]any{}
-			if tok != "" {
-				delta["content"] = tok
-			}
-			choice = map[string]any{"index": 0, "delta": delta, "finish_reason": fin}
-		} else {
-			choice = map[string]any{"index": 0, "text": tok, "finish_reason": fin}
-		}
-		return map[string]any{"id": id, "object": chunkObj, "created": created, "model": e.cfg.ServedModelName, "choices": []any{choice}}
-	}
-	if chat {
+	if g.chat {
 		// The role chunk, with the first token's schedule.
-		c := chunk("", nil)
+		c := g.chunk("", nil)
 		c["choices"].([]any)[0].(map[string]any)["delta"] = map[string]any{"role": "assistant", "content": ""}
-		if !send(c) {
+		if !g.send(c) {
 			return 499
 		}
 	}
-	if call != nil {
+	toks := g.toks
+	if g.call != nil {
 		// The whole call in one chunk, then its finish reason.
-		c := chunk("", nil)
+		c := g.chunk("", nil)
 		c["choices"].([]any)[0].(map[string]any)["delta"] = map[string]any{"tool_calls": []any{map[string]any{
-			"index": 0, "id": call.ID, "type": call.Type, "function": call.Function}}}
-		if !send(c) || !send(chunk("", finish)) {
+			"index": 0, "id": g.call.ID, "type": g.call.Type, "function": g.call.Function}}}
+		if !g.send(c) || !g.send(g.chunk("", g.finish)) {
 			return 499
 		}
-		e.metrics.genToks.Add(int64(ctoks))
+		g.e.metrics.genToks.Add(int64(g.ctoks))
 		toks = nil
 	}
+	if !g.decode(toks) {
+		return 499
+	}
+	if len(toks) == 0 && g.call == nil {
+		g.send(g.chunk("", g.finish))
+	}
+	if g.req.StreamOptions != nil && g.req.StreamOptions.IncludeUsage {
+		g.send(map[string]any{"id": g.id, "object": g.chunkObject(), "created": g.created, "model": g.e.cfg.ServedModelName, "choices": []any{}, "usage": g.u})
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	if g.fl != nil {
+		g.fl.Flush()
+	}
+	return http.StatusOK
+}
+
+// decode sends toks a chunk each; false when the client went away.
+func (g *generation) decode(toks []string) bool {
 	// Decode is paced by a token bucket of one (golang.org/x/time/rate)
 	// from when the first token actually went out: a stall (a loaded
 	// machine) delays the answer but never lets the following tokens burst
 	// out faster than the configured rate.
-	pace := rate.NewLimiter(rate.Limit(decodeTPS), 1)
+	pace := rate.NewLimiter(rate.Limit(g.decodeTPS), 1)
 	for i, tok := range toks {
-		if pace.Wait(ctx) != nil {
-			return 499
+		if pace.Wait(g.ctx) != nil {
+			return false
 		}
 		var fin any
 		if i == len(toks)-1 {
-			fin = finish
+			fin = g.finish
 		}
-		if !send(chunk(tok, fin)) {
-			return 499
+		if !g.send(g.chunk(tok, fin)) {
+			return false
 		}
-		e.metrics.genToks.Add(1)
+		g.e.metrics.genToks.Add(1)
 	}
-	if len(toks) == 0 && call == nil {
-		send(chunk("", finish))
+	return true
+}
+
+func (g *generation) chunkObject() string {
+	if g.chat {
+		return "chat.completion.chunk"
 	}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		send(map[string]any{"id": id, "object": chunkObj, "created": created, "model": e.cfg.ServedModelName, "choices": []any{}, "usage": u})
+	return "text_completion"
+}
+
+// send writes one event and flushes it; false when the write failed.
+func (g *generation) send(v any) bool {
+	b, _ := json.Marshal(v)
+	if _, err := fmt.Fprintf(g.w, "data: %s\n\n", b); err != nil {
+		return false
 	}
-	fmt.Fprint(w, "data: [DONE]\n\n")
-	if fl != nil {
-		fl.Flush()
+	if g.fl != nil {
+		g.fl.Flush()
 	}
-	return http.StatusOK
+	return true
+}
+
+// chunk is one streamed chunk carrying tok, with finish reason fin (nil
+// until the last).
+func (g *generation) chunk(tok string, fin any) map[string]any {
+	var choice map[string]any
+	if g.chat {
+		delta := map[string]any{}
+		if tok != "" {
+			delta["content"] = tok
+		}
+		choice = map[string]any{"index": 0, "delta": delta, "finish_reason": fin}
+	} else {
+		choice = map[string]any{"index": 0, "text": tok, "finish_reason": fin}
+	}
+	return map[string]any{"id": g.id, "object": g.chunkObject(), "created": g.created, "model": g.e.cfg.ServedModelName, "choices": []any{choice}}
 }
 
 func (e *engine) handleMetrics(w http.ResponseWriter, r *http.Request) {
