@@ -10,47 +10,24 @@ import (
 	"testing"
 
 	"github.com/sparklane/sparklane/internal/strictdecode"
+	"github.com/sparklane/sparklane/internal/testkit/conftest"
 )
 
-// errText joins errors one per line for assertions.
-func errText(errs []error) string {
-	var b strings.Builder
-	for _, e := range errs {
-		b.WriteString(e.Error())
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
+// The config-file helpers this package's tests share with internal/lane's.
+var (
+	errText           = conftest.ErrText
+	wantLines         = conftest.WantLines
+	writeFile         = conftest.WriteFile
+	repoRoot          = conftest.RepoRoot
+	fixturesDir       = conftest.SparkrunFixtures
+	shippedRecipesDir = conftest.ShippedRecipes
+)
 
-func wantLines(t *testing.T, got string, want ...string) {
-	t.Helper()
-	for _, w := range want {
-		if !strings.Contains(got, w) {
-			t.Errorf("missing %q in:\n%s", w, got)
-		}
-	}
-}
-
-const hostileFleet = `
-shared_roots = ["/nas"]
-hf_cache_dir = "/nas/hub"
-
-[[nodes]]
-name = "n1"
-roots = ["/nvme", "/var/lib/sparklane"]
-fs_root = "/tmp/sim/n1"
-clear_helper = ["sudo", "-n"]
-
-[[clusters]]
-name = "one"
-nodes = ["n1"]
-`
-
-const laneHead = `runtime = "sim"
-image = "img"
-command = "serve"
-cluster = "one"
-`
+const (
+	hostileFleet = conftest.HostileFleet
+	laneHead     = conftest.LaneHead
+	goodConfig   = conftest.GoodConfig
+)
 
 func TestSizeAndKeyLimits(t *testing.T) {
 	dir := t.TempDir()

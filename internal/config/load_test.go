@@ -11,30 +11,6 @@ import (
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
-// repoRoot is the clone's top directory (tests run in the package dir).
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("repo root %s has no go.mod: %v", root, err)
-	}
-	return root
-}
-
-// fixturesDir holds community sparkrun v2 recipes copied into the package's
-// testdata (with their LICENSE and README), so a fresh clone tests alone.
-func fixturesDir(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join("testdata", "sparkrun-recipes")
-	if _, err := os.Stat(filepath.Join(dir, "LICENSE")); err != nil {
-		t.Fatalf("sparkrun fixtures missing at %s: %v", dir, err)
-	}
-	return dir
-}
-
 // validate is what config checks of the files on their own: the fleet
 // config, recipe names against each other, each recipe alone. With no
 // recipes, or no config, it is exactly lane.Validate (which adds the
@@ -50,38 +26,6 @@ func validate(cfg *Config, recipes []*Recipe) error {
 	}
 	return errors.Join(errs...)
 }
-
-func writeFile(t *testing.T, dir, name, body string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-const goodConfig = `
-state_dir = "state"
-hf_cache_dir = "/nas/hub"
-shared_roots = ["/nas"]
-
-[temporal]
-ui_port = 9233
-
-[[nodes]]
-name = "a"
-ssh = "op@10.0.0.1:22"
-roots = ["/nvme"]
-
-[[nodes]]
-name = "b"
-roots = ["/nvme"]
-fs_root = "/tmp/b"
-
-[[clusters]]
-name = "pair"
-nodes = ["a", "b"]
-`
 
 func TestLoadDefaultsAndPaths(t *testing.T) {
 	dir := t.TempDir()

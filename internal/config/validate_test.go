@@ -2,7 +2,6 @@ package config
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -73,9 +72,4 @@ func TestLocalPath(t *testing.T) {
 	if _, err := os.Stat(n.FSRoot); err == nil {
 		t.Fatal("LocalPath must not touch the disk") // the fs_root above does not exist
 	}
-}
-
-// shippedRecipesDir is the repo's recipes/ directory.
-func shippedRecipesDir(t *testing.T) string {
-	return filepath.Join(repoRoot(t), "recipes")
 }

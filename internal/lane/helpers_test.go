@@ -2,53 +2,26 @@ package lane
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
-	"testing"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/testkit/conftest"
 )
 
-// errText joins errors one per line for assertions.
-func errText(errs []error) string {
-	var b strings.Builder
-	for _, e := range errs {
-		b.WriteString(e.Error())
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
+// The config-file helpers this package's tests share with internal/config's.
+var (
+	errText           = conftest.ErrText
+	wantLines         = conftest.WantLines
+	repoRoot          = conftest.RepoRoot
+	fixturesDir       = conftest.SparkrunFixtures
+	writeFile         = conftest.WriteFile
+	shippedRecipesDir = conftest.ShippedRecipes
+)
 
-func wantLines(t *testing.T, got string, want ...string) {
-	t.Helper()
-	for _, w := range want {
-		if !strings.Contains(got, w) {
-			t.Errorf("missing %q in:\n%s", w, got)
-		}
-	}
-}
-
-const hostileFleet = `
-shared_roots = ["/nas"]
-hf_cache_dir = "/nas/hub"
-
-[[nodes]]
-name = "n1"
-roots = ["/nvme", "/var/lib/sparklane"]
-fs_root = "/tmp/sim/n1"
-clear_helper = ["sudo", "-n"]
-
-[[clusters]]
-name = "one"
-nodes = ["n1"]
-`
-
-const laneHead = `runtime = "sim"
-image = "img"
-command = "serve"
-cluster = "one"
-`
+const (
+	hostileFleet = conftest.HostileFleet
+	laneHead     = conftest.LaneHead
+	goodConfig   = conftest.GoodConfig
+)
 
 // registryDir is a clone of spark-arena/recipe-registry, kept with the
 // loader's fixtures (../config/testdata/registry/README.md).
@@ -82,63 +55,6 @@ func sparkFleet() *config.Config {
 	}
 	return cfg
 }
-
-// repoRoot is the clone's top directory (tests run in the package dir).
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("repo root %s has no go.mod: %v", root, err)
-	}
-	return root
-}
-
-// fixturesDir holds community sparkrun v2 recipes copied into the loader's
-// testdata (../config/testdata, with their LICENSE and README), so a fresh
-// clone tests alone.
-func fixturesDir(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join("..", "config", "testdata", "sparkrun-recipes")
-	if _, err := os.Stat(filepath.Join(dir, "LICENSE")); err != nil {
-		t.Fatalf("sparkrun fixtures missing at %s: %v", dir, err)
-	}
-	return dir
-}
-
-func writeFile(t *testing.T, dir, name, body string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-const goodConfig = `
-state_dir = "state"
-hf_cache_dir = "/nas/hub"
-shared_roots = ["/nas"]
-
-[temporal]
-ui_port = 9233
-
-[[nodes]]
-name = "a"
-ssh = "op@10.0.0.1:22"
-roots = ["/nvme"]
-
-[[nodes]]
-name = "b"
-roots = ["/nvme"]
-fs_root = "/tmp/b"
-
-[[clusters]]
-name = "pair"
-nodes = ["a", "b"]
-`
 
 // checkFiles is `starter recipe check FILE...` without its notices.
 func checkFiles(paths []string) []error {

@@ -174,11 +174,6 @@ format = "dense"
 	}
 }
 
-// shippedRecipesDir is the repo's recipes/ directory.
-func shippedRecipesDir(t *testing.T) string {
-	return filepath.Join(repoRoot(t), "recipes")
-}
-
 func TestShippedRecipesValidateAgainstExample(t *testing.T) {
 	dir := shippedRecipesDir(t)
 	// The example is written for the repo root (recipes_dir = "recipes");
