@@ -3,8 +3,6 @@ package lane
 import (
 	"strings"
 	"testing"
-
-	"github.com/sparklane/sparklane/internal/config"
 )
 
 // TestBenchSeedAndModeDefaults: every bench is reproducible by default
@@ -13,17 +11,12 @@ import (
 func TestBenchSeedAndModeDefaults(t *testing.T) {
 	dir := t.TempDir()
 	plain := writeFile(t, dir, "plain.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\n")
-	r, err := config.LoadRecipe(plain)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustRecipe(t, plain)
 	if r.Bench.Seed == nil || *r.Bench.Seed != 42 || r.Bench.Mode != "standard" {
 		t.Errorf("defaults: seed %v mode %q, want 42 and standard", r.Bench.Seed, r.Bench.Mode)
 	}
 	own := writeFile(t, dir, "own.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\n[bench]\nseed = 0\nmode = \"hardmode\"\nharness = \"tool-eval-bench\"\n")
-	if r, err = config.LoadRecipe(own); err != nil {
-		t.Fatal(err)
-	}
+	r = mustRecipe(t, own)
 	if r.Bench.Seed == nil || *r.Bench.Seed != 0 || r.Bench.Mode != "hardmode" || r.Bench.Harness != "tool-eval-bench" {
 		t.Errorf("recipe's own: seed %v mode %q harness %q", r.Bench.Seed, r.Bench.Mode, r.Bench.Harness)
 	}

@@ -37,25 +37,16 @@ API_KEY = "env:X"
 TOKEN = "hf_pastedSecretValue"
 REL = "file:etc/token"
 `)
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := config.LoadRecipe(good)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustConfig(t, cfgPath)
+	g := mustRecipe(t, good)
 	if g.EnvFrom["HF_TOKEN"] != "file:/etc/sparklane/hf_token" || g.EnvFrom["API_KEY"] != "env:SPARKLANE_API_KEY" {
 		t.Errorf("env_from loaded as %v", g.EnvFrom)
 	}
-	b, err := config.LoadRecipe(bad)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustRecipe(t, bad)
 	if err := Validate(cfg, []*config.Recipe{g}); err != nil {
 		t.Errorf("good recipe: %v", err)
 	}
-	err = Validate(cfg, []*config.Recipe{b})
+	err := Validate(cfg, []*config.Recipe{b})
 	if err == nil {
 		t.Fatal("bad env_from accepted")
 	}
@@ -91,14 +82,8 @@ WANDB_API_KEY = "literal-value-1234"
 [env_from]
 HF_TOKEN = "env:HF_TOKEN"
 `)
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := config.LoadRecipe(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustConfig(t, cfgPath)
+	r := mustRecipe(t, path)
 	plan, err := Render(cfg, r, nil)
 	if err != nil {
 		t.Fatal(err)

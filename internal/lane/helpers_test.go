@@ -2,6 +2,7 @@ package lane
 
 import (
 	"fmt"
+	"testing"
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/testkit/conftest"
@@ -60,4 +61,24 @@ func sparkFleet() *config.Config {
 func checkFiles(paths []string) []error {
 	errs, _ := Check(paths)
 	return errs
+}
+
+// mustConfig loads the fleet config at path, failing t if it does not.
+func mustConfig(t *testing.T, path string) *config.Config {
+	t.Helper()
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// mustRecipe loads the recipe at path, failing t if it does not.
+func mustRecipe(t *testing.T, path string) *config.Recipe {
+	t.Helper()
+	r, err := config.LoadRecipe(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

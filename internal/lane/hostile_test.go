@@ -154,18 +154,12 @@ exports = [{ repo = "org/m", path = "/nvme/exports/m" }]
 		t.Errorf("a clear path of its own inside a root was refused:\n%s", got)
 	}
 
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustConfig(t, cfgPath)
 	if strings.Join(cfg.Nodes[0].ClearHelper, " ") != "sudo -n" {
 		t.Fatalf("clear_helper %q", cfg.Nodes[0].ClearHelper)
 	}
 	bad := writeFile(t, dir, "bad.toml", strings.Replace(hostileFleet, `clear_helper = ["sudo", "-n"]`, `clear_helper = ["", "-n"]`, 1))
-	cfg, err = config.Load(bad)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg = mustConfig(t, bad)
 	if err := Validate(cfg, nil); err == nil || !strings.Contains(err.Error(), bad+`: nodes[0].clear_helper[0]: empty word`) {
 		t.Fatalf("empty clear_helper word: %v", err)
 	}
@@ -193,10 +187,7 @@ nodes = ["a", "a"]
 	if err != nil || Validate(noUI, nil) != nil || noUI.Temporal.UIPort != -1 {
 		t.Fatalf("ui_port = -1: %v %v", err, Validate(noUI, nil))
 	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustConfig(t, cfgPath)
 	wantLines(t, errText(flatten(Validate(cfg, nil))),
 		cfgPath+`: probe_grace: -1s is negative`,
 		cfgPath+`: node_outage_budget: -1h0m0s is negative`,
@@ -236,14 +227,8 @@ runs = 300
 	// The same recipe, valid otherwise, fails render with the same line.
 	ok := writeFile(t, dir, "ok.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"serve {nope}\"\ncluster = \"c1\"\n")
 	one := writeFile(t, dir, "one.toml", "[[nodes]]\nname = \"a\"\n[[clusters]]\nname = \"c1\"\nnodes = [\"a\"]\n")
-	oneCfg, err := config.Load(one)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := config.LoadRecipe(ok)
-	if err != nil {
-		t.Fatal(err)
-	}
+	oneCfg := mustConfig(t, one)
+	r := mustRecipe(t, ok)
 	_, rerr := Render(oneCfg, r, nil)
 	checkErrs := checkFiles([]string{ok})
 	if rerr == nil || len(checkErrs) != 1 || checkErrs[0].Error() != rerr.Error() {

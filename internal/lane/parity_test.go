@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/sparklane/sparklane/internal/config"
 )
 
 // parityFixture is what sparkrun produces for one registry recipe, written
@@ -74,10 +72,7 @@ func TestSparkrunParity(t *testing.T) {
 			if fx.SparkrunCommit == "" || fx.RegistryCommit == "" {
 				t.Fatalf("%s: fixture does not say which commits it came from", f)
 			}
-			r, err := config.LoadRecipe(filepath.Join(registryDir, fx.Recipe))
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := mustRecipe(t, filepath.Join(registryDir, fx.Recipe))
 			plan, err := RenderOn(cfg, r, "quad", nil)
 			if err != nil {
 				t.Fatal(err)

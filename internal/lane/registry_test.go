@@ -94,10 +94,7 @@ func TestRegistryRecipesRenderWithCluster(t *testing.T) {
 // build_args / builder are recorded as the recipe gives them and quoted
 // when a node lacks the image.
 func TestBuildHint(t *testing.T) {
-	r, err := config.LoadRecipe(registryDir + "/experimental-recipes/qwen3.5/vllm-mesh/qwen3.5-397b-a17b-int4-autoround-3x-vllm.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustRecipe(t, registryDir+"/experimental-recipes/qwen3.5/vllm-mesh/qwen3.5-397b-a17b-int4-autoround-3x-vllm.yaml")
 	if got := Wire(r).BuildHint(); got != `build_args ["--tf5"]` {
 		t.Errorf("BuildHint = %q", got)
 	}

@@ -21,10 +21,7 @@ func exampleFleet(t *testing.T) (*config.Config, []*config.Recipe) {
 	// Written for the repo root (recipes_dir = "recipes"): loaded where it
 	// lies, the environment points it at recipes/.
 	t.Setenv("SPARKLANE_RECIPES_DIR", shippedRecipesDir(t))
-	cfg, err := config.Load(filepath.Join(shippedRecipesDir(t), "sparklane.example.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustConfig(t, filepath.Join(shippedRecipesDir(t), "sparklane.example.toml"))
 	rs, err := config.LoadRecipes(cfg.RecipesDir)
 	if err != nil {
 		t.Fatal(err)
@@ -230,10 +227,7 @@ func TestRenderHubMirrorAndExports(t *testing.T) {
 func TestRenderVLLMFixtureMultiNode(t *testing.T) {
 	cfg, _ := exampleFleet(t)
 	root := repoRoot(t)
-	r, err := config.LoadRecipe(filepath.Join(fixturesDir(t), "minimax-m2.7-awq4-vllm.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustRecipe(t, filepath.Join(fixturesDir(t), "minimax-m2.7-awq4-vllm.yaml"))
 	r.Cluster = "2nodes-dac" // from --cluster
 	plan, err := Render(cfg, r, map[string]string{"gpu_memory_utilization": "0.75"})
 	if err != nil {
@@ -259,10 +253,7 @@ func TestRenderVLLMFixtureMultiNode(t *testing.T) {
 	}
 	// A single-node sparkrun recipe on a two-node cluster runs on its
 	// head alone, and the plan says so.
-	one, err := config.LoadRecipe(filepath.Join(fixturesDir(t), "qwen3-vl-embedding-8b-vllm.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	one := mustRecipe(t, filepath.Join(fixturesDir(t), "qwen3-vl-embedding-8b-vllm.yaml"))
 	p1, err := RenderOn(cfg, one, "2nodes-dac", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -275,10 +266,7 @@ func TestRenderVLLMFixtureMultiNode(t *testing.T) {
 
 func TestRenderQuotedFixtureArgs(t *testing.T) {
 	cfg, _ := exampleFleet(t)
-	r, err := config.LoadRecipe(filepath.Join(fixturesDir(t), "qwen3.6-27b-fp8-mtp-vllm.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustRecipe(t, filepath.Join(fixturesDir(t), "qwen3.6-27b-fp8-mtp-vllm.yaml"))
 	cfg.Clusters = append(cfg.Clusters, config.Cluster{Name: "solo", Nodes: []string{"dgx5"}})
 	r.Cluster = "solo"
 	plan, err := Render(cfg, r, nil)
@@ -307,10 +295,7 @@ func TestRenderQuotedFixtureArgs(t *testing.T) {
 func simFleet(t *testing.T) *config.Config {
 	t.Helper()
 	p := writeFile(t, t.TempDir(), "sparklane.toml", goodConfig)
-	cfg, err := config.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustConfig(t, p)
 	return cfg
 }
 

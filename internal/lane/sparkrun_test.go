@@ -77,10 +77,7 @@ func TestSparkrunEveryKey(t *testing.T) {
 	os.Unsetenv("SPARK_TEST_UNSET")
 	dir := t.TempDir()
 	p := writeFile(t, dir, "all-keys.yaml", allKeys)
-	r, err := config.LoadRecipe(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustRecipe(t, p)
 	cfg := sparkFleet()
 	plan, err := RenderOn(cfg, r, "quad", nil)
 	if err != nil {
@@ -154,10 +151,7 @@ func TestSparkrunTopologyKeys(t *testing.T) {
 		t.Errorf("cluster_only on one node: %v", err)
 	}
 	p = writeFile(t, dir, "so.yaml", base+"solo_only: true\n")
-	r, err = config.LoadRecipe(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r = mustRecipe(t, p)
 	plan, err := RenderOn(cfg, r, "pair", nil)
 	if err != nil || len(plan.Nodes) != 1 || plan.Nodes[0].Argv[len(plan.Nodes[0].Argv)-1] != "1" {
 		t.Errorf("solo_only: %+v %v", plan, err)
@@ -181,10 +175,7 @@ func TestVLLMDataParallel(t *testing.T) {
 	dir := t.TempDir()
 	cfg := sparkFleet()
 	p := writeFile(t, dir, "dp.yaml", "model: m\nruntime: vllm\ncontainer: i\ncommand: vllm serve m -tp {tensor_parallel}\ndefaults:\n  tensor_parallel: 1\n  data_parallel: 2\n")
-	r, err := config.LoadRecipe(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustRecipe(t, p)
 	plan, err := RenderOn(cfg, r, "quad", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -223,10 +214,7 @@ func TestCommEnvPerNode(t *testing.T) {
 	cfg := sparkFleet()
 	cfg.Nodes[1].IfName = "enp2"
 	p := writeFile(t, dir, "c.yaml", "model: m\nruntime: sglang\ncontainer: i\ncommand: sglang serve --model-path m --tp {tensor_parallel}\ndefaults:\n  tensor_parallel: 4\nenv:\n  GLOO_SOCKET_IFNAME: lo\n")
-	r, err := config.LoadRecipe(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustRecipe(t, p)
 	plan, err := RenderOn(cfg, r, "quad", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -251,10 +239,7 @@ func TestCommEnvPerNode(t *testing.T) {
 // one, and an unknown default_cluster is a config error.
 func TestRenderOnClusterChoice(t *testing.T) {
 	cfg := sparkFleet()
-	r, err := config.LoadRecipe(filepath.Join(registryDir, "official-recipes/minimax-m2.7/minimax-m2.7-awq4-vllm.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustRecipe(t, filepath.Join(registryDir, "official-recipes/minimax-m2.7/minimax-m2.7-awq4-vllm.yaml"))
 	if p, err := RenderOn(cfg, r, "pair", nil); err != nil || p.Cluster != "pair" || r.Cluster != "" {
 		t.Errorf("--cluster pair: %v %v (recipe cluster %q)", p, err, r.Cluster)
 	}
@@ -294,10 +279,7 @@ ulimit = ["nofile=1024:2048"]
 [[pre_exec]]
 run = "echo hi"
 `)
-	r, err := config.LoadRecipe(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustRecipe(t, p)
 	plan, err := RenderOn(sparkFleet(), r, "pair", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -64,19 +64,13 @@ src = "/nas/hub"
 dst = "/nvme/../etc/w"
 repos = ["org/m"]
 `)
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustConfig(t, cfgPath)
 	var recipes []*config.Recipe
 	for _, p := range []string{r1, r2, r3} {
-		r, err := config.LoadRecipe(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := mustRecipe(t, p)
 		recipes = append(recipes, r)
 	}
-	err = Validate(cfg, recipes)
+	err := Validate(cfg, recipes)
 	if err == nil {
 		t.Fatal("six faults, no error")
 	}
@@ -135,19 +129,10 @@ dst = "/nvme/y"
 format = "dense"
 `)
 	other := writeFile(t, dir, "bad2.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\ncluster = \"c\"\n")
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := config.LoadRecipe(rp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, err := config.LoadRecipe(other)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = Validate(cfg, []*config.Recipe{r, r2})
+	cfg := mustConfig(t, cfgPath)
+	r := mustRecipe(t, rp)
+	r2 := mustRecipe(t, other)
+	err := Validate(cfg, []*config.Recipe{r, r2})
 	if err == nil {
 		t.Fatal("faults accepted")
 	}
@@ -179,10 +164,7 @@ func TestShippedRecipesValidateAgainstExample(t *testing.T) {
 	// The example is written for the repo root (recipes_dir = "recipes");
 	// loaded where it lies, the environment points it at recipes/.
 	t.Setenv("SPARKLANE_RECIPES_DIR", dir)
-	cfg, err := config.Load(filepath.Join(dir, "sparklane.example.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustConfig(t, filepath.Join(dir, "sparklane.example.toml"))
 	if cfg.HFCacheDir == "" || len(cfg.Nodes) != 5 || cfg.Cluster("2nodes-dac") == nil || cfg.Cluster("4nodes-switch") == nil {
 		t.Fatalf("example config: hf_cache_dir %q, %d nodes, clusters %v", cfg.HFCacheDir, len(cfg.Nodes), cfg.ClusterNames())
 	}
@@ -280,10 +262,7 @@ func TestExampleCopiedToRepoRootListsShippedLanes(t *testing.T) {
 	}
 	t.Chdir(dir)
 	t.Setenv("SPARKLANE_CONFIG", "")
-	cfg, err := config.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustConfig(t, "")
 	if cfg.RecipesDir != filepath.Join(dir, "recipes") {
 		t.Fatalf("recipes_dir %s, want %s", cfg.RecipesDir, filepath.Join(dir, "recipes"))
 	}
