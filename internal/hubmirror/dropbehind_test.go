@@ -5,38 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/testkit/pagecache"
 )
-
-// resident is how many bytes of path are in the page cache (mincore).
-func resident(t *testing.T, path string) int64 {
-	t.Helper()
-	f, err := os.Open(path)
-	must(t, err)
-	defer f.Close()
-	fi, err := f.Stat()
-	must(t, err)
-	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	must(t, err)
-	defer unix.Munmap(m)
-	page := os.Getpagesize()
-	vec := make([]byte, (len(m)+page-1)/page)
-	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
-		t.Fatalf("mincore %s: %v", path, e)
-	}
-	var n int64
-	for _, v := range vec {
-		if v&1 != 0 {
-			n += int64(page)
-		}
-	}
-	return n
-}
 
 // With the drop-behind on, a copied file leaves only its sampled regions
 // in the page cache, on both sides (the post-copy check reads the copy's
@@ -55,11 +30,7 @@ func TestCopiedChunksLeaveThePageCache(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			defer SetDropBehind(on)()
 			f := newFixture(t, false)
-			var st unix.Statfs_t
-			must(t, unix.Statfs(f.root, &st))
-			if st.Type == unix.TMPFS_MAGIC {
-				t.Fatalf("%s is on tmpfs, whose pages never leave the page cache: point TMPDIR at a disk-backed filesystem", f.root)
-			}
+			pagecache.RequireDiskBacked(t, f.root)
 			big := testData(61, size)
 			sum := f.repo.blob(big, false)
 			f.repo.link(rev1, "big.bin", sum)
@@ -70,13 +41,13 @@ func TestCopiedChunksLeaveThePageCache(t *testing.T) {
 			must(t, unix.Fdatasync(int(sf.Fd())))
 			must(t, unix.Fadvise(int(sf.Fd()), 0, 0, unix.FADV_DONTNEED))
 			sf.Close()
-			if r := resident(t, src); r > bound {
+			if r := pagecache.Resident(t, src); r > bound {
 				t.Fatalf("the source has %d bytes cached before the stage, after dropping them", r)
 			}
 			_, err = Stage(context.Background(), f.spec(), staging.Options{Parallel: 1})
 			must(t, err)
 			// Counted before the copy is read back to compare it.
-			rs, rd := resident(t, src), resident(t, filepath.Join(f.mirrorRepo(), "blobs", sum))
+			rs, rd := pagecache.Resident(t, src), pagecache.Resident(t, filepath.Join(f.mirrorRepo(), "blobs", sum))
 			fileEquals(t, filepath.Join(f.mirrorRepo(), "snapshots", rev1, "big.bin"), big)
 			if on {
 				if rs > bound || rd > bound {
