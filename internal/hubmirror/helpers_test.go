@@ -2,10 +2,7 @@ package hubmirror
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,32 +11,18 @@ import (
 	"testing"
 
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/testkit/blobtest"
+)
+
+// The blobs these tests copy: deterministic per seed, named by sha256.
+var (
+	testData = blobtest.Data
+	shaHex   = blobtest.SHAHex
 )
 
 // otherBoot stands in for the boot id of an earlier boot (a reboot since a
 // temp file was written) in a temp file's boot mark.
 const otherBoot = "5b0c7ab2-0000-4000-8000-000000000000"
-
-// testData returns n deterministic pseudo-random bytes.
-func testData(seed uint64, n int) []byte {
-	r := rand.New(rand.NewPCG(seed, 0x5eed))
-	b := make([]byte, n)
-	for i := 0; i+8 <= n; i += 8 {
-		v := r.Uint64()
-		for k := 0; k < 8; k++ {
-			b[i+k] = byte(v >> (8 * k))
-		}
-	}
-	for i := n - n%8; i < n; i++ {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
-
-func shaHex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
 
 // hubRepo builds one models--org--name tree in a test hub.
 type hubRepo struct {

@@ -9,18 +9,17 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/ledger"
 	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/testkit/blobtest"
 )
 
 // The blobs these tests tear are 32 chunks of 256 KiB. A copy is held
 // after its chunk ending at holdAfter; the versions of a blob they write
 // differ at two bytes outside every sampled region (head, tail, spread
-// windows) of the whole file and of a 6 MiB prefix: one in a chunk copied
-// before the hold, one after it, so a copy that reads one version up to
+// windows) of the whole file and of a 6 MiB prefix (blobtest.Unsampled):
+// one in a chunk copied before the hold, one after it, so a copy that reads one version up to
 // the hold and another after it differs from both.
 const (
 	tornChunk = 256 << 10
@@ -28,9 +27,6 @@ const (
 	holdAfter = 8 * tornChunk
 	tornEntry = "big.safetensors"
 	tornRepo  = "models--org--model"
-	// unsampled is before the hold, unsampledLate after it.
-	unsampled     = ledger.HeadBytes + 5
-	unsampledLate = ledger.HeadBytes + 10*((tornSize-ledger.HeadBytes-ledger.TailBytes)/ledger.SpreadSamples) + 5
 )
 
 // differ returns a copy of b with the bytes at offs changed: other
@@ -41,36 +37,6 @@ func differ(b []byte, offs ...int) []byte {
 		c[off] ^= 0x5a
 	}
 	return c
-}
-
-// other is the version of a torn blob that is not good: the same size and
-// sampled hash, another sha256.
-func other(t *testing.T, good []byte) []byte {
-	t.Helper()
-	bad := differ(good, unsampled, unsampledLate)
-	if ledger.SampleBytes(bad) != ledger.SampleBytes(good) || ledger.SampleBytes(bad[:24*tornChunk]) != ledger.SampleBytes(good[:24*tornChunk]) {
-		t.Fatal("the versions differ inside a sampled region: the test would not exercise what sampling misses")
-	}
-	return bad
-}
-
-// rewriteInPlace writes data over the file at path from offset 0, as a
-// writer on the NAS rewriting a blob in place would (no truncate, no
-// rename: the same inode), and checks that the file's identity moved (the
-// kernel stamps ctime on every write).
-func rewriteInPlace(t *testing.T, path string, data []byte) {
-	t.Helper()
-	var before, after unix.Stat_t
-	must(t, unix.Stat(path, &before))
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	must(t, err)
-	_, err = f.WriteAt(data, 0)
-	must(t, err)
-	must(t, f.Close())
-	must(t, unix.Stat(path, &after))
-	if identityMoved(before, after) == "" {
-		t.Fatalf("rewriting %s in place left its identity as it was (ctime %v): the kernel did not stamp the write", path, after.Ctim)
-	}
 }
 
 // holdAt makes every large copy stop after its chunk ending at or past
@@ -138,7 +104,7 @@ func TestSourceRewrittenWhileCopied(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, false)
 			good := testData(70, tornSize)
-			bad := other(t, good)
+			bad := blobtest.OtherVersion(t, good, 24*tornChunk)
 			sum := f.repo.blob(good, false)
 			f.repo.link(rev1, tornEntry, sum)
 			src := filepath.Join(f.repo.dir, "blobs", sum)
@@ -147,7 +113,7 @@ func TestSourceRewrittenWhileCopied(t *testing.T) {
 			}
 			copies := holdAt(t, holdAfter, func(attempt int) {
 				if b := tc.rewrite(good, bad, attempt); b != nil {
-					rewriteInPlace(t, src, b)
+					blobtest.RewriteInPlace(t, src, b)
 				}
 			})
 			sp := f.spec()
@@ -200,7 +166,7 @@ func TestUnnamedSourceRewrittenWhileCopied(t *testing.T) {
 	for _, every := range []bool{false, true} {
 		f := newFixture(t, false)
 		v1 := testData(71, tornSize)
-		v2 := other(t, v1)
+		v2 := blobtest.OtherVersion(t, v1, 24*tornChunk)
 		f.repo.file(rev1, "weights.bin", v1)
 		src := filepath.Join(f.repo.dir, "snapshots", rev1, "weights.bin")
 		now := v1
@@ -209,7 +175,7 @@ func TestUnnamedSourceRewrittenWhileCopied(t *testing.T) {
 				if now = v2; attempt%2 == 0 {
 					now = v1
 				}
-				rewriteInPlace(t, src, now)
+				blobtest.RewriteInPlace(t, src, now)
 			}
 		})
 		_, err := Stage(context.Background(), f.spec(), staging.Options{Parallel: 1})
@@ -247,7 +213,7 @@ func TestCorruptNASBlobIsNeverMirrored(t *testing.T) {
 		sum := shaHex(good)
 		bad := differ(good, size/2)
 		if size == tornSize {
-			bad = other(t, good)
+			bad = blobtest.OtherVersion(t, good, 24*tornChunk)
 		}
 		must(t, os.WriteFile(filepath.Join(f.repo.dir, "blobs", sum), bad, 0o644))
 		f.repo.link(rev1, tornEntry, sum)
@@ -277,7 +243,7 @@ func TestResumedPrefixOfAnotherVersionIsCopiedAgain(t *testing.T) {
 	tmp := tmpName(filepath.Join(f.mirrorRepo(), "blobs", sum))
 	must(t, os.MkdirAll(filepath.Dir(tmp), 0o755))
 	const kept = 24 * tornChunk
-	must(t, os.WriteFile(tmp, other(t, good)[:kept], 0o600))
+	must(t, os.WriteFile(tmp, blobtest.OtherVersion(t, good, 24*tornChunk)[:kept], 0o600))
 	tf, err := os.OpenFile(tmp, os.O_RDWR, 0)
 	must(t, err)
 	MarkBoot(tf) // this boot's: kept whole

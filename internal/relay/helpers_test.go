@@ -3,10 +3,7 @@ package relay
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,6 +11,13 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/pki"
+	"github.com/sparklane/sparklane/internal/testkit/blobtest"
+)
+
+// The blobs these tests copy: deterministic per seed, named by sha256.
+var (
+	testData = blobtest.Data
+	shaHex   = blobtest.SHAHex
 )
 
 // otherBoot stands in for the boot id of an earlier boot (a reboot since a
@@ -22,20 +26,6 @@ const otherBoot = "5b0c7ab2-0000-4000-8000-000000000000"
 
 // testChunk is the fsync granularity the tests use (divides hubmirror's).
 const testChunk = 256 << 10
-
-func testData(seed uint64, n int) []byte {
-	r := rand.New(rand.NewPCG(seed, 0x7e1a))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
-
-func shaHex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
 
 // fleet is a set of relay nodes in one test process: each its own root,
 // mirror, registry, mTLS server on its own 127.0.0.x address, and receiver.

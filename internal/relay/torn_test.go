@@ -9,55 +9,20 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/hubmirror"
-	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/testkit/blobtest"
 )
 
 // The blobs these tests tear are 32 test chunks; a receipt is held after
 // its chunk ending at holdAfter. The versions of a blob they write differ
-// at two bytes outside every sampled region, one before the hold and one
+// at two bytes outside every sampled region (blobtest.Unsampled), one before the hold and one
 // after it, so a receipt that reads one version up to the hold and
 // another after it differs from both.
 const (
-	tornSize      = 32 * testChunk
-	holdAfter     = 8 * testChunk
-	unsampled     = ledger.HeadBytes + 5
-	unsampledLate = ledger.HeadBytes + 10*((tornSize-ledger.HeadBytes-ledger.TailBytes)/ledger.SpreadSamples) + 5
+	tornSize  = 32 * testChunk
+	holdAfter = 8 * testChunk
 )
-
-// otherVersion is good with the two unsampled bytes changed: the same
-// size and sampled hash, another sha256.
-func otherVersion(t *testing.T, good []byte) []byte {
-	t.Helper()
-	bad := append([]byte(nil), good...)
-	bad[unsampled] ^= 0x5a
-	bad[unsampledLate] ^= 0x5a
-	if ledger.SampleBytes(bad) != ledger.SampleBytes(good) {
-		t.Fatal("the versions differ inside a sampled region: the test would not exercise what sampling misses")
-	}
-	return bad
-}
-
-// rewriteInPlace writes data over path from offset 0 (the same inode, no
-// truncate), as a writer on the NAS would, and checks the kernel moved
-// the file's ctime.
-func rewriteInPlace(t *testing.T, path string, data []byte) {
-	t.Helper()
-	var before, after unix.Stat_t
-	must(t, unix.Stat(path, &before))
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	must(t, err)
-	_, err = f.WriteAt(data, 0)
-	must(t, err)
-	must(t, f.Close())
-	must(t, unix.Stat(path, &after))
-	if before.Ctim == after.Ctim && before.Mtim == after.Mtim {
-		t.Fatalf("rewriting %s in place left its ctime and mtime as they were: the kernel did not stamp the write", path)
-	}
-}
 
 // The node that reads a blob from the NAS, held at a byte offset while the
 // test rewrites the NAS file in place, never keeps a torn copy, whatever
@@ -95,7 +60,7 @@ func TestNASFileRewrittenWhileReceived(t *testing.T) {
 			f := newFleet(t, 1, tornSize)
 			fl, nd := f.files[0], f.nodes[0]
 			good := f.data[fl.Rel]
-			bad := otherVersion(t, good)
+			bad := blobtest.OtherVersion(t, good)
 			if tc.corrupt {
 				must(t, os.WriteFile(fl.Src, bad, 0o644))
 			}
@@ -105,7 +70,7 @@ func TestNASFileRewrittenWhileReceived(t *testing.T) {
 				if synced == holdAfter {
 					receipts++
 					if b := tc.rewrite(good, bad, receipts); b != nil {
-						rewriteInPlace(t, fl.Src, b)
+						blobtest.RewriteInPlace(t, fl.Src, b)
 					}
 				}
 			}
@@ -146,7 +111,7 @@ func TestTornPeerCopyIsCaughtUnderSampledVerify(t *testing.T) {
 	bad, good := f.nodes[0], f.nodes[1]
 	fl := f.files[0]
 	cpath := filepath.Join(bad.root, "torn")
-	must(t, os.WriteFile(cpath, otherVersion(t, f.data[fl.Rel]), 0o644))
+	must(t, os.WriteFile(cpath, blobtest.OtherVersion(t, f.data[fl.Rel]), 0o644))
 	cf, err := os.Open(cpath)
 	must(t, err)
 	es := bad.reg.register("lane/0", map[string]int64{fl.Rel: fl.Size})
@@ -174,7 +139,7 @@ func TestTornSourceAtTheSenderDoesNotReachTheReceiver(t *testing.T) {
 	f := newFleet(t, 2, tornSize)
 	fl := f.files[0]
 	good := f.data[fl.Rel]
-	must(t, os.WriteFile(fl.Src, otherVersion(t, good), 0o644))
+	must(t, os.WriteFile(fl.Src, blobtest.OtherVersion(t, good), 0o644))
 	got := make(chan struct{})
 	var once, held bool
 	res := f.runAll(context.Background(), func(nd *tnode, j *Job) {
@@ -191,7 +156,7 @@ func TestTornSourceAtTheSenderDoesNotReachTheReceiver(t *testing.T) {
 				case <-time.After(30 * time.Second):
 					t.Error("n2 got nothing from n1 while n1 held: not pipelined")
 				}
-				rewriteInPlace(t, fl.Src, good)
+				blobtest.RewriteInPlace(t, fl.Src, good)
 			}
 		case "n2":
 			j.OnChunk = func(rel string, synced int64) {
