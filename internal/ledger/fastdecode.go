@@ -143,33 +143,27 @@ func (p *fastParser) integer() (string, bool) {
 	return p.s[start:p.i], true
 }
 
-func (p *fastParser) int64() (int64, bool) {
+// integerAs reads a plain decimal integer and converts it with parse.
+func integerAs[T any](p *fastParser, parse func(string) (T, error)) (T, bool) {
 	t, ok := p.integer()
 	if !ok {
-		return 0, false
+		var zero T
+		return zero, false
 	}
-	n, err := strconv.ParseInt(t, 10, 64)
+	n, err := parse(t)
 	return n, err == nil
+}
+
+func (p *fastParser) int64() (int64, bool) {
+	return integerAs(p, func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) })
 }
 
 func (p *fastParser) uint64() (uint64, bool) {
-	t, ok := p.integer()
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(t, 10, 64)
-	return n, err == nil
+	return integerAs(p, func(s string) (uint64, error) { return strconv.ParseUint(s, 10, 64) })
 }
 
 // int reads an int field.
-func (p *fastParser) int() (int, bool) {
-	t, ok := p.integer()
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.Atoi(t)
-	return n, err == nil
-}
+func (p *fastParser) int() (int, bool) { return integerAs(p, strconv.Atoi) }
 
 // time reads a time as time.Time's own UnmarshalJSON does.
 func (p *fastParser) time() (time.Time, bool) {
