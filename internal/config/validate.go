@@ -87,12 +87,8 @@ func ConfigErrors(cfg *Config) []error {
 	seen := map[string]int{}
 	for i, n := range cfg.Nodes {
 		key := fmt.Sprintf("nodes[%d]", i)
-		if n.Name == "" {
-			errs = append(errs, cfgErr(cfg, key+".name", "missing: every node needs a name"))
-		} else if j, dup := seen[n.Name]; dup {
-			errs = append(errs, cfgErr(cfg, key+".name", "node %s is defined twice (also nodes[%d]): rename or remove one", n.Name, j))
-		} else {
-			seen[n.Name] = i
+		if err := uniqueName(cfg, seen, "node", key, n.Name, i, ": rename or remove one"); err != nil {
+			errs = append(errs, err)
 		}
 		if n.SSH != "" {
 			if err := checkSSH(n.SSH); err != nil {
@@ -116,12 +112,8 @@ func ConfigErrors(cfg *Config) []error {
 	clusters := map[string]int{}
 	for i, c := range cfg.Clusters {
 		key := fmt.Sprintf("clusters[%d]", i)
-		if c.Name == "" {
-			errs = append(errs, cfgErr(cfg, key+".name", "missing: every cluster needs a name"))
-		} else if j, dup := clusters[c.Name]; dup {
-			errs = append(errs, cfgErr(cfg, key+".name", "cluster %s is defined twice (also clusters[%d])", c.Name, j))
-		} else {
-			clusters[c.Name] = i
+		if err := uniqueName(cfg, clusters, "cluster", key, c.Name, i, ""); err != nil {
+			errs = append(errs, err)
 		}
 		if len(c.Nodes) == 0 {
 			errs = append(errs, cfgErr(cfg, key+".nodes", "cluster %s has no nodes", c.Name))
@@ -699,5 +691,19 @@ func CheckMetricsAddress(addr string) error {
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return fmt.Errorf("%q is not a loopback address: /metrics has no authentication, so it listens on 127.0.0.1 (or ::1) only; scrape a remote node through an SSH forward or a Prometheus on the node", addr)
 	}
+	return nil
+}
+
+// uniqueName checks the name of the i-th [[kind]] table (at key): there,
+// and not an earlier one's (seen maps the names so far to their index).
+// fix is appended to the error of a name given twice.
+func uniqueName(cfg *Config, seen map[string]int, kind, key, name string, i int, fix string) error {
+	if name == "" {
+		return cfgErr(cfg, key+".name", "missing: every %s needs a name", kind)
+	}
+	if j, dup := seen[name]; dup {
+		return cfgErr(cfg, key+".name", "%s %s is defined twice (also %ss[%d])%s", kind, name, kind, j, fix)
+	}
+	seen[name] = i
 	return nil
 }

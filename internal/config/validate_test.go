@@ -73,3 +73,19 @@ func TestLocalPath(t *testing.T) {
 		t.Fatal("LocalPath must not touch the disk") // the fs_root above does not exist
 	}
 }
+
+// Every node and cluster needs a name of its own; the error names the
+// table and, for a name given twice, the earlier one.
+func TestNodeAndClusterNamesMissingOrTwice(t *testing.T) {
+	cfg := &Config{
+		File:     "f.toml",
+		Nodes:    []Node{{Roots: []string{"/nvme"}}, {Name: "a", Roots: []string{"/nvme"}}, {Name: "a", Roots: []string{"/nvme"}}},
+		Clusters: []Cluster{{Nodes: []string{"a"}}, {Name: "c", Nodes: []string{"a"}}, {Name: "c", Nodes: []string{"a"}}},
+	}
+	wantLines(t, errText(ConfigErrors(cfg)),
+		"f.toml: nodes[0].name: missing: every node needs a name\n",
+		"f.toml: nodes[2].name: node a is defined twice (also nodes[1]): rename or remove one\n",
+		"f.toml: clusters[0].name: missing: every cluster needs a name\n",
+		"f.toml: clusters[2].name: cluster c is defined twice (also clusters[1])\n",
+	)
+}
