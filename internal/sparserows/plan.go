@@ -111,8 +111,9 @@ type PlanInfo struct {
 	src     string
 }
 
-// LayerPlan is one layer's table and the rank's share of it.
-type LayerPlan struct {
+// TableShare is one layer's table and the rank's share of its rows: what
+// a plan stages and what a sparse copy's manifest records of each table.
+type TableShare struct {
 	Layer  int    `json:"layer"`
 	Tensor string `json:"tensor"`
 	DType  string `json:"dtype"`
@@ -123,6 +124,12 @@ type LayerPlan struct {
 	Count int64 `json:"count"`
 	// RecordSize is the bytes of one row (= one packed record).
 	RecordSize int64 `json:"record_size"`
+}
+
+// LayerPlan is one layer's table, the rank's share of it and how it is
+// staged.
+type LayerPlan struct {
+	TableShare
 	// Bytes is Count*RecordSize.
 	Bytes     int64 `json:"bytes"`
 	BlockRows int64 `json:"block_rows"`
@@ -265,7 +272,7 @@ func plan(spec Spec) (PlanInfo, error) {
 			}
 			return pi, fault.Permanent(fault.SourceMissing, fmt.Errorf("tensor %s (layer %d, template %q) is in no shard of %s (looked for %s and %s.part0): check tensors and layers in the recipe", name, layer, spec.Tensors[0], where, name, name))
 		}
-		lp := LayerPlan{Layer: layer, Tensor: name}
+		lp := LayerPlan{TableShare: TableShare{Layer: layer, Tensor: name}}
 		var rowShape []int64
 		for i, pn := range names {
 			shard := weightMap[pn]

@@ -861,14 +861,8 @@ type LocalManifest struct {
 
 // LocalTableRef is one table's rank rows in the sparse copy.
 type LocalTableRef struct {
-	Layer      int        `json:"layer"`
-	Tensor     string     `json:"tensor"`
-	DType      string     `json:"dtype"`
-	RowsTotal  int64      `json:"rows_total"`
-	First      int64      `json:"first"`
-	Count      int64      `json:"count"`
-	RecordSize int64      `json:"record_size"`
-	Parts      []LocalRef `json:"parts"`
+	TableShare
+	Parts []LocalRef `json:"parts"`
 }
 
 // LocalRef is one part's rank rows: shard, global row range [begin, end)
@@ -898,7 +892,7 @@ func ReadLocalManifest(path string) (LocalManifest, error) {
 func localManifest(pi PlanInfo) LocalManifest {
 	m := LocalManifest{Format: FormatSparseCopy, Rank: pi.Rank, TP: pi.TP, Checkpoint: pi.Checkpoint}
 	for _, lp := range pi.Layers {
-		t := LocalTableRef{Layer: lp.Layer, Tensor: lp.Tensor, DType: lp.DType, RowsTotal: lp.RowsTotal, First: lp.First, Count: lp.Count, RecordSize: lp.RecordSize}
+		t := LocalTableRef{TableShare: lp.TableShare}
 		for _, p := range lp.Parts {
 			if p.RankCount == 0 {
 				continue
