@@ -39,11 +39,7 @@ cd "$here"
 go build -o "$work/hubserve" ./internal/testkit/hubtest/cmd/hubserve
 go build -o "$work/hubfetch-bench" ./internal/hubfetch/cmd/hubfetch-bench
 
-now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
-mibs() { awk -v n="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.1f", n / 1048576 / s; else print "inf" }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "inf" }'; }
-jget() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+. "$here/scripts/lib/bench.sh"
 
 "$work/hubserve" -cdn -repo bench/model -bytes $((SIZE_MIB << 20)) -files "$LARGE_FILES" -small "$SMALL_FILES" \
 	-rate $((RATE_MIB << 20)) -manifest "$work/manifest.json" >"$work/hubserve.log" 2>&1 &
@@ -62,7 +58,7 @@ for f in m["files"]:
     q = urllib.parse.quote(f["path"])
     print(f'-o {sys.argv[2]}/DEST/{f["path"]} {m["url"]}/{m["repo"]}/resolve/{m["commit"]}/{q}')
 EOF
-echo "== $repo@${commit:0:12}: $(mibs "$bytes" 1) MiB in $LARGE_FILES LFS + $SMALL_FILES git files; ${RATE_MIB} MiB/s per connection; $url"
+echo "== $repo@${commit:0:12}: $(mibs "$bytes" 1 1) MiB in $LARGE_FILES LFS + $SMALL_FILES git files; ${RATE_MIB} MiB/s per connection; $url"
 echo "   machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # sparklane NAME FILES RANGES CHUNK
@@ -109,10 +105,10 @@ t_seq=$(curls curl-seq 1)
 t_par=$(curls curl-par "$CONNS")
 
 printf '\n%-48s %9s %9s %14s %14s\n' "tool" "seconds" "MiB/s" "vs curl seq" "vs xargs -P$CONNS"
-row() { printf '%-48s %9s %9s %13sx %13sx\n' "$1" "$2" "$(mibs "$bytes" "$2")" "$(ratio "$2" "$t_seq")" "$(ratio "$2" "$t_par")"; }
+row() { printf '%-48s %9s %9s %13sx %13sx\n' "$1" "$2" "$(mibs "$bytes" "$2" 1)" "$(ratio "$t_seq" "$2")" "$(ratio "$t_par" "$2")"; }
 row "sparklane fetch, $CONNS files x 1 (verified)" "$t_sl"
 row "sparklane fetch, 4 files x 4 ranges (verified)" "$t_slr"
 row "curl -L, one file after another, + fsync" "$t_seq"
 row "xargs -P $CONNS curl -L, + fsync" "$t_par"
 echo
-echo "RATIO sparklane ($CONNS conns) / xargs -P $CONNS curl throughput: $(ratio "$t_sl" "$t_par") (goal >= 0.9)"
+echo "RATIO sparklane ($CONNS conns) / xargs -P $CONNS curl throughput: $(ratio "$t_par" "$t_sl") (goal >= 0.9)"

@@ -37,17 +37,7 @@ nas="$work/nas/hub"
 node="$work/node"
 mkdir -p "$node"
 
-drop() {
-	sync
-	if [[ $(id -u) -eq 0 ]] && echo 3 >/proc/sys/vm/drop_caches 2>/dev/null; then :; else
-		echo "  (cannot drop the page cache: timings are warm)" >&2
-	fi
-}
-now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "inf" }'; }
-mibs() { awk -v n="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", n / 1048576 / s; else print "inf" }'; }
-jget() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+. "$here/scripts/lib/bench.sh"
 
 echo "== generating ${SIZE_GIB} GiB in ${BIG_FILES} files + ${SMALL_FILES} small files under $work"
 t0=$(now)

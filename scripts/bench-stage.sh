@@ -59,12 +59,7 @@ nas="$work/nas/hub"
 root="$work/node" # the node's fs_root: its /srv/sparklane is $root/srv/sparklane
 mkdir -p "$root/srv/sparklane" "$work/recipes" "$work/state" "$work/peer"
 
-drop() {
-	sync
-	if [[ $(id -u) -eq 0 ]] && echo 3 >/proc/sys/vm/drop_caches 2>/dev/null; then :; else
-		echo "  (cannot drop the page cache: timings are warm)" >&2
-	fi
-}
+. "$here/scripts/lib/bench.sh"
 # settle follows every cold write phase: on this VM a 4 GiB write leaves
 # the host flushing for seconds after our sync returns, and the next writer
 # would pay for it (run 1's first phase, which follows no write, was ~1.5×
@@ -78,9 +73,6 @@ warm() {
 	[[ ${BINARIES:-warm} == cold ]] && return 0
 	cat "$starter" "$hmb" "$(command -v cp)" >/dev/null
 }
-now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "inf" }'; }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
