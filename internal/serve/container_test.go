@@ -64,9 +64,7 @@ func rankLogs(t *testing.T, d *client.Client, lane string) []string {
 // no-new-privileges, the recipe's user and labels, no restart. Checked
 // through the Docker API and from inside the container.
 func TestStartRankContainerShape(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	ib := fakeInfiniband(t)
 	// The renderer's memlock is -1 (unlimited); this machine's dockerd
 	// runs without CAP_SYS_RESOURCE under an 8 MiB hard memlock limit and
@@ -140,9 +138,7 @@ func TestStartRankContainerShape(t *testing.T) {
 
 // A device the node lacks is refused before any container exists, naming it.
 func TestStartRankMissingDevice(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	s := spec(lane, "serve-n1", 0, "h", img, "exit:0")
 	s.Container = contract.ContainerSpec{Network: "host", IPC: "host", Devices: []string{"/nonexistent/infiniband"}}
 	_, err := serve.StartRank(context.Background(), d, s)
@@ -227,9 +223,7 @@ func TestStartRankPreExec(t *testing.T) {
 	s := spec(lane, "serve-n1", 0, "h", img, "cat:/workspace/marker", "cat:"+dest+"/templates/chat.jinja", "exit:0")
 	s.PreExec = pre
 	ctx := context.Background()
-	if _, err := serve.StartRank(ctx, d, s); err != nil {
-		t.Fatal(err)
-	}
+	startRank(t, ctx, d, s)
 	st := waitExited(t, d, lane, 1)
 	logs := strings.Join(st[0].Logs, "\n")
 	if st[0].ExitCode != 0 || !strings.Contains(logs, "mod ran in "+dest) || !strings.Contains(logs, "{{ messages }}") {
@@ -239,9 +233,7 @@ func TestStartRankPreExec(t *testing.T) {
 	lane2 := newLane(t, d)
 	s2 := spec(lane2, "serve-n1", 0, "h", img, "print:1", "exit:0")
 	s2.PreExec = []contract.PreExec{{Run: "echo before; exit 7"}}
-	if _, err := serve.StartRank(ctx, d, s2); err != nil {
-		t.Fatal(err)
-	}
+	startRank(t, ctx, d, s2)
 	st2 := waitExited(t, d, lane2, 1)
 	if st2[0].ExitCode != 7 || strings.Contains(strings.Join(st2[0].Logs, "\n"), "line-1") {
 		t.Fatalf("failing pre_exec: exit %d logs %v, want exit 7 and the serve command never run", st2[0].ExitCode, st2[0].Logs)
@@ -261,13 +253,9 @@ func TestStartRankPreExec(t *testing.T) {
 // FindInLogs reads a real rank container's log (stdout and stderr) and
 // names the lines that are not in it.
 func TestFindInLogs(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	ctx := context.Background()
-	if _, err := serve.StartRank(ctx, d, spec(lane, "serve-n1", 0, "h", img, "print:3", "eprint:gated adapters on", "exit:0")); err != nil {
-		t.Fatal(err)
-	}
+	startRank(t, ctx, d, spec(lane, "serve-n1", 0, "h", img, "print:3", "eprint:gated adapters on", "exit:0"))
 	waitExited(t, d, lane, 1)
 	missing, err := serve.FindInLogs(ctx, d, serve.ContainerName(lane, 0), []string{"line-2", "gated adapters on", "drafter loaded"})
 	if err != nil || len(missing) != 1 || missing[0] != "drafter loaded" {

@@ -19,9 +19,7 @@ import (
 // real container writes into it. A source reached through a link out of
 // the root is refused and nothing is made outside.
 func TestCreateMountOnFreshNode(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	ctx := context.Background()
 	root := t.TempDir() // the node root; nothing under it yet
 	src := filepath.Join(root, "cache", lane, "triton")
@@ -79,9 +77,7 @@ func TestCreateMountOnFreshNode(t *testing.T) {
 // staging manifest binds) are refused before any container exists, naming
 // the path and both sources, not left to Docker.
 func TestDuplicateBindRefusedBeforeDocker(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	root := t.TempDir()
 	a, b := filepath.Join(root, "export"), filepath.Join(root, "nas-page15")
 	for _, p := range []string{a, b} {

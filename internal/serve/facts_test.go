@@ -12,17 +12,13 @@ import (
 // back from Docker — the running rank containers of that node only, their
 // image ID and process args — not taken from the recipe.
 func TestLaneFactsAreInspected(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	ctx := context.Background()
 	for _, s := range []serve.RankSpec{
 		spec(lane, "facts-n1", 0, "h", img, "sleep"),
 		spec(lane, "facts-n2", 1, "h", img, "print:1", "sleep"),
 	} {
-		if _, err := serve.StartRank(ctx, d, s); err != nil {
-			t.Fatal(err)
-		}
+		startRank(t, ctx, d, s)
 	}
 	facts, err := serve.LaneFacts(ctx, d, lane, "facts-n2")
 	if err != nil {

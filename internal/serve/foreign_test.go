@@ -16,9 +16,7 @@ import (
 // hold the lane's port on the host network; sparklane's own lane
 // containers and unrelated containers are not.
 func TestFindForeignNamesGPUAndPortHolders(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	ctx := context.Background()
 	run := func(name string, cfg container.Config, hc container.HostConfig) {
 		t.Helper()
@@ -36,9 +34,7 @@ func TestFindForeignNamesGPUAndPortHolders(t *testing.T) {
 	run(gpu, container.Config{Env: []string{"NVIDIA_VISIBLE_DEVICES=all"}}, container.HostConfig{})
 	run(host, container.Config{}, container.HostConfig{NetworkMode: "host"})
 	run(idle, container.Config{Env: []string{"NVIDIA_VISIBLE_DEVICES=void"}}, container.HostConfig{})
-	if _, err := serve.StartRank(ctx, d, spec(lane, "foreign-n1", 0, "h", img, "sleep")); err != nil {
-		t.Fatal(err)
-	}
+	startRank(t, ctx, d, spec(lane, "foreign-n1", 0, "h", img, "sleep"))
 	// Port 18000 is "listened on" by this host for the test.
 	fs, err := serve.FindForeign(ctx, d, []int{18000}, func(p int) bool { return p == 18000 })
 	if err != nil {

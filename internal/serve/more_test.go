@@ -27,13 +27,9 @@ func (lyingDocker) ContainerRemove(context.Context, string, container.RemoveOpti
 }
 
 func TestStopLaneLooksAgain(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	ctx := context.Background()
-	if _, err := serve.StartRank(ctx, d, spec(lane, "serve-n1", 0, "h", img, "sleep")); err != nil {
-		t.Fatal(err)
-	}
+	startRank(t, ctx, d, spec(lane, "serve-n1", 0, "h", img, "sleep"))
 	_, err := serve.StopLane(ctx, lyingDocker{d}, lane, time.Second)
 	if typ, _ := fault.TypeOf(err); typ != fault.StopIncomplete {
 		t.Fatalf("StopLane whose stop did nothing: %v, want StopIncomplete", err)
@@ -44,9 +40,7 @@ func TestStopLaneLooksAgain(t *testing.T) {
 }
 
 func TestStartRankConcurrent(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	s := spec(lane, "serve-n1", 0, "h", img, "sleep")
 	var wg sync.WaitGroup
 	res := make([]serve.RankStarted, 3)
@@ -78,9 +72,7 @@ func TestStartRankConcurrent(t *testing.T) {
 // There is no GPU here: the real engine refuses the NVIDIA device request,
 // which proves it was sent, and the half-made container is not left behind.
 func TestStartRankGPURequest(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	s := spec(lane, "serve-n1", 0, "h", img, "sleep")
 	s.GPUs = true
 	_, err := serve.StartRank(context.Background(), d, s)
@@ -107,14 +99,10 @@ func TestStartRankGPURequest(t *testing.T) {
 // A control activity inspects a remote node's lane through SSH: the same
 // engine calls, with log demultiplexing, over a stream-local forward.
 func TestInspectLaneOverSSH(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := serve.StartRank(ctx, d, spec(lane, "serve-n1", 0, "h", img, "print:5", "nap:100", "eprint:boom", "exit:9")); err != nil {
-		t.Fatal(err)
-	}
+	startRank(t, ctx, d, spec(lane, "serve-n1", 0, "h", img, "print:5", "nap:100", "eprint:boom", "exit:9"))
 	waitRankExited(t, d, serve.ContainerName(lane, 0))
 	srv := sshdtest.Start(t)
 	tg := srv.Target()
@@ -144,18 +132,14 @@ func TestInspectLaneOverSSH(t *testing.T) {
 // never resolves a secret) and CopyLogs (`starter logs`) — from the
 // container's own label and env; the label holds names only.
 func TestSecretEnvIsMaskedForEveryLogReader(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const secret = "hf_secret_value_7391"
 	s := spec(lane, "serve-n1", 0, "h", img, "env:HF_TOKEN", "env:PLAIN", "eprint:loading with token "+secret+" now", "exit:1")
 	s.Env = map[string]string{"HF_TOKEN": secret, "PLAIN": "visible-value"}
 	s.SecretEnv = []string{"HF_TOKEN"}
-	if _, err := serve.StartRank(ctx, d, s); err != nil {
-		t.Fatal(err)
-	}
+	startRank(t, ctx, d, s)
 	st := waitExited(t, d, lane, 1)
 	logs := strings.Join(st[0].Logs, "\n")
 	if strings.Contains(logs, secret) || !strings.Contains(logs, "HF_TOKEN=***") || !strings.Contains(logs, "loading with token *** now") || !strings.Contains(logs, "PLAIN=visible-value") {

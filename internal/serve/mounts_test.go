@@ -89,9 +89,7 @@ func TestCheckMountSources(t *testing.T) {
 }
 
 func TestStartRankRefusesMountOutsideRoots(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	ctx := context.Background()
 	m := newMountTree(t)
 

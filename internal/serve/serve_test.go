@@ -158,6 +158,23 @@ func buildTagged(d *client.Client, tag string, ctxTar io.Reader) (string, error)
 	return tag, nil
 }
 
+// dockerLane is what most tests here start from: the Docker client, the
+// test image and a fresh lane name (cleaned up with the test).
+func dockerLane(t *testing.T) (*client.Client, string, string) {
+	t.Helper()
+	d := dockerClient(t)
+	img := testImage(t, d)
+	return d, img, newLane(t, d)
+}
+
+// startRank starts the rank of s, failing t if it does not start.
+func startRank(t *testing.T, ctx context.Context, d *client.Client, s serve.RankSpec) {
+	t.Helper()
+	if _, err := serve.StartRank(ctx, d, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // newLane returns a lane name unique to this test run (the engine is shared
 // with other tests) and removes its containers when the test ends.
 func newLane(t *testing.T, d *client.Client) string {
@@ -253,9 +270,7 @@ func TestEnsureImage(t *testing.T) {
 }
 
 func TestStartRankIdempotentAndRecreates(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	ctx := context.Background()
 	s := spec(lane, "serve-n1", 0, "hash-a", img, "sleep")
 	s.Env = map[string]string{"NODE_RANK": "0", "TP_SIZE": "2"}
@@ -332,9 +347,7 @@ func waitRankExited(t *testing.T, d *client.Client, id string) {
 }
 
 func TestForeignContainerNotTouched(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	ctx := context.Background()
 	name := serve.ContainerName(lane, 0)
 	c, err := d.ContainerCreate(ctx, &container.Config{Image: img, Cmd: []string{"sleep"}, Labels: testLabels}, nil, nil, nil, name)
@@ -352,9 +365,7 @@ func TestForeignContainerNotTouched(t *testing.T) {
 }
 
 func TestBindsReadOnlyAndMissingSource(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	ctx := context.Background()
 	root := t.TempDir()
 	ro, rw := filepath.Join(root, "ro"), filepath.Join(root, "rw")
@@ -407,9 +418,7 @@ func TestBindsReadOnlyAndMissingSource(t *testing.T) {
 }
 
 func TestStopLaneLeavesNothing(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	other := newLane(t, d)
 	ctx := context.Background()
 	specs := []serve.RankSpec{
@@ -469,9 +478,7 @@ func TestStopAllByNode(t *testing.T) {
 		spec(b, n1, 0, "h", img, "sleep"),
 		spec(b, n2, 1, "h", img, "sleep"),
 	} {
-		if _, err := serve.StartRank(ctx, d, s); err != nil {
-			t.Fatal(err)
-		}
+		startRank(t, ctx, d, s)
 	}
 	res, err := serve.StopAll(ctx, d, serve.StopFilter{Nodes: []string{n1}, Timeout: time.Second})
 	if err != nil {
@@ -491,16 +498,10 @@ func TestStopAllByNode(t *testing.T) {
 }
 
 func TestInspectLaneExitCodeAndLogs(t *testing.T) {
-	d := dockerClient(t)
-	img := testImage(t, d)
-	lane := newLane(t, d)
+	d, img, lane := dockerLane(t)
 	ctx := context.Background()
-	if _, err := serve.StartRank(ctx, d, spec(lane, "serve-n1", 0, "h", img, "print:30", "nap:200", "eprint:fatal: weights corrupt", "exit:5")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := serve.StartRank(ctx, d, spec(lane, "serve-n2", 1, "h", img, "print:3", "sleep")); err != nil {
-		t.Fatal(err)
-	}
+	startRank(t, ctx, d, spec(lane, "serve-n1", 0, "h", img, "print:30", "nap:200", "eprint:fatal: weights corrupt", "exit:5"))
+	startRank(t, ctx, d, spec(lane, "serve-n2", 1, "h", img, "print:3", "sleep"))
 	r0 := serve.ContainerName(lane, 0)
 	waitRankExited(t, d, r0)
 	st, err := serve.InspectLane(ctx, d, lane, 10)
