@@ -506,287 +506,308 @@ func (f *realFleet) saveHistory(id, name string) {
 // service down when serve reaches it; a node that never comes back.
 func TestRealFleet(t *testing.T) {
 	f := newRealFleet(t)
+	t.Run("InstallStatusCutover", f.installStatusCutover)
+	t.Run("UpgradeWhileIdle", f.upgradeWhileIdle)
+	t.Run("NodeServiceStopped90sMidPack", f.nodeServiceStopped90sMidPack)
+	t.Run("LinkDown45sDuringWaitReady", f.linkDown45sDuringWaitReady)
+	t.Run("ServeWaitsForANodeService", f.serveWaitsForANodeService)
+	t.Run("NodeNeverComesBack", f.nodeNeverComesBack)
+}
+
+// installStatusCutover is TestRealFleet's subtest "InstallStatusCutover".
+func (f *realFleet) installStatusCutover(t *testing.T) {
+	h1 := f.tf.Node(1)
+	// Status before anything is installed: not installed anywhere (and
+	// the worker is built into STATE_DIR/bin, so the install below is
+	// timed without the build).
+	var pre []fleet.NodeStatus
+	if code, errOut := f.starterJSON(&pre, "fleet", "status"); len(pre) != 3 || pre[0].Installed {
+		t.Fatalf("fleet status before install: exit %d %+v\n%s", code, pre, errOut)
+	}
+	start := time.Now()
+	rows := f.install()
+	took := time.Since(start)
+	if len(rows) != 3 {
+		t.Fatalf("install rows: %+v", rows)
+	}
+	for _, r := range rows {
+		if r.Binary != fleet.Uploaded || r.Run != fleet.Started || r.Manager != fleet.ManagerSupervisor {
+			t.Fatalf("install on %s: %+v", r.Node, r)
+		}
+		var steps []string
+		for _, s := range r.Steps {
+			steps = append(steps, fmt.Sprintf("%s %.1fs", s.Step, s.Took.Seconds()))
+		}
+		t.Logf("install on %s: %.1f s (%s), polling after %.1f s", r.Node, r.Took.Seconds(), strings.Join(steps, ", "), r.PollWait.Seconds())
+	}
+	t.Logf("MEASURE fleet install on 3 nodes (%d MiB worker uploaded, config and supervisor written, started, polling): %.1f s", fileSize(t, filepath.Join(f.state, "bin", "worker"))>>20, took.Seconds())
+	start = time.Now()
+	rows = f.install()
+	for _, r := range rows {
+		if r.Binary != fleet.Unchanged || r.Run != fleet.Running {
+			t.Fatalf("second install on %s changed something: %+v", r.Node, r)
+		}
+	}
+	t.Logf("MEASURE fleet install again on 3 nodes (nothing to change): %.1f s", time.Since(start).Seconds())
+	var st []struct {
+		fleet.NodeStatus
+		Mismatch bool      `json:"mismatch"`
+		LastPoll time.Time `json:"last_poll"`
+	}
+	if code, errOut := f.starterJSON(&st, "fleet", "status"); code != 0 || len(st) != 3 {
+		t.Fatalf("fleet status: exit %d %+v\n%s", code, st, errOut)
+	}
+	for _, s := range st {
+		if s.State != "active" || s.Mismatch || s.LastPoll.IsZero() || s.BuildID != rows[0].BuildID {
+			t.Fatalf("fleet status of %s: %+v", s.Node, s)
+		}
+	}
+	code, out, errOut := f.starter("status")
+	if code != 0 || strings.Count(out, "polling") < 3 {
+		t.Fatalf("status: exit %d\n%s\n%s", code, out, errOut)
+	}
+	t.Logf("starter status:\n%s", out)
+
+	start = time.Now()
+	r := <-f.background("--json", "cutover", "--lane", "fl-a", "--bench")
+	res := decodeCutover(t, r)
+	t.Logf("MEASURE cutover fl-a (3 hosts, cold staging, bench) on the netns fleet: %.1f s", time.Since(start).Seconds())
+	if r[0] != "0" || !res.OK || res.Serve == nil || !res.Serve.Answers || res.Bench == nil {
+		t.Fatalf("cutover fl-a: exit %s %+v\n%s", r[0], res, r[2])
+	}
+	if want := "http://" + h1.IP + ":18100"; !strings.HasPrefix(res.Serve.BaseURL, want) {
+		t.Fatalf("the lane's API is %s, want the head host's IP (%s)", res.Serve.BaseURL, want)
+	}
+	for _, n := range f.tf.Nodes() {
+		if got := f.running(n, "fl-a"); len(got) != 1 {
+			t.Fatalf("%s's own dockerd runs %v for fl-a, want its rank", n.Name, got)
+		}
+	}
+	t.Logf("probe %.1f tok/s decode at %s; bench: %s", res.Serve.Decode.DecodeTPS, res.Serve.BaseURL, res.Bench.Summary)
+}
+
+// upgradeWhileIdle is TestRealFleet's subtest "UpgradeWhileIdle".
+func (f *realFleet) upgradeWhileIdle(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(f.state, "bin", "worker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker2 := filepath.Join(f.dir, "worker2")
+	if err := os.WriteFile(worker2, append(b, []byte("\nsparklane test build 2\n")...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id2, err := fleet.BuildID(worker2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []installRow
+	if code, errOut := f.starterJSON(&rows, "fleet", "--worker-binary", worker2, "upgrade", "--wait", "120s"); code != 0 || len(rows) != 3 {
+		t.Fatalf("upgrade: exit %d %+v\n%s", code, rows, errOut)
+	}
+	for i, r := range rows {
+		if r.Node != f.tf.Nodes()[i].Name || r.Binary != fleet.Uploaded || r.Run != fleet.Restarted || r.Poller == "" || r.BuildID != id2 {
+			t.Fatalf("upgrade row %d: %+v", i, r)
+		}
+	}
+	type status struct {
+		fleet.NodeStatus
+		ControlBuildID string `json:"control_build_id"`
+		Mismatch       bool   `json:"mismatch"`
+	}
+	var st []status
+	f.starterJSON(&st, "fleet", "--worker-binary", worker2, "status")
+	for _, s := range st {
+		if s.BuildID != id2 || s.ControlBuildID != id2 || s.Mismatch || s.State != "active" {
+			t.Fatalf("status after the upgrade, against the new build: %+v", s)
+		}
+	}
+	// Against the control's own build the nodes now differ: said so.
+	st = nil
+	f.starterJSON(&st, "fleet", "status")
+	for _, s := range st {
+		if s.BuildID != id2 || s.ControlBuildID == id2 || !s.Mismatch {
+			t.Fatalf("status against the control's build: %+v", s)
+		}
+	}
+	_, out, _ := f.starter("fleet", "--worker-binary", worker2, "status")
+	t.Logf("fleet status after the upgrade:\n%s", out)
+	if !strings.Contains(out, id2[:12]) {
+		t.Fatalf("fleet status does not show the build %s:\n%s", id2[:12], out)
+	}
+}
+
+// nodeServiceStopped90sMidPack is TestRealFleet's subtest "NodeServiceStopped90sMidPack".
+func (f *realFleet) nodeServiceStopped90sMidPack(t *testing.T) {
 	ctx := context.Background()
-	h1, h2, h3 := f.tf.Node(1), f.tf.Node(2), f.tf.Node(3)
+	h2 := f.tf.Node(2)
+	f.setRelease(h2, false)
+	run := f.background("--json", "cutover", "--lane", "fl-b")
+	held := f.pausedAt(ctx, "fl-b", "h2")
+	f.stopService(h2)
+	down := time.Now()
+	dst, err := f.tf.HostPath(h2, "/mnt/nvme/sl/b/engram")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk := diskuse.WrittenBytes(t, dst, sparserows.PackedHeaderSize)
+	f.setRelease(h2, true)
+	detail := f.waiting(ctx, workflows.StageNodeID("fl-b", "h2"), "h2")
+	if !strings.Contains(detail, "waiting for node h2 (down ") {
+		t.Fatalf("waiting step detail %q", detail)
+	}
+	t.Logf("held at %s of %s; service stopped; progress: %q", staging.HumanBytes(held.BytesDone), staging.HumanBytes(held.BytesTotal), detail)
+	// The outage lasts 90 s, then the service is started again the
+	// only way workers get onto these hosts: fleet install.
+	time.Sleep(time.Until(down.Add(90 * time.Second)))
+	rows := f.install("h2")
+	if rows[0].Run != fleet.Started {
+		t.Fatalf("install after the outage: %+v", rows[0])
+	}
+	r := <-run
+	res := decodeCutover(t, r)
+	if r[0] != "0" || !res.OK || res.Serve == nil || !res.Serve.Answers {
+		t.Fatalf("cutover fl-b after h2's 90 s outage: exit %s %+v\n%s", r[0], res, r[2])
+	}
+	b := stageBlock(t, res, "h2", "engram")
+	recopied := onDisk + b.CopiedBytes - b.TotalBytes
+	t.Logf("MEASURE re-copied after the 90 s outage: %s (%d bytes) of a %s pack; %s on disk when the service stopped, the resumed attempt packed %s",
+		staging.HumanBytes(max(0, recopied)), recopied, staging.HumanBytes(b.TotalBytes), staging.HumanBytes(onDisk), staging.HumanBytes(b.CopiedBytes))
+	if onDisk < chunk || b.CopiedBytes >= b.TotalBytes {
+		t.Fatalf("not a resumed pack: %d bytes on disk at the stop, the last attempt packed %d of %d", onDisk, b.CopiedBytes, b.TotalBytes)
+	}
+	if recopied > chunk {
+		t.Fatalf("re-copied %d bytes after the outage, more than one block (%d)", recopied, chunk)
+	}
+	f.saveHistory(workflows.CutoverID("fl3"), "cutover-node-outage-resumed")
+}
 
-	t.Run("InstallStatusCutover", func(t *testing.T) {
-		// Status before anything is installed: not installed anywhere (and
-		// the worker is built into STATE_DIR/bin, so the install below is
-		// timed without the build).
-		var pre []fleet.NodeStatus
-		if code, errOut := f.starterJSON(&pre, "fleet", "status"); len(pre) != 3 || pre[0].Installed {
-			t.Fatalf("fleet status before install: exit %d %+v\n%s", code, pre, errOut)
-		}
-		start := time.Now()
-		rows := f.install()
-		took := time.Since(start)
-		if len(rows) != 3 {
-			t.Fatalf("install rows: %+v", rows)
-		}
-		for _, r := range rows {
-			if r.Binary != fleet.Uploaded || r.Run != fleet.Started || r.Manager != fleet.ManagerSupervisor {
-				t.Fatalf("install on %s: %+v", r.Node, r)
-			}
-			var steps []string
-			for _, s := range r.Steps {
-				steps = append(steps, fmt.Sprintf("%s %.1fs", s.Step, s.Took.Seconds()))
-			}
-			t.Logf("install on %s: %.1f s (%s), polling after %.1f s", r.Node, r.Took.Seconds(), strings.Join(steps, ", "), r.PollWait.Seconds())
-		}
-		t.Logf("MEASURE fleet install on 3 nodes (%d MiB worker uploaded, config and supervisor written, started, polling): %.1f s", fileSize(t, filepath.Join(f.state, "bin", "worker"))>>20, took.Seconds())
-		start = time.Now()
-		rows = f.install()
-		for _, r := range rows {
-			if r.Binary != fleet.Unchanged || r.Run != fleet.Running {
-				t.Fatalf("second install on %s changed something: %+v", r.Node, r)
-			}
-		}
-		t.Logf("MEASURE fleet install again on 3 nodes (nothing to change): %.1f s", time.Since(start).Seconds())
-		var st []struct {
-			fleet.NodeStatus
-			Mismatch bool      `json:"mismatch"`
-			LastPoll time.Time `json:"last_poll"`
-		}
-		if code, errOut := f.starterJSON(&st, "fleet", "status"); code != 0 || len(st) != 3 {
-			t.Fatalf("fleet status: exit %d %+v\n%s", code, st, errOut)
-		}
-		for _, s := range st {
-			if s.State != "active" || s.Mismatch || s.LastPoll.IsZero() || s.BuildID != rows[0].BuildID {
-				t.Fatalf("fleet status of %s: %+v", s.Node, s)
-			}
-		}
-		code, out, errOut := f.starter("status")
-		if code != 0 || strings.Count(out, "polling") < 3 {
-			t.Fatalf("status: exit %d\n%s\n%s", code, out, errOut)
-		}
-		t.Logf("starter status:\n%s", out)
-
-		start = time.Now()
-		r := <-f.background("--json", "cutover", "--lane", "fl-a", "--bench")
-		res := decodeCutover(t, r)
-		t.Logf("MEASURE cutover fl-a (3 hosts, cold staging, bench) on the netns fleet: %.1f s", time.Since(start).Seconds())
-		if r[0] != "0" || !res.OK || res.Serve == nil || !res.Serve.Answers || res.Bench == nil {
-			t.Fatalf("cutover fl-a: exit %s %+v\n%s", r[0], res, r[2])
-		}
-		if want := "http://" + h1.IP + ":18100"; !strings.HasPrefix(res.Serve.BaseURL, want) {
-			t.Fatalf("the lane's API is %s, want the head host's IP (%s)", res.Serve.BaseURL, want)
-		}
-		for _, n := range f.tf.Nodes() {
-			if got := f.running(n, "fl-a"); len(got) != 1 {
-				t.Fatalf("%s's own dockerd runs %v for fl-a, want its rank", n.Name, got)
-			}
-		}
-		t.Logf("probe %.1f tok/s decode at %s; bench: %s", res.Serve.Decode.DecodeTPS, res.Serve.BaseURL, res.Bench.Summary)
-	})
-
-	t.Run("UpgradeWhileIdle", func(t *testing.T) {
-		b, err := os.ReadFile(filepath.Join(f.state, "bin", "worker"))
+// linkDown45sDuringWaitReady is TestRealFleet's subtest "LinkDown45sDuringWaitReady".
+func (f *realFleet) linkDown45sDuringWaitReady(t *testing.T) {
+	ctx := context.Background()
+	h3 := f.tf.Node(3)
+	// A one-host lane on h3, loading slowly; while WaitReady polls
+	// it, h3's cable is pulled for 45 s. Started with --no-wait (the
+	// run is the control service's), followed with attach.
+	var started map[string]string
+	if code, errOut := f.starterJSON(&started, "cutover", "--lane", "fl-e", "--no-wait", "-o", "extra_args=--load-mibps=1"); code != 0 {
+		t.Fatalf("cutover --no-wait: exit %d %v\n%s", code, started, errOut)
+	}
+	id := workflows.CutoverID("fl1")
+	f.until(5*time.Minute, "cutover fl-e in WaitReady", func() bool {
+		p, err := f.progress(ctx, id)
 		if err != nil {
-			t.Fatal(err)
-		}
-		worker2 := filepath.Join(f.dir, "worker2")
-		if err := os.WriteFile(worker2, append(b, []byte("\nsparklane test build 2\n")...), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		id2, err := fleet.BuildID(worker2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rows []installRow
-		if code, errOut := f.starterJSON(&rows, "fleet", "--worker-binary", worker2, "upgrade", "--wait", "120s"); code != 0 || len(rows) != 3 {
-			t.Fatalf("upgrade: exit %d %+v\n%s", code, rows, errOut)
-		}
-		for i, r := range rows {
-			if r.Node != f.tf.Nodes()[i].Name || r.Binary != fleet.Uploaded || r.Run != fleet.Restarted || r.Poller == "" || r.BuildID != id2 {
-				t.Fatalf("upgrade row %d: %+v", i, r)
-			}
-		}
-		type status struct {
-			fleet.NodeStatus
-			ControlBuildID string `json:"control_build_id"`
-			Mismatch       bool   `json:"mismatch"`
-		}
-		var st []status
-		f.starterJSON(&st, "fleet", "--worker-binary", worker2, "status")
-		for _, s := range st {
-			if s.BuildID != id2 || s.ControlBuildID != id2 || s.Mismatch || s.State != "active" {
-				t.Fatalf("status after the upgrade, against the new build: %+v", s)
-			}
-		}
-		// Against the control's own build the nodes now differ: said so.
-		st = nil
-		f.starterJSON(&st, "fleet", "status")
-		for _, s := range st {
-			if s.BuildID != id2 || s.ControlBuildID == id2 || !s.Mismatch {
-				t.Fatalf("status against the control's build: %+v", s)
-			}
-		}
-		_, out, _ := f.starter("fleet", "--worker-binary", worker2, "status")
-		t.Logf("fleet status after the upgrade:\n%s", out)
-		if !strings.Contains(out, id2[:12]) {
-			t.Fatalf("fleet status does not show the build %s:\n%s", id2[:12], out)
-		}
-	})
-
-	t.Run("NodeServiceStopped90sMidPack", func(t *testing.T) {
-		f.setRelease(h2, false)
-		run := f.background("--json", "cutover", "--lane", "fl-b")
-		held := f.pausedAt(ctx, "fl-b", "h2")
-		f.stopService(h2)
-		down := time.Now()
-		dst, err := f.tf.HostPath(h2, "/mnt/nvme/sl/b/engram")
-		if err != nil {
-			t.Fatal(err)
-		}
-		onDisk := diskuse.WrittenBytes(t, dst, sparserows.PackedHeaderSize)
-		f.setRelease(h2, true)
-		detail := f.waiting(ctx, workflows.StageNodeID("fl-b", "h2"), "h2")
-		if !strings.Contains(detail, "waiting for node h2 (down ") {
-			t.Fatalf("waiting step detail %q", detail)
-		}
-		t.Logf("held at %s of %s; service stopped; progress: %q", staging.HumanBytes(held.BytesDone), staging.HumanBytes(held.BytesTotal), detail)
-		// The outage lasts 90 s, then the service is started again the
-		// only way workers get onto these hosts: fleet install.
-		time.Sleep(time.Until(down.Add(90 * time.Second)))
-		rows := f.install("h2")
-		if rows[0].Run != fleet.Started {
-			t.Fatalf("install after the outage: %+v", rows[0])
-		}
-		r := <-run
-		res := decodeCutover(t, r)
-		if r[0] != "0" || !res.OK || res.Serve == nil || !res.Serve.Answers {
-			t.Fatalf("cutover fl-b after h2's 90 s outage: exit %s %+v\n%s", r[0], res, r[2])
-		}
-		b := stageBlock(t, res, "h2", "engram")
-		recopied := onDisk + b.CopiedBytes - b.TotalBytes
-		t.Logf("MEASURE re-copied after the 90 s outage: %s (%d bytes) of a %s pack; %s on disk when the service stopped, the resumed attempt packed %s",
-			staging.HumanBytes(max(0, recopied)), recopied, staging.HumanBytes(b.TotalBytes), staging.HumanBytes(onDisk), staging.HumanBytes(b.CopiedBytes))
-		if onDisk < chunk || b.CopiedBytes >= b.TotalBytes {
-			t.Fatalf("not a resumed pack: %d bytes on disk at the stop, the last attempt packed %d of %d", onDisk, b.CopiedBytes, b.TotalBytes)
-		}
-		if recopied > chunk {
-			t.Fatalf("re-copied %d bytes after the outage, more than one block (%d)", recopied, chunk)
-		}
-		f.saveHistory(workflows.CutoverID("fl3"), "cutover-node-outage-resumed")
-	})
-
-	t.Run("LinkDown45sDuringWaitReady", func(t *testing.T) {
-		// A one-host lane on h3, loading slowly; while WaitReady polls
-		// it, h3's cable is pulled for 45 s. Started with --no-wait (the
-		// run is the control service's), followed with attach.
-		var started map[string]string
-		if code, errOut := f.starterJSON(&started, "cutover", "--lane", "fl-e", "--no-wait", "-o", "extra_args=--load-mibps=1"); code != 0 {
-			t.Fatalf("cutover --no-wait: exit %d %v\n%s", code, started, errOut)
-		}
-		id := workflows.CutoverID("fl1")
-		f.until(5*time.Minute, "cutover fl-e in WaitReady", func() bool {
-			p, err := f.progress(ctx, id)
-			if err != nil {
-				return false
-			}
-			for _, s := range p.Steps {
-				if s.Name == "wait ready" && s.Status == workflows.StepRunning {
-					return true
-				}
-			}
 			return false
-		})
-		if err := f.tf.LinkDown(h3); err != nil {
-			t.Fatal(err)
 		}
-		downAt := time.Now()
-		time.Sleep(45 * time.Second) // the partition's length, not a synchronisation
-		if err := f.tf.LinkUp(h3); err != nil {
-			t.Fatal(err)
-		}
-		upAt := time.Now()
-		r := <-f.background("--json", "attach", "--lane", "fl-e")
-		res := decodeCutover(t, r)
-		if r[0] != "0" || !res.OK || res.Serve == nil || !res.Serve.Answers || res.Serve.Ready == nil {
-			t.Fatalf("cutover fl-e after a 45 s partition during WaitReady: exit %s %+v\n%s", r[0], res, r[2])
-		}
-		// The wait-ready step spans the partition (its last attempt's
-		// own time, Ready.Seconds, may be shorter: an attempt that lost
-		// its heartbeat to the partition is retried).
-		var step *workflows.Step
-		for i := range res.Steps {
-			if res.Steps[i].Name == "wait ready" {
-				step = &res.Steps[i]
+		for _, s := range p.Steps {
+			if s.Name == "wait ready" && s.Status == workflows.StepRunning {
+				return true
 			}
 		}
-		if step == nil || step.Status != workflows.StepDone || step.Started.After(downAt) || step.Ended.Before(upAt) {
-			t.Fatalf("the wait-ready step %+v does not span the partition %s–%s", step, downAt.Format(time.TimeOnly), upAt.Format(time.TimeOnly))
+		return false
+	})
+	if err := f.tf.LinkDown(h3); err != nil {
+		t.Fatal(err)
+	}
+	downAt := time.Now()
+	time.Sleep(45 * time.Second) // the partition's length, not a synchronisation
+	if err := f.tf.LinkUp(h3); err != nil {
+		t.Fatal(err)
+	}
+	upAt := time.Now()
+	r := <-f.background("--json", "attach", "--lane", "fl-e")
+	res := decodeCutover(t, r)
+	if r[0] != "0" || !res.OK || res.Serve == nil || !res.Serve.Answers || res.Serve.Ready == nil {
+		t.Fatalf("cutover fl-e after a 45 s partition during WaitReady: exit %s %+v\n%s", r[0], res, r[2])
+	}
+	// The wait-ready step spans the partition (its last attempt's
+	// own time, Ready.Seconds, may be shorter: an attempt that lost
+	// its heartbeat to the partition is retried).
+	var step *workflows.Step
+	for i := range res.Steps {
+		if res.Steps[i].Name == "wait ready" {
+			step = &res.Steps[i]
 		}
-		t.Logf("link down %s–%s; the lane came up: wait ready took %.1f s (%s, last attempt %.1f s); %s", downAt.Format(time.TimeOnly), upAt.Format(time.TimeOnly),
-			step.Ended.Sub(step.Started).Seconds(), step.Detail, res.Serve.Ready.Seconds, res.Serve.BaseURL)
-		// The control service's tunnel to h3 comes back by itself and
-		// h3's worker polls again through it.
-		f.until(2*time.Minute, "h3's worker polling again after the link came back", func() bool {
-			d, err := f.c.DescribeTaskQueue(ctx, "node.h3", enumspb.TASK_QUEUE_TYPE_ACTIVITY)
-			if err != nil {
-				return false
-			}
-			for _, p := range d.GetPollers() {
-				if p.GetLastAccessTime().AsTime().After(upAt) {
-					return true
-				}
-			}
+	}
+	if step == nil || step.Status != workflows.StepDone || step.Started.After(downAt) || step.Ended.Before(upAt) {
+		t.Fatalf("the wait-ready step %+v does not span the partition %s–%s", step, downAt.Format(time.TimeOnly), upAt.Format(time.TimeOnly))
+	}
+	t.Logf("link down %s–%s; the lane came up: wait ready took %.1f s (%s, last attempt %.1f s); %s", downAt.Format(time.TimeOnly), upAt.Format(time.TimeOnly),
+		step.Ended.Sub(step.Started).Seconds(), step.Detail, res.Serve.Ready.Seconds, res.Serve.BaseURL)
+	// The control service's tunnel to h3 comes back by itself and
+	// h3's worker polls again through it.
+	f.until(2*time.Minute, "h3's worker polling again after the link came back", func() bool {
+		d, err := f.c.DescribeTaskQueue(ctx, "node.h3", enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+		if err != nil {
 			return false
-		})
-		t.Logf("h3's worker polled again %.1f s after the link came back", time.Since(upAt).Seconds())
-		if code, out, errOut := f.starter("stop", "--lane", "fl-e"); code != 0 {
-			t.Fatalf("stop fl-e: exit %d\n%s\n%s", code, out, errOut)
 		}
+		for _, p := range d.GetPollers() {
+			if p.GetLastAccessTime().AsTime().After(upAt) {
+				return true
+			}
+		}
+		return false
 	})
+	t.Logf("h3's worker polled again %.1f s after the link came back", time.Since(upAt).Seconds())
+	if code, out, errOut := f.starter("stop", "--lane", "fl-e"); code != 0 {
+		t.Fatalf("stop fl-e: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
 
-	t.Run("ServeWaitsForANodeService", func(t *testing.T) {
-		if code, out, errOut := f.starter("stage", "--lane", "fl-c"); code != 0 {
-			t.Fatalf("stage fl-c: exit %d\n%s\n%s", code, out, errOut)
-		}
-		f.stopService(h2)
-		run := f.background("--json", "up", "--lane", "fl-c", "--force")
-		id := workflows.UpID("fl2")
-		detail := f.waiting(ctx, id, "h2")
-		if !strings.Contains(detail, "waiting for node h2 (down ") {
-			t.Fatalf("serve's waiting step: %q", detail)
-		}
-		f.install("h2")
-		r := <-run
-		var res workflows.ServeResult
-		if err := json.Unmarshal([]byte(r[1]), &res); err != nil || r[0] != "0" || !res.Answers || len(res.Ranks) != 2 {
-			t.Fatalf("up fl-c after h2's service came back: exit %s (%v)\n%s\n%s", r[0], err, r[1], r[2])
-		}
-		t.Logf("serve waited (%q) and the lane came up", detail)
-		f.saveHistory(id, "serve-outage-resumed")
-	})
+// serveWaitsForANodeService is TestRealFleet's subtest "ServeWaitsForANodeService".
+func (f *realFleet) serveWaitsForANodeService(t *testing.T) {
+	ctx := context.Background()
+	h2 := f.tf.Node(2)
+	if code, out, errOut := f.starter("stage", "--lane", "fl-c"); code != 0 {
+		t.Fatalf("stage fl-c: exit %d\n%s\n%s", code, out, errOut)
+	}
+	f.stopService(h2)
+	run := f.background("--json", "up", "--lane", "fl-c", "--force")
+	id := workflows.UpID("fl2")
+	detail := f.waiting(ctx, id, "h2")
+	if !strings.Contains(detail, "waiting for node h2 (down ") {
+		t.Fatalf("serve's waiting step: %q", detail)
+	}
+	f.install("h2")
+	r := <-run
+	var res workflows.ServeResult
+	if err := json.Unmarshal([]byte(r[1]), &res); err != nil || r[0] != "0" || !res.Answers || len(res.Ranks) != 2 {
+		t.Fatalf("up fl-c after h2's service came back: exit %s (%v)\n%s\n%s", r[0], err, r[1], r[2])
+	}
+	t.Logf("serve waited (%q) and the lane came up", detail)
+	f.saveHistory(id, "serve-outage-resumed")
+}
 
-	t.Run("NodeNeverComesBack", func(t *testing.T) {
-		f.setRelease(h3, false)
-		start := time.Now()
-		run := f.background("--json", "cutover", "--lane", "fl-d")
-		f.pausedAt(ctx, "fl-d", "h3")
-		f.stopService(h3)
-		r := <-run
-		res := decodeCutover(t, r)
-		t.Logf("failed after %.1f s: %s; rollback: %v (answers %v), %s", time.Since(start).Seconds(), res.Error, res.RolledBack, res.OldLaneAnswers, res.RollbackError)
-		if r[0] != "2" || res.OK || res.FailedStep != "stage" {
-			t.Fatalf("cutover fl-d with h3 gone: exit %s %+v\n%s", r[0], res, r[2])
+// nodeNeverComesBack is TestRealFleet's subtest "NodeNeverComesBack".
+func (f *realFleet) nodeNeverComesBack(t *testing.T) {
+	ctx := context.Background()
+	h1 := f.tf.Node(1)
+	h2 := f.tf.Node(2)
+	h3 := f.tf.Node(3)
+	f.setRelease(h3, false)
+	start := time.Now()
+	run := f.background("--json", "cutover", "--lane", "fl-d")
+	f.pausedAt(ctx, "fl-d", "h3")
+	f.stopService(h3)
+	r := <-run
+	res := decodeCutover(t, r)
+	t.Logf("failed after %.1f s: %s; rollback: %v (answers %v), %s", time.Since(start).Seconds(), res.Error, res.RolledBack, res.OldLaneAnswers, res.RollbackError)
+	if r[0] != "2" || res.OK || res.FailedStep != "stage" {
+		t.Fatalf("cutover fl-d with h3 gone: exit %s %+v\n%s", r[0], res, r[2])
+	}
+	for _, want := range []string{"node h3 was gone for", "outage budget of 20s", "node.h3"} {
+		if !strings.Contains(res.Error, want) {
+			t.Errorf("error %q does not say %q", res.Error, want)
 		}
-		for _, want := range []string{"node h3 was gone for", "outage budget of 20s", "node.h3"} {
-			if !strings.Contains(res.Error, want) {
-				t.Errorf("error %q does not say %q", res.Error, want)
-			}
+	}
+	if len(res.RolledBack) != 1 || res.RolledBack[0] != "fl-c" || !res.OldLaneAnswers {
+		t.Fatalf("rollback: %v (answers %v), %s", res.RolledBack, res.OldLaneAnswers, res.RollbackError)
+	}
+	for _, n := range []*testfleet.Node{h1, h2} {
+		if got := f.running(n, "fl-c"); len(got) != 1 {
+			t.Fatalf("after the rollback %s runs %v for fl-c", n.Name, got)
 		}
-		if len(res.RolledBack) != 1 || res.RolledBack[0] != "fl-c" || !res.OldLaneAnswers {
-			t.Fatalf("rollback: %v (answers %v), %s", res.RolledBack, res.OldLaneAnswers, res.RollbackError)
+		if got := f.running(n, "fl-d"); len(got) != 0 {
+			t.Fatalf("after the rollback %s still runs %v", n.Name, got)
 		}
-		for _, n := range []*testfleet.Node{h1, h2} {
-			if got := f.running(n, "fl-c"); len(got) != 1 {
-				t.Fatalf("after the rollback %s runs %v for fl-c", n.Name, got)
-			}
-			if got := f.running(n, "fl-d"); len(got) != 0 {
-				t.Fatalf("after the rollback %s still runs %v", n.Name, got)
-			}
-		}
-	})
+	}
 }
