@@ -81,209 +81,237 @@ func TestThreeNodeFleet(t *testing.T) {
 	start := time.Now()
 	f := New(t, Options{Name: "tfthree", Nodes: 3})
 	t.Logf("MEASURE up 3 nodes without dockerd: %s", time.Since(start).Round(time.Millisecond))
-	a, b, c := f.Node(1), f.Node(2), f.Node(3)
 
-	t.Run("each node has its own address and sshd", func(t *testing.T) {
-		for _, n := range f.Nodes() {
-			out, err := f.SSH(n, "ip -4 -o addr show eth0; hostname")
-			if err != nil {
-				t.Fatalf("%v: %s", err, out)
-			}
-			if !strings.Contains(string(out), n.IP+"/24") {
-				t.Errorf("node %s over ssh reports %q, want its address %s", n.Name, out, n.IP)
-			}
-			if !strings.HasSuffix(string(out), "\n"+n.Hostname+"\n") {
-				t.Errorf("node %s's hostname over ssh: %q, want %s", n.Name, out, n.Hostname)
-			}
-			if n.SSHAddr() != "root@"+n.IP+":22" {
-				t.Errorf("SSHAddr %q", n.SSHAddr())
-			}
-		}
-	})
+	t.Run("each node has its own address and sshd", func(t *testing.T) { checkOwnAddressAndSSHD(t, f) })
+	t.Run("node A reaches node B's sshd by IP with the host key checked", func(t *testing.T) { checkNodeReachesNodeByIP(t, f) })
+	t.Run("host keys verify from the control host", func(t *testing.T) { checkHostKeysFromControl(t, f) })
+	t.Run("node-local /mnt/nvme is the node's own", func(t *testing.T) { checkNodeLocalNVMe(t, f) })
+	t.Run("the NAS is shared and read-only on nodes", func(t *testing.T) { checkSharedReadOnlyNAS(t, f) })
+	t.Run("link down makes a node unreachable and link up restores it", func(t *testing.T) { checkLinkDownAndUp(t, f) })
+	t.Run("killing a node's processes stops its sshd until restarted", func(t *testing.T) { checkKilledProcessesStopSSHD(t, f) })
+	t.Run("close leaves nothing behind", func(t *testing.T) { checkCloseLeavesNothing(t, f) })
+}
 
-	t.Run("node A reaches node B's sshd by IP with the host key checked", func(t *testing.T) {
-		sshArgs := []string{"ssh", "-i", f.IdentityFile(), "-o", "UserKnownHostsFile=" + f.KnownHostsFile(),
-			"-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"}
-		out, err := f.Exec(a, append(sshArgs, "root@"+b.IP, "ip -4 -o addr show eth0")...)
+// checkOwnAddressAndSSHD is TestThreeNodeFleet's subtest "each node has its own address and sshd".
+func checkOwnAddressAndSSHD(t *testing.T, f *Fleet) {
+	for _, n := range f.Nodes() {
+		out, err := f.SSH(n, "ip -4 -o addr show eth0; hostname")
 		if err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
-		if !strings.Contains(string(out), b.IP+"/24") {
-			t.Fatalf("ssh from %s to %s ran where? %q", a.Name, b.IP, out)
+		if !strings.Contains(string(out), n.IP+"/24") {
+			t.Errorf("node %s over ssh reports %q, want its address %s", n.Name, out, n.IP)
 		}
-		// The same client with a known_hosts that lists C's key for B refuses.
-		bad := filepath.Join(t.TempDir(), "known_hosts")
-		if err := os.WriteFile(bad, []byte(b.IP+" "+c.HostKey+"\n"), 0o600); err != nil {
-			t.Fatal(err)
+		if !strings.HasSuffix(string(out), "\n"+n.Hostname+"\n") {
+			t.Errorf("node %s's hostname over ssh: %q, want %s", n.Name, out, n.Hostname)
 		}
-		sshArgs[4] = "UserKnownHostsFile=" + bad
-		out, err = f.Exec(a, append(sshArgs, "root@"+b.IP, "true")...)
-		if err == nil || !strings.Contains(string(out), "HOST IDENTIFICATION HAS CHANGED") {
-			t.Fatalf("ssh with a wrong host key for %s: err=%v out=%s; want a host key mismatch", b.IP, err, out)
+		if n.SSHAddr() != "root@"+n.IP+":22" {
+			t.Errorf("SSHAddr %q", n.SSHAddr())
 		}
-	})
+	}
+}
 
-	t.Run("host keys verify from the control host", func(t *testing.T) {
-		kh, err := os.ReadFile(f.KnownHostsFile())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range f.Nodes() {
-			if !strings.Contains(string(kh), n.IP+" "+n.HostKey+"\n") {
-				t.Errorf("known_hosts lacks %q", n.IP+" "+n.HostKey)
-			}
-		}
-		// A known_hosts with B's line carrying A's key: the handshake fails
-		// with a key mismatch naming B's address.
-		bad := filepath.Join(t.TempDir(), "known_hosts")
-		if err := os.WriteFile(bad, []byte(b.IP+" "+a.HostKey+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cb, err := knownhosts.New(bad)
-		if err != nil {
-			t.Fatal(err)
-		}
-		signer := loadSigner(t, f.IdentityFile())
-		_, err = ssh.Dial("tcp", net.JoinHostPort(b.IP, "22"), &ssh.ClientConfig{
-			User: "root", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: cb,
-			HostKeyAlgorithms: []string{ssh.KeyAlgoED25519}, Timeout: 5 * time.Second,
-		})
-		var ke *knownhosts.KeyError
-		if !errors.As(err, &ke) || len(ke.Want) != 1 {
-			t.Fatalf("dial %s with a wrong known_hosts: %v; want a knownhosts.KeyError", b.IP, err)
-		}
-		// And the project's own dialer reaches a node from its config form
-		// (`ssh = "root@IP:22"`, known_hosts, identity).
-		tg, err := node.ParseSSH(b.SSHAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		tg.KnownHosts, tg.Identity = f.KnownHostsFile(), f.IdentityFile()
-		if tg != f.Target(b) {
-			t.Errorf("Target = %+v, parsed config form = %+v", f.Target(b), tg)
-		}
-		ctx := context.Background()
-		cl, err := node.Dial(ctx, tg, 5*time.Second)
-		if err != nil {
-			t.Fatalf("node.Dial %s: %v", tg, err)
-		}
-		defer cl.Close()
-		stdout, stderr, code, err := node.Run(ctx, cl, "hostname")
-		if err != nil || code != 0 || stdout != b.Hostname+"\n" {
-			t.Fatalf("node.Run hostname on %s: %q %q %d %v", b.Name, stdout, stderr, code, err)
-		}
-	})
+// checkNodeReachesNodeByIP is TestThreeNodeFleet's subtest "node A reaches node B's sshd by IP with the host key checked".
+func checkNodeReachesNodeByIP(t *testing.T, f *Fleet) {
+	a := f.Node(1)
+	b := f.Node(2)
+	c := f.Node(3)
+	sshArgs := []string{"ssh", "-i", f.IdentityFile(), "-o", "UserKnownHostsFile=" + f.KnownHostsFile(),
+		"-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"}
+	out, err := f.Exec(a, append(sshArgs, "root@"+b.IP, "ip -4 -o addr show eth0")...)
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !strings.Contains(string(out), b.IP+"/24") {
+		t.Fatalf("ssh from %s to %s ran where? %q", a.Name, b.IP, out)
+	}
+	// The same client with a known_hosts that lists C's key for B refuses.
+	bad := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(bad, []byte(b.IP+" "+c.HostKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sshArgs[4] = "UserKnownHostsFile=" + bad
+	out, err = f.Exec(a, append(sshArgs, "root@"+b.IP, "true")...)
+	if err == nil || !strings.Contains(string(out), "HOST IDENTIFICATION HAS CHANGED") {
+		t.Fatalf("ssh with a wrong host key for %s: err=%v out=%s; want a host key mismatch", b.IP, err, out)
+	}
+}
 
-	t.Run("node-local /mnt/nvme is the node's own", func(t *testing.T) {
-		if out, err := f.SSH(a, "echo only-on-h1 > /mnt/nvme/marker && cat /mnt/nvme/marker"); err != nil || string(out) != "only-on-h1\n" {
-			t.Fatalf("write on %s: %v %q", a.Name, err, out)
+// checkHostKeysFromControl is TestThreeNodeFleet's subtest "host keys verify from the control host".
+func checkHostKeysFromControl(t *testing.T, f *Fleet) {
+	a := f.Node(1)
+	b := f.Node(2)
+	kh, err := os.ReadFile(f.KnownHostsFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range f.Nodes() {
+		if !strings.Contains(string(kh), n.IP+" "+n.HostKey+"\n") {
+			t.Errorf("known_hosts lacks %q", n.IP+" "+n.HostKey)
 		}
-		for _, n := range []*Node{b, c} {
-			out, err := f.SSH(n, "test ! -e /mnt/nvme/marker && echo absent")
-			if err != nil || string(out) != "absent\n" {
-				t.Errorf("node %s sees node %s's /mnt/nvme/marker: %v %q", n.Name, a.Name, err, out)
-			}
-		}
-		if _, err := os.Stat("/mnt/nvme/marker"); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("control host's /mnt/nvme/marker: %v; want not exist", err)
-		}
-		hp, err := f.HostPath(a, "/mnt/nvme/marker")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, err := os.ReadFile(hp); err != nil || string(got) != "only-on-h1\n" {
-			t.Errorf("host path %s: %v %q", hp, err, got)
-		}
-		if _, err := f.HostPath(a, "/opt/x"); err == nil || !strings.Contains(err.Error(), "/opt/x") {
-			t.Errorf("HostPath of a shared path: %v", err)
-		}
+	}
+	// A known_hosts with B's line carrying A's key: the handshake fails
+	// with a key mismatch naming B's address.
+	bad := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(bad, []byte(b.IP+" "+a.HostKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cb, err := knownhosts.New(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := loadSigner(t, f.IdentityFile())
+	_, err = ssh.Dial("tcp", net.JoinHostPort(b.IP, "22"), &ssh.ClientConfig{
+		User: "root", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: cb,
+		HostKeyAlgorithms: []string{ssh.KeyAlgoED25519}, Timeout: 5 * time.Second,
 	})
+	var ke *knownhosts.KeyError
+	if !errors.As(err, &ke) || len(ke.Want) != 1 {
+		t.Fatalf("dial %s with a wrong known_hosts: %v; want a knownhosts.KeyError", b.IP, err)
+	}
+	// And the project's own dialer reaches a node from its config form
+	// (`ssh = "root@IP:22"`, known_hosts, identity).
+	tg, err := node.ParseSSH(b.SSHAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.KnownHosts, tg.Identity = f.KnownHostsFile(), f.IdentityFile()
+	if tg != f.Target(b) {
+		t.Errorf("Target = %+v, parsed config form = %+v", f.Target(b), tg)
+	}
+	ctx := context.Background()
+	cl, err := node.Dial(ctx, tg, 5*time.Second)
+	if err != nil {
+		t.Fatalf("node.Dial %s: %v", tg, err)
+	}
+	defer cl.Close()
+	stdout, stderr, code, err := node.Run(ctx, cl, "hostname")
+	if err != nil || code != 0 || stdout != b.Hostname+"\n" {
+		t.Fatalf("node.Run hostname on %s: %q %q %d %v", b.Name, stdout, stderr, code, err)
+	}
+}
 
-	t.Run("the NAS is shared and read-only on nodes", func(t *testing.T) {
-		if err := os.WriteFile(filepath.Join(f.NASDir(), "model.txt"), []byte("weights\n"), 0o644); err != nil {
-			t.Fatal(err)
+// checkNodeLocalNVMe is TestThreeNodeFleet's subtest "node-local /mnt/nvme is the node's own".
+func checkNodeLocalNVMe(t *testing.T, f *Fleet) {
+	a := f.Node(1)
+	b := f.Node(2)
+	c := f.Node(3)
+	if out, err := f.SSH(a, "echo only-on-h1 > /mnt/nvme/marker && cat /mnt/nvme/marker"); err != nil || string(out) != "only-on-h1\n" {
+		t.Fatalf("write on %s: %v %q", a.Name, err, out)
+	}
+	for _, n := range []*Node{b, c} {
+		out, err := f.SSH(n, "test ! -e /mnt/nvme/marker && echo absent")
+		if err != nil || string(out) != "absent\n" {
+			t.Errorf("node %s sees node %s's /mnt/nvme/marker: %v %q", n.Name, a.Name, err, out)
 		}
-		for _, n := range f.Nodes() {
-			out, err := f.SSH(n, "cat "+NASPath+"/model.txt")
-			if err != nil || string(out) != "weights\n" {
-				t.Errorf("node %s reads the NAS: %v %q", n.Name, err, out)
-			}
-			out, err = f.Exec(n, "sh", "-c", "echo x > "+NASPath+"/new")
-			if err == nil || !strings.Contains(string(out), "Read-only file system") {
-				t.Errorf("node %s writes the NAS: err=%v out=%q; want EROFS", n.Name, err, out)
-			}
-		}
-		if _, err := os.Stat(filepath.Join(f.NASDir(), "new")); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("NAS got a file from a node: %v", err)
-		}
-	})
+	}
+	if _, err := os.Stat("/mnt/nvme/marker"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("control host's /mnt/nvme/marker: %v; want not exist", err)
+	}
+	hp, err := f.HostPath(a, "/mnt/nvme/marker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(hp); err != nil || string(got) != "only-on-h1\n" {
+		t.Errorf("host path %s: %v %q", hp, err, got)
+	}
+	if _, err := f.HostPath(a, "/opt/x"); err == nil || !strings.Contains(err.Error(), "/opt/x") {
+		t.Errorf("HostPath of a shared path: %v", err)
+	}
+}
 
-	t.Run("link down makes a node unreachable and link up restores it", func(t *testing.T) {
-		if err := f.LinkDown(b); err != nil {
-			t.Fatal(err)
+// checkSharedReadOnlyNAS is TestThreeNodeFleet's subtest "the NAS is shared and read-only on nodes".
+func checkSharedReadOnlyNAS(t *testing.T, f *Fleet) {
+	if err := os.WriteFile(filepath.Join(f.NASDir(), "model.txt"), []byte("weights\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range f.Nodes() {
+		out, err := f.SSH(n, "cat "+NASPath+"/model.txt")
+		if err != nil || string(out) != "weights\n" {
+			t.Errorf("node %s reads the NAS: %v %q", n.Name, err, out)
 		}
-		// The node sees its cable pulled: no carrier on its eth0.
-		if out, err := f.Exec(b, "ip", "-o", "link", "show", "eth0"); err != nil || !strings.Contains(string(out), "NO-CARRIER") {
-			t.Fatalf("node %s's eth0 with the link down: %v %q; want NO-CARRIER", b.Name, err, out)
+		out, err = f.Exec(n, "sh", "-c", "echo x > "+NASPath+"/new")
+		if err == nil || !strings.Contains(string(out), "Read-only file system") {
+			t.Errorf("node %s writes the NAS: err=%v out=%q; want EROFS", n.Name, err, out)
 		}
-		if c, err := f.SSHClient(b, time.Second); err == nil {
-			c.Close()
-			t.Fatalf("node %s answered SSH with its link down", b.Name)
-		}
-		if out, err := f.Exec(a, "ssh", "-i", f.IdentityFile(), "-o", "UserKnownHostsFile="+f.KnownHostsFile(),
-			"-o", "BatchMode=yes", "-o", "ConnectTimeout=1", "root@"+b.IP, "true"); err == nil {
-			t.Fatalf("node %s reached %s with its link down: %s", a.Name, b.Name, out)
-		}
-		if out, err := f.SSH(c, "true"); err != nil {
-			t.Fatalf("node %s lost too: %v %s", c.Name, err, out)
-		}
-		if err := f.LinkUp(b); err != nil {
-			t.Fatal(err)
-		}
-		err := poll(context.Background(), 20*time.Second, "ssh after link up", func() (bool, error) {
-			_, err := f.SSH(b, "true")
-			return err == nil, err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	})
+	}
+	if _, err := os.Stat(filepath.Join(f.NASDir(), "new")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("NAS got a file from a node: %v", err)
+	}
+}
 
-	t.Run("killing a node's processes stops its sshd until restarted", func(t *testing.T) {
-		if err := f.KillNode(context.Background(), c); err != nil {
-			t.Fatal(err)
-		}
-		if len(f.NodePIDs(c)) != 0 {
-			t.Fatalf("node %s still runs %v", c.Name, f.NodePIDs(c))
-		}
-		if _, err := f.SSH(c, "true"); err == nil {
-			t.Fatalf("node %s answered SSH after KillNode", c.Name)
-		}
-		if err := f.StartSSHD(context.Background(), c); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := f.SSH(c, "cat /mnt/nvme/marker 2>/dev/null; echo ok"); err != nil || string(out) != "ok\n" {
-			t.Fatalf("after restart: %v %q", err, out)
-		}
+// checkLinkDownAndUp is TestThreeNodeFleet's subtest "link down makes a node unreachable and link up restores it".
+func checkLinkDownAndUp(t *testing.T, f *Fleet) {
+	a := f.Node(1)
+	b := f.Node(2)
+	c := f.Node(3)
+	if err := f.LinkDown(b); err != nil {
+		t.Fatal(err)
+	}
+	// The node sees its cable pulled: no carrier on its eth0.
+	if out, err := f.Exec(b, "ip", "-o", "link", "show", "eth0"); err != nil || !strings.Contains(string(out), "NO-CARRIER") {
+		t.Fatalf("node %s's eth0 with the link down: %v %q; want NO-CARRIER", b.Name, err, out)
+	}
+	if c, err := f.SSHClient(b, time.Second); err == nil {
+		c.Close()
+		t.Fatalf("node %s answered SSH with its link down", b.Name)
+	}
+	if out, err := f.Exec(a, "ssh", "-i", f.IdentityFile(), "-o", "UserKnownHostsFile="+f.KnownHostsFile(),
+		"-o", "BatchMode=yes", "-o", "ConnectTimeout=1", "root@"+b.IP, "true"); err == nil {
+		t.Fatalf("node %s reached %s with its link down: %s", a.Name, b.Name, out)
+	}
+	if out, err := f.SSH(c, "true"); err != nil {
+		t.Fatalf("node %s lost too: %v %s", c.Name, err, out)
+	}
+	if err := f.LinkUp(b); err != nil {
+		t.Fatal(err)
+	}
+	err := poll(context.Background(), 20*time.Second, "ssh after link up", func() (bool, error) {
+		_, err := f.SSH(b, "true")
+		return err == nil, err
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
 
-	t.Run("close leaves nothing behind", func(t *testing.T) {
-		pids := fleetPIDs(f)
-		if len(pids) < 6 {
-			t.Fatalf("expected holders and sshds, got pids %v", pids)
-		}
-		if left := leftovers(t, f.Name(), f.Dir(), nil); len(left) == 0 {
-			t.Fatal("leftovers found nothing while the fleet is up: the check is blind")
-		}
-		start := time.Now()
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("MEASURE close 3 nodes without dockerd: %s", time.Since(start).Round(time.Millisecond))
-		if left := leftovers(t, f.Name(), f.Dir(), pids); len(left) > 0 {
-			t.Fatalf("after Close:\n%s", strings.Join(left, "\n"))
-		}
-	})
+// checkKilledProcessesStopSSHD is TestThreeNodeFleet's subtest "killing a node's processes stops its sshd until restarted".
+func checkKilledProcessesStopSSHD(t *testing.T, f *Fleet) {
+	c := f.Node(3)
+	if err := f.KillNode(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.NodePIDs(c)) != 0 {
+		t.Fatalf("node %s still runs %v", c.Name, f.NodePIDs(c))
+	}
+	if _, err := f.SSH(c, "true"); err == nil {
+		t.Fatalf("node %s answered SSH after KillNode", c.Name)
+	}
+	if err := f.StartSSHD(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := f.SSH(c, "cat /mnt/nvme/marker 2>/dev/null; echo ok"); err != nil || string(out) != "ok\n" {
+		t.Fatalf("after restart: %v %q", err, out)
+	}
+}
+
+// checkCloseLeavesNothing is TestThreeNodeFleet's subtest "close leaves nothing behind".
+func checkCloseLeavesNothing(t *testing.T, f *Fleet) {
+	pids := fleetPIDs(f)
+	if len(pids) < 6 {
+		t.Fatalf("expected holders and sshds, got pids %v", pids)
+	}
+	if left := leftovers(t, f.Name(), f.Dir(), nil); len(left) == 0 {
+		t.Fatal("leftovers found nothing while the fleet is up: the check is blind")
+	}
+	start := time.Now()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("MEASURE close 3 nodes without dockerd: %s", time.Since(start).Round(time.Millisecond))
+	if left := leftovers(t, f.Name(), f.Dir(), pids); len(left) > 0 {
+		t.Fatalf("after Close:\n%s", strings.Join(left, "\n"))
+	}
 }
 
 func loadSigner(t *testing.T, path string) ssh.Signer {
