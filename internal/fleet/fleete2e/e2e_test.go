@@ -53,6 +53,25 @@ func installJSON(t *testing.T, args ...string) []installRow {
 }
 
 func TestFleetInstallStatusUpgradeUninstallWithTheRealWorker(t *testing.T) {
+	fx := newInstallFixture(t)
+	first, pid := fx.install(t)
+	fx.status(t, first, pid)
+	fx.upgrade(t, first, pid)
+	fx.uninstall(t)
+}
+
+// installFixture is one node, this machine over a real sshd, installed
+// into a root of its own, and the control service of its state_dir
+// running in this process.
+type installFixture struct {
+	dir, state string
+	port       int
+	l          fleet.Layout
+	// common are the starter arguments of every fleet command.
+	common []string
+}
+
+func newInstallFixture(t *testing.T) *installFixture {
 	dir := t.TempDir()
 	srv := sshdtest.Start(t)
 	port := sshdtest.FreePort(t)
@@ -96,8 +115,16 @@ nodes = ["dgx2"]
 			}
 		}
 	})
-	common := []string{"--config", cfgFile, "--json", "fleet", "--root", root, "--supervisor"}
+	return &installFixture{dir: dir, state: state, port: port, l: l,
+		common: []string{"--config", cfgFile, "--json", "fleet", "--root", root, "--supervisor"}}
 
+}
+
+// install installs the real worker twice: the first uploads and starts
+// it, the second changes nothing. It returns the first row and the
+// running worker's pid.
+func (fx *installFixture) install(t *testing.T) (installRow, int) {
+	state, l, common, port := fx.state, fx.l, fx.common, fx.port
 	// Install, run inside this source tree, builds the real worker into
 	// STATE_DIR/bin (the build cache makes it a link of some seconds),
 	// then: uploaded, written, installed, started, and the server sees
@@ -133,7 +160,12 @@ nodes = ["dgx2"]
 		t.Logf("second install: %-8s %v", s.Step, s.Took)
 	}
 	t.Logf("second install took %v, the running worker's poll seen after %v", rows[0].Took, rows[0].PollWait)
+	return first, pid
+}
 
+// status checks fleet status (JSON and text) and install's text line.
+func (fx *installFixture) status(t *testing.T, first installRow, pid int) {
+	common := fx.common
 	// Status: active, same build as the control's, a recent poll.
 	code, out, errOut := starter(t, append(common, "status")...)
 	var st []struct {
@@ -163,7 +195,13 @@ nodes = ["dgx2"]
 	if code != 0 || !strings.Contains(out, "active (supervisor)") || !strings.Contains(out, short(first.BuildID)) || strings.Contains(out, "MISMATCH") || !strings.Contains(out, " ago") {
 		t.Fatalf("status (text): exit %d\n%s\n%s", code, out, errOut)
 	}
+}
 
+// upgrade makes a new build: status flags the mismatch; upgrade uploads
+// it and restarts the worker.
+func (fx *installFixture) upgrade(t *testing.T, first installRow, pid int) {
+	dir, l, common := fx.dir, fx.l, fx.common
+	worker := filepath.Join(fx.state, "bin", "worker")
 	// A new build: status flags the mismatch; upgrade uploads it, restarts
 	// the worker and waits for the new one's poll.
 	worker2 := filepath.Join(dir, "worker2")
@@ -175,11 +213,11 @@ nodes = ["dgx2"]
 		t.Fatal(err)
 	}
 	common2 := append(append([]string{}, common...), "--worker-binary", worker2)
-	code, out, _ = starter(t, append(common2, "status")...)
+	code, out, _ := starter(t, append(common2, "status")...)
 	if code != 0 || !strings.Contains(out, `"mismatch": true`) {
 		t.Fatalf("status with a new control build: exit %d\n%s", code, out)
 	}
-	rows = installJSON(t, append(common2, "upgrade", "--wait", "90s")...)
+	rows := installJSON(t, append(common2, "upgrade", "--wait", "90s")...)
 	if r := rows[0]; r.Binary != fleet.Uploaded || r.Run != fleet.Restarted || r.Poller == "" || r.Poller == first.Poller {
 		t.Fatalf("upgrade: %+v (first poller %s)", r, first.Poller)
 	}
@@ -190,7 +228,11 @@ nodes = ["dgx2"]
 		t.Logf("upgrade: %-8s %v", s.Step, s.Took)
 	}
 	t.Logf("upgrade took %v, the new worker polled after %v", rows[0].Took, rows[0].PollWait)
+}
 
+// uninstall stops the worker and removes its files, not the staged data.
+func (fx *installFixture) uninstall(t *testing.T) {
+	l, common := fx.l, fx.common
 	// Uninstall: stopped, files gone, the node's staged data untouched.
 	staged := filepath.Join(l.StateDir, "keep.txt")
 	if err := os.MkdirAll(l.StateDir, 0o755); err != nil {
@@ -200,7 +242,7 @@ nodes = ["dgx2"]
 		t.Fatal(err)
 	}
 	wpid := readPID(l.WorkerPIDFile())
-	code, out, errOut = starter(t, append(common, "uninstall")...)
+	code, out, errOut := starter(t, append(common, "uninstall")...)
 	if code != 0 || !strings.Contains(out, `"stopped": true`) {
 		t.Fatalf("uninstall: exit %d\n%s\n%s", code, out, errOut)
 	}
