@@ -65,19 +65,32 @@ func Stage(ctx context.Context, in Spec, opts staging.Options) (staging.Result, 
 	}
 	res, err := st.run(ctx)
 	res.Seconds = time.Since(start).Seconds()
+	if err != nil && !opts.DryRun && (errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)) {
+		err = staging.ShortAfterFull(s.Dst, s.MinFree, p.TotalBytes, toWrite(s, p), err)
+	}
 	return res, err
 }
 
 // toWrite estimates the bytes a pass must write: every planned file whose
 // mirror copy is missing or of another size (a same-size file that fails
 // its samples is re-copied too, and a full disk then fails that copy with
-// NoSpace, leaving no partial file).
+// NoSpace), less what a temp file an earlier copy left beside it holds.
+// That temp file's bytes already count as used space on the disk: the
+// copy resumes from them (openTemp keeps its trusted prefix) or, when they
+// cannot be trusted, truncates them and reuses their room, so they are
+// counted once, as used, and never again as still to write.
 func toWrite(s *spec, p *plan) int64 {
 	var n int64
 	for _, it := range p.Files {
-		fi, err := os.Lstat(filepath.Join(s.mirror, it.Rel))
-		if err != nil || !fi.Mode().IsRegular() || fi.Size() != it.Size {
-			n += it.Size
+		dst := filepath.Join(s.mirror, it.Rel)
+		fi, err := os.Lstat(dst)
+		if err == nil && fi.Mode().IsRegular() && fi.Size() == it.Size {
+			continue
+		}
+		n += it.Size
+		tmp, err := os.Lstat(filepath.Join(filepath.Dir(dst), tmpBase(filepath.Base(dst))))
+		if err == nil && tmp.Mode().IsRegular() {
+			n -= min(tmp.Size(), it.Size)
 		}
 	}
 	return n

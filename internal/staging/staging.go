@@ -317,6 +317,22 @@ func CheckFreeToWrite(path string, minFree, total, toWrite int64) error {
 	return nil
 }
 
+// ShortAfterFull is a write that ran out of space (err, ENOSPC or EDQUOT)
+// told as a failed min_free check: the free space the block still needs
+// to finish (toWrite of its total bytes, which counts what its temp files
+// hold once, plus min_free's headroom) against what is free now. So the
+// node worker names the lanes whose blocks would free enough, or (with
+// --make-room) prunes them and stages again, which resumes the copy.
+func ShortAfterFull(path string, minFree, total, toWrite int64, err error) error {
+	free, ferr := FreeBytes(path)
+	if ferr != nil {
+		return err
+	}
+	need := toWrite + max(0, minFree-total)
+	return &ShortError{Path: path, Need: need, Free: free,
+		Err: fmt.Errorf("%w (the block still needs %s free to finish, have %s; what it wrote is kept)", err, HumanBytes(need), HumanBytes(free))}
+}
+
 // binaryUnits are the IEC units HumanBytes prints.
 var binaryUnits = []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 
