@@ -45,7 +45,8 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *Source, srcSample
 	c := &chunkCopy{st: st, it: it, src: src, t: t, out: t.File(), size: size, dst: dst}
 	ent, err := c.run(ctx, srcSample)
 	// A cancel keeps the temp file for a resume (the progress reports
-	// it); a failure removes it.
+	// it), and so does a full disk once what was written is flushed; any
+	// other failure removes it.
 	keep := err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
 	if err != nil && !keep && c.full {
 		keep = c.keepFull() == nil
@@ -95,10 +96,7 @@ type chunkCopy struct {
 // that failed is kept so: a failed flush may have dropped written pages,
 // and its temp file is removed.
 func (c *chunkCopy) keepFull() error {
-	if err := fdatasync(int(c.out.Fd())); err != nil {
-		return err
-	}
-	return nil
+	return fdatasync(int(c.out.Fd()))
 }
 
 // run copies the file from the temp file's resumed end on, checks it and

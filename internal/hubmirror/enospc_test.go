@@ -5,32 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/internal/testkit/loopfs"
 )
-
-// fillDisk writes a file at path until the filesystem holding it is full
-// (the write fails with ENOSPC) and returns its size.
-func fillDisk(t *testing.T, path string) int64 {
-	t.Helper()
-	f, err := os.Create(path)
-	must(t, err)
-	defer f.Close()
-	buf := make([]byte, 256<<10)
-	var n int64
-	for {
-		m, err := f.Write(buf)
-		n += int64(m)
-		if errors.Is(err, syscall.ENOSPC) {
-			return n
-		}
-		must(t, err)
-	}
-}
 
 // Item 3 of issue 42: a full disk is recoverable. On a real ext4 (loop
 // mounted), a stage whose min_free check passed runs out of space in the
@@ -61,7 +41,7 @@ func TestENOSPCRecoversFromTempFile(t *testing.T) {
 	testAfterChunk = func(rel string, copied int64) {
 		if copied == at && !filled {
 			filled = true
-			fillDisk(t, filler)
+			loopfs.Fill(t, filler)
 		}
 	}
 	t.Cleanup(func() { testAfterChunk = old })
@@ -96,7 +76,7 @@ func TestENOSPCRecoversFromTempFile(t *testing.T) {
 	free, err := staging.FreeBytes(node)
 	must(t, err)
 	room := size - kept + 2<<20
-	fillTo(t, filler, free-room)
+	loopfs.WriteFile(t, filler, free-room)
 	if free, _ = staging.FreeBytes(node); free >= size || free < size-kept {
 		t.Fatalf("%d bytes free after freeing space, want between the %d left to copy and the blob's %d", free, size-kept, size)
 	}
@@ -117,19 +97,4 @@ func TestENOSPCRecoversFromTempFile(t *testing.T) {
 		t.Fatalf("the two passes copied %d bytes in all, want at most the block's %d plus one chunk", all, res1.TotalBytes)
 	}
 	t.Logf("pass 1 copied %d bytes (kept %d), pass 2 %d, block %d", res1.CopiedBytes, kept, res2.CopiedBytes, res1.TotalBytes)
-}
-
-// fillTo writes n bytes to path (real blocks, not a hole).
-func fillTo(t *testing.T, path string, n int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	must(t, err)
-	defer f.Close()
-	buf := make([]byte, 256<<10)
-	for n > 0 {
-		m, err := f.Write(buf[:min(int64(len(buf)), n)])
-		must(t, err)
-		n -= int64(m)
-	}
-	must(t, f.Sync())
 }
