@@ -18,8 +18,9 @@ import (
 // the other filesystem (frees nothing on root's); lane old's 4 MiB block
 // with an export tree of hard links into it (frees its 4 MiB); lane mid's
 // 3 MiB block, served an hour ago. shared and elsewhere are the oldest by
-// verification, so a choice by listed bytes would take them first.
-func roomFixture(t *testing.T) (root string, blocks []Block) {
+// verification, so a choice by listed bytes would take them first. dst
+// is where a new lane would stage, free what root's filesystem has free.
+func roomFixture(t *testing.T) (root, dst string, free int64, blocks []Block) {
 	t.Helper()
 	mnt := loopfs.Mount(t, 64)
 	root = filepath.Join(mnt, "nvme")
@@ -55,7 +56,11 @@ func roomFixture(t *testing.T) (root string, blocks []Block) {
 			Exports: []string{dir("old-export")}, LocalExports: []string{dir("old-export")}},
 		{Lanes: []string{"mid"}, ID: "rows", Kind: "sparse-rows", Dst: dir("mid"), Local: dir("mid")},
 	}
-	return root, blocks
+	free, err := staging.FreeBytes(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, filepath.Join(root, "new"), free, blocks
 }
 
 // Item 3 of issue 42: the hint of a stage short of space names only lanes
@@ -65,12 +70,7 @@ func roomFixture(t *testing.T) (root string, blocks []Block) {
 // block that frees enough is; with --make-room it is removed and the
 // free space grows by what the hint said.
 func TestMakeRoomNamesOnlyLanesThatFreeEnough(t *testing.T) {
-	root, blocks := roomFixture(t)
-	dst := filepath.Join(root, "new")
-	free, err := staging.FreeBytes(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, dst, free, blocks := roomFixture(t)
 	protected := []string{"new", "live"}
 	need := free + 3<<20
 	room, err := MakeRoom([]string{root}, blocks, dst, need, protected, true)
@@ -132,12 +132,7 @@ func TestMakeRoomNamesOnlyLanesThatFreeEnough(t *testing.T) {
 // what they would free and what to do instead, and names no prune; when
 // none would free anything at all it says that.
 func TestMakeRoomSaysWhenNoneWouldFreeEnough(t *testing.T) {
-	root, blocks := roomFixture(t)
-	dst := filepath.Join(root, "new")
-	free, err := staging.FreeBytes(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, dst, free, blocks := roomFixture(t)
 	room, err := MakeRoom([]string{root}, blocks, dst, free+100<<20, []string{"new", "live"}, false)
 	if err != nil {
 		t.Fatal(err)
