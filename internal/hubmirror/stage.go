@@ -34,24 +34,26 @@ func Stage(ctx context.Context, in Spec, opts staging.Options) (staging.Result, 
 	if err != nil {
 		return staging.Result{}, err
 	}
-	// The ledger is read first (without making the mirror): the plan
-	// takes what it already proved from it (known).
+	// The ledger is read (without making the mirror) while the plan
+	// walks the NAS, so their I/O overlaps: the plan takes what it
+	// already proved from it (known) once the snapshots are listed.
 	dc := staging.NewDirs(s.Roots)
 	defer dc.Close()
-	var led *ledger.Ledger
-	if md, err := dc.Dir(s.mirror, false); err == nil {
-		if l, err := ledger.LoadIn(md, LedgerName, Kind); err == nil {
-			led = l
-		} // a corrupt ledger is rebuilt by adoption (sampling), never trusted
-	}
-	var kn *known
-	if led != nil && !opts.Force {
-		kn = &known{led: led, sha256: s.sha256}
+	ledc := make(chan *ledger.Ledger, 1)
+	go func() { ledc <- readLedger(dc, s.mirror) }()
+	loaded := sync.OnceValue(func() *ledger.Ledger { return <-ledc })
+	defer loaded() // the read is done before dc is closed
+	kn := func() *known {
+		if l := loaded(); l != nil && !opts.Force {
+			return &known{led: l, sha256: s.sha256}
+		}
+		return nil
 	}
 	p, err := buildPlan(ctx, s, kn)
 	if err != nil {
 		return staging.Result{}, err
 	}
+	led := loaded()
 	if s.MinFree > 0 {
 		// Only what must be written counts: a verify-only pass on a disk
 		// the mirror filled needs no free space.
@@ -69,6 +71,21 @@ func Stage(ctx context.Context, in Spec, opts staging.Options) (staging.Result, 
 		err = staging.ShortAfterFull(s.Dst, s.MinFree, p.TotalBytes, toWrite(s, p), err)
 	}
 	return res, err
+}
+
+// readLedger reads the mirror's ledger through dc, nil when there is none
+// (or no mirror yet). A corrupt ledger is nil too: it is rebuilt by
+// adoption (sampling), never trusted.
+func readLedger(dc *staging.Dirs, mirror string) *ledger.Ledger {
+	md, err := dc.Dir(mirror, false)
+	if err != nil {
+		return nil
+	}
+	l, err := ledger.LoadIn(md, LedgerName, Kind)
+	if err != nil {
+		return nil
+	}
+	return l
 }
 
 // toWrite estimates the bytes a pass must write: every planned file whose
