@@ -416,7 +416,7 @@ func Choose(scan []Root, spec PruneSpec) (take []Usage, kept []string, enough bo
 			return x.VerifiedAt.Before(y.VerifiedAt)
 		})
 		free := r.Free
-		dev, derr := devOf(r.Root)
+		dev, derr := staging.DevOf(r.Root)
 		var mine []Usage
 		for _, u := range cands {
 			if free >= spec.Free {

@@ -2,11 +2,9 @@ package disk
 
 import (
 	"fmt"
-	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sparklane/sparklane/internal/staging"
 )
@@ -46,7 +44,7 @@ func MakeRoom(roots []string, blocks []Block, path string, need int64, protected
 	if _, err := staging.RootFor(path, roots); err != nil {
 		return room, err
 	}
-	dev, err := devOf(path)
+	dev, err := staging.DevOf(path)
 	if err != nil {
 		return room, err
 	}
@@ -73,24 +71,6 @@ func MakeRoom(roots []string, blocks []Block, path string, need int64, protected
 	return room, nil
 }
 
-// devOf is the device of the filesystem holding path (its nearest
-// existing ancestor).
-func devOf(path string) (uint64, error) {
-	p := filepath.Clean(path)
-	for {
-		var st unix.Stat_t
-		err := unix.Stat(p, &st)
-		if err == nil {
-			return uint64(st.Dev), nil
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return 0, fmt.Errorf("stat %s: %w", path, err)
-		}
-		p = parent
-	}
-}
-
 // candidates are the scanned blocks a prune may take that would free
 // something on dev, least recently served first; nothing names the lanes
 // of those that would free nothing there.
@@ -99,7 +79,6 @@ func candidates(scan []Root, protected []string, dev uint64) (cands []Usage, not
 	for _, l := range protected {
 		hold[l] = true
 	}
-	seen := map[string]bool{}
 	for _, r := range scan {
 		for _, u := range r.Blocks {
 			held := false
@@ -113,12 +92,7 @@ func candidates(scan []Root, protected []string, dev uint64) (cands []Usage, not
 				cands = append(cands, u)
 				continue
 			}
-			for _, l := range u.Lanes {
-				if !seen[l] {
-					seen[l] = true
-					nothing = append(nothing, l)
-				}
-			}
+			nothing = append(nothing, u.Lanes...)
 		}
 	}
 	sort.SliceStable(cands, func(a, b int) bool {
@@ -128,8 +102,8 @@ func candidates(scan []Root, protected []string, dev uint64) (cands []Usage, not
 		}
 		return x.VerifiedAt.Before(y.VerifiedAt)
 	})
-	sort.Strings(nothing)
-	return cands, nothing
+	slices.Sort(nothing)
+	return cands, slices.Compact(nothing)
 }
 
 // chooseRoom takes candidates in order until removing them frees want
@@ -184,18 +158,12 @@ func frees(bs []Usage, dev uint64) int64 {
 
 // Lanes are the lanes of the blocks taken, each once, sorted.
 func (r Room) Lanes() []string {
-	seen := map[string]bool{}
 	var out []string
 	for _, t := range r.Take {
-		for _, l := range t.Lanes {
-			if !seen[l] {
-				seen[l] = true
-				out = append(out, l)
-			}
-		}
+		out = append(out, t.Lanes...)
 	}
-	sort.Strings(out)
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Hint says what would make room on node: the lanes whose blocks would

@@ -249,16 +249,35 @@ func UnderRoots(path string, roots []string) error {
 // FreeBytes returns the bytes available to an unprivileged writer on the
 // filesystem holding path (its nearest existing ancestor).
 func FreeBytes(path string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := nearest(path, func(p string) error { return syscall.Statfs(p, &st) }); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// DevOf returns the device of the filesystem holding path (its nearest
+// existing ancestor): what a file must be on to free space there.
+func DevOf(path string) (uint64, error) {
+	var st syscall.Stat_t
+	if err := nearest(path, func(p string) error { return syscall.Stat(p, &st) }); err != nil {
+		return 0, fmt.Errorf("stat %s: %w", path, err)
+	}
+	return uint64(st.Dev), nil
+}
+
+// nearest calls look on path, then on each ancestor in turn until it
+// succeeds; it returns the last failure when none does.
+func nearest(path string, look func(string) error) error {
 	p := filepath.Clean(path)
 	for {
-		var st syscall.Statfs_t
-		err := syscall.Statfs(p, &st)
+		err := look(p)
 		if err == nil {
-			return int64(st.Bavail) * int64(st.Bsize), nil
+			return nil
 		}
 		parent := filepath.Dir(p)
 		if parent == p {
-			return 0, fmt.Errorf("statfs %s: %w", path, err)
+			return err
 		}
 		p = parent
 	}
