@@ -241,12 +241,13 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 	return out, nil
 }
 
-// makeRoom answers a failed min_free check: with in.Room.MakeRoom it
-// prunes least recently served blocks of lanes neither staging now nor
-// running here until the need is met, and says to stage again; otherwise
-// (or when pruning could not free enough) it returns the error completed
-// with which lanes' blocks would free enough and the command that prunes
-// them.
+// makeRoom answers a failed min_free check (or a write a full disk
+// stopped): with in.Room.MakeRoom it prunes least recently served blocks
+// of lanes neither staging now nor running here until the need is met,
+// and says to stage again; otherwise (or when pruning could not free
+// enough) it returns the error completed with disk.Room's hint: the lanes
+// whose blocks would free enough there and the command that prunes them,
+// or that none would and what to do instead.
 func (a *NodeActivities) makeRoom(ctx context.Context, in StageBlockInput, short *staging.ShortError, err error) (bool, error) {
 	running, rerr := a.runningLanes(ctx)
 	if rerr != nil {
@@ -254,45 +255,23 @@ func (a *NodeActivities) makeRoom(ctx context.Context, in StageBlockInput, short
 	}
 	protected := append([]string{in.Lane}, running...)
 	stop := keepAlive(ctx)
-	pr, perr := disk.MakeRoom(a.roots(), a.localBlocks(in.Room.Blocks), short.Path, short.Need, protected, !in.Room.MakeRoom)
+	room, perr := disk.MakeRoom(a.roots(), a.localBlocks(in.Room.Blocks), short.Path, short.Need, protected, !in.Room.MakeRoom)
 	stop()
 	if perr != nil {
 		return false, fmt.Errorf("%w (%v)", err, perr)
 	}
-	var names []string
-	var bytes int64
-	seen := map[string]bool{}
-	for _, r := range pr.Removals {
-		bytes += r.Bytes
-		for _, l := range r.Lanes {
-			if !seen[l] {
-				seen[l] = true
-				names = append(names, l)
-			}
-		}
+	for _, r := range room.Take {
 		if r.Error != "" {
 			return false, fmt.Errorf("%w; making room failed: %s", err, r.Error)
 		}
 	}
-	if in.Room.MakeRoom && pr.Enough {
-		for _, r := range pr.Removals {
+	if in.Room.MakeRoom && room.Enough {
+		for _, r := range room.Take {
 			a.Log.Info("made room: removed a least recently served block", zap.String("lanes", strings.Join(r.Lanes, ",")), zap.String("dst", r.Dst), zap.Int64("bytes", r.Bytes))
 		}
 		return true, nil
 	}
-	if !pr.Enough {
-		return false, fmt.Errorf("%w; even the blocks of every lane not staging or running here (%s, %s) would not free enough: free space by hand (see starter disk --node %s)",
-			err, orNone(names), staging.HumanBytes(bytes), a.Node.Name)
-	}
-	return false, fmt.Errorf("%w; the least recently served blocks of lanes %s (%s) would free enough: starter disk prune --lru --free %dM --node %s, or stage again with --make-room",
-		err, strings.Join(names, ", "), staging.HumanBytes(bytes), (short.Need+(1<<20)-1)>>20, a.Node.Name)
-}
-
-func orNone(s []string) string {
-	if len(s) == 0 {
-		return "none"
-	}
-	return strings.Join(s, ", ")
+	return false, fmt.Errorf("%w; %s", err, room.Hint(a.Node.Name))
 }
 
 // stageEngine runs the block's staging engine (through the relay when

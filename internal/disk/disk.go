@@ -63,6 +63,17 @@ type Usage struct {
 	// Error is why the block could not be read (its dst is outside the
 	// roots, a link escapes them, ...); the block is then never pruned.
 	Error string `json:"error,omitempty"`
+	// inodes are the block's inodes (dst and exports), with how many of
+	// their links the block holds: what removing it frees (frees).
+	inodes map[[2]uint64]*inodeUse
+}
+
+// inodeUse is one inode met in a block.
+type inodeUse struct {
+	links uint64 // its links met in the block
+	nlink uint64 // its link count
+	bytes int64  // its allocated bytes
+	dir   bool
 }
 
 // Root is one node root: its free space and the blocks beneath it.
@@ -154,7 +165,8 @@ func scanBlock(u *Usage, roots []string) {
 	}
 	defer d.Close()
 	u.Present = true
-	seen := map[[2]uint64]bool{}
+	seen := map[[2]uint64]*inodeUse{}
+	u.inodes = seen
 	n, err := duAt(d.Fd(), ".", u.Local, seen)
 	u.Bytes = n
 	if err != nil {
@@ -201,19 +213,22 @@ func scanBlock(u *Usage, roots []string) {
 }
 
 // duAt sums the allocated bytes of name in dirfd and, for a directory,
-// everything beneath it, never following a link; each inode counts once.
-func duAt(dirfd int, name, path string, seen map[[2]uint64]bool) (int64, error) {
+// everything beneath it, never following a link; each inode counts once,
+// and seen counts the links to it met.
+func duAt(dirfd int, name, path string, seen map[[2]uint64]*inodeUse) (int64, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return 0, &fs.PathError{Op: "lstat", Path: path, Err: err}
 	}
 	key := [2]uint64{uint64(st.Dev), st.Ino}
-	if seen[key] {
+	if in := seen[key]; in != nil {
+		in.links++
 		return 0, nil
 	}
-	seen[key] = true
 	total := st.Blocks * 512
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	seen[key] = &inodeUse{links: 1, nlink: uint64(st.Nlink), bytes: total, dir: isDir}
+	if !isDir {
 		return total, nil
 	}
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -343,7 +358,9 @@ type PruneResult struct {
 // Choose picks the blocks spec removes from a Scan, in order, and what it
 // keeps and why. LRU takes, per root, never-served blocks first, then by
 // last serve, then by verification time, until the root's free space plus
-// what it took reaches spec.Free.
+// what removing what it took frees there (frees: a block whose files are
+// all linked from blocks that stay, or on another filesystem, frees
+// nothing and is kept) reaches spec.Free.
 func Choose(scan []Root, spec PruneSpec) (take []Usage, kept []string, enough bool) {
 	protected := map[string]bool{}
 	for _, l := range spec.Protected {
@@ -399,12 +416,22 @@ func Choose(scan []Root, spec PruneSpec) (take []Usage, kept []string, enough bo
 			return x.VerifiedAt.Before(y.VerifiedAt)
 		})
 		free := r.Free
+		dev, derr := staging.DevOf(r.Root)
+		var mine []Usage
 		for _, u := range cands {
 			if free >= spec.Free {
 				break
 			}
-			take = append(take, u)
-			free += u.Bytes
+			if derr == nil && frees([]Usage{u}, dev) == 0 {
+				kept = append(kept, fmt.Sprintf("%s (%s): kept, removing it would free nothing on %s's filesystem (its files are linked from blocks that stay, or lie on another filesystem)", u.Local, strings.Join(u.Lanes, ","), r.Root))
+				continue
+			}
+			take, mine = append(take, u), append(mine, u)
+			if derr == nil {
+				free = r.Free + frees(mine, dev)
+			} else {
+				free += u.Bytes
+			}
 		}
 		if free < spec.Free && r.Error == "" && len(r.Blocks) > 0 {
 			enough = false
@@ -466,22 +493,4 @@ func removeBlock(u Usage, roots []string) error {
 			}
 		}
 	})
-}
-
-// MakeRoom frees the filesystem holding path until it has need bytes
-// free, pruning least recently served blocks of the root holding path
-// (never of a protected lane); with dryRun it only says which it would
-// take. Enough says whether those blocks suffice.
-func MakeRoom(roots []string, blocks []Block, path string, need int64, protected []string, dryRun bool) (PruneResult, error) {
-	root, err := staging.RootFor(path, roots)
-	if err != nil {
-		return PruneResult{}, err
-	}
-	var mine []Block
-	for _, b := range blocks {
-		if r, err := staging.RootFor(b.Local, roots); err == nil && filepath.Clean(r) == filepath.Clean(root) {
-			mine = append(mine, b)
-		}
-	}
-	return Prune([]string{root}, mine, PruneSpec{LRU: true, Free: need, Protected: protected, DryRun: dryRun}), nil
 }

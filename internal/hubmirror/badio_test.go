@@ -99,8 +99,9 @@ func TestUnreadableSource(t *testing.T) {
 	}
 }
 
-// Bad input: ENOSPC in the middle of a copy leaves no partial file, says
-// so clearly, and a rerun after freeing space copies only what is missing.
+// Bad input: ENOSPC in the middle of a copy says so clearly and keeps the
+// copy's temp file; a rerun after freeing space resumes it and copies only
+// what is missing, each byte once.
 func TestENOSPCMidCopy(t *testing.T) {
 	root := t.TempDir()
 	node := filepath.Join(root, "node")
@@ -123,17 +124,29 @@ func TestENOSPCMidCopy(t *testing.T) {
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("NoSpace error does not wrap ENOSPC: %v", err)
 	}
-	if left := tmpLeft(t, sp.Dst); len(left) != 0 {
-		t.Fatalf("partial files left after ENOSPC: %v", left)
+	// The copy the full disk stopped is kept for the rerun, whole up to
+	// where the disk filled.
+	left := tmpLeft(t, sp.Dst)
+	if len(left) != 1 {
+		t.Fatalf("temp files after ENOSPC: %v, want the one copy in progress kept", left)
 	}
 	if res.CopiedFiles != 2 {
 		t.Fatalf("before ENOSPC %+v: want 2 files finished", res)
 	}
+	fi, err := os.Stat(left[0])
+	must(t, err)
+	first := res.CopiedBytes
 	must(t, os.Remove(filler))
 	res, err = Stage(context.Background(), sp, staging.Options{Parallel: 1})
 	must(t, err)
-	if res.CopiedFiles != 1 || res.CopiedBytes != 2<<20 || res.VerifiedFiles+res.AdoptedFiles != 2 {
-		t.Fatalf("rerun after freeing space %+v: want only the missing file copied", res)
+	if res.CopiedFiles != 1 || res.CopiedBytes != 2<<20-fi.Size() || res.VerifiedFiles+res.AdoptedFiles != 2 {
+		t.Fatalf("rerun after freeing space %+v: want only the rest of the missing file (%d of its bytes were kept) copied", res, fi.Size())
+	}
+	if first+res.CopiedBytes != 3*2<<20 {
+		t.Fatalf("the two passes copied %d+%d bytes, want each of the 3 files' bytes once", first, res.CopiedBytes)
+	}
+	if left := tmpLeft(t, sp.Dst); len(left) != 0 {
+		t.Fatalf("temp files left after the rerun: %v", left)
 	}
 	for p, b := range want {
 		fileEquals(t, filepath.Join(sp.Dst, "hub", "models--org--model", "snapshots", rev1, p), b)

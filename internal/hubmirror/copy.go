@@ -20,8 +20,9 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 4<<20); return &b }}
 // flush interval (progress offset after each), continuing a resumed temp
 // file after checking the sampled hash of its kept part against the
 // source, then checks the result and renames it into place. A copy that
-// fails is removed (a cancel keeps it for a resume), so no temp file of a
-// torn or corrupt copy is left to be resumed.
+// fails is removed, so no temp file of a torn or corrupt copy is left to
+// be resumed; a cancel keeps it for a resume, and so does a full disk
+// (keepFull): once space is freed the next pass copies only the rest.
 func (st *stager) copy(ctx context.Context, it *fileItem, src *Source, srcSample, dst string) (ledger.Entry, error) {
 	d, name, err := st.dc.Parent(dst, true)
 	if err != nil {
@@ -44,8 +45,12 @@ func (st *stager) copy(ctx context.Context, it *fileItem, src *Source, srcSample
 	c := &chunkCopy{st: st, it: it, src: src, t: t, out: t.File(), size: size, dst: dst}
 	ent, err := c.run(ctx, srcSample)
 	// A cancel keeps the temp file for a resume (the progress reports
-	// it); a failure removes it.
+	// it), and so does a full disk once what was written is flushed; any
+	// other failure removes it.
 	keep := err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
+	if err != nil && !keep && c.full {
+		keep = c.keepFull() == nil
+	}
 	if err != nil && !keep {
 		c.uncount()
 	}
@@ -78,6 +83,20 @@ type chunkCopy struct {
 	// counted is what this copy added to the pass's progress, taken back
 	// when it fails (a discarded copy is made again from the start).
 	counted int64
+	// full: a write into the temp file failed for want of space (ENOSPC,
+	// EDQUOT): what was written before it is whole, and kept (keepFull).
+	full bool
+}
+
+// keepFull readies the temp file of a copy a full disk stopped for the
+// next pass: everything its writes put in it (the chunks before the
+// failed one and what the failed write wrote before it ran out of space)
+// is flushed, so a resume in this boot keeps all of it, after its sampled
+// check, and one after a reboot keeps its durable prefix. Only a write
+// that failed is kept so: a failed flush may have dropped written pages,
+// and its temp file is removed.
+func (c *chunkCopy) keepFull() error {
+	return fdatasync(int(c.out.Fd()))
 }
 
 // run copies the file from the temp file's resumed end on, checks it and
@@ -143,12 +162,24 @@ func (c *chunkCopy) copyChunks(ctx context.Context) error {
 // chunk copies [off, off+n) (hashing it when c.h is set), hands it to
 // writeback, drops the chunk before it behind and counts it.
 func (c *chunkCopy) chunk(off, n int64) error {
-	err := c.st.copyRange(c.src.File, c.out, off, n)
+	w, err := c.st.copyRange(c.src.File, c.out, off, n)
 	if errors.Is(err, errShortSource) {
 		// It shrank while it was copied.
 		return &ChangedError{Path: c.it.Src, Why: fmt.Sprintf("it ended at offset %d of the %d bytes it had when opened", off, c.size)}
 	} else if err != nil {
-		return classifyWrite(c.dst, fmt.Errorf("copy %s to %s at offset %d: %w", c.it.Src, c.t.Path(), off, err))
+		if c.full = errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT); c.full {
+			// What the failed write put in the temp file stays there
+			// (keepFull) and counts as copied. The file's size says how
+			// much that is: a copy_file_range that fails part way may
+			// write pages and still report only the error.
+			if fi, serr := c.out.Stat(); serr == nil {
+				w = max(w, min(fi.Size(), off+n)-off)
+			}
+		}
+		if w > 0 {
+			c.count(w)
+		}
+		return classifyWrite(c.dst, fmt.Errorf("copy %s to %s at offset %d: %w", c.it.Src, c.t.Path(), off+w, err))
 	}
 	if writeBehind {
 		// Hand the chunk to writeback now, without waiting for it, so the
@@ -166,16 +197,21 @@ func (c *chunkCopy) chunk(off, n int64) error {
 		return err
 	}
 	c.prevOff, c.prevN = off, n
+	c.count(n)
+	if testAfterChunk != nil {
+		testAfterChunk(c.it.Rel, off+n)
+	}
+	return nil
+}
+
+// count adds n bytes copied to the pass's counters and progress.
+func (c *chunkCopy) count(n int64) {
 	c.st.nas.Add(n)
 	c.st.mu.Lock()
 	c.st.res.CopiedBytes += n
 	c.st.mu.Unlock()
 	c.st.prog.add(n)
 	c.counted += n
-	if testAfterChunk != nil {
-		testAfterChunk(c.it.Rel, off+n)
-	}
-	return nil
 }
 
 // testAfterChunk, when set (tests only), is called after each chunk of a
@@ -369,8 +405,9 @@ func dropCopied(src, dst *os.File, off, n int64) error {
 }
 
 // copyRange copies [off, off+n) with copy_file_range, falling back to
-// pread/pwrite when the kernel or the filesystems refuse it.
-func (st *stager) copyRange(src, dst *os.File, off, n int64) error {
+// pread/pwrite when the kernel or the filesystems refuse it. It returns
+// how many bytes it wrote, all of them but on an error.
+func (st *stager) copyRange(src, dst *os.File, off, n int64) (int64, error) {
 	st.mu.Lock()
 	noCFR := st.noCFR
 	st.mu.Unlock()
@@ -389,37 +426,40 @@ func (st *stager) copyRange(src, dst *os.File, off, n int64) error {
 					st.mu.Unlock()
 					break
 				}
-				return err
+				return done, err
 			}
 			if m == 0 {
-				return errShortSource
+				return done, errShortSource
 			}
 			done += int64(m)
 		}
 		if done == n {
-			return nil
+			return done, nil
 		}
 	}
-	return rwCopy(src, dst, off+done, n-done)
+	w, err := rwCopy(src, dst, off+done, n-done)
+	return done + w, err
 }
 
-// rwCopy copies with pread/pwrite through a 4 MiB buffer.
-func rwCopy(src, dst *os.File, off, n int64) error {
+// rwCopy copies with pread/pwrite through a 4 MiB buffer and returns how
+// many bytes it wrote.
+func rwCopy(src, dst *os.File, off, n int64) (int64, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
-	for n > 0 {
-		m, err := readFull(src, buf[:min(int64(len(buf)), n)], off)
+	var done int64
+	for done < n {
+		m, err := readFull(src, buf[:min(int64(len(buf)), n-done)], off+done)
 		if err != nil {
-			return err
+			return done, err
 		}
-		if _, err := dst.WriteAt(buf[:m], off); err != nil {
-			return err
+		w, err := dst.WriteAt(buf[:m], off+done)
+		done += int64(w)
+		if err != nil {
+			return done, err
 		}
-		off += int64(m)
-		n -= int64(m)
 	}
-	return nil
+	return done, nil
 }
 
 // readFull reads all of b from src at off: a source that ends first is

@@ -274,7 +274,9 @@ func plainClimb(target string) bool {
 
 // buildPlan walks the repos of s read-only. Dangling links, missing repos
 // and unreadable files fail here, before any write.
-func buildPlan(ctx context.Context, s *spec, kn *known) (*plan, error) {
+// kn, when not nil, gives what the ledger proved; it is called once the
+// snapshots are listed, so a ledger read beside the walk overlaps it.
+func buildPlan(ctx context.Context, s *spec, kn func() *known) (*plan, error) {
 	pl := &planner{s: s, kn: kn, p: &plan{Repos: map[string]*repoPlan{}}, files: map[string]*fileItem{}, roots: s.readRoots()}
 	for _, repo := range s.Repos {
 		if err := pl.repo(ctx, repo); err != nil {
@@ -288,7 +290,7 @@ func buildPlan(ctx context.Context, s *spec, kn *known) (*plan, error) {
 // and the real roots source links may resolve into.
 type planner struct {
 	s     *spec
-	kn    *known // nil: every entry is read on the NAS
+	kn    func() *known // nil, or returning nil: every entry is read on the NAS
 	p     *plan
 	files map[string]*fileItem
 	roots []string
@@ -308,6 +310,9 @@ func (pl *planner) repo(ctx context.Context, repo string) error {
 	if err := pl.checkRepoDirs(r); err != nil {
 		return err
 	}
+	// blobs/ is listed (for partial downloads) while the snapshots are
+	// walked and resolved: on a cold NAS both wait on the server.
+	partial := listPartial(filepath.Join(r.root, "blobs"))
 	rp := &repoPlan{Repo: repo, Dir: r.dir, Revs: map[string][]entry{}}
 	pl.p.Repos[repo] = rp
 	if err := pl.refs(r, rp); err != nil {
@@ -321,12 +326,13 @@ func (pl *planner) repo(ctx context.Context, repo string) error {
 	if err != nil {
 		return err
 	}
+	pl.takeKnown(r, cands)
 	if err := pl.resolveAll(ctx, r, cands); err != nil {
 		return err
 	}
 	// A download still under way, or one that stopped half-way, is
 	// refused before anything is written (naming what is missing).
-	if err := checkComplete(repo, r.root, revFiles(cands)); err != nil {
+	if err := checkComplete(repo, r.root, revFiles(cands), partial()); err != nil {
 		return err
 	}
 	for _, c := range cands {
@@ -445,14 +451,27 @@ func (pl *planner) walkSnapshots(ctx context.Context, r repoSrc, snaps string) (
 		if !ok {
 			return nil // a stray file directly in snapshots/
 		}
-		c := &cand{path: path, rel: rel, rev: rev, inRev: inRev, link: d.Type()&fs.ModeSymlink != 0, skip: pl.s.skipped(inRev)}
-		if c.link && !c.skip {
-			c.kt, c.kent, c.kok = pl.kn.entry(r.dir, rev, filepath.Join(r.dir, "snapshots", rel))
-		}
-		cands = append(cands, c)
+		cands = append(cands, &cand{path: path, rel: rel, rev: rev, inRev: inRev, link: d.Type()&fs.ModeSymlink != 0, skip: pl.s.skipped(inRev)})
 		return nil
 	})
 	return cands, err
+}
+
+// takeKnown plans from the ledger (pl.kn) the link entries it proved:
+// they are not read on the NAS.
+func (pl *planner) takeKnown(r repoSrc, cands []*cand) {
+	if pl.kn == nil {
+		return
+	}
+	kn := pl.kn()
+	if kn == nil {
+		return
+	}
+	for _, c := range cands {
+		if c.link && !c.skip {
+			c.kt, c.kent, c.kok = kn.entry(r.dir, c.rev, filepath.Join(r.dir, "snapshots", c.rel))
+		}
+	}
 }
 
 // resolveAll resolves the entries in parallel. Each entry's error is kept
@@ -663,29 +682,41 @@ const SourceIncomplete = "SourceIncomplete"
 // (model.safetensors.index.json, also in subfolders or for other prefixes).
 const shardIndexSuffix = ".safetensors.index.json"
 
-// checkComplete refuses repo (at root on the NAS) when its blobs/ holds
-// *.incomplete files or when an index in one of its snapshots names shards
-// that snapshot lacks. revFiles maps each revision to the slash paths of
-// its entries (skipped ones included: they exist, they are bound).
-func checkComplete(repo, root string, revFiles map[string]map[string]bool) error {
-	var partial []string
-	blobs := filepath.Join(root, "blobs")
-	if d, err := os.Open(blobs); err == nil {
-		// Names only, in batches: a repo of thousands of blobs is listed
-		// without a directory entry each, nor a sort.
-		for {
-			names, err := d.Readdirnames(1024)
-			for _, n := range names {
-				if strings.HasSuffix(n, ".incomplete") {
-					partial = append(partial, n)
+// listPartial lists, in the background, the *.incomplete files
+// (huggingface_hub's partial downloads) in the repo's blobs directory;
+// the func it returns waits for the list.
+func listPartial(blobs string) func() []string {
+	ch := make(chan []string, 1)
+	go func() {
+		var partial []string
+		if d, err := os.Open(blobs); err == nil {
+			// Names only, in batches: a repo of thousands of blobs is
+			// listed without a directory entry each, nor a sort.
+			for {
+				names, err := d.Readdirnames(1024)
+				for _, n := range names {
+					if strings.HasSuffix(n, ".incomplete") {
+						partial = append(partial, n)
+					}
+				}
+				if err != nil {
+					break
 				}
 			}
-			if err != nil {
-				break
-			}
+			d.Close()
 		}
-		d.Close()
-	}
+		ch <- partial
+	}()
+	return sync.OnceValue(func() []string { return <-ch })
+}
+
+// checkComplete refuses repo (at root on the NAS) when its blobs/ holds
+// *.incomplete files (partial, from listPartial) or when an index in one
+// of its snapshots names shards that snapshot lacks. revFiles maps each
+// revision to the slash paths of its entries (skipped ones included: they
+// exist, they are bound).
+func checkComplete(repo, root string, revFiles map[string]map[string]bool, partial []string) error {
+	blobs := filepath.Join(root, "blobs")
 	if len(partial) > 0 {
 		sort.Strings(partial)
 		return fault.Permanent(SourceIncomplete, fmt.Errorf("repo %s: the download is incomplete: %s holds %d partial file(s) (%s): finish the download on the NAS (hf download %s) and stage again", repo, blobs, len(partial), listSome(partial, 5), repo))

@@ -34,24 +34,26 @@ func Stage(ctx context.Context, in Spec, opts staging.Options) (staging.Result, 
 	if err != nil {
 		return staging.Result{}, err
 	}
-	// The ledger is read first (without making the mirror): the plan
-	// takes what it already proved from it (known).
+	// The ledger is read (without making the mirror) while the plan
+	// walks the NAS, so their I/O overlaps: the plan takes what it
+	// already proved from it (known) once the snapshots are listed.
 	dc := staging.NewDirs(s.Roots)
 	defer dc.Close()
-	var led *ledger.Ledger
-	if md, err := dc.Dir(s.mirror, false); err == nil {
-		if l, err := ledger.LoadIn(md, LedgerName, Kind); err == nil {
-			led = l
-		} // a corrupt ledger is rebuilt by adoption (sampling), never trusted
-	}
-	var kn *known
-	if led != nil && !opts.Force {
-		kn = &known{led: led, sha256: s.sha256}
+	ledc := make(chan *ledger.Ledger, 1)
+	go func() { ledc <- readLedger(dc, s.mirror) }()
+	loaded := sync.OnceValue(func() *ledger.Ledger { return <-ledc })
+	defer loaded() // the read is done before dc is closed
+	kn := func() *known {
+		if l := loaded(); l != nil && !opts.Force {
+			return &known{led: l, sha256: s.sha256}
+		}
+		return nil
 	}
 	p, err := buildPlan(ctx, s, kn)
 	if err != nil {
 		return staging.Result{}, err
 	}
+	led := loaded()
 	if s.MinFree > 0 {
 		// Only what must be written counts: a verify-only pass on a disk
 		// the mirror filled needs no free space.
@@ -65,19 +67,47 @@ func Stage(ctx context.Context, in Spec, opts staging.Options) (staging.Result, 
 	}
 	res, err := st.run(ctx)
 	res.Seconds = time.Since(start).Seconds()
+	if err != nil && !opts.DryRun && (errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)) {
+		err = staging.ShortAfterFull(s.Dst, s.MinFree, p.TotalBytes, toWrite(s, p), err)
+	}
 	return res, err
+}
+
+// readLedger reads the mirror's ledger through dc, nil when there is none
+// (or no mirror yet). A corrupt ledger is nil too: it is rebuilt by
+// adoption (sampling), never trusted.
+func readLedger(dc *staging.Dirs, mirror string) *ledger.Ledger {
+	md, err := dc.Dir(mirror, false)
+	if err != nil {
+		return nil
+	}
+	l, err := ledger.LoadIn(md, LedgerName, Kind)
+	if err != nil {
+		return nil
+	}
+	return l
 }
 
 // toWrite estimates the bytes a pass must write: every planned file whose
 // mirror copy is missing or of another size (a same-size file that fails
 // its samples is re-copied too, and a full disk then fails that copy with
-// NoSpace, leaving no partial file).
+// NoSpace), less what a temp file an earlier copy left beside it holds.
+// That temp file's bytes already count as used space on the disk: the
+// copy resumes from them (openTemp keeps its trusted prefix) or, when they
+// cannot be trusted, truncates them and reuses their room, so they are
+// counted once, as used, and never again as still to write.
 func toWrite(s *spec, p *plan) int64 {
 	var n int64
 	for _, it := range p.Files {
-		fi, err := os.Lstat(filepath.Join(s.mirror, it.Rel))
-		if err != nil || !fi.Mode().IsRegular() || fi.Size() != it.Size {
-			n += it.Size
+		dst := filepath.Join(s.mirror, it.Rel)
+		fi, err := os.Lstat(dst)
+		if err == nil && fi.Mode().IsRegular() && fi.Size() == it.Size {
+			continue
+		}
+		n += it.Size
+		tmp, err := os.Lstat(filepath.Join(filepath.Dir(dst), tmpBase(filepath.Base(dst))))
+		if err == nil && tmp.Mode().IsRegular() {
+			n -= min(tmp.Size(), it.Size)
 		}
 	}
 	return n

@@ -210,7 +210,7 @@ func TestDiskListsAndPrunesStagedBlocksOnLoopFS(t *testing.T) {
 	if code == 0 {
 		t.Fatalf("stage big with %d bytes free and min_free %d succeeded\n%s", free2, free2+4<<20, sout)
 	}
-	for _, want := range []string{"need", "lanes old", "would free enough", "starter disk prune --lru --free", "--node n1", "--make-room"} {
+	for _, want := range []string{"need", "lanes old", "would free enough", "starter disk prune --lane old", "--node n1", "--make-room"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("refused stage does not say %q:\n%s", want, errOut)
 		}

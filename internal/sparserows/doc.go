@@ -24,6 +24,9 @@
 // the unit of verification, rewrite, adoption and resume: progress is
 // reported after each block's fsync with Layer and NextRow, and a pass
 // given that progress as Options.Resume continues the temp file there.
+// A pass a full disk stops keeps its temp file too, and its NoSpace error
+// carries a staging.ShortError with the free space the rest needs, so the
+// node can name lanes to prune; once space is freed the next pass resumes.
 //
 // It is an engine: it must not import go.temporal.io, activities, workflows,
 // internal/cli or internal/workers (activities wrap it; it knows nothing of

@@ -90,6 +90,8 @@ type run struct {
 	resumeLi   int // -1: no resume point
 	resumeNext int64
 	dirty      bool // ledger entries changed since the last save
+	// failedAt is the index of the block a failed pass stopped at.
+	failedAt int
 }
 
 // Stage brings the rank's rows of every layer's table into spec.Dst in
@@ -154,6 +156,11 @@ func Stage(ctx context.Context, spec Spec, opts staging.Options) (staging.Result
 	r.pruneLedger(blocks)
 	r.prog = staging.Progress{FilesTotal: len(r.outs), RowsTotal: pi.Rows, BytesTotal: pi.Bytes}
 	err = r.runBlocks(blocks)
+	if err != nil && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) {
+		// What was written stays in the temp files, resumed by the next
+		// pass: it needs room for the rest only.
+		err = staging.ShortAfterFull(spec.Dst, spec.MinFree, pi.Bytes, r.leftToWrite(blocks), err)
+	}
 	if serr := r.saveLedger(); serr != nil && err == nil {
 		err = serr
 	}
@@ -558,8 +565,21 @@ func (r *run) readers(b block) (src, out spanReader, err error) {
 	return src, out, nil
 }
 
+// leftToWrite is what a pass that stopped at block r.failedAt must still
+// write: that block and every later one it would write without looking.
+func (r *run) leftToWrite(blocks []block) int64 {
+	var n int64
+	for j := r.failedAt; j < len(blocks); j++ {
+		if j == r.failedAt || r.mustWrite(blocks[j]) {
+			n += blocks[j].bytes
+		}
+	}
+	return n
+}
+
 func (r *run) runBlocks(blocks []block) error {
 	for i, b := range blocks {
+		r.failedAt = i
 		if err := r.ctx.Err(); err != nil {
 			return err
 		}

@@ -34,7 +34,7 @@ func ClassifyWrite(path string, err error) error {
 	}
 	switch {
 	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
-		return fault.Permanent(fault.NoSpace, fmt.Errorf("%s: disk full: %w: free space on the node and rerun (finished files are kept and not copied again)", path, err))
+		return fault.Permanent(fault.NoSpace, fmt.Errorf("%s: disk full: %w: free space on the node and rerun (finished files and the copy in progress are kept: the rerun copies only the rest)", path, err))
 	case errors.Is(err, syscall.EROFS):
 		return fault.Permanent(ReadOnly, fmt.Errorf("%s: the filesystem is read-only: %w: remount it read-write or point dst at a writable disk", path, err))
 	case errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM):

@@ -249,16 +249,35 @@ func UnderRoots(path string, roots []string) error {
 // FreeBytes returns the bytes available to an unprivileged writer on the
 // filesystem holding path (its nearest existing ancestor).
 func FreeBytes(path string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := nearest(path, func(p string) error { return syscall.Statfs(p, &st) }); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// DevOf returns the device of the filesystem holding path (its nearest
+// existing ancestor): what a file must be on to free space there.
+func DevOf(path string) (uint64, error) {
+	var st syscall.Stat_t
+	if err := nearest(path, func(p string) error { return syscall.Stat(p, &st) }); err != nil {
+		return 0, fmt.Errorf("stat %s: %w", path, err)
+	}
+	return uint64(st.Dev), nil
+}
+
+// nearest calls look on path, then on each ancestor in turn until it
+// succeeds; it returns the last failure when none does.
+func nearest(path string, look func(string) error) error {
 	p := filepath.Clean(path)
 	for {
-		var st syscall.Statfs_t
-		err := syscall.Statfs(p, &st)
+		err := look(p)
 		if err == nil {
-			return int64(st.Bavail) * int64(st.Bsize), nil
+			return nil
 		}
 		parent := filepath.Dir(p)
 		if parent == p {
-			return 0, fmt.Errorf("statfs %s: %w", path, err)
+			return err
 		}
 		p = parent
 	}
@@ -315,6 +334,22 @@ func CheckFreeToWrite(path string, minFree, total, toWrite int64) error {
 			Err: fmt.Errorf("%s: need %s free (%s to write of the block's %s, min_free %s), have %s: free space or lower min_free", path, HumanBytes(need), HumanBytes(toWrite), HumanBytes(total), HumanBytes(minFree), HumanBytes(free))})
 	}
 	return nil
+}
+
+// ShortAfterFull is a write that ran out of space (err, ENOSPC or EDQUOT)
+// told as a failed min_free check: the free space the block still needs
+// to finish (toWrite of its total bytes, which counts what its temp files
+// hold once, plus min_free's headroom) against what is free now. So the
+// node worker names the lanes whose blocks would free enough, or (with
+// --make-room) prunes them and stages again, which resumes the copy.
+func ShortAfterFull(path string, minFree, total, toWrite int64, err error) error {
+	free, ferr := FreeBytes(path)
+	if ferr != nil {
+		return err
+	}
+	need := toWrite + max(0, minFree-total)
+	return &ShortError{Path: path, Need: need, Free: free,
+		Err: fmt.Errorf("%w (the block still needs %s free to finish, have %s; what it wrote is kept)", err, HumanBytes(need), HumanBytes(free))}
 }
 
 // binaryUnits are the IEC units HumanBytes prints.
