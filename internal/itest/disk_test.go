@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -99,16 +100,38 @@ func TestDiskListsAndPrunesStagedBlocksOnLoopFS(t *testing.T) {
 			t.Fatalf("%s: exit %d\n%s\n%s", strings.Join(args, " "), code, out, errOut)
 		}
 	}
-	disk := func(args ...string) (int, diskJSON, string) {
-		t.Helper()
-		code, out, errOut := f.starter(ctx, append([]string{"disk", "--json"}, args...)...)
-		var res diskJSON
-		if err := json.Unmarshal([]byte(out), &res); err != nil {
-			t.Fatalf("disk %s --json is not JSON: %v\n%s\n%s", strings.Join(args, " "), err, out, errOut)
-		}
-		return code, res, out + errOut
+	d := &diskRun{ctx: ctx, f: f, root: root, image: image, hub: nas.Hub, port: port}
+	oldBytes := d.list(t)
+	d.prune(t, oldBytes)
+	d.makeRoom(t)
+}
+
+// diskRun is the disk test's fleet: one node whose root is a loop-mounted
+// filesystem, lanes old and live staged, live served.
+type diskRun struct {
+	ctx        context.Context
+	f          *fleet
+	root       string // n1's root on the loop filesystem
+	image, hub string
+	port       int
+}
+
+// disk runs `starter disk --json ARGS...` and decodes its answer.
+func (d *diskRun) disk(t *testing.T, args ...string) (int, diskJSON, string) {
+	t.Helper()
+	code, out, errOut := d.f.starter(d.ctx, append([]string{"disk", "--json"}, args...)...)
+	var res diskJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("disk %s --json is not JSON: %v\n%s\n%s", strings.Join(args, " "), err, out, errOut)
 	}
-	code, res, out := disk()
+	return code, res, out + errOut
+}
+
+// list checks the listing (JSON and table) of both blocks and returns the
+// old block's bytes.
+func (d *diskRun) list(t *testing.T) int64 {
+	ctx, f := d.ctx, d.f
+	code, res, out := d.disk(t)
 	if code != 0 || len(res.Nodes) != 1 || res.Nodes[0].Disk == nil {
 		t.Fatalf("disk: exit %d\n%s", code, out)
 	}
@@ -141,7 +164,14 @@ func TestDiskListsAndPrunesStagedBlocksOnLoopFS(t *testing.T) {
 	if code, table, errOut := f.starter(ctx, "disk"); code != 0 || !strings.Contains(table, "old/weights") || !strings.Contains(table, "live/weights") || !strings.Contains(table, "RUNNING") {
 		t.Errorf("disk table (exit %d):\n%s\n%s", code, table, errOut)
 	}
+	return oldBytes
+}
 
+// prune checks that a prune waits for n1's node lease, that a dry run
+// removes nothing, that the running lane's block is kept and that an LRU
+// prune frees the old block's space.
+func (d *diskRun) prune(t *testing.T, oldBytes int64) {
+	ctx, f, root := d.ctx, d.f, d.root
 	// A prune is a mutating run: while another run holds n1's node lease
 	// (the real NodeLease workflow, started here as a stage would), a
 	// prune is refused naming the holder; a dry run removes nothing and
@@ -159,7 +189,7 @@ func TestDiskListsAndPrunesStagedBlocksOnLoopFS(t *testing.T) {
 	}
 	free0 := statfsFree(t, root)
 	want := strconv.FormatInt(free0+4<<20, 10)
-	code, res, out = disk("prune", "--lru", "--free", want, "--dry-run")
+	code, res, out := d.disk(t, "prune", "--lru", "--free", want, "--dry-run")
 	if code != 0 || res.Nodes[0].Disk.Prune == nil || len(res.Nodes[0].Disk.Prune.Removals) != 1 || res.Nodes[0].Disk.Prune.Removals[0].Lanes[0] != "old" || res.Nodes[0].Disk.Prune.Removals[0].Removed {
 		t.Fatalf("dry-run prune: exit %d\n%s", code, out)
 	}
@@ -172,11 +202,11 @@ func TestDiskListsAndPrunesStagedBlocksOnLoopFS(t *testing.T) {
 	if err := lease.Get(ctx, nil); err != nil {
 		t.Fatalf("the test's node lease did not end on release: %v", err)
 	}
-	code, res, out = disk("prune", "--lane", "live")
+	code, res, out = d.disk(t, "prune", "--lane", "live")
 	if p := res.Nodes[0].Disk.Prune; code != 0 || p == nil || len(p.Removals) != 0 || len(p.Kept) != 1 || !strings.Contains(p.Kept[0], "live is running") {
 		t.Fatalf("prune of the running lane: exit %d\n%s", code, out)
 	}
-	code, res, out = disk("prune", "--lru", "--free", want)
+	code, res, out = d.disk(t, "prune", "--lru", "--free", want)
 	p := res.Nodes[0].Disk.Prune
 	if code != 0 || p == nil || len(p.Removals) != 1 || !p.Removals[0].Removed || p.Removals[0].Lanes[0] != "old" || !p.Enough {
 		t.Fatalf("LRU prune: exit %d\n%s", code, out)
@@ -193,7 +223,12 @@ func TestDiskListsAndPrunesStagedBlocksOnLoopFS(t *testing.T) {
 		t.Errorf("free space grew by %d bytes, want about the old block's %d", free1-free0, oldBytes)
 	}
 	t.Logf("LRU prune freed %d bytes (block listed as %d) on the loop filesystem", free1-free0, oldBytes)
+}
 
+// makeRoom checks a stage refused for min_free names what to prune, and
+// with --make-room prunes it and stages.
+func (d *diskRun) makeRoom(t *testing.T) {
+	ctx, f, root, image, port := d.ctx, d.f, d.root, d.image, d.port
 	// A stage that would fail min_free names the lanes whose blocks would
 	// free enough and the prune command; with --make-room it prunes them
 	// itself and stages. The old lane is staged again (never served: the
@@ -202,7 +237,7 @@ func TestDiskListsAndPrunesStagedBlocksOnLoopFS(t *testing.T) {
 		t.Fatalf("stage old again: exit %d\n%s\n%s", code, out, errOut)
 	}
 	free2 := statfsFree(t, root)
-	big := strings.Replace(diskRecipe("big", image, nas.Hub, port+20), `verify = "sampled"`, fmt.Sprintf("verify = \"sampled\"\nmin_free = \"%d\"", free2+4<<20), 1)
+	big := strings.Replace(diskRecipe("big", image, d.hub, port+20), `verify = "sampled"`, fmt.Sprintf("verify = \"sampled\"\nmin_free = \"%d\"", free2+4<<20), 1)
 	if err := os.WriteFile(filepath.Join(f.dir, "recipes", "big.toml"), []byte(big), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -67,30 +67,7 @@ func TestEnvFromSecretsReachTheContainerAndNothingElse(t *testing.T) {
 	logs := &syncBuffer{}
 	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zapcore.DebugLevel))
 	f, dc := demoFleet(t, 24<<20, func(o *fleetOptions) { o.log = logger })
-	recipe := filepath.Join(f.dir, "recipes", "demo-2x.toml")
-	body, err := os.ReadFile(recipe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The engine prints both values when it starts (as engines that log
-	// their environment do), so every reader of its log is put to the test.
-	body = bytes.Replace(body, []byte(`SIM_LANE = "demo-2x"`), []byte(`SIM_LANE = "demo-2x"`+"\nENGINE_SIM_LOG_ENV = \"HF_TOKEN,API_KEY\""), 1)
-	if !bytes.Contains(body, []byte("ENGINE_SIM_LOG_ENV")) {
-		t.Fatalf("recipe %s: no SIM_LANE line to add ENGINE_SIM_LOG_ENV after", recipe)
-	}
-	body = append(body, []byte("\n[env_from]\nHF_TOKEN = \"env:SPARKLANE_TEST_HF_TOKEN\"\nAPI_KEY = \"file:/etc/sparklane/api_key\"\n")...)
-	if err := os.WriteFile(recipe, body, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"n1", "n2"} {
-		p := filepath.Join(f.dir, "nodes", n, "etc", "sparklane", "api_key")
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(apiKey+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addEnvFromSecrets(t, f, apiKey)
 	ctx := withTimeout(t, 10*time.Minute)
 
 	var printed strings.Builder
@@ -151,29 +128,11 @@ func TestEnvFromSecretsReachTheContainerAndNothingElse(t *testing.T) {
 
 	// Nowhere else: the Temporal DB files, the reports, the logs, the output.
 	var dbBytes int64
-	stateFiles := 0
-	err = filepath.WalkDir(filepath.Dir(f.env.Server.(*devserver.Server).DBPath()), func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		stateFiles++
+	stateFiles := secretFreeFiles(t, filepath.Dir(f.env.Server.(*devserver.Server).DBPath()), []string{token, apiKey}, func(p string, b []byte) {
 		if strings.HasPrefix(filepath.Base(p), "temporal.db") {
 			dbBytes += int64(len(b))
 		}
-		for _, s := range []string{token, apiKey} {
-			if bytes.Contains(b, []byte(s)) {
-				t.Errorf("%s holds a secret value (%d bytes scanned)", p, len(b))
-			}
-		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	db, err := os.ReadFile(f.env.Server.(*devserver.Server).DBPath())
 	if err != nil {
 		t.Fatal(err)
@@ -186,25 +145,9 @@ func TestEnvFromSecretsReachTheContainerAndNothingElse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nReports := 0
-	err = filepath.WalkDir(reports, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		nReports++
-		for _, s := range []string{token, apiKey} {
-			if bytes.Contains(b, []byte(s)) {
-				t.Errorf("report file %s holds a secret value", p)
-			}
-		}
-		return nil
-	})
-	if err != nil || nReports == 0 {
-		t.Fatalf("report bundle under %s: %d files, %v", reports, nReports, err)
+	nReports := secretFreeFiles(t, reports, []string{token, apiKey}, nil)
+	if nReports == 0 {
+		t.Fatalf("report bundle under %s: no files", reports)
 	}
 	logText := logs.String()
 	if !strings.Contains(logText, "demo-2x") {
@@ -219,6 +162,67 @@ func TestEnvFromSecretsReachTheContainerAndNothingElse(t *testing.T) {
 	}
 	t.Logf("secrets in 2 containers; absent from %d state files (DB and WAL %d bytes), %d report files, %d bytes of logs, %d bytes of starter output",
 		stateFiles, dbBytes, nReports, len(logText), printed.Len())
+}
+
+// addEnvFromSecrets gives demo-2x an [env_from] HF_TOKEN from the node
+// workers' environment and API_KEY from a file on each node, and makes
+// the engine print both values when it starts (as engines that log their
+// environment do), so every reader of its log is put to the test.
+func addEnvFromSecrets(t *testing.T, f *fleet, apiKey string) {
+	t.Helper()
+	recipe := filepath.Join(f.dir, "recipes", "demo-2x.toml")
+	body, err := os.ReadFile(recipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = bytes.Replace(body, []byte(`SIM_LANE = "demo-2x"`), []byte(`SIM_LANE = "demo-2x"`+"\nENGINE_SIM_LOG_ENV = \"HF_TOKEN,API_KEY\""), 1)
+	if !bytes.Contains(body, []byte("ENGINE_SIM_LOG_ENV")) {
+		t.Fatalf("recipe %s: no SIM_LANE line to add ENGINE_SIM_LOG_ENV after", recipe)
+	}
+	body = append(body, []byte("\n[env_from]\nHF_TOKEN = \"env:SPARKLANE_TEST_HF_TOKEN\"\nAPI_KEY = \"file:/etc/sparklane/api_key\"\n")...)
+	if err := os.WriteFile(recipe, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"n1", "n2"} {
+		p := filepath.Join(f.dir, "nodes", n, "etc", "sparklane", "api_key")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(apiKey+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// secretFreeFiles reads every file under root, fails the test for each
+// that holds one of secrets, hands each file to seen (when not nil) and
+// returns how many files it read.
+func secretFreeFiles(t *testing.T, root string, secrets []string, seen func(path string, b []byte)) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		n++
+		if seen != nil {
+			seen(p, b)
+		}
+		for _, s := range secrets {
+			if bytes.Contains(b, []byte(s)) {
+				t.Errorf("%s holds a secret value (%d bytes scanned)", p, len(b))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("scan %s for secrets: %v", root, err)
+	}
+	return n
 }
 
 func envNames(env []string) []string {
