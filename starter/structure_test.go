@@ -77,7 +77,9 @@ func TestFunctionsAreShort(t *testing.T) {
 		pkgs = append(pkgs, p)
 		total += n
 	}
-	sort.Slice(pkgs, func(i, j int) bool { return pkgLines[pkgs[i]] > pkgLines[pkgs[j]] || pkgLines[pkgs[i]] == pkgLines[pkgs[j]] && pkgs[i] < pkgs[j] })
+	sort.Slice(pkgs, func(i, j int) bool {
+		return pkgLines[pkgs[i]] > pkgLines[pkgs[j]] || pkgLines[pkgs[i]] == pkgLines[pkgs[j]] && pkgs[i] < pkgs[j]
+	})
 	t.Logf("non-test Go: %d lines in %d packages", total, len(pkgs))
 	for i := 0; i < 12 && i < len(pkgs); i++ {
 		t.Logf("package %-40s %6d non-test lines", pkgs[i], pkgLines[pkgs[i]])
