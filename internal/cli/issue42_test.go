@@ -115,7 +115,8 @@ func TestStartWorkerHintByKindOfNode(t *testing.T) {
 	}
 }
 
-// temporal.port = 0 is a free port (not silently 7233); absent is 7233;
+// temporal.port = 0 is a free port (not silently 7233); absent is 7233
+// (ui_port likewise, 8233);
 // 0 with a remote node is an error naming the key.
 func TestTemporalPortZeroMeansAFreePort(t *testing.T) {
 	dir := t.TempDir()
@@ -132,6 +133,13 @@ func TestTemporalPortZeroMeansAFreePort(t *testing.T) {
 	}
 	if p := load(cliFleet).Temporal.Port; p != config.DefaultPort {
 		t.Errorf("no temporal.port loaded as %d, want %d", p, config.DefaultPort)
+	}
+	// The web UI port the same way: 0 is a free port, absent is 8233.
+	if p := load(cliFleet + "[temporal]\nui_port = 0\n").Temporal.UIPort; p != 0 {
+		t.Errorf("temporal.ui_port = 0 loaded as %d", p)
+	}
+	if p := load(cliFleet).Temporal.UIPort; p != config.DefaultUIPort {
+		t.Errorf("no temporal.ui_port loaded as %d, want %d", p, config.DefaultUIPort)
 	}
 	t.Setenv("SPARKLANE_TEMPORAL_PORT", "0")
 	if p := load(cliFleet).Temporal.Port; p != 0 {

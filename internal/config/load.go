@@ -152,11 +152,8 @@ func applyConfigDefaults(cfg *Config) error {
 	if cfg.Temporal.Namespace == "" {
 		cfg.Temporal.Namespace = DefaultNamespace
 	}
-	// temporal.port: an absent key is DefaultPort (viper's default); an
-	// explicit 0 stays 0, a free port (see Temporal.Port).
-	if cfg.Temporal.UIPort == 0 {
-		cfg.Temporal.UIPort = DefaultUIPort
-	}
+	// temporal.port and temporal.ui_port: an absent key is the default
+	// (viper's); an explicit 0 stays 0, a free port picked at start.
 	if cfg.ProbeGrace == 0 {
 		cfg.ProbeGrace = DefaultProbeGrace
 	}

@@ -69,7 +69,8 @@ type Temporal struct {
 	// second fleet on one host); remote nodes need a fixed one, as their
 	// tunnels forward it.
 	Port int `mapstructure:"port" json:"port"`
-	// UIPort is the embedded web UI port (default 8233).
+	// UIPort is the embedded web UI port (default 8233; 0: a free port,
+	// shown where the service prints its web UI; -1: no web UI).
 	UIPort int `mapstructure:"ui_port" json:"ui_port"`
 	// TLSCert/TLSKey/TLSCA are file paths for mTLS to an external cluster.
 	TLSCert string `mapstructure:"tls_cert" json:"tls_cert,omitempty"`

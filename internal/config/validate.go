@@ -74,7 +74,7 @@ func ConfigErrors(cfg *Config) []error {
 		}
 	}
 	if p := cfg.Temporal.UIPort; p < -1 || p > 65535 {
-		errs = append(errs, cfgErr(cfg, "temporal.ui_port", "%d is not a port in 1..65535 (or -1: no web UI)", p))
+		errs = append(errs, cfgErr(cfg, "temporal.ui_port", "%d is not a port in 1..65535 (or 0: a free port, -1: no web UI)", p))
 	}
 	if cfg.HFCacheDir != "" && !filepath.IsAbs(cfg.HFCacheDir) {
 		errs = append(errs, cfgErr(cfg, "hf_cache_dir", "%q is not absolute: write the NAS hub root as an absolute path", cfg.HFCacheDir))
