@@ -191,7 +191,7 @@ nodes = ["a", "a"]
 	wantLines(t, errText(flatten(Validate(cfg, nil))),
 		cfgPath+`: probe_grace: -1s is negative`,
 		cfgPath+`: node_outage_budget: -1h0m0s is negative`,
-		cfgPath+`: temporal.ui_port: 70000 is not a port in 1..65535 (or -1: no web UI)`,
+		cfgPath+`: temporal.ui_port: 70000 is not a port in 1..65535 (or 0: a free port, -1: no web UI)`,
 		cfgPath+`: nodes[1].name: node a is defined twice (also nodes[0])`,
 		cfgPath+`: clusters[0].nodes[1]: node a is listed twice in cluster c`,
 	)
