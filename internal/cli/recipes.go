@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -18,9 +19,15 @@ func (a *App) lanesCmd() *cobra.Command {
 		Use:   "lanes",
 		Short: "list lanes: name, aliases, cluster, runtime, staging blocks; broken recipes with their error",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, set, err := a.recipeSet()
+			_, set, err := a.loadRecipeSet() // lists what does not load itself
 			if err != nil {
 				return err
+			}
+			for _, w := range set.Warnings {
+				fmt.Fprintln(a.Err, "warning:", w)
+			}
+			for _, n := range set.Notes {
+				fmt.Fprintln(a.Err, "note:", n)
 			}
 			var lanes []contract.Recipe // as runs carry them (lane.Wire)
 			for _, r := range set.Recipes {
@@ -36,6 +43,11 @@ func (a *App) lanesCmd() *cobra.Command {
 					rows = append(rows, []string{"BROKEN " + b.File, "-", "-", "-", firstLine(b.Error)})
 				}
 				table(a.Out, []string{"LANE", "ALIASES", "CLUSTER", "RUNTIME", "STAGING"}, rows)
+				// The full errors, as `recipe check` gives them: the
+				// table's row has the first line only.
+				for _, b := range set.Broken {
+					fmt.Fprintf(a.Out, "\nBROKEN %s:\n  %s\n", b.File, strings.ReplaceAll(strings.TrimRight(b.Error, "\n"), "\n", "\n  "))
+				}
 			})
 		},
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -112,8 +113,8 @@ func TestBrokenRecipeListedOthersStillWork(t *testing.T) {
 	if !strings.Contains(out, "BROKEN "+filepath.Join(extra, "mine", "typo.yaml")) || !strings.Contains(out, "minimax-m2.7-awq4-vllm") {
 		t.Errorf("lanes: broken recipe not listed, or registry lanes missing:\n%s", out)
 	}
-	if !strings.Contains(errOut, "warning: broken recipe "+filepath.Join(extra, "mine", "typo.yaml")) {
-		t.Errorf("no warning for the broken recipe on stderr:\n%s", errOut)
+	if !strings.Contains(out, "\nBROKEN "+filepath.Join(extra, "mine", "typo.yaml")+":\n") || strings.Contains(errOut, "do not load") {
+		t.Errorf("lanes: no full error for the broken recipe, or the one-line count on stderr:\n%s\n%s", out, errOut)
 	}
 	code, _, errOut = runStarter(t, "--config", cfgPath, "recipe", "render", "--lane", "minimax-m2.7-awq4-vllm", "--cluster", "pair")
 	if code != 0 {
@@ -137,5 +138,36 @@ func TestBrokenRecipeListedOthersStillWork(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(res.Errors, "\n"), bad) {
 		t.Errorf("recipe check does not name %s: %v", bad, res.Errors)
+	}
+}
+
+// Twenty broken recipes in a registry clone cost a command that does not
+// use them one line on stderr; `lanes` gives every error in full, and
+// --lane on a broken one gives its own error (not the count).
+func TestTwentyBrokenRecipesOneLine(t *testing.T) {
+	extra := t.TempDir()
+	for i := range 20 {
+		writeConfigTestFile(t, filepath.Join(extra, "broken"), fmt.Sprintf("bad%02d.yaml", i),
+			fmt.Sprintf("model: org/m\nruntime: vllm\ncontainer: img\ncommand: vllm serve {model}\nbogus_key_%02d: 1\n", i))
+	}
+	cfgPath := registryFleet(t, extra)
+
+	code, _, errOut := runStarter(t, "--config", cfgPath, "recipe", "render", "--lane", "minimax-m2.7-awq4-vllm", "--cluster", "pair")
+	lines := strings.Split(strings.TrimRight(errOut, "\n"), "\n")
+	if code != 0 || len(lines) != 1 || lines[0] != "warning: 20 recipes do not load: `starter lanes` lists them" {
+		t.Errorf("a good lane beside 20 broken ones: exit %d, stderr %d lines:\n%s", code, len(lines), errOut)
+	}
+
+	code, out, _ := runStarter(t, "--config", cfgPath, "lanes")
+	for i := range 20 {
+		f := filepath.Join(extra, "broken", fmt.Sprintf("bad%02d.yaml", i))
+		if code != 0 || !strings.Contains(out, "\nBROKEN "+f+":\n") || !strings.Contains(out, fmt.Sprintf("bogus_key_%02d", i)) {
+			t.Errorf("lanes: %s not listed with its error (exit %d)", f, code)
+		}
+	}
+
+	code, _, errOut = runStarter(t, "--config", cfgPath, "recipe", "render", "--lane", "bad07", "--cluster", "pair")
+	if code == 0 || strings.Contains(errOut, "do not load") || !strings.Contains(errOut, "lane bad07: recipe "+filepath.Join(extra, "broken", "bad07.yaml")+" is broken") || !strings.Contains(errOut, "bogus_key_07") {
+		t.Errorf("--lane on a broken recipe: exit %d\n%s", code, errOut)
 	}
 }

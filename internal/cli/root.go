@@ -44,6 +44,8 @@ type App struct {
 	cfg *config.Config
 	// set is the recipe set, loaded and validated on first use.
 	set *config.RecipeSet
+	// brokenNoted: the one line about broken recipes was printed.
+	brokenNoted bool
 	// viper reads the fleet config: --config bound to its "config" key,
 	// SPARKLANE_* env, the file, defaults (config.NewViper).
 	viper *viper.Viper
@@ -346,11 +348,24 @@ func (a *App) recipes() (*config.Config, []*config.Recipe, error) {
 	return cfg, set.Recipes, nil
 }
 
-// recipeSet loads recipes_dir and recipes_dirs once and validates them: a
-// broken recipe is listed (a warning on stderr, a row in `lanes`) and
-// every other lane keeps working. Only a broken fleet config, or recipes
-// clashing with each other, fail every command.
+// recipeSet loads recipes_dir and recipes_dirs once and validates them
+// (loadRecipeSet); broken recipes and skipped files are one line on
+// stderr (noteBroken), listed in full by `starter lanes` and `recipe
+// check`. Every other lane keeps working. Only a broken fleet config, or
+// recipes clashing with each other, fail every command.
 func (a *App) recipeSet() (*config.Config, *config.RecipeSet, error) {
+	cfg, set, err := a.loadRecipeSet()
+	if err != nil {
+		return nil, nil, err
+	}
+	a.noteBroken(set)
+	return cfg, set, nil
+}
+
+// loadRecipeSet is recipeSet without the line on stderr: for the
+// commands that list broken recipes themselves, and for --lane, which
+// gives the asked-for recipe's own error when it is broken.
+func (a *App) loadRecipeSet() (*config.Config, *config.RecipeSet, error) {
 	cfg, err := a.config()
 	if err != nil {
 		return nil, nil, err
@@ -359,20 +374,44 @@ func (a *App) recipeSet() (*config.Config, *config.RecipeSet, error) {
 		return cfg, a.set, nil
 	}
 	set, err := config.LoadRecipeSet(cfg, cfg.File)
-	for _, w := range set.Warnings {
-		fmt.Fprintln(a.Err, "warning:", w)
-	}
 	if err != nil {
+		for _, w := range set.Warnings {
+			fmt.Fprintln(a.Err, "warning:", w)
+		}
 		return nil, nil, err
 	}
 	if err := lane.ValidateSet(cfg, set); err != nil {
 		return nil, nil, err
 	}
-	for _, b := range set.Broken {
-		fmt.Fprintf(a.Err, "warning: broken recipe %s (other lanes are not affected): %s\n", b.File, firstLine(b.Error))
-	}
 	a.set = set
 	return cfg, set, nil
+}
+
+// noteBroken prints, once per command, how many recipes do not load and
+// how many files were skipped, and where to read why: a registry clone
+// with twenty unresolved mods costs one line, not a screen, on every
+// command that does not use them.
+func (a *App) noteBroken(set *config.RecipeSet) {
+	if a.brokenNoted || len(set.Broken)+len(set.Warnings) == 0 {
+		return
+	}
+	a.brokenNoted = true
+	var parts []string
+	switch n := len(set.Broken); n {
+	case 0:
+	case 1:
+		parts = append(parts, "1 recipe does not load")
+	default:
+		parts = append(parts, fmt.Sprintf("%d recipes do not load", n))
+	}
+	switch n := len(set.Warnings); n {
+	case 0:
+	case 1:
+		parts = append(parts, "1 file in the recipe directories was skipped")
+	default:
+		parts = append(parts, fmt.Sprintf("%d files in the recipe directories were skipped", n))
+	}
+	fmt.Fprintf(a.Err, "warning: %s: `starter lanes` lists them\n", strings.Join(parts, ", "))
 }
 
 func firstLine(s string) string {
@@ -398,9 +437,12 @@ func (a *App) laneOn(name, cluster string, overrides []string) (*config.Config, 
 	if err := a.requireFleet(); err != nil {
 		return nil, nil, nil, err
 	}
-	cfg, set, err := a.recipeSet()
+	cfg, set, err := a.loadRecipeSet()
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if set.BrokenFor(name) == nil || set.Find(name) != nil {
+		a.noteBroken(set) // the lane asked for is not one of them
 	}
 	if cluster != "" && cfg.Cluster(cluster) == nil {
 		return nil, nil, nil, fmt.Errorf("--cluster %s: no such cluster in %s (see [[clusters]])", cluster, cfg.File)

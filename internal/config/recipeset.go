@@ -27,9 +27,15 @@ type BrokenRecipe struct {
 // and each recipes_dirs entry (searched recursively, so a registry clone
 // works as it is).
 type RecipeSet struct {
-	Recipes  []*Recipe      `json:"recipes"`
-	Broken   []BrokenRecipe `json:"broken,omitempty"`
-	Warnings []string       `json:"warnings,omitempty"`
+	Recipes []*Recipe      `json:"recipes"`
+	Broken  []BrokenRecipe `json:"broken,omitempty"`
+	// Warnings are files skipped because they could not be read: like
+	// Broken, a command that does not list recipes only counts them.
+	Warnings []string `json:"warnings,omitempty"`
+	// Notes are findings that change nothing an operator must fix (a
+	// name qualified because two registry folders use it): `starter
+	// lanes` prints them, other commands do not.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Find returns the recipe named (or aliased) lane, nil when none is.
@@ -93,7 +99,7 @@ func LoadRecipeSet(cfg *Config, skip ...string) (*RecipeSet, error) {
 		if err != nil || !nested || ValidName(q) != nil || count[q] > 0 {
 			continue
 		}
-		set.Warnings = append(set.Warnings, fmt.Sprintf("%s: lane %q is also the name of another recipe: this one is lane %s", l.r.File, l.r.Name, q))
+		set.Notes = append(set.Notes, fmt.Sprintf("%s: lane %q is also the name of another recipe: this one is lane %s", l.r.File, l.r.Name, q))
 		l.r.Name = q
 	}
 	seen := map[string]string{}
