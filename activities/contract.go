@@ -206,6 +206,31 @@ type BeforeServeResult struct {
 	Cleared []serve.Cleared `json:"cleared,omitempty"`
 }
 
+// PostExecInput runs a lane's post_exec (rendered) in its head
+// container on this node, in order, stopping at the first failure.
+type PostExecInput struct {
+	Lane      string   `json:"lane"`
+	Container string   `json:"container"`
+	Commands  []string `json:"commands"`
+	// Timeout bounds each command.
+	Timeout contract.Duration `json:"timeout,omitempty"`
+}
+
+// PostCommandsInput runs a lane's post_commands (rendered) on the
+// control host, in order, stopping at the first failure.
+type PostCommandsInput struct {
+	Lane     string   `json:"lane"`
+	Commands []string `json:"commands"`
+	// Timeout bounds each command.
+	Timeout contract.Duration `json:"timeout,omitempty"`
+}
+
+// PostHooksResult is every post hook's output (masked), kept in history.
+type PostHooksResult struct {
+	Node    string       `json:"node,omitempty"`
+	Outputs []HookOutput `json:"outputs,omitempty"`
+}
+
 // StartRankInput starts one rank's container.
 type StartRankInput struct {
 	Lane       string            `json:"lane"`

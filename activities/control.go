@@ -343,3 +343,24 @@ func nonEmptyOr(s, def string) string {
 	}
 	return s
 }
+
+// PostCommands runs the lane's post_commands on the control host (this
+// service), after its post_exec: each with sh -c in state_dir, in order,
+// the first failure stopping (a non-zero exit is a permanent HookFailed).
+// SPARKLANE_LANE is set; outputs are masked as before_serve hooks' are.
+func (a *ControlActivities) PostCommands(ctx context.Context, in PostCommandsInput) (PostHooksResult, error) {
+	dir := a.Config.StateDir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return PostHooksResult{}, classify(fmt.Errorf("post_commands of lane %s: state_dir %s: %w", in.Lane, dir, err))
+	}
+	r, err := serve.RunHooks(ctx, serve.HooksInput{Commands: in.Commands, Timeout: in.Timeout.D(), Dir: dir, Label: "post_commands",
+		Env: map[string]string{"SPARKLANE_LANE": in.Lane}})
+	res := PostHooksResult{}
+	for _, o := range r.Outputs {
+		res.Outputs = append(res.Outputs, HookOutput{Command: o.Command, Exit: o.Exit, Output: o.Output})
+	}
+	if err != nil && len(r.Outputs) > 0 && r.Outputs[len(r.Outputs)-1].Exit > 0 {
+		err = fault.Permanent(fault.HookFailed, fmt.Errorf("lane %s: %w", in.Lane, err))
+	}
+	return res, classify(err)
+}

@@ -739,3 +739,27 @@ func numericUser(u string) (uid, gid int, ok bool) {
 	}
 	return uid, gid, true
 }
+
+// PostExec runs the lane's post_exec in its head container here, once the
+// lane answers: each command as /bin/sh -c, in order, the first failure
+// stopping. Outputs are masked with the lane's secrets as its rank logs
+// are (InspectLane).
+func (a *NodeActivities) PostExec(ctx context.Context, in PostExecInput) (PostHooksResult, error) {
+	d, err := a.dockerClient(ctx)
+	if err != nil {
+		return PostHooksResult{}, classify(err)
+	}
+	ed, ok := d.(serve.ExecDocker)
+	if !ok {
+		return PostHooksResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: its Docker client cannot exec in containers (post_exec)", a.Node.Name)))
+	}
+	a.mu.Lock()
+	secrets := a.secrets[in.Lane]
+	a.mu.Unlock()
+	outs, err := serve.ExecHooks(ctx, ed, serve.ExecInput{Node: a.Node.Name, Container: in.Container, Commands: in.Commands, Timeout: in.Timeout.D(), Secrets: secrets})
+	res := PostHooksResult{Node: a.Node.Name}
+	for _, o := range outs {
+		res.Outputs = append(res.Outputs, HookOutput{Command: o.Command, Exit: o.Exit, Output: o.Output})
+	}
+	return res, classify(err)
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -12,6 +13,9 @@ import (
 )
 
 func main() {
+	if filepath.Base(os.Args[0]) == "sh" {
+		os.Exit(runShell(os.Args[1:]))
+	}
 	cfg, err := sim.ParseArgs(os.Args[1:], os.Getenv)
 	if err == nil {
 		cfg.Log = os.Stdout

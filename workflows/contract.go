@@ -449,6 +449,11 @@ type ServeResult struct {
 	Decode  *activities.DecodeProbeResult  `json:"decode,omitempty"`
 	// Answers is true when the lane answered its probes.
 	Answers bool `json:"answers"`
+	// PostExec and PostCommands are the post hooks' outputs; StoppedAfterPost
+	// says the lane was stopped after them (stop_after_post).
+	PostExec         *activities.PostHooksResult `json:"post_exec,omitempty"`
+	PostCommands     *activities.PostHooksResult `json:"post_commands,omitempty"`
+	StoppedAfterPost bool                        `json:"stopped_after_post,omitempty"`
 }
 
 // StopInput stops a lane (or every sparklane container) on nodes.

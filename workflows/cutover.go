@@ -393,7 +393,7 @@ func (c *cutover) serve() error {
 	c.res.Serve = &sr
 	if err != nil {
 		step := "serve"
-		if sr.Ranks != nil && len(sr.Ranks) == len(c.in.Plan.Nodes) {
+		if sr.Ranks != nil && len(sr.Ranks) == len(c.in.Plan.Nodes) && errType(err) != fault.HookFailed {
 			step = "probe"
 		}
 		return failedAt(step, err)
@@ -406,6 +406,10 @@ func (c *cutover) serve() error {
 // back.
 func (c *cutover) bench() error {
 	if !c.in.Bench || c.in.NoWait {
+		return nil
+	}
+	if c.res.Serve != nil && c.res.Serve.StoppedAfterPost {
+		c.t.skip("bench", "", "stop_after_post: the lane was stopped after its post hooks")
 		return nil
 	}
 	i := c.t.start("bench", "")

@@ -104,9 +104,75 @@ func serveLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contra
 	}
 	if noWait {
 		t.skip("probe", "", "--no-wait")
+		if hasPostHooks(plan) {
+			t.skip("post hooks", "", "--no-wait: they run once the lane answers")
+		}
 		return res, nil
 	}
-	return probeLane(ctx, t, rc, plan, res)
+	res, err := probeLane(ctx, t, rc, plan, res)
+	if err != nil || !hasPostHooks(plan) {
+		return res, err
+	}
+	if workflow.GetVersion(ctx, versionPostHooks, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return res, nil
+	}
+	return postHooks(ctx, t, rc, plan, pickup, budget, res)
+}
+
+func hasPostHooks(p contract.LanePlan) bool {
+	return len(p.PostExec)+len(p.PostCommands) > 0 || p.StopAfterPost
+}
+
+// DefaultPostHookTimeout bounds each post hook when the recipe's
+// [hooks] timeout does not: a post command may be a whole batch job.
+const DefaultPostHookTimeout = 30 * time.Minute
+
+// postHooks runs once the lane answers, as sparkrun does: post_exec in
+// the head's container, then post_commands on the control host, each list
+// in order and fail-fast, each run once (a hook is not known to be
+// idempotent); then, with stop_after_post, the lane is stopped. A failing
+// hook is a HookFailed error: the caller stops the lane (Serve) or rolls
+// back (Cutover) as for any other failure.
+func postHooks(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, pickup, budget time.Duration, res ServeResult) (ServeResult, error) {
+	per := rc.Hooks.Timeout.D()
+	if per <= 0 {
+		per = DefaultPostHookTimeout
+	}
+	fail := func(what string, err error) (ServeResult, error) {
+		return res, temporal.NewNonRetryableApplicationError("lane "+plan.Lane+" "+what+": "+errMessage(err), fault.HookFailed, err)
+	}
+	head := plan.Nodes[0]
+	if len(plan.PostExec) > 0 {
+		i := t.start("post_exec", head.Node)
+		var r activities.PostHooksResult
+		run := per*time.Duration(len(plan.PostExec)) + time.Minute
+		err := workflow.ExecuteActivity(summarize(nodeOpts(ctx, head.Node, pickup, run, 0, 1), head.Node, head.Rank, "post_exec "+plan.Lane), na.PostExec,
+			activities.PostExecInput{Lane: plan.Lane, Container: head.ContainerName, Commands: plan.PostExec, Timeout: contract.Duration(per)}).Get(ctx, &r)
+		t.end(i, fmt.Sprintf("%d commands", len(r.Outputs)), err)
+		if err != nil {
+			return fail("post_exec", err)
+		}
+		res.PostExec = &r
+	}
+	if len(plan.PostCommands) > 0 {
+		i := t.start("post_commands", "")
+		var r activities.PostHooksResult
+		run := per*time.Duration(len(plan.PostCommands)) + time.Minute
+		err := workflow.ExecuteActivity(controlOpts(ctx, run, 0, 1), ca.PostCommands,
+			activities.PostCommandsInput{Lane: plan.Lane, Commands: plan.PostCommands, Timeout: contract.Duration(per)}).Get(ctx, &r)
+		t.end(i, fmt.Sprintf("%d commands", len(r.Outputs)), err)
+		if err != nil {
+			return fail("post_commands", err)
+		}
+		res.PostCommands = &r
+	}
+	if plan.StopAfterPost {
+		if err := stopLane(ctx, t, plan.Lane, planNodes(plan), pickup, budget); err != nil {
+			return fail("stop_after_post", err)
+		}
+		res.StoppedAfterPost = true
+	}
+	return res, nil
 }
 
 // serveHooks runs the recipe's before_serve hooks (and clears) on every

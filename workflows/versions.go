@@ -67,6 +67,12 @@ const (
 	// VerifyBlock activity after all blocks.
 	versionStageVerifyInBlock = "stage-verify-in-block"
 
+	// versionPostHooks: serveLane runs the plan's post_exec (head
+	// container), post_commands (control host) and stop_after_post once
+	// the lane answers (serve.go, postHooks). Plans recorded before it
+	// carry none, and never reach the gate.
+	versionPostHooks = "serve-post-hooks"
+
 	// versionNodeLease: every top-level mutating run (cutover, up, stop,
 	// stage, repair) holds a NodeLease child per node it touches (lease.go).
 	_ = versionNodeLease

@@ -28,6 +28,11 @@ type DryRun struct {
 	HeadAddr   string   `json:"head_addr"`
 	APIPort    int      `json:"api_port"`
 	Warnings   []string `json:"warnings"`
+	// PostExec, PostCommands and StopAfterPost are the post hooks as
+	// rendered (placeholders filled), run once the lane answers.
+	PostExec      []string `json:"post_exec,omitempty"`
+	PostCommands  []string `json:"post_commands,omitempty"`
+	StopAfterPost bool     `json:"stop_after_post,omitempty"`
 	// Probe is empty when the fleet was probed, else why it could not be.
 	Probe string       `json:"probe_error,omitempty"`
 	Nodes []DryRunNode `json:"nodes"`
@@ -92,7 +97,8 @@ const NotChecked = "not checked"
 func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, action string) error {
 	d := DryRun{Action: action, Lane: plan.Lane, Cluster: plan.Cluster, Runtime: plan.Runtime, Model: plan.Model,
 		RecipeFile: r.File, RecipeHash: plan.RecipeHash, TP: plan.TP, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort,
-		Warnings: append([]string{}, plan.Warnings...)}
+		Warnings: append([]string{}, plan.Warnings...),
+		PostExec: plan.PostExec, PostCommands: plan.PostCommands, StopAfterPost: plan.StopAfterPost}
 	states := map[string]workflows.NodeState{}
 	reachable := map[string]bool{}
 	var probeErr error
@@ -236,6 +242,15 @@ func dryRunSteps(action string, r *contract.Recipe, plan *contract.LanePlan, sta
 		steps = append(steps, fmt.Sprintf("smoke %d prompt(s)", len(r.Probe.Smoke)))
 	}
 	steps = append(steps, "decode probe")
+	for i, c := range plan.PostExec {
+		steps = append(steps, fmt.Sprintf("post_exec[%d] in %s on %s: %s", i, plan.Nodes[0].ContainerName, plan.Nodes[0].Node, c))
+	}
+	for i, c := range plan.PostCommands {
+		steps = append(steps, fmt.Sprintf("post_commands[%d] on the control host: %s", i, c))
+	}
+	if plan.StopAfterPost {
+		steps = append(steps, "stop the lane (stop_after_post)")
+	}
 	if action == "cutover" {
 		steps = append(steps, "bench (with --bench)", "on failure after the stop: remove the new lane, serve and probe the previous lane again")
 	}

@@ -95,7 +95,7 @@ func parseSparkrun(path string, data []byte) (*Recipe, error) {
 		MinNodes: f.MinNodes, MaxNodes: f.MaxNodes, RecipeVersion: version, Mode: f.Mode,
 		Metadata: f.Metadata, Mods: f.Mods,
 		Command: f.Command, Defaults: f.Defaults,
-		PostExec: f.PostExec, PostCommands: f.PostCommands,
+		PostExec: f.PostExec, PostCommands: f.PostCommands, StopAfterPost: f.StopAfterPost,
 		RuntimeConfig: f.RuntimeConfig, BuildArgs: f.BuildArgs,
 		Builder: f.Builder, BuilderConfig: f.BuilderConfig,
 	}
@@ -214,9 +214,6 @@ func warnUnapplied(f *sparkrunFile, name string, warn func(key, why string, args
 	}
 	if f.Benchmark != nil {
 		warn("benchmark", "not applied: sparklane benches with its own [bench] settings")
-	}
-	if f.StopAfterPost {
-		warn("stop_after_post", "not applied: a sparklane lane keeps serving after post_exec")
 	}
 	if f.DistributionConfig != nil {
 		warn("distribution_config", "not applied: sparklane moves weights with [[staging]]; without it the lane reads hf_cache_dir")

@@ -191,6 +191,9 @@ type Recipe struct {
 	PreExec      []PreExec `mapstructure:"pre_exec"`
 	PostExec     []string  `mapstructure:"post_exec"`
 	PostCommands []string  `mapstructure:"post_commands"`
+	// StopAfterPost stops the lane once its post hooks succeeded
+	// (sparkrun's stop_after_post: a one-shot batch job on a lane).
+	StopAfterPost bool `mapstructure:"stop_after_post"`
 	// RuntimeConfig, BuildArgs, Builder and BuilderConfig are recorded as
 	// written, never applied: sparklane builds no image (LoadWarnings say so).
 	RuntimeConfig map[string]any `mapstructure:"runtime_config"`

@@ -75,6 +75,14 @@ type LanePlan struct {
 	// Warnings are non-fatal findings of rendering, e.g. an -o override no
 	// placeholder uses (a typo would otherwise change nothing, silently).
 	Warnings []string `json:"warnings,omitempty"`
+	// PostExec are the recipe's post_exec commands rendered ({head_ip},
+	// {port}, {base_url}, {container_name}, {cache_dir}, {cluster_id} and
+	// the defaults filled): run in the head's container, in order, once
+	// the lane answers. PostCommands, rendered alike, run on the control
+	// host after them. StopAfterPost stops the lane when both succeeded.
+	PostExec      []string `json:"post_exec,omitempty"`
+	PostCommands  []string `json:"post_commands,omitempty"`
+	StopAfterPost bool     `json:"stop_after_post,omitempty"`
 	// Relay is set when the lane's hub-mirror blocks are relayed between
 	// its nodes (relay on, more than one node, every node with an address).
 	Relay *RelayPlan `json:"relay,omitempty"`

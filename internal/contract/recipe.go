@@ -53,6 +53,8 @@ type Recipe struct {
 	PreExec      []PreExec `json:"pre_exec,omitempty"`
 	PostExec     []string  `json:"post_exec,omitempty"`
 	PostCommands []string  `json:"post_commands,omitempty"`
+	// StopAfterPost stops the lane once its post hooks succeeded.
+	StopAfterPost bool `json:"stop_after_post,omitempty"`
 	// RuntimeConfig is sparkrun's runtime-specific table; BuildArgs,
 	// Builder and BuilderConfig say how the image was built. sparklane
 	// builds no image: it records them (the image must exist on every

@@ -57,4 +57,7 @@ const (
 	// every attempt); a copy of it could match neither its old bytes nor
 	// its new ones, so none is kept. Something is writing to the NAS.
 	SourceChanged = "SourceChanged"
+	// HookFailed: a post hook (post_exec, post_commands) exited non-zero;
+	// running it again would do the same, so the serve step fails.
+	HookFailed = "HookFailed"
 )

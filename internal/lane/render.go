@@ -98,8 +98,12 @@ func render(cfg *config.Config, r *contract.Recipe, loadWarnings []string, overr
 	plan := &contract.LanePlan{Lane: r.Name, Cluster: rd.cluster.Name, Runtime: r.Runtime, HeadAddr: headAddr(rd.nodes[0]),
 		Warnings: append(append([]string{}, loadWarnings...), rd.warnings...)}
 	usedAny := map[string]bool{}
+	var head *vars
 	for rank, n := range rd.nodes {
 		v := rd.nodeVars(rank, n)
+		if rank == 0 {
+			head = v
+		}
 		np, err := renderNode(cfg, r, v, rd.nodes, rank, rd.dp)
 		if err != nil {
 			return bad(err)
@@ -113,6 +117,12 @@ func render(cfg *config.Config, r *contract.Recipe, loadWarnings []string, overr
 		for k := range v.used {
 			usedAny[k] = true
 		}
+	}
+	if err := rd.postHooks(plan, head); err != nil {
+		return bad(err)
+	}
+	for k := range head.used { // an override only a post hook reads
+		usedAny[k] = true
 	}
 	if err := rd.unknownOverrides(usedAny); err != nil {
 		return bad(err)
@@ -410,4 +420,59 @@ func sortedStrings(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// postHooks renders the recipe's post_exec and post_commands into the
+// plan with the head's placeholders plus what sparkrun's hooks get:
+// {head_ip}, {head_host}, {base_url} (http://HEAD_IP:PORT/v1),
+// {container_name} (the head rank's), {cache_dir} (hf_cache_dir) and
+// {cluster_id} (the cluster's name). A hook is shell, so a {NAME} no value
+// has (a shell's ${HOME}) is left as written, as sparkrun leaves it.
+func (rd *renderer) postHooks(plan *contract.LanePlan, v *vars) error {
+	r := rd.r
+	plan.StopAfterPost = r.StopAfterPost
+	if len(r.PostExec)+len(r.PostCommands) == 0 {
+		return nil
+	}
+	set := func(k, val string) {
+		v.raw[k], v.where[k] = val, "post hooks"
+		delete(v.done, k)
+	}
+	set("head_ip", plan.HeadAddr)
+	set("head_host", plan.Nodes[0].Node)
+	set("base_url", fmt.Sprintf("http://%s/v1", net.JoinHostPort(plan.HeadAddr, strconv.Itoa(plan.APIPort))))
+	set("container_name", plan.Nodes[0].ContainerName)
+	set("cache_dir", rd.cfg.HFCacheDir)
+	set("cluster_id", plan.Cluster)
+	render := func(key, s string) (string, error) {
+		var firstErr error
+		out := config.Placeholder.ReplaceAllStringFunc(s, func(m string) string {
+			k := m[1 : len(m)-1]
+			if _, ok := v.raw[k]; !ok || firstErr != nil {
+				return m
+			}
+			val, err := v.get(k, nil)
+			if err != nil {
+				firstErr = fmt.Errorf("%s: %s: %w", r.File, key, err)
+				return m
+			}
+			return val
+		})
+		return out, firstErr
+	}
+	for i, c := range r.PostExec {
+		out, err := render(fmt.Sprintf("post_exec[%d]", i), c)
+		if err != nil {
+			return err
+		}
+		plan.PostExec = append(plan.PostExec, out)
+	}
+	for i, c := range r.PostCommands {
+		out, err := render(fmt.Sprintf("post_commands[%d]", i), c)
+		if err != nil {
+			return err
+		}
+		plan.PostCommands = append(plan.PostCommands, out)
+	}
+	return nil
 }

@@ -105,6 +105,9 @@ func TestSparkrunEveryKey(t *testing.T) {
 	if fmt.Sprint(r.PostExec) != "[curl -s localhost:8000/v1/models]" || fmt.Sprint(r.PostCommands) != "[echo done]" || r.Metadata["description"] != "every key" || r.Builder != "eugr" {
 		t.Errorf("recorded: post_exec %v post_commands %v metadata %v builder %q", r.PostExec, r.PostCommands, r.Metadata, r.Builder)
 	}
+	if fmt.Sprint(plan.PostExec) != "[curl -s localhost:8000/v1/models]" || fmt.Sprint(plan.PostCommands) != "[echo done]" || !plan.StopAfterPost {
+		t.Errorf("plan: post_exec %v post_commands %v stop_after_post %v", plan.PostExec, plan.PostCommands, plan.StopAfterPost)
+	}
 	// Warned, each by key.
 	want := []string{
 		"env.HF_TOKEN: $SPARK_TEST_TOKEN is not expanded: it names a secret",
@@ -113,7 +116,6 @@ func TestSparkrunEveryKey(t *testing.T) {
 		"runtime_version: not applied",
 		"runtime_config: recorded, not applied: its keys (foo)",
 		"benchmark: not applied",
-		"stop_after_post: not applied",
 		"distribution_config: not applied",
 		"build_args: recorded (builder \"eugr\"): sparklane builds no image; img:1 must already be on every node",
 		"max_nodes 1: runs on the first 1 of cluster quad's 4 nodes (dgx1)",

@@ -28,6 +28,7 @@ func Wire(r *config.Recipe) contract.Recipe {
 		PreExec:          each(r.PreExec, func(p config.PreExec) contract.PreExec { return contract.PreExec(p) }),
 		PostExec:         r.PostExec,
 		PostCommands:     r.PostCommands,
+		StopAfterPost:    r.StopAfterPost,
 		RuntimeConfig:    r.RuntimeConfig,
 		BuildArgs:        r.BuildArgs,
 		Builder:          r.Builder,

@@ -46,6 +46,9 @@ type HooksInput struct {
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Dir is the working directory (default: the worker's).
 	Dir string `json:"dir,omitempty"`
+	// Label names the commands in errors: "before_serve hook" (default)
+	// or "post_commands".
+	Label string `json:"label,omitempty"`
 }
 
 // HookOutput is one command's result.
@@ -100,7 +103,11 @@ func RunHooks(ctx context.Context, in HooksInput) (HooksResult, error) {
 		out.Output = secretenv.Mask(out.Output, secrets)
 		res.Outputs = append(res.Outputs, out)
 		if err != nil {
-			return res, fmt.Errorf("before_serve hook %d (%q): %w; output tail:\n%s", i+1, command, err, out.Output)
+			label := in.Label
+			if label == "" {
+				label = "before_serve hook"
+			}
+			return res, fmt.Errorf("%s %d (%q): %w; output tail:\n%s", label, i+1, command, err, out.Output)
 		}
 	}
 	return res, nil

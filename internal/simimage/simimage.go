@@ -30,8 +30,9 @@ const Repo = "sparklane/engine-sim"
 // which engine-sim it runs.
 const LabelVersion = "sparklane.engine-sim.version"
 
-// Dockerfile is the whole image: the static binary and nothing else.
-const Dockerfile = "FROM scratch\nCOPY engine-sim /engine-sim\nENTRYPOINT [\"/engine-sim\"]\n"
+// Dockerfile is the whole image: the static binary, also as /bin/sh (run
+// as sh it is a POSIX shell interpreter, for pre_exec and post_exec).
+const Dockerfile = "FROM scratch\nCOPY engine-sim /engine-sim\nCOPY engine-sim /bin/sh\nENTRYPOINT [\"/engine-sim\"]\n"
 
 // Options says where the source is and how to build.
 type Options struct {
