@@ -25,8 +25,8 @@ func control(f *fakeFleet, after time.Duration, action string) *activities.Keepe
 	var st activities.KeeperStatus
 	f.env.RegisterDelayedCallback(func() {
 		f.env.UpdateWorkflow(activities.KeeperControlUpdate, action, &testsuite.TestUpdateCallback{
-			OnReject:   func(err error) { f.t.Errorf("%s rejected: %v", action, err) },
-			OnAccept:   func() {},
+			OnReject: func(err error) { f.t.Errorf("%s rejected: %v", action, err) },
+			OnAccept: func() {},
 			OnComplete: func(v any, err error) {
 				if err != nil {
 					f.t.Errorf("%s: %v", action, err)
