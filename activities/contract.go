@@ -10,6 +10,8 @@
 package activities
 
 import (
+	"time"
+
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/disk"
 	"github.com/sparklane/sparklane/internal/probe"
@@ -479,4 +481,172 @@ type NodeOffResult struct {
 	Off  bool   `json:"off"`
 	// Why: "relay switch.x is off", "powered off by sparklane at …".
 	Why string `json:"why,omitempty"`
+}
+
+// ---- keeper (one per cluster: keeper/CLUSTER) ----
+
+// KeepPolicy is how a keeper watches and heals its lane. Zero fields take
+// the defaults (KeepDefault*): recipes and the config set them with
+// [keep] interval, restarts, window.
+type KeepPolicy struct {
+	// Interval is the time between two checks of the lane.
+	Interval contract.Duration `json:"interval,omitempty"`
+	// Restarts is how many whole-lane restarts Window may hold; one more
+	// stops the lane as a crash loop instead.
+	Restarts int               `json:"restarts,omitempty"`
+	Window   contract.Duration `json:"window,omitempty"`
+	// Grace is the wait before a failed check's one re-probe (the
+	// check's retry policy): the lane's probe grace.
+	Grace contract.Duration `json:"grace,omitempty"`
+	// ChecksPerRun bounds one run's history: after that many checks the
+	// keeper continues as new, carrying its restart history.
+	ChecksPerRun int `json:"checks_per_run,omitempty"`
+	// Off: the lane is not kept (no keeper is started).
+	Off bool `json:"off,omitempty"`
+}
+
+// KeeperRestart is one whole-lane restart the keeper made (or refused).
+type KeeperRestart struct {
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+	// OK is true when the lane answered its probes again.
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// KeeperInput is what a keeper keeps: the lane exactly as its cutover or
+// up ran it (recipe and plan from that run's history), the policy, and
+// what a continued run carries over.
+type KeeperInput struct {
+	Cluster string            `json:"cluster"`
+	Recipe  contract.Recipe   `json:"recipe"`
+	Plan    contract.LanePlan `json:"plan"`
+	Policy  KeepPolicy        `json:"policy"`
+	Pickup  contract.Duration `json:"pickup,omitempty"`
+	// OutageBudget is how long a heal waits for a node whose worker is gone.
+	OutageBudget contract.Duration `json:"outage_budget,omitempty"`
+	// StartedBy is the run that started keeping (cutover/C, up/C).
+	StartedBy string `json:"started_by,omitempty"`
+	// Carried across continue-as-new: restarts of the last day, the
+	// paused and stopped states and the last reason.
+	Restarts   []KeeperRestart `json:"restarts,omitempty"`
+	Paused     bool            `json:"paused,omitempty"`
+	Stopped    string          `json:"stopped,omitempty"`
+	LastReason string          `json:"last_reason,omitempty"`
+	// BudgetFrom: restarts before it do not count against the budget
+	// (keep on after a crash loop starts a fresh budget).
+	BudgetFrom time.Time `json:"budget_from,omitempty"`
+	Checks     int       `json:"checks,omitempty"`
+}
+
+// Keeper control actions (the keeper's update, starter keep, stop, cutover).
+const (
+	KeepEnd    = "end"
+	KeepPause  = "off"
+	KeepResume = "on"
+)
+
+// KeeperControlUpdate is the keeper's update: KeeperControl in,
+// KeeperStatus out. "end" returns once the keeper has stopped healing and
+// released its node leases, so the caller's run gets them.
+const KeeperControlUpdate = "keeper-control"
+
+// KeeperStatusQuery answers a KeeperStatus.
+const KeeperStatusQuery = "keeper-status"
+
+// KeeperControl asks a keeper to end, pause or resume.
+type KeeperControl struct {
+	Action string `json:"action"`
+	// By is the run (or "starter keep") asking; Reason is recorded.
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Keeper states.
+const (
+	KeeperWatching  = "watching"
+	KeeperHealing   = "healing"
+	KeeperPaused    = "paused"
+	KeeperCrashLoop = "stopped: crash loop"
+	KeeperEnded     = "ended"
+)
+
+// KeeperStatus is what a keeper says about itself (status, starter keep).
+type KeeperStatus struct {
+	Cluster  string `json:"cluster"`
+	Lane     string `json:"lane"`
+	PlanHash string `json:"plan_hash,omitempty"`
+	State    string `json:"state"`
+	// Health is up, down or unknown (no check yet).
+	Health    string          `json:"health"`
+	LastCheck time.Time       `json:"last_check,omitempty"`
+	Checks    int             `json:"checks"`
+	Restarts  []KeeperRestart `json:"restarts,omitempty"`
+	// Restarts24h counts the restarts of the 24 hours before LastCheck
+	// (workflow time).
+	Restarts24h int    `json:"restarts_24h"`
+	LastReason  string `json:"last_reason,omitempty"`
+	StartedBy   string `json:"started_by,omitempty"`
+	// Input is what the keeper keeps, so a run that ended it can start it
+	// again (a cutover that rolled back).
+	Input *KeeperInput `json:"input,omitempty"`
+}
+
+// CheckHeadInput asks the head of a lane whether it answers.
+type CheckHeadInput struct {
+	Lane string `json:"lane"`
+	// Head is the plan reduced to what names the head's URL.
+	Head      contract.LanePlan `json:"head"`
+	Path      string            `json:"path"`
+	APIKeyEnv string            `json:"api_key_env,omitempty"`
+}
+
+// CheckHeadResult is the head's answer.
+type CheckHeadResult struct {
+	URL     string  `json:"url"`
+	Status  int     `json:"status"`
+	Seconds float64 `json:"seconds"`
+}
+
+// CheckRanksInput asks a node for the state of the lane's ranks on it.
+type CheckRanksInput struct {
+	Lane  string `json:"lane"`
+	Ranks []int  `json:"ranks"`
+}
+
+// CheckRanksResult is each rank's container state (running when the
+// activity succeeds).
+type CheckRanksResult struct {
+	Node  string      `json:"node"`
+	Ranks []RankState `json:"ranks"`
+}
+
+// StartKeeperResult names the keeper run started.
+type StartKeeperResult struct {
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+}
+
+// EndKeepersInput ends the keepers of every cluster that shares a node
+// with Nodes (only the one keeping Lane, when set).
+type EndKeepersInput struct {
+	Nodes  []string `json:"nodes"`
+	Lane   string   `json:"lane,omitempty"`
+	By     string   `json:"by"`
+	Reason string   `json:"reason"`
+}
+
+// EndKeepersResult lists the keepers ended, as they were.
+type EndKeepersResult struct {
+	Ended []KeeperStatus `json:"ended,omitempty"`
+}
+
+// KeeperMarkInput records a keeper's event in the control service's
+// metrics: a restart, or the lane's health changing.
+type KeeperMarkInput struct {
+	Cluster string `json:"cluster"`
+	Lane    string `json:"lane"`
+	Restart bool   `json:"restart,omitempty"`
+	// Up, when set, is the lane's health (sparklane_lane_up).
+	Up *bool `json:"up,omitempty"`
 }

@@ -327,6 +327,9 @@ type CutoverInput struct {
 	// hold a GPU or the lane's port on the lane's nodes (--stop-foreign);
 	// without it such a node is occupied and the cutover is refused.
 	StopForeign bool `json:"stop_foreign,omitempty"`
+	// Keep is how the cluster's keeper keeps the lane once the cutover
+	// succeeded (nil: the recipe's [keep], then the defaults).
+	Keep *activities.KeepPolicy `json:"keep,omitempty"`
 }
 
 // CutoverResult says what happened, step by step; on failure it is also
@@ -435,6 +438,11 @@ type ServeInput struct {
 	// queue) during the serve steps before they fail naming it (0:
 	// DefaultOutageBudget): a node rebooting mid-serve is waited for.
 	OutageBudget contract.Duration `json:"outage_budget,omitempty"`
+	// Keep is how the cluster's keeper keeps the lane once it answers
+	// (nil: the recipe's [keep], then the defaults); Grace is the wait
+	// before a failed check's re-probe.
+	Keep  *activities.KeepPolicy `json:"keep,omitempty"`
+	Grace contract.Duration      `json:"grace,omitempty"`
 }
 
 // ServeResult is what serving and probing found.
@@ -472,4 +480,13 @@ type StopInput struct {
 // StopResult lists what was stopped per node.
 type StopResult struct {
 	Nodes []activities.StopLaneResult `json:"nodes"`
+}
+
+// KeeperResult is how a keeper run ended (an "end": stop, cutover, up).
+type KeeperResult struct {
+	Lane       string `json:"lane"`
+	Cluster    string `json:"cluster"`
+	Ended      string `json:"ended,omitempty"`
+	Restarts   int    `json:"restarts"`
+	LastReason string `json:"last_reason,omitempty"`
 }

@@ -32,8 +32,10 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 		if uerr := c.undo.run(ctx); uerr != nil {
 			c.res.RollbackError = joinedMessage(uerr)
 		}
+		c.keepRolledBack()
 		return c.fail(err)
 	}
+	c.keep()
 	c.res.OK = true
 	c.res.Steps = c.t.steps()
 	return c.res, nil
@@ -59,6 +61,11 @@ type cutover struct {
 	prevPlans  map[string]activities.ResolveLaneResult
 	unresolved []error
 	undo       compensations
+
+	// keeper: this run ends and starts keepers (versionKeeper); ended
+	// are the keepers it ended, as they were.
+	keeper bool
+	ended  []activities.KeeperStatus
 }
 
 func newCutoverRun(ctx workflow.Context, in CutoverInput) *cutover {
@@ -74,6 +81,7 @@ func newCutoverRun(ctx workflow.Context, in CutoverInput) *cutover {
 // run takes the steps in order and returns the first failure.
 func (c *cutover) run() error {
 	for _, step := range []func() error{
+		c.endKeepers,         // a hand run wins: no keeper heals what we take down
 		c.leaseNodes,         // the lane's nodes, for this run alone
 		c.powerOn,            // --power-on: switch on the nodes that are off
 		c.probeFleet,         // with its one re-probe
@@ -103,6 +111,50 @@ func (c *cutover) fail(err error) (CutoverResult, error) {
 	c.res.Steps = c.t.steps()
 	return c.res, temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("cutover to %s failed at %s: %s", c.in.Plan.Lane, step.step, c.res.Error), "CutoverFailed", step.err, c.res)
+}
+
+// endKeepers ends the keepers of the lane's clusters (the keeper of the
+// lane being replaced hands over to this run). Runs recorded before
+// versionKeeper did not.
+func (c *cutover) endKeepers() error {
+	if c.keeper = keeperVersion(c.ctx); !c.keeper || workflow.GetInfo(c.ctx).ParentWorkflowExecution != nil {
+		c.keeper = false
+		return nil
+	}
+	ended, err := endKeepers(c.ctx, c.t, c.nodes, "", "handed over to "+CutoverID(c.in.Plan.Cluster)+" (lane "+c.in.Plan.Lane+")")
+	c.ended = ended
+	return failedAt("end keepers", err)
+}
+
+// keep starts the cluster's keeper for the lane now served (not with
+// --no-wait: a lane still loading is not down).
+func (c *cutover) keep() {
+	if !c.keeper {
+		return
+	}
+	if c.in.NoWait {
+		c.t.skip("keep", "", "--no-wait: the lane is not known to answer; `starter up` it to keep it")
+		return
+	}
+	startKeeper(c.ctx, c.t, activities.KeeperInput{
+		Cluster: c.in.Plan.Cluster, Recipe: c.in.Recipe, Plan: c.in.Plan, Policy: keepPolicy(c.in.Recipe, c.in.Keep, c.in.Grace),
+		Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget, StartedBy: CutoverID(c.in.Plan.Cluster),
+	})
+}
+
+// keepRolledBack starts again the keepers this run ended whose lanes the
+// rollback served again.
+func (c *cutover) keepRolledBack() {
+	dctx, cancel := workflow.NewDisconnectedContext(c.ctx)
+	defer cancel()
+	for _, st := range c.ended {
+		if st.Input == nil || !contains(c.res.RolledBack, st.Lane) {
+			continue
+		}
+		in := *st.Input
+		in.StartedBy = CutoverID(c.in.Plan.Cluster) + " (rollback)"
+		startKeeper(dctx, c.t, in)
+	}
 }
 
 // releaseNodes ends every node lease held, the last taken first.

@@ -73,6 +73,15 @@ type fakeFleet struct {
 	verifyGone map[string]int
 	// onCall, when set, sees every recorded call as it happens.
 	onCall func(label string)
+	// Keeper: rankDown/headDown count how many more CheckRanks (per node)
+	// and CheckHead calls fail; keeperCalls are EndKeepers/StartKeeper
+	// calls (kept out of calls: most tests do not look at keepers), and
+	// endKeepers what EndKeepers answers.
+	rankDown    map[string]int
+	headDown    int
+	keeperCalls []string
+	endKeepers  []activities.KeeperStatus
+	started     []activities.KeeperInput
 }
 
 func newFakeFleet(t *testing.T) *fakeFleet {
@@ -82,7 +91,7 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 		lanesOn: map[string][]string{}, notPolling: map[string]bool{}, sshOff: map[string]string{}, sshDown: map[string]string{},
 		local: map[string]bool{}, resolve: map[string]activities.ResolveLaneResult{}, resolveErr: map[string]error{},
 		verifyBad: map[string][]string{}, stageErr: map[string]error{}, startErr: map[string]error{}, startDelay: map[string]time.Duration{}, readyErr: map[string]error{},
-		gone: map[string]int{}, polls: map[string]int{}, verifyGone: map[string]int{},
+		gone: map[string]int{}, polls: map[string]int{}, verifyGone: map[string]int{}, rankDown: map[string]int{},
 	}
 	env := f.env
 	env.RegisterActivity(&activities.NodeActivities{})
@@ -94,7 +103,60 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 	f.mockStaging()
 	f.mockServe()
 	f.mockPower()
+	f.mockKeeper()
 	return f
+}
+
+// mockKeeper mocks the keeper's checks and the keepers' start and end.
+func (f *fakeFleet) mockKeeper() {
+	env := f.env
+	env.OnActivity("CheckRanks", any2...).Return(func(ctx context.Context, in activities.CheckRanksInput) (activities.CheckRanksResult, error) {
+		if err := f.goneErr(ctx); err != nil {
+			return activities.CheckRanksResult{}, err
+		}
+		n := f.record(ctx, "CheckRanks "+in.Lane)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.rankDown[n] > 0 {
+			f.rankDown[n]--
+			return activities.CheckRanksResult{Node: n}, temporal.NewApplicationError(fmt.Sprintf("lane %s on node %s: rank exited, exit code 137", in.Lane, n), activities.RankDown)
+		}
+		return activities.CheckRanksResult{Node: n}, nil
+	})
+	env.OnActivity("CheckHead", any2...).Return(func(ctx context.Context, in activities.CheckHeadInput) (activities.CheckHeadResult, error) {
+		f.record(ctx, "CheckHead "+in.Lane+" "+in.Path)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.headDown > 0 {
+			f.headDown--
+			return activities.CheckHeadResult{}, temporal.NewApplicationError("lane "+in.Lane+": head does not answer", activities.LaneDown)
+		}
+		return activities.CheckHeadResult{Status: 200}, nil
+	})
+	env.OnActivity("KeeperMark", any2...).Return(func(ctx context.Context, in activities.KeeperMarkInput) error {
+		label := "KeeperMark"
+		if in.Restart {
+			label += " restart"
+		}
+		if in.Up != nil {
+			label += fmt.Sprintf(" up=%v", *in.Up)
+		}
+		f.record(ctx, label)
+		return nil
+	})
+	env.OnActivity("EndKeepers", any2...).Return(func(ctx context.Context, in activities.EndKeepersInput) (activities.EndKeepersResult, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.keeperCalls = append(f.keeperCalls, fmt.Sprintf("EndKeepers %s lane=%s by=%s", strings.Join(in.Nodes, ","), in.Lane, in.By))
+		return activities.EndKeepersResult{Ended: f.endKeepers}, nil
+	})
+	env.OnActivity("StartKeeper", any2...).Return(func(ctx context.Context, in activities.KeeperInput) (activities.StartKeeperResult, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.keeperCalls = append(f.keeperCalls, "StartKeeper "+in.Cluster+" "+in.Plan.Lane+" by="+in.StartedBy)
+		f.started = append(f.started, in)
+		return activities.StartKeeperResult{WorkflowID: KeeperID(in.Cluster)}, nil
+	})
 }
 
 // any2 matches any activity context and input.

@@ -21,6 +21,12 @@ const DefaultReadyBudget = 30 * time.Minute
 // half-started lane is left running.
 func Serve(ctx workflow.Context, in ServeInput) (ServeResult, error) {
 	t := newTracker(ctx, "Serve", in.Plan.Lane)
+	keeper := keeperVersion(ctx) && workflow.GetInfo(ctx).ParentWorkflowExecution == nil
+	if keeper {
+		if _, err := endKeepers(ctx, t, planNodes(in.Plan), "", "handed over to "+UpID(in.Plan.Cluster)+" (lane "+in.Plan.Lane+")"); err != nil {
+			return ServeResult{Lane: in.Plan.Lane}, err
+		}
+	}
 	leases, lerr := holdNodes(ctx, t, LeaseUp, in.Plan.Lane, in.Plan.Cluster, planNodes(in.Plan))
 	if lerr != nil {
 		return ServeResult{Lane: in.Plan.Lane}, lerr
@@ -32,6 +38,16 @@ func Serve(ctx workflow.Context, in ServeInput) (ServeResult, error) {
 		defer cancel()
 		if serr := stopLane(dctx, t, in.Plan.Lane, planNodes(in.Plan), in.Pickup.D(), in.OutageBudget.D()); serr != nil {
 			return res, temporal.NewNonRetryableApplicationError(errMessage(err)+"; and stopping the half-started lane failed: "+errMessage(serr), errType(err), err)
+		}
+	}
+	if err == nil && keeper {
+		if in.NoWait {
+			t.skip("keep", "", "--no-wait: the lane is not known to answer; `starter up` it to keep it")
+		} else {
+			startKeeper(ctx, t, activities.KeeperInput{
+				Cluster: in.Plan.Cluster, Recipe: in.Recipe, Plan: in.Plan, Policy: keepPolicy(in.Recipe, in.Keep, in.Grace),
+				Pickup: in.Pickup, OutageBudget: in.OutageBudget, StartedBy: UpID(in.Plan.Cluster),
+			})
 		}
 	}
 	return res, err
@@ -366,6 +382,15 @@ func nonEmpty(v, d string) string {
 // a stop that leaves anything running fails, naming it.
 func Stop(ctx workflow.Context, in StopInput) (StopResult, error) {
 	t := newTracker(ctx, "Stop", in.Lane)
+	if keeperVersion(ctx) && workflow.GetInfo(ctx).ParentWorkflowExecution == nil {
+		lane := in.Lane
+		if in.All {
+			lane = ""
+		}
+		if _, err := endKeepers(ctx, t, in.Nodes, lane, "stopped by "+workflow.GetInfo(ctx).WorkflowExecution.ID); err != nil {
+			return StopResult{}, err
+		}
+	}
 	leases, lerr := holdNodes(ctx, t, LeaseStop, in.Lane, "", in.Nodes)
 	if lerr != nil {
 		return StopResult{}, lerr

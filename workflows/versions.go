@@ -76,4 +76,10 @@ const (
 	// versionNodeLease: every top-level mutating run (cutover, up, stop,
 	// stage, repair) holds a NodeLease child per node it touches (lease.go).
 	_ = versionNodeLease
+
+	// versionKeeper: cutover and up end the keepers of their nodes first
+	// and start the cluster's keeper (keeper/CLUSTER) when they succeed; a
+	// cutover that rolled back starts the previous lane's keeper again;
+	// stop ends the keepers of what it stops first (keeper.go).
+	versionKeeper = "keeper"
 )

@@ -83,7 +83,7 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Re
 		Memo: recipeMemo(r, plan),
 		// --no-wait detaches this command; the workflow still runs every step.
 		Input: workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
-			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: contract.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: contract.Duration(budget), StopForeign: f.stopForeign, Room: room},
+			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: contract.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: contract.Duration(budget), StopForeign: f.stopForeign, Room: room, Keep: keepPolicy(cfg, r)},
 	})
 	if err != nil {
 		return nil, err

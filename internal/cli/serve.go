@@ -33,7 +33,8 @@ func (a *App) upCmd() *cobra.Command {
 				return err
 			}
 			return a.runServe(ctx, runSpec{ID: workflows.UpID(r.Cluster), Workflow: workflows.Serve, Lane: r.Name, Cluster: r.Cluster,
-				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: workflows.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait, OutageBudget: contract.Duration(budget)}})
+				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: workflows.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait, OutageBudget: contract.Duration(budget),
+					Keep: keepPolicy(cfg, r), Grace: contract.Duration(cfg.ProbeGrace)}})
 		}),
 	}
 	f.bind(cmd, overrideHelp)

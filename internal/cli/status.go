@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/staging"
@@ -62,7 +63,11 @@ func (a *App) statusCmd() *cobra.Command {
 			} else if bad := unusable(res, nodes); len(bad) > 0 {
 				failure = fmt.Sprintf("not usable: %s", strings.Join(bad, "; "))
 			}
-			if perr := a.output(statusJSON{FleetProbeResult: res, Error: failure}, func() { printFleet(a, cfg, res) }); perr != nil {
+			var ks []activities.KeeperStatus
+			if env, cerr := a.connect(ctx); cerr == nil {
+				ks = keepers(ctx, env, cfg)
+			}
+			if perr := a.output(statusJSON{FleetProbeResult: res, Keepers: ks, Error: failure}, func() { printFleet(a, cfg, res); printKeepers(a, ks) }); perr != nil {
 				return perr
 			}
 			if failure != "" {
@@ -82,7 +87,10 @@ func (a *App) statusCmd() *cobra.Command {
 // parse stderr.
 type statusJSON struct {
 	workflows.FleetProbeResult
-	Error string `json:"error,omitempty"`
+	// Keepers are the clusters' keepers: kept lane, health, last check,
+	// restarts in the last 24h and the last reason.
+	Keepers []activities.KeeperStatus `json:"keepers,omitempty"`
+	Error   string                    `json:"error,omitempty"`
 }
 
 // workerHints replaces the probe's hint for a node whose worker does not

@@ -35,6 +35,9 @@ type Config struct {
 	// away mid-run (a reboot, an upgrade) before failing naming it; a lane's
 	// recipe may set its own (default 30m).
 	NodeOutageBudget time.Duration `mapstructure:"node_outage_budget" json:"node_outage_budget,omitempty"`
+	// Keep is how the keeper of each cluster watches its lane ([keep]); a
+	// recipe's [keep] wins key by key.
+	Keep Keep `mapstructure:"keep" json:"keep,omitempty"`
 	// Relay lets a multi-node lane read the NAS about once: each file is
 	// read by one node and relayed to the others over the node network
 	// (mTLS between node workers, internal/relay). Default on; false turns
@@ -225,6 +228,20 @@ type Recipe struct {
 	// Relay = false stages this lane without relaying, whatever the config says.
 	Relay *bool `mapstructure:"relay"`
 	Bench Bench `mapstructure:"bench"`
+	// Keep overrides the config's [keep] for this lane (a lane that takes
+	// 20 minutes to load wants a longer window).
+	Keep Keep `mapstructure:"keep"`
+}
+
+// Keep is a [keep] table: how a cluster's keeper watches its lane after
+// a cutover or up. Interval is the time between checks (default 30s);
+// Restarts whole-lane restarts are allowed within Window (default 3 per
+// 1h) before a crash-looping lane is stopped; Off = true starts no keeper.
+type Keep struct {
+	Interval time.Duration `mapstructure:"interval" json:"interval,omitempty"`
+	Restarts int           `mapstructure:"restarts" json:"restarts,omitempty"`
+	Window   time.Duration `mapstructure:"window" json:"window,omitempty"`
+	Off      bool          `mapstructure:"off" json:"off,omitempty"`
 }
 
 // Mount is one [[mounts]] table: a bind into every rank's container

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
@@ -42,6 +43,9 @@ func recipeErr(r *Recipe, key, format string, args ...any) error {
 // not add up. lane.Validate reports them with the recipes' problems.
 func ConfigErrors(cfg *Config) []error {
 	var errs []error
+	for _, e := range keepErrs(cfg.Keep) {
+		errs = append(errs, cfgErr(cfg, e[0], "%s", e[1]))
+	}
 	if cfg.NodeOutageBudget < 0 {
 		errs = append(errs, cfgErr(cfg, "node_outage_budget", "%s is negative: write how long a run waits for a node, like \"30m\"", cfg.NodeOutageBudget))
 	}
@@ -355,6 +359,9 @@ func RecipeErrors(r *Recipe) []error {
 	}
 	if r.Mode != "" && !slices.Contains([]string{"solo", "cluster", "auto"}, r.Mode) {
 		errs = append(errs, recipeErr(r, "mode", "%q: use solo, cluster or auto", r.Mode))
+	}
+	for _, e := range keepErrs(r.Keep) {
+		errs = append(errs, recipeErr(r, e[0], "%s", e[1]))
 	}
 	if r.NodeOutageBudget < 0 {
 		errs = append(errs, recipeErr(r, "node_outage_budget", "%s is negative: write how long a run waits for a node, like \"30m\"", contract.Duration(r.NodeOutageBudget)))
@@ -706,4 +713,19 @@ func uniqueName(cfg *Config, seen map[string]int, kind, key, name string, i int,
 	}
 	seen[name] = i
 	return nil
+}
+
+// keepErrs checks a [keep] table: each finding is {key, message}.
+func keepErrs(k Keep) [][2]string {
+	var out [][2]string
+	if k.Interval < 0 || (k.Interval > 0 && k.Interval < time.Second) {
+		out = append(out, [2]string{"keep.interval", fmt.Sprintf("%s: write how often the keeper checks the lane, at least 1s, like \"30s\"", k.Interval)})
+	}
+	if k.Restarts < 0 {
+		out = append(out, [2]string{"keep.restarts", fmt.Sprintf("%d is negative: write how many restarts keep.window allows, like 3", k.Restarts)})
+	}
+	if k.Window < 0 {
+		out = append(out, [2]string{"keep.window", fmt.Sprintf("%s is negative: write the restart budget's window, like \"1h\"", k.Window)})
+	}
+	return out
 }

@@ -93,6 +93,18 @@ type Recipe struct {
 	// node reads the NAS itself), whatever the config says.
 	Relay *bool `json:"relay,omitempty"`
 	Bench Bench `json:"bench,omitempty"`
+	// Keep is the recipe's [keep] table (the keeper's interval and restart
+	// budget; Off starts no keeper); zero keys take the config's.
+	Keep Keep `json:"keep,omitzero"`
+}
+
+// Keep is how a cluster's keeper watches this lane (zero: the config's,
+// then the defaults: every 30s, 3 restarts per 1h).
+type Keep struct {
+	Interval Duration `json:"interval,omitempty"`
+	Restarts int      `json:"restarts,omitempty"`
+	Window   Duration `json:"window,omitempty"`
+	Off      bool     `json:"off,omitempty"`
 }
 
 // Mount is a bind mount into every rank's container. Src is a node-local

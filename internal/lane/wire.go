@@ -47,6 +47,7 @@ func Wire(r *config.Recipe) contract.Recipe {
 		NodeOutageBudget: contract.Duration(r.NodeOutageBudget),
 		Relay:            r.Relay,
 		Bench:            contract.Bench(r.Bench),
+		Keep:             contract.Keep{Interval: contract.Duration(r.Keep.Interval), Restarts: r.Keep.Restarts, Window: contract.Duration(r.Keep.Window), Off: r.Keep.Off},
 	}
 }
 

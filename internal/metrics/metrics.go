@@ -30,6 +30,8 @@ type Metrics struct {
 	probeTTFT     *prometheus.GaugeVec
 	benchTG       *prometheus.GaugeVec
 	nodeOutage    *prometheus.GaugeVec
+	keeperRestart *prometheus.CounterVec
+	laneUp        *prometheus.GaugeVec
 
 	mu  sync.Mutex
 	sdk map[string]*sdkVec // SDK metric name → its collector
@@ -52,7 +54,9 @@ func New() *Metrics {
 	m.probeTTFT = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_probe_ttft_seconds", Help: "Time to first token measured by the last probe of a lane."}, []string{"lane"})
 	m.benchTG = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_bench_decode_tokens_per_second", Help: "Aggregate decode tok/s of the last bench of a lane."}, []string{"lane"})
 	m.nodeOutage = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_node_outage_seconds", Help: "How long a run has been waiting for a node whose worker is gone (0 when back)."}, []string{"node"})
-	reg.MustRegister(m.stagingBytes, m.stagingRate, m.stagingDone, m.filesVerified, m.filesRepaired, m.readiness, m.probeTPS, m.probeTTFT, m.benchTG, m.nodeOutage)
+	m.keeperRestart = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_keeper_restarts_total", Help: "Whole-lane restarts a cluster's keeper made after a failed check."}, []string{"cluster", "lane"})
+	m.laneUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_lane_up", Help: "1 when the kept lane passed its keeper's last check, 0 when it failed (or was stopped as a crash loop)."}, []string{"cluster", "lane"})
+	reg.MustRegister(m.stagingBytes, m.stagingRate, m.stagingDone, m.filesVerified, m.filesRepaired, m.readiness, m.probeTPS, m.probeTTFT, m.benchTG, m.nodeOutage, m.keeperRestart, m.laneUp)
 	return m
 }
 
@@ -117,6 +121,26 @@ func (m *Metrics) NodeOutage(node string, down time.Duration) {
 		return
 	}
 	m.nodeOutage.WithLabelValues(node).Set(down.Seconds())
+}
+
+// KeeperRestart counts one whole-lane restart by a cluster's keeper.
+func (m *Metrics) KeeperRestart(cluster, lane string) {
+	if m == nil {
+		return
+	}
+	m.keeperRestart.WithLabelValues(cluster, lane).Inc()
+}
+
+// LaneUp records whether a kept lane passed its keeper's last check.
+func (m *Metrics) LaneUp(cluster, lane string, up bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.laneUp.WithLabelValues(cluster, lane).Set(v)
 }
 
 // Handler serves the registry in the Prometheus text format.

@@ -38,7 +38,7 @@ func NewControlWorker(c client.Client, cfg *config.Config, log *zap.Logger, uiUR
 	w := worker.New(c, workflows.ControlQueue, worker.Options{WorkerStopTimeout: 10 * time.Second})
 	for _, wf := range []any{
 		workflows.FleetProbe, workflows.StageNode, workflows.Stage, workflows.Verify,
-		workflows.Serve, workflows.Probe, workflows.Stop, workflows.Cutover, workflows.Bench, workflows.Power, workflows.Disk, workflows.NodeLease,
+		workflows.Serve, workflows.Probe, workflows.Stop, workflows.Cutover, workflows.Bench, workflows.Power, workflows.Disk, workflows.NodeLease, workflows.Keeper,
 	} {
 		w.RegisterWorkflow(wf)
 	}

@@ -1,0 +1,217 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sparklane/sparklane/internal/devserver/searchattr"
+	"github.com/sparklane/sparklane/internal/probe"
+	"github.com/sparklane/sparklane/internal/serve"
+)
+
+// KeeperID is the workflow ID of cluster's keeper: one running keeper per
+// cluster is Temporal's one-running-workflow-per-ID rule.
+func KeeperID(cluster string) string { return "keeper/" + cluster }
+
+// KeeperWorkflow is the keeper's workflow type name (activities start it
+// by name: workflows imports this package, not the other way round).
+const KeeperWorkflow = "Keeper"
+
+// Keeper check failures (retryable: the retry policy is the re-probe).
+const (
+	// LaneDown: the head does not answer its health path.
+	LaneDown = "LaneDown"
+	// RankDown: a rank's container is not running (exited, gone).
+	RankDown = "RankDown"
+)
+
+// CheckHead asks the lane's head its health path once. A head that does
+// not answer 200 fails LaneDown (retryable: the keeper's retry policy
+// re-probes it after the lane's probe grace).
+func (a *ControlActivities) CheckHead(ctx context.Context, in CheckHeadInput) (CheckHeadResult, error) {
+	url := BaseURL(a.Config, in.Head) + in.Path
+	res := CheckHeadResult{URL: url}
+	ctx, err := apiKeyContext(ctx, in.APIKeyEnv)
+	if err != nil {
+		return res, classify(err)
+	}
+	start := time.Now()
+	res.Status, err = probe.Health(ctx, url, 10*time.Second)
+	res.Seconds = time.Since(start).Seconds()
+	if err != nil {
+		return res, temporal.NewApplicationError(fmt.Sprintf("lane %s: head %s: %v", in.Lane, in.Head.Nodes[0].Node, err), LaneDown)
+	}
+	return res, nil
+}
+
+// CheckRanks reports the state of the lane's ranks on this node; a rank
+// whose container is not running (exited, or gone) fails RankDown naming
+// it, its exit code and its last log line.
+func (a *NodeActivities) CheckRanks(ctx context.Context, in CheckRanksInput) (CheckRanksResult, error) {
+	res := CheckRanksResult{Node: a.Node.Name}
+	d, err := a.dockerClient(ctx)
+	if err != nil {
+		return res, classify(err)
+	}
+	states, err := serve.InspectLane(ctx, d, in.Lane, 5)
+	if err != nil {
+		return res, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
+	}
+	var down []string
+	for _, rank := range in.Ranks {
+		found := false
+		for _, s := range states {
+			if s.Node != a.Node.Name || s.Rank != rank {
+				continue
+			}
+			found = true
+			res.Ranks = append(res.Ranks, RankState{Node: a.Node.Name, Rank: s.Rank, Name: s.Name, State: s.State, ExitCode: s.ExitCode, Logs: a.mask(in.Lane, s.Logs)})
+			if s.State != "running" {
+				last := ""
+				if len(s.Logs) > 0 {
+					last = ", last log line: " + a.mask(in.Lane, s.Logs[len(s.Logs)-1:])[0]
+				}
+				down = append(down, fmt.Sprintf("rank %d (%s) is %s, exit code %d%s", rank, s.Name, s.State, s.ExitCode, last))
+			}
+		}
+		if !found {
+			res.Ranks = append(res.Ranks, RankState{Node: a.Node.Name, Rank: rank, State: "missing", ExitCode: -1})
+			down = append(down, fmt.Sprintf("rank %d has no container", rank))
+		}
+	}
+	if len(down) > 0 {
+		return res, temporal.NewApplicationError(fmt.Sprintf("lane %s on node %s: %s", in.Lane, a.Node.Name, joinSemi(down)), RankDown)
+	}
+	return res, nil
+}
+
+func joinSemi(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += "; "
+		}
+		out += x
+	}
+	return out
+}
+
+// StartKeeper starts the keeper of in.Cluster (keeper/CLUSTER). The
+// workflow ID admits one running keeper per cluster; a keeper still
+// running there (one its predecessor failed to end) is terminated by the
+// server as this one starts (conflict policy TERMINATE_EXISTING), so two
+// keepers never fight over a cluster.
+func (a *ControlActivities) StartKeeper(ctx context.Context, in KeeperInput) (StartKeeperResult, error) {
+	if a.Temporal == nil {
+		return StartKeeperResult{}, fmt.Errorf("cluster %s: no Temporal client on the control worker to start its keeper", in.Cluster)
+	}
+	id := KeeperID(in.Cluster)
+	run, err := a.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: id, TaskQueue: "sparklane",
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING,
+		TypedSearchAttributes:    searchattr.For(in.Plan.Lane, in.Cluster),
+		StaticSummary:            fmt.Sprintf("keeps lane %s on cluster %s", in.Plan.Lane, in.Cluster),
+	}, KeeperWorkflow, in)
+	if err != nil {
+		return StartKeeperResult{}, fmt.Errorf("cluster %s: start keeper %s: %w", in.Cluster, id, err)
+	}
+	return StartKeeperResult{WorkflowID: id, RunID: run.GetRunID()}, nil
+}
+
+// EndKeepers ends the keeper of every cluster of the config that shares a
+// node with in.Nodes (when in.Lane is set, only a keeper keeping that
+// lane), and waits until each has closed: its heal, if one runs, stopped
+// and its node leases released. A cluster without a running keeper is
+// skipped.
+func (a *ControlActivities) EndKeepers(ctx context.Context, in EndKeepersInput) (EndKeepersResult, error) {
+	var res EndKeepersResult
+	if a.Temporal == nil {
+		return res, nil
+	}
+	for _, c := range a.Config.Clusters {
+		if !overlaps(c.Nodes, in.Nodes) {
+			continue
+		}
+		id := KeeperID(c.Name)
+		if in.Lane != "" {
+			v, err := a.Temporal.QueryWorkflow(ctx, id, "", KeeperStatusQuery)
+			if notRunning(err) {
+				continue
+			}
+			if err != nil {
+				return res, fmt.Errorf("cluster %s: ask keeper %s what it keeps: %w", c.Name, id, err)
+			}
+			var st KeeperStatus
+			if err := v.Get(&st); err != nil {
+				return res, fmt.Errorf("cluster %s: keeper %s answered unreadably: %w", c.Name, id, err)
+			}
+			if st.Lane != in.Lane || st.State == KeeperEnded {
+				continue
+			}
+		}
+		h, err := a.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: id, UpdateName: KeeperControlUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
+			Args: []any{KeeperControl{Action: KeepEnd, By: in.By, Reason: in.Reason}},
+		})
+		if notRunning(err) {
+			continue
+		}
+		if err != nil {
+			return res, fmt.Errorf("cluster %s: end keeper %s: %w", c.Name, id, err)
+		}
+		var st KeeperStatus
+		if err := h.Get(ctx, &st); err != nil {
+			if notRunning(err) {
+				continue
+			}
+			return res, fmt.Errorf("cluster %s: end keeper %s: %w", c.Name, id, err)
+		}
+		// Closed, so the next run for these nodes is admitted.
+		if err := a.Temporal.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil && !notRunning(err) {
+			a.Log.Sugar().Warnw("keeper ended with an error", "cluster", c.Name, "error", err)
+		}
+		res.Ended = append(res.Ended, st)
+	}
+	return res, nil
+}
+
+// notRunning is an error saying there is no running workflow to talk to.
+func notRunning(err error) bool {
+	if err == nil {
+		return false
+	}
+	var nf *serviceerror.NotFound
+	var done *serviceerror.WorkflowNotReady
+	return errors.As(err, &nf) || errors.As(err, &done)
+}
+
+func overlaps(a, b []string) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// KeeperMark records a keeper's event in the metrics:
+// sparklane_keeper_restarts_total and sparklane_lane_up.
+func (a *ControlActivities) KeeperMark(ctx context.Context, in KeeperMarkInput) error {
+	if in.Restart {
+		a.Metrics.KeeperRestart(in.Cluster, in.Lane)
+	}
+	if in.Up != nil {
+		a.Metrics.LaneUp(in.Cluster, in.Lane, *in.Up)
+	}
+	return nil
+}

@@ -1,0 +1,440 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
+)
+
+// Keeper defaults (a recipe's or the config's [keep] table overrides them).
+const (
+	KeepDefaultInterval     = 30 * time.Second
+	KeepDefaultRestarts     = 3
+	KeepDefaultWindow       = time.Hour
+	KeepDefaultGrace        = 5 * time.Second
+	KeepDefaultChecksPerRun = 200
+)
+
+// LeaseKeeper is a keeper healing its lane: it holds the lane's node
+// leases only while it restarts the lane, never while it watches.
+const LeaseKeeper = "keeper"
+
+// KeeperID is the workflow ID of cluster's keeper (keeper/CLUSTER).
+func KeeperID(cluster string) string { return activities.KeeperID(cluster) }
+
+// Keeper keeps one lane up on its cluster. Every interval it checks the
+// lane cheaply — each rank's container on its node's queue and the head's
+// health path from the control worker — and a failed check is asked once
+// more after the probe grace (the checks' retry policy). A lane still
+// down is restarted whole (a multi-node group cannot take back one rank):
+// every rank stopped, hooks and clears run, every rank started, wait
+// ready, probe; each step is an activity in the run's history. More
+// restarts than the budget allows within its window stop the lane as a
+// crash loop: the keeper stays open in that state (status shows why) until
+// `starter keep --cluster C on`, a stop or a cutover ends or resumes it.
+// It ends on the KeeperControlUpdate "end" (stop, cutover, up), which wins
+// over a heal under way, and continues as new after ChecksPerRun checks.
+func Keeper(ctx workflow.Context, in activities.KeeperInput) (KeeperResult, error) {
+	k := newKeeper(ctx, in)
+	if err := k.handlers(); err != nil {
+		return KeeperResult{}, err
+	}
+	res, err := k.run()
+	// An "end" waits in its handler until the heal has let go; let it
+	// answer before the run closes.
+	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	return res, err
+}
+
+// keeper is one Keeper run.
+type keeper struct {
+	ctx   workflow.Context
+	in    activities.KeeperInput
+	pol   activities.KeepPolicy
+	t     *tracker
+	nodes []string
+
+	health    string
+	lastCheck time.Time
+	runChecks int
+	healing   bool
+	ended     bool
+	endReason string
+	// cancelProbe cancels the heal's wait-ready and probes (control-plane
+	// HTTP only) when an "end" arrives; container steps finish first.
+	cancelProbe workflow.CancelFunc
+}
+
+func newKeeper(ctx workflow.Context, in activities.KeeperInput) *keeper {
+	pol := in.Policy
+	if pol.Interval <= 0 {
+		pol.Interval = contract.Duration(KeepDefaultInterval)
+	}
+	if pol.Restarts <= 0 {
+		pol.Restarts = KeepDefaultRestarts
+	}
+	if pol.Window <= 0 {
+		pol.Window = contract.Duration(KeepDefaultWindow)
+	}
+	if pol.Grace <= 0 {
+		pol.Grace = contract.Duration(KeepDefaultGrace)
+	}
+	if pol.ChecksPerRun <= 0 {
+		pol.ChecksPerRun = KeepDefaultChecksPerRun
+	}
+	return &keeper{ctx: ctx, in: in, pol: pol, t: newTracker(ctx, "Keeper", in.Plan.Lane), nodes: planNodes(in.Plan), health: "unknown"}
+}
+
+// handlers answers KeeperStatusQuery and KeeperControlUpdate.
+func (k *keeper) handlers() error {
+	if err := workflow.SetQueryHandler(k.ctx, activities.KeeperStatusQuery, func() (activities.KeeperStatus, error) {
+		return k.status(), nil
+	}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(k.ctx, activities.KeeperControlUpdate,
+		func(ctx workflow.Context, c activities.KeeperControl) (activities.KeeperStatus, error) {
+			switch c.Action {
+			case activities.KeepEnd:
+				k.ended = true
+				k.endReason = nonEmpty(c.Reason, "ended by "+nonEmpty(c.By, "an operator"))
+				if k.cancelProbe != nil {
+					k.cancelProbe()
+				}
+				// The caller takes the nodes next: the heal lets go first.
+				if err := workflow.Await(ctx, func() bool { return !k.healing }); err != nil {
+					return k.status(), err
+				}
+			case activities.KeepPause:
+				k.in.Paused = true
+			case activities.KeepResume:
+				k.in.Paused = false
+				if k.in.Stopped != "" {
+					// A fresh budget: the operator looked at the crash loop.
+					k.in.Stopped, k.in.BudgetFrom = "", workflow.Now(ctx)
+				}
+			}
+			return k.status(), nil
+		}, workflow.UpdateHandlerOptions{Validator: func(c activities.KeeperControl) error {
+			switch c.Action {
+			case activities.KeepEnd, activities.KeepPause, activities.KeepResume:
+				return nil
+			}
+			return fmt.Errorf("keeper %s: unknown action %q: use %s, %s or %s", KeeperID(k.in.Cluster), c.Action, activities.KeepEnd, activities.KeepPause, activities.KeepResume)
+		}})
+}
+
+// status is what the query and the update answer.
+func (k *keeper) status() activities.KeeperStatus {
+	st := activities.KeeperStatus{
+		Cluster: k.in.Cluster, Lane: k.in.Plan.Lane, PlanHash: k.in.Plan.RecipeHash, State: k.state(),
+		Health: k.health, LastCheck: k.lastCheck, Checks: k.in.Checks, LastReason: k.in.LastReason, StartedBy: k.in.StartedBy,
+		Restarts: append([]activities.KeeperRestart(nil), k.in.Restarts...),
+	}
+	day := workflow.Now(k.ctx).Add(-24 * time.Hour)
+	for _, r := range k.in.Restarts {
+		if r.At.After(day) {
+			st.Restarts24h++
+		}
+	}
+	in := k.in
+	st.Input = &in
+	return st
+}
+
+func (k *keeper) state() string {
+	switch {
+	case k.ended && !k.healing:
+		return activities.KeeperEnded
+	case k.healing:
+		return activities.KeeperHealing
+	case k.in.Stopped != "":
+		return activities.KeeperCrashLoop
+	case k.in.Paused:
+		return activities.KeeperPaused
+	}
+	return activities.KeeperWatching
+}
+
+// run watches until ended, or continues as new.
+func (k *keeper) run() (KeeperResult, error) {
+	for !k.ended {
+		if k.in.Paused || k.in.Stopped != "" {
+			if err := workflow.Await(k.ctx, func() bool { return k.ended || !(k.in.Paused || k.in.Stopped != "") }); err != nil {
+				return k.result(), err
+			}
+			continue
+		}
+		if k.runChecks >= k.pol.ChecksPerRun {
+			return k.result(), workflow.NewContinueAsNewError(k.ctx, Keeper, k.next())
+		}
+		woken, err := workflow.AwaitWithTimeout(k.ctx, k.pol.Interval.D(), func() bool { return k.ended || k.in.Paused })
+		if err != nil {
+			return k.result(), err
+		}
+		if woken {
+			continue
+		}
+		k.runChecks++
+		k.in.Checks++
+		down, gone := k.check()
+		k.lastCheck = workflow.Now(k.ctx)
+		switch {
+		case gone != "":
+			// A node whose worker is gone cannot be restarted on: wait.
+			k.setHealth("unknown")
+			k.in.LastReason = gone
+		case down == "":
+			k.setHealth("up")
+		default:
+			k.setHealth("down")
+			k.in.LastReason = down
+			if !k.ended && !k.in.Paused {
+				k.heal(down)
+			}
+		}
+	}
+	return k.result(), nil
+}
+
+func (k *keeper) result() KeeperResult {
+	return KeeperResult{Lane: k.in.Plan.Lane, Cluster: k.in.Cluster, Ended: k.endReason, Restarts: len(k.in.Restarts), LastReason: k.in.LastReason}
+}
+
+// next is the input of the continued run: the restarts of the last day
+// (at most 50) and the states carried over.
+func (k *keeper) next() activities.KeeperInput {
+	n := k.in
+	day := workflow.Now(k.ctx).Add(-24 * time.Hour)
+	n.Restarts = nil
+	for _, r := range k.in.Restarts {
+		if r.At.After(day) {
+			n.Restarts = append(n.Restarts, r)
+		}
+	}
+	if len(n.Restarts) > 50 {
+		n.Restarts = n.Restarts[len(n.Restarts)-50:]
+	}
+	return n
+}
+
+// check looks at every rank's container (on its node) and the head's
+// health path at once; each failed look is asked again after the grace
+// (retry policy). down says why the lane is down; gone names a node
+// whose worker did not pick up its check (nothing can be restarted there).
+func (k *keeper) check() (down, gone string) {
+	retry := &temporal.RetryPolicy{InitialInterval: k.pol.Grace.D(), BackoffCoefficient: 1, MaximumAttempts: 2}
+	plan := k.in.Plan
+	lane := plan.Lane
+	// Ranks grouped by node, in plan order.
+	var nodes []string
+	ranks := map[string][]int{}
+	for _, n := range plan.Nodes {
+		if _, ok := ranks[n.Node]; !ok {
+			nodes = append(nodes, n.Node)
+		}
+		ranks[n.Node] = append(ranks[n.Node], n.Rank)
+	}
+	pickup := k.in.Pickup.D()
+	if pickup <= 0 {
+		pickup = DefaultPickup
+	}
+	var futs []workflow.Future
+	for _, n := range nodes {
+		actx := workflow.WithActivityOptions(k.ctx, workflow.ActivityOptions{
+			TaskQueue: NodeQueue(n), ScheduleToStartTimeout: pickup, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry,
+		})
+		futs = append(futs, workflow.ExecuteActivity(summarize(actx, n, -1, "check "+lane), na.CheckRanks, activities.CheckRanksInput{Lane: lane, Ranks: ranks[n]}))
+	}
+	hctx := workflow.WithActivityOptions(k.ctx, workflow.ActivityOptions{TaskQueue: ControlQueue, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
+	head := contract.LanePlan{Lane: lane, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort, Nodes: plan.Nodes[:1]}
+	futs = append(futs, workflow.ExecuteActivity(summarize(hctx, plan.Nodes[0].Node, -1, "check head of "+lane), ca.CheckHead,
+		activities.CheckHeadInput{Lane: lane, Head: head, Path: keeperHealthPath(k.in.Recipe), APIKeyEnv: k.in.Recipe.Probe.APIKeyEnv}))
+	var downs []string
+	for i, f := range futs {
+		err := f.Get(k.ctx, nil)
+		if err == nil {
+			continue
+		}
+		if i < len(nodes) && isPickupTimeout(err) {
+			if gone == "" {
+				gone = fmt.Sprintf("node %s: its worker did not pick up the check within %s; waiting for it (no restart while a node is gone)", nodes[i], pickup)
+			}
+			continue
+		}
+		downs = append(downs, errMessage(err))
+	}
+	if gone != "" {
+		return "", gone
+	}
+	if len(downs) > 0 {
+		i := k.t.start("check", "")
+		k.t.end(i, "failed after a re-probe", errors.New(joinComma(downs)))
+		return downs[0], ""
+	}
+	return "", ""
+}
+
+// keeperHealthPath is the head's cheap check: the recipe's probe path,
+// else /health for SGLang and vLLM, /v1/models for the rest.
+func keeperHealthPath(r contract.Recipe) string {
+	if r.Probe.Path != "" {
+		return r.Probe.Path
+	}
+	switch r.Runtime {
+	case "sglang", "vllm":
+		return "/health"
+	}
+	return "/v1/models"
+}
+
+// setHealth records the lane's health; a change reaches the metrics
+// (sparklane_lane_up) through KeeperMark.
+func (k *keeper) setHealth(h string) {
+	if h == k.health || h == "unknown" {
+		k.health = h
+		return
+	}
+	k.health = h
+	up := h == "up"
+	k.mark(activities.KeeperMarkInput{Up: &up})
+}
+
+func (k *keeper) mark(in activities.KeeperMarkInput) {
+	in.Cluster, in.Lane = k.in.Cluster, k.in.Plan.Lane
+	_ = workflow.ExecuteActivity(controlOpts(k.ctx, 30*time.Second, 0, 3), ca.KeeperMark, in).Get(k.ctx, nil)
+}
+
+// restartsInWindow counts the restarts the budget's window holds.
+func (k *keeper) restartsInWindow() int {
+	from := workflow.Now(k.ctx).Add(-k.pol.Window.D())
+	if k.in.BudgetFrom.After(from) {
+		from = k.in.BudgetFrom
+	}
+	n := 0
+	for _, r := range k.in.Restarts {
+		if !r.At.Before(from) {
+			n++
+		}
+	}
+	return n
+}
+
+// heal restarts the lane whole, holding its nodes' leases meanwhile, or,
+// past the restart budget, stops it as a crash loop.
+func (k *keeper) heal(reason string) {
+	leases, err := holdNodes(k.ctx, k.t, LeaseKeeper, k.in.Plan.Lane, k.in.Cluster, k.nodes)
+	if err != nil {
+		// Another run holds a node (a stage, a prune, a hand run): it
+		// goes first; the next check looks again.
+		k.in.LastReason = "restart deferred: " + errMessage(err)
+		return
+	}
+	k.healing = true
+	defer func() {
+		leases.release()
+		k.healing = false
+	}()
+	pickup, budget := k.in.Pickup.D(), k.in.OutageBudget.D()
+	if n := k.restartsInWindow(); n >= k.pol.Restarts {
+		i := k.t.start("crash loop: stop lane", "")
+		err := stopLane(k.ctx, k.t, k.in.Plan.Lane, k.nodes, pickup, budget)
+		k.t.end(i, "", err)
+		k.in.Stopped = fmt.Sprintf("%d restarts within %s, still failing: %s", n, k.pol.Window.D(), reason)
+		k.in.LastReason = "stopped: crash loop: " + k.in.Stopped
+		if err != nil {
+			k.in.LastReason += "; stopping it failed: " + errMessage(err)
+		}
+		k.health = "down"
+		return
+	}
+	r := activities.KeeperRestart{At: workflow.Now(k.ctx), Reason: reason}
+	k.mark(activities.KeeperMarkInput{Restart: true})
+	i := k.t.start("restart lane", "")
+	err = stopLane(k.ctx, k.t, k.in.Plan.Lane, k.nodes, pickup, budget)
+	var sr ServeResult
+	if err == nil && !k.ended {
+		sr, err = serveLane(k.ctx, k.t, k.in.Recipe, k.in.Plan, true, pickup, budget)
+	}
+	if err == nil && !k.ended {
+		pctx, cancel := workflow.WithCancel(k.ctx)
+		k.cancelProbe = cancel
+		sr, err = probeLane(pctx, k.t, k.in.Recipe, k.in.Plan, sr)
+		k.cancelProbe = nil
+		cancel()
+	}
+	switch {
+	case k.ended:
+		r.Error = "interrupted: " + k.endReason
+	case err != nil:
+		r.Error = errMessage(err)
+		k.in.LastReason = "restart failed: " + r.Error
+	default:
+		r.OK = true
+		k.in.LastReason = "restarted after: " + reason
+		k.setHealth("up")
+	}
+	k.t.end(i, r.Reason, err)
+	k.in.Restarts = append(k.in.Restarts, r)
+}
+
+// keeperVersion records (once per run) whether this run's code ends and
+// starts keepers (versionKeeper): runs recorded before it did neither.
+func keeperVersion(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, versionKeeper, workflow.DefaultVersion, 1) >= 1
+}
+
+// endKeepers ends the keepers of every cluster sharing a node with nodes
+// (only lane's keeper, when lane is set) before a hand run touches them:
+// the hand run wins over a keeper's heal, and no keeper heals a lane a
+// cutover is taking down. It returns the keepers ended, as they were.
+func endKeepers(ctx workflow.Context, t *tracker, nodes []string, lane, reason string) ([]activities.KeeperStatus, error) {
+	i := t.start("end keepers", "")
+	var res activities.EndKeepersResult
+	by := workflow.GetInfo(ctx).WorkflowExecution.ID
+	err := workflow.ExecuteActivity(controlOpts(ctx, 10*time.Minute, 0, 3), ca.EndKeepers,
+		activities.EndKeepersInput{Nodes: nodes, Lane: lane, By: by, Reason: reason}).Get(ctx, &res)
+	var ended []string
+	for _, st := range res.Ended {
+		ended = append(ended, KeeperID(st.Cluster)+" ("+st.Lane+")")
+	}
+	t.end(i, nonEmpty(joinComma(ended), "none running"), err)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("ending the keepers of nodes "+joinComma(nodes)+" failed: "+errMessage(err)+
+			"; end them by hand (`starter keep --cluster C off`, or `temporal workflow terminate -w keeper/C`) and retry", "KeeperEnd", err)
+	}
+	return res.Ended, nil
+}
+
+// startKeeper starts keeping a lane that a run just brought up.
+func startKeeper(ctx workflow.Context, t *tracker, in activities.KeeperInput) {
+	if in.Policy.Off {
+		t.skip("keep", "", "[keep] off = true")
+		return
+	}
+	i := t.start("keep", "")
+	var r activities.StartKeeperResult
+	err := workflow.ExecuteActivity(controlOpts(ctx, time.Minute, 0, 3), ca.StartKeeper, in).Get(ctx, &r)
+	t.end(i, r.WorkflowID, err)
+}
+
+// keepPolicy is the policy a run hands its keeper: the starter's (config
+// and recipe merged), else the recipe's, with the probe grace.
+func keepPolicy(rc contract.Recipe, p *activities.KeepPolicy, grace contract.Duration) activities.KeepPolicy {
+	var out activities.KeepPolicy
+	if p != nil {
+		out = *p
+	} else {
+		out = activities.KeepPolicy{Interval: rc.Keep.Interval, Restarts: rc.Keep.Restarts, Window: rc.Keep.Window, Off: rc.Keep.Off}
+	}
+	if out.Grace <= 0 {
+		out.Grace = grace
+	}
+	return out
+}

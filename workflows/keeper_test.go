@@ -1,0 +1,226 @@
+package workflows
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/fault"
+)
+
+func keeperInput(lane string, pol activities.KeepPolicy, nodes ...string) activities.KeeperInput {
+	return activities.KeeperInput{Cluster: "c1", Recipe: testRecipe(lane, nil, false), Plan: testPlan(lane, "h", nodes...), Policy: pol, StartedBy: "cutover/c1"}
+}
+
+// control sends the keeper an update at workflow time after and returns
+// where its answer lands.
+func control(f *fakeFleet, after time.Duration, action string) *activities.KeeperStatus {
+	var st activities.KeeperStatus
+	f.env.RegisterDelayedCallback(func() {
+		f.env.UpdateWorkflow(activities.KeeperControlUpdate, action, &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { f.t.Errorf("%s rejected: %v", action, err) },
+			OnAccept: func() {},
+			OnComplete: func(v any, err error) {
+				if err != nil {
+					f.t.Errorf("%s: %v", action, err)
+					return
+				}
+				st = v.(activities.KeeperStatus)
+			},
+		}, activities.KeeperControl{Action: action, By: "test", Reason: "test says " + action})
+	}, after)
+	return &st
+}
+
+func keeperStatus(t *testing.T, f *fakeFleet) activities.KeeperStatus {
+	t.Helper()
+	v, err := f.env.QueryWorkflow(activities.KeeperStatusQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st activities.KeeperStatus
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func keeperResult(t *testing.T, f *fakeFleet) KeeperResult {
+	t.Helper()
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatalf("keeper: %v", err)
+	}
+	var res KeeperResult
+	if err := f.env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+var healthy2 = []string{"CheckRanks k@a", "CheckRanks k@b", "CheckHead k /v1/models"}
+
+// A rank that is down at one look but up at the re-probe (the retry
+// policy, after the grace) is no reason to restart anything.
+func TestKeeperReprobeSavesARestart(t *testing.T) {
+	f := newFakeFleet(t)
+	f.rankDown["b"] = 1
+	control(f, 75*time.Second, activities.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{}, "a", "b"))
+	res := keeperResult(t, f)
+	if res.Restarts != 0 || res.Ended != "test says end" {
+		t.Errorf("result %+v, want no restart, ended by the update", res)
+	}
+	f.expectPhases(healthy2, []string{"CheckRanks k@b"}, []string{"KeeperMark up=true"}, healthy2)
+}
+
+// A rank still down at the re-probe: the whole lane is restarted (stop
+// every rank, image, start all, wait ready, probe), each step an activity.
+func TestKeeperRestartsTheWholeLane(t *testing.T) {
+	f := newFakeFleet(t)
+	f.rankDown["b"] = 2
+	control(f, 45*time.Second, activities.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{}, "a", "b"))
+	res := keeperResult(t, f)
+	if res.Restarts != 1 || !strings.Contains(res.LastReason, "restarted after: lane k on node b: rank exited") {
+		t.Errorf("result %+v, want one restart naming rank b", res)
+	}
+	f.expectPhases(healthy2, []string{"CheckRanks k@b"}, []string{"KeeperMark up=false"}, []string{"KeeperMark restart"},
+		on("StopLane k", "a", "b"), on("EnsureImage img-k", "a", "b"), on("StartRank k", "a", "b"),
+		[]string{"WaitReady k"}, []string{"Smoke http://k"}, []string{"DecodeProbe http://k"}, []string{"KeeperMark up=true"})
+}
+
+// A lane that keeps failing is restarted as often as the budget allows,
+// then stopped as a crash loop; the keeper stays open and says why.
+func TestKeeperStopsACrashLoopAfterTheBudget(t *testing.T) {
+	f := newFakeFleet(t)
+	f.rankDown["a"] = 1000
+	f.readyErr["k"] = newAppErr("rank 0 exited with code 1", fault.RankExited)
+	var st activities.KeeperStatus
+	f.env.RegisterDelayedCallback(func() { st = keeperStatus(t, f) }, 20*time.Minute)
+	control(f, 21*time.Minute, activities.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{Interval: contract.Duration(time.Minute), Restarts: 2}, "a"))
+	res := keeperResult(t, f)
+	if res.Restarts != 2 || f.count("StartRank") != 2 {
+		t.Errorf("result %+v, %d starts, want exactly the 2 restarts the budget allows", res, f.count("StartRank"))
+	}
+	if st.State != activities.KeeperCrashLoop || !strings.Contains(st.LastReason, "stopped: crash loop: 2 restarts within 1h0m0s") || st.Restarts24h != 2 {
+		t.Errorf("status %+v, want stopped: crash loop with the reason and 2 restarts", st)
+	}
+	// The last StopLane is the crash loop's stop; no check after it.
+	calls := f.callList()
+	if last := calls[len(calls)-1]; last != "StopLane k@a" {
+		t.Errorf("last call %q, want the crash loop's stop; calls:\n%s", last, strings.Join(calls, "\n"))
+	}
+}
+
+// A stop while the keeper heals wins: the update returns once the heal
+// has let go of the nodes, and the keeper ends without starting again.
+func TestKeeperStopWinsDuringAHeal(t *testing.T) {
+	f := newFakeFleet(t)
+	f.rankDown["a"] = 2
+	f.readyDelay = 10 * time.Minute // the first WaitReady hangs
+	st := control(f, 2*time.Minute, activities.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{}, "a"))
+	res := keeperResult(t, f)
+	if res.Ended != "test says end" || st.State != activities.KeeperEnded {
+		t.Errorf("result %+v, update answer %+v: want ended by the stop", res, st)
+	}
+	if f.count("StartRank") != 1 || f.count("Smoke") != 0 {
+		t.Errorf("calls %v: want the heal cut off in wait ready", f.callList())
+	}
+}
+
+// keep off pauses checks; keep on resumes them.
+func TestKeeperPausesAndResumes(t *testing.T) {
+	f := newFakeFleet(t)
+	control(f, 10*time.Second, activities.KeepPause)
+	var paused activities.KeeperStatus
+	f.env.RegisterDelayedCallback(func() { paused = keeperStatus(t, f) }, time.Hour)
+	control(f, 2*time.Hour, activities.KeepResume)
+	control(f, 2*time.Hour+45*time.Second, activities.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{}, "a"))
+	keeperResult(t, f)
+	if paused.State != activities.KeeperPaused {
+		t.Errorf("state an hour after keep off: %q, want paused", paused.State)
+	}
+	if n := f.count("CheckHead"); n != 1 {
+		t.Errorf("%d checks, want 1 (after keep on only)", n)
+	}
+}
+
+// After ChecksPerRun checks the keeper continues as new, carrying its
+// restart history.
+func TestKeeperContinuesAsNew(t *testing.T) {
+	f := newFakeFleet(t)
+	f.rankDown["a"] = 2
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{ChecksPerRun: 3}, "a"))
+	var can *workflow.ContinueAsNewError
+	if err := f.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("keeper ended with %v, want continue-as-new", err)
+	}
+	var next activities.KeeperInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if len(next.Restarts) != 1 || !next.Restarts[0].OK || next.Checks != 3 || next.Plan.Lane != "k" {
+		t.Errorf("next run's input %+v, want the lane, 3 checks and the one restart", next)
+	}
+}
+
+// A cutover ends the keepers of its nodes first and starts the
+// cluster's keeper for the new lane when it succeeds.
+func TestCutoverHandsTheClusterToANewKeeper(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.ExecuteWorkflow(Cutover, CutoverInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b"), Stage: StageAuto,
+		Keep: &activities.KeepPolicy{Interval: contract.Duration(time.Minute)}, Grace: contract.Duration(7 * time.Second)})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"EndKeepers a,b lane= by=default-test-workflow-id", "StartKeeper c1 new by=cutover/c1"}
+	if strings.Join(f.keeperCalls, "|") != strings.Join(want, "|") {
+		t.Errorf("keeper calls %v, want %v", f.keeperCalls, want)
+	}
+	if p := f.started[0].Policy; p.Interval.D() != time.Minute || p.Grace.D() != 7*time.Second {
+		t.Errorf("keeper policy %+v, want the input's interval and the probe grace", p)
+	}
+}
+
+// A cutover that fails and rolls back starts the previous lane's keeper
+// again, as it was.
+func TestCutoverRollbackRestartsThePreviousKeeper(t *testing.T) {
+	f := newFakeFleet(t)
+	f.lanesOn["a"] = []string{"old"}
+	f.resolve["old"] = activities.ResolveLaneResult{Recipe: testRecipe("old", nil, false), Plan: testPlan("old", "o", "a")}
+	oldIn := keeperInput("old", activities.KeepPolicy{Restarts: 5}, "a")
+	f.endKeepers = []activities.KeeperStatus{{Cluster: "c1", Lane: "old", Input: &oldIn}}
+	f.readyErr["new"] = newAppErr("rank 0 exited", fault.RankExited)
+	f.env.ExecuteWorkflow(Cutover, CutoverInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a"), Stage: StageAuto})
+	appErr(t, f.env.GetWorkflowError())
+	want := []string{"EndKeepers a lane= by=default-test-workflow-id", "StartKeeper c1 old by=cutover/c1 (rollback)"}
+	if strings.Join(f.keeperCalls, "|") != strings.Join(want, "|") {
+		t.Errorf("keeper calls %v, want %v", f.keeperCalls, want)
+	}
+	if f.started[0].Policy.Restarts != 5 {
+		t.Errorf("restarted keeper's policy %+v, want the old keeper's", f.started[0].Policy)
+	}
+}
+
+// stop --lane ends that lane's keeper before it takes the nodes.
+func TestStopEndsTheLanesKeeperFirst(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.ExecuteWorkflow(Stop, StopInput{Lane: "k", Nodes: []string{"a", "b"}})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"EndKeepers a,b lane=k by=default-test-workflow-id"}
+	if strings.Join(f.keeperCalls, "|") != strings.Join(want, "|") {
+		t.Errorf("keeper calls %v, want %v", f.keeperCalls, want)
+	}
+}
