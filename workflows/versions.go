@@ -67,6 +67,11 @@ const (
 	// VerifyBlock activity after all blocks.
 	versionStageVerifyInBlock = "stage-verify-in-block"
 
+	// versionStageFetch: a Stage whose input carries a fetch plan (stage
+	// --fetch, or hub-mirror blocks with fetch = true) runs the Fetch
+	// child (fetch/LANE) before staging.
+	versionStageFetch = "stage-fetch"
+
 	// versionNodeLease: every top-level mutating run (cutover, up, stop,
 	// stage, repair) holds a NodeLease child per node it touches (lease.go).
 	_ = versionNodeLease

@@ -30,6 +30,7 @@ type Metrics struct {
 	probeTTFT     *prometheus.GaugeVec
 	benchTG       *prometheus.GaugeVec
 	nodeOutage    *prometheus.GaugeVec
+	fetchBytes    *prometheus.CounterVec
 
 	mu  sync.Mutex
 	sdk map[string]*sdkVec // SDK metric name → its collector
@@ -52,7 +53,8 @@ func New() *Metrics {
 	m.probeTTFT = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_probe_ttft_seconds", Help: "Time to first token measured by the last probe of a lane."}, []string{"lane"})
 	m.benchTG = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_bench_decode_tokens_per_second", Help: "Aggregate decode tok/s of the last bench of a lane."}, []string{"lane"})
 	m.nodeOutage = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_node_outage_seconds", Help: "How long a run has been waiting for a node whose worker is gone (0 when back)."}, []string{"node"})
-	reg.MustRegister(m.stagingBytes, m.stagingRate, m.stagingDone, m.filesVerified, m.filesRepaired, m.readiness, m.probeTPS, m.probeTTFT, m.benchTG, m.nodeOutage)
+	m.fetchBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_fetch_bytes_total", Help: "Bytes downloaded from the Hub into the NAS (starter fetch), per lane and repo."}, []string{"lane", "repo"})
+	reg.MustRegister(m.stagingBytes, m.stagingRate, m.stagingDone, m.filesVerified, m.filesRepaired, m.readiness, m.probeTPS, m.probeTTFT, m.benchTG, m.nodeOutage, m.fetchBytes)
 	return m
 }
 
@@ -117,6 +119,14 @@ func (m *Metrics) NodeOutage(node string, down time.Duration) {
 		return
 	}
 	m.nodeOutage.WithLabelValues(node).Set(down.Seconds())
+}
+
+// Fetched counts bytes downloaded from the Hub for a lane's repo.
+func (m *Metrics) Fetched(lane, repo string, bytes int64) {
+	if m == nil || bytes <= 0 {
+		return
+	}
+	m.fetchBytes.WithLabelValues(lane, repo).Add(float64(bytes))
 }
 
 // Handler serves the registry in the Prometheus text format.
