@@ -249,12 +249,18 @@ type StageInput struct {
 	OutageBudget contract.Duration `json:"outage_budget,omitempty"`
 	// Room is passed to every StageNode (stage --make-room).
 	Room *activities.DiskRoom `json:"room,omitempty"`
+	// Fetch, when set, downloads these repos from the Hub into the NAS
+	// first (a Fetch child, fetch/LANE): stage --fetch, or blocks with
+	// fetch = true. Behind versionStageFetch.
+	Fetch *contract.FetchPlan `json:"fetch,omitempty"`
 }
 
 // StageResult collects every node's result.
 type StageResult struct {
 	Lane  string            `json:"lane"`
 	Nodes []StageNodeResult `json:"nodes"`
+	// Fetch is the Fetch child's result, when the stage fetched first.
+	Fetch *FetchResult `json:"fetch,omitempty"`
 }
 
 // VerifyLane is one lane's blocks to verify.
@@ -489,4 +495,29 @@ type KeeperResult struct {
 	Ended      string `json:"ended,omitempty"`
 	Restarts   int    `json:"restarts"`
 	LastReason string `json:"last_reason,omitempty"`
+}
+
+// FetchID is the workflow ID of a lane's Hub fetch: one fetch per lane at
+// a time (two would download the same blobs into the same NAS).
+func FetchID(lane string) string { return "fetch/" + lane }
+
+// FetchInput downloads a lane's hub-mirror repos from the Hub into the
+// NAS (starter fetch, or a Stage that fetches first).
+type FetchInput struct {
+	Plan   contract.FetchPlan `json:"plan"`
+	DryRun bool               `json:"dry_run,omitempty"`
+	// Pickup bounds schedule-to-start on a fetch node's queue (0:
+	// DefaultPickup); Heartbeat is FetchRepo's heartbeat timeout, how soon
+	// a killed worker is noticed and the fetch retried (0: one minute);
+	// OutageBudget is how long the fetch node may be gone (0:
+	// DefaultOutageBudget).
+	Pickup       contract.Duration `json:"pickup,omitempty"`
+	Heartbeat    contract.Duration `json:"heartbeat,omitempty"`
+	OutageBudget contract.Duration `json:"outage_budget,omitempty"`
+}
+
+// FetchResult is what each repo's fetch did, in plan order.
+type FetchResult struct {
+	Lane  string                       `json:"lane"`
+	Repos []activities.FetchRepoResult `json:"repos"`
 }

@@ -96,6 +96,7 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 	env := f.env
 	env.RegisterActivity(&activities.NodeActivities{})
 	env.RegisterActivity(&activities.ControlActivities{})
+	env.RegisterActivity(&activities.FetchActivities{})
 	env.RegisterWorkflow(FleetProbe)
 	env.RegisterWorkflow(StageNode)
 	env.RegisterWorkflow(NodeLease)

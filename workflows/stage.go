@@ -268,10 +268,23 @@ func Stage(ctx workflow.Context, in StageInput) (StageResult, error) {
 		}
 		defer leases.release()
 	}
+	res := StageResult{Lane: in.Plan.Lane}
+	// From versionStageFetch on, a stage that names a fetch plan (stage
+	// --fetch, blocks with fetch = true) downloads the repos into the NAS
+	// first. Runs recorded before it carried no plan and never ask.
+	if in.Fetch != nil && len(in.Fetch.Repos) > 0 &&
+		workflow.GetVersion(ctx, versionStageFetch, workflow.DefaultVersion, 1) >= 1 {
+		fr, err := fetchChild(ctx, t, FetchInput{Plan: *in.Fetch, DryRun: in.DryRun, Pickup: in.Pickup, Heartbeat: in.Heartbeat, OutageBudget: in.OutageBudget}, in.Plan.Cluster)
+		res.Fetch = fr
+		if err != nil {
+			return res, err
+		}
+	}
 	i := t.start("stage", "")
 	nodes, err := stageChildren(ctx, t, in.Plan, in.Blocks, in.Only, in.Mode, in.DryRun, in.Verify, in.Pickup.D(), in.OutageBudget.D(), in.Room, in.Heartbeat.D())
 	t.end(i, "", err)
-	return StageResult{Lane: in.Plan.Lane, Nodes: nodes}, err
+	res.Nodes = nodes
+	return res, err
 }
 
 // Verify checks the staged blocks of lanes on every node without writing

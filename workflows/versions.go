@@ -73,6 +73,11 @@ const (
 	// carry none, and never reach the gate.
 	versionPostHooks = "serve-post-hooks"
 
+	// versionStageFetch: a Stage whose input carries a fetch plan (stage
+	// --fetch, or hub-mirror blocks with fetch = true) runs the Fetch
+	// child (fetch/LANE) before staging.
+	versionStageFetch = "stage-fetch"
+
 	// versionNodeLease: every top-level mutating run (cutover, up, stop,
 	// stage, repair) holds a NodeLease child per node it touches (lease.go).
 	_ = versionNodeLease

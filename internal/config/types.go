@@ -25,6 +25,20 @@ type Config struct {
 	DefaultCluster string `mapstructure:"default_cluster" json:"default_cluster,omitempty"`
 	// HFCacheDir is the NAS hub root (models--org--name/...) that staging reads.
 	HFCacheDir string `mapstructure:"hf_cache_dir" json:"hf_cache_dir"`
+	// HFEndpoint is the Hub `starter fetch` downloads from (a mirror, an
+	// air-gapped endpoint). Empty: the fetching worker's HF_ENDPOINT, as
+	// the Hub's own tools read it, else the public Hub.
+	HFEndpoint string `mapstructure:"hf_endpoint" json:"hf_endpoint,omitempty"`
+	// HFTokenFile is a file on the fetching worker's host holding the Hub
+	// token for private and gated repos. Only its path travels in a run;
+	// the worker reads the token when it fetches, so it never enters
+	// history, logs or reports. Empty: the worker's HF_TOKEN, else the
+	// Hub tools' token file (~/.cache/huggingface/token).
+	HFTokenFile string `mapstructure:"hf_token_file" json:"hf_token_file,omitempty"`
+	// FetchNode is the worker that downloads from the Hub into the NAS:
+	// a node's name (its worker must mount the NAS read-write), or
+	// "control" (the control service, the default).
+	FetchNode string `mapstructure:"fetch_node" json:"fetch_node,omitempty"`
 	// SharedRoots are paths every node sees alike (the NAS); fs_root never
 	// prefixes them.
 	SharedRoots []string `mapstructure:"shared_roots" json:"shared_roots"`
@@ -279,6 +293,11 @@ type Staging struct {
 	Skip    []string `mapstructure:"skip"`
 	Verify  string   `mapstructure:"verify"`
 	Exports []Export `mapstructure:"exports"`
+	// Revision pins the Hub commit (or branch or tag) `starter fetch`
+	// downloads the block's repos at; Fetch = true fetches them before
+	// each stage of the lane.
+	Revision string `mapstructure:"revision"`
+	Fetch    bool   `mapstructure:"fetch"`
 	// sparse-rows keys; the env key is the variable pointing at Mount.
 	Format      string   `mapstructure:"format"`
 	Tensors     []string `mapstructure:"tensors"`

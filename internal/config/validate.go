@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -83,6 +84,7 @@ func ConfigErrors(cfg *Config) []error {
 	if cfg.HFCacheDir != "" && !filepath.IsAbs(cfg.HFCacheDir) {
 		errs = append(errs, cfgErr(cfg, "hf_cache_dir", "%q is not absolute: write the NAS hub root as an absolute path", cfg.HFCacheDir))
 	}
+	errs = append(errs, fetchErrors(cfg)...)
 	for i, s := range cfg.SharedRoots {
 		if !filepath.IsAbs(s) {
 			errs = append(errs, cfgErr(cfg, fmt.Sprintf("shared_roots[%d]", i), "%q is not absolute", s))
@@ -438,6 +440,12 @@ func stagingErrors(r *Recipe) []error {
 			if len(s.Tensors) > 0 || len(s.Layers) > 0 || s.Format != "" || s.RecordBytes != 0 {
 				errs = append(errs, recipeErr(r, key, "tensors/layers/format/record_bytes belong to sparse-rows blocks, not hub-mirror"))
 			}
+			if err := CheckRevision(s.Revision); s.Revision != "" && err != nil {
+				errs = append(errs, recipeErr(r, key+".revision", "%q %v: write a commit sha (40 hex), a branch or a tag", s.Revision, err))
+			}
+			if (s.Fetch || s.Revision != "") && !filepath.IsAbs(s.Src) {
+				errs = append(errs, recipeErr(r, key+".src", "%q is not absolute: a block that is fetched needs the NAS hub root it downloads into, as an absolute path", s.Src))
+			}
 		case "sparse-rows":
 			if len(s.Tensors) == 0 {
 				errs = append(errs, recipeErr(r, key+".tensors", "missing: name the embedding tensors to split"))
@@ -459,6 +467,9 @@ func stagingErrors(r *Recipe) []error {
 			}
 			if s.RecordBytes < 0 {
 				errs = append(errs, recipeErr(r, key+".record_bytes", "must not be negative"))
+			}
+			if s.Revision != "" || s.Fetch {
+				errs = append(errs, recipeErr(r, key, "revision/fetch belong to hub-mirror blocks: sparse-rows tables are not downloaded from the Hub"))
 			}
 		case "":
 			errs = append(errs, recipeErr(r, key+".kind", "missing: use hub-mirror or sparse-rows"))
@@ -728,4 +739,40 @@ func keepErrs(k Keep) [][2]string {
 		out = append(out, [2]string{"keep.window", fmt.Sprintf("%s is negative: write the restart budget's window, like \"1h\"", k.Window)})
 	}
 	return out
+}
+
+// FetchControl is the fetch_node value naming the control service's
+// worker (the default when fetch_node is empty).
+const FetchControl = "control"
+
+// fetchErrors checks the Hub fetch keys: hf_endpoint an http(s) URL,
+// hf_token_file an absolute path, fetch_node a node or "control".
+func fetchErrors(cfg *Config) []error {
+	var errs []error
+	if e := cfg.HFEndpoint; e != "" {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			errs = append(errs, cfgErr(cfg, "hf_endpoint", "%q is not an http(s) URL: write the Hub's base URL, like \"https://huggingface.co\"", e))
+		}
+	}
+	if cfg.HFTokenFile != "" && !filepath.IsAbs(cfg.HFTokenFile) {
+		errs = append(errs, cfgErr(cfg, "hf_token_file", "%q is not absolute: write the token file's path on the fetching worker's host", cfg.HFTokenFile))
+	}
+	if n := cfg.FetchNode; n != "" && n != FetchControl && cfg.Node(n) == nil {
+		errs = append(errs, cfgErr(cfg, "fetch_node", "unknown node %q: name a node that mounts the NAS read-write, or %q for the control service — known nodes: %s", n, FetchControl, strings.Join(nodeNames(cfg), ", ")))
+	}
+	return errs
+}
+
+// CheckRevision accepts a Hub revision: a commit sha, a branch or a tag
+// (refs/pr/1 too), whose slash-separated parts are real names.
+func CheckRevision(rev string) error {
+	if rev == "" || strings.ContainsAny(rev, "\\\x00 ") {
+		return errors.New("is empty or has a backslash, NUL or blank")
+	}
+	for _, c := range strings.Split(rev, "/") {
+		if c == "" || c == "." || c == ".." {
+			return fmt.Errorf("has the part %q, which would leave the refs directory", c)
+		}
+	}
+	return nil
 }

@@ -156,6 +156,12 @@ type Staging struct {
 	Skip    []string `json:"skip,omitempty"`
 	Verify  string   `json:"verify,omitempty"` // sampled | sha256
 	Exports []Export `json:"exports,omitempty"`
+	// Revision pins the Hub commit (or branch, tag) the block's repos are
+	// fetched at (starter fetch); Fetch has every stage of the lane fetch
+	// them into Src first, so a repo missing from the NAS is downloaded
+	// instead of refused as SourceIncomplete.
+	Revision string `json:"revision,omitempty"`
+	Fetch    bool   `json:"fetch,omitempty"`
 	// sparse-rows
 	Format  string   `json:"format,omitempty"` // packed | sparse-copy
 	Tensors []string `json:"tensors,omitempty"`

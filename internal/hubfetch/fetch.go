@@ -38,8 +38,7 @@ func Fetch(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	res.Commit, res.SnapshotDir = p.commit, p.snapDir
-	res.Files, res.Bytes, res.SkippedFiles, res.SkippedBytes = p.files, p.bytes, p.skippedFiles, p.skippedBytes
+	p.fill(&res)
 	if p.needWrite {
 		if err := p.checkWritable(&r); err != nil {
 			return res, err
@@ -61,6 +60,44 @@ func Fetch(ctx context.Context, req Request) (Result, error) {
 	}
 	f.emit(true)
 	return res, err
+}
+
+// Plan lists Repo at Revision and says what Fetch would do: the commit,
+// the files and bytes after the skip globs, and the files and bytes the
+// cache lacks (Result.MissingFiles, MissingBytes). It only reads (the
+// Hub's listing, and the cache with stat): a dry run.
+func Plan(ctx context.Context, req Request) (Result, error) {
+	r, err := req.withDefaults()
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Repo: r.Repo, Revision: r.Revision}
+	h, err := newHub(&r)
+	if err != nil {
+		return res, err
+	}
+	l, err := h.revision(ctx)
+	if err != nil {
+		return res, err
+	}
+	p, err := makePlan(&r, l)
+	if err != nil {
+		return res, err
+	}
+	p.fill(&res)
+	return res, nil
+}
+
+// fill copies what the plan found into res.
+func (p *plan) fill(res *Result) {
+	res.Commit, res.SnapshotDir = p.commit, p.snapDir
+	res.Files, res.Bytes, res.SkippedFiles, res.SkippedBytes = p.files, p.bytes, p.skippedFiles, p.skippedBytes
+	res.MissingBytes = p.needBytes
+	for _, b := range p.blobs {
+		if !b.present {
+			res.MissingFiles += len(b.paths)
+		}
+	}
 }
 
 // forEach runs fn on every item, at most n at once, largest first (the

@@ -138,6 +138,12 @@ type Result struct {
 	ReusedFiles int
 	// RefWritten: refs/Revision was created or updated to Commit.
 	RefWritten bool
+	// MissingFiles and MissingBytes are what the cache lacked when the
+	// fetch began: files whose blob was not complete, and the bytes still
+	// to download (less what partial downloads hold). Plan reports them
+	// without fetching.
+	MissingFiles int
+	MissingBytes int64
 }
 
 // Defaults of the tuning fields.

@@ -54,7 +54,7 @@ func Wire(r *config.Recipe) contract.Recipe {
 func wireStaging(s config.Staging) contract.Staging {
 	return contract.Staging{
 		Kind: s.Kind, ID: s.ID, Src: s.Src, Dst: s.Dst, MinFree: s.MinFree,
-		Repos: s.Repos, Skip: s.Skip, Verify: s.Verify,
+		Repos: s.Repos, Skip: s.Skip, Verify: s.Verify, Revision: s.Revision, Fetch: s.Fetch,
 		Exports: each(s.Exports, func(e config.Export) contract.Export { return contract.Export(e) }),
 		Format:  s.Format, Tensors: s.Tensors, Layers: s.Layers, Mount: s.Mount, EnvVar: s.EnvVar,
 		RowsEnv: s.RowsEnv, Rows: s.Rows, RecordBytes: s.RecordBytes,

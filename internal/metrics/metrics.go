@@ -32,6 +32,7 @@ type Metrics struct {
 	nodeOutage    *prometheus.GaugeVec
 	keeperRestart *prometheus.CounterVec
 	laneUp        *prometheus.GaugeVec
+	fetchBytes    *prometheus.CounterVec
 
 	mu  sync.Mutex
 	sdk map[string]*sdkVec // SDK metric name → its collector
@@ -56,7 +57,8 @@ func New() *Metrics {
 	m.nodeOutage = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_node_outage_seconds", Help: "How long a run has been waiting for a node whose worker is gone (0 when back)."}, []string{"node"})
 	m.keeperRestart = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_keeper_restarts_total", Help: "Whole-lane restarts a cluster's keeper made after a failed check."}, []string{"cluster", "lane"})
 	m.laneUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_lane_up", Help: "1 when the kept lane passed its keeper's last check, 0 when it failed (or was stopped as a crash loop)."}, []string{"cluster", "lane"})
-	reg.MustRegister(m.stagingBytes, m.stagingRate, m.stagingDone, m.filesVerified, m.filesRepaired, m.readiness, m.probeTPS, m.probeTTFT, m.benchTG, m.nodeOutage, m.keeperRestart, m.laneUp)
+	m.fetchBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_fetch_bytes_total", Help: "Bytes downloaded from the Hub into the NAS (starter fetch), per lane and repo."}, []string{"lane", "repo"})
+	reg.MustRegister(m.stagingBytes, m.stagingRate, m.stagingDone, m.filesVerified, m.filesRepaired, m.readiness, m.probeTPS, m.probeTTFT, m.benchTG, m.nodeOutage, m.keeperRestart, m.laneUp, m.fetchBytes)
 	return m
 }
 
@@ -141,6 +143,14 @@ func (m *Metrics) LaneUp(cluster, lane string, up bool) {
 		v = 1
 	}
 	m.laneUp.WithLabelValues(cluster, lane).Set(v)
+}
+
+// Fetched counts bytes downloaded from the Hub for a lane's repo.
+func (m *Metrics) Fetched(lane, repo string, bytes int64) {
+	if m == nil || bytes <= 0 {
+		return
+	}
+	m.fetchBytes.WithLabelValues(lane, repo).Add(float64(bytes))
 }
 
 // Handler serves the registry in the Prometheus text format.

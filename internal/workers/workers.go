@@ -38,11 +38,13 @@ func NewControlWorker(c client.Client, cfg *config.Config, log *zap.Logger, uiUR
 	w := worker.New(c, workflows.ControlQueue, worker.Options{WorkerStopTimeout: 10 * time.Second})
 	for _, wf := range []any{
 		workflows.FleetProbe, workflows.StageNode, workflows.Stage, workflows.Verify,
-		workflows.Serve, workflows.Probe, workflows.Stop, workflows.Cutover, workflows.Bench, workflows.Power, workflows.Disk, workflows.NodeLease, workflows.Keeper,
+		workflows.Serve, workflows.Probe, workflows.Stop, workflows.Cutover, workflows.Bench, workflows.Power, workflows.Disk, workflows.NodeLease, workflows.Keeper, workflows.Fetch,
 	} {
 		w.RegisterWorkflow(wf)
 	}
 	w.RegisterActivity(&activities.ControlActivities{Config: cfg, Log: log.Named("control"), Version: Version, UIURL: uiURL, Temporal: c, Metrics: m})
+	// Hub fetches run here when fetch_node is "control" (the default).
+	w.RegisterActivity(&activities.FetchActivities{Where: config.FetchControl, Log: log.Named("fetch"), Metrics: m})
 	return w
 }
 
@@ -67,6 +69,10 @@ func NewNodeWorker(c client.Client, cfg *config.Config, name string, log *zap.Lo
 	rcv, stop := startRelay(cfg, n, nlog)
 	w.RegisterActivity(&activities.NodeActivities{Node: *n, SharedRoots: cfg.SharedRoots, HFCacheDir: cfg.HFCacheDir, Log: nlog, Metrics: m,
 		Relay: rcv, RelayAddr: relayAddr(cfg.StateDir)})
+	// Hub fetches run here when fetch_node names this node.
+	node := *n
+	w.RegisterActivity(&activities.FetchActivities{Where: name, Log: nlog.Named("fetch"), Metrics: m,
+		Local: func(p string) string { return node.LocalPath(p, cfg.SharedRoots) }})
 	return nodeWorker{Worker: w, stopRelay: stop}, nil
 }
 
