@@ -268,10 +268,17 @@ func Stage(ctx workflow.Context, in StageInput) (StageResult, error) {
 		}
 		defer leases.release()
 	}
+	var imgs []ImageNodeResult
+	if workflow.GetVersion(ctx, versionStageImage, workflow.DefaultVersion, 1) >= 1 {
+		var err error
+		if imgs, err = ensureImages(ctx, t, in.Plan, in.Only, in.DryRun, in.Pickup.D()); err != nil {
+			return StageResult{Lane: in.Plan.Lane, Images: imgs}, err
+		}
+	}
 	i := t.start("stage", "")
 	nodes, err := stageChildren(ctx, t, in.Plan, in.Blocks, in.Only, in.Mode, in.DryRun, in.Verify, in.Pickup.D(), in.OutageBudget.D(), in.Room, in.Heartbeat.D())
 	t.end(i, "", err)
-	return StageResult{Lane: in.Plan.Lane, Nodes: nodes}, err
+	return StageResult{Lane: in.Plan.Lane, Nodes: nodes, Images: imgs}, err
 }
 
 // Verify checks the staged blocks of lanes on every node without writing

@@ -67,6 +67,11 @@ const (
 	// VerifyBlock activity after all blocks.
 	versionStageVerifyInBlock = "stage-verify-in-block"
 
+	// versionStageImage: stage (and so cutover) ensures the lane's image
+	// on every node first, moving the layers a node lacks from a node that
+	// has it (images.go), before any container starts.
+	versionStageImage = "stage-image"
+
 	// versionNodeLease: every top-level mutating run (cutover, up, stop,
 	// stage, repair) holds a NodeLease child per node it touches (lease.go).
 	_ = versionNodeLease
