@@ -14,6 +14,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/disk"
+	"github.com/sparklane/sparklane/internal/images"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/serve"
 	"github.com/sparklane/sparklane/internal/staging"
@@ -706,4 +707,40 @@ type FetchRepoResult struct {
 	ReusedFiles     int     `json:"reused_files"`
 	Seconds         float64 `json:"seconds"`
 	DryRun          bool    `json:"dry_run,omitempty"`
+}
+
+// ImageInventoryInput asks a node what it has of a lane's image.
+type ImageInventoryInput struct {
+	Image string `json:"image"`
+	// DiffIDs, when given (the image's layers, from a node that has it),
+	// ask how many of them a node without the image already has.
+	DiffIDs []string `json:"diff_ids,omitempty"`
+}
+
+// ImageInventoryResult is one node's inventory of the image, and where
+// it would serve a transfer to the next node.
+type ImageInventoryResult struct {
+	images.Inventory
+	// Addr is the node's address:image_port ("" when the node has no
+	// address or no fleet identity: it cannot take part in a transfer).
+	Addr string `json:"addr,omitempty"`
+	// NoTransfer says why Addr is empty.
+	NoTransfer string `json:"no_transfer,omitempty"`
+}
+
+// TransferImageInput is one chain member's part of an image transfer
+// (images.Plan): the source sends, the others receive from Upstream and
+// forward to Downstream.
+type TransferImageInput struct {
+	Spec images.Spec `json:"spec"`
+	// Have is how many of the image's layers this node had when planned.
+	Have         int    `json:"have,omitempty"`
+	Upstream     string `json:"upstream,omitempty"`
+	UpstreamAddr string `json:"upstream_addr,omitempty"`
+	Downstream   string `json:"downstream,omitempty"`
+}
+
+// TransferImageResult is what the member moved.
+type TransferImageResult struct {
+	images.Moved
 }

@@ -60,6 +60,11 @@ type NodeActivities struct {
 	Getenv func(string) string
 	// Metrics records staging and verify figures (nil: none).
 	Metrics *metrics.Metrics
+	// ImageTLS is the node's fleet identity for image transfers (nil: the
+	// node cannot send or receive an image); ImagePort the port it binds
+	// on its address while it sends one (0: 7291).
+	ImageTLS  *ImageTLS
+	ImagePort int
 
 	mu      sync.Mutex
 	docker  serve.Docker

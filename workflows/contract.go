@@ -261,6 +261,8 @@ type StageResult struct {
 	Nodes []StageNodeResult `json:"nodes"`
 	// Fetch is the Fetch child's result, when the stage fetched first.
 	Fetch *FetchResult `json:"fetch,omitempty"`
+	// Images is the image step, per node (runs from versionStageImage on).
+	Images []ImageNodeResult `json:"images,omitempty"`
 }
 
 // VerifyLane is one lane's blocks to verify.
@@ -354,15 +356,17 @@ type CutoverResult struct {
 	StoppedForeign []string `json:"stopped_foreign,omitempty"`
 	// RolledBack lists the previous lanes brought back after a failure;
 	// OldLaneAnswers is true when they answered their probes again.
-	RolledBack     []string                       `json:"rolled_back,omitempty"`
-	RollbackError  string                         `json:"rollback_error,omitempty"`
-	OldLaneAnswers bool                           `json:"old_lane_answers,omitempty"`
-	Probe          *FleetProbeResult              `json:"probe,omitempty"`
-	Stage          []StageNodeResult              `json:"stage,omitempty"`
-	Verify         []activities.VerifyBlockResult `json:"verify,omitempty"`
-	Serve          *ServeResult                   `json:"serve,omitempty"`
-	Bench          *activities.BenchResult        `json:"bench,omitempty"`
-	Steps          []Step                         `json:"steps"`
+	RolledBack     []string          `json:"rolled_back,omitempty"`
+	RollbackError  string            `json:"rollback_error,omitempty"`
+	OldLaneAnswers bool              `json:"old_lane_answers,omitempty"`
+	Probe          *FleetProbeResult `json:"probe,omitempty"`
+	Stage          []StageNodeResult `json:"stage,omitempty"`
+	// Images is the stage's image step, per node (versionStageImage).
+	Images []ImageNodeResult              `json:"images,omitempty"`
+	Verify []activities.VerifyBlockResult `json:"verify,omitempty"`
+	Serve  *ServeResult                   `json:"serve,omitempty"`
+	Bench  *activities.BenchResult        `json:"bench,omitempty"`
+	Steps  []Step                         `json:"steps"`
 }
 
 // DiskInput asks every listed node's worker for its staged blocks and,
@@ -520,4 +524,22 @@ type FetchInput struct {
 type FetchResult struct {
 	Lane  string                       `json:"lane"`
 	Repos []activities.FetchRepoResult `json:"repos"`
+}
+
+// ImageNodeResult is one node's part of the image step of stage (and so
+// cutover): whether the image was there, what moved to it and from where.
+type ImageNodeResult struct {
+	Node  string `json:"node"`
+	Image string `json:"image"`
+	// State: "present ID", "missing: has N of M layers, K would move" (a
+	// dry run), or "received N layers (B bytes)".
+	State string `json:"state"`
+	ID    string `json:"id,omitempty"`
+	// From is the node it receives from (its upstream in the chain).
+	From     string `json:"from,omitempty"`
+	BytesIn  int64  `json:"bytes_in,omitempty"`
+	BytesOut int64  `json:"bytes_out,omitempty"`
+	Layers   int    `json:"layers,omitempty"`
+	// Error is a dry run's refusal (the run would stop with it).
+	Error string `json:"error,omitempty"`
 }

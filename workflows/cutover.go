@@ -354,6 +354,13 @@ func (c *cutover) stopPrevious() error {
 
 // stage stages every block on every node, in parallel.
 func (c *cutover) stage() error {
+	if workflow.GetVersion(c.ctx, versionStageImage, workflow.DefaultVersion, 1) >= 1 {
+		imgs, err := ensureImages(c.ctx, c.t, c.in.Plan, "", false, c.in.Pickup.D())
+		c.res.Images = imgs
+		if err != nil {
+			return failedAt("image", err)
+		}
+	}
 	switch {
 	case len(c.in.Recipe.Staging) == 0:
 		c.t.skip("stage", "", "no [[staging]] blocks")

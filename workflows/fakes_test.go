@@ -82,6 +82,11 @@ type fakeFleet struct {
 	keeperCalls []string
 	endKeepers  []activities.KeeperStatus
 	started     []activities.KeeperInput
+	// imageLack: node → how many of the image's 2 layers it has, for
+	// nodes that lack the image (every other node has every image).
+	imageLack map[string]int
+	// imageSent: TransferImage inputs, by node.
+	imageSent map[string]activities.TransferImageInput
 }
 
 func newFakeFleet(t *testing.T) *fakeFleet {
@@ -105,6 +110,7 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 	f.mockServe()
 	f.mockPower()
 	f.mockKeeper()
+	f.mockImages()
 	return f
 }
 
@@ -157,6 +163,44 @@ func (f *fakeFleet) mockKeeper() {
 		f.keeperCalls = append(f.keeperCalls, "StartKeeper "+in.Cluster+" "+in.Plan.Lane+" by="+in.StartedBy)
 		f.started = append(f.started, in)
 		return activities.StartKeeperResult{WorkflowID: KeeperID(in.Cluster)}, nil
+	})
+}
+
+// mockImages mocks ImageInventory (not recorded: every run asks it) and
+// TransferImage (recorded).
+func (f *fakeFleet) mockImages() {
+	f.imageLack, f.imageSent = map[string]int{}, map[string]activities.TransferImageInput{}
+	layers := []string{"sha256:l1", "sha256:l2"}
+	f.env.OnActivity("ImageInventory", any2...).Return(func(ctx context.Context, in activities.ImageInventoryInput) (activities.ImageInventoryResult, error) {
+		n := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node.")
+		f.mu.Lock()
+		have, lacks := f.imageLack[n]
+		f.mu.Unlock()
+		r := activities.ImageInventoryResult{Addr: n + ":7291"}
+		r.Node = n
+		if lacks {
+			if len(in.DiffIDs) > 0 {
+				r.HaveLayers = have
+			}
+			return r, nil
+		}
+		r.Present, r.ID, r.DiffIDs = true, "sha256:"+in.Image, layers
+		return r, nil
+	})
+	f.env.OnActivity("TransferImage", any2...).Return(func(ctx context.Context, in activities.TransferImageInput) (activities.TransferImageResult, error) {
+		n := f.record(ctx, "TransferImage "+in.Spec.Tag)
+		f.mu.Lock()
+		f.imageSent[n] = in
+		f.mu.Unlock()
+		r := activities.TransferImageResult{}
+		r.Node = n
+		if in.Upstream != "" {
+			r.BytesIn, r.Layers = 1000, len(in.Spec.DiffIDs)-in.Spec.From
+		}
+		if in.Downstream != "" {
+			r.BytesOut = 1000
+		}
+		return r, nil
 	})
 }
 

@@ -280,10 +280,18 @@ func Stage(ctx workflow.Context, in StageInput) (StageResult, error) {
 			return res, err
 		}
 	}
+	var imgs []ImageNodeResult
+	if workflow.GetVersion(ctx, versionStageImage, workflow.DefaultVersion, 1) >= 1 {
+		var err error
+		if imgs, err = ensureImages(ctx, t, in.Plan, in.Only, in.DryRun, in.Pickup.D()); err != nil {
+			res.Images = imgs
+			return res, err
+		}
+	}
 	i := t.start("stage", "")
 	nodes, err := stageChildren(ctx, t, in.Plan, in.Blocks, in.Only, in.Mode, in.DryRun, in.Verify, in.Pickup.D(), in.OutageBudget.D(), in.Room, in.Heartbeat.D())
 	t.end(i, "", err)
-	res.Nodes = nodes
+	res.Nodes, res.Images = nodes, imgs
 	return res, err
 }
 

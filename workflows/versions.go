@@ -78,6 +78,11 @@ const (
 	// child (fetch/LANE) before staging.
 	versionStageFetch = "stage-fetch"
 
+	// versionStageImage: stage (and so cutover) ensures the lane's image
+	// on every node first, moving the layers a node lacks from a node that
+	// has it (images.go), before any container starts.
+	versionStageImage = "stage-image"
+
 	// versionNodeLease: every top-level mutating run (cutover, up, stop,
 	// stage, repair) holds a NodeLease child per node it touches (lease.go).
 	_ = versionNodeLease

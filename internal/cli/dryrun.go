@@ -42,17 +42,20 @@ type DryRun struct {
 
 // DryRunNode is one node's part of a dry run.
 type DryRunNode struct {
-	Node      string            `json:"node"`
-	Rank      int               `json:"rank"`
-	Head      bool              `json:"head"`
-	State     string            `json:"state"`
-	Why       string            `json:"why,omitempty"`
-	Lanes     []string          `json:"running_lanes,omitempty"`
-	Container string            `json:"container"`
-	Image     string            `json:"image"`
-	Command   string            `json:"command"`
-	Argv      []string          `json:"argv"`
-	Env       map[string]string `json:"env"`
+	Node      string   `json:"node"`
+	Rank      int      `json:"rank"`
+	Head      bool     `json:"head"`
+	State     string   `json:"state"`
+	Why       string   `json:"why,omitempty"`
+	Lanes     []string `json:"running_lanes,omitempty"`
+	Container string   `json:"container"`
+	Image     string   `json:"image"`
+	// ImageState is whether the image is on the node and, if not, what
+	// would move to it and from which node (stage's image step, dry run).
+	ImageState string            `json:"image_state,omitempty"`
+	Command    string            `json:"command"`
+	Argv       []string          `json:"argv"`
+	Env        map[string]string `json:"env"`
 	// EnvFrom names where the node worker reads each secret variable
 	// (env:NAME, file:/path) when it creates the container; values are
 	// never in a plan.
@@ -128,7 +131,8 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 	}
 	// Staging plan on the reachable nodes (the engines' own dry run: nothing written).
 	stagePlans := map[string][]DryRunBlock{}
-	if len(r.Staging) > 0 && len(reachable) > 0 && action != "up" {
+	imageStates := map[string]string{}
+	if len(reachable) > 0 && action != "up" {
 		sub := *plan
 		sub.Nodes = nil
 		for _, n := range plan.Nodes {
@@ -142,6 +146,16 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 			var res workflows.StageResult
 			if err == nil {
 				err = run.Get(ctx, &res)
+			}
+			for _, im := range res.Images {
+				s := im.State
+				if im.From != "" {
+					s += " (from " + im.From + ")"
+				}
+				if im.Error != "" {
+					s += ": " + im.Error
+				}
+				imageStates[im.Node] = s
 			}
 			for _, n := range res.Nodes {
 				for _, b := range n.Blocks {
@@ -166,7 +180,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 	for _, n := range masked.Nodes {
 		dn := DryRunNode{Node: n.Node, Rank: n.Rank, Head: n.Head, Container: n.ContainerName, Image: n.Image,
 			Command: n.Command, Argv: n.Argv, Env: map[string]string{}, EnvFrom: n.EnvFrom, Mounts: []DryRunMount{}, Staging: stagePlans[n.Node],
-			Docker: n.Container.DockerArgs(), DetectRDMA: n.Container.DetectRDMA, PreExec: n.PreExec}
+			Docker: n.Container.DockerArgs(), DetectRDMA: n.Container.DetectRDMA, PreExec: n.PreExec, ImageState: imageStates[n.Node]}
 		if st, ok := states[n.Node]; ok {
 			dn.State, dn.Why, dn.Lanes = st.State, st.Why, st.Lanes
 		} else if notChecked != "" {
@@ -220,6 +234,7 @@ func dryRunSteps(action string, r *contract.Recipe, plan *contract.LanePlan, sta
 		}
 	}
 	if action != "up" {
+		steps = append(steps, "image "+plan.Nodes[0].Image+" on "+nodes+": a node that lacks it receives the layers it lacks from one that has it (chain)")
 		for _, b := range r.Staging {
 			steps = append(steps, fmt.Sprintf("stage %s (%s) on %s in parallel", b.ID, b.Kind, nodes))
 		}
@@ -274,7 +289,11 @@ func printDryRun(a *App, d DryRun) {
 		if len(n.Lanes) > 0 {
 			state += " running " + strings.Join(n.Lanes, ", ")
 		}
-		fmt.Fprintf(a.Out, "\n[%s] rank %d  %s  container %s\n  image   %s\n  command %s\n  env:\n", n.Node, n.Rank, state, n.Container, n.Image, n.Command)
+		img := n.Image
+		if n.ImageState != "" {
+			img += " — " + n.ImageState
+		}
+		fmt.Fprintf(a.Out, "\n[%s] rank %d  %s  container %s\n  image   %s\n  command %s\n  env:\n", n.Node, n.Rank, state, n.Container, img, n.Command)
 		printEnv(a, n.Env, n.EnvFrom)
 		fmt.Fprintln(a.Out, "  mounts:")
 		for _, m := range n.Mounts {

@@ -32,6 +32,9 @@ const (
 	DefaultFSRoot     = "/"
 	// DefaultRelayPort is where node workers' relay servers listen.
 	DefaultRelayPort = 7290
+	// DefaultImagePort is where a node serves an image transfer to its
+	// downstream node, while the transfer runs.
+	DefaultImagePort = 7291
 )
 
 // DefaultMetricsAddress is where workers serve /metrics unless
@@ -67,6 +70,7 @@ func NewViper() *viper.Viper {
 	v.SetDefault("temporal.namespace", DefaultNamespace)
 	v.SetDefault("temporal.port", DefaultPort)
 	v.SetDefault("relay_port", DefaultRelayPort)
+	v.SetDefault("image_port", DefaultImagePort)
 	v.SetDefault("temporal.ui_port", DefaultUIPort)
 	return v
 }

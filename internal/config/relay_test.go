@@ -32,3 +32,18 @@ func TestRelayKeysLoadAndValidate(t *testing.T) {
 		t.Errorf("recipe relay = false loaded as %v", r.Relay)
 	}
 }
+
+func TestImagePort(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := Load(writeFile(t, dir, "sparklane.toml", goodConfig))
+	if err != nil || cfg.ImagePort != DefaultImagePort {
+		t.Fatalf("image_port default: %d, %v", cfg.ImagePort, err)
+	}
+	bad, err := Load(writeFile(t, dir, "bad.toml", "image_port = 70000\n"+goodConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validate(bad, nil); err == nil || !strings.Contains(err.Error(), "image_port") {
+		t.Fatalf("image_port = 70000: %v: want an error naming image_port", err)
+	}
+}

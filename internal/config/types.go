@@ -61,6 +61,10 @@ type Config struct {
 	// the node's address (default 7290; 0 picks a free port, reachable
 	// only by node workers in the same process, as in the demo).
 	RelayPort int `mapstructure:"relay_port" json:"relay_port"`
+	// ImagePort is the TCP port a node binds on its address only while it
+	// sends a lane's image to the next node of a transfer (default 7291;
+	// mTLS with the relay's fleet identities; 0 is the default).
+	ImagePort int `mapstructure:"image_port" json:"image_port"`
 	// MetricsAddress is where every worker process of this config (worker
 	// dev/control/node, the control service) serves Prometheus metrics at
 	// /metrics: loopback only, since the endpoint has no authentication

@@ -53,6 +53,9 @@ func ConfigErrors(cfg *Config) []error {
 	if cfg.RelayPort < 0 || cfg.RelayPort > 65535 {
 		errs = append(errs, cfgErr(cfg, "relay_port", "%d is not a TCP port: use 1-65535 (or 0 for a free port, in-process nodes only)", cfg.RelayPort))
 	}
+	if cfg.ImagePort < 0 || cfg.ImagePort > 65535 {
+		errs = append(errs, cfgErr(cfg, "image_port", "%d is not a TCP port: use 1-65535 (0 or unset: 7291)", cfg.ImagePort))
+	}
 	if err := CheckMetricsAddress(cfg.MetricsAddress); err != nil {
 		errs = append(errs, cfgErr(cfg, "metrics_address", "%v", err))
 	}

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
+	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/pki"
 	"github.com/sparklane/sparklane/internal/relay"
@@ -143,4 +144,31 @@ func (w nodeWorker) Stop() {
 	if w.stopRelay != nil {
 		w.stopRelay()
 	}
+}
+
+// imageTLS is node n's fleet identity for image transfers (its relay
+// identity), or nil (said in the log) when the node has no address or no
+// identity: it then neither sends nor receives images.
+func imageTLS(cfg *config.Config, n *config.Node, log *zap.Logger) *activities.ImageTLS {
+	if n.Address == "" {
+		return nil
+	}
+	id := RelayIdentity(RelayPKIDir(cfg.StateDir), n.Name)
+	for _, p := range []string{id.CA, id.Cert, id.Key} {
+		if _, err := os.Stat(p); err != nil {
+			log.Info("image transfers off on this node: no fleet identity; issue it with `starter control certs`, or let `starter fleet install` do", zap.String("missing", p))
+			return nil
+		}
+	}
+	s, err := relay.ServerTLS(id)
+	if err != nil {
+		log.Warn("image transfers off on this node", zap.Error(err))
+		return nil
+	}
+	c, err := relay.ClientTLS(id)
+	if err != nil {
+		log.Warn("image transfers off on this node", zap.Error(err))
+		return nil
+	}
+	return &activities.ImageTLS{Server: s, Client: c}
 }

@@ -68,7 +68,7 @@ func NewNodeWorker(c client.Client, cfg *config.Config, name string, log *zap.Lo
 	nlog := log.Named("node." + name)
 	rcv, stop := startRelay(cfg, n, nlog)
 	w.RegisterActivity(&activities.NodeActivities{Node: *n, SharedRoots: cfg.SharedRoots, HFCacheDir: cfg.HFCacheDir, Log: nlog, Metrics: m,
-		Relay: rcv, RelayAddr: relayAddr(cfg.StateDir)})
+		Relay: rcv, RelayAddr: relayAddr(cfg.StateDir), ImageTLS: imageTLS(cfg, n, nlog), ImagePort: cfg.ImagePort})
 	// Hub fetches run here when fetch_node names this node.
 	node := *n
 	w.RegisterActivity(&activities.FetchActivities{Where: name, Log: nlog.Named("fetch"), Metrics: m,

@@ -1,0 +1,109 @@
+package activities
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/images"
+)
+
+// ImageTLS is a node's fleet identity for image transfers: the server
+// side (client certificates of the fleet CA required) and the client side.
+type ImageTLS struct {
+	Server, Client *tls.Config
+}
+
+// imageDocker is the node's Docker as the image engine needs it.
+func (a *NodeActivities) imageDocker(ctx context.Context) (images.Docker, error) {
+	d, err := a.dockerClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, ok := d.(images.Docker)
+	if !ok {
+		return nil, fmt.Errorf("node %s: its Docker client cannot save or load images", a.Node.Name)
+	}
+	return id, nil
+}
+
+// imageAddr is where this node serves a transfer, or why it cannot.
+func (a *NodeActivities) imageAddr() (addr, why string) {
+	switch {
+	case a.Node.Address == "":
+		return "", "node " + a.Node.Name + " has no address in the config"
+	case a.ImageTLS == nil:
+		return "", "node " + a.Node.Name + " has no fleet identity (relay-" + a.Node.Name + " under STATE_DIR/pki: starter control certs, or starter fleet install)"
+	}
+	port := a.ImagePort
+	if port == 0 {
+		port = 7291
+	}
+	return net.JoinHostPort(a.Node.Address, strconv.Itoa(port)), ""
+}
+
+// ImageInventory reports what this node has of the image: the image
+// (ID, repo digests, layers) or, given the layers, how many of them.
+// A pinned digest the node's image does not carry is a permanent
+// ImageDigestMismatch naming the node.
+func (a *NodeActivities) ImageInventory(ctx context.Context, in ImageInventoryInput) (ImageInventoryResult, error) {
+	ref, err := images.ParseRef(in.Image)
+	if err != nil {
+		return ImageInventoryResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: %w", a.Node.Name, err)))
+	}
+	d, err := a.imageDocker(ctx)
+	if err != nil {
+		return ImageInventoryResult{}, classify(err)
+	}
+	inv, err := images.Inspect(ctx, d, ref, a.Node.Name)
+	if err != nil {
+		return ImageInventoryResult{}, classify(err)
+	}
+	if !inv.Present && len(in.DiffIDs) > 0 {
+		if inv.HaveLayers, inv.Containerd, err = images.HaveLayers(ctx, d, a.Node.Name, in.DiffIDs); err != nil {
+			return ImageInventoryResult{}, classify(err)
+		}
+	}
+	res := ImageInventoryResult{Inventory: inv}
+	res.Addr, res.NoTransfer = a.imageAddr()
+	return res, nil
+}
+
+// TransferImage does this node's part of an image transfer: it binds its
+// address:image_port only while it serves its downstream (mTLS, that
+// node's certificate only), and sends (the source) or receives, checks,
+// loads and forwards the stream. A receiver that finds the image already
+// here sends it itself instead, so a retried chain converges.
+func (a *NodeActivities) TransferImage(ctx context.Context, in TransferImageInput) (TransferImageResult, error) {
+	d, err := a.imageDocker(ctx)
+	if err != nil {
+		return TransferImageResult{}, classify(err)
+	}
+	addr, why := a.imageAddr()
+	if why != "" {
+		return TransferImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("image transfer: %s", why)))
+	}
+	m := images.Member{Docker: d, Node: a.Node.Name, Spec: in.Spec, Have: in.Have, Upstream: in.Upstream, UpstreamAddr: in.UpstreamAddr,
+		Downstream: in.Downstream, ListenAddr: addr, ServerTLS: a.ImageTLS.Server, ClientTLS: a.ImageTLS.Client, Wait: 5 * time.Minute}
+	if in.Upstream != "" {
+		if ins, err := d.ImageInspect(ctx, in.Spec.Tag); err == nil && ins.ID == in.Spec.ID {
+			m.Upstream, m.UpstreamAddr = "", ""
+		}
+	}
+	stop := keepAlive(ctx)
+	defer stop()
+	moved, err := m.Run(ctx)
+	if err != nil {
+		return TransferImageResult{Moved: moved}, classify(err)
+	}
+	if a.Log != nil {
+		a.Log.Info("image transfer done", zap.String("image", in.Spec.Tag), zap.Int64("bytes_in", moved.BytesIn), zap.Int64("bytes_out", moved.BytesOut), zap.Int("layers", moved.Layers))
+	}
+	return TransferImageResult{Moved: moved}, nil
+}

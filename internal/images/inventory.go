@@ -1,0 +1,175 @@
+package images
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/client"
+
+	"github.com/sparklane/sparklane/internal/fault"
+)
+
+// Type names of this package's permanent errors.
+const (
+	// DigestMismatch: a node has the recipe's image under its tag but not
+	// with the pinned repo digest, or sources disagree on the image ID.
+	DigestMismatch = "ImageDigestMismatch"
+	// CorruptLayer: bytes received for a layer or the config do not hash
+	// to their digest (the source's disk or the link corrupted them).
+	CorruptLayer = "ImageCorruptLayer"
+)
+
+// Docker is the part of the Docker API the engine uses; *client.Client
+// satisfies it.
+type Docker interface {
+	ImageInspect(ctx context.Context, imageID string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
+	ImageList(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
+	ImageSave(ctx context.Context, images []string, opts ...client.ImageSaveOption) (io.ReadCloser, error)
+	ImageLoad(ctx context.Context, input io.Reader, opts ...client.ImageLoadOption) (image.LoadResponse, error)
+	Info(ctx context.Context) (system.Info, error)
+}
+
+var _ Docker = (*client.Client)(nil)
+
+// Inventory is what one node has of one image.
+type Inventory struct {
+	Node string `json:"node"`
+	// Present: the node has the image (under the recipe's tag, with the
+	// pinned digest if any).
+	Present bool `json:"present"`
+	// ID, RepoDigests, DiffIDs and Size describe the image when Present.
+	ID          string   `json:"id,omitempty"`
+	RepoDigests []string `json:"repo_digests,omitempty"`
+	DiffIDs     []string `json:"diff_ids,omitempty"`
+	Size        int64    `json:"size,omitempty"`
+	// HaveLayers, for a node without the image, is how many of the
+	// image's layers (a prefix of its chain) the node already has; only
+	// the others must reach it.
+	HaveLayers int `json:"have_layers,omitempty"`
+	// Containerd: the node's Docker keeps images in the containerd store,
+	// where `docker load` imports every layer it is given, so the node is
+	// sent every layer.
+	Containerd bool `json:"containerd,omitempty"`
+}
+
+// Inspect reports whether node's Docker has ref; with a pinned digest, an
+// image that has the tag but not the digest is a permanent DigestMismatch
+// naming the node, the expected digest and what the node has.
+func Inspect(ctx context.Context, d Docker, ref Ref, node string) (Inventory, error) {
+	inv := Inventory{Node: node}
+	ins, err := d.ImageInspect(ctx, ref.lookup())
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return inv, fmt.Errorf("node %s: inspect image %s: %w", node, ref, err)
+	}
+	if err != nil {
+		if ref.Name == "" {
+			// repo@digest only: another image of the repo is a mismatch.
+			if other := repoDigests(ctx, d, ref.Repo); len(other) > 0 {
+				return inv, fault.Permanent(DigestMismatch, fmt.Errorf("node %s: image %s: pinned %s, but this node's %s images have %s: load the pinned image there, or fix the recipe's pin", node, ref, ref.Digest, ref.Repo, strings.Join(other, ", ")))
+			}
+		}
+		return inv, nil
+	}
+	if ref.Digest != "" && !hasDigest(ins.RepoDigests, ref.Digest) {
+		found := "no repo digest (built or loaded there)"
+		if len(ins.RepoDigests) > 0 {
+			found = strings.Join(ins.RepoDigests, ", ")
+		}
+		return inv, fault.Permanent(DigestMismatch, fmt.Errorf("node %s: image %s: pinned %s, found %s (image ID %s): pull the pinned image there, retag, or fix the recipe's pin", node, ref.Name, ref.Digest, found, ins.ID))
+	}
+	inv.Present, inv.ID, inv.RepoDigests, inv.Size = true, ins.ID, ins.RepoDigests, ins.Size
+	inv.DiffIDs = ins.RootFS.Layers
+	return inv, nil
+}
+
+func hasDigest(repoDigests []string, dig string) bool {
+	for _, rd := range repoDigests {
+		if _, d, ok := strings.Cut(rd, "@"); ok && d == dig {
+			return true
+		}
+	}
+	return false
+}
+
+// repoDigests are the repo digests of the node's images of repo (best
+// effort: for the error message only).
+func repoDigests(ctx context.Context, d Docker, repo string) []string {
+	l, err := d.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("reference", repo))})
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range l {
+		if len(s.RepoDigests) > 0 {
+			out = append(out, s.RepoDigests...)
+		} else {
+			out = append(out, s.ID+" (no repo digest)")
+		}
+	}
+	return out
+}
+
+// HaveLayers is how many of diffIDs' layers (a prefix: a layer counts
+// only with its whole chain below it) node's Docker already has among the
+// layers of its images. A containerd image store has none that `docker
+// load` would skip.
+func HaveLayers(ctx context.Context, d Docker, node string, diffIDs []string) (n int, containerd bool, err error) {
+	info, err := d.Info(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("node %s: docker info: %w", node, err)
+	}
+	for _, kv := range info.DriverStatus {
+		if kv[0] == "driver-type" && strings.Contains(kv[1], "containerd") {
+			return 0, true, nil
+		}
+	}
+	want := ChainIDs(diffIDs)
+	l, err := d.ImageList(ctx, image.ListOptions{All: true})
+	if err != nil {
+		return 0, false, fmt.Errorf("node %s: list images: %w", node, err)
+	}
+	have := map[string]bool{}
+	for _, s := range l {
+		ins, err := d.ImageInspect(ctx, s.ID)
+		if err != nil {
+			if cerrdefs.IsNotFound(err) { // removed while we looked
+				continue
+			}
+			return 0, false, fmt.Errorf("node %s: inspect image %s: %w", node, s.ID, err)
+		}
+		for _, c := range ChainIDs(ins.RootFS.Layers) {
+			have[c] = true
+		}
+	}
+	for n < len(want) && have[want[n]] {
+		n++
+	}
+	return n, false, nil
+}
+
+// Describe is a one-line account of inv for dry runs and progress: the ID
+// a node has, or how many layers it has and would receive.
+func Describe(inv Inventory, total int) string {
+	if inv.Present {
+		return "present " + short(inv.ID)
+	}
+	if inv.Containerd {
+		return fmt.Sprintf("missing: all %d layers would move (containerd image store)", total)
+	}
+	return fmt.Sprintf("missing: has %d of %d layers, %d would move", inv.HaveLayers, total, total-inv.HaveLayers)
+}
+
+func short(id string) string {
+	s := strings.TrimPrefix(id, "sha256:")
+	return s[:min(12, len(s))]
+}
+
+// sameLayers reports whether a and b list the same diffIDs.
+func sameLayers(a, b []string) bool { return slices.Equal(a, b) }

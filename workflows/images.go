@@ -1,0 +1,263 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/images"
+)
+
+// Image step budgets: an inventory is a few Docker calls; a transfer of a
+// 30 GB image runs for minutes, heartbeating while it streams.
+const (
+	imageInventoryTimeout = 2 * time.Minute
+	imageTransferTimeout  = 6 * time.Hour
+	imageTransferBeat     = time.Minute
+	// imageRounds: a failed transfer is planned again from a fresh
+	// inventory (the nodes that got the image are sources then).
+	imageRounds = 3
+)
+
+// ensureImages puts each image of plan on every node that runs it, before
+// any container starts (stage, and so cutover): nodes that lack it receive
+// only the layers they lack from a node of the cluster that has it, in a
+// chain (images.Plan). With only, only that node receives. A dry run
+// reports per node whether the image is there and what would move.
+func ensureImages(ctx workflow.Context, t *tracker, plan contract.LanePlan, only string, dryRun bool, pickup time.Duration) ([]ImageNodeResult, error) {
+	var order []string
+	byImage := map[string][]string{}
+	for _, n := range plan.Nodes {
+		if _, ok := byImage[n.Image]; !ok {
+			order = append(order, n.Image)
+		}
+		byImage[n.Image] = append(byImage[n.Image], n.Node)
+	}
+	var out []ImageNodeResult
+	for _, img := range order {
+		r, err := ensureImage(ctx, t, img, byImage[img], only, dryRun, pickup)
+		out = append(out, r...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// permanent turns an engine's typed error into the workflow's.
+func permanent(err error) error {
+	typ, ok := fault.TypeOf(err)
+	if !ok {
+		typ = fault.InvalidSpec
+	}
+	return temporal.NewNonRetryableApplicationError(err.Error(), typ, nil)
+}
+
+func ensureImage(ctx workflow.Context, t *tracker, img string, nodes []string, only string, dryRun bool, pickup time.Duration) ([]ImageNodeResult, error) {
+	ref, err := images.ParseRef(img)
+	if err != nil {
+		i := t.start("image "+img, "")
+		err = permanent(fault.Permanent(fault.InvalidSpec, err))
+		t.end(i, "", err)
+		return nil, err
+	}
+	for round := 1; ; round++ {
+		i := t.start("image "+img, "")
+		res, p, invs, err := planImage(ctx, ref, nodes, only, pickup)
+		if err != nil || dryRun || len(p.Chain) == 0 {
+			if dryRun && err != nil {
+				// A dry run reports the refusal per node and goes on.
+				for k := range res {
+					res[k].Error = errMessage(err)
+				}
+				err = nil
+			}
+			t.end(i, imageSummary(res), err)
+			return res, err
+		}
+		moved, err := transferImage(ctx, ref, p, invs, pickup)
+		for k := range res {
+			if m, ok := moved[res[k].Node]; ok {
+				res[k].BytesIn, res[k].BytesOut, res[k].Layers = m.BytesIn, m.BytesOut, m.Layers
+				if m.BytesIn > 0 || res[k].Node != p.Source() {
+					res[k].State = fmt.Sprintf("received %d layers (%d bytes)", m.Layers, m.BytesIn)
+					res[k].ID = p.ID
+				}
+			}
+		}
+		t.end(i, imageSummary(res), err)
+		if err == nil {
+			return res, nil
+		}
+		var app *temporal.ApplicationError
+		if round >= imageRounds || (asApp(err, &app) && app.NonRetryable()) {
+			return res, err
+		}
+	}
+}
+
+func asApp(err error, app **temporal.ApplicationError) bool {
+	for e := err; e != nil; {
+		if a, ok := e.(*temporal.ApplicationError); ok {
+			*app = a
+			return true
+		}
+		u, ok := e.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		e = u.Unwrap()
+	}
+	return false
+}
+
+// planImage asks every node what it has (twice for those that lack the
+// image: how many of its layers they have) and plans the transfer.
+func planImage(ctx workflow.Context, ref images.Ref, nodes []string, only string, pickup time.Duration) ([]ImageNodeResult, images.Plan, map[string]activities.ImageInventoryResult, error) {
+	invs := map[string]activities.ImageInventoryResult{}
+	res := make([]ImageNodeResult, len(nodes))
+	for k, n := range nodes {
+		res[k] = ImageNodeResult{Node: n, Image: ref.String()}
+	}
+	if err := imageInventory(ctx, ref, nodes, nil, pickup, invs); err != nil {
+		return res, images.Plan{}, invs, err
+	}
+	var diff []string
+	var lack []string
+	for _, n := range nodes {
+		if invs[n].Present && diff == nil {
+			diff = invs[n].DiffIDs
+		}
+	}
+	for _, n := range nodes {
+		if !invs[n].Present && diff != nil {
+			lack = append(lack, n)
+		}
+	}
+	if len(lack) > 0 {
+		if err := imageInventory(ctx, ref, lack, diff, pickup, invs); err != nil {
+			return res, images.Plan{}, invs, err
+		}
+	}
+	var planned []images.Inventory
+	for k, n := range nodes {
+		inv := invs[n]
+		if inv.Present {
+			res[k].State, res[k].ID = images.Describe(inv.Inventory, len(inv.DiffIDs)), inv.ID
+		} else if diff != nil {
+			res[k].State = images.Describe(inv.Inventory, len(diff))
+		} else {
+			res[k].State = "missing"
+		}
+		if inv.Present || only == "" || n == only {
+			planned = append(planned, inv.Inventory)
+		}
+	}
+	p, err := images.MakePlan(ref, planned)
+	if err != nil {
+		return res, p, invs, permanent(err)
+	}
+	for k, n := range p.Chain {
+		if invs[n].Addr == "" {
+			return res, p, invs, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("image %s cannot move to %s: %s", ref, strings.Join(p.Chain[1:], ", "), invs[n].NoTransfer), fault.ImageMissing, nil)
+		}
+		if k > 0 {
+			for j := range res {
+				if res[j].Node == n {
+					res[j].From = p.Chain[k-1]
+				}
+			}
+		}
+	}
+	return res, p, invs, nil
+}
+
+// imageInventory runs ImageInventory on nodes in parallel into invs.
+func imageInventory(ctx workflow.Context, ref images.Ref, nodes, diffIDs []string, pickup time.Duration, invs map[string]activities.ImageInventoryResult) error {
+	futs := make([]workflow.Future, len(nodes))
+	for k, n := range nodes {
+		what := "image inventory " + ref.String()
+		futs[k] = workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, pickup, imageInventoryTimeout, 0, 3), n, -1, what), na.ImageInventory,
+			activities.ImageInventoryInput{Image: ref.String(), DiffIDs: diffIDs})
+	}
+	var first error
+	for k, n := range nodes {
+		var r activities.ImageInventoryResult
+		if err := futs[k].Get(ctx, &r); err != nil {
+			if first == nil {
+				first = nodeErr(n, "image inventory", err)
+			}
+			continue
+		}
+		r.Node = n // the node asked, whatever an old worker reports
+		invs[n] = r
+	}
+	return first
+}
+
+// transferImage runs every chain member's TransferImage at once and
+// waits for all of them.
+func transferImage(ctx workflow.Context, ref images.Ref, p images.Plan, invs map[string]activities.ImageInventoryResult, pickup time.Duration) (map[string]images.Moved, error) {
+	spec := images.Spec{ID: p.ID, DiffIDs: p.DiffIDs, From: p.From, Tag: ref.Name}
+	hops := p.Hops()
+	futs := make([]workflow.Future, len(hops))
+	for k, h := range hops {
+		in := activities.TransferImageInput{Spec: spec, Have: invs[h.Node].HaveLayers, Upstream: h.Upstream, Downstream: h.Downstream}
+		if h.Upstream != "" {
+			in.UpstreamAddr = invs[h.Upstream].Addr
+		}
+		what := "image " + ref.String()
+		switch {
+		case h.Upstream == "":
+			what += " → " + h.Downstream
+		default:
+			what += " ← " + h.Upstream
+		}
+		futs[k] = workflow.ExecuteActivity(summarize(nodeOpts(ctx, h.Node, pickup, imageTransferTimeout, imageTransferBeat, 1), h.Node, -1, what), na.TransferImage, in)
+	}
+	moved := map[string]images.Moved{}
+	var errs []string
+	var first error
+	for k, h := range hops {
+		var r activities.TransferImageResult
+		if err := futs[k].Get(ctx, &r); err != nil {
+			errs = append(errs, h.Node+": "+errMessage(err))
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		moved[h.Node] = r.Moved
+	}
+	if first != nil {
+		msg := fmt.Sprintf("image %s transfer %s: %s", ref, strings.Join(p.Chain, " → "), strings.Join(errs, "; "))
+		if typ := errType(first); typ != "" && typ != "Transient" {
+			var app *temporal.ApplicationError
+			if asApp(first, &app) && app.NonRetryable() {
+				return moved, temporal.NewNonRetryableApplicationError(msg, typ, nil)
+			}
+		}
+		return moved, temporal.NewApplicationError(msg, "ImageTransfer")
+	}
+	return moved, nil
+}
+
+// imageSummary is the image step's one-line detail.
+func imageSummary(res []ImageNodeResult) string {
+	var parts []string
+	for _, r := range res {
+		s := r.Node + ": " + r.State
+		if r.Error != "" {
+			s += " (" + r.Error + ")"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}

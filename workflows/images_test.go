@@ -1,0 +1,67 @@
+package workflows
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sparklane/sparklane/internal/fault"
+)
+
+// Stage ensures the image first: b and c lack it (b has one of its two
+// layers, c none), so a sends to b, b forwards to c, and the stream starts
+// at the first layer c lacks; every node's result says what it got.
+func TestStageMovesTheImageThroughAChain(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.RegisterWorkflow(Stage)
+	f.imageLack["b"], f.imageLack["c"] = 1, 0
+	f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b", "c"), Blocks: testBlocks()})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res StageResult
+	if err := f.env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := f.imageSent["a"], f.imageSent["b"], f.imageSent["c"]
+	if a.Upstream != "" || a.Downstream != "b" || b.Upstream != "a" || b.UpstreamAddr != "a:7291" || b.Downstream != "c" || c.Upstream != "b" || c.Downstream != "" {
+		t.Fatalf("chain: a %+v, b %+v, c %+v", a, b, c)
+	}
+	if a.Spec.From != 0 || a.Spec.Tag != "img-new" || b.Have != 1 || len(a.Spec.DiffIDs) != 2 {
+		t.Fatalf("spec %+v, have %d", a.Spec, b.Have)
+	}
+	calls := f.callList()
+	if !strings.HasPrefix(calls[0], "TransferImage") || !strings.HasPrefix(calls[2], "TransferImage") {
+		t.Fatalf("the image moves before any block is staged: %v", calls)
+	}
+	if len(res.Images) != 3 || !strings.HasPrefix(res.Images[0].State, "present") || res.Images[1].From != "a" || res.Images[2].From != "b" || res.Images[2].BytesIn != 1000 {
+		t.Fatalf("images %+v", res.Images)
+	}
+}
+
+// A dry run says per node what would move and moves nothing; an image on
+// no node fails a real stage naming the nodes and the ways to provide it.
+func TestStageImageDryRunAndMissingEverywhere(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.RegisterWorkflow(Stage)
+	f.imageLack["b"] = 1
+	f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), DryRun: true})
+	var res StageResult
+	if err := f.env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if f.count("TransferImage") != 0 || len(res.Images) != 2 || res.Images[1].State != "missing: has 1 of 2 layers, 1 would move" || res.Images[1].From != "a" {
+		t.Fatalf("dry run: images %+v, calls %v", res.Images, f.callList())
+	}
+
+	g := newFakeFleet(t)
+	g.env.RegisterWorkflow(Stage)
+	g.imageLack["a"], g.imageLack["b"] = 0, 0
+	g.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks()})
+	err := g.env.GetWorkflowError()
+	if err == nil || errType(err) != fault.ImageMissing || !strings.Contains(err.Error(), "missing on a, b") {
+		t.Fatalf("image nowhere: %v", err)
+	}
+	if g.count("StageBlock") != 0 {
+		t.Fatalf("staged without the image: %v", g.callList())
+	}
+}
