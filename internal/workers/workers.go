@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -43,6 +44,7 @@ func NewControlWorker(c client.Client, cfg *config.Config, log *zap.Logger, uiUR
 		w.RegisterWorkflow(wf)
 	}
 	w.RegisterActivity(&activities.ControlActivities{Config: cfg, Log: log.Named("control"), Version: Version, UIURL: uiURL, Temporal: c, Metrics: m})
+	seedControlMetrics(c, cfg, m)
 	return w
 }
 
@@ -67,6 +69,7 @@ func NewNodeWorker(c client.Client, cfg *config.Config, name string, log *zap.Lo
 	rcv, stop := startRelay(cfg, n, nlog)
 	w.RegisterActivity(&activities.NodeActivities{Node: *n, SharedRoots: cfg.SharedRoots, HFCacheDir: cfg.HFCacheDir, Log: nlog, Metrics: m,
 		Relay: rcv, RelayAddr: relayAddr(cfg.StateDir)})
+	seedNodeMetrics(cfg, name, m)
 	return nodeWorker{Worker: w, stopRelay: stop}, nil
 }
 
@@ -439,6 +442,7 @@ func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 // The address served is returned ("" when none).
 func ServeMetrics(ctx context.Context, cfg *config.Config, log *zap.Logger) (*metrics.Metrics, string) {
 	m := metrics.New()
+	m.BuildInfo(Version, BuildCommit(), runtime.Version())
 	addr := cfg.MetricsAddress
 	if addr == "off" {
 		return m, ""
