@@ -85,7 +85,7 @@ func TestRegistryAddUpdateAndResolve(t *testing.T) {
 
 	other := newBareRegistry(t)
 	first := other.commit("one recipe", map[string]string{
-		"official-recipes/alpha.yaml": regRecipeYAML,
+		"official-recipes/alpha.yaml":   regRecipeYAML,
 		"official-recipes/patched.yaml": regRecipeYAML + "mods:\n  - fix\n",
 	})
 	gitRun(t, other.work, "tag", "v1")
