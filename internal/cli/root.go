@@ -273,7 +273,7 @@ func (a *App) Root() *cobra.Command {
 	root.PersistentFlags().BoolVar(&a.JSON, "json", false, "print results as JSON (for scripts)")
 	root.PersistentFlags().StringVar(&a.LogLevel, "log-level", "warn", "log level of the in-process server and workers")
 	root.PersistentFlags().BoolVarP(&a.Verbose, "verbose", "v", false, "also print the starter's log on stderr, and say where it and the control service's log are (STATE_DIR/starter.log, STATE_DIR/control.log)")
-	root.AddCommand(a.statusCmd(), a.lanesCmd(), a.recipeCmd(), a.stageCmd(), a.verifyCmd(),
+	root.AddCommand(a.statusCmd(), a.lanesCmd(), a.recipeCmd(), a.registryCmd(), a.stageCmd(), a.verifyCmd(),
 		a.upCmd(), a.stopCmd(), a.probeCmd(), a.cutoverCmd(), a.cancelCmd(), a.demoCmd(), a.scheduleCmd(),
 		a.controlCmd(), a.attachCmd(), a.initCmd(),
 		a.benchCmd(), a.reportCmd(), a.powerCmd(), a.logsCmd(), a.fleetCmd(), a.diskCmd(), a.keepCmd())
@@ -441,7 +441,13 @@ func (a *App) laneOn(name, cluster string, overrides []string) (*config.Config, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if set.BrokenFor(name) == nil || set.Find(name) != nil {
+	if strings.HasPrefix(name, "@") {
+		// @REGISTRY/NAME: the recipe is read from the registry's clone.
+		if set, err = registryRecipe(cfg, name); err != nil {
+			return nil, nil, nil, err
+		}
+		name = set.Recipes[0].Name
+	} else if set.BrokenFor(name) == nil || set.Find(name) != nil {
 		a.noteBroken(set) // the lane asked for is not one of them
 	}
 	if cluster != "" && cfg.Cluster(cluster) == nil {
@@ -519,4 +525,22 @@ func sortedMapKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// registryRecipe is the one-recipe set of @REGISTRY/NAME (a clone of
+// `starter registry add`, or [registries] of the config), validated as
+// recipes_dir's are.
+func registryRecipe(cfg *config.Config, ref string) (*config.RecipeSet, error) {
+	r, err := config.ResolveRecipeRef(cfg, ref)
+	if err != nil {
+		return nil, err
+	}
+	set := &config.RecipeSet{Recipes: []*config.Recipe{r}}
+	if err := lane.ValidateSet(cfg, set); err != nil {
+		return nil, err
+	}
+	if len(set.Broken) > 0 {
+		return nil, fmt.Errorf("%s: recipe %s is broken: %s", ref, set.Broken[0].File, set.Broken[0].Error)
+	}
+	return set, nil
 }

@@ -184,6 +184,7 @@ func applyConfigDefaults(cfg *Config) error {
 			return fmt.Errorf("%s: registries.%s: %w", cfg.File, name, err)
 		}
 	}
+	addClonedRegistries(cfg)
 	for i := range cfg.Nodes {
 		n := &cfg.Nodes[i]
 		if n.Docker == "" {
@@ -254,7 +255,11 @@ var ErrNotRecipe = errors.New("not a lane recipe")
 // LoadRecipe reads one recipe: TOML (*.toml, sparklane's format) or a
 // sparkrun v2 YAML recipe (*.yaml, *.yml), loaded unmodified. Unknown keys
 // are errors naming the file and key path. Only regular files are read.
-func LoadRecipe(path string) (*Recipe, error) {
+func LoadRecipe(path string) (*Recipe, error) { return LoadRecipeWith(path, nil) }
+
+// LoadRecipeWith is LoadRecipe with the fleet's registries (name → clone),
+// where a recipe's mods are also looked for (resolveMods).
+func LoadRecipeWith(path string, registries map[string]string) (*Recipe, error) {
 	ext := strings.ToLower(filepath.Ext(path))
 	if ext != ".toml" && ext != ".yaml" && ext != ".yml" {
 		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: unknown recipe format: name it NAME.toml (sparklane) or NAME.yaml (sparkrun v2)", path))
@@ -264,9 +269,9 @@ func LoadRecipe(path string) (*Recipe, error) {
 		return nil, fault.Permanent(fault.InvalidSpec, err)
 	}
 	if ext == ".toml" {
-		return parseTOMLRecipe(path, data)
+		return parseTOMLRecipe(path, data, registries)
 	}
-	return parseSparkrun(path, data)
+	return parseSparkrun(path, data, registries)
 }
 
 func baseName(path string) string {
@@ -274,7 +279,7 @@ func baseName(path string) string {
 	return strings.TrimSuffix(b, filepath.Ext(b))
 }
 
-func parseTOMLRecipe(path string, data []byte) (*Recipe, error) {
+func parseTOMLRecipe(path string, data []byte, registries map[string]string) (*Recipe, error) {
 	tree, err := strictdecode.ParseTOML(path, data)
 	if err != nil {
 		return nil, fault.Permanent(fault.InvalidSpec, err)
@@ -298,7 +303,7 @@ func parseTOMLRecipe(path string, data []byte) (*Recipe, error) {
 		r.LoadWarnings = append(r.LoadWarnings, fmt.Sprintf("%s: build_args: recorded (builder %q): sparklane builds no image; %s must already be on every node", path, r.Builder, r.Image))
 	}
 	// mods and mode mean the same as in a sparkrun recipe.
-	mods, merrs := resolveMods(path, r.Mods)
+	mods, merrs := resolveMods(path, r.Mods, registries)
 	if len(merrs) > 0 {
 		return nil, fault.Permanent(fault.InvalidSpec, errors.Join(merrs...))
 	}
@@ -458,4 +463,31 @@ func unwrapFault(err error) error {
 		return f.Err
 	}
 	return err
+}
+
+// addClonedRegistries adds the clones `starter registry add` made under
+// STATE_DIR/registries (a directory with .git) to cfg.Registries; a name
+// the config's [registries] gives keeps the config's path.
+func addClonedRegistries(cfg *Config) {
+	root := filepath.Join(cfg.StateDir, "registries")
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.IsDir() || strings.HasPrefix(name, ".") || ValidName(name) != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(root, name, ".git")); err != nil {
+			continue
+		}
+		if _, set := cfg.Registries[name]; set {
+			continue
+		}
+		if cfg.Registries == nil {
+			cfg.Registries = map[string]string{}
+		}
+		cfg.Registries[name] = filepath.Join(root, name)
+	}
 }

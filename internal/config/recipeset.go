@@ -67,7 +67,7 @@ func LoadRecipeSet(cfg *Config, skip ...string) (*RecipeSet, error) {
 			errs = append(errs, err)
 		}
 		set.Warnings = append(set.Warnings, warns...)
-		for _, r := range set.load(files) {
+		for _, r := range set.load(files, cfg.Registries) {
 			root := ""
 			if deep {
 				root = dir
@@ -125,10 +125,10 @@ func Broken(file string, err error) BrokenRecipe {
 	return BrokenRecipe{File: file, Err: err, Error: unwrapFault(err).Error()}
 }
 
-func (s *RecipeSet) load(files []string) []*Recipe {
+func (s *RecipeSet) load(files []string, registries map[string]string) []*Recipe {
 	var out []*Recipe
 	for _, p := range files {
-		r, err := LoadRecipe(p)
+		r, err := LoadRecipeWith(p, registries)
 		switch {
 		case errors.Is(err, ErrNotRecipe):
 			s.Warnings = append(s.Warnings, fmt.Sprintf("%v: skipped", unwrapFault(err)))
@@ -227,7 +227,7 @@ func recipeFiles(dir string, deep bool, skip []string) ([]string, []string, erro
 // directories aside). A ref without @ is a path.
 func ResolveRecipeRef(cfg *Config, ref string) (*Recipe, error) {
 	if !strings.HasPrefix(ref, "@") {
-		return LoadRecipe(ref)
+		return LoadRecipeWith(ref, cfg.Registries)
 	}
 	bad := func(format string, args ...any) (*Recipe, error) {
 		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf(format, args...))
@@ -259,7 +259,7 @@ func ResolveRecipeRef(cfg *Config, ref string) (*Recipe, error) {
 	case 0:
 		return bad("%s: no recipe %s.yaml under registry %s (%s): check the name with `starter lanes`", ref, name, reg, root)
 	case 1:
-		return LoadRecipe(hits[0])
+		return LoadRecipeWith(hits[0], cfg.Registries)
 	}
 	return bad("%s: %d recipes are named %s under registry %s (%s): name the file instead", ref, len(hits), name, reg, strings.Join(hits, ", "))
 }

@@ -66,7 +66,7 @@ var (
 	secretRE    = regexp.MustCompile(`(?i)(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL)`)
 )
 
-func parseSparkrun(path string, data []byte) (*Recipe, error) {
+func parseSparkrun(path string, data []byte, registries map[string]string) (*Recipe, error) {
 	bad := func(err error) (*Recipe, error) { return nil, fault.Permanent(fault.InvalidSpec, err) }
 	doc, err := strictdecode.ParseYAML(path, data)
 	if err != nil {
@@ -185,7 +185,7 @@ func parseSparkrun(path string, data []byte) (*Recipe, error) {
 			warn("executor_config.auto_remove", "not applied: sparklane keeps a stopped rank's container until the next serve, so its logs can be read")
 		}
 	}
-	mods, merrs := resolveMods(path, f.Mods)
+	mods, merrs := resolveMods(path, f.Mods, registries)
 	errs = append(errs, merrs...)
 	r.PreExec = append(r.PreExec, modPreExec(mods)...)
 
@@ -345,7 +345,7 @@ func modPreExec(mods []string) []PreExec {
 // above the recipe, up to four levels). A mod that is not found is an
 // error naming it and the places tried: a recipe without its mods would
 // serve with the wrong chat template or kernels.
-func resolveMods(path string, refs []string) ([]string, []error) {
+func resolveMods(path string, refs []string, registries map[string]string) ([]string, []error) {
 	var out []string
 	var errs []error
 	base := filepath.Dir(path)
@@ -353,27 +353,49 @@ func resolveMods(path string, refs []string) ([]string, []error) {
 		base = abs
 	}
 	for i, ref := range refs {
+		// sparkrun's order (core/mods.py): @REGISTRY/REL names the
+		// registry; else next to the recipe, then the recipe's own
+		// registry, then the registry named eugr.
+		var cands []string
 		rel := strings.TrimPrefix(ref, "mods/")
+		if reg, r, scoped := strings.Cut(strings.TrimPrefix(ref, "@"), "/"); strings.HasPrefix(ref, "@") {
+			root, ok := registries[reg]
+			if !scoped || !ok {
+				errs = append(errs, fmt.Errorf("%s: mods[%d]: %q: no registry %q (known: %s): `starter registry add %s URL`, or write the mod's name", path, i, ref, reg, strings.Join(slices.Sorted(maps.Keys(registries)), ", "), reg))
+				continue
+			}
+			rel, cands = r, registryMods(root, r)
+		}
 		if rel == "" || hasDotDot(rel) || filepath.IsAbs(rel) {
-			errs = append(errs, fmt.Errorf("%s: mods[%d]: %q is not a mod name: write NAME or mods/NAME", path, i, ref))
+			errs = append(errs, fmt.Errorf("%s: mods[%d]: %q is not a mod name: write NAME, mods/NAME or @REGISTRY/NAME", path, i, ref))
 			continue
 		}
-		var tried []string
-		cands := []string{filepath.Join(base, rel), filepath.Join(base, "mods", rel)}
-		dir := base
-		for range 4 {
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-			cands = append(cands, filepath.Join(dir, "mods", rel))
-			if ms, _ := filepath.Glob(filepath.Join(dir, "*-mods")); len(ms) > 0 {
-				for _, m := range ms {
-					cands = append(cands, filepath.Join(m, rel))
+		if !strings.HasPrefix(ref, "@") {
+			cands = append(cands, filepath.Join(base, rel), filepath.Join(base, "mods", rel))
+			dir := base
+			for range 4 {
+				parent := filepath.Dir(dir)
+				if parent == dir {
+					break
+				}
+				dir = parent
+				cands = append(cands, filepath.Join(dir, "mods", rel))
+				if ms, _ := filepath.Glob(filepath.Join(dir, "*-mods")); len(ms) > 0 {
+					for _, m := range ms {
+						cands = append(cands, filepath.Join(m, rel))
+					}
 				}
 			}
+			for _, name := range slices.Sorted(maps.Keys(registries)) {
+				if root := registries[name]; within(base, root) {
+					cands = append(cands, registryMods(root, rel)...)
+				}
+			}
+			if root, ok := registries["eugr"]; ok {
+				cands = append(cands, registryMods(root, rel)...)
+			}
 		}
+		var tried []string
 		found := ""
 		for _, c := range cands {
 			tried = append(tried, c)
@@ -383,7 +405,7 @@ func resolveMods(path string, refs []string) ([]string, []error) {
 			}
 		}
 		if found == "" {
-			errs = append(errs, fmt.Errorf("%s: mods[%d]: mod %q not found (a directory with run.sh; tried %s): clone the registry's mods directory (*-mods/) beside its recipes, or remove the mod", path, i, ref, strings.Join(tried, ", ")))
+			errs = append(errs, fmt.Errorf("%s: mods[%d]: mod %q not found (a directory with run.sh; tried %s): add the registry that has it (`starter registry add eugr URL` is the fallback sparkrun uses), write @REGISTRY/%s, or remove the mod", path, i, ref, strings.Join(tried, ", "), rel))
 			continue
 		}
 		abs, err := filepath.Abs(found)
@@ -393,4 +415,21 @@ func resolveMods(path string, refs []string) ([]string, []error) {
 		out = append(out, abs)
 	}
 	return out, errs
+}
+
+// registryMods are where a registry clone may hold mod rel: ROOT/REL,
+// ROOT/mods/REL, ROOT/*-mods/REL.
+func registryMods(root, rel string) []string {
+	out := []string{filepath.Join(root, rel), filepath.Join(root, "mods", rel)}
+	ms, _ := filepath.Glob(filepath.Join(root, "*-mods"))
+	for _, m := range ms {
+		out = append(out, filepath.Join(m, rel))
+	}
+	return out
+}
+
+// within says whether path lies in (or is) dir.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
 }

@@ -36,6 +36,8 @@ type Metrics struct {
 
 	mu  sync.Mutex
 	sdk map[string]*sdkVec // SDK metric name → its collector
+
+	nodes *nodeUp
 }
 
 // New builds a registry with the Go runtime and process collectors and
@@ -58,8 +60,130 @@ func New() *Metrics {
 	m.keeperRestart = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_keeper_restarts_total", Help: "Whole-lane restarts a cluster's keeper made after a failed check."}, []string{"cluster", "lane"})
 	m.laneUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_lane_up", Help: "1 when the kept lane passed its keeper's last check, 0 when it failed (or was stopped as a crash loop)."}, []string{"cluster", "lane"})
 	m.fetchBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_fetch_bytes_total", Help: "Bytes downloaded from the Hub into the NAS (starter fetch), per lane and repo."}, []string{"lane", "repo"})
-	reg.MustRegister(m.stagingBytes, m.stagingRate, m.stagingDone, m.filesVerified, m.filesRepaired, m.readiness, m.probeTPS, m.probeTTFT, m.benchTG, m.nodeOutage, m.keeperRestart, m.laneUp, m.fetchBytes)
+	m.nodes = &nodeUp{checks: map[string]nodeCheck{}, desc: prometheus.NewDesc("sparklane_node_up",
+		"1 when the node's worker is up: 1 for the nodes this process serves, else whether a worker polled the node's task queue in the last 90 s (asked at each scrape).", []string{"node"}, nil)}
+	reg.MustRegister(m.stagingBytes, m.stagingRate, m.stagingDone, m.filesVerified, m.filesRepaired, m.readiness, m.probeTPS, m.probeTTFT, m.benchTG, m.nodeOutage, m.keeperRestart, m.laneUp, m.fetchBytes, m.nodes)
 	return m
+}
+
+// BuildInfo exports sparklane_build_info{version, commit, go_version} 1,
+// so a dashboard shows which build runs from the first scrape.
+func (m *Metrics) BuildInfo(version, commit, goVersion string) {
+	if m == nil {
+		return
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sparklane_build_info", Help: "The running sparklane build (always 1).",
+		ConstLabels: prometheus.Labels{"version": version, "commit": commit, "go_version": goVersion}})
+	g.Set(1)
+	if err := m.reg.Register(g); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			panic(err)
+		}
+	}
+}
+
+// NodeServed marks node as served by this process: sparklane_node_up is 1
+// for it whatever NodeCheck says.
+func (m *Metrics) NodeServed(node string) {
+	if m == nil {
+		return
+	}
+	m.nodes.set(node, nodeCheck{local: true})
+}
+
+// NodeCheck makes sparklane_node_up{node} the answer of up, asked at
+// each scrape (bounded to a few seconds), unless this process serves node.
+func (m *Metrics) NodeCheck(node string, up func(ctx context.Context) bool) {
+	if m == nil {
+		return
+	}
+	m.nodes.set(node, nodeCheck{up: up})
+}
+
+// ZeroLane exports the per-lane series of the control service
+// (readiness, probe and bench) for lane at zero when it has none yet, so
+// a dashboard's panels have a series before the lane's first cutover.
+func (m *Metrics) ZeroLane(lane string) {
+	if m == nil {
+		return
+	}
+	for _, g := range []*prometheus.GaugeVec{m.readiness, m.probeTPS, m.probeTTFT, m.benchTG} {
+		g.WithLabelValues(lane) // creates the child at 0, keeps a value
+	}
+}
+
+// ZeroBlocks exports the staging and verify series of lane's blocks on
+// node at zero when they have none yet (counters start at 0 anyway).
+func (m *Metrics) ZeroBlocks(lane, node string, blocks []string) {
+	if m == nil {
+		return
+	}
+	for _, b := range blocks {
+		m.stagingBytes.WithLabelValues(lane, node, b)
+		m.stagingRate.WithLabelValues(lane, node, b)
+		m.stagingDone.WithLabelValues(lane, node, b)
+		m.filesVerified.WithLabelValues(lane, node, b)
+		m.filesRepaired.WithLabelValues(lane, node, b)
+	}
+}
+
+// ZeroNode exports sparklane_node_outage_seconds{node} at 0 when it has
+// no value yet (no run waits for the node).
+func (m *Metrics) ZeroNode(node string) {
+	if m == nil {
+		return
+	}
+	m.nodeOutage.WithLabelValues(node)
+}
+
+// nodeCheck is how one node's sparklane_node_up is found.
+type nodeCheck struct {
+	local bool
+	up    func(ctx context.Context) bool
+}
+
+// nodeUp is the sparklane_node_up collector: a series per node known,
+// computed at scrape time.
+type nodeUp struct {
+	desc   *prometheus.Desc
+	mu     sync.Mutex
+	checks map[string]nodeCheck
+}
+
+func (n *nodeUp) set(node string, c nodeCheck) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if old, ok := n.checks[node]; ok && old.local && !c.local {
+		return // served here: up as long as this process runs
+	}
+	n.checks[node] = c
+}
+
+func (n *nodeUp) Describe(ch chan<- *prometheus.Desc) { ch <- n.desc }
+
+func (n *nodeUp) Collect(ch chan<- prometheus.Metric) {
+	n.mu.Lock()
+	checks := make(map[string]nodeCheck, len(n.checks))
+	for k, v := range n.checks {
+		checks[k] = v
+	}
+	n.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for node, c := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := 0.0
+			if c.local || (c.up != nil && c.up(ctx)) {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(n.desc, prometheus.GaugeValue, v, node)
+		}()
+	}
+	wg.Wait()
 }
 
 // Staged records a staging pass: bytes copied and how fast. Every

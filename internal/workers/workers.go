@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -45,6 +46,7 @@ func NewControlWorker(c client.Client, cfg *config.Config, log *zap.Logger, uiUR
 	w.RegisterActivity(&activities.ControlActivities{Config: cfg, Log: log.Named("control"), Version: Version, UIURL: uiURL, Temporal: c, Metrics: m})
 	// Hub fetches run here when fetch_node is "control" (the default).
 	w.RegisterActivity(&activities.FetchActivities{Where: config.FetchControl, Log: log.Named("fetch"), Metrics: m})
+	seedControlMetrics(c, cfg, m)
 	return w
 }
 
@@ -73,6 +75,7 @@ func NewNodeWorker(c client.Client, cfg *config.Config, name string, log *zap.Lo
 	node := *n
 	w.RegisterActivity(&activities.FetchActivities{Where: name, Log: nlog.Named("fetch"), Metrics: m,
 		Local: func(p string) string { return node.LocalPath(p, cfg.SharedRoots) }})
+	seedNodeMetrics(cfg, name, m)
 	return nodeWorker{Worker: w, stopRelay: stop}, nil
 }
 
@@ -445,6 +448,7 @@ func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 // The address served is returned ("" when none).
 func ServeMetrics(ctx context.Context, cfg *config.Config, log *zap.Logger) (*metrics.Metrics, string) {
 	m := metrics.New()
+	m.BuildInfo(Version, BuildCommit(), runtime.Version())
 	addr := cfg.MetricsAddress
 	if addr == "off" {
 		return m, ""

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sparklane/sparklane/internal/registry"
+)
+
+// registryCmd keeps recipe registries (git clones under
+// STATE_DIR/registries): their recipes are @NAME/RECIPE, their mods found
+// in sparkrun's order.
+func (a *App) registryCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "registry", Short: "recipe registries: git clones under STATE_DIR/registries, pinned to a commit; @NAME/RECIPE names their recipes"}
+	var ref string
+	add := &cobra.Command{
+		Use:   "add NAME URL [--ref R]",
+		Short: "clone URL (any git URL or path) as registry NAME and check out --ref (a branch, tag or commit; default: the remote's default branch)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			r, err := registry.Add(cmd.Context(), cfg.StateDir, args[0], args[1], ref)
+			if err != nil {
+				return err
+			}
+			return a.output(r, func() { fmt.Fprintf(a.Out, "registry %s: %s at %s (%s)\n", r.Name, r.URL, r.Commit, r.Path) })
+		},
+	}
+	add.Flags().StringVar(&ref, "ref", "", "branch, tag or commit to follow (update moves a branch to its new head; a tag or commit stays)")
+	update := &cobra.Command{
+		Use:   "update [NAME]",
+		Short: "fetch registry NAME (every registry without NAME) and check out its ref again; prints the commit each is pinned to",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			names := args
+			if len(names) == 0 {
+				all, err := registry.List(cmd.Context(), cfg.StateDir)
+				if err != nil {
+					return err
+				}
+				for _, r := range all {
+					names = append(names, r.Name)
+				}
+			}
+			var out []registry.Registry
+			for _, n := range names {
+				r, err := registry.Update(cmd.Context(), cfg.StateDir, n)
+				if err != nil {
+					return err
+				}
+				out = append(out, r)
+			}
+			return a.output(out, func() { registryTable(a, out) })
+		},
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "list registries: name, URL, ref, the commit checked out, path",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			out, err := registry.List(cmd.Context(), cfg.StateDir)
+			if err != nil {
+				return err
+			}
+			if out == nil {
+				out = []registry.Registry{}
+			}
+			return a.output(out, func() { registryTable(a, out) })
+		},
+	}
+	remove := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "delete registry NAME's clone",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			if err := registry.Remove(cfg.StateDir, args[0]); err != nil {
+				return err
+			}
+			return a.output(map[string]string{"removed": args[0]}, func() { fmt.Fprintf(a.Out, "registry %s removed\n", args[0]) })
+		},
+	}
+	cmd.AddCommand(add, update, list, remove)
+	return cmd
+}
+
+func registryTable(a *App, rs []registry.Registry) {
+	var rows [][]string
+	for _, r := range rs {
+		rows = append(rows, []string{r.Name, r.URL, nonEmptyStr(r.Ref, "(default branch)"), r.Commit, r.Path})
+	}
+	table(a.Out, []string{"REGISTRY", "URL", "REF", "COMMIT", "PATH"}, rows)
+}
+
+func nonEmptyStr(s, d string) string {
+	if s != "" {
+		return s
+	}
+	return d
+}

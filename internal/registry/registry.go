@@ -1,0 +1,173 @@
+// Package registry keeps sparkrun-style recipe registries: git clones
+// under STATE_DIR/registries/NAME, each pinned to the commit its last add
+// or update checked out. It runs the real git; it knows nothing of
+// recipes (internal/config reads the clones).
+package registry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/sparklane/sparklane/internal/config"
+)
+
+// Registry is one clone: its name, where it came from, what it follows
+// (Ref: a branch, tag or commit; empty is the remote's default branch)
+// and the commit checked out.
+type Registry struct {
+	Name   string `json:"name"`
+	URL    string `json:"url"`
+	Ref    string `json:"ref,omitempty"`
+	Commit string `json:"commit"`
+	Path   string `json:"path"`
+}
+
+// Dir is where registry clones live: STATE_DIR/registries.
+func Dir(stateDir string) string { return filepath.Join(stateDir, "registries") }
+
+func git(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	// Never ask for credentials on a terminal: a private registry needs a
+	// credential helper or an SSH key, and a prompt would hang the CLI.
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+// Add clones url into STATE_DIR/registries/NAME and checks out ref (the
+// remote's default branch when empty). A name already there is refused:
+// update it, or remove it first.
+func Add(ctx context.Context, stateDir, name, url, ref string) (Registry, error) {
+	if err := config.ValidName(name); err != nil {
+		return Registry{}, fmt.Errorf("registry name %q: %w", name, err)
+	}
+	dir := filepath.Join(Dir(stateDir), name)
+	if _, err := os.Stat(dir); err == nil {
+		return Registry{}, fmt.Errorf("registry %s is already at %s: `starter registry update %s`, or remove it first", name, dir, name)
+	}
+	if err := os.MkdirAll(Dir(stateDir), 0o755); err != nil {
+		return Registry{}, err
+	}
+	tmp, err := os.MkdirTemp(Dir(stateDir), "."+name+".clone-")
+	if err != nil {
+		return Registry{}, err
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := git(ctx, tmp, "clone", "--quiet", "--", url, "clone"); err != nil {
+		return Registry{}, fmt.Errorf("registry %s: %w", name, err)
+	}
+	clone := filepath.Join(tmp, "clone")
+	if _, err := git(ctx, clone, "config", "sparklane.ref", ref); err != nil {
+		return Registry{}, err
+	}
+	if err := checkout(ctx, clone, ref); err != nil {
+		return Registry{}, fmt.Errorf("registry %s: %w", name, err)
+	}
+	if err := os.Rename(clone, dir); err != nil {
+		return Registry{}, err
+	}
+	return Get(ctx, stateDir, name)
+}
+
+// checkout moves the clone to ref as the remote has it: a branch's
+// remote head, else a tag or a commit.
+func checkout(ctx context.Context, dir, ref string) error {
+	target := "origin/HEAD"
+	if ref != "" {
+		target = ref
+		if _, err := git(ctx, dir, "rev-parse", "--verify", "--quiet", "origin/"+ref+"^{commit}"); err == nil {
+			target = "origin/" + ref
+		}
+	}
+	if _, err := git(ctx, dir, "checkout", "--quiet", "--detach", target+"^{commit}"); err != nil {
+		return fmt.Errorf("ref %q: %w", nonEmpty(ref, "the remote's default branch"), err)
+	}
+	return nil
+}
+
+func nonEmpty(s, d string) string {
+	if s != "" {
+		return s
+	}
+	return d
+}
+
+// Update fetches registry name and checks out its ref again (a branch
+// moves to its new head; a tag or commit stays).
+func Update(ctx context.Context, stateDir, name string) (Registry, error) {
+	dir := filepath.Join(Dir(stateDir), name)
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+		return Registry{}, fmt.Errorf("no registry %s (%s): `starter registry list` shows them", name, dir)
+	}
+	if _, err := git(ctx, dir, "fetch", "--quiet", "--tags", "--force", "origin"); err != nil {
+		return Registry{}, fmt.Errorf("registry %s: %w", name, err)
+	}
+	// The remote's default branch may have moved too.
+	_, _ = git(ctx, dir, "remote", "set-head", "origin", "--auto")
+	ref, _ := git(ctx, dir, "config", "--get", "sparklane.ref")
+	if err := checkout(ctx, dir, ref); err != nil {
+		return Registry{}, fmt.Errorf("registry %s: %w", name, err)
+	}
+	return Get(ctx, stateDir, name)
+}
+
+// Get describes registry name.
+func Get(ctx context.Context, stateDir, name string) (Registry, error) {
+	dir := filepath.Join(Dir(stateDir), name)
+	r := Registry{Name: name, Path: dir}
+	var err error
+	if r.Commit, err = git(ctx, dir, "rev-parse", "HEAD"); err != nil {
+		return r, fmt.Errorf("registry %s (%s): %w", name, dir, err)
+	}
+	r.URL, _ = git(ctx, dir, "config", "--get", "remote.origin.url")
+	r.Ref, _ = git(ctx, dir, "config", "--get", "sparklane.ref")
+	return r, nil
+}
+
+// List describes every registry under STATE_DIR/registries, by name.
+func List(ctx context.Context, stateDir string) ([]Registry, error) {
+	ents, err := os.ReadDir(Dir(stateDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Registry
+	for _, e := range ents {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		r, err := Get(ctx, stateDir, e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Remove deletes registry name's clone.
+func Remove(stateDir, name string) error {
+	if err := config.ValidName(name); err != nil {
+		return fmt.Errorf("registry name %q: %w", name, err)
+	}
+	dir := filepath.Join(Dir(stateDir), name)
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("no registry %s (%s): `starter registry list` shows them", name, dir)
+	}
+	return os.RemoveAll(dir)
+}
