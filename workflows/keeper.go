@@ -438,3 +438,18 @@ func keepPolicy(rc contract.Recipe, p *activities.KeepPolicy, grace contract.Dur
 	}
 	return out
 }
+
+// keepAgain starts again, as they were, the keepers a run ended and then
+// did not replace (it failed), except the one keeping lane except.
+func keepAgain(ctx workflow.Context, t *tracker, ended []activities.KeeperStatus, except string) {
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	for _, st := range ended {
+		if st.Input == nil || st.Lane == except {
+			continue
+		}
+		in := *st.Input
+		in.StartedBy = workflow.GetInfo(ctx).WorkflowExecution.ID + " (failed; keeping again)"
+		startKeeper(dctx, t, in)
+	}
+}
