@@ -361,6 +361,10 @@ func (k *keeper) heal(reason string) {
 	var sr ServeResult
 	if err == nil && !k.ended {
 		sr, err = serveLane(k.ctx, k.t, k.in.Recipe, k.in.Plan, true, pickup, budget)
+		if n := len(k.t.p.Steps); err == nil && n > 0 && k.t.p.Steps[n-1].Status == StepSkipped {
+			// serveLane's "probe skipped (--no-wait)" row: the keeper probes next.
+			k.t.p.Steps = k.t.p.Steps[:n-1]
+		}
 	}
 	if err == nil && !k.ended {
 		pctx, cancel := workflow.WithCancel(k.ctx)

@@ -11,6 +11,7 @@ import (
 
 	dockerclient "github.com/docker/docker/client"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/workflows"
@@ -210,5 +211,45 @@ func TestKeeperStopsACrashLoop(t *testing.T) {
 	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-crash-loop")
 	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
 		t.Errorf("stop after the crash loop: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// A cutover to another lane on overlapping nodes hands over: the old
+// keeper ends saying to whom, the new cluster's keeper starts, and only
+// one keeper is running.
+func TestKeeperHandsOverOnCutover(t *testing.T) {
+	f, dc := keeperFleet(t)
+	if code, res, errOut := cutover(t, f, "--lane", "demo-2x"); code != 0 || !res.OK {
+		t.Fatalf("cutover demo-2x: exit %d, %+v\n%s", code, res, errOut)
+	}
+	waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s activities.KeeperStatus) bool { return s.Health == "up" })
+	if code, res, errOut := cutover(t, f, "--lane", "demo-4x", "--stage=skip"); code != 0 || !res.OK {
+		t.Fatalf("cutover demo-4x: exit %d, %+v\n%s", code, res, errOut)
+	}
+	ctx := withTimeout(t, 5*time.Minute)
+	var old workflows.KeeperResult
+	if err := f.env.Client.GetWorkflow(ctx, workflows.KeeperID("demo-2x"), "").Get(ctx, &old); err != nil || !strings.Contains(old.Ended, "handed over to cutover/demo-4x") {
+		t.Errorf("old keeper: %+v %v; want ended, handed over to cutover/demo-4x", old, err)
+	}
+	waitKeeper(t, f, "demo-4x", time.Minute, "watching demo-4x", func(s activities.KeeperStatus) bool {
+		return s.Lane == "demo-4x" && s.Health == "up"
+	})
+	list, err := f.env.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowType = 'Keeper' AND ExecutionStatus = 'Running'"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(list.GetExecutions()); n != 1 || list.GetExecutions()[0].GetExecution().GetWorkflowId() != workflows.KeeperID("demo-4x") {
+		t.Errorf("%d keepers running, want only keeper/demo-4x: %v", n, list.GetExecutions())
+	}
+	if code, out, errOut := f.starter(ctx, "stop", "--cluster", "demo-4x"); code != 0 {
+		t.Fatalf("stop --cluster: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, running := keeperStatus(t, f, "demo-4x"); running {
+		if st, _ := keeperStatus(t, f, "demo-4x"); st.State != activities.KeeperEnded {
+			t.Errorf("keeper/demo-4x after stop --cluster: %+v", st)
+		}
+	}
+	if _, all := laneContainers(t, dc, "demo-4x"); all != 0 {
+		t.Errorf("stop left %d containers", all)
 	}
 }
