@@ -216,14 +216,23 @@ func TestKeeperStopsACrashLoop(t *testing.T) {
 
 // A cutover to another lane on overlapping nodes hands over: the old
 // keeper ends saying to whom, the new cluster's keeper starts, and only
-// one keeper is running.
+// one keeper is running. A cutover that rolls back keeps the old lane
+// kept.
 func TestKeeperHandsOverOnCutover(t *testing.T) {
 	f, dc := keeperFleet(t)
 	if code, res, errOut := cutover(t, f, "--lane", "demo-2x"); code != 0 || !res.OK {
 		t.Fatalf("cutover demo-2x: exit %d, %+v\n%s", code, res, errOut)
 	}
 	waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s activities.KeeperStatus) bool { return s.Health == "up" })
-	if code, res, errOut := cutover(t, f, "--lane", "demo-4x", "--stage=skip"); code != 0 || !res.OK {
+	// A cutover that fails (nothing staged for demo-4x, verify fails) rolls
+	// back: demo-2x serves again and its keeper keeps it again.
+	if code, res, _ := cutover(t, f, "--lane", "demo-4x", "--stage=skip"); code != 2 || len(res.RolledBack) != 1 {
+		t.Fatalf("cutover demo-4x --stage=skip: exit %d, rolled back %v; want a failure rolled back to demo-2x", code, res.RolledBack)
+	}
+	waitKeeper(t, f, "demo-2x", time.Minute, "keeping demo-2x again after the rollback", func(s activities.KeeperStatus) bool {
+		return s.Lane == "demo-2x" && s.Health == "up" && s.StartedBy == "cutover/demo-4x (rollback)"
+	})
+	if code, res, errOut := cutover(t, f, "--lane", "demo-4x"); code != 0 || !res.OK {
 		t.Fatalf("cutover demo-4x: exit %d, %+v\n%s", code, res, errOut)
 	}
 	ctx := withTimeout(t, 5*time.Minute)
