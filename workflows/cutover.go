@@ -66,6 +66,9 @@ type cutover struct {
 	// are the keepers it ended, as they were.
 	keeper bool
 	ended  []activities.KeeperStatus
+	// stopping is set once the previous lanes are being stopped: before
+	// that a failure left them serving, and their keepers are started again.
+	stopping bool
 }
 
 func newCutoverRun(ctx workflow.Context, in CutoverInput) *cutover {
@@ -142,13 +145,14 @@ func (c *cutover) keep() {
 	})
 }
 
-// keepRolledBack starts again the keepers this run ended whose lanes the
-// rollback served again.
+// keepRolledBack starts again the keepers this run ended whose lanes
+// still serve: every one when the run failed before it stopped anything
+// (refused a node, a failed probe), else those the rollback served again.
 func (c *cutover) keepRolledBack() {
 	dctx, cancel := workflow.NewDisconnectedContext(c.ctx)
 	defer cancel()
 	for _, st := range c.ended {
-		if st.Input == nil || !contains(c.res.RolledBack, st.Lane) {
+		if st.Input == nil || (c.stopping && !contains(c.res.RolledBack, st.Lane)) {
 			continue
 		}
 		in := *st.Input
@@ -340,6 +344,7 @@ func (c *cutover) stopPrevious() error {
 		c.undo.add(c.servePrevious)
 	}
 	c.undo.add(c.stopNew)
+	c.stopping = true
 	for _, l := range c.res.Previous {
 		if err := stopLane(c.ctx, c.t, l, c.prevNodes[l], c.in.Pickup.D(), c.in.OutageBudget.D()); err != nil {
 			if workflow.GetVersion(c.ctx, versionStopRollback, workflow.DefaultVersion, 1) == workflow.DefaultVersion {

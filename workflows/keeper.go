@@ -361,6 +361,10 @@ func (k *keeper) heal(reason string) {
 	var sr ServeResult
 	if err == nil && !k.ended {
 		sr, err = serveLane(k.ctx, k.t, k.in.Recipe, k.in.Plan, true, pickup, budget)
+		if n := len(k.t.p.Steps); err == nil && n > 0 && k.t.p.Steps[n-1].Status == StepSkipped {
+			// serveLane's "probe skipped (--no-wait)" row: the keeper probes next.
+			k.t.p.Steps = k.t.p.Steps[:n-1]
+		}
 	}
 	if err == nil && !k.ended {
 		pctx, cancel := workflow.WithCancel(k.ctx)
@@ -437,4 +441,19 @@ func keepPolicy(rc contract.Recipe, p *activities.KeepPolicy, grace contract.Dur
 		out.Grace = grace
 	}
 	return out
+}
+
+// keepAgain starts again, as they were, the keepers a run ended and then
+// did not replace (it failed), except the one keeping lane except.
+func keepAgain(ctx workflow.Context, t *tracker, ended []activities.KeeperStatus, except string) {
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	for _, st := range ended {
+		if st.Input == nil || st.Lane == except {
+			continue
+		}
+		in := *st.Input
+		in.StartedBy = workflow.GetInfo(ctx).WorkflowExecution.ID + " (failed; keeping again)"
+		startKeeper(dctx, t, in)
+	}
 }

@@ -224,3 +224,37 @@ func TestStopEndsTheLanesKeeperFirst(t *testing.T) {
 		t.Errorf("keeper calls %v, want %v", f.keeperCalls, want)
 	}
 }
+
+// A cutover that fails before it stopped anything (here: a node's SSH is
+// down at the fleet probe) leaves the kept lane serving, so its keeper
+// keeps again.
+func TestCutoverFailedBeforeStoppingKeepsAgain(t *testing.T) {
+	f := newFakeFleet(t)
+	f.sshDown["a"] = "connection refused"
+	oldIn := keeperInput("old", activities.KeepPolicy{}, "a")
+	f.endKeepers = []activities.KeeperStatus{{Cluster: "c1", Lane: "old", Input: &oldIn}}
+	f.env.ExecuteWorkflow(Cutover, CutoverInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a"), Stage: StageAuto})
+	appErr(t, f.env.GetWorkflowError())
+	want := []string{"EndKeepers a lane= by=default-test-workflow-id", "StartKeeper c1 old by=cutover/c1 (rollback)"}
+	if strings.Join(f.keeperCalls, "|") != strings.Join(want, "|") {
+		t.Errorf("keeper calls %v, want %v", f.keeperCalls, want)
+	}
+}
+
+// up starts the cluster's keeper once the lane answers; --no-wait does not.
+func TestUpStartsAKeeperUnlessNoWait(t *testing.T) {
+	for _, noWait := range []bool{false, true} {
+		f := newFakeFleet(t)
+		f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("k", nil, false), Plan: testPlan("k", "h", "a"), NoWait: noWait})
+		if err := f.env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		want := "EndKeepers a lane= by=default-test-workflow-id|StartKeeper c1 k by=up/c1"
+		if noWait {
+			want = "EndKeepers a lane= by=default-test-workflow-id"
+		}
+		if got := strings.Join(f.keeperCalls, "|"); got != want {
+			t.Errorf("no-wait=%v: keeper calls %q, want %q", noWait, got, want)
+		}
+	}
+}

@@ -22,13 +22,17 @@ const DefaultReadyBudget = 30 * time.Minute
 func Serve(ctx workflow.Context, in ServeInput) (ServeResult, error) {
 	t := newTracker(ctx, "Serve", in.Plan.Lane)
 	keeper := keeperVersion(ctx) && workflow.GetInfo(ctx).ParentWorkflowExecution == nil
+	var ended []activities.KeeperStatus
 	if keeper {
-		if _, err := endKeepers(ctx, t, planNodes(in.Plan), "", "handed over to "+UpID(in.Plan.Cluster)+" (lane "+in.Plan.Lane+")"); err != nil {
+		var err error
+		if ended, err = endKeepers(ctx, t, planNodes(in.Plan), "", "handed over to "+UpID(in.Plan.Cluster)+" (lane "+in.Plan.Lane+")"); err != nil {
 			return ServeResult{Lane: in.Plan.Lane}, err
 		}
 	}
 	leases, lerr := holdNodes(ctx, t, LeaseUp, in.Plan.Lane, in.Plan.Cluster, planNodes(in.Plan))
 	if lerr != nil {
+		// Nothing was touched: every keeper ended keeps again.
+		keepAgain(ctx, t, ended, "")
 		return ServeResult{Lane: in.Plan.Lane}, lerr
 	}
 	defer leases.release()
@@ -39,6 +43,10 @@ func Serve(ctx workflow.Context, in ServeInput) (ServeResult, error) {
 		if serr := stopLane(dctx, t, in.Plan.Lane, planNodes(in.Plan), in.Pickup.D(), in.OutageBudget.D()); serr != nil {
 			return res, temporal.NewNonRetryableApplicationError(errMessage(err)+"; and stopping the half-started lane failed: "+errMessage(serr), errType(err), err)
 		}
+	}
+	if err != nil {
+		// The other lanes' keepers keep again; this lane's was stopped.
+		keepAgain(ctx, t, ended, in.Plan.Lane)
 	}
 	if err == nil && keeper {
 		if in.NoWait {

@@ -97,8 +97,7 @@ func keepers(ctx context.Context, env *workers.Env, cfg *config.Config) []activi
 // printKeepers is status's KEEPER table.
 func printKeepers(a *App, ks []activities.KeeperStatus) {
 	if len(ks) == 0 {
-		fmt.Fprintln(a.Out, "\nno lane is kept (a successful cutover or up starts a keeper per cluster)")
-		return
+		return // no keeper: the fleet table alone, as before keepers
 	}
 	var rows [][]string
 	for _, k := range ks {

@@ -150,6 +150,8 @@ command = "/engine-sim /hub --port {port} >> /dev/null"
 		{[]string{"schedule", "list"}, false},
 		{[]string{"control", "status"}, true}, // no service runs: exit 1, {"running": false}
 		{[]string{"cancel", "--cluster", "one"}, true},
+		{[]string{"keep", "--cluster", "one", "off"}, true}, // no keeper runs
+		{[]string{"keep", "--cluster", "one", "sideways"}, true},
 		{[]string{"frobnicate"}, true},
 	}
 	for _, c := range cases {

@@ -1,0 +1,264 @@
+package itest
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	dockerclient "github.com/docker/docker/client"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/workflows"
+)
+
+// keeperFleet is the demo fleet with a keeper that checks every second
+// and allows two restarts an hour.
+func keeperFleet(t *testing.T) (*fleet, *dockerclient.Client) {
+	return demoFleet(t, 8<<20, func(o *fleetOptions) {
+		o.extra += "keep = { interval = \"1s\", restarts = 2, window = \"1h\" }\n"
+	})
+}
+
+// keeperStatus asks cluster's keeper how it is (ok false: no keeper runs).
+func keeperStatus(t *testing.T, f *fleet, cluster string) (activities.KeeperStatus, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var st activities.KeeperStatus
+	v, err := f.env.Client.QueryWorkflow(ctx, workflows.KeeperID(cluster), "", activities.KeeperStatusQuery)
+	if err != nil || v.Get(&st) != nil {
+		return st, false
+	}
+	return st, true
+}
+
+// waitKeeper polls the keeper's status until ok says so, or fails the
+// test after within, printing the last status.
+func waitKeeper(t *testing.T, f *fleet, cluster string, within time.Duration, what string, ok func(activities.KeeperStatus) bool) activities.KeeperStatus {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var st activities.KeeperStatus
+	for time.Now().Before(deadline) {
+		var running bool
+		if st, running = keeperStatus(t, f, cluster); running && ok(st) {
+			return st
+		}
+		time.Sleep(200 * time.Millisecond) // polling a condition, not timing
+	}
+	t.Fatalf("keeper/%s: not %s within %s; last status %+v", cluster, what, within, st)
+	return st
+}
+
+// keeperEvents lists the keeper run's activities in history order:
+// "Name" when scheduled, "re-probe Name" for a retried attempt.
+func keeperEvents(t *testing.T, f *fleet, cluster string) []string {
+	t.Helper()
+	it := f.env.Client.GetWorkflowHistory(context.Background(), workflows.KeeperID(cluster), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	names := map[int64]string{}
+	var out []string
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
+			names[e.GetEventId()] = a.GetActivityType().GetName()
+			out = append(out, a.GetActivityType().GetName())
+		}
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
+			out = append(out, "re-probe "+names[a.GetScheduledEventId()])
+		}
+	}
+	return out
+}
+
+// inOrder reports whether want appear in events in that order.
+func inOrder(events, want []string) bool {
+	i := 0
+	for _, e := range events {
+		if i < len(want) && e == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+// The keeper on real containers: a rank killed with `docker kill` is
+// noticed, re-probed and the lane restarted whole, answering again; status
+// shows the keeper; stop while kept ends the keeper and leaves nothing.
+func TestKeeperRestartsAKilledRank(t *testing.T) {
+	f, dc := keeperFleet(t)
+	code, res, errOut := cutover(t, f, "--lane", "demo-2x")
+	if code != 0 || !res.OK {
+		t.Fatalf("cutover demo-2x: exit %d, %+v\n%s", code, res, errOut)
+	}
+	cold := res.Serve.Ready.Seconds
+	saveHistory(t, f, workflows.CutoverID("demo-2x"), "cutover-starts-keeper")
+	waitKeeper(t, f, "demo-2x", time.Minute, "watching a healthy lane", func(s activities.KeeperStatus) bool {
+		return s.Lane == "demo-2x" && s.State == activities.KeeperWatching && s.Health == "up"
+	})
+
+	ctx := withTimeout(t, 5*time.Minute)
+	killed := res.Serve.Ranks[1].Name
+	killedAt := time.Now()
+	if err := dc.ContainerKill(ctx, killed, "KILL"); err != nil {
+		t.Fatalf("docker kill %s: %v", killed, err)
+	}
+	st := waitKeeper(t, f, "demo-2x", 3*time.Minute, "restarted", func(s activities.KeeperStatus) bool {
+		return len(s.Restarts) == 1 && s.Restarts[0].OK && s.State == activities.KeeperWatching
+	})
+	back := time.Since(killedAt)
+	resp, err := http.Get(res.Serve.BaseURL + "/v1/models")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("lane after the keeper's restart: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	t.Logf("docker kill of %s → lane answering again in %.1fs (cold ready %.1fs, interval 1s); reason: %s", killed, back.Seconds(), cold, st.Restarts[0].Reason)
+	if !strings.Contains(st.Restarts[0].Reason, "demo-2x") {
+		t.Errorf("restart reason %q does not name the lane", st.Restarts[0].Reason)
+	}
+	events := keeperEvents(t, f, "demo-2x")
+	if !inOrder(events, []string{"CheckRanks", "re-probe CheckRanks", "KeeperMark", "StopLane", "StartRank", "WaitReady", "DecodeProbe", "KeeperMark"}) &&
+		!inOrder(events, []string{"CheckHead", "re-probe CheckHead", "KeeperMark", "StopLane", "StartRank", "WaitReady", "DecodeProbe", "KeeperMark"}) {
+		t.Errorf("keeper history does not read check → re-probe → restart → ready:\n%s", strings.Join(events, "\n"))
+	}
+
+	// status shows the kept lane.
+	code, out, errOut := f.starter(ctx, "status", "--json")
+	var sj struct {
+		Keepers []activities.KeeperStatus `json:"keepers"`
+	}
+	if err := json.Unmarshal([]byte(out), &sj); err != nil || len(sj.Keepers) != 1 || sj.Keepers[0].Lane != "demo-2x" || sj.Keepers[0].Restarts24h != 1 {
+		t.Errorf("status --json: exit %d keepers %+v (%v)\n%s", code, sj.Keepers, err, errOut)
+	}
+	code, out, _ = f.starter(ctx, "status")
+	if !strings.Contains(out, "KEPT LANE") || !strings.Contains(out, "demo-2x") {
+		t.Errorf("status text has no keeper row (exit %d):\n%s", code, out)
+	}
+
+	// keep off / on.
+	if code, out, errOut := f.starter(ctx, "keep", "--cluster", "demo-2x", "off"); code != 0 || !strings.Contains(out, "paused") {
+		t.Errorf("keep off: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut := f.starter(ctx, "keep", "--cluster", "demo-2x", "on"); code != 0 || !strings.Contains(out, "watching") {
+		t.Errorf("keep on: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	// stop while kept: the keeper ends first, nothing is left.
+	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
+		t.Fatalf("stop: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var kr workflows.KeeperResult
+	if err := f.env.Client.GetWorkflow(ctx, workflows.KeeperID("demo-2x"), "").Get(ctx, &kr); err != nil || !strings.Contains(kr.Ended, "stopped by stop/demo-2x") {
+		t.Errorf("keeper after stop: %+v %v; want ended by the stop", kr, err)
+	}
+	if _, all := laneContainers(t, dc, "demo-2x"); all != 0 {
+		t.Errorf("stop while kept left %d containers", all)
+	}
+	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-restart-stopped")
+	saveHistory(t, f, workflows.StopID("demo-2x"), "stop-ends-keeper")
+}
+
+// A lane whose restarts keep failing (a node's staged tree is gone, so the
+// engine cannot load) is stopped after the budget, and status says why.
+func TestKeeperStopsACrashLoop(t *testing.T) {
+	f, dc := keeperFleet(t)
+	code, res, errOut := cutover(t, f, "--lane", "demo-2x")
+	if code != 0 || !res.OK {
+		t.Fatalf("cutover demo-2x: exit %d, %+v\n%s", code, res, errOut)
+	}
+	waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s activities.KeeperStatus) bool { return s.Health == "up" })
+	// The rank's staged weights vanish on n2; then the rank dies.
+	r, _ := f.lanePlan("demo-2x")
+	var n2 string
+	for _, n := range f.cfg.Nodes {
+		if n.Name == "n2" {
+			n2 = n.LocalPath(r.Staging[0].Dst, f.cfg.SharedRoots)
+		}
+	}
+	if err := os.Rename(n2, n2+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := withTimeout(t, 5*time.Minute)
+	if err := dc.ContainerKill(ctx, res.Serve.Ranks[1].Name, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	st := waitKeeper(t, f, "demo-2x", 4*time.Minute, "stopped as a crash loop", func(s activities.KeeperStatus) bool {
+		return s.State == activities.KeeperCrashLoop
+	})
+	if len(st.Restarts) != 2 || !strings.Contains(st.LastReason, "stopped: crash loop: 2 restarts within 1h") {
+		t.Errorf("crash loop status %+v, want 2 failed restarts and the reason", st)
+	}
+	if _, all := laneContainers(t, dc, "demo-2x"); all != 0 {
+		t.Errorf("crash loop left %d containers", all)
+	}
+	code, out, _ := f.starter(ctx, "status")
+	if !strings.Contains(out, "crash loop") {
+		t.Errorf("status does not say crash loop (exit %d):\n%s", code, out)
+	}
+	// Stopped, the keeper waits for an operator (no timer, no check): its
+	// last activity is the crash loop's stop.
+	events := keeperEvents(t, f, "demo-2x")
+	if last := events[len(events)-1]; last != "StopLane" {
+		t.Errorf("keeper's last activity %q, want the crash loop's StopLane:\n%s", last, strings.Join(events, "\n"))
+	}
+	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-crash-loop")
+	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
+		t.Errorf("stop after the crash loop: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// A cutover to another lane on overlapping nodes hands over: the old
+// keeper ends saying to whom, the new cluster's keeper starts, and only
+// one keeper is running. A cutover that rolls back keeps the old lane
+// kept.
+func TestKeeperHandsOverOnCutover(t *testing.T) {
+	f, dc := keeperFleet(t)
+	if code, res, errOut := cutover(t, f, "--lane", "demo-2x"); code != 0 || !res.OK {
+		t.Fatalf("cutover demo-2x: exit %d, %+v\n%s", code, res, errOut)
+	}
+	waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s activities.KeeperStatus) bool { return s.Health == "up" })
+	// A cutover that fails (nothing staged for demo-4x, verify fails) rolls
+	// back: demo-2x serves again and its keeper keeps it again.
+	if code, res, _ := cutover(t, f, "--lane", "demo-4x", "--stage=skip"); code != 2 || len(res.RolledBack) != 1 {
+		t.Fatalf("cutover demo-4x --stage=skip: exit %d, rolled back %v; want a failure rolled back to demo-2x", code, res.RolledBack)
+	}
+	waitKeeper(t, f, "demo-2x", time.Minute, "keeping demo-2x again after the rollback", func(s activities.KeeperStatus) bool {
+		return s.Lane == "demo-2x" && s.Health == "up" && s.StartedBy == "cutover/demo-4x (rollback)"
+	})
+	if code, res, errOut := cutover(t, f, "--lane", "demo-4x"); code != 0 || !res.OK {
+		t.Fatalf("cutover demo-4x: exit %d, %+v\n%s", code, res, errOut)
+	}
+	ctx := withTimeout(t, 5*time.Minute)
+	var old workflows.KeeperResult
+	if err := f.env.Client.GetWorkflow(ctx, workflows.KeeperID("demo-2x"), "").Get(ctx, &old); err != nil || !strings.Contains(old.Ended, "handed over to cutover/demo-4x") {
+		t.Errorf("old keeper: %+v %v; want ended, handed over to cutover/demo-4x", old, err)
+	}
+	waitKeeper(t, f, "demo-4x", time.Minute, "watching demo-4x", func(s activities.KeeperStatus) bool {
+		return s.Lane == "demo-4x" && s.Health == "up"
+	})
+	list, err := f.env.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowType = 'Keeper' AND ExecutionStatus = 'Running'"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(list.GetExecutions()); n != 1 || list.GetExecutions()[0].GetExecution().GetWorkflowId() != workflows.KeeperID("demo-4x") {
+		t.Errorf("%d keepers running, want only keeper/demo-4x: %v", n, list.GetExecutions())
+	}
+	if code, out, errOut := f.starter(ctx, "stop", "--cluster", "demo-4x"); code != 0 {
+		t.Fatalf("stop --cluster: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, running := keeperStatus(t, f, "demo-4x"); running {
+		if st, _ := keeperStatus(t, f, "demo-4x"); st.State != activities.KeeperEnded {
+			t.Errorf("keeper/demo-4x after stop --cluster: %+v", st)
+		}
+	}
+	if _, all := laneContainers(t, dc, "demo-4x"); all != 0 {
+		t.Errorf("stop left %d containers", all)
+	}
+}
