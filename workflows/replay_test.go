@@ -16,7 +16,7 @@ import (
 // replayed is every workflow type the control worker registers: each must
 // have at least one committed history, so a new type cannot ship without
 // one.
-var replayed = []any{FleetProbe, StageNode, Stage, Verify, Serve, Probe, Stop, Cutover, Bench, Power, NodeLease, Disk}
+var replayed = []any{FleetProbe, StageNode, Stage, Verify, Serve, Probe, Stop, Cutover, Bench, Power, NodeLease, Disk, Fetch}
 
 // corpus are the histories that must be there: every workflow type and its
 // failure paths, recorded through the real server by internal/itest.
@@ -61,6 +61,10 @@ var corpus = map[string]string{
 	// A cutover whose node service stopped mid-pack for 90 s (stage
 	// resumed; the serve and verify wait gates' markers).
 	"cutover-node-outage-resumed": "TestRealFleet ./internal/fleet/fleete2e",
+	// starter fetch (Fetch), and stage --fetch of a lane whose repo was
+	// not on the NAS: the Fetch child first (versionStageFetch).
+	"fetch-ok":    "TestStarterFetchAndStageFetch",
+	"stage-fetch": "TestStarterFetchAndStageFetch",
 }
 
 // Committed histories of real runs must replay against the current code: a
