@@ -2,6 +2,7 @@ package itest
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/sparklane/sparklane/activities"
@@ -123,13 +125,20 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 	files, other := hubFiles(t), hubFiles(t)
 	sha := s.AddRepo(hubtest.Repo{ID: "org/fetched", LFSThreshold: 64 << 10, Files: hubtestFiles(files)})
 	otherSHA := s.AddRepo(hubtest.Repo{ID: "org/absent", LFSThreshold: 64 << 10, Files: hubtestFiles(other)})
+	const secret = "hf_itest_secret_token"
+	s.AddRepo(hubtest.Repo{ID: "org/private", Token: secret, Files: []hubtest.File{{Path: "config.json", Data: []byte(`{"private": true}`)}}})
 	dir := t.TempDir()
 	hub := filepath.Join(dir, "nas", "hub")
+	tokenFile := filepath.Join(dir, "hf-token")
+	if err := os.WriteFile(tokenFile, []byte("hf_wrong\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	f := newFleet(t, fleetOptions{nodes: 1, clusters: map[string][]string{"one": {"n1"}}, shared: filepath.Join(dir, "nas"),
-		extra: fmt.Sprintf("hf_endpoint = %q\n", s.URL),
+		extra: fmt.Sprintf("hf_endpoint = %q\nhf_token_file = %q\n", s.URL, tokenFile),
 		recipes: map[string]string{
 			"fetched": fetchRecipe("fetched", hub, "org/fetched", "skip = [\"original/**\"]\nrevision = \"main\"\n"),
 			"absent":  fetchRecipe("absent", hub, "org/absent", fmt.Sprintf("revision = %q\n", otherSHA)),
+			"private": fetchRecipe("private", hub, "org/private", ""),
 		}})
 	f.startControl()
 	f.startNode("n1")
@@ -171,6 +180,53 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 		t.Fatalf("staged %s: %q, %v", staged, b, err)
 	}
 	saveHistory(t, f, workflows.StageID("absent"), "stage-fetch")
+
+	// A private repo: the worker reads hf_token_file; a wrong token is a
+	// permanent HubUnauthorized naming the repo and the fix, the right one
+	// fetches, and the token is nowhere in the run's history.
+	code, out, errOut = f.starter(ctx, "fetch", "--lane", "private")
+	if code != 1 || !strings.Contains(errOut, "org/private") || !strings.Contains(errOut, "unauthorized") || !strings.Contains(errOut, tokenFile) {
+		t.Fatalf("fetch with a wrong token: exit %d, want 1 naming the repo, the refusal and the token file\n%s%s", code, out, errOut)
+	}
+	if n := activityAttemptsOf(t, f, workflows.FetchID("private"), "FetchRepo"); n != 1 {
+		t.Errorf("a 401 was tried %d times: it is permanent", n)
+	}
+	if err := os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut = f.starter(ctx, "fetch", "--lane", "private"); code != 0 {
+		t.Fatalf("fetch with the token file: exit %d\n%s%s", code, out, errOut)
+	}
+	if h := historyText(t, f, workflows.FetchID("private")); strings.Contains(h, secret) || !strings.Contains(h, tokenFile) {
+		t.Errorf("the history of fetch/private holds the token (or not the token file's path)")
+	}
+}
+
+// activityAttemptsOf is how many times activities of type name started in
+// the workflow's latest run (retries included).
+func activityAttemptsOf(t *testing.T, f *fleet, id, name string) int {
+	t.Helper()
+	var n int32
+	for _, a := range activityAttempts(context.Background(), t, f.env.Client, id, name) {
+		n = max(n, a)
+	}
+	return int(n)
+}
+
+// historyText is the workflow's latest history as text, payloads (JSON)
+// as written.
+func historyText(t *testing.T, f *fleet, id string) string {
+	t.Helper()
+	it := f.env.Client.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var b strings.Builder
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(e.String())
+	}
+	return b.String()
 }
 
 // kill -9 of the fetch node's worker at half a large file (a test fault
