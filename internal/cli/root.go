@@ -30,6 +30,9 @@ import (
 // App holds what every command shares.
 type App struct {
 	Out, Err io.Writer
+	// dryFetch is the fetch plan a stage --dry-run shows first (set by
+	// stage for dryRun).
+	dryFetch *contract.FetchPlan
 	In       io.Reader
 	// ConfigPath is --config; JSON is --json.
 	ConfigPath string

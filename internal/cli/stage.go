@@ -32,7 +32,17 @@ func (a *App) stageCmd() *cobra.Command {
 			if err := laneNode(plan, only); err != nil {
 				return err
 			}
+			// --fetch fetches every hub-mirror block's repos into the NAS
+			// first; without it, the blocks with fetch = true.
+			fp, err := lane.FetchPlan(cfg, r, lane.FetchOptions{MarkedOnly: !fetch})
+			if err != nil {
+				return err
+			}
+			if fetch && fp == nil {
+				return fmt.Errorf("--fetch: lane %s has no hub-mirror blocks to fetch (%s)", r.Name, r.File)
+			}
 			if dryRun {
+				a.dryFetch = fp
 				return a.dryRun(ctx, cfg, r, plan, "stage")
 			}
 			budget, err := outageBudget(cfg, r)
@@ -42,15 +52,6 @@ func (a *App) stageCmd() *cobra.Command {
 			room, err := a.diskRoom(makeRoom)
 			if err != nil {
 				return err
-			}
-			// --fetch fetches every hub-mirror block's repos into the NAS
-			// first; without it, the blocks with fetch = true.
-			fp, err := lane.FetchPlan(cfg, r, lane.FetchOptions{MarkedOnly: !fetch})
-			if err != nil {
-				return err
-			}
-			if fetch && fp == nil {
-				return fmt.Errorf("--fetch: lane %s has no hub-mirror blocks to fetch (%s)", r.Name, r.File)
 			}
 			var res workflows.StageResult
 			if err := a.startFollow(ctx, runSpec{ID: workflows.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,

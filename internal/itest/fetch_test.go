@@ -170,6 +170,13 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 	if code == 0 {
 		t.Fatalf("stage of a lane whose repo is absent from the NAS succeeded:\n%s%s", out, errOut)
 	}
+	_, out, errOut = f.starter(ctx, "stage", "--lane", "absent", "--fetch", "--dry-run")
+	if !strings.Contains(out, "fetch org/absent@"+otherSHA+" from the Hub into "+hub+" on control") {
+		t.Fatalf("stage --fetch --dry-run does not say it fetches first:\n%s%s", out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(hub, "models--org--absent")); err == nil {
+		t.Fatal("stage --fetch --dry-run fetched")
+	}
 	code, out, errOut = f.starter(ctx, "stage", "--lane", "absent", "--fetch")
 	if code != 0 || strings.Contains(out+errOut, "SourceIncomplete") {
 		t.Fatalf("stage --fetch: exit %d\n%s%s", code, out, errOut)
