@@ -333,6 +333,10 @@ type CutoverInput struct {
 	// hold a GPU or the lane's port on the lane's nodes (--stop-foreign);
 	// without it such a node is occupied and the cutover is refused.
 	StopForeign bool `json:"stop_foreign,omitempty"`
+	// Fetch, when set, downloads these repos from the Hub into the NAS
+	// before the stage step (a Fetch child, fetch/LANE): cutover --fetch,
+	// or blocks with fetch = true. Behind versionCutoverFetch.
+	Fetch *contract.FetchPlan `json:"fetch,omitempty"`
 }
 
 // CutoverResult says what happened, step by step; on failure it is also
@@ -356,6 +360,7 @@ type CutoverResult struct {
 	OldLaneAnswers bool                           `json:"old_lane_answers,omitempty"`
 	Probe          *FleetProbeResult              `json:"probe,omitempty"`
 	Stage          []StageNodeResult              `json:"stage,omitempty"`
+	Fetch          *FetchResult                   `json:"fetch,omitempty"`
 	Verify         []activities.VerifyBlockResult `json:"verify,omitempty"`
 	Serve          *ServeResult                   `json:"serve,omitempty"`
 	Bench          *activities.BenchResult        `json:"bench,omitempty"`
