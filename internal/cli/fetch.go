@@ -76,11 +76,12 @@ type fetchJSON struct {
 }
 
 func (a *App) printFetch(p contract.FetchPlan, res workflows.FetchResult) error {
-	node := p.Node
-	if node == "" {
-		node = config.FetchControl
-	}
-	out := fetchJSON{Lane: p.Lane, Node: node, Repos: []activities.FetchRepoResult{}}
+	return a.printFetchResult(fetchWhere(&p), res)
+}
+
+// printFetchResult prints what a Fetch run did on node (its worker).
+func (a *App) printFetchResult(node string, res workflows.FetchResult) error {
+	out := fetchJSON{Lane: res.Lane, Node: node, Repos: []activities.FetchRepoResult{}}
 	var rows [][]string
 	dry := false
 	for _, r := range res.Repos {

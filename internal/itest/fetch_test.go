@@ -164,6 +164,9 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 		}
 	}
 	saveHistory(t, f, workflows.FetchID("fetched"), "fetch-ok")
+	if code, out, errOut = f.starter(ctx, "attach", workflows.FetchID("fetched")); code != 0 || !strings.Contains(out, "already ended") || !strings.Contains(out, "org/fetched") {
+		t.Errorf("attach fetch/fetched: exit %d\n%s%s", code, out, errOut)
+	}
 
 	// The repo of lane absent is not on the NAS: staging alone refuses.
 	code, out, errOut = f.starter(ctx, "stage", "--lane", "absent")
