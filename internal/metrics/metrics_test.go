@@ -108,6 +108,7 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	m.Probed("l", 1, time.Second)
 	m.Benched("l", 1)
 	m.NodeOutage("n", time.Second)
+	m.Fetched("l", "org/m", 1)
 	fams, err := m.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
