@@ -109,7 +109,7 @@ func (a *FetchActivities) request(in FetchRepoInput) (hubfetch.Request, error) {
 	}
 	tok, src, err := hubfetch.TokenFromEnv()
 	if err != nil {
-		return req, err
+		return req, fault.Permanent(fault.InvalidSpec, fmt.Errorf("on %s: %w: make it readable by the worker's user, or set hf_token_file", a.Where, err))
 	}
 	req.Token, req.TokenSource = tok, src
 	return req, nil

@@ -338,6 +338,10 @@ type CutoverInput struct {
 	// Keep is how the cluster's keeper keeps the lane once the cutover
 	// succeeded (nil: the recipe's [keep], then the defaults).
 	Keep *activities.KeepPolicy `json:"keep,omitempty"`
+	// Fetch, when set, downloads these repos from the Hub into the NAS
+	// before the stage step (a Fetch child, fetch/LANE): cutover --fetch,
+	// or blocks with fetch = true. Behind versionCutoverFetch.
+	Fetch *contract.FetchPlan `json:"fetch,omitempty"`
 }
 
 // CutoverResult says what happened, step by step; on failure it is also
@@ -362,6 +366,7 @@ type CutoverResult struct {
 	Probe          *FleetProbeResult `json:"probe,omitempty"`
 	Stage          []StageNodeResult `json:"stage,omitempty"`
 	// Images is the stage's image step, per node (versionStageImage).
+	Fetch  *FetchResult                   `json:"fetch,omitempty"`
 	Images []ImageNodeResult              `json:"images,omitempty"`
 	Verify []activities.VerifyBlockResult `json:"verify,omitempty"`
 	Serve  *ServeResult                   `json:"serve,omitempty"`

@@ -372,6 +372,17 @@ func (c *cutover) stage() error {
 	case c.in.Stage == StageSkip:
 		c.t.skip("stage", "", "--stage=skip")
 	default:
+		// From versionCutoverFetch on, a cutover whose input names a fetch
+		// plan downloads its repos into the NAS first; runs recorded
+		// before it carried none and never ask.
+		if f := c.in.Fetch; f != nil && len(f.Repos) > 0 &&
+			workflow.GetVersion(c.ctx, versionCutoverFetch, workflow.DefaultVersion, 1) >= 1 {
+			fr, err := fetchChild(c.ctx, c.t, FetchInput{Plan: *f, Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget}, c.in.Plan.Cluster)
+			c.res.Fetch = fr
+			if err != nil {
+				return failedAt("fetch", err)
+			}
+		}
 		i := c.t.start("stage", "")
 		st, err := stageChildren(c.ctx, c.t, c.in.Plan, c.in.Recipe.Staging, "", c.in.Stage, false, false, c.in.Pickup.D(), c.in.OutageBudget.D(), c.in.Room)
 		c.t.end(i, "", err)

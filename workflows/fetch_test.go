@@ -103,3 +103,42 @@ func TestStageFetchesFirst(t *testing.T) {
 		t.Fatalf("a failed fetch: %v, calls %v: want the stage to stop before staging", err, f.callList())
 	}
 }
+
+// From versionCutoverFetch on, a cutover with a fetch plan runs the Fetch
+// child before its stage step; a failed fetch fails the cutover at
+// "fetch" before anything is staged, and rolls back.
+func TestCutoverFetchesBeforeStaging(t *testing.T) {
+	c := newCutover(t)
+	c.env.RegisterWorkflow(Fetch)
+	c.mockFetch(nil)
+	plan := testFetchPlan("new", "")
+	c.in.Fetch = &plan
+	res, err := c.run()
+	if err != nil {
+		t.Fatalf("cutover: %v", err)
+	}
+	calls := c.callList()
+	first := func(prefix string) int {
+		for i, x := range calls {
+			if strings.HasPrefix(x, prefix) {
+				return i
+			}
+		}
+		return -1
+	}
+	if f, s := first("FetchRepo org/b"), first("StageBlock"); f < 0 || s < 0 || f > s {
+		t.Fatalf("calls %v: want both fetches before any StageBlock", calls)
+	}
+	if res.Fetch == nil || len(res.Fetch.Repos) != 2 || !res.OK {
+		t.Fatalf("result %+v", res)
+	}
+
+	c = newCutover(t)
+	c.env.RegisterWorkflow(Fetch)
+	c.mockFetch(map[string]error{"org/a": temporal.NewNonRetryableApplicationError("repo org/a: gated", hubfetch.HubGated, nil)})
+	c.in.Fetch = &plan
+	res, err = c.run()
+	if err == nil || res.FailedStep != "fetch" || c.count("StageBlock") != 0 {
+		t.Fatalf("a gated repo: %v, failed step %q, calls %v", err, res.FailedStep, c.callList())
+	}
+}

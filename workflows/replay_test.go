@@ -16,7 +16,7 @@ import (
 // replayed is every workflow type the control worker registers: each must
 // have at least one committed history, so a new type cannot ship without
 // one.
-var replayed = []any{FleetProbe, StageNode, Stage, Verify, Serve, Probe, Stop, Cutover, Bench, Power, NodeLease, Disk, Keeper}
+var replayed = []any{FleetProbe, StageNode, Stage, Verify, Serve, Probe, Stop, Cutover, Bench, Power, NodeLease, Disk, Keeper, Fetch}
 
 // corpus are the histories that must be there: every workflow type and its
 // failure paths, recorded through the real server by internal/itest.
@@ -68,6 +68,14 @@ var corpus = map[string]string{
 	"keeper-restart-stopped": "TestKeeperRestartsAKilledRank",
 	"stop-ends-keeper":       "TestKeeperRestartsAKilledRank",
 	"keeper-crash-loop":      "TestKeeperStopsACrashLoop",
+	// starter fetch (Fetch), and stage --fetch of a lane whose repo was
+	// not on the NAS: the Fetch child first (versionStageFetch).
+	"fetch-ok":    "TestStarterFetchAndStageFetch",
+	"stage-fetch": "TestStarterFetchAndStageFetch",
+	// Post hooks (versionPostHooks): post_exec, post_commands and
+	// stop_after_post after ready, and a failing post_exec rolled back.
+	"cutover-post-hooks":       "TestPostHooksRunAndStopAfterPost",
+	"cutover-post-exec-failed": "TestPostHooksRunAndStopAfterPost",
 }
 
 // Committed histories of real runs must replay against the current code: a

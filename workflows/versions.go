@@ -83,6 +83,11 @@ const (
 	// has it (images.go), before any container starts.
 	versionStageImage = "stage-image"
 
+	// versionCutoverFetch: a Cutover whose input carries a fetch plan
+	// (cutover --fetch, or hub-mirror blocks with fetch = true) runs the
+	// Fetch child before its stage step.
+	versionCutoverFetch = "cutover-fetch"
+
 	// versionNodeLease: every top-level mutating run (cutover, up, stop,
 	// stage, repair) holds a NodeLease child per node it touches (lease.go).
 	_ = versionNodeLease

@@ -455,6 +455,16 @@ func (a *App) attachCmd() *cobra.Command {
 					printCutover(a, out)
 				}
 				return err
+			case "Fetch":
+				var res workflows.FetchResult
+				if err := runFailed(a.follow(ctx, run, &res)); err != nil {
+					return err
+				}
+				node := config.FetchControl
+				if len(res.Repos) > 0 {
+					node = res.Repos[0].Node
+				}
+				return a.printFetchResult(node, res)
 			case "Stage":
 				var res workflows.StageResult
 				if err := runFailed(a.follow(ctx, run, &res)); err != nil {

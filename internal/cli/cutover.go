@@ -12,6 +12,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/internal/workers"
 	"github.com/sparklane/sparklane/workflows"
@@ -26,6 +27,7 @@ type cutoverFlags struct {
 	stopForeign        bool
 	powerOn            bool
 	makeRoom           bool
+	fetch              bool
 }
 
 func (a *App) cutoverCmd() *cobra.Command {
@@ -35,6 +37,13 @@ func (a *App) cutoverCmd() *cobra.Command {
 		Short: "switch the lane's cluster to it: stage → verify → serve → probe → bench, rolling back on failure",
 		RunE: a.withLane(&f.laneFlags, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
 			if f.dryRun {
+				if f.stage != workflows.StageSkip {
+					fp, err := lane.FetchPlan(cfg, r, lane.FetchOptions{MarkedOnly: !f.fetch})
+					if err != nil {
+						return err
+					}
+					a.dryFetch = fp
+				}
 				return a.dryRun(ctx, cfg, r, plan, "cutover")
 			}
 			res, err := a.runCutover(ctx, cfg, r, plan, f)
@@ -53,6 +62,7 @@ func (a *App) cutoverCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&f.makeRoom, "make-room", false, "when a staging block would fail min_free, remove other lanes' least recently served blocks on that node (never a running lane's) until it fits")
 	cmd.Flags().BoolVar(&f.stopForeign, "stop-foreign", false, "stop containers sparklane did not start that hold a GPU or the lane's port on the lane's nodes (else the cutover is refused, naming them)")
 	cmd.Flags().BoolVar(&f.powerOn, "power-on", false, "switch on the lane's nodes whose relay is off, before staging")
+	cmd.Flags().BoolVar(&f.fetch, "fetch", false, "before staging, download the lane's hub-mirror repos from the Hub into the NAS at their revision (blocks with fetch = true always are)")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print every node's command, env, mounts and staging plan; touch nothing")
 	return cmd
 }
@@ -78,12 +88,21 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Re
 	if err != nil {
 		return nil, err
 	}
+	var fp *contract.FetchPlan
+	if f.stage != workflows.StageSkip {
+		if fp, err = lane.FetchPlan(cfg, r, lane.FetchOptions{MarkedOnly: !f.fetch}); err != nil {
+			return nil, err
+		}
+	}
+	if f.fetch && fp == nil {
+		return nil, fmt.Errorf("--fetch: lane %s has no hub-mirror blocks to fetch, or --stage=skip (%s)", r.Name, r.File)
+	}
 	run, err := a.start(ctx, runSpec{
 		ID: workflows.CutoverID(r.Cluster), Workflow: workflows.Cutover, Lane: r.Name, Cluster: r.Cluster,
 		Memo: recipeMemo(r, plan),
 		// --no-wait detaches this command; the workflow still runs every step.
 		Input: workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
-			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: contract.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: contract.Duration(budget), StopForeign: f.stopForeign, Room: room, Keep: keepPolicy(cfg, r)},
+			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: contract.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: contract.Duration(budget), StopForeign: f.stopForeign, Room: room, Keep: keepPolicy(cfg, r), Fetch: fp},
 	})
 	if err != nil {
 		return nil, err

@@ -38,6 +38,10 @@ type DryRun struct {
 	Nodes []DryRunNode `json:"nodes"`
 	// Steps are the workflow's steps in the order it would run them.
 	Steps []string `json:"steps"`
+	// Fetch is what a stage would download from the Hub into the NAS
+	// first (stage --fetch, blocks with fetch = true); its dry run is
+	// starter fetch --dry-run.
+	Fetch *contract.FetchPlan `json:"fetch,omitempty"`
 }
 
 // DryRunNode is one node's part of a dry run.
@@ -210,6 +214,14 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 		d.Nodes = append(d.Nodes, dn)
 	}
 	d.Steps = dryRunSteps(action, r, plan, states, notChecked != "")
+	if fp := a.dryFetch; fp != nil {
+		d.Fetch = fp
+		var first []string
+		for _, fr := range fp.Repos {
+			first = append(first, fmt.Sprintf("fetch %s@%s from the Hub into %s on %s (starter fetch --lane %s --dry-run says what is missing)", fr.Repo, fr.Revision, fr.CacheDir, fetchWhere(fp), plan.Lane))
+		}
+		d.Steps = append(first, d.Steps...)
+	}
 	return a.output(d, func() { printDryRun(a, d) })
 }
 
@@ -322,4 +334,12 @@ func printDryRun(a *App, d DryRun) {
 	for i, s := range d.Steps {
 		fmt.Fprintf(a.Out, "  %2d. %s\n", i+1, s)
 	}
+}
+
+// fetchWhere names the worker a fetch plan runs on.
+func fetchWhere(fp *contract.FetchPlan) string {
+	if fp.Node == "" {
+		return config.FetchControl
+	}
+	return fp.Node
 }

@@ -198,7 +198,8 @@ func pendingProgress(d *workflowservice.DescribeWorkflowExecutionResponse) (prog
 	found := false
 	dc := converter.GetDefaultDataConverter()
 	for _, pa := range d.GetPendingActivities() {
-		if pa.GetActivityType().GetName() != "StageBlock" || pa.GetHeartbeatDetails() == nil {
+		// FetchRepo heartbeats files and bytes under staging.Progress's names.
+		if n := pa.GetActivityType().GetName(); n != "StageBlock" && n != "FetchRepo" || pa.GetHeartbeatDetails() == nil {
 			continue
 		}
 		var pr staging.Progress

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -17,9 +18,9 @@ import (
 func (a *App) stageCmd() *cobra.Command {
 	var f laneFlags
 	var only, mode string
-	var dryRun, verify, makeRoom bool
+	var dryRun, verify, makeRoom, fetch bool
 	cmd := &cobra.Command{
-		Use:   "stage --lane L [--cluster C] [--node N] [--dry-run] [--stage=auto|force] [--make-room]",
+		Use:   "stage --lane L [--cluster C] [--node N] [--dry-run] [--stage=auto|force] [--make-room] [--fetch]",
 		Short: "stage a lane's [[staging]] blocks onto its nodes (resumable, verified)",
 		RunE: a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
 			if mode != workflows.StageAuto && mode != workflows.StageForce {
@@ -31,7 +32,17 @@ func (a *App) stageCmd() *cobra.Command {
 			if err := laneNode(plan, only); err != nil {
 				return err
 			}
+			// --fetch fetches every hub-mirror block's repos into the NAS
+			// first; without it, the blocks with fetch = true.
+			fp, err := lane.FetchPlan(cfg, r, lane.FetchOptions{MarkedOnly: !fetch})
+			if err != nil {
+				return err
+			}
+			if fetch && fp == nil {
+				return fmt.Errorf("--fetch: lane %s has no hub-mirror blocks to fetch (%s)", r.Name, r.File)
+			}
 			if dryRun {
+				a.dryFetch = fp
 				return a.dryRun(ctx, cfg, r, plan, "stage")
 			}
 			budget, err := outageBudget(cfg, r)
@@ -44,8 +55,13 @@ func (a *App) stageCmd() *cobra.Command {
 			}
 			var res workflows.StageResult
 			if err := a.startFollow(ctx, runSpec{ID: workflows.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
-				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: contract.Duration(budget), Room: room}}, &res); err != nil {
+				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: contract.Duration(budget), Room: room, Fetch: fp}}, &res); err != nil {
 				return err
+			}
+			if res.Fetch != nil && !a.JSON && fp != nil {
+				if err := a.printFetch(*fp, *res.Fetch); err != nil {
+					return err
+				}
 			}
 			return a.printStage(res)
 		}),
@@ -56,6 +72,7 @@ func (a *App) stageCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan (files, bytes, links, skipped, adopted); write nothing")
 	cmd.Flags().BoolVar(&makeRoom, "make-room", false, "when a block would fail min_free, remove other lanes' least recently served blocks on that node (never a running lane's) until it fits")
 	cmd.Flags().BoolVar(&verify, "verify", true, "verify (ledger, verify-only) after staging")
+	cmd.Flags().BoolVar(&fetch, "fetch", false, "first download the lane's hub-mirror repos from the Hub into the NAS at their revision (as starter fetch; blocks with fetch = true always are)")
 	return cmd
 }
 
@@ -63,6 +80,8 @@ func (a *App) stageCmd() *cobra.Command {
 type stageJSON struct {
 	Lane  string          `json:"lane"`
 	Nodes []stageNodeJSON `json:"nodes"`
+	// Fetch is what the stage fetched from the Hub first (--fetch).
+	Fetch *workflows.FetchResult `json:"fetch,omitempty"`
 }
 
 type stageNodeJSON struct {
@@ -77,7 +96,7 @@ type stageBlockJSON struct {
 }
 
 func (a *App) printStage(res workflows.StageResult) error {
-	out := stageJSON{Lane: res.Lane, Nodes: []stageNodeJSON{}}
+	out := stageJSON{Lane: res.Lane, Nodes: []stageNodeJSON{}, Fetch: res.Fetch}
 	var rows [][]string
 	for _, n := range res.Nodes {
 		nj := stageNodeJSON{Node: n.Node, Blocks: []stageBlockJSON{}}

@@ -46,6 +46,8 @@ func TestSDKAndSparklaneMetricsAreScraped(t *testing.T) {
 	m.Ready("demo-4x", 31*time.Second)
 	m.Probed("demo-4x", 149.5, 120*time.Millisecond)
 	m.NodeOutage("n2", 90*time.Second)
+	m.Fetched("demo-4x", "org/m", 3<<20)
+	m.Fetched("demo-4x", "org/m", 1<<20)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -69,6 +71,7 @@ func TestSDKAndSparklaneMetricsAreScraped(t *testing.T) {
 		`sparklane_readiness_seconds{lane="demo-4x"} 31`,
 		`sparklane_probe_decode_tokens_per_second{lane="demo-4x"} 149.5`,
 		`sparklane_node_outage_seconds{node="n2"} 90`,
+		`sparklane_fetch_bytes_total{lane="demo-4x",repo="org/m"} 4.194304e+06`,
 		`temporal_cutovers_total{lane="demo-4x"} 1`,
 		`go_goroutines `,
 	} {
@@ -105,6 +108,7 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	m.Probed("l", 1, time.Second)
 	m.Benched("l", 1)
 	m.NodeOutage("n", time.Second)
+	m.Fetched("l", "org/m", 1)
 	fams, err := m.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
