@@ -233,7 +233,7 @@ func (fn *fleetNet) transfer(ref Ref, p Plan, invs []Inventory) (map[string]Move
 // random bytes.
 func (fn *fleetNet) build(node, tag, base string, size int) image.InspectResponse {
 	c := fn.docker[node]
-	return buildImage(fn.t.(*testing.T), c, tag, base, size)
+	return buildImage(fn.t, c, tag, base, size)
 }
 
 // On three test fleet hosts with their own dockerds: an image built from

@@ -48,7 +48,7 @@ func randHex(n int) string {
 
 // buildImage builds tag FROM base (or scratch) with one file of size
 // random bytes, from a context made here: no registry is involved.
-func buildImage(t *testing.T, c *client.Client, tag, base string, size int) image.InspectResponse {
+func buildImage(t testing.TB, c *client.Client, tag, base string, size int) image.InspectResponse {
 	t.Helper()
 	if base == "" {
 		base = "scratch"
@@ -160,7 +160,7 @@ func saveSize(t *testing.T, c *client.Client, id string) int64 {
 	return n
 }
 
-func mustRef(t *testing.T, s string) Ref {
+func mustRef(t testing.TB, s string) Ref {
 	r, err := ParseRef(s)
 	if err != nil {
 		t.Fatal(err)
