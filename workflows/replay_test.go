@@ -45,9 +45,12 @@ var corpus = map[string]string{
 	"bench-ok":                  "TestReplayCorpusEveryWorkflowType",
 	"stop-ok":                   "TestReplayCorpusEveryWorkflowType",
 	"stage-outage-resumed":      "TestReplayCorpusStageResumedAfterNodeOutage",
-	"stagenode-outage-resumed":  "TestReplayCorpusStageResumedAfterNodeOutage",
-	"power-off-forced":          "TestReplayCorpusPower",
-	"power-on-refused":          "TestReplayCorpusPower",
+	// ... stage-ok recorded before versionStageImage, this one with the
+	// image step (every node asked for the lane's image first).
+	"stage-image":              "TestReplayCorpusStageImage",
+	"stagenode-outage-resumed": "TestReplayCorpusStageResumedAfterNodeOutage",
+	"power-off-forced":         "TestReplayCorpusPower",
+	"power-on-refused":         "TestReplayCorpusPower",
 	// One mutating run per node (versionNodeLease): a cutover refused a
 	// node another cluster's cutover holds, a stage holding its nodes, and
 	// a node lease.

@@ -48,7 +48,7 @@ func randHex(n int) string {
 
 // buildImage builds tag FROM base (or scratch) with one file of size
 // random bytes, from a context made here: no registry is involved.
-func buildImage(t *testing.T, c *client.Client, tag, base string, size int) image.InspectResponse {
+func buildImage(t testing.TB, c *client.Client, tag, base string, size int) image.InspectResponse {
 	t.Helper()
 	if base == "" {
 		base = "scratch"
@@ -160,7 +160,7 @@ func saveSize(t *testing.T, c *client.Client, id string) int64 {
 	return n
 }
 
-func mustRef(t *testing.T, s string) Ref {
+func mustRef(t testing.TB, s string) Ref {
 	r, err := ParseRef(s)
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +231,12 @@ func TestPinnedDigestMismatchNamesNodeExpectedAndFound(t *testing.T) {
 	c := dockerClient(t)
 	repo, _, top := twoImages(t, c)
 	pin := "sha256:" + strings.Repeat("ab", 32)
-	_, err := Inspect(context.Background(), c, mustRef(t, repo+":top@"+pin), "h1")
+	ref := mustRef(t, repo+":top@"+pin)
+	inv, err := Inspect(context.Background(), c, ref, "h1")
+	if err != nil || !inv.Present || !inv.Unpinned {
+		t.Fatalf("Inspect of a tag without the pinned digest: %+v, %v", inv, err)
+	}
+	_, err = MakePlan(ref, []Inventory{inv, {Node: "h2"}})
 	if typ, _ := fault.TypeOf(err); typ != DigestMismatch {
 		t.Fatalf("err %v, want %s", err, DigestMismatch)
 	}
@@ -239,6 +244,13 @@ func TestPinnedDigestMismatchNamesNodeExpectedAndFound(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Fatalf("error %q does not say %q", err, want)
 		}
+	}
+	// A node that received the image from one with the digest has it
+	// under the tag, same ID, no digest: it has the image.
+	pinned := Inventory{Node: "h0", Present: true, ID: top.ID, DiffIDs: top.RootFS.Layers, RepoDigests: []string{repo + "@" + pin}}
+	inv.DiffIDs = top.RootFS.Layers
+	if p, err := MakePlan(ref, []Inventory{pinned, inv}); err != nil || len(p.Chain) != 0 {
+		t.Fatalf("a moved pinned image: plan %+v, %v", p, err)
 	}
 	if _, err := Inspect(context.Background(), c, mustRef(t, repo+"@"+pin), "h1"); err == nil {
 		t.Fatal("repo@digest with only other images of the repo: no mismatch reported")

@@ -49,6 +49,10 @@ type Inventory struct {
 	RepoDigests []string `json:"repo_digests,omitempty"`
 	DiffIDs     []string `json:"diff_ids,omitempty"`
 	Size        int64    `json:"size,omitempty"`
+	// Unpinned: the node has an image under the recipe's tag that does
+	// not carry the pinned repo digest; it is the image only if its ID is
+	// the one the nodes with the digest have.
+	Unpinned bool `json:"unpinned,omitempty"`
 	// HaveLayers, for a node without the image, is how many of the
 	// image's layers (a prefix of its chain) the node already has; only
 	// the others must reach it.
@@ -60,8 +64,10 @@ type Inventory struct {
 }
 
 // Inspect reports whether node's Docker has ref; with a pinned digest, an
-// image that has the tag but not the digest is a permanent DigestMismatch
-// naming the node, the expected digest and what the node has.
+// image that has the tag but not the digest is reported Unpinned (MakePlan
+// decides), and with only repo@digest, other images of the repo are a
+// permanent DigestMismatch naming the node, the expected digest and what
+// the node has.
 func Inspect(ctx context.Context, d Docker, ref Ref, node string) (Inventory, error) {
 	inv := Inventory{Node: node}
 	ins, err := d.ImageInspect(ctx, ref.lookup())
@@ -77,13 +83,10 @@ func Inspect(ctx context.Context, d Docker, ref Ref, node string) (Inventory, er
 		}
 		return inv, nil
 	}
-	if ref.Digest != "" && !hasDigest(ins.RepoDigests, ref.Digest) {
-		found := "no repo digest (built or loaded there)"
-		if len(ins.RepoDigests) > 0 {
-			found = strings.Join(ins.RepoDigests, ", ")
-		}
-		return inv, fault.Permanent(DigestMismatch, fmt.Errorf("node %s: image %s: pinned %s, found %s (image ID %s): pull the pinned image there, retag, or fix the recipe's pin", node, ref.Name, ref.Digest, found, ins.ID))
-	}
+	// Under the tag but without the pinned digest: an image moved here
+	// from a node that has the digest (a load sets no repo digest), or a
+	// wrong one. MakePlan tells them apart by the ID the pinned nodes have.
+	inv.Unpinned = ref.Digest != "" && !hasDigest(ins.RepoDigests, ref.Digest)
 	inv.Present, inv.ID, inv.RepoDigests, inv.Size = true, ins.ID, ins.RepoDigests, ins.Size
 	inv.DiffIDs = ins.RootFS.Layers
 	return inv, nil

@@ -66,10 +66,28 @@ func (p Plan) Hops() []Hop {
 func MakePlan(ref Ref, invs []Inventory) (Plan, error) {
 	var p Plan
 	var lack []Inventory
+	// With a pin, the image is what the nodes carrying the digest have.
+	pinnedID := ""
+	for _, inv := range invs {
+		if inv.Present && !inv.Unpinned && pinnedID == "" {
+			pinnedID = inv.ID
+		}
+	}
 	for _, inv := range invs {
 		if !inv.Present {
 			lack = append(lack, inv)
 			continue
+		}
+		if inv.Unpinned && inv.ID != pinnedID {
+			found := "no repo digest (built or loaded there)"
+			if len(inv.RepoDigests) > 0 {
+				found = strings.Join(inv.RepoDigests, ", ")
+			}
+			want := ref.Digest
+			if pinnedID != "" {
+				want += " (image ID " + pinnedID + " on the nodes that have it)"
+			}
+			return Plan{}, fault.Permanent(DigestMismatch, fmt.Errorf("node %s: image %s: pinned %s, found %s (image ID %s): pull the pinned image there, remove the wrong one, or fix the recipe's pin", inv.Node, ref.Name, want, found, inv.ID))
 		}
 		if p.ID == "" {
 			p.ID, p.DiffIDs = inv.ID, inv.DiffIDs

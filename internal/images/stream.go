@@ -13,6 +13,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/jsonmessage"
@@ -45,6 +46,29 @@ type saveManifest struct {
 }
 
 const maxManifest = 4 << 20
+
+// layouts caches savedLayout by daemon and image ID: the save of an image
+// by one daemon names its layers the same way every time, and reading it
+// costs one local pass over the whole image.
+var layouts sync.Map
+
+// cachedLayout is savedLayout, read once per daemon and image.
+func cachedLayout(ctx context.Context, d Docker, id string) (saveManifest, string, error) {
+	info, err := d.Info(ctx)
+	if err != nil {
+		return saveManifest{}, "", fmt.Errorf("docker info: %w", err)
+	}
+	key := info.ID + "/" + id
+	if m, ok := layouts.Load(key); ok {
+		return m.(saveManifest), key, nil
+	}
+	m, err := savedLayout(ctx, d, id)
+	if err != nil {
+		return m, key, err
+	}
+	layouts.Store(key, m)
+	return m, key, nil
+}
 
 // savedLayout reads `docker save ID` to its end for its manifest: which
 // path holds which layer (the save names layers by legacy IDs, and its
@@ -102,17 +126,22 @@ func readManifest(r io.Reader, size int64) (*saveManifest, error) {
 // do not match their digest (a corrupt source) ends the stream with an
 // error before its manifest, so no receiver loads anything. It returns the
 // bytes written.
-func Send(ctx context.Context, d Docker, spec Spec, w io.Writer) (int64, error) {
+func Send(ctx context.Context, d Docker, spec Spec, w io.Writer) (n int64, err error) {
 	if err := spec.check(); err != nil {
 		return 0, err
 	}
 	skip := map[string]bool{}
 	skipDir := map[string]bool{}
 	if spec.From > 0 {
-		m, err := savedLayout(ctx, d, spec.ID)
+		m, key, err := cachedLayout(ctx, d, spec.ID)
 		if err != nil {
 			return 0, err
 		}
+		defer func() {
+			if err != nil {
+				layouts.Delete(key) // read it again next time
+			}
+		}()
 		if len(m.Layers) != len(spec.DiffIDs) {
 			return 0, fmt.Errorf("docker save %s lists %d layers, the image has %d", spec.ID, len(m.Layers), len(spec.DiffIDs))
 		}

@@ -194,7 +194,8 @@ func newRealFleet(t *testing.T) *realFleet {
 	f.state = filepath.Join(f.dir, "state")
 
 	// The engine-sim image, built from source on this machine's engine
-	// and loaded into each host's own dockerd (docker save | docker load).
+	// and loaded into h1's own dockerd only (docker save | docker load):
+	// the first cutover's stage brings it to h2 and h3 (internal/images).
 	hostDocker, err := node.DockerClient(ctx, "", nil)
 	if err != nil {
 		t.Fatalf("Docker is required (the engine-sim image is built on it): %v", err)
@@ -205,19 +206,21 @@ func newRealFleet(t *testing.T) *realFleet {
 		t.Fatalf("build engine-sim: %v", err)
 	}
 	for _, n := range tf.Nodes() {
-		rc, err := hostDocker.ImageSave(ctx, []string{f.image})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nd := nodeDocker(t, n)
-		resp, err := nd.ImageLoad(ctx, rc)
-		if err == nil {
-			_, err = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		rc.Close()
-		if err != nil {
-			t.Fatalf("load %s into %s's dockerd: %v", f.image, n.Name, err)
+		if n.Index == 1 {
+			rc, err := hostDocker.ImageSave(ctx, []string{f.image})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nd := nodeDocker(t, n)
+			resp, err := nd.ImageLoad(ctx, rc)
+			if err == nil {
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			rc.Close()
+			if err != nil {
+				t.Fatalf("load %s into %s's dockerd: %v", f.image, n.Name, err)
+			}
 		}
 		// Each host's staging root and the fault point's release file
 		// (present: passes go through), with the node service's
@@ -582,6 +585,21 @@ func (f *realFleet) installStatusCutover(t *testing.T) {
 		if got := f.running(n, "fl-a"); len(got) != 1 {
 			t.Fatalf("%s's own dockerd runs %v for fl-a, want its rank", n.Name, got)
 		}
+	}
+	// The image was on h1 only: the stage moved it to h2 and h3.
+	want, err := nodeDocker(t, h1).ImageInspect(context.Background(), f.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range f.tf.Nodes()[1:] {
+		got, err := nodeDocker(t, n).ImageInspect(context.Background(), f.image)
+		if err != nil || got.ID != want.ID {
+			t.Fatalf("%s has %s as %s (%v), want %s as on h1", n.Name, f.image, got.ID, err, want.ID)
+		}
+	}
+	t.Logf("image step: %+v", res.Images)
+	if len(res.Images) != 3 || res.Images[1].From != "h1" || res.Images[2].From != "h2" || res.Images[2].BytesIn == 0 {
+		t.Fatalf("cutover's image step: %+v", res.Images)
 	}
 	t.Logf("probe %.1f tok/s decode at %s; bench: %s", res.Serve.Decode.DecodeTPS, res.Serve.BaseURL, res.Bench.Summary)
 }
