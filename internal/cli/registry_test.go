@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -145,6 +146,14 @@ func TestRegistryAddUpdateAndResolve(t *testing.T) {
 	wantMod := filepath.Join(state, "registries", "eugr", "eugr-mods", "fix")
 	if code != 0 || !strings.Contains(out, wantMod) {
 		t.Errorf("the mod only the eugr registry has: exit %d, %s not in the plan\n%s\n%s", code, wantMod, out, errOut)
+	}
+	// The plan carries the mod (nodes need no clone of their own).
+	var modPlan contract.LanePlan
+	if err := json.Unmarshal([]byte(out), &modPlan); err != nil || len(modPlan.Nodes) == 0 || len(modPlan.Nodes[0].PreExec) == 0 {
+		t.Fatalf("render @other/patched: %v\n%s", err, out)
+	}
+	if a := modPlan.Nodes[0].PreExec[0].Archive; !bytes.Contains(a, []byte("workspace/mods/fix/run.sh")) || !bytes.Contains(a, []byte("echo fixed")) {
+		t.Errorf("the plan does not carry the mod's run.sh: %d bytes", len(a))
 	}
 
 	// remove deletes the clone; its recipes are gone.
