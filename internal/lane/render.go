@@ -485,10 +485,12 @@ func (rd *renderer) postHooks(plan *contract.LanePlan, v *vars) error {
 // carryMods reads each pre_exec copy (a mod directory, found on this,
 // the control host) into the plan as a tar (contract.PreExec.Archive), so
 // nodes get mods from the plan and a registry clone need not sit on a
-// shared root. A copy over contract.MaxModArchive, or unreadable here,
-// stays a path the node reads; the warnings say which.
+// shared root. Copies past contract.MaxModArchives (every node's copy
+// counted) stay a path the node reads, and the warnings say which; so does
+// one this host cannot read.
 func carryMods(plan *contract.LanePlan) []string {
 	var warns []string
+	budget := contract.MaxModArchives
 	cache := map[string][]byte{}
 	bad := map[string]bool{}
 	for i := range plan.Nodes {
@@ -500,7 +502,12 @@ func carryMods(plan *contract.LanePlan) []string {
 			}
 			key := p.Copy + "\x00" + p.Dest
 			if b, ok := cache[key]; ok {
-				p.Archive = b
+				if len(b) <= budget {
+					p.Archive, budget = b, budget-len(b)
+				} else if !bad[key] {
+					bad[key] = true
+					warns = append(warns, fmt.Sprintf("pre_exec copy %s: not carried in the plan to every node (the plan's mods would pass %d KiB over its nodes): the others read it at that path", p.Copy, contract.MaxModArchives>>10))
+				}
 				continue
 			}
 			if bad[key] {
@@ -510,14 +517,14 @@ func carryMods(plan *contract.LanePlan) []string {
 				continue // not here: the node reads it (and says so when it lacks it too)
 			}
 			var buf bytes.Buffer
-			err := serve.TarDir(&limitWriter{w: &buf, n: contract.MaxModArchive}, p.Copy, p.Dest)
+			err := serve.TarDir(&limitWriter{w: &buf, n: budget}, p.Copy, p.Dest)
 			if err != nil {
 				bad[key] = true
 				warns = append(warns, fmt.Sprintf("pre_exec copy %s: not carried in the plan (%v): each node reads it at that path", p.Copy, err))
 				continue
 			}
 			cache[key] = buf.Bytes()
-			p.Archive = cache[key]
+			p.Archive, budget = cache[key], budget-buf.Len()
 		}
 	}
 	return warns
@@ -531,7 +538,7 @@ type limitWriter struct {
 
 func (l *limitWriter) Write(b []byte) (int, error) {
 	if len(b) > l.n {
-		return 0, fmt.Errorf("over %d bytes", contract.MaxModArchive)
+		return 0, fmt.Errorf("the plan's mods would pass %d KiB over its nodes", contract.MaxModArchives>>10)
 	}
 	l.n -= len(b)
 	return l.w.Write(b)
