@@ -132,6 +132,16 @@ func TestRegistryAddUpdateAndResolve(t *testing.T) {
 		t.Errorf("@pinned/gamma (added after the pin): exit %d %s", code, errOut)
 	}
 
+	// A plain name no recipes directory has is looked up in the registries
+	// (a lane started as @other/gamma runs as gamma: stop and rollback
+	// find it so); one in two registries asks which.
+	if code, out, errOut := runStarter(t, "--config", cfg, "--json", "recipe", "render", "--lane", "gamma"); code != 0 || !strings.Contains(out, `"lane": "gamma"`) {
+		t.Errorf("--lane gamma (only in registry other): exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := runStarter(t, "--config", cfg, "recipe", "render", "--lane", "alpha"); code == 0 || !strings.Contains(errOut, "lane alpha is in several registries: name one, --lane @other/alpha or --lane @pinned/alpha") {
+		t.Errorf("--lane alpha (in two registries): exit %d %s", code, errOut)
+	}
+
 	// The mod "fix" is in no clone yet: the error says to add eugr.
 	code, _, errOut = runStarter(t, "--config", cfg, "recipe", "render", "--lane", "@other/patched")
 	if code == 0 || !strings.Contains(errOut, `mod "fix" not found`) || !strings.Contains(errOut, "starter registry add eugr URL") {
