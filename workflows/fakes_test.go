@@ -57,6 +57,8 @@ type fakeFleet struct {
 	// returns (and is recorded), like a slow container create.
 	startDelay map[string]time.Duration
 	readyErr   map[string]error // lane
+	// postErr fails the post hooks: "PostExec" or "PostCommands".
+	postErr map[string]error
 	// readyDelay delays the first WaitReady call on the workflow clock.
 	readyDelay time.Duration
 	readyCalls int
@@ -96,7 +98,7 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 		lanesOn: map[string][]string{}, notPolling: map[string]bool{}, sshOff: map[string]string{}, sshDown: map[string]string{},
 		local: map[string]bool{}, resolve: map[string]activities.ResolveLaneResult{}, resolveErr: map[string]error{},
 		verifyBad: map[string][]string{}, stageErr: map[string]error{}, startErr: map[string]error{}, startDelay: map[string]time.Duration{}, readyErr: map[string]error{},
-		gone: map[string]int{}, polls: map[string]int{}, verifyGone: map[string]int{}, rankDown: map[string]int{},
+		gone: map[string]int{}, polls: map[string]int{}, verifyGone: map[string]int{}, rankDown: map[string]int{}, postErr: map[string]error{},
 	}
 	env := f.env
 	env.RegisterActivity(&activities.NodeActivities{})
@@ -342,6 +344,14 @@ func (f *fakeFleet) mockServe() {
 			return activities.WaitReadyResult{}, err
 		}
 		return activities.WaitReadyResult{BaseURL: "http://" + in.Plan.Lane, Model: in.Plan.Model, Seconds: 12}, nil
+	})
+	env.OnActivity("PostExec", any2...).Return(func(ctx context.Context, in activities.PostExecInput) (activities.PostHooksResult, error) {
+		n := f.record(ctx, "PostExec "+in.Container)
+		return activities.PostHooksResult{Node: n, Outputs: []activities.HookOutput{{Command: in.Commands[0]}}}, f.postErr["PostExec"]
+	})
+	env.OnActivity("PostCommands", any2...).Return(func(ctx context.Context, in activities.PostCommandsInput) (activities.PostHooksResult, error) {
+		f.record(ctx, "PostCommands "+in.Lane)
+		return activities.PostHooksResult{Outputs: []activities.HookOutput{{Command: in.Commands[0]}}}, f.postErr["PostCommands"]
 	})
 	env.OnActivity("Smoke", any2...).Return(func(ctx context.Context, in activities.SmokeInput) (activities.SmokeResult, error) {
 		f.record(ctx, "Smoke "+in.BaseURL)

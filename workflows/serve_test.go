@@ -230,3 +230,37 @@ func TestVerifyOffNodeIsNotVerifiedNotAFailure(t *testing.T) {
 		t.Fatalf("a node that should be up: error type %q, want NoWorker", app.Type())
 	}
 }
+
+// Post hooks run once the lane answers: post_exec in the head's
+// container, post_commands on the control queue, then stop_after_post
+// stops the lane. A failing post_exec is HookFailed: Serve stops the lane
+// and post_commands never run.
+func TestServePostHooks(t *testing.T) {
+	plan := testPlan("new", "h", "a", "b")
+	plan.PostExec, plan.PostCommands, plan.StopAfterPost = []string{"echo in"}, []string{"echo out"}, true
+	f := newFakeFleet(t)
+	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: plan})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatalf("Serve with post hooks: %v", err)
+	}
+	var res ServeResult
+	if err := f.env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.PostExec == nil || res.PostExec.Node != "a" || res.PostCommands == nil || !res.StoppedAfterPost {
+		t.Errorf("result %+v, want post_exec on a, post_commands, stopped after", res)
+	}
+	f.expectPhases(on("EnsureImage img-new", "a", "b"), on("StartRank new", "a", "b"), []string{"WaitReady new"}, []string{"Smoke http://new"},
+		[]string{"DecodeProbe http://new"}, on("PostExec sparklane-new-r0", "a"), []string{"PostCommands new"}, on("StopLane new", "a", "b"))
+
+	f = newFakeFleet(t)
+	f.postErr["PostExec"] = newAppErr("post_exec 1 (\"exit 3\"): exited 3", fault.HookFailed)
+	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: plan})
+	app := appErr(t, f.env.GetWorkflowError())
+	if app.Type() != fault.HookFailed || !strings.Contains(app.Error(), "post_exec") {
+		t.Errorf("error %q type %q, want HookFailed naming post_exec", app.Error(), app.Type())
+	}
+	if f.count("PostCommands") != 0 || f.count("StopLane") != 2 {
+		t.Errorf("calls after a failed post_exec: %v", f.callList())
+	}
+}

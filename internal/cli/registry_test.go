@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -131,6 +132,16 @@ func TestRegistryAddUpdateAndResolve(t *testing.T) {
 		t.Errorf("@pinned/gamma (added after the pin): exit %d %s", code, errOut)
 	}
 
+	// A plain name no recipes directory has is looked up in the registries
+	// (a lane started as @other/gamma runs as gamma: stop and rollback
+	// find it so); one in two registries asks which.
+	if code, out, errOut := runStarter(t, "--config", cfg, "--json", "recipe", "render", "--lane", "gamma"); code != 0 || !strings.Contains(out, `"lane": "gamma"`) {
+		t.Errorf("--lane gamma (only in registry other): exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := runStarter(t, "--config", cfg, "recipe", "render", "--lane", "alpha"); code == 0 || !strings.Contains(errOut, "lane alpha is in several registries: name one, --lane @other/alpha or --lane @pinned/alpha") {
+		t.Errorf("--lane alpha (in two registries): exit %d %s", code, errOut)
+	}
+
 	// The mod "fix" is in no clone yet: the error says to add eugr.
 	code, _, errOut = runStarter(t, "--config", cfg, "recipe", "render", "--lane", "@other/patched")
 	if code == 0 || !strings.Contains(errOut, `mod "fix" not found`) || !strings.Contains(errOut, "starter registry add eugr URL") {
@@ -145,6 +156,14 @@ func TestRegistryAddUpdateAndResolve(t *testing.T) {
 	wantMod := filepath.Join(state, "registries", "eugr", "eugr-mods", "fix")
 	if code != 0 || !strings.Contains(out, wantMod) {
 		t.Errorf("the mod only the eugr registry has: exit %d, %s not in the plan\n%s\n%s", code, wantMod, out, errOut)
+	}
+	// The plan carries the mod (nodes need no clone of their own).
+	var modPlan contract.LanePlan
+	if err := json.Unmarshal([]byte(out), &modPlan); err != nil || len(modPlan.Nodes) == 0 || len(modPlan.Nodes[0].PreExec) == 0 {
+		t.Fatalf("render @other/patched: %v\n%s", err, out)
+	}
+	if a := modPlan.Nodes[0].PreExec[0].Archive; !bytes.Contains(a, []byte("workspace/mods/fix/run.sh")) || !bytes.Contains(a, []byte("echo fixed")) {
+		t.Errorf("the plan does not carry the mod's run.sh: %d bytes", len(a))
 	}
 
 	// remove deletes the clone; its recipes are gone.

@@ -385,4 +385,7 @@ type PreExec struct {
 	Run  string `mapstructure:"run"`
 	Copy string `mapstructure:"copy"`
 	Dest string `mapstructure:"dest"`
+	// Archive is never read from a file: the renderer fills the plan's
+	// copy (contract.PreExec.Archive); here for the wire conversion.
+	Archive []byte `mapstructure:"-"`
 }

@@ -316,7 +316,18 @@ type PreExec struct {
 	Run  string `json:"run,omitempty"`
 	Copy string `json:"copy,omitempty"`
 	Dest string `json:"dest,omitempty"`
+	// Archive is Copy read on the control host when the plan was rendered:
+	// a tar whose entries lie under Dest (without its leading slash), so
+	// the node copies it into the container without the source on its own
+	// disk. Empty for copies past MaxModArchives, which the node then
+	// reads at Copy.
+	Archive []byte `json:"archive,omitempty"`
 }
+
+// MaxModArchives bounds the pre_exec copies a plan carries, every node's
+// counted (the plan travels whole in workflow inputs, and Temporal refuses
+// a payload of 2 MB): mods are scripts and patches, kilobytes.
+const MaxModArchives = 384 << 10
 
 // ExportPath is where an export tree of this hub-mirror block lives on the
 // node: e.Path if absolute, relative to Dst if not, and

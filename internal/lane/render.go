@@ -1,12 +1,15 @@
 package lane
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -16,6 +19,7 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/secretenv"
+	"github.com/sparklane/sparklane/internal/serve"
 )
 
 // Rendering defaults for the built-in placeholders.
@@ -118,6 +122,7 @@ func render(cfg *config.Config, r *contract.Recipe, loadWarnings []string, overr
 			usedAny[k] = true
 		}
 	}
+	plan.Warnings = append(plan.Warnings, carryMods(plan)...)
 	if err := rd.postHooks(plan, head); err != nil {
 		return bad(err)
 	}
@@ -475,4 +480,66 @@ func (rd *renderer) postHooks(plan *contract.LanePlan, v *vars) error {
 		plan.PostCommands = append(plan.PostCommands, out)
 	}
 	return nil
+}
+
+// carryMods reads each pre_exec copy (a mod directory, found on this,
+// the control host) into the plan as a tar (contract.PreExec.Archive), so
+// nodes get mods from the plan and a registry clone need not sit on a
+// shared root. Copies past contract.MaxModArchives (every node's copy
+// counted) stay a path the node reads, and the warnings say which; so does
+// one this host cannot read.
+func carryMods(plan *contract.LanePlan) []string {
+	var warns []string
+	budget := contract.MaxModArchives
+	cache := map[string][]byte{}
+	bad := map[string]bool{}
+	for i := range plan.Nodes {
+		pre := plan.Nodes[i].PreExec
+		for k := range pre {
+			p := &pre[k]
+			if p.Copy == "" || p.Dest == "" {
+				continue
+			}
+			key := p.Copy + "\x00" + p.Dest
+			if b, ok := cache[key]; ok {
+				if len(b) <= budget {
+					p.Archive, budget = b, budget-len(b)
+				} else if !bad[key] {
+					bad[key] = true
+					warns = append(warns, fmt.Sprintf("pre_exec copy %s: not carried in the plan to every node (the plan's mods would pass %d KiB over its nodes): the others read it at that path", p.Copy, contract.MaxModArchives>>10))
+				}
+				continue
+			}
+			if bad[key] {
+				continue
+			}
+			if st, err := os.Stat(p.Copy); err != nil || !st.IsDir() {
+				continue // not here: the node reads it (and says so when it lacks it too)
+			}
+			var buf bytes.Buffer
+			err := serve.TarDir(&limitWriter{w: &buf, n: budget}, p.Copy, p.Dest)
+			if err != nil {
+				bad[key] = true
+				warns = append(warns, fmt.Sprintf("pre_exec copy %s: not carried in the plan (%v): each node reads it at that path", p.Copy, err))
+				continue
+			}
+			cache[key] = buf.Bytes()
+			p.Archive, budget = cache[key], budget-buf.Len()
+		}
+	}
+	return warns
+}
+
+// limitWriter fails a write past n bytes.
+type limitWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitWriter) Write(b []byte) (int, error) {
+	if len(b) > l.n {
+		return 0, fmt.Errorf("the plan's mods would pass %d KiB over its nodes", contract.MaxModArchives>>10)
+	}
+	l.n -= len(b)
+	return l.w.Write(b)
 }

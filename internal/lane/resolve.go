@@ -2,6 +2,9 @@ package lane
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
@@ -36,7 +39,12 @@ func Resolve(cfg *config.Config, set *config.RecipeSet, req Request) (*contract.
 		if b := set.BrokenFor(req.Lane); b != nil {
 			return nil, nil, fmt.Errorf("lane %s: recipe %s is broken: %s", req.Lane, b.File, b.Error)
 		}
-		return nil, nil, err
+		var rerr error
+		if r, rerr = registryLane(cfg, req.Lane); rerr != nil {
+			return nil, nil, rerr
+		} else if r == nil {
+			return nil, nil, err
+		}
 	}
 	cluster := req.Cluster
 	if cluster == "" && r.Cluster == "" {
@@ -49,4 +57,38 @@ func Resolve(cfg *config.Config, set *config.RecipeSet, req Request) (*contract.
 	w := Wire(r)
 	w.Cluster = plan.Cluster
 	return &w, plan, nil
+}
+
+// registryLane finds a lane that no recipes directory has in the
+// registries (a lane started as --lane @REG/NAME runs as NAME: its
+// rollback and stop find it here). Found in one registry it is loaded and
+// validated; in several, the error names the @REG/NAME to choose from.
+func registryLane(cfg *config.Config, name string) (*config.Recipe, error) {
+	if config.ValidName(name) != nil || len(cfg.Registries) == 0 {
+		return nil, nil
+	}
+	var found []*config.Recipe
+	var refs []string
+	for _, reg := range slices.Sorted(maps.Keys(cfg.Registries)) {
+		ref := "@" + reg + "/" + name
+		r, err := config.ResolveRecipeRef(cfg, ref)
+		if err != nil {
+			continue
+		}
+		found, refs = append(found, r), append(refs, ref)
+	}
+	switch len(found) {
+	case 0:
+		return nil, nil
+	case 1:
+		set := &config.RecipeSet{Recipes: found}
+		if err := ValidateSet(cfg, set); err != nil {
+			return nil, err
+		}
+		if len(set.Broken) > 0 {
+			return nil, fmt.Errorf("lane %s (%s): recipe %s is broken: %s", name, refs[0], set.Broken[0].File, set.Broken[0].Error)
+		}
+		return found[0], nil
+	}
+	return nil, fmt.Errorf("lane %s is in several registries: name one, --lane %s", name, strings.Join(refs, " or --lane "))
 }

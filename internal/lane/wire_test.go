@@ -38,6 +38,8 @@ func fill(v reflect.Value) {
 		v.SetInt(7)
 	case reflect.Float64:
 		v.SetFloat(1.5)
+	case reflect.Uint8:
+		v.SetUint(7)
 	case reflect.Interface:
 		v.Set(reflect.ValueOf("x"))
 	}

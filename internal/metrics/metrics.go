@@ -169,7 +169,7 @@ func (n *nodeUp) Collect(ch chan<- prometheus.Metric) {
 		checks[k] = v
 	}
 	n.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
 	defer cancel()
 	var wg sync.WaitGroup
 	for node, c := range checks {

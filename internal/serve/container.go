@@ -2,6 +2,7 @@ package serve
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -174,6 +175,13 @@ func copyPreExec(ctx context.Context, d Docker, id string, spec RankSpec) error 
 		if p.Dest == "" || !path.IsAbs(p.Dest) {
 			return fault.Permanent(fault.InvalidSpec, fmt.Errorf("container %s on node %s: pre_exec[%d]: dest %q must be an absolute container path", name, spec.Node, i, p.Dest))
 		}
+		if len(p.Archive) > 0 {
+			// Read on the control host when the plan was rendered.
+			if err := d.CopyToContainer(ctx, id, "/", bytes.NewReader(p.Archive), container.CopyToContainerOptions{}); err != nil {
+				return fmt.Errorf("container %s on node %s: pre_exec[%d]: copy %s (carried in the plan) to %s: %w", name, spec.Node, i, p.Copy, p.Dest, err)
+			}
+			continue
+		}
 		st, err := os.Stat(p.Copy)
 		if err != nil || !st.IsDir() {
 			return fault.Permanent(fault.SourceMissing, fmt.Errorf("container %s on node %s: pre_exec[%d]: copy source %s is not a directory on this node (%v): put the recipe's registry clone (its mods) at the same path on every node, e.g. on a shared root", name, spec.Node, i, p.Copy, err))
@@ -187,6 +195,12 @@ func copyPreExec(ctx context.Context, d Docker, id string, spec RankSpec) error 
 		}
 	}
 	return nil
+}
+
+// TarDir is tarDir: dir as a tar whose entries lie under the container
+// path dest (parents included), for a plan that carries a mod.
+func TarDir(w io.Writer, dir, dest string) error {
+	return tarDir(w, dir, strings.TrimPrefix(dest, "/"))
 }
 
 // tarDir writes dir as a tar stream whose entries lie under prefix (the

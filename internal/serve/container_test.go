@@ -248,6 +248,24 @@ func TestStartRankPreExec(t *testing.T) {
 	if cs := listLane(t, d, lane3); len(cs) != 0 {
 		t.Errorf("refused start left %+v", cs)
 	}
+
+	// A mod carried in the plan (read on the control host) is copied from
+	// the plan: the node need not have the directory.
+	var archive bytes.Buffer
+	if err := serve.TarDir(&archive, mod, dest); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(mod); err != nil {
+		t.Fatal(err)
+	}
+	lane4 := newLane(t, d)
+	s4 := spec(lane4, "serve-n1", 0, "h", img, "cat:/workspace/marker", "cat:"+dest+"/templates/chat.jinja", "exit:0")
+	s4.PreExec = []contract.PreExec{{Copy: mod, Dest: dest, Archive: archive.Bytes()}, pre[1]}
+	startRank(t, ctx, d, s4)
+	st4 := waitExited(t, d, lane4, 1)
+	if logs := strings.Join(st4[0].Logs, "\n"); st4[0].ExitCode != 0 || !strings.Contains(logs, "mod ran in "+dest) || !strings.Contains(logs, "{{ messages }}") {
+		t.Fatalf("mod carried in the plan: exit %d, logs\n%s", st4[0].ExitCode, logs)
+	}
 }
 
 // FindInLogs reads a real rank container's log (stdout and stderr) and
