@@ -18,7 +18,7 @@ const (
 	KeepDefaultRestarts     = 3
 	KeepDefaultWindow       = time.Hour
 	KeepDefaultGrace        = 5 * time.Second
-	KeepDefaultChecksPerRun = 200
+	KeepDefaultChecksPerRun = 100
 )
 
 // LeaseKeeper is a keeper healing its lane: it holds the lane's node
@@ -39,7 +39,8 @@ func KeeperID(cluster string) string { return activities.KeeperID(cluster) }
 // crash loop: the keeper stays open in that state (status shows why) until
 // `starter keep --cluster C on`, a stop or a cutover ends or resumes it.
 // It ends on the KeeperControlUpdate "end" (stop, cutover, up), which wins
-// over a heal under way, and continues as new after ChecksPerRun checks.
+// over a heal under way, and continues as new after ChecksPerRun checks (default 100: a run's
+// history stays under 1 MB).
 func Keeper(ctx workflow.Context, in activities.KeeperInput) (KeeperResult, error) {
 	k := newKeeper(ctx, in)
 	if err := k.handlers(); err != nil {
@@ -253,7 +254,8 @@ func (k *keeper) check() (down, gone string) {
 		futs = append(futs, workflow.ExecuteActivity(summarize(actx, n, -1, "check "+lane), na.CheckRanks, activities.CheckRanksInput{Lane: lane, Ranks: ranks[n]}))
 	}
 	hctx := workflow.WithActivityOptions(k.ctx, workflow.ActivityOptions{TaskQueue: ControlQueue, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
-	head := contract.LanePlan{Lane: lane, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort, Nodes: plan.Nodes[:1]}
+	// Only what names the head's URL: every check is in the history.
+	head := contract.LanePlan{Lane: lane, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort, Nodes: []contract.NodePlan{{Node: plan.Nodes[0].Node, Rank: plan.Nodes[0].Rank}}}
 	futs = append(futs, workflow.ExecuteActivity(summarize(hctx, plan.Nodes[0].Node, -1, "check head of "+lane), ca.CheckHead,
 		activities.CheckHeadInput{Lane: lane, Head: head, Path: keeperHealthPath(k.in.Recipe), APIKeyEnv: k.in.Recipe.Probe.APIKeyEnv}))
 	var downs []string
