@@ -264,13 +264,26 @@ func (k *keeper) check() (down, gone string) {
 		if err == nil {
 			continue
 		}
-		if i < len(nodes) && isPickupTimeout(err) {
+		where := "the head check"
+		if i < len(nodes) {
+			where = "node " + nodes[i]
+		}
+		switch {
+		case i < len(nodes) && isPickupTimeout(err):
 			if gone == "" {
 				gone = fmt.Sprintf("node %s: its worker did not pick up the check within %s; waiting for it (no restart while a node is gone)", nodes[i], pickup)
 			}
-			continue
+		case errType(err) == activities.RankDown || errType(err) == activities.LaneDown:
+			downs = append(downs, errMessage(err))
+		default:
+			// The check itself failed (a Docker socket that does not
+			// answer, a node worker too old to know CheckRanks): that is
+			// not a lane found down, and restarting on it could turn a
+			// rolling upgrade into a crash loop.
+			if gone == "" {
+				gone = fmt.Sprintf("%s: could not check the lane: %s", where, errMessage(err))
+			}
 		}
-		downs = append(downs, errMessage(err))
 	}
 	if gone != "" {
 		return "", gone
