@@ -344,18 +344,24 @@ func (k *keeper) restartsInWindow() int {
 // heal restarts the lane whole, holding its nodes' leases meanwhile, or,
 // past the restart budget, stops it as a crash loop.
 func (k *keeper) heal(reason string) {
+	// Healing from before the leases are asked for: an "end" arriving
+	// meanwhile waits until they are let go again.
+	k.healing = true
 	leases, err := holdNodes(k.ctx, k.t, LeaseKeeper, k.in.Plan.Lane, k.in.Cluster, k.nodes)
 	if err != nil {
+		k.healing = false
 		// Another run holds a node (a stage, a prune, a hand run): it
 		// goes first; the next check looks again.
 		k.in.LastReason = "restart deferred: " + errMessage(err)
 		return
 	}
-	k.healing = true
 	defer func() {
 		leases.release()
 		k.healing = false
 	}()
+	if k.ended {
+		return
+	}
 	pickup, budget := k.in.Pickup.D(), k.in.OutageBudget.D()
 	if n := k.restartsInWindow(); n >= k.pol.Restarts {
 		i := k.t.start("crash loop: stop lane", "")
