@@ -142,6 +142,13 @@ func (a *ControlActivities) EndKeepers(ctx context.Context, in EndKeepersInput) 
 			continue
 		}
 		id := KeeperID(c.Name)
+		d, err := a.Temporal.DescribeWorkflowExecution(ctx, id, "")
+		if notRunning(err) || (err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING) {
+			continue
+		}
+		if err != nil {
+			return res, fmt.Errorf("cluster %s: look for its keeper %s: %w", c.Name, id, err)
+		}
 		if in.Lane != "" {
 			v, err := a.Temporal.QueryWorkflow(ctx, id, "", KeeperStatusQuery)
 			if notRunning(err) {
