@@ -80,6 +80,7 @@ type fakeFleet struct {
 	// calls (kept out of calls: most tests do not look at keepers), and
 	// endKeepers what EndKeepers answers.
 	rankDown    map[string]int
+	checkErr    error // every CheckRanks fails with it
 	headDown    int
 	keeperCalls []string
 	endKeepers  []activities.KeeperStatus
@@ -126,6 +127,9 @@ func (f *fakeFleet) mockKeeper() {
 		n := f.record(ctx, "CheckRanks "+in.Lane)
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		if f.checkErr != nil {
+			return activities.CheckRanksResult{}, f.checkErr
+		}
 		if f.rankDown[n] > 0 {
 			f.rankDown[n]--
 			return activities.CheckRanksResult{Node: n}, temporal.NewApplicationError(fmt.Sprintf("lane %s on node %s: rank exited, exit code 137", in.Lane, n), activities.RankDown)

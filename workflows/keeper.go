@@ -18,7 +18,7 @@ const (
 	KeepDefaultRestarts     = 3
 	KeepDefaultWindow       = time.Hour
 	KeepDefaultGrace        = 5 * time.Second
-	KeepDefaultChecksPerRun = 200
+	KeepDefaultChecksPerRun = 100
 )
 
 // LeaseKeeper is a keeper healing its lane: it holds the lane's node
@@ -39,7 +39,8 @@ func KeeperID(cluster string) string { return activities.KeeperID(cluster) }
 // crash loop: the keeper stays open in that state (status shows why) until
 // `starter keep --cluster C on`, a stop or a cutover ends or resumes it.
 // It ends on the KeeperControlUpdate "end" (stop, cutover, up), which wins
-// over a heal under way, and continues as new after ChecksPerRun checks.
+// over a heal under way, and continues as new after ChecksPerRun checks (default 100: a run's
+// history stays under 1 MB).
 func Keeper(ctx workflow.Context, in activities.KeeperInput) (KeeperResult, error) {
 	k := newKeeper(ctx, in)
 	if err := k.handlers(); err != nil {
@@ -253,7 +254,8 @@ func (k *keeper) check() (down, gone string) {
 		futs = append(futs, workflow.ExecuteActivity(summarize(actx, n, -1, "check "+lane), na.CheckRanks, activities.CheckRanksInput{Lane: lane, Ranks: ranks[n]}))
 	}
 	hctx := workflow.WithActivityOptions(k.ctx, workflow.ActivityOptions{TaskQueue: ControlQueue, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
-	head := contract.LanePlan{Lane: lane, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort, Nodes: plan.Nodes[:1]}
+	// Only what names the head's URL: every check is in the history.
+	head := contract.LanePlan{Lane: lane, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort, Nodes: []contract.NodePlan{{Node: plan.Nodes[0].Node, Rank: plan.Nodes[0].Rank}}}
 	futs = append(futs, workflow.ExecuteActivity(summarize(hctx, plan.Nodes[0].Node, -1, "check head of "+lane), ca.CheckHead,
 		activities.CheckHeadInput{Lane: lane, Head: head, Path: keeperHealthPath(k.in.Recipe), APIKeyEnv: k.in.Recipe.Probe.APIKeyEnv}))
 	var downs []string
@@ -262,13 +264,26 @@ func (k *keeper) check() (down, gone string) {
 		if err == nil {
 			continue
 		}
-		if i < len(nodes) && isPickupTimeout(err) {
+		where := "the head check"
+		if i < len(nodes) {
+			where = "node " + nodes[i]
+		}
+		switch {
+		case i < len(nodes) && isPickupTimeout(err):
 			if gone == "" {
 				gone = fmt.Sprintf("node %s: its worker did not pick up the check within %s; waiting for it (no restart while a node is gone)", nodes[i], pickup)
 			}
-			continue
+		case errType(err) == activities.RankDown || errType(err) == activities.LaneDown:
+			downs = append(downs, errMessage(err))
+		default:
+			// The check itself failed (a Docker socket that does not
+			// answer, a node worker too old to know CheckRanks): that is
+			// not a lane found down, and restarting on it could turn a
+			// rolling upgrade into a crash loop.
+			if gone == "" {
+				gone = fmt.Sprintf("%s: could not check the lane: %s", where, errMessage(err))
+			}
 		}
-		downs = append(downs, errMessage(err))
 	}
 	if gone != "" {
 		return "", gone
@@ -329,18 +344,24 @@ func (k *keeper) restartsInWindow() int {
 // heal restarts the lane whole, holding its nodes' leases meanwhile, or,
 // past the restart budget, stops it as a crash loop.
 func (k *keeper) heal(reason string) {
+	// Healing from before the leases are asked for: an "end" arriving
+	// meanwhile waits until they are let go again.
+	k.healing = true
 	leases, err := holdNodes(k.ctx, k.t, LeaseKeeper, k.in.Plan.Lane, k.in.Cluster, k.nodes)
 	if err != nil {
+		k.healing = false
 		// Another run holds a node (a stage, a prune, a hand run): it
 		// goes first; the next check looks again.
 		k.in.LastReason = "restart deferred: " + errMessage(err)
 		return
 	}
-	k.healing = true
 	defer func() {
 		leases.release()
 		k.healing = false
 	}()
+	if k.ended {
+		return
+	}
 	pickup, budget := k.in.Pickup.D(), k.in.OutageBudget.D()
 	if n := k.restartsInWindow(); n >= k.pol.Restarts {
 		i := k.t.start("crash loop: stop lane", "")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -256,5 +257,24 @@ func TestUpStartsAKeeperUnlessNoWait(t *testing.T) {
 		if got := strings.Join(f.keeperCalls, "|"); got != want {
 			t.Errorf("no-wait=%v: keeper calls %q, want %q", noWait, got, want)
 		}
+	}
+}
+
+// A check that fails for another reason than a lane found down (here the
+// node worker does not know CheckRanks: an older binary mid-upgrade) is
+// no reason to restart: health unknown, the reason said.
+func TestKeeperDoesNotRestartOnAFailedCheck(t *testing.T) {
+	f := newFakeFleet(t)
+	f.checkErr = temporal.NewApplicationError("unable to find activityType=CheckRanks", "ActivityNotRegistered")
+	var st activities.KeeperStatus
+	f.env.RegisterDelayedCallback(func() { st = keeperStatus(t, f) }, 2*time.Minute)
+	control(f, 3*time.Minute, activities.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{}, "a"))
+	res := keeperResult(t, f)
+	if res.Restarts != 0 || f.count("StopLane") != 0 {
+		t.Errorf("result %+v, calls %v: want no restart", res, f.callList())
+	}
+	if st.Health != "unknown" || !strings.Contains(st.LastReason, "node a: could not check the lane: unable to find activityType=CheckRanks") {
+		t.Errorf("status %+v, want health unknown and the check's failure", st)
 	}
 }

@@ -3,6 +3,7 @@ package itest
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -22,6 +23,7 @@ import (
 func keeperFleet(t *testing.T) (*fleet, *dockerclient.Client) {
 	return demoFleet(t, 8<<20, func(o *fleetOptions) {
 		o.extra += "keep = { interval = \"1s\", restarts = 2, window = \"1h\" }\n"
+		o.metrics = true
 	})
 }
 
@@ -127,6 +129,19 @@ func TestKeeperRestartsAKilledRank(t *testing.T) {
 	if !inOrder(events, []string{"CheckRanks", "re-probe CheckRanks", "KeeperMark", "StopLane", "StartRank", "WaitReady", "DecodeProbe", "KeeperMark"}) &&
 		!inOrder(events, []string{"CheckHead", "re-probe CheckHead", "KeeperMark", "StopLane", "StartRank", "WaitReady", "DecodeProbe", "KeeperMark"}) {
 		t.Errorf("keeper history does not read check → re-probe → restart → ready:\n%s", strings.Join(events, "\n"))
+	}
+
+	// The control service's metrics count the restart; the lane is up.
+	mresp, err := http.Get("http://" + f.metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	for _, want := range []string{`sparklane_keeper_restarts_total{cluster="demo-2x",lane="demo-2x"} 1`, `sparklane_lane_up{cluster="demo-2x",lane="demo-2x"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 
 	// status shows the kept lane.
