@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -321,5 +322,18 @@ func TestFetchWorkerKill9MidFileResumes(t *testing.T) {
 	logb, _ := os.ReadFile(p.log)
 	if !strings.Contains(string(logb), "resuming fetch") {
 		t.Errorf("the restarted worker did not say it resumed (log %s)", p.log)
+	}
+	// A second fetch of the complete repo downloads nothing.
+	before := s.TotalServed()
+	code, out, errOut := f.starter(ctx, "fetch", "--lane", "big", "--json")
+	var again struct {
+		Node  string
+		Repos []activities.FetchRepoResult
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &again) != nil || len(again.Repos) != 1 || again.Node != "n1" {
+		t.Fatalf("starter fetch again: exit %d\n%s%s", code, out, errOut)
+	}
+	if r := again.Repos[0]; r.DownloadedBytes != 0 || r.ReusedFiles != 2 || s.TotalServed() != before {
+		t.Errorf("a fetch of the complete repo downloaded %d bytes (reused %d blobs, %d served)", r.DownloadedBytes, r.ReusedFiles, s.TotalServed()-before)
 	}
 }
