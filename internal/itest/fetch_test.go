@@ -126,6 +126,9 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 	files, other := hubFiles(t), hubFiles(t)
 	sha := s.AddRepo(hubtest.Repo{ID: "org/fetched", LFSThreshold: 64 << 10, Files: hubtestFiles(files)})
 	otherSHA := s.AddRepo(hubtest.Repo{ID: "org/absent", LFSThreshold: 64 << 10, Files: hubtestFiles(other)})
+	corrupt := hubFiles(t)
+	s.AddRepo(hubtest.Repo{ID: "org/corrupt", LFSThreshold: 64 << 10, Files: hubtestFiles(corrupt)})
+	s.Corrupt("org/corrupt", "model-00002-of-00002.safetensors", 12345)
 	const secret = "hf_itest_secret_token"
 	s.AddRepo(hubtest.Repo{ID: "org/private", Token: secret, Files: []hubtest.File{{Path: "config.json", Data: []byte(`{"private": true}`)}}})
 	dir := t.TempDir()
@@ -140,6 +143,7 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 			"fetched": fetchRecipe("fetched", hub, "org/fetched", "skip = [\"original/**\"]\nrevision = \"main\"\n"),
 			"absent":  fetchRecipe("absent", hub, "org/absent", fmt.Sprintf("revision = %q\n", otherSHA)),
 			"private": fetchRecipe("private", hub, "org/private", ""),
+			"corrupt": fetchRecipe("corrupt", hub, "org/corrupt", ""),
 		}})
 	f.startControl()
 	f.startNode("n1")
@@ -191,6 +195,20 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 		t.Fatalf("staged %s: %q, %v", staged, b, err)
 	}
 	saveHistory(t, f, workflows.StageID("absent"), "stage-fetch")
+
+	// A byte corrupted in transit: refused at once, naming the file, and
+	// nothing of it under blobs/ (the other files are kept).
+	code, out, errOut = f.starter(ctx, "fetch", "--lane", "corrupt")
+	if code != 1 || !strings.Contains(errOut, "model-00002-of-00002.safetensors") || !strings.Contains(errOut, "the Hub announces") {
+		t.Fatalf("fetch of a corrupted file: exit %d, want 1 naming the file\n%s%s", code, out, errOut)
+	}
+	if n := activityAttemptsOf(t, f, workflows.FetchID("corrupt"), "FetchRepo"); n != 1 {
+		t.Errorf("a content mismatch was tried %d times: it is permanent", n)
+	}
+	bad := filepath.Join(hub, "models--org--corrupt", "blobs", s.ETag("org/corrupt", "model-00002-of-00002.safetensors"))
+	if m, _ := filepath.Glob(bad + "*"); len(m) != 0 {
+		t.Errorf("the corrupted file left %v under blobs/", m)
+	}
 
 	// A private repo: the worker reads hf_token_file; a wrong token is a
 	// permanent HubUnauthorized naming the repo and the fix, the right one
