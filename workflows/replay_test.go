@@ -65,6 +65,9 @@ var corpus = map[string]string{
 	// not on the NAS: the Fetch child first (versionStageFetch).
 	"fetch-ok":    "TestStarterFetchAndStageFetch",
 	"stage-fetch": "TestStarterFetchAndStageFetch",
+	// cutover --fetch of a lane whose repo was not on the NAS
+	// (versionCutoverFetch).
+	"cutover-fetch": "TestCutoverFetchOfAnAbsentRepo",
 }
 
 // Committed histories of real runs must replay against the current code: a

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/testkit/hubtest"
 	"github.com/sparklane/sparklane/workflows"
@@ -353,5 +354,47 @@ func TestFetchWorkerKill9MidFileResumes(t *testing.T) {
 	}
 	if r := again.Repos[0]; r.DownloadedBytes != 0 || r.ReusedFiles != 2 || s.TotalServed() != before {
 		t.Errorf("a fetch of the complete repo downloaded %d bytes (reused %d blobs, %d served)", r.DownloadedBytes, r.ReusedFiles, s.TotalServed()-before)
+	}
+}
+
+// cutover --fetch of a demo lane whose model repo is not on the NAS: the
+// Fetch child downloads it from the Hub double first, then the cutover
+// stages, verifies and serves it.
+func TestCutoverFetchOfAnAbsentRepo(t *testing.T) {
+	s := hubtest.New(hubtest.Options{})
+	t.Cleanup(s.Close)
+	f, _ := demoFleet(t, 24<<20, func(o *fleetOptions) { o.extra += fmt.Sprintf("hf_endpoint = %q\n", s.URL) })
+	ctx := withTimeout(t, 10*time.Minute)
+	hub := f.cfg.HFCacheDir
+	repoDir := demo.RepoDir(hub, demo.ModelRepo)
+	snap := filepath.Join(repoDir, "snapshots", demo.Revision)
+	files := map[string][]byte{}
+	err := filepath.WalkDir(snap, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(snap, p)
+		files[filepath.ToSlash(rel)] = b
+		return nil
+	})
+	if err != nil || len(files) == 0 {
+		t.Fatalf("read the demo model's snapshot: %v (%d files)", err, len(files))
+	}
+	sha := s.AddRepo(hubtest.Repo{ID: demo.ModelRepo, Files: hubtestFiles(files)})
+	if err := os.RemoveAll(repoDir); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := f.starter(ctx, "cutover", "--lane", "demo-2x", "--fetch")
+	if code != 0 {
+		t.Fatalf("cutover --fetch: exit %d\n%s%s", code, out, errOut)
+	}
+	checkHubTree(t, s, hub, demo.ModelRepo, sha, "main", "", files)
+	saveHistory(t, f, workflows.CutoverID("demo-2x"), "cutover-fetch")
+	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
+		t.Errorf("stop: exit %d\n%s%s", code, out, errOut)
 	}
 }
