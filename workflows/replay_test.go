@@ -79,6 +79,9 @@ var corpus = map[string]string{
 	// stop_after_post after ready, and a failing post_exec rolled back.
 	"cutover-post-hooks":       "TestPostHooksRunAndStopAfterPost",
 	"cutover-post-exec-failed": "TestPostHooksRunAndStopAfterPost",
+	// cutover --fetch of a lane whose repo was not on the NAS
+	// (versionCutoverFetch).
+	"cutover-fetch": "TestCutoverFetchOfAnAbsentRepo",
 }
 
 // Committed histories of real runs must replay against the current code: a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/testkit/hubtest"
 	"github.com/sparklane/sparklane/workflows"
@@ -125,6 +127,9 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 	files, other := hubFiles(t), hubFiles(t)
 	sha := s.AddRepo(hubtest.Repo{ID: "org/fetched", LFSThreshold: 64 << 10, Files: hubtestFiles(files)})
 	otherSHA := s.AddRepo(hubtest.Repo{ID: "org/absent", LFSThreshold: 64 << 10, Files: hubtestFiles(other)})
+	corrupt := hubFiles(t)
+	s.AddRepo(hubtest.Repo{ID: "org/corrupt", LFSThreshold: 64 << 10, Files: hubtestFiles(corrupt)})
+	s.Corrupt("org/corrupt", "model-00002-of-00002.safetensors", 12345)
 	const secret = "hf_itest_secret_token"
 	s.AddRepo(hubtest.Repo{ID: "org/private", Token: secret, Files: []hubtest.File{{Path: "config.json", Data: []byte(`{"private": true}`)}}})
 	dir := t.TempDir()
@@ -139,6 +144,7 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 			"fetched": fetchRecipe("fetched", hub, "org/fetched", "skip = [\"original/**\"]\nrevision = \"main\"\n"),
 			"absent":  fetchRecipe("absent", hub, "org/absent", fmt.Sprintf("revision = %q\n", otherSHA)),
 			"private": fetchRecipe("private", hub, "org/private", ""),
+			"corrupt": fetchRecipe("corrupt", hub, "org/corrupt", ""),
 		}})
 	f.startControl()
 	f.startNode("n1")
@@ -190,6 +196,20 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 		t.Fatalf("staged %s: %q, %v", staged, b, err)
 	}
 	saveHistory(t, f, workflows.StageID("absent"), "stage-fetch")
+
+	// A byte corrupted in transit: refused at once, naming the file, and
+	// nothing of it under blobs/ (the other files are kept).
+	code, out, errOut = f.starter(ctx, "fetch", "--lane", "corrupt")
+	if code != 1 || !strings.Contains(errOut, "model-00002-of-00002.safetensors") || !strings.Contains(errOut, "the Hub announces") {
+		t.Fatalf("fetch of a corrupted file: exit %d, want 1 naming the file\n%s%s", code, out, errOut)
+	}
+	if n := activityAttemptsOf(t, f, workflows.FetchID("corrupt"), "FetchRepo"); n != 1 {
+		t.Errorf("a content mismatch was tried %d times: it is permanent", n)
+	}
+	bad := filepath.Join(hub, "models--org--corrupt", "blobs", s.ETag("org/corrupt", "model-00002-of-00002.safetensors"))
+	if m, _ := filepath.Glob(bad + "*"); len(m) != 0 {
+		t.Errorf("the corrupted file left %v under blobs/", m)
+	}
 
 	// A private repo: the worker reads hf_token_file; a wrong token is a
 	// permanent HubUnauthorized naming the repo and the fix, the right one
@@ -321,5 +341,60 @@ func TestFetchWorkerKill9MidFileResumes(t *testing.T) {
 	logb, _ := os.ReadFile(p.log)
 	if !strings.Contains(string(logb), "resuming fetch") {
 		t.Errorf("the restarted worker did not say it resumed (log %s)", p.log)
+	}
+	// A second fetch of the complete repo downloads nothing.
+	before := s.TotalServed()
+	code, out, errOut := f.starter(ctx, "fetch", "--lane", "big", "--json")
+	var again struct {
+		Node  string
+		Repos []activities.FetchRepoResult
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &again) != nil || len(again.Repos) != 1 || again.Node != "n1" {
+		t.Fatalf("starter fetch again: exit %d\n%s%s", code, out, errOut)
+	}
+	if r := again.Repos[0]; r.DownloadedBytes != 0 || r.ReusedFiles != 2 || s.TotalServed() != before {
+		t.Errorf("a fetch of the complete repo downloaded %d bytes (reused %d blobs, %d served)", r.DownloadedBytes, r.ReusedFiles, s.TotalServed()-before)
+	}
+}
+
+// cutover --fetch of a demo lane whose model repo is not on the NAS: the
+// Fetch child downloads it from the Hub double first, then the cutover
+// stages, verifies and serves it.
+func TestCutoverFetchOfAnAbsentRepo(t *testing.T) {
+	s := hubtest.New(hubtest.Options{})
+	t.Cleanup(s.Close)
+	f, _ := demoFleet(t, 24<<20, func(o *fleetOptions) { o.extra += fmt.Sprintf("hf_endpoint = %q\n", s.URL) })
+	ctx := withTimeout(t, 10*time.Minute)
+	hub := f.cfg.HFCacheDir
+	repoDir := demo.RepoDir(hub, demo.ModelRepo)
+	snap := filepath.Join(repoDir, "snapshots", demo.Revision)
+	files := map[string][]byte{}
+	err := filepath.WalkDir(snap, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(snap, p)
+		files[filepath.ToSlash(rel)] = b
+		return nil
+	})
+	if err != nil || len(files) == 0 {
+		t.Fatalf("read the demo model's snapshot: %v (%d files)", err, len(files))
+	}
+	sha := s.AddRepo(hubtest.Repo{ID: demo.ModelRepo, Files: hubtestFiles(files)})
+	if err := os.RemoveAll(repoDir); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := f.starter(ctx, "cutover", "--lane", "demo-2x", "--fetch")
+	if code != 0 {
+		t.Fatalf("cutover --fetch: exit %d\n%s%s", code, out, errOut)
+	}
+	checkHubTree(t, s, hub, demo.ModelRepo, sha, "main", "", files)
+	saveHistory(t, f, workflows.CutoverID("demo-2x"), "cutover-fetch")
+	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
+		t.Errorf("stop: exit %d\n%s%s", code, out, errOut)
 	}
 }

@@ -140,6 +140,7 @@ command = "/engine-sim /hub --port {port} >> /dev/null"
 		{[]string{"recipe", "render", "--lane", "nope"}, true},
 		{[]string{"cutover", "--lane", "solo", "--dry-run"}, false},
 		{[]string{"stage", "--lane", "solo"}, true}, // no [[staging]] blocks
+		{[]string{"fetch", "--lane", "solo"}, true}, // no hub-mirror blocks
 		{[]string{"verify", "--lane", "solo"}, false},
 		{[]string{"stop", "--lane", "solo"}, false},
 		{[]string{"stop"}, true},
