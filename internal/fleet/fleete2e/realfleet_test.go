@@ -686,6 +686,15 @@ func (f *realFleet) nodeServiceStopped90sMidPack(t *testing.T) {
 	if r[0] != "0" || !res.OK || res.Serve == nil || !res.Serve.Answers {
 		t.Fatalf("cutover fl-b after h2's 90 s outage: exit %s %+v\n%s", r[0], res, r[2])
 	}
+	// The image is on every host since the first cutover: nothing moves.
+	if len(res.Images) != 3 {
+		t.Fatalf("cutover fl-b's image step: %+v", res.Images)
+	}
+	for _, im := range res.Images {
+		if im.BytesIn != 0 || im.BytesOut != 0 || !strings.HasPrefix(im.State, "present") {
+			t.Fatalf("cutover fl-b moved image bytes: %+v", res.Images)
+		}
+	}
 	b := stageBlock(t, res, "h2", "engram")
 	recopied := onDisk + b.CopiedBytes - b.TotalBytes
 	t.Logf("MEASURE re-copied after the 90 s outage: %s (%d bytes) of a %s pack; %s on disk when the service stopped, the resumed attempt packed %s",
