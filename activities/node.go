@@ -748,7 +748,7 @@ func numericUser(u string) (uid, gid int, ok bool) {
 // PostExec runs the lane's post_exec in its head container here, once the
 // lane answers: each command as /bin/sh -c, in order, the first failure
 // stopping. Outputs are masked with the lane's secrets as its rank logs
-// are (InspectLane).
+// are (InspectLane), and with the secrets its container's label names.
 func (a *NodeActivities) PostExec(ctx context.Context, in PostExecInput) (PostHooksResult, error) {
 	d, err := a.dockerClient(ctx)
 	if err != nil {

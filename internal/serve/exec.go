@@ -13,8 +13,10 @@ import (
 	"github.com/sparklane/sparklane/internal/secretenv"
 )
 
-// ExecDocker is what ExecHooks needs of a Docker client (docker exec).
+// ExecDocker is what ExecHooks needs of a Docker client (docker exec, and
+// inspect for the container's own secret names).
 type ExecDocker interface {
+	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
 	ContainerExecCreate(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error)
 	ContainerExecAttach(ctx context.Context, execID string, config container.ExecAttachOptions) (types.HijackedResponse, error)
 	ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error)
@@ -30,7 +32,10 @@ type ExecInput struct {
 	Commands []string
 	// Timeout bounds each command (default 2m).
 	Timeout time.Duration
-	// Secrets are masked in every output (the lane's env_from values).
+	// Secrets are masked in every output (the lane's env_from values, as
+	// this worker resolved them); the values of the variables the
+	// container's LabelSecretEnv names are masked too, so a worker that
+	// restarted since the container started still masks them.
 	Secrets []string
 }
 
@@ -44,10 +49,15 @@ func ExecHooks(ctx context.Context, d ExecDocker, in ExecInput) ([]HookOutput, e
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
 	}
+	ins, err := d.ContainerInspect(ctx, in.Container)
+	if err != nil {
+		return nil, fmt.Errorf("post_exec in container %s on node %s: %w", in.Container, in.Node, err)
+	}
+	secrets := append(secretValues(ins.Config), in.Secrets...)
 	var outs []HookOutput
 	for i, command := range in.Commands {
 		out, err := execOne(ctx, d, in.Container, command, timeout)
-		out.Output = secretenv.Mask(out.Output, in.Secrets)
+		out.Output = secretenv.Mask(out.Output, secrets)
 		outs = append(outs, out)
 		if err != nil {
 			err = fmt.Errorf("post_exec %d (%q) in container %s on node %s: %w; output tail:\n%s", i+1, command, in.Container, in.Node, err, out.Output)
