@@ -21,26 +21,12 @@ import (
 // HubGated, HubContentMismatch, HubBadResponse, NASFull, NASReadOnly,
 // NASPermissionDenied, fault.InvalidSpec); any other error is transient.
 func Fetch(ctx context.Context, req Request) (Result, error) {
-	r, err := req.withDefaults()
-	if err != nil {
-		return Result{}, err
-	}
-	res := Result{Repo: r.Repo, Revision: r.Revision}
-	h, err := newHub(&r)
+	r, h, p, res, err := planned(ctx, req)
 	if err != nil {
 		return res, err
 	}
-	l, err := h.revision(ctx)
-	if err != nil {
-		return res, err
-	}
-	p, err := makePlan(&r, l)
-	if err != nil {
-		return res, err
-	}
-	p.fill(&res)
 	if p.needWrite {
-		if err := p.checkWritable(&r); err != nil {
+		if err := p.checkWritable(r); err != nil {
 			return res, err
 		}
 		// A snapshot dir even when every file is skipped: hf's cache scan
@@ -49,7 +35,7 @@ func Fetch(ctx context.Context, req Request) (Result, error) {
 			return res, classifyWrite(p.snapDir, err)
 		}
 	}
-	f := &fetcher{r: &r, h: h, p: p, res: &res}
+	f := &fetcher{r: r, h: h, p: p, res: &res}
 	f.prog.Files, f.prog.Bytes = p.files, p.bytes
 	err = forEach(ctx, r.ParallelFiles, p.blobs, f.fetchBlob)
 	if err == nil && p.ref != "" {
@@ -67,25 +53,32 @@ func Fetch(ctx context.Context, req Request) (Result, error) {
 // cache lacks (Result.MissingFiles, MissingBytes). It only reads (the
 // Hub's listing, and the cache with stat): a dry run.
 func Plan(ctx context.Context, req Request) (Result, error) {
+	_, _, _, res, err := planned(ctx, req)
+	return res, err
+}
+
+// planned is what Fetch and Plan share: the request with its defaults,
+// the Hub's listing of the revision, and the plan, filled into res.
+func planned(ctx context.Context, req Request) (*Request, *hub, *plan, Result, error) {
 	r, err := req.withDefaults()
 	if err != nil {
-		return Result{}, err
+		return nil, nil, nil, Result{}, err
 	}
 	res := Result{Repo: r.Repo, Revision: r.Revision}
 	h, err := newHub(&r)
 	if err != nil {
-		return res, err
+		return nil, nil, nil, res, err
 	}
 	l, err := h.revision(ctx)
 	if err != nil {
-		return res, err
+		return nil, nil, nil, res, err
 	}
 	p, err := makePlan(&r, l)
 	if err != nil {
-		return res, err
+		return nil, nil, nil, res, err
 	}
 	p.fill(&res)
-	return res, nil
+	return &r, h, p, res, nil
 }
 
 // fill copies what the plan found into res.
