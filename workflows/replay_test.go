@@ -68,6 +68,8 @@ var corpus = map[string]string{
 	"keeper-restart-stopped": "TestKeeperRestartsAKilledRank",
 	"stop-ends-keeper":       "TestKeeperRestartsAKilledRank",
 	"keeper-crash-loop":      "TestKeeperStopsACrashLoop",
+	// ... and a stop that won over a heal waiting for the lane to be ready.
+	"keeper-stopped-while-healing": "TestKeeperStopWinsWhileHealing",
 }
 
 // Committed histories of real runs must replay against the current code: a

@@ -277,3 +277,51 @@ func TestKeeperHandsOverOnCutover(t *testing.T) {
 		t.Errorf("stop left %d containers", all)
 	}
 }
+
+// A stop while the keeper heals wins: the lane loads slowly (0.5 MiB/s),
+// a rank is killed, and while the keeper's restart waits for the lane to
+// be ready `starter stop` ends the keeper (its wait cut short), then stops
+// the lane: no container is left and the restart says it was interrupted.
+func TestKeeperStopWinsWhileHealing(t *testing.T) {
+	f, dc := keeperFleet(t)
+	code, res, errOut := cutover(t, f, "--lane", "demo-2x", "-o", "extra_args=--load-mibps=0.5")
+	if code != 0 || !res.OK {
+		t.Fatalf("cutover demo-2x: exit %d, %+v\n%s", code, res, errOut)
+	}
+	waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s activities.KeeperStatus) bool { return s.Health == "up" })
+	ctx := withTimeout(t, 5*time.Minute)
+	if err := dc.ContainerKill(ctx, res.Serve.Ranks[1].Name, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	// Until the restart waits for the lane to be ready.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		v, err := f.env.Client.QueryWorkflow(ctx, workflows.KeeperID("demo-2x"), "", workflows.ProgressQuery)
+		var p workflows.Progress
+		if err == nil && v.Get(&p) == nil && len(p.Steps) > 0 {
+			last := p.Steps[len(p.Steps)-1]
+			if last.Name == "wait ready" && last.Status == workflows.StepRunning {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the keeper's restart never reached wait ready; last progress %+v", p)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition, not timing
+	}
+	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
+		t.Fatalf("stop while healing: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var kr workflows.KeeperResult
+	if err := f.env.Client.GetWorkflow(ctx, workflows.KeeperID("demo-2x"), "").Get(ctx, &kr); err != nil || !strings.Contains(kr.Ended, "stopped by stop/demo-2x") {
+		t.Errorf("keeper after stop: %+v %v; want ended by the stop", kr, err)
+	}
+	st, _ := keeperStatus(t, f, "demo-2x")
+	if len(st.Restarts) != 1 || st.Restarts[0].OK || !strings.Contains(st.Restarts[0].Error, "interrupted: stopped by stop/demo-2x") {
+		t.Errorf("restarts %+v, want the one restart interrupted by the stop", st.Restarts)
+	}
+	if _, all := laneContainers(t, dc, "demo-2x"); all != 0 {
+		t.Errorf("stop while healing left %d containers", all)
+	}
+	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-stopped-while-healing")
+}
