@@ -538,6 +538,10 @@ type KeeperInput struct {
 	// (keep on after a crash loop starts a fresh budget).
 	BudgetFrom time.Time `json:"budget_from,omitempty"`
 	Checks     int       `json:"checks,omitempty"`
+	// LastCheck and Health carry the last check over, so status reads the
+	// same across a continue-as-new.
+	LastCheck time.Time `json:"last_check,omitempty"`
+	Health    string    `json:"health,omitempty"`
 }
 
 // Keeper control actions (the keeper's update, starter keep, stop, cutover).

@@ -89,7 +89,8 @@ func newKeeper(ctx workflow.Context, in activities.KeeperInput) *keeper {
 	if pol.ChecksPerRun <= 0 {
 		pol.ChecksPerRun = KeepDefaultChecksPerRun
 	}
-	return &keeper{ctx: ctx, in: in, pol: pol, t: newTracker(ctx, "Keeper", in.Plan.Lane), nodes: planNodes(in.Plan), health: "unknown"}
+	return &keeper{ctx: ctx, in: in, pol: pol, t: newTracker(ctx, "Keeper", in.Plan.Lane), nodes: planNodes(in.Plan),
+		health: nonEmpty(in.Health, "unknown"), lastCheck: in.LastCheck}
 }
 
 // handlers answers KeeperStatusQuery and KeeperControlUpdate.
@@ -212,6 +213,7 @@ func (k *keeper) result() KeeperResult {
 // (at most 50) and the states carried over.
 func (k *keeper) next() activities.KeeperInput {
 	n := k.in
+	n.LastCheck, n.Health = k.lastCheck, k.health
 	day := workflow.Now(k.ctx).Add(-24 * time.Hour)
 	n.Restarts = nil
 	for _, r := range k.in.Restarts {

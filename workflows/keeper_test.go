@@ -170,7 +170,7 @@ func TestKeeperContinuesAsNew(t *testing.T) {
 	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
 		t.Fatal(err)
 	}
-	if len(next.Restarts) != 1 || !next.Restarts[0].OK || next.Checks != 3 || next.Plan.Lane != "k" {
+	if len(next.Restarts) != 1 || !next.Restarts[0].OK || next.Checks != 3 || next.Plan.Lane != "k" || next.Health != "up" || next.LastCheck.IsZero() {
 		t.Errorf("next run's input %+v, want the lane, 3 checks and the one restart", next)
 	}
 }

@@ -71,6 +71,8 @@ var corpus = map[string]string{
 	"keeper-restart-stopped": "TestKeeperRestartsAKilledRank",
 	"stop-ends-keeper":       "TestKeeperRestartsAKilledRank",
 	"keeper-crash-loop":      "TestKeeperStopsACrashLoop",
+	// ... and a stop that won over a heal waiting for the lane to be ready.
+	"keeper-stopped-while-healing": "TestKeeperStopWinsWhileHealing",
 	// starter fetch (Fetch), and stage --fetch of a lane whose repo was
 	// not on the NAS: the Fetch child first (versionStageFetch).
 	"fetch-ok":    "TestStarterFetchAndStageFetch",

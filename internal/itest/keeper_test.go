@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -276,4 +277,93 @@ func TestKeeperHandsOverOnCutover(t *testing.T) {
 	if _, all := laneContainers(t, dc, "demo-4x"); all != 0 {
 		t.Errorf("stop left %d containers", all)
 	}
+}
+
+// A stop while the keeper heals wins: the lane loads slowly (0.5 MiB/s),
+// a rank is killed, and while the keeper's restart waits for the lane to
+// be ready `starter stop` ends the keeper (its wait cut short), then stops
+// the lane: no container is left and the restart says it was interrupted.
+func TestKeeperStopWinsWhileHealing(t *testing.T) {
+	f, dc := keeperFleet(t)
+	code, res, errOut := cutover(t, f, "--lane", "demo-2x", "-o", "extra_args=--load-mibps=0.5")
+	if code != 0 || !res.OK {
+		t.Fatalf("cutover demo-2x: exit %d, %+v\n%s", code, res, errOut)
+	}
+	waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s activities.KeeperStatus) bool { return s.Health == "up" })
+	ctx := withTimeout(t, 5*time.Minute)
+	if err := dc.ContainerKill(ctx, res.Serve.Ranks[1].Name, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	// Until the restart waits for the lane to be ready.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		v, err := f.env.Client.QueryWorkflow(ctx, workflows.KeeperID("demo-2x"), "", workflows.ProgressQuery)
+		var p workflows.Progress
+		if err == nil && v.Get(&p) == nil && len(p.Steps) > 0 {
+			last := p.Steps[len(p.Steps)-1]
+			if last.Name == "wait ready" && last.Status == workflows.StepRunning {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the keeper's restart never reached wait ready; last progress %+v", p)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition, not timing
+	}
+	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
+		t.Fatalf("stop while healing: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var kr workflows.KeeperResult
+	if err := f.env.Client.GetWorkflow(ctx, workflows.KeeperID("demo-2x"), "").Get(ctx, &kr); err != nil || !strings.Contains(kr.Ended, "stopped by stop/demo-2x") {
+		t.Errorf("keeper after stop: %+v %v; want ended by the stop", kr, err)
+	}
+	st, _ := keeperStatus(t, f, "demo-2x")
+	if len(st.Restarts) != 1 || st.Restarts[0].OK || !strings.Contains(st.Restarts[0].Error, "interrupted: stopped by stop/demo-2x") {
+		t.Errorf("restarts %+v, want the one restart interrupted by the stop", st.Restarts)
+	}
+	if _, all := laneContainers(t, dc, "demo-2x"); all != 0 {
+		t.Errorf("stop while healing left %d containers", all)
+	}
+	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-stopped-while-healing")
+}
+
+// cpuSeconds is this process's CPU time so far (the embedded server, the
+// control and node workers and the test: the control service's share).
+func cpuSeconds(t *testing.T) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// The keeper's own cost: the process's CPU per check of a 2-rank lane
+// (server, workers, Docker inspect, HTTP), less the same time paused,
+// and what that makes for 8 clusters kept at a 30 s interval.
+func TestKeeperCheckCost(t *testing.T) {
+	f, _ := keeperFleet(t)
+	if code, res, errOut := cutover(t, f, "--lane", "demo-2x"); code != 0 || !res.OK {
+		t.Fatalf("cutover demo-2x: exit %d, %+v\n%s", code, res, errOut)
+	}
+	st := waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s activities.KeeperStatus) bool { return s.Health == "up" })
+	// Measurement windows of the same length, nothing polled during them.
+	const wall = 20 * time.Second
+	from, c0 := st.Checks, cpuSeconds(t)
+	time.Sleep(wall)
+	active := cpuSeconds(t) - c0
+	st, _ = keeperStatus(t, f, "demo-2x")
+	checks := st.Checks - from
+	if checks < 5 {
+		t.Fatalf("only %d checks in %s at a 1 s interval", checks, wall)
+	}
+	ctx := withTimeout(t, 2*time.Minute)
+	if code, out, errOut := f.starter(ctx, "keep", "--cluster", "demo-2x", "off"); code != 0 {
+		t.Fatalf("keep off: exit %d\n%s\n%s", code, out, errOut)
+	}
+	c1 := cpuSeconds(t)
+	time.Sleep(wall) // the same time paused: the baseline of everything else
+	idle := cpuSeconds(t) - c1
+	per := (active - idle) / float64(checks)
+	t.Logf("%d checks in %.1fs: CPU %.3fs active, %.3fs paused over the same time; %.1f ms CPU per check; 8 clusters at 30 s: %.3f%% of one core",
+		checks, wall.Seconds(), active, idle, per*1000, per*8/30*100)
 }
