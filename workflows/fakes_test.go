@@ -90,6 +90,8 @@ type fakeFleet struct {
 	imageLack map[string]int
 	// imageSent: TransferImage inputs, by node.
 	imageSent map[string]activities.TransferImageInput
+	// imageAsked: ImageInventory calls, by node.
+	imageAsked map[string]int
 }
 
 func newFakeFleet(t *testing.T) *fakeFleet {
@@ -175,12 +177,13 @@ func (f *fakeFleet) mockKeeper() {
 // mockImages mocks ImageInventory (not recorded: every run asks it) and
 // TransferImage (recorded).
 func (f *fakeFleet) mockImages() {
-	f.imageLack, f.imageSent = map[string]int{}, map[string]activities.TransferImageInput{}
+	f.imageLack, f.imageSent, f.imageAsked = map[string]int{}, map[string]activities.TransferImageInput{}, map[string]int{}
 	layers := []string{"sha256:l1", "sha256:l2"}
 	f.env.OnActivity("ImageInventory", any2...).Return(func(ctx context.Context, in activities.ImageInventoryInput) (activities.ImageInventoryResult, error) {
 		n := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node.")
 		f.mu.Lock()
 		have, lacks := f.imageLack[n]
+		f.imageAsked[n]++
 		f.mu.Unlock()
 		r := activities.ImageInventoryResult{Addr: n + ":7291"}
 		r.Node = n

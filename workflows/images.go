@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -118,14 +119,32 @@ func asApp(err error, app **temporal.ApplicationError) bool {
 }
 
 // planImage asks every node what it has (twice for those that lack the
-// image: how many of its layers they have) and plans the transfer.
+// image: how many of its layers they have) and plans the transfer. With
+// only, that node is asked first and the others (the sources) only when
+// it lacks the image: a stage --node N does not wait on the other nodes'
+// workers when N has it.
 func planImage(ctx workflow.Context, ref images.Ref, nodes []string, only string, pickup time.Duration) ([]ImageNodeResult, images.Plan, map[string]activities.ImageInventoryResult, error) {
 	invs := map[string]activities.ImageInventoryResult{}
+	if only != "" {
+		if !slices.Contains(nodes, only) {
+			return nil, images.Plan{}, invs, nil
+		}
+		if err := imageInventory(ctx, ref, []string{only}, nil, pickup, invs); err != nil {
+			return []ImageNodeResult{{Node: only, Image: ref.String()}}, images.Plan{}, invs, err
+		}
+		if invs[only].Present {
+			nodes = []string{only}
+		}
+	}
 	res := make([]ImageNodeResult, len(nodes))
+	var ask []string
 	for k, n := range nodes {
 		res[k] = ImageNodeResult{Node: n, Image: ref.String()}
+		if _, asked := invs[n]; !asked {
+			ask = append(ask, n)
+		}
 	}
-	if err := imageInventory(ctx, ref, nodes, nil, pickup, invs); err != nil {
+	if err := imageInventory(ctx, ref, ask, nil, pickup, invs); err != nil {
 		return res, images.Plan{}, invs, err
 	}
 	var diff []string

@@ -65,3 +65,28 @@ func TestStageImageDryRunAndMissingEverywhere(t *testing.T) {
 		t.Fatalf("staged without the image: %v", g.callList())
 	}
 }
+
+// stage --node b asks only b when b has the image: the other nodes'
+// workers (which may be down) are asked only for a node that lacks it.
+func TestStageOnlyAsksTheOtherNodesWhenItsNodeLacksTheImage(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.RegisterWorkflow(Stage)
+	f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b", "c"), Blocks: testBlocks(), Only: "b"})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if f.imageAsked["a"] != 0 || f.imageAsked["c"] != 0 || f.imageAsked["b"] != 1 || f.count("TransferImage") != 0 {
+		t.Fatalf("b has the image: asked %v, calls %v", f.imageAsked, f.callList())
+	}
+
+	g := newFakeFleet(t)
+	g.env.RegisterWorkflow(Stage)
+	g.imageLack["b"] = 0
+	g.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b", "c"), Blocks: testBlocks(), Only: "b"})
+	if err := g.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if g.imageAsked["a"] != 1 || g.imageAsked["c"] != 1 || g.imageSent["b"].Upstream == "" {
+		t.Fatalf("b lacks the image: asked %v, sent %v", g.imageAsked, g.imageSent)
+	}
+}
