@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -88,20 +90,9 @@ func (a *NodeActivities) CheckRanks(ctx context.Context, in CheckRanksInput) (Ch
 		}
 	}
 	if len(down) > 0 {
-		return res, temporal.NewApplicationError(fmt.Sprintf("lane %s on node %s: %s", in.Lane, a.Node.Name, joinSemi(down)), RankDown)
+		return res, temporal.NewApplicationError(fmt.Sprintf("lane %s on node %s: %s", in.Lane, a.Node.Name, strings.Join(down, "; ")), RankDown)
 	}
 	return res, nil
-}
-
-func joinSemi(s []string) string {
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += "; "
-		}
-		out += x
-	}
-	return out
 }
 
 // StartKeeper starts the keeper of in.Cluster (keeper/CLUSTER). The
@@ -138,7 +129,7 @@ func (a *ControlActivities) EndKeepers(ctx context.Context, in EndKeepersInput) 
 		return res, nil
 	}
 	for _, c := range a.Config.Clusters {
-		if !overlaps(c.Nodes, in.Nodes) {
+		if !slices.ContainsFunc(c.Nodes, func(n string) bool { return slices.Contains(in.Nodes, n) }) {
 			continue
 		}
 		id := KeeperID(c.Name)
@@ -199,17 +190,6 @@ func notRunning(err error) bool {
 	var nf *serviceerror.NotFound
 	var done *serviceerror.WorkflowNotReady
 	return errors.As(err, &nf) || errors.As(err, &done)
-}
-
-func overlaps(a, b []string) bool {
-	for _, x := range a {
-		for _, y := range b {
-			if x == y {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // KeeperMark records a keeper's event in the metrics:
