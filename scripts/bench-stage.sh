@@ -42,8 +42,14 @@ RUNS=${2:-3}
 here=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d "${BENCH_DIR:-/var/tmp}/stage-bench.XXXXXX")
 starter="$work/starter"
+# stage ensures the lane's image on its nodes first: an image built from
+# scratch (no registry, a label only) stands in for the engine's, and is
+# removed at the end when this run built it.
+bench_image="sparklane/engine-sim:bench"
+built_image=""
 cleanup() {
 	"$starter" --config "$work/sparklane.toml" control stop >/dev/null 2>&1 || true
+	if [[ -n "$built_image" ]]; then docker image rm -f "$bench_image" >/dev/null 2>&1 || true; fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -116,7 +122,7 @@ recipe() {
 name = "blob"
 cluster = "one"
 runtime = "sim"
-image = "sparklane/engine-sim:bench"
+image = "$bench_image"
 model = "org/blob"
 command = "/engine-sim /hub --port {port}"
 
@@ -133,6 +139,10 @@ verify = "sampled"
 TOML
 }
 recipe 1
+if ! docker image inspect "$bench_image" >/dev/null 2>&1; then
+	printf 'FROM scratch\nLABEL sparklane.bench=stage\n' | docker build -q -t "$bench_image" - >/dev/null
+	built_image=1
+fi
 cfg=(--config "$work/sparklane.toml")
 s=$(now)
 "$starter" "${cfg[@]}" control start >/dev/null
