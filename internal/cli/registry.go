@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -102,14 +103,7 @@ func (a *App) registryCmd() *cobra.Command {
 func registryTable(a *App, rs []registry.Registry) {
 	var rows [][]string
 	for _, r := range rs {
-		rows = append(rows, []string{r.Name, r.URL, nonEmptyStr(r.Ref, "(default branch)"), r.Commit, r.Path})
+		rows = append(rows, []string{r.Name, r.URL, cmp.Or(r.Ref, "(default branch)"), r.Commit, r.Path})
 	}
 	table(a.Out, []string{"REGISTRY", "URL", "REF", "COMMIT", "PATH"}, rows)
-}
-
-func nonEmptyStr(s, d string) string {
-	if s != "" {
-		return s
-	}
-	return d
 }

@@ -6,6 +6,7 @@ package registry
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,16 +93,9 @@ func checkout(ctx context.Context, dir, ref string) error {
 		}
 	}
 	if _, err := git(ctx, dir, "checkout", "--quiet", "--detach", target+"^{commit}"); err != nil {
-		return fmt.Errorf("ref %q: %w", nonEmpty(ref, "the remote's default branch"), err)
+		return fmt.Errorf("ref %q: %w", cmp.Or(ref, "the remote's default branch"), err)
 	}
 	return nil
-}
-
-func nonEmpty(s, d string) string {
-	if s != "" {
-		return s
-	}
-	return d
 }
 
 // Update fetches registry name and checks out its ref again (a branch
