@@ -106,7 +106,7 @@ func (a *ControlActivities) StartKeeper(ctx context.Context, in KeeperInput) (St
 	}
 	id := KeeperID(in.Cluster)
 	run, err := a.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: id, TaskQueue: "sparklane",
+		ID: id, TaskQueue: "sparklane", // workflows.ControlQueue (activities cannot import workflows)
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING,
 		TypedSearchAttributes:    searchattr.For(in.Plan.Lane, in.Cluster),
