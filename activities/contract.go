@@ -175,6 +175,11 @@ type EnsureImageInput struct {
 	// Build is how the recipe builds the image (builder, build_args), for
 	// the error of a node that lacks it.
 	Build string `json:"build,omitempty"`
+	// Resolve: a pinned repo:tag@sha256:D this node has only under its
+	// tag (moved here: `docker load` sets no repo digest) is reported
+	// Unpinned with its ID instead of missing; the workflow accepts it
+	// only with the ID of the nodes that carry the digest.
+	Resolve bool `json:"resolve,omitempty"`
 }
 
 // EnsureImageResult is the image found.
@@ -182,6 +187,9 @@ type EnsureImageResult struct {
 	Node   string `json:"node"`
 	ID     string `json:"id"`
 	Digest string `json:"digest,omitempty"`
+	// Unpinned: found under the pinned reference's tag without its digest
+	// (EnsureImageInput.Resolve).
+	Unpinned bool `json:"unpinned,omitempty"`
 }
 
 // BeforeServeInput runs a lane's hooks on one node.
@@ -239,6 +247,11 @@ type StartRankInput struct {
 	Lane       string            `json:"lane"`
 	RecipeHash string            `json:"recipe_hash"`
 	Plan       contract.NodePlan `json:"plan"`
+	// ImageID is the image ID the serve step's image check resolved on
+	// this node (a pinned image's plans only): the container is created
+	// from it, since a pinned image moved here has no repo digest to be
+	// found by.
+	ImageID string `json:"image_id,omitempty"`
 }
 
 // StartRankResult is the container started (or found already running).
