@@ -169,6 +169,25 @@ type VerifyBlockResult struct {
 	Off bool `json:"off,omitempty"`
 }
 
+// BuildImageInput builds a lane's image on this node from its [build].
+type BuildImageInput struct {
+	// Image is the tag the result gets (the recipe's image).
+	Image string         `json:"image"`
+	Build contract.Build `json:"build"`
+}
+
+// BuildImageResult is the image built and the build log's last lines.
+type BuildImageResult struct {
+	Node string   `json:"node"`
+	ID   string   `json:"id"`
+	Tail []string `json:"tail,omitempty"`
+}
+
+// BuildProgress is a build's heartbeat: the log's latest line.
+type BuildProgress struct {
+	Line string `json:"line"`
+}
+
 // EnsureImageInput names the image a node must have.
 type EnsureImageInput struct {
 	Image string `json:"image"`

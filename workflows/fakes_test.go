@@ -200,6 +200,13 @@ func (f *fakeFleet) mockImages() {
 		r.Present, r.ID, r.DiffIDs = true, "sha256:"+in.Image, layers
 		return r, nil
 	})
+	f.env.OnActivity("BuildImage", any2...).Return(func(ctx context.Context, in activities.BuildImageInput) (activities.BuildImageResult, error) {
+		n := f.record(ctx, "BuildImage "+in.Image)
+		f.mu.Lock()
+		delete(f.imageLack, n) // built: the node has it now
+		f.mu.Unlock()
+		return activities.BuildImageResult{Node: n, ID: "sha256:built", Tail: []string{"Successfully built"}}, nil
+	})
 	f.env.OnActivity("TransferImage", any2...).Return(func(ctx context.Context, in activities.TransferImageInput) (activities.TransferImageResult, error) {
 		n := f.record(ctx, "TransferImage "+in.Spec.Tag)
 		f.mu.Lock()

@@ -105,4 +105,11 @@ const (
 	// creates a pinned image's containers from the ID each node resolved
 	// (serve.go, serveImages).
 	versionServeImageID = "serve-image-id"
+
+	// versionStageBuild: the image step of a stage or cutover whose input
+	// carries a build (a recipe with [build], starter image build) builds
+	// the image on one node (BuildImage) when no node has it, or first
+	// with Force, then moves it (images.go). Runs recorded before it
+	// carried no build and never ask.
+	versionStageBuild = "stage-build"
 )
