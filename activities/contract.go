@@ -783,6 +783,9 @@ type TransferImageInput struct {
 	Upstream     string `json:"upstream,omitempty"`
 	UpstreamAddr string `json:"upstream_addr,omitempty"`
 	Downstream   string `json:"downstream,omitempty"`
+	// Lane labels the bytes received in sparklane_image_bytes_total (runs
+	// before it: "").
+	Lane string `json:"lane,omitempty"`
 }
 
 // TransferImageResult is what the member moved.
