@@ -113,7 +113,7 @@ func ensureImage(ctx workflow.Context, t *tracker, lane, img string, nodes []str
 			if err := buildImage(ctx, t, *build, pickup, built); err != nil {
 				return res, err
 			}
-			build = nil
+			build, round = nil, round-1 // the build round is not a transfer round
 			continue
 		}
 		if err != nil || dryRun || len(p.Chain) == 0 {
