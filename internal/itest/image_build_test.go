@@ -1,10 +1,13 @@
 package itest
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/sparklane/sparklane/internal/images"
@@ -119,5 +123,59 @@ func TestStarterImagesListsTheLanesImages(t *testing.T) {
 	}
 	if code, text, _ := f.starter(ctx, "images", "--node", "n1"); code != 0 || !strings.Contains(text, "lane demo-") || !strings.Contains(text, "LAST USED") {
 		t.Errorf("images table: exit %d\n%s", code, text)
+	}
+}
+
+// disk prune --lru --dry-run through the node's worker: an image no lane
+// names and no container uses is among those it would remove (least
+// recently used first), the lanes' image is not, and nothing is removed.
+func TestDiskPruneLRUWouldRemoveUnusedImages(t *testing.T) {
+	f, dc := demoFleet(t, 8<<20)
+	ctx := withTimeout(t, 5*time.Minute)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	tag := "sparklane-test/unused:" + hex.EncodeToString(b)
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	for name, body := range map[string]string{"Dockerfile": "FROM scratch\nCOPY f /f\n", "f": tag} {
+		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body))})
+		_, _ = tw.Write([]byte(body))
+	}
+	_ = tw.Close()
+	resp, err := dc.ImageBuild(ctx, &tb, build.ImageBuildOptions{Tags: []string{tag}, Remove: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	t.Cleanup(func() { _, _ = dc.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true}) })
+	unused, err := dc.ImageInspect(ctx, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out, errOut := f.starter(ctx, "--json", "disk", "prune", "--lru", "--free", "1000T", "--dry-run", "--node", "n1")
+	var res struct {
+		Nodes []struct {
+			Disk *struct {
+				ImagePrune *images.ImagePrune `json:"image_prune"`
+			} `json:"disk"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Nodes) != 1 || res.Nodes[0].Disk == nil || res.Nodes[0].Disk.ImagePrune == nil {
+		t.Fatalf("disk prune --lru --dry-run: %v\n%s\n%s", err, out, errOut)
+	}
+	p := res.Nodes[0].Disk.ImagePrune
+	var ids []string
+	for _, l := range p.Removed {
+		ids = append(ids, l.ID)
+		if len(l.Lanes) > 0 || l.Containers > 0 {
+			t.Errorf("the dry run would remove %+v, which a lane or a container uses", l)
+		}
+	}
+	if !p.DryRun || p.Root == "" || !slices.Contains(ids, unused.ID) {
+		t.Errorf("image prune %+v, want a dry run on Docker's root that would remove %s", p, unused.ID)
+	}
+	if _, err := dc.ImageInspect(ctx, tag); err != nil {
+		t.Errorf("a dry run removed %s: %v", tag, err)
 	}
 }
