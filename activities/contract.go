@@ -44,6 +44,9 @@ type NodeStatusResult struct {
 	// Foreign are running containers sparklane did not start that use
 	// GPUs or hold one of the asked ports; they make the node occupied.
 	Foreign []serve.Foreign `json:"foreign,omitempty"`
+	// MemTotal is the node's memory in bytes (/proc/meminfo's MemTotal;
+	// on a DGX Spark the unified memory), for the memory fit; 0 unread.
+	MemTotal int64 `json:"mem_total,omitempty"`
 }
 
 // StopForeignInput names foreign containers on one node to stop

@@ -33,6 +33,8 @@ type App struct {
 	// dryFetch is the fetch plan a stage --dry-run shows first (set by
 	// stage for dryRun).
 	dryFetch *contract.FetchPlan
+	// fitForce is --force: run a lane the memory fit refuses (laneFit).
+	fitForce bool
 	In       io.Reader
 	// ConfigPath is --config; JSON is --json.
 	ConfigPath string

@@ -133,6 +133,8 @@ type Node struct {
 	// *_SOCKET_IFNAME variables of that node's ranks.
 	HCA    string `mapstructure:"hca" json:"hca,omitempty"`
 	IfName string `mapstructure:"ifname" json:"ifname,omitempty"`
+	// GPUMemory ("128GB") is what a lane may use here; 0: as discovered (internal/memfit).
+	GPUMemory int64 `mapstructure:"gpu_memory" json:"gpu_memory,omitempty" unit:"bytes"`
 	// ClearHelper is an argv prefix (["sudo", "-n"]) the node worker puts
 	// before its remove command when a [hooks] clear directory holds entries
 	// it cannot delete itself (receipt roots written by root-run
@@ -175,6 +177,8 @@ type Device struct {
 type Cluster struct {
 	Name  string   `mapstructure:"name" json:"name"`
 	Nodes []string `mapstructure:"nodes" json:"nodes"`
+	// Topology (switch|pair|ring|mesh) picks the comm env (internal/lane/topology.go).
+	Topology string `mapstructure:"topology" json:"topology,omitempty"`
 }
 
 // Recipe is a lane recipe file as decoded: sparklane TOML or sparkrun v2

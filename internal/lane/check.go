@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/memfit"
 )
 
 // Check backs `starter recipe check FILE...` when no fleet config is at
@@ -79,6 +80,35 @@ func CheckRecipes(cfg *config.Config, recipes []*config.Recipe) (errs []error, n
 	errs = flatten(Validate(cfg, recipes))
 	for _, r := range recipes {
 		errs = append(errs, PinErrors(r)...)
+	}
+	if cfg != nil && len(errs) == 0 {
+		more, fits := checkFit(cfg, recipes, memfit.LoadDiscovered(cfg.StateDir))
+		errs, notices = append(errs, more...), append(notices, fits...)
+	}
+	return errs, notices
+}
+
+// checkFit is recipe check's memory fit: each recipe rendered on its
+// cluster and estimated (Fit); one that does not fit is an error with the
+// arithmetic, one that fits or cannot be estimated yet a notice.
+func checkFit(cfg *config.Config, recipes []*config.Recipe, discovered map[string]int64) (errs []error, notices []string) {
+	for _, r := range recipes {
+		plan, err := RenderOn(cfg, r, "", nil)
+		if err != nil {
+			continue // Validate reported it
+		}
+		w := Wire(r)
+		est, why, err := Fit(cfg, &w, plan, discovered)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case est == nil:
+			notices = append(notices, why)
+		case est.Err() != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", r.File, est.Err()))
+		default:
+			notices = append(notices, fmt.Sprintf("lane %s fits in memory: %s", r.Name, strings.Join(est.Lines(), "; ")))
+		}
 	}
 	return errs, notices
 }

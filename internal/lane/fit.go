@@ -1,0 +1,109 @@
+package lane
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/memfit"
+)
+
+var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// Fit estimates whether the lane fits in its nodes' memory (memfit):
+// the model's weights as its safetensors headers on the NAS declare them
+// and the KV cache its engine flags imply, against each node's memory —
+// gpu_memory in the config, else discovered (the starter's record of
+// what node workers read from /proc/meminfo), else a DGX Spark's 128 GB.
+// When the weights are not where the lane reads them (no snapshot on the
+// NAS yet), the estimate is nil and the string says why.
+func Fit(cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, discovered map[string]int64) (*memfit.Estimate, string, error) {
+	dir, why := modelDir(cfg, r)
+	if dir == "" {
+		return nil, why, nil
+	}
+	w, err := memfit.ReadWeights(dir)
+	if err != nil {
+		return nil, "", fmt.Errorf("lane %s (%s): %w", r.Name, r.File, err)
+	}
+	var m *memfit.Model
+	if mm, err := memfit.ReadModel(dir); err == nil {
+		m = &mm
+	} else if !os.IsNotExist(err) {
+		return nil, "", fmt.Errorf("lane %s (%s): %w", r.Name, r.File, err)
+	}
+	var argv []string
+	if len(plan.Nodes) > 0 {
+		argv = plan.Nodes[0].Argv
+	}
+	e, err := memfit.EngineFlags(plan.Runtime, argv, plan.TP, 1)
+	if err != nil {
+		return nil, "", fmt.Errorf("lane %s (%s): command: %w", r.Name, r.File, err)
+	}
+	var nodes []memfit.Node
+	for _, np := range plan.Nodes {
+		n := memfit.Node{Name: np.Node, Memory: memfit.SparkMemory, Source: "DGX Spark default"}
+		if c := cfg.Node(np.Node); c != nil && c.GPUMemory > 0 {
+			n.Memory, n.Source = c.GPUMemory, "gpu_memory in "+cfg.File
+		} else if b := discovered[np.Node]; b > 0 {
+			n.Memory, n.Source = b, "MemTotal its worker reported"
+		}
+		nodes = append(nodes, n)
+	}
+	est, err := memfit.Compute(r.Name, w, m, e, nodes)
+	if err != nil {
+		return nil, "", fmt.Errorf("lane %s (%s): %w", r.Name, r.File, err)
+	}
+	return est, "", nil
+}
+
+// modelDir is the snapshot directory of the lane's model on the NAS: a
+// model given as a directory, else the model's repo in the hub root of
+// the hub-mirror block that stages it (at the block's revision), else in
+// hf_cache_dir at main. "" and why when there is none yet.
+func modelDir(cfg *config.Config, r *contract.Recipe) (string, string) {
+	if filepath.IsAbs(r.Model) {
+		return r.Model, ""
+	}
+	type root struct{ dir, rev string }
+	var roots []root
+	for _, b := range r.Staging {
+		for _, repo := range b.Repos {
+			if b.Kind == "hub-mirror" && repo == r.Model {
+				roots = append(roots, root{b.Src, b.Revision})
+			}
+		}
+	}
+	if cfg.HFCacheDir != "" {
+		roots = append(roots, root{cfg.HFCacheDir, ""})
+	}
+	var tried []string
+	for _, rt := range roots {
+		repo := filepath.Join(rt.dir, "models--"+strings.ReplaceAll(r.Model, "/", "--"))
+		rev := rt.rev
+		if rev == "" {
+			rev = DefaultRevision
+		}
+		if !commitRE.MatchString(rev) {
+			b, err := os.ReadFile(filepath.Join(repo, "refs", rev))
+			if err != nil {
+				tried = append(tried, filepath.Join(repo, "refs", rev))
+				continue
+			}
+			rev = strings.TrimSpace(string(b))
+		}
+		d := filepath.Join(repo, "snapshots", rev)
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			return d, ""
+		}
+		tried = append(tried, d)
+	}
+	if len(tried) == 0 {
+		return "", fmt.Sprintf("memory fit of lane %s not estimated: model %s is in no hub-mirror block and no hf_cache_dir is set", r.Name, r.Model)
+	}
+	return "", fmt.Sprintf("memory fit of lane %s not estimated: model %s is not on the NAS yet (looked at %s)", r.Name, r.Model, strings.Join(tried, ", "))
+}
