@@ -172,12 +172,36 @@ type VerifyBlockResult struct {
 	Off bool `json:"off,omitempty"`
 }
 
+// BuildImageInput builds a lane's image on this node from its [build].
+type BuildImageInput struct {
+	// Image is the tag the result gets (the recipe's image).
+	Image string         `json:"image"`
+	Build contract.Build `json:"build"`
+}
+
+// BuildImageResult is the image built and the build log's last lines.
+type BuildImageResult struct {
+	Node string   `json:"node"`
+	ID   string   `json:"id"`
+	Tail []string `json:"tail,omitempty"`
+}
+
+// BuildProgress is a build's heartbeat: the log's latest line.
+type BuildProgress struct {
+	Line string `json:"line"`
+}
+
 // EnsureImageInput names the image a node must have.
 type EnsureImageInput struct {
 	Image string `json:"image"`
 	// Build is how the recipe builds the image (builder, build_args), for
 	// the error of a node that lacks it.
 	Build string `json:"build,omitempty"`
+	// Resolve: a pinned repo:tag@sha256:D this node has only under its
+	// tag (moved here: `docker load` sets no repo digest) is reported
+	// Unpinned with its ID instead of missing; the workflow accepts it
+	// only with the ID of the nodes that carry the digest.
+	Resolve bool `json:"resolve,omitempty"`
 }
 
 // EnsureImageResult is the image found.
@@ -185,6 +209,9 @@ type EnsureImageResult struct {
 	Node   string `json:"node"`
 	ID     string `json:"id"`
 	Digest string `json:"digest,omitempty"`
+	// Unpinned: found under the pinned reference's tag without its digest
+	// (EnsureImageInput.Resolve).
+	Unpinned bool `json:"unpinned,omitempty"`
 }
 
 // BeforeServeInput runs a lane's hooks on one node.
@@ -242,6 +269,11 @@ type StartRankInput struct {
 	Lane       string            `json:"lane"`
 	RecipeHash string            `json:"recipe_hash"`
 	Plan       contract.NodePlan `json:"plan"`
+	// ImageID is the image ID the serve step's image check resolved on
+	// this node (a pinned image's plans only): the container is created
+	// from it, since a pinned image moved here has no repo digest to be
+	// found by.
+	ImageID string `json:"image_id,omitempty"`
 }
 
 // StartRankResult is the container started (or found already running).

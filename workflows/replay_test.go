@@ -47,7 +47,10 @@ var corpus = map[string]string{
 	"stage-outage-resumed":      "TestReplayCorpusStageResumedAfterNodeOutage",
 	// ... stage-ok recorded before versionStageImage, this one with the
 	// image step (every node asked for the lane's image first).
-	"stage-image":              "TestReplayCorpusStageImage",
+	"stage-image": "TestReplayCorpusStageImage",
+	// ... and an up whose image step resolved each node's image ID
+	// (versionServeImageID; serve-ok keeps the runs before the gate).
+	"serve-image-id":           "TestReplayCorpusStageImage",
 	"stagenode-outage-resumed": "TestReplayCorpusStageResumedAfterNodeOutage",
 	"power-off-forced":         "TestReplayCorpusPower",
 	"power-on-refused":         "TestReplayCorpusPower",
