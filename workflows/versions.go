@@ -97,4 +97,11 @@ const (
 	// cutover that rolled back starts the previous lane's keeper again;
 	// stop ends the keepers of what it stops first (keeper.go).
 	versionKeeper = "keeper"
+
+	// versionKeeperNodes: the keeper waits for a node whose worker is
+	// gone within the outage budget (a reboot), then stops healing past it
+	// (notify); runs a verify-only pass on a rebooted or powered-on node
+	// before restarting the lane; idles "off by schedule" while a node of
+	// the lane is powered off (keepnodes.go).
+	versionKeeperNodes = "keeper-nodes"
 )
