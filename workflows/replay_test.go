@@ -77,6 +77,10 @@ var corpus = map[string]string{
 	// verified it and restarted the lane, then stopped healing past the
 	// outage budget (notify) and brought the lane back when it returned.
 	"keeper-node-reboot-lost": "TestKeeperWaitsForARebootedNode",
+	// ... one that idled off by schedule while a node was powered off and
+	// brought the lane back after power on, and the up that started it.
+	"keeper-off-by-schedule": "TestKeeperIdlesOffBySchedule",
+	"up-starts-keeper":       "TestKeeperIdlesOffBySchedule",
 	// starter fetch (Fetch), and stage --fetch of a lane whose repo was
 	// not on the NAS: the Fetch child first (versionStageFetch).
 	"fetch-ok":    "TestStarterFetchAndStageFetch",

@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	dockerclient "github.com/docker/docker/client"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/testkit/hatest"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -378,7 +380,7 @@ func TestKeeperCheckCost(t *testing.T) {
 // [keep] notify command appending each notice to a file, and the boot id
 // test hook (activities.BootIDTestDirEnv) pointed at a directory holding
 // each node's boot id, all "boot-1".
-func keeperNodesFleet(t *testing.T, budget string) (*fleet, *dockerclient.Client, string, string) {
+func keeperNodesFleet(t *testing.T, budget string, opts ...func(*fleetOptions)) (*fleet, *dockerclient.Client, string, string) {
 	bootDir := t.TempDir()
 	for _, n := range []string{"n1", "n2", "n3", "n4"} {
 		writeBootID(t, bootDir, n, "boot-1")
@@ -389,6 +391,9 @@ func keeperNodesFleet(t *testing.T, budget string) (*fleet, *dockerclient.Client
 	f, dc := demoFleet(t, 8<<20, func(o *fleetOptions) {
 		o.extra += fmt.Sprintf("node_outage_budget = %q\nkeep = { interval = \"1s\", restarts = 5, window = \"1h\", notify = %q }\n", budget, notify)
 		o.metrics = true
+		for _, opt := range opts {
+			opt(o)
+		}
 	})
 	return f, dc, bootDir, notices
 }
@@ -522,4 +527,106 @@ func TestKeeperWaitsForARebootedNode(t *testing.T) {
 	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
 		t.Fatalf("stop: exit %d\n%s\n%s", code, out, errOut)
 	}
+}
+
+// Nights off, with the Home Assistant test double for n2's outlet relay
+// and real containers. The lane comes up by `up` (after a stage), which
+// starts its keeper. `power off n2` switches the relay off; the power cut
+// itself is simulated (the double cannot cut power to a worker in this
+// process): n2's worker stops, its rank's container goes and its boot id
+// changes (test hook). The keeper idles "off by schedule" — no healing,
+// sparklane_lane_up 0 — until `power on --cluster` switches the relay on
+// and finds n2's worker polling again; then it brings the lane back by
+// itself: verify-only on n2, restart, probe.
+func TestKeeperIdlesOffBySchedule(t *testing.T) {
+	const token, tokenEnv = "ha-keeper-token-41d2", "SPARKLANE_ITEST_HA_KEEP_TOKEN"
+	t.Setenv(tokenEnv, token)
+	ha := hatest.Start(t, token) // test double of Home Assistant's REST API
+	ha.AddSwitch("switch.n2_outlet", "on")
+	n2 := fmt.Sprintf("[nodes.power]\nrelay = \"switch.n2_outlet\"\nha_url = %q\ntoken_env = %q\n", ha.URL, tokenEnv)
+	f, dc, bootDir, _ := keeperNodesFleet(t, "10m", func(o *fleetOptions) { o.nodeExtra = map[string]string{"n2": n2} })
+	ctx := withTimeout(t, 8*time.Minute)
+	for _, args := range [][]string{{"stage", "--lane", "demo-2x"}, {"up", "--lane", "demo-2x"}} {
+		if code, out, errOut := f.starter(ctx, args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s\n%s", args, code, out, errOut)
+		}
+	}
+	st := waitKeeper(t, f, "demo-2x", time.Minute, "keeping the lane up started", func(s activities.KeeperStatus) bool {
+		return s.Health == "up" && s.Input != nil && s.Input.BootIDs["n2"] == "boot-1"
+	})
+	if st.StartedBy != workflows.UpID("demo-2x") {
+		t.Errorf("keeper started by %q, want %s", st.StartedBy, workflows.UpID("demo-2x"))
+	}
+	_, rank1 := rankNames(t, dc, "demo-2x")
+
+	if code, out, errOut := f.starter(ctx, "power", "off", "n2", "--force", "--wait", "2s"); code != 0 {
+		t.Fatalf("power off n2: exit %d\n%s\n%s", code, out, errOut)
+	}
+	f.stopNode("n2")
+	if err := dc.ContainerRemove(ctx, rank1, container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	writeBootID(t, bootDir, "n2", "boot-2")
+	st = waitKeeper(t, f, "demo-2x", 2*time.Minute, "off by schedule", func(s activities.KeeperStatus) bool {
+		return s.State == activities.KeeperOff
+	})
+	if !strings.Contains(st.LastReason, "relay switch.n2_outlet is off") {
+		t.Errorf("off reason %q does not name the relay", st.LastReason)
+	}
+	// Idle over several checks: no restart, the lane reported down.
+	from := st.Checks
+	st = waitKeeper(t, f, "demo-2x", time.Minute, "idle for three checks", func(s activities.KeeperStatus) bool { return s.Checks >= from+3 })
+	if st.State != activities.KeeperOff || len(st.Restarts) != 0 {
+		t.Errorf("while off: %s, %d restarts; want off by schedule, none", st.State, len(st.Restarts))
+	}
+	if l := metricLine(t, f, `sparklane_lane_up{cluster="demo-2x",lane="demo-2x"}`); !strings.HasSuffix(l, " 0") {
+		t.Errorf("lane_up while off: %q, want 0", l)
+	}
+
+	// The morning: n2 boots (its worker polls) as its relay goes on.
+	f.startNode("n2")
+	if code, out, errOut := f.starter(ctx, "power", "on", "--cluster", "demo-2x", "--wait", "1m"); code != 0 {
+		t.Fatalf("power on --cluster: exit %d\n%s\n%s", code, out, errOut)
+	}
+	st = waitKeeper(t, f, "demo-2x", 3*time.Minute, "back after power on", func(s activities.KeeperStatus) bool {
+		return len(s.Restarts) == 1 && s.Restarts[0].OK && s.State == activities.KeeperWatching && s.Health == "up"
+	})
+	events := keeperEvents(t, f, "demo-2x")
+	if !inOrder(events, []string{"NodeOff", "NodeOff", "child Verify", "StopLane", "StartRank", "WaitReady", "DecodeProbe"}) {
+		t.Errorf("keeper history does not read off → verify → restart → probe:\n%s", strings.Join(events, "\n"))
+	}
+	if vs := verifyRuns(ctx, t, f); len(vs) != 1 || len(vs[0].Repaired) != 0 || len(vs[0].Blocks) == 0 || vs[0].Blocks[0].Node != "n2" {
+		t.Errorf("verify-only pass %+v: want n2's blocks, nothing re-copied", vs)
+	}
+	t.Logf("after power on: %s", st.LastReason)
+	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-off-by-schedule")
+	saveHistory(t, f, workflows.UpID("demo-2x"), "up-starts-keeper")
+	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
+		t.Fatalf("stop: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, all := laneContainers(t, dc, "demo-2x"); all != 0 {
+		t.Errorf("stop left %d containers", all)
+	}
+}
+
+// rankNames are the names of lane's rank 0 and rank 1 containers.
+func rankNames(t *testing.T, dc *dockerclient.Client, lane string) (string, string) {
+	t.Helper()
+	cs, err := dc.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "sparklane.lane="+lane))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r0, r1 string
+	for _, c := range cs {
+		switch c.Labels["sparklane.rank"] {
+		case "0":
+			r0 = strings.TrimPrefix(c.Names[0], "/")
+		case "1":
+			r1 = strings.TrimPrefix(c.Names[0], "/")
+		}
+	}
+	if r0 == "" || r1 == "" {
+		t.Fatalf("lane %s: ranks 0 and 1 not found among %d containers", lane, len(cs))
+	}
+	return r0, r1
 }
