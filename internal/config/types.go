@@ -278,6 +278,8 @@ type Keep struct {
 	Restarts int           `mapstructure:"restarts" json:"restarts,omitempty"`
 	Window   time.Duration `mapstructure:"window" json:"window,omitempty"`
 	Off      bool          `mapstructure:"off" json:"off,omitempty"`
+	// Notify (config only) is told when a keeper stops healing: a command run on the control host, or a webhook URL.
+	Notify string `mapstructure:"notify" json:"notify,omitempty"`
 }
 
 // Mount is one [[mounts]] table: a bind into every rank's container
