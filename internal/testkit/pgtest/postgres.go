@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -17,9 +18,23 @@ import (
 	"time"
 )
 
-// BinDir is where Debian's postgresql-15 package puts the server programs
-// (.ci/run installs the package when it is missing).
-var BinDir = "/usr/lib/postgresql/15/bin"
+// BinDir is where Debian's postgresql package puts the server programs
+// (/usr/lib/postgresql/VERSION/bin; .ci/run installs the package when it
+// is missing): the newest version installed.
+func BinDir() (string, error) {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	best, bestV := "", -1
+	for _, d := range dirs {
+		v, err := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+		if _, serr := os.Stat(filepath.Join(d, "initdb")); err == nil && serr == nil && v > bestV {
+			best, bestV = d, v
+		}
+	}
+	if best == "" {
+		return "", errors.New("pgtest: no /usr/lib/postgresql/VERSION/bin/initdb: install Debian's postgresql package (apt-get install postgresql)")
+	}
+	return best, nil
+}
 
 // RunAs is the system user the server runs as when the test runs as root
 // (postgres refuses to run as root); the package creates it.
@@ -37,6 +52,7 @@ type Postgres struct {
 	Dir string
 	// Log is the server's log file (for failure messages).
 	Log string
+	bin string
 }
 
 // Options configure Start.
@@ -53,10 +69,9 @@ func Start(t testing.TB, opt Options) *Postgres {
 	if opt.User == "" {
 		opt.User = "temporal"
 	}
-	for _, prog := range []string{"initdb", "pg_ctl"} {
-		if _, err := os.Stat(filepath.Join(BinDir, prog)); err != nil {
-			t.Fatalf("pgtest: %s: %v (install Debian's postgresql package: apt-get install postgresql)", filepath.Join(BinDir, prog), err)
-		}
+	bin, err := BinDir()
+	if err != nil {
+		t.Fatal(err)
 	}
 	// Not t.TempDir: its parents are 0700 root's, which the postgres user
 	// cannot traverse.
@@ -66,7 +81,7 @@ func Start(t testing.TB, opt Options) *Postgres {
 	}
 	pw := make([]byte, 12)
 	_, _ = rand.Read(pw)
-	pg := &Postgres{Host: "127.0.0.1", Port: freePort(t), User: opt.User, Password: hex.EncodeToString(pw), Dir: dir, Log: filepath.Join(dir, "postgres.log")}
+	pg := &Postgres{bin: bin, Host: "127.0.0.1", Port: freePort(t), User: opt.User, Password: hex.EncodeToString(pw), Dir: dir, Log: filepath.Join(dir, "postgres.log")}
 	t.Cleanup(func() { pg.stop(t); os.RemoveAll(dir) })
 	pwFile := filepath.Join(dir, "pwfile")
 	if err := os.WriteFile(pwFile, []byte(pg.Password+"\n"), 0o600); err != nil {
@@ -99,7 +114,7 @@ func (pg *Postgres) data() string { return filepath.Join(pg.Dir, "data") }
 
 // command runs a server program as RunAs when this process is root.
 func (pg *Postgres) command(ctx context.Context, prog string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, filepath.Join(BinDir, prog), args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(pg.bin, prog), args...)
 	if os.Geteuid() == 0 {
 		uid, gid, err := lookup()
 		if err == nil {
