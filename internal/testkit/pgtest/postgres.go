@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 )
 
 // BinDir is where Debian's postgresql package puts the server programs
@@ -81,7 +83,7 @@ func Start(t testing.TB, opt Options) *Postgres {
 	}
 	pw := make([]byte, 12)
 	_, _ = rand.Read(pw)
-	pg := &Postgres{bin: bin, Host: "127.0.0.1", Port: freePort(t), User: opt.User, Password: hex.EncodeToString(pw), Dir: dir, Log: filepath.Join(dir, "postgres.log")}
+	pg := &Postgres{bin: bin, Host: "127.0.0.1", Port: sshdtest.FreePort(t), User: opt.User, Password: hex.EncodeToString(pw), Dir: dir, Log: filepath.Join(dir, "postgres.log")}
 	t.Cleanup(func() { pg.stop(t); os.RemoveAll(dir) })
 	pwFile := filepath.Join(dir, "pwfile")
 	if err := os.WriteFile(pwFile, []byte(pg.Password+"\n"), 0o600); err != nil {
@@ -164,14 +166,4 @@ func (pg *Postgres) stop(t testing.TB) {
 		!strings.Contains(string(out), "not running") {
 		t.Errorf("pgtest: pg_ctl stop %s: %v\n%s", pg.data(), err, out)
 	}
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("pgtest: find a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -38,6 +38,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 	"github.com/sparklane/sparklane/internal/tclient"
+	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 )
 
 // The databases and the module's embedded schemas applied to them, as
@@ -107,7 +108,7 @@ func StartTemporal(t testing.TB, pg *Postgres, opt TemporalOptions) *Temporal {
 		stores[db.name] = config.DataStore{SQL: pg.sqlConfig(db.name)}
 	}
 	frontend := net.JoinHostPort(opt.IP, strconv.Itoa(freeOn(t, opt.IP)))
-	loop := func() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))) }
+	loop := func() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(sshdtest.FreePort(t))) }
 	hosts := map[primitives.ServiceName]string{
 		primitives.FrontendService: frontend,
 		primitives.HistoryService:  loop(),
