@@ -2,12 +2,15 @@ package fleete2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,7 +46,9 @@ type extFleet struct {
 	dir    string
 	bin    string
 	srv    *pgtest.Temporal
-	ca     *pki.CA
+	addr   string
+	caFile string
+	certs  map[string]pki.Files
 	opCfg  string
 	c      client.Client
 	procs  map[string]*exec.Cmd
@@ -139,24 +144,30 @@ func newExtFleet(t *testing.T) *extFleet {
 	}
 	f.recipe = recipes
 
-	// One CA; the frontend's identity for the bridge address; one client
-	// identity per process (and the server's own system worker).
-	f.ca, err = pki.LoadOrCreateCA(filepath.Join(f.dir, "pki"), "sparklane test fleet CA")
-	if err != nil {
-		t.Fatal(err)
+	// The certificates as an operator issues them: `starter control
+	// certs` with the bridge address, a client identity per control host
+	// and one for the server's own system worker.
+	port := pgtest.FreePort(t, tf.ControlIP())
+	f.addr = net.JoinHostPort(tf.ControlIP(), strconv.Itoa(port))
+	f.certs = map[string]pki.Files{}
+	var certs struct {
+		CA    string               `json:"ca"`
+		Certs map[string]pki.Files `json:"certs"`
 	}
-	fe, err := f.ca.Server("frontend", []string{tf.ControlIP()})
-	if err != nil {
-		t.Fatal(err)
+	code, out, errOut := starter(t, "--config", f.config("certs", filepath.Join(f.dir, "state")), "--json", "control", "certs",
+		"--dir", filepath.Join(f.dir, "pki"), "--host", tf.ControlIP(), "--client", "control-h1", "--client", "control-h2", "--client", "temporal-worker")
+	if err := json.Unmarshal([]byte(out), &certs); code != 0 || err != nil {
+		t.Fatalf("control certs: exit %d (%v)\n%s\n%s", code, err, out, errOut)
 	}
-	sys := f.client("temporal-worker")
+	f.caFile, f.certs = certs.CA, certs.Certs
+	fe, sys := f.id("frontend"), f.id("temporal-worker")
 	pg := pgtest.Start(t, pgtest.Options{})
-	f.srv = pgtest.StartTemporal(t, pg, pgtest.TemporalOptions{IP: tf.ControlIP(),
-		TLS: &pgtest.TLS{CA: f.ca.File, ServerCert: fe.Cert, ServerKey: fe.Key, ClientCert: sys.Cert, ClientKey: sys.Key}})
+	f.srv = pgtest.StartTemporal(t, pg, pgtest.TemporalOptions{IP: tf.ControlIP(), Port: port,
+		TLS: &pgtest.TLS{CA: f.caFile, ServerCert: fe.Cert, ServerKey: fe.Key, ClientCert: sys.Cert, ClientKey: sys.Key}})
 
 	f.opCfg = f.config("operator", filepath.Join(f.dir, "state"))
-	op := f.client("operator")
-	f.c, err = tclient.Dial(ctx, tclient.DialOptions{Address: f.srv.Address, TLSCA: f.ca.File, TLSCert: op.Cert, TLSKey: op.Key})
+	op := f.id("operator")
+	f.c, err = tclient.Dial(ctx, tclient.DialOptions{Address: f.srv.Address, TLSCA: f.caFile, TLSCert: op.Cert, TLSKey: op.Key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,23 +190,28 @@ func newExtFleet(t *testing.T) *extFleet {
 	return f
 }
 
-// client issues (or keeps) the client identity name.
-func (f *extFleet) client(name string) pki.Files {
+// id is the identity name `control certs` issued.
+func (f *extFleet) id(name string) pki.Files {
 	f.t.Helper()
-	id, err := f.ca.Client(name)
-	if err != nil {
-		f.t.Fatal(err)
+	id, ok := f.certs[name]
+	if !ok {
+		f.t.Fatalf("control certs issued no %s identity: %v", name, f.certs)
 	}
 	return id
 }
 
 // config writes the sparklane.toml of identity name: the external
-// cluster's address with the identity's client certificate, node h3, the
-// one-node cluster; state_dir where that process keeps its state (the
-// hosts' /var/lib/sparklane is their own).
+// cluster's address with the identity's client certificate (none before
+// the certificates are issued), node h3, the one-node cluster; state_dir
+// where that process keeps its state (the hosts' /var/lib/sparklane is
+// their own).
 func (f *extFleet) config(name, stateDir string) string {
 	f.t.Helper()
-	id := f.client(name)
+	tls := ""
+	if len(f.certs) > 0 {
+		id := f.id(name)
+		tls = fmt.Sprintf("tls_ca = %q\ntls_cert = %q\ntls_key = %q\n", f.caFile, id.Cert, id.Key)
+	}
 	h3 := f.tf.Node(3)
 	body := fmt.Sprintf(`state_dir = %q
 recipes_dir = %q
@@ -206,10 +222,7 @@ metrics_address = "off"
 
 [temporal]
 address = %q
-tls_ca = %q
-tls_cert = %q
-tls_key = %q
-
+%s
 [[nodes]]
 name = "h3"
 ssh = %q
@@ -222,7 +235,7 @@ roots = ["/mnt/nvme/sl"]
 [[clusters]]
 name = %q
 nodes = ["h3"]
-`, stateDir, f.recipe, testfleet.NASPath, f.srv.Address, f.ca.File, id.Cert, id.Key,
+`, stateDir, f.recipe, testfleet.NASPath, f.addr, tls,
 		h3.SSHAddr(), f.tf.KnownHostsFile(), f.tf.IdentityFile(), h3.IP, "unix://"+testfleet.NodeDockerSocket, extCluster)
 	p := filepath.Join(f.dir, name+".toml")
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {

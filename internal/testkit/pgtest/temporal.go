@@ -63,6 +63,9 @@ type TemporalOptions struct {
 	// requires TLS: nothing unauthenticated listens beyond loopback. The
 	// history, matching and worker services always bind 127.0.0.1.
 	IP string
+	// Port is the frontend's port (0: a free one; FreePort picks one
+	// ahead, for configs written before the server starts).
+	Port int
 	// TLS turns the frontend's mutual TLS on.
 	TLS *TLS
 	// Namespace is registered at start (default "default"), with
@@ -107,7 +110,10 @@ func StartTemporal(t testing.TB, pg *Postgres, opt TemporalOptions) *Temporal {
 		}
 		stores[db.name] = config.DataStore{SQL: pg.sqlConfig(db.name)}
 	}
-	frontend := net.JoinHostPort(opt.IP, strconv.Itoa(freeOn(t, opt.IP)))
+	if opt.Port == 0 {
+		opt.Port = FreePort(t, opt.IP)
+	}
+	frontend := net.JoinHostPort(opt.IP, strconv.Itoa(opt.Port))
 	loop := func() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(sshdtest.FreePort(t))) }
 	hosts := map[primitives.ServiceName]string{
 		primitives.FrontendService: frontend,
@@ -305,8 +311,8 @@ func (s *Temporal) register(ctx context.Context, tls *TLS) error {
 	}
 }
 
-// freeOn is a free port on ip.
-func freeOn(t testing.TB, ip string) int {
+// FreePort is a port on ip that nothing listens on now.
+func FreePort(t testing.TB, ip string) int {
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
