@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/pki"
@@ -63,7 +64,8 @@ const extLane, extCluster, extPort = "pg-a", "pg1", 18200
 // workflow so far is killed with SIGKILL, and the run goes on on the other
 // one — same task queue, no operator action — to a lane that answers. The
 // history says so: every workflow task and control activity after the
-// kill was taken by the surviving host's worker.
+// kill was taken by the surviving host's worker; the keeper the cutover
+// started there watches the lane.
 func TestExternalTemporalControlFailover(t *testing.T) {
 	f := newExtFleet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -106,6 +108,26 @@ func TestExternalTemporalControlFailover(t *testing.T) {
 	}
 	f.checkAfterKill(ctx, id, killedAt, survivor)
 	f.answers(ctx)
+	f.kept(ctx, survivor)
+}
+
+// kept waits until the cluster's keeper, started by the cutover on the
+// surviving control service, has checked the lane and found it up.
+func (f *extFleet) kept(ctx context.Context, survivor string) {
+	f.t.Helper()
+	var st activities.KeeperStatus
+	deadline := time.Now().Add(time.Minute)
+	for {
+		v, err := f.c.QueryWorkflow(ctx, workflows.KeeperID(extCluster), "", activities.KeeperStatusQuery)
+		if err == nil && v.Get(&st) == nil && st.Lane == extLane && st.State == activities.KeeperWatching && st.Health == "up" && st.Checks > 0 {
+			f.t.Logf("keeper/%s on %s's control service: %d checks, lane up", extCluster, survivor, st.Checks)
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("keeper/%s: not watching a healthy lane within a minute: %+v (%v)", extCluster, st, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func newExtFleet(t *testing.T) *extFleet {
@@ -219,6 +241,7 @@ hf_cache_dir = "/mnt/nas/hub"
 shared_roots = [%q]
 probe_grace = "2s"
 metrics_address = "off"
+keep = { interval = "1s" }
 
 [temporal]
 address = %q
