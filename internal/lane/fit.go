@@ -22,6 +22,9 @@ var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 // When the weights are not where the lane reads them (no snapshot on the
 // NAS yet), the estimate is nil and the string says why.
 func Fit(cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, discovered map[string]int64) (*memfit.Estimate, string, error) {
+	if r.Model == "" {
+		return nil, fmt.Sprintf("memory fit of lane %s not estimated: it names no model", r.Name), nil
+	}
 	dir, why := modelDir(cfg, r)
 	if dir == "" {
 		return nil, why, nil
