@@ -19,8 +19,8 @@ import (
 	"github.com/sparklane/sparklane/internal/discover"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/ledger"
-	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/memfit"
+	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/staging"
 )
 
