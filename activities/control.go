@@ -138,7 +138,7 @@ func (a *ControlActivities) ResolveLane(ctx context.Context, in ResolveLaneInput
 		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
 	}
 	res := ResolveLaneResult{Recipe: *r, Plan: *plan}
-	if est, _, err := lane.Fit(a.Config, r, plan, memfit.LoadDiscovered(a.Config.StateDir)); err == nil && est != nil && est.Err() != nil {
+	if est, _ := lane.Fit(a.Config, r, plan, memfit.LoadDiscovered(a.Config.StateDir)); est != nil && est.Err() != nil {
 		res.MemoryFit = est.Err().Error()
 		a.Log.Warn("lane does not fit its nodes' memory by the estimate (resolved all the same: it ran before, or is only verified)",
 			zap.String("lane", r.Name), zap.Strings("arithmetic", est.Lines()))

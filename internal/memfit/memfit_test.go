@@ -108,3 +108,19 @@ func TestMemTotal(t *testing.T) {
 		t.Fatalf("%v", got)
 	}
 }
+
+// A config.json that does not give the KV cache's shape is an error of
+// ReadModel; without a model the estimate counts the weights alone and
+// says so.
+func TestWithoutModelShape(t *testing.T) {
+	snap := fittest.Snapshot(t, t.TempDir(), "org/odd", map[string]any{"architectures": []string{"Odd"}}, 1e9)
+	if _, err := ReadModel(snap); err == nil || !strings.Contains(err.Error(), "the KV cache cannot be sized") {
+		t.Fatalf("%v", err)
+	}
+	w, _ := ReadWeights(snap)
+	e, _ := EngineFlags("vllm", nil, 1, 1)
+	est, err := Compute("odd", w, nil, e, []Node{{Name: "n", Memory: SparkMemory}})
+	if err != nil || est.Err() != nil || est.KVPerNode != 0 || !strings.Contains(est.Lines()[1], "KV cache not counted") {
+		t.Fatalf("%v %v", err, est.Lines())
+	}
+}
