@@ -335,6 +335,11 @@ type ResolveLaneInput struct {
 type ResolveLaneResult struct {
 	Recipe contract.Recipe   `json:"recipe"`
 	Plan   contract.LanePlan `json:"plan"`
+	// MemoryFit is the lane's memory fit when it does not fit its nodes
+	// (the arithmetic; internal/memfit), else empty. A lane resolved here
+	// ran before (a rollback) or is only verified, so it is reported,
+	// never refused: the starter refuses a new lane before its run.
+	MemoryFit string `json:"memory_fit,omitempty"`
 }
 
 // WaitReadyInput waits for a lane's head to answer.

@@ -629,7 +629,7 @@ func (a *NodeActivities) withRDMA(p contract.NodePlan) (map[string]string, contr
 	}
 	n := a.Node
 	n.ApplyDetected(det.HCA(), det.IfName(), det.Infiniband)
-	for k, v := range lane.CommEnv(&n) {
+	for k, v := range lane.CommEnv(&n, p.Topology) {
 		if _, set := env[k]; !set {
 			env[k] = v
 		}

@@ -27,13 +27,7 @@ func (a *App) laneFit(cfg *config.Config, r *contract.Recipe, plan *contract.Lan
 			known[n] = b
 		}
 	}
-	est, note, err := lane.Fit(cfg, r, plan, known)
-	if err != nil {
-		if a.fitForce {
-			return nil, "--force: memory fit not estimated: " + err.Error(), nil
-		}
-		return nil, "", fmt.Errorf("%w (--force runs the lane without the memory fit)", err)
-	}
+	est, note := lane.Fit(cfg, r, plan, known)
 	if est == nil {
 		return nil, note, nil
 	}

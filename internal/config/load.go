@@ -18,6 +18,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/regswitch"
 	"github.com/sparklane/sparklane/internal/strictdecode"
 )
 
@@ -185,6 +186,7 @@ func applyConfigDefaults(cfg *Config) error {
 		}
 	}
 	addClonedRegistries(cfg)
+	cfg.DisabledRegistries, cfg.RecipesDirs = regswitch.Apply(cfg.StateDir, cfg.Registries, cfg.RecipesDirs)
 	for i := range cfg.Nodes {
 		n := &cfg.Nodes[i]
 		if n.Docker == "" {

@@ -237,7 +237,9 @@ func ResolveRecipeRef(cfg *Config, ref string) (*Recipe, error) {
 		return bad("%s: write a registry recipe as @REGISTRY/NAME", ref)
 	}
 	root, ok := cfg.Registries[reg]
-	if !ok {
+	if _, off := cfg.DisabledRegistries[reg]; off {
+		return bad("%s: registry %s is disabled: `starter registry enable %s` turns it back on", ref, reg, reg)
+	} else if !ok {
 		var known []string
 		for k := range cfg.Registries {
 			known = append(known, k)

@@ -20,6 +20,8 @@ type Config struct {
 	// Registries maps a registry name to a local clone, so a recipe can be
 	// named @NAME/recipe (sparkrun's scoped reference) without copying it.
 	Registries map[string]string `mapstructure:"registries" json:"registries,omitempty"`
+	// DisabledRegistries are those `starter registry disable` took out of Registries (name → path).
+	DisabledRegistries map[string]string `mapstructure:"-" json:"disabled_registries,omitempty"`
 	// DefaultCluster is the cluster a recipe without one (every sparkrun
 	// recipe) runs on when no --cluster is given.
 	DefaultCluster string `mapstructure:"default_cluster" json:"default_cluster,omitempty"`

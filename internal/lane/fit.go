@@ -19,22 +19,29 @@ var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 // and the KV cache its engine flags imply, against each node's memory —
 // gpu_memory in the config, else discovered (the starter's record of
 // what node workers read from /proc/meminfo), else a DGX Spark's 128 GB.
-// When the weights are not where the lane reads them (no snapshot on the
-// NAS yet), the estimate is nil and the string says why.
-func Fit(cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, discovered map[string]int64) (*memfit.Estimate, string, error) {
+// When it cannot be made — the weights are not where the lane reads them
+// (no snapshot on the NAS yet), or their headers do not read — the
+// estimate is nil and the string says why: the fit refuses only a lane it
+// knows cannot fit. A config.json that does not give the KV cache's shape
+// leaves the KV cache uncounted (the estimate says so).
+func Fit(cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, discovered map[string]int64) (*memfit.Estimate, string) {
+	notEstimated := func(format string, a ...any) (*memfit.Estimate, string) {
+		return nil, fmt.Sprintf("memory fit of lane %s not estimated: ", r.Name) + fmt.Sprintf(format, a...)
+	}
+	if r.Model == "" {
+		return notEstimated("it names no model")
+	}
 	dir, why := modelDir(cfg, r)
 	if dir == "" {
-		return nil, why, nil
+		return notEstimated("%s", why)
 	}
 	w, err := memfit.ReadWeights(dir)
 	if err != nil {
-		return nil, "", fmt.Errorf("lane %s (%s): %w", r.Name, r.File, err)
+		return notEstimated("%v", err)
 	}
 	var m *memfit.Model
 	if mm, err := memfit.ReadModel(dir); err == nil {
 		m = &mm
-	} else if !os.IsNotExist(err) {
-		return nil, "", fmt.Errorf("lane %s (%s): %w", r.Name, r.File, err)
 	}
 	var argv []string
 	if len(plan.Nodes) > 0 {
@@ -42,7 +49,7 @@ func Fit(cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, discov
 	}
 	e, err := memfit.EngineFlags(plan.Runtime, argv, plan.TP, 1)
 	if err != nil {
-		return nil, "", fmt.Errorf("lane %s (%s): command: %w", r.Name, r.File, err)
+		return notEstimated("command: %v", err)
 	}
 	var nodes []memfit.Node
 	for _, np := range plan.Nodes {
@@ -56,9 +63,9 @@ func Fit(cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, discov
 	}
 	est, err := memfit.Compute(r.Name, w, m, e, nodes)
 	if err != nil {
-		return nil, "", fmt.Errorf("lane %s (%s): %w", r.Name, r.File, err)
+		return notEstimated("%v", err)
 	}
-	return est, "", nil
+	return est, ""
 }
 
 // modelDir is the snapshot directory of the lane's model on the NAS: a
@@ -103,7 +110,7 @@ func modelDir(cfg *config.Config, r *contract.Recipe) (string, string) {
 		tried = append(tried, d)
 	}
 	if len(tried) == 0 {
-		return "", fmt.Sprintf("memory fit of lane %s not estimated: model %s is in no hub-mirror block and no hf_cache_dir is set", r.Name, r.Model)
+		return "", fmt.Sprintf("model %s is in no hub-mirror block and no hf_cache_dir is set", r.Model)
 	}
-	return "", fmt.Sprintf("memory fit of lane %s not estimated: model %s is not on the NAS yet (looked at %s)", r.Name, r.Model, strings.Join(tried, ", "))
+	return "", fmt.Sprintf("model %s is not on the NAS yet (looked at %s)", r.Model, strings.Join(tried, ", "))
 }

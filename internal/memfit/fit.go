@@ -129,7 +129,7 @@ func Compute(lane string, w Weights, m *Model, e Engine, nodes []Node) (*Estimat
 	est.WeightsPerNode = (w.Bytes + ranks - 1) / ranks
 	switch {
 	case m == nil:
-		est.KVWhy = "KV cache not counted (no config.json beside the weights)"
+		est.KVWhy = "KV cache not counted (no config.json beside the weights giving layers, KV heads and head dim)"
 	case e.MaxLen == 0 && e.Runtime != "vllm":
 		est.KVWhy = "KV cache not counted (" + e.Runtime + " sizes it to the memory left; set context_length to count one full sequence)"
 	default:
