@@ -78,7 +78,7 @@ func (a *App) unitsCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			l := fleet.DefaultLayout()
 			units := map[string]string{
-				"sparklane-node@.service":   fleet.NodeUnitTemplate(),
+				"sparklane-node@.service": fleet.NodeUnitTemplate(),
 				"sparklane-control.service": "# sparklane-control.service: sparklane's control service (embedded Temporal server,\n" +
 					"# web UI, control worker, reverse SSH tunnels to the nodes) with the worker and the\n" +
 					"# fleet config at these paths; 'starter control install' writes it for yours.\n" +
