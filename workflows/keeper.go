@@ -47,6 +47,7 @@ func Keeper(ctx workflow.Context, in activities.KeeperInput) (KeeperResult, erro
 		return KeeperResult{}, err
 	}
 	k.nodesV = workflow.GetVersion(ctx, versionKeeperNodes, workflow.DefaultVersion, 1) >= 1
+	k.fastV = workflow.GetVersion(ctx, versionKeeperFastDown, workflow.DefaultVersion, 1) >= 1
 	res, err := k.run()
 	// An "end" waits in its handler until the heal has let go; let it
 	// answer before the run closes.
@@ -77,6 +78,9 @@ type keeper struct {
 	nodesV bool
 	// waiting names the node the keeper waits for ("": none).
 	waiting string
+	// fastV: a rank found down does not wait for the head check's
+	// re-probe (versionKeeperFastDown).
+	fastV bool
 }
 
 func newKeeper(ctx workflow.Context, in activities.KeeperInput) *keeper {
@@ -286,13 +290,22 @@ func (k *keeper) check() checked {
 		})
 		futs = append(futs, workflow.ExecuteActivity(summarize(actx, n, -1, "check "+lane), na.CheckRanks, activities.CheckRanksInput{Lane: lane, Ranks: ranks[n]}))
 	}
-	hctx := workflow.WithActivityOptions(k.ctx, workflow.ActivityOptions{TaskQueue: ControlQueue, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
+	// Cancelled only on the fast path: a cancel of a completed activity
+	// is no command, but old runs never see one at all.
+	hbase, cancelHead := workflow.WithCancel(k.ctx)
+	hctx := workflow.WithActivityOptions(hbase, workflow.ActivityOptions{TaskQueue: ControlQueue, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
 	// Only what names the head's URL: every check is in the history.
 	head := contract.LanePlan{Lane: lane, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort, Nodes: []contract.NodePlan{{Node: plan.Nodes[0].Node, Rank: plan.Nodes[0].Rank}}}
 	futs = append(futs, workflow.ExecuteActivity(summarize(hctx, plan.Nodes[0].Node, -1, "check head of "+lane), ca.CheckHead,
 		activities.CheckHeadInput{Lane: lane, Head: head, Path: keeperHealthPath(k.in.Recipe), APIKeyEnv: k.in.Recipe.Probe.APIKeyEnv}))
 	var downs []string
 	for i, f := range futs {
+		if k.fastV && i == len(nodes) && len(downs) > 0 && c.gone == "" {
+			// A rank is down (Docker says so, re-probed): the lane is
+			// down whatever the head answers; its re-probe is not awaited.
+			cancelHead()
+			break
+		}
 		var r activities.CheckRanksResult
 		err := f.Get(k.ctx, &r)
 		if i < len(nodes) {

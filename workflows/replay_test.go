@@ -81,6 +81,9 @@ var corpus = map[string]string{
 	// brought the lane back after power on, and the up that started it.
 	"keeper-off-by-schedule": "TestKeeperIdlesOffBySchedule",
 	"up-starts-keeper":       "TestKeeperIdlesOffBySchedule",
+	// ... and a restart whose check did not wait for the head's re-probe
+	// once a rank was found down (versionKeeperFastDown).
+	"keeper-fast-restart": "TestKeeperRestartsAKilledRank",
 	// starter fetch (Fetch), and stage --fetch of a lane whose repo was
 	// not on the NAS: the Fetch child first (versionStageFetch).
 	"fetch-ok":    "TestStarterFetchAndStageFetch",
