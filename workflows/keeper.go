@@ -48,6 +48,9 @@ func Keeper(ctx workflow.Context, in activities.KeeperInput) (KeeperResult, erro
 	}
 	k.nodesV = workflow.GetVersion(ctx, versionKeeperNodes, workflow.DefaultVersion, 1) >= 1
 	k.fastV = workflow.GetVersion(ctx, versionKeeperFastDown, workflow.DefaultVersion, 1) >= 1
+	if workflow.GetVersion(ctx, versionKeeperRankDied, workflow.DefaultVersion, 1) >= 1 {
+		k.listenRankDied()
+	}
 	res, err := k.run()
 	// An "end" waits in its handler until the heal has let go; let it
 	// answer before the run closes.
@@ -81,6 +84,24 @@ type keeper struct {
 	// fastV: a rank found down does not wait for the head check's
 	// re-probe (versionKeeperFastDown).
 	fastV bool
+	// died names a rank container of the lane that its node worker saw
+	// die since the last check ("": none): the next check runs at once.
+	died string
+}
+
+// listenRankDied files each KeeperRankDiedSignal for the kept lane: a
+// node worker saw one of its rank containers die (Docker's event).
+func (k *keeper) listenRankDied() {
+	ch := workflow.GetSignalChannel(k.ctx, activities.KeeperRankDiedSignal)
+	workflow.Go(k.ctx, func(ctx workflow.Context) {
+		for {
+			var s activities.KeeperRankDied
+			ch.Receive(ctx, &s)
+			if s.Lane == k.in.Plan.Lane {
+				k.died = fmt.Sprintf("rank %d (%s) died on node %s, exit code %s", s.Rank, s.Container, s.Node, s.ExitCode)
+			}
+		}
+	})
 }
 
 func newKeeper(ctx workflow.Context, in activities.KeeperInput) *keeper {
@@ -193,13 +214,15 @@ func (k *keeper) run() (KeeperResult, error) {
 		if k.runChecks >= k.pol.ChecksPerRun {
 			return k.result(), workflow.NewContinueAsNewError(k.ctx, Keeper, k.next())
 		}
-		woken, err := workflow.AwaitWithTimeout(k.ctx, k.pol.Interval.D(), func() bool { return k.ended || k.in.Paused })
+		woken, err := workflow.AwaitWithTimeout(k.ctx, k.pol.Interval.D(), func() bool { return k.ended || k.in.Paused || k.died != "" })
 		if err != nil {
 			return k.result(), err
 		}
-		if woken {
+		if woken && (k.ended || k.in.Paused) {
 			continue
 		}
+		// A rank that died (its node worker said so) is checked now.
+		k.died = ""
 		k.runChecks++
 		k.in.Checks++
 		if k.nodesV && k.in.Off != "" && k.stillOff() {

@@ -109,4 +109,9 @@ const (
 	// (re-probed at once: RankDownReprobe) cancels the head check's
 	// re-probe instead of waiting the probe grace for it.
 	versionKeeperFastDown = "keeper-fast-down"
+
+	// versionKeeperRankDied: the keeper listens for KeeperRankDiedSignal
+	// (a node worker saw a rank container die) and checks at once instead
+	// of at its next interval.
+	versionKeeperRankDied = "keeper-rank-died"
 )

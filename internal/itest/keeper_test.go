@@ -82,6 +82,9 @@ func keeperEvents(t *testing.T, f *fleet, cluster string) []string {
 		if a := e.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a != nil {
 			out = append(out, "child "+a.GetWorkflowType().GetName())
 		}
+		if a := e.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
+			out = append(out, "signal "+a.GetSignalName())
+		}
 		if a := e.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
 			out = append(out, "re-probe "+names[a.GetScheduledEventId()])
 		}
@@ -139,6 +142,8 @@ func keeperTimeline(t *testing.T, f *fleet, cluster string, from time.Time) stri
 			fmt.Fprintf(&b, "%6.2f failed   %s\n", at, names[e.GetActivityTaskFailedEventAttributes().GetScheduledEventId()])
 		case e.GetStartChildWorkflowExecutionInitiatedEventAttributes() != nil:
 			fmt.Fprintf(&b, "%6.2f child    %s\n", at, e.GetStartChildWorkflowExecutionInitiatedEventAttributes().GetWorkflowType().GetName())
+		case e.GetWorkflowExecutionSignaledEventAttributes() != nil:
+			fmt.Fprintf(&b, "%6.2f signal   %s\n", at, e.GetWorkflowExecutionSignaledEventAttributes().GetSignalName())
 		case e.GetTimerStartedEventAttributes() != nil:
 			fmt.Fprintf(&b, "%6.2f timer    %s\n", at, e.GetTimerStartedEventAttributes().GetStartToFireTimeout().AsDuration())
 		}
@@ -195,6 +200,11 @@ func TestKeeperRestartsAKilledRank(t *testing.T) {
 		t.Errorf("restart reason %q does not name the lane", st.Restarts[0].Reason)
 	}
 	events := keeperEvents(t, f, "demo-2x")
+	// The node worker saw the container die (Docker's event) and told
+	// the keeper, which checked at once.
+	if !inOrder(events, []string{"signal " + activities.KeeperRankDiedSignal, "CheckRanks", "StopLane"}) {
+		t.Errorf("keeper history has no rank-died signal before the check that restarted:\n%s", strings.Join(events, "\n"))
+	}
 	if !inOrder(events, []string{"CheckRanks", "re-probe CheckRanks", "KeeperMark", "StopLane", "StartRank", "WaitReady", "DecodeProbe", "KeeperMark"}) &&
 		!inOrder(events, []string{"CheckHead", "re-probe CheckHead", "KeeperMark", "StopLane", "StartRank", "WaitReady", "DecodeProbe", "KeeperMark"}) {
 		t.Errorf("keeper history does not read check → re-probe → restart → ready:\n%s", strings.Join(events, "\n"))
@@ -246,7 +256,7 @@ func TestKeeperRestartsAKilledRank(t *testing.T) {
 		t.Errorf("stop while kept left %d containers", all)
 	}
 	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-restart-stopped")
-	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-fast-restart")
+	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-rank-died-restart")
 	saveHistory(t, f, workflows.StopID("demo-2x"), "stop-ends-keeper")
 }
 
