@@ -298,10 +298,10 @@ func TestKeeperStopsACrashLoop(t *testing.T) {
 		t.Errorf("status does not say crash loop (exit %d):\n%s", code, out)
 	}
 	// Stopped, the keeper waits for an operator (no timer, no check): its
-	// last activity is the crash loop's stop.
+	// last activities are the crash loop's stop and its notice.
 	events := keeperEvents(t, f, "demo-2x")
-	if last := events[len(events)-1]; last != "StopLane" {
-		t.Errorf("keeper's last activity %q, want the crash loop's StopLane:\n%s", last, strings.Join(events, "\n"))
+	if last := strings.Join(events[len(events)-2:], ", "); last != "StopLane, KeeperNotify" {
+		t.Errorf("keeper's last activities %q, want the crash loop's StopLane and KeeperNotify:\n%s", last, strings.Join(events, "\n"))
 	}
 	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-crash-loop")
 	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
