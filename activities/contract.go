@@ -619,6 +619,21 @@ const (
 // released its node leases, so the caller's run gets them.
 const KeeperControlUpdate = "keeper-control"
 
+// KeeperRankDiedSignal is sent to the keepers of a node's clusters by the
+// node worker when Docker reports a rank container of a lane died
+// (KeeperRankDied): the keeper checks at once instead of at its next
+// interval.
+const KeeperRankDiedSignal = "rank-died"
+
+// KeeperRankDied names the rank container that died.
+type KeeperRankDied struct {
+	Lane      string `json:"lane"`
+	Node      string `json:"node"`
+	Container string `json:"container"`
+	Rank      int    `json:"rank"`
+	ExitCode  string `json:"exit_code,omitempty"`
+}
+
 // KeeperStatusQuery answers a KeeperStatus.
 const KeeperStatusQuery = "keeper-status"
 

@@ -56,6 +56,9 @@ func (a *ControlActivities) CheckHead(ctx context.Context, in CheckHeadInput) (C
 	return res, nil
 }
 
+// RankDownReprobe is how soon a RankDown check is asked again.
+const RankDownReprobe = 200 * time.Millisecond
+
 // CheckRanks reports the state of the lane's ranks on this node; a rank
 // whose container is not running (exited, or gone) fails RankDown naming
 // it, its exit code and its last log line.
@@ -93,8 +96,12 @@ func (a *NodeActivities) CheckRanks(ctx context.Context, in CheckRanksInput) (Ch
 		}
 	}
 	if len(down) > 0 {
-		// The result rides along: the keeper reads the node's boot id.
-		return res, temporal.NewApplicationError(fmt.Sprintf("lane %s on node %s: %s", in.Lane, a.Node.Name, strings.Join(down, "; ")), RankDown, res)
+		// The result rides along: the keeper reads the node's boot id. A
+		// container Docker reports not running is a fact, not a flaky
+		// answer (ranks run with restart disabled): it is re-probed at
+		// once, not after the lane's probe grace.
+		return res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("lane %s on node %s: %s", in.Lane, a.Node.Name, strings.Join(down, "; ")), RankDown,
+			temporal.ApplicationErrorOptions{NextRetryDelay: RankDownReprobe, Details: []any{res}})
 	}
 	return res, nil
 }

@@ -163,6 +163,10 @@ func (f *fakeFleet) mockKeeper() {
 		f.record(ctx, label)
 		return nil
 	})
+	env.OnActivity("KeeperNotify", any2...).Return(func(ctx context.Context, in activities.KeeperNotifyInput) (activities.KeeperNotifyResult, error) {
+		f.record(ctx, "KeeperNotify "+in.State)
+		return activities.KeeperNotifyResult{Notified: "command"}, nil
+	})
 	env.OnActivity("EndKeepers", any2...).Return(func(ctx context.Context, in activities.EndKeepersInput) (activities.EndKeepersResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()

@@ -47,6 +47,10 @@ func Keeper(ctx workflow.Context, in activities.KeeperInput) (KeeperResult, erro
 		return KeeperResult{}, err
 	}
 	k.nodesV = workflow.GetVersion(ctx, versionKeeperNodes, workflow.DefaultVersion, 1) >= 1
+	k.fastV = workflow.GetVersion(ctx, versionKeeperFastDown, workflow.DefaultVersion, 1) >= 1
+	if workflow.GetVersion(ctx, versionKeeperRankDied, workflow.DefaultVersion, 1) >= 1 {
+		k.listenRankDied()
+	}
 	res, err := k.run()
 	// An "end" waits in its handler until the heal has let go; let it
 	// answer before the run closes.
@@ -77,6 +81,27 @@ type keeper struct {
 	nodesV bool
 	// waiting names the node the keeper waits for ("": none).
 	waiting string
+	// fastV: a rank found down does not wait for the head check's
+	// re-probe (versionKeeperFastDown).
+	fastV bool
+	// died names a rank container of the lane that its node worker saw
+	// die since the last check ("": none): the next check runs at once.
+	died string
+}
+
+// listenRankDied files each KeeperRankDiedSignal for the kept lane: a
+// node worker saw one of its rank containers die (Docker's event).
+func (k *keeper) listenRankDied() {
+	ch := workflow.GetSignalChannel(k.ctx, activities.KeeperRankDiedSignal)
+	workflow.Go(k.ctx, func(ctx workflow.Context) {
+		for {
+			var s activities.KeeperRankDied
+			ch.Receive(ctx, &s)
+			if s.Lane == k.in.Plan.Lane {
+				k.died = fmt.Sprintf("rank %d (%s) died on node %s, exit code %s", s.Rank, s.Container, s.Node, s.ExitCode)
+			}
+		}
+	})
 }
 
 func newKeeper(ctx workflow.Context, in activities.KeeperInput) *keeper {
@@ -189,13 +214,15 @@ func (k *keeper) run() (KeeperResult, error) {
 		if k.runChecks >= k.pol.ChecksPerRun {
 			return k.result(), workflow.NewContinueAsNewError(k.ctx, Keeper, k.next())
 		}
-		woken, err := workflow.AwaitWithTimeout(k.ctx, k.pol.Interval.D(), func() bool { return k.ended || k.in.Paused })
+		woken, err := workflow.AwaitWithTimeout(k.ctx, k.pol.Interval.D(), func() bool { return k.ended || k.in.Paused || k.died != "" })
 		if err != nil {
 			return k.result(), err
 		}
-		if woken {
+		if woken && (k.ended || k.in.Paused) {
 			continue
 		}
+		// A rank that died (its node worker said so) is checked now.
+		k.died = ""
 		k.runChecks++
 		k.in.Checks++
 		if k.nodesV && k.in.Off != "" && k.stillOff() {
@@ -286,13 +313,22 @@ func (k *keeper) check() checked {
 		})
 		futs = append(futs, workflow.ExecuteActivity(summarize(actx, n, -1, "check "+lane), na.CheckRanks, activities.CheckRanksInput{Lane: lane, Ranks: ranks[n]}))
 	}
-	hctx := workflow.WithActivityOptions(k.ctx, workflow.ActivityOptions{TaskQueue: ControlQueue, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
+	// Cancelled only on the fast path: a cancel of a completed activity
+	// is no command, but old runs never see one at all.
+	hbase, cancelHead := workflow.WithCancel(k.ctx)
+	hctx := workflow.WithActivityOptions(hbase, workflow.ActivityOptions{TaskQueue: ControlQueue, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
 	// Only what names the head's URL: every check is in the history.
 	head := contract.LanePlan{Lane: lane, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort, Nodes: []contract.NodePlan{{Node: plan.Nodes[0].Node, Rank: plan.Nodes[0].Rank}}}
 	futs = append(futs, workflow.ExecuteActivity(summarize(hctx, plan.Nodes[0].Node, -1, "check head of "+lane), ca.CheckHead,
 		activities.CheckHeadInput{Lane: lane, Head: head, Path: keeperHealthPath(k.in.Recipe), APIKeyEnv: k.in.Recipe.Probe.APIKeyEnv}))
 	var downs []string
 	for i, f := range futs {
+		if k.fastV && i == len(nodes) && len(downs) > 0 && c.gone == "" {
+			// A rank is down (Docker says so, re-probed): the lane is
+			// down whatever the head answers; its re-probe is not awaited.
+			cancelHead()
+			break
+		}
 		var r activities.CheckRanksResult
 		err := f.Get(k.ctx, &r)
 		if i < len(nodes) {

@@ -84,6 +84,12 @@ var corpus = map[string]string{
 	// brought the lane back after power on, and the up that started it.
 	"keeper-off-by-schedule": "TestKeeperIdlesOffBySchedule",
 	"up-starts-keeper":       "TestKeeperIdlesOffBySchedule",
+	// ... a restart whose check did not wait for the head's re-probe
+	// once a rank was found down (versionKeeperFastDown; recorded by
+	// TestKeeperRestartsAKilledRank before versionKeeperRankDied), and one
+	// checked at once on the node worker's rank-died signal.
+	"keeper-fast-restart":      "TestKeeperRestartsAKilledRank",
+	"keeper-rank-died-restart": "TestKeeperRestartsAKilledRank",
 	// starter fetch (Fetch), and stage --fetch of a lane whose repo was
 	// not on the NAS: the Fetch child first (versionStageFetch).
 	"fetch-ok":    "TestStarterFetchAndStageFetch",

@@ -118,4 +118,14 @@ const (
 	// before restarting the lane; idles "off by schedule" while a node of
 	// the lane is powered off (keepnodes.go).
 	versionKeeperNodes = "keeper-nodes"
+
+	// versionKeeperFastDown: a check that finds a rank's container down
+	// (re-probed at once: RankDownReprobe) cancels the head check's
+	// re-probe instead of waiting the probe grace for it.
+	versionKeeperFastDown = "keeper-fast-down"
+
+	// versionKeeperRankDied: the keeper listens for KeeperRankDiedSignal
+	// (a node worker saw a rank container die) and checks at once instead
+	// of at its next interval.
+	versionKeeperRankDied = "keeper-rank-died"
 )

@@ -82,11 +82,73 @@ func keeperEvents(t *testing.T, f *fleet, cluster string) []string {
 		if a := e.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a != nil {
 			out = append(out, "child "+a.GetWorkflowType().GetName())
 		}
+		if a := e.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
+			out = append(out, "signal "+a.GetSignalName())
+		}
 		if a := e.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
 			out = append(out, "re-probe "+names[a.GetScheduledEventId()])
 		}
 	}
 	return out
+}
+
+// headBack polls url (every 50 ms: a condition, not timing) until it has
+// failed and then answered 200 again, and returns how long after from.
+func headBack(t *testing.T, url string, from time.Time, within time.Duration) time.Duration {
+	t.Helper()
+	c := &http.Client{Timeout: time.Second}
+	down := false
+	for time.Since(from) < within {
+		resp, err := c.Get(url)
+		ok := err == nil && resp.StatusCode == 200
+		if err == nil {
+			resp.Body.Close()
+		}
+		if ok && down {
+			return time.Since(from)
+		}
+		down = down || !ok
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s did not go down and answer again within %s", url, within)
+	return 0
+}
+
+// keeperTimeline lists the keeper's activities (and children) that
+// started after from, with their start and close times in seconds after it.
+func keeperTimeline(t *testing.T, f *fleet, cluster string, from time.Time) string {
+	t.Helper()
+	it := f.env.Client.GetWorkflowHistory(context.Background(), workflows.KeeperID(cluster), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	names := map[int64]string{}
+	var b strings.Builder
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := e.GetEventTime().AsTime().Sub(from).Seconds()
+		if at < -1 {
+			continue
+		}
+		switch {
+		case e.GetActivityTaskScheduledEventAttributes() != nil:
+			names[e.GetEventId()] = e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
+			fmt.Fprintf(&b, "%6.2f schedule %s\n", at, names[e.GetEventId()])
+		case e.GetActivityTaskStartedEventAttributes() != nil && e.GetActivityTaskStartedEventAttributes().GetAttempt() > 1:
+			fmt.Fprintf(&b, "%6.2f re-probe %s\n", at, names[e.GetActivityTaskStartedEventAttributes().GetScheduledEventId()])
+		case e.GetActivityTaskCompletedEventAttributes() != nil:
+			fmt.Fprintf(&b, "%6.2f done     %s\n", at, names[e.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()])
+		case e.GetActivityTaskFailedEventAttributes() != nil:
+			fmt.Fprintf(&b, "%6.2f failed   %s\n", at, names[e.GetActivityTaskFailedEventAttributes().GetScheduledEventId()])
+		case e.GetStartChildWorkflowExecutionInitiatedEventAttributes() != nil:
+			fmt.Fprintf(&b, "%6.2f child    %s\n", at, e.GetStartChildWorkflowExecutionInitiatedEventAttributes().GetWorkflowType().GetName())
+		case e.GetWorkflowExecutionSignaledEventAttributes() != nil:
+			fmt.Fprintf(&b, "%6.2f signal   %s\n", at, e.GetWorkflowExecutionSignaledEventAttributes().GetSignalName())
+		case e.GetTimerStartedEventAttributes() != nil:
+			fmt.Fprintf(&b, "%6.2f timer    %s\n", at, e.GetTimerStartedEventAttributes().GetStartToFireTimeout().AsDuration())
+		}
+	}
+	return b.String()
 }
 
 // inOrder reports whether want appear in events in that order.
@@ -121,20 +183,28 @@ func TestKeeperRestartsAKilledRank(t *testing.T) {
 	if err := dc.ContainerKill(ctx, killed, "KILL"); err != nil {
 		t.Fatalf("docker kill %s: %v", killed, err)
 	}
+	answering := headBack(t, res.Serve.BaseURL+"/v1/models", killedAt, 2*time.Minute)
 	st := waitKeeper(t, f, "demo-2x", 3*time.Minute, "restarted", func(s activities.KeeperStatus) bool {
 		return len(s.Restarts) == 1 && s.Restarts[0].OK && s.State == activities.KeeperWatching
 	})
 	back := time.Since(killedAt)
+	t.Logf("docker kill → head answering /v1/models again: %.2fs; goal 1.2 × cold ready %.2fs + interval 1s = %.2fs", answering.Seconds(), cold, 1.2*cold+1)
 	resp, err := http.Get(res.Serve.BaseURL + "/v1/models")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("lane after the keeper's restart: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	t.Logf("docker kill of %s → lane answering again in %.1fs (cold ready %.1fs, interval 1s); reason: %s", killed, back.Seconds(), cold, st.Restarts[0].Reason)
+	t.Logf("docker kill of %s → keeper's restart done (probed) in %.1fs (cold ready %.1fs, interval 1s); reason: %s", killed, back.Seconds(), cold, st.Restarts[0].Reason)
+	t.Logf("where the time went (s after the kill):\n%s", keeperTimeline(t, f, "demo-2x", killedAt))
 	if !strings.Contains(st.Restarts[0].Reason, "demo-2x") {
 		t.Errorf("restart reason %q does not name the lane", st.Restarts[0].Reason)
 	}
 	events := keeperEvents(t, f, "demo-2x")
+	// The node worker saw the container die (Docker's event) and told
+	// the keeper, which checked at once.
+	if !inOrder(events, []string{"signal " + activities.KeeperRankDiedSignal, "CheckRanks", "StopLane"}) {
+		t.Errorf("keeper history has no rank-died signal before the check that restarted:\n%s", strings.Join(events, "\n"))
+	}
 	if !inOrder(events, []string{"CheckRanks", "re-probe CheckRanks", "KeeperMark", "StopLane", "StartRank", "WaitReady", "DecodeProbe", "KeeperMark"}) &&
 		!inOrder(events, []string{"CheckHead", "re-probe CheckHead", "KeeperMark", "StopLane", "StartRank", "WaitReady", "DecodeProbe", "KeeperMark"}) {
 		t.Errorf("keeper history does not read check → re-probe → restart → ready:\n%s", strings.Join(events, "\n"))
@@ -186,6 +256,7 @@ func TestKeeperRestartsAKilledRank(t *testing.T) {
 		t.Errorf("stop while kept left %d containers", all)
 	}
 	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-restart-stopped")
+	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-rank-died-restart")
 	saveHistory(t, f, workflows.StopID("demo-2x"), "stop-ends-keeper")
 }
 
@@ -227,10 +298,10 @@ func TestKeeperStopsACrashLoop(t *testing.T) {
 		t.Errorf("status does not say crash loop (exit %d):\n%s", code, out)
 	}
 	// Stopped, the keeper waits for an operator (no timer, no check): its
-	// last activity is the crash loop's stop.
+	// last activities are the crash loop's stop and its notice.
 	events := keeperEvents(t, f, "demo-2x")
-	if last := events[len(events)-1]; last != "StopLane" {
-		t.Errorf("keeper's last activity %q, want the crash loop's StopLane:\n%s", last, strings.Join(events, "\n"))
+	if last := strings.Join(events[len(events)-2:], ", "); last != "StopLane, KeeperNotify" {
+		t.Errorf("keeper's last activities %q, want the crash loop's StopLane and KeeperNotify:\n%s", last, strings.Join(events, "\n"))
 	}
 	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-crash-loop")
 	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
