@@ -37,10 +37,10 @@ import (
 
 // extFleet is sparklane on an external Temporal cluster: a Temporal server
 // on a real PostgreSQL on this machine, its frontend on the test fleet's
-// bridge behind mutual TLS (certificates from one CA, as `starter control
-// certs` issues them), `worker control` on hosts h1 and h2, `worker node`
-// on h3 (its own dockerd), the starter here. Everything runs as the
-// operations guide's "External Temporal" section says, by hand.
+// bridge behind mutual TLS (the certificates of `starter control certs`),
+// `worker control` on hosts h1 and h2, `worker node` on h3 (its own
+// dockerd), the starter here. Everything runs as docs/operations.md's "An
+// external Temporal" says, by hand.
 type extFleet struct {
 	t      *testing.T
 	tf     *testfleet.Fleet

@@ -5,7 +5,9 @@
 // go.temporal.io/server module on it — the postgres12 SQL plugin, both
 // schemas applied from the module's embedded schema files, the way
 // temporal-sql-tool does in docker-compose.temporal.yml — with its frontend
-// behind mutual TLS when it listens beyond loopback.
+// behind mutual TLS when it listens beyond loopback. A postmaster outlives
+// a test process killed before its cleanup; the next Start stops it and
+// removes its directory (each names its owner's pid).
 //
 //	pg := pgtest.Start(t, pgtest.Options{})
 //	srv := pgtest.StartTemporal(t, pg, pgtest.TemporalOptions{IP: bridgeIP, TLS: &tls})

@@ -1,9 +1,15 @@
 package pgtest
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,4 +64,69 @@ func TestTemporalOnPostgresWithMTLS(t *testing.T) {
 	} else if !strings.Contains(err.Error(), s.Address) {
 		t.Errorf("refusal does not name the frontend: %v", err)
 	}
+}
+
+// A test process killed before its cleanup leaves a running postmaster
+// and its directory; the next Start stops that server and removes both.
+func TestStartReclaimsWhatAKilledTestLeft(t *testing.T) {
+	if os.Getenv("PGTEST_HELPER") == "1" {
+		pg := Start(t, Options{})
+		fmt.Println("DIR", pg.Dir)
+		select {} // killed by the parent
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStartReclaimsWhatAKilledTestLeft$", "-test.v")
+	cmd.Env = append(os.Environ(), "PGTEST_HELPER=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	dir := ""
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "DIR "); ok {
+			dir = d
+			break
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	if dir == "" {
+		t.Fatal("the helper test never started its server")
+	}
+	pidFile := filepath.Join(dir, "data", "postmaster.pid")
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("the killed test's server: %v", err)
+	}
+	postmaster, _ := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
+	if postmaster <= 0 || !running(postmaster) {
+		t.Fatalf("the killed test's postmaster %d is not running", postmaster)
+	}
+	Start(t, Options{})
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s left by the killed test is still there (%v)", dir, err)
+	}
+	// pg_ctl stop -w returns once the postmaster removed its pid file;
+	// the process may take a moment more to exit.
+	deadline := time.Now().Add(10 * time.Second)
+	for running(postmaster) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed test's postmaster %d still runs", postmaster)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// running reports whether pid is a live process (not gone, not a zombie
+// waiting for a parent to reap it).
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }

@@ -42,6 +42,40 @@ func BinDir() (string, error) {
 // (postgres refuses to run as root); the package creates it.
 const RunAs = "postgres"
 
+const (
+	// dirPrefix names the servers' directories under the temp dir;
+	// ownerFile in each holds the pid of the test process that owns it.
+	dirPrefix = "pgtest-"
+	ownerFile = "owner.pid"
+)
+
+// reclaim stops the servers and removes the directories of test
+// processes that are gone (killed before their cleanup ran): a postmaster
+// does not die with the process that started it.
+func reclaim(bin string, logf func(string, ...any)) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		pg := &Postgres{bin: bin, Dir: dir}
+		out, err := pg.command(ctx, "pg_ctl", "-D", pg.data(), "-m", "immediate", "-w", "-t", "30", "stop").CombinedOutput()
+		cancel()
+		if err != nil && !strings.Contains(string(out), "PID file") && !strings.Contains(string(out), "not running") {
+			logf("pgtest: the server in %s of the gone test process %d does not stop: %v\n%s", dir, pid, err, out)
+			continue
+		}
+		os.RemoveAll(dir)
+		logf("pgtest: removed %s, left by test process %d", dir, pid)
+	}
+}
+
 // Postgres is one running PostgreSQL server owned by a test.
 type Postgres struct {
 	// Host and Port are where it accepts TCP connections (loopback).
@@ -75,10 +109,14 @@ func Start(t testing.TB, opt Options) *Postgres {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reclaim(bin, t.Logf)
 	// Not t.TempDir: its parents are 0700 root's, which the postgres user
 	// cannot traverse.
-	dir, err := os.MkdirTemp("", "pgtest-")
+	dir, err := os.MkdirTemp("", dirPrefix)
 	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	pw := make([]byte, 12)

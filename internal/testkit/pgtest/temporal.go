@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,12 +128,12 @@ func StartTemporal(t testing.TB, pg *Postgres, opt TemporalOptions) *Temporal {
 	if err != nil {
 		t.Fatalf("pgtest: server log %s: %v", logPath, err)
 	}
-	// Warnings and errors; silenced before the file closes (the server's
+	// Warnings and errors; dropped once the file closes (the server's
 	// goroutines log on their way out after Stop returns).
-	level := zap.NewAtomicLevelAt(zap.WarnLevel)
-	t.Cleanup(func() { level.SetLevel(zap.FatalLevel); _ = logFile.Close() })
+	w := &logWriter{f: logFile}
+	t.Cleanup(w.close)
 	logger := serverlog.NewZapLogger(zap.New(zapcore.NewCore(
-		zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(logFile), level)))
+		zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(w), zap.WarnLevel)))
 	authorizer, _ := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
 	claims, _ := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
 	members := map[primitives.ServiceName]static.Hosts{}
@@ -166,6 +167,28 @@ func StartTemporal(t testing.TB, pg *Postgres, opt TemporalOptions) *Temporal {
 		t.Fatalf("pgtest: %v", err)
 	}
 	return s
+}
+
+// logWriter writes the server's log file until it is closed, then drops.
+type logWriter struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return len(p), nil
+	}
+	return w.f.Write(p)
+}
+
+func (w *logWriter) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_ = w.f.Close()
+	w.f = nil
 }
 
 // sqlConfig is the postgres12 plugin's connection to database db.
