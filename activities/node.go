@@ -23,6 +23,7 @@ import (
 	"github.com/sparklane/sparklane/internal/disk"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/hubmirror"
+	"github.com/sparklane/sparklane/internal/images"
 	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/memfit"
 	"github.com/sparklane/sparklane/internal/metrics"
@@ -445,6 +446,22 @@ func (a *NodeActivities) EnsureImage(ctx context.Context, in EnsureImageInput) (
 	if err != nil {
 		return EnsureImageResult{}, classify(err)
 	}
+	if in.Resolve {
+		// A pinned image moved here is under its tag without the digest.
+		if ref, err := images.ParseRef(in.Image); err == nil && ref.Digest != "" && ref.Name != "" {
+			id, err := a.imageDocker(ctx)
+			if err != nil {
+				return EnsureImageResult{}, classify(err)
+			}
+			inv, err := images.Inspect(ctx, id, ref, a.Node.Name)
+			if err != nil {
+				return EnsureImageResult{}, classify(err)
+			}
+			if inv.Present && inv.Unpinned {
+				return EnsureImageResult{Node: a.Node.Name, ID: inv.ID, Unpinned: true}, nil
+			}
+		}
+	}
 	info, err := serve.EnsureImage(ctx, d, in.Image, a.Node.Name, in.Build)
 	if err != nil {
 		return EnsureImageResult{}, classify(err)
@@ -567,7 +584,7 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 		return StartRankResult{}, classify(fmt.Errorf("node %s rank %d: %w", a.Node.Name, in.Plan.Rank, err))
 	}
 	r, err := serve.StartRank(ctx, d, serve.RankSpec{
-		Lane: in.Lane, Node: a.Node.Name, Rank: in.Plan.Rank, RecipeHash: in.RecipeHash, Image: in.Plan.Image,
+		Lane: in.Lane, Node: a.Node.Name, Rank: in.Plan.Rank, RecipeHash: in.RecipeHash, Image: in.Plan.Image, ImageID: in.ImageID,
 		Argv: in.Plan.Argv, Env: env, SecretEnv: slices.Sorted(maps.Keys(in.Plan.EnvFrom)), Mounts: mounts, GPUs: in.Plan.GPUs,
 		Roots: roots, SharedRoots: a.SharedRoots, CreateSources: create, CreateOwner: owner,
 		Container: ctr, PreExec: in.Plan.PreExec,

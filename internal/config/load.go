@@ -300,9 +300,6 @@ func parseTOMLRecipe(path string, data []byte, registries map[string]string) (*R
 	if r.RuntimeConfig != nil {
 		r.LoadWarnings = append(r.LoadWarnings, fmt.Sprintf("%s: runtime_config: recorded, not applied: its keys (%s) are read by sparkrun's runtime plugins; put flags in command or defaults", path, strings.Join(slices.Sorted(maps.Keys(r.RuntimeConfig)), ", ")))
 	}
-	if r.BuildArgs != nil || r.Builder != "" || r.BuilderConfig != nil {
-		r.LoadWarnings = append(r.LoadWarnings, fmt.Sprintf("%s: build_args: recorded (builder %q): sparklane builds no image; %s must already be on every node", path, r.Builder, r.Image))
-	}
 	// mods and mode mean the same as in a sparkrun recipe.
 	mods, merrs := resolveMods(path, r.Mods, registries)
 	if len(merrs) > 0 {

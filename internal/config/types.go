@@ -221,12 +221,16 @@ type Recipe struct {
 	// StopAfterPost stops the lane once its post hooks succeeded
 	// (sparkrun's stop_after_post: a one-shot batch job on a lane).
 	StopAfterPost bool `mapstructure:"stop_after_post"`
-	// RuntimeConfig, BuildArgs, Builder and BuilderConfig are recorded as
-	// written, never applied: sparklane builds no image (LoadWarnings say so).
+	// RuntimeConfig is recorded, never applied. BuildArgs, Builder and
+	// BuilderConfig are sparkrun's build keys: internal/lane maps them onto
+	// Build where they can.
 	RuntimeConfig map[string]any `mapstructure:"runtime_config"`
 	BuildArgs     any            `mapstructure:"build_args"`
 	Builder       string         `mapstructure:"builder"`
 	BuilderConfig map[string]any `mapstructure:"builder_config"`
+	// Build is [build]: how the image is built on one node when no node
+	// has it (contract.Build says what each key does; internal/lane checks).
+	Build Build `mapstructure:"build"`
 	// LoadWarnings are findings of loading (a sparkrun key sparklane does
 	// not apply, and why); rendering copies them into the plan's warnings.
 	LoadWarnings []string `mapstructure:"-"`
@@ -257,6 +261,16 @@ type Recipe struct {
 	Keep Keep `mapstructure:"keep"`
 }
 
+// Build is a recipe's [build] table (contract.Build).
+type Build struct {
+	Context    string            `mapstructure:"context"`
+	Git        string            `mapstructure:"git"`
+	Ref        string            `mapstructure:"ref"`
+	Dockerfile string            `mapstructure:"dockerfile"`
+	Args       map[string]string `mapstructure:"args"`
+	Node       string            `mapstructure:"node"`
+}
+
 // Keep is a [keep] table: how a cluster's keeper watches its lane after
 // a cutover or up. Interval is the time between checks (default 30s);
 // Restarts whole-lane restarts are allowed within Window (default 3 per
@@ -266,6 +280,8 @@ type Keep struct {
 	Restarts int           `mapstructure:"restarts" json:"restarts,omitempty"`
 	Window   time.Duration `mapstructure:"window" json:"window,omitempty"`
 	Off      bool          `mapstructure:"off" json:"off,omitempty"`
+	// Notify (config only) is told when a keeper stops healing: a command run on the control host, or a webhook URL.
+	Notify string `mapstructure:"notify" json:"notify,omitempty"`
 }
 
 // Mount is one [[mounts]] table: a bind into every rank's container
