@@ -78,8 +78,11 @@ func (a *App) unitsCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			l := fleet.DefaultLayout()
 			units := map[string]string{
-				"sparklane-node@.service":   fleet.NodeUnitTemplate(),
-				"sparklane-control.service": control.Unit(l.Binary(), l.Config()),
+				"sparklane-node@.service": fleet.NodeUnitTemplate(),
+				"sparklane-control.service": "# sparklane-control.service: sparklane's control service (embedded Temporal server,\n" +
+					"# web UI, control worker, reverse SSH tunnels to the nodes) with the worker and the\n" +
+					"# fleet config at these paths; 'starter control install' writes it for yours.\n" +
+					fleet.WithoutHeader(control.Unit(l.Binary(), l.Config())),
 			}
 			if err := os.MkdirAll(args[0], 0o755); err != nil {
 				return err

@@ -423,11 +423,7 @@ func LoadRecipeDir(dir string, skip ...string) ([]*Recipe, []string, error) {
 			warnings = append(warnings, fmt.Sprintf("%s: not a regular file (%s): skipped", p, strictdecode.FileKind(st.Mode())))
 			continue
 		}
-		same := false
-		for _, s := range skipInfo {
-			same = same || os.SameFile(s, st)
-		}
-		if same {
+		if slices.ContainsFunc(skipInfo, func(s os.FileInfo) bool { return os.SameFile(s, st) }) {
 			continue
 		}
 		names = append(names, name)

@@ -117,7 +117,16 @@ func NodeUnitTemplate() string {
 	return "# sparklane-node@.service: the sparklane node service of node %i, for installing by\n" +
 		"# hand (the worker at /usr/local/lib/sparklane/worker, the node's config at\n" +
 		"# /etc/sparklane/sparklane.toml): systemctl enable --now sparklane-node@NODE.\n" +
-		DefaultLayout().unitFile("%i")
+		WithoutHeader(DefaultLayout().unitFile("%i"))
+}
+
+// WithoutHeader is a unit file without its leading comment lines (which
+// say which command wrote it).
+func WithoutHeader(unit string) string {
+	for strings.HasPrefix(unit, "#") {
+		_, unit, _ = strings.Cut(unit, "\n")
+	}
+	return unit
 }
 
 // supervisorScript is the POSIX sh supervisor used where no systemd runs
