@@ -462,6 +462,10 @@ type DiskInput struct {
 	Blocks []disk.Block `json:"blocks"`
 	// Prune, when set, removes blocks (DiskPrune only).
 	Prune *disk.PruneSpec `json:"prune,omitempty"`
+	// Images, when set, also lists the node's images: each lane's recipe
+	// image reference → the lanes naming it (an LRU prune with
+	// Prune.Images removes only images no lane names and no container uses).
+	Images map[string][]string `json:"images,omitempty"`
 }
 
 // DiskResult is one node's roots and blocks, and the lanes running here
@@ -472,6 +476,11 @@ type DiskResult struct {
 	Running []string    `json:"running,omitempty"`
 	// Prune is the prune's outcome (DiskPrune only).
 	Prune *disk.PruneResult `json:"prune,omitempty"`
+	// Images are the node's images (DiskInput.Images set), ImageError why
+	// they could not be listed, ImagePrune an LRU prune's part on them.
+	Images     []images.Listed    `json:"images,omitempty"`
+	ImageError string             `json:"image_error,omitempty"`
+	ImagePrune *images.ImagePrune `json:"image_prune,omitempty"`
 }
 
 // NodeLeaseHolder says which mutating run holds a node: the lease
@@ -824,6 +833,9 @@ type TransferImageInput struct {
 	Upstream     string `json:"upstream,omitempty"`
 	UpstreamAddr string `json:"upstream_addr,omitempty"`
 	Downstream   string `json:"downstream,omitempty"`
+	// Lane labels the bytes received in sparklane_image_bytes_total (runs
+	// before it: "").
+	Lane string `json:"lane,omitempty"`
 }
 
 // TransferImageResult is what the member moved.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/sparklane/sparklane/internal/disk"
+	"github.com/sparklane/sparklane/internal/images"
 	"github.com/sparklane/sparklane/internal/serve"
+	"github.com/sparklane/sparklane/internal/staging"
 )
 
 // localBlocks fills each block's Local path (fs_root applied).
@@ -59,7 +62,28 @@ func (a *NodeActivities) DiskUsage(ctx context.Context, in DiskInput) (DiskResul
 	}
 	res.Running = running
 	res.Roots = disk.Scan(a.roots(), a.localBlocks(in.Blocks))
+	a.listImages(ctx, in, &res)
 	return res, nil
+}
+
+// listImages fills res.Images when the input asks (an old starter does
+// not); a Docker that cannot list them is said, not a failed listing.
+func (a *NodeActivities) listImages(ctx context.Context, in DiskInput, res *DiskResult) {
+	if in.Images == nil {
+		return
+	}
+	d, err := a.dockerClient(ctx)
+	if err == nil {
+		st, ok := d.(images.Store)
+		if !ok {
+			res.ImageError = "node " + a.Node.Name + ": its Docker client cannot list images"
+			return
+		}
+		res.Images, err = images.List(ctx, st, a.Node.Name, in.Images, time.Now())
+	}
+	if err != nil {
+		res.ImageError = err.Error()
+	}
 }
 
 // DiskPrune removes whole blocks on this node as in.Prune says, beneath
@@ -82,5 +106,19 @@ func (a *NodeActivities) DiskPrune(ctx context.Context, in DiskInput) (DiskResul
 	stop()
 	res.Prune = &pr
 	res.Roots = disk.Scan(a.roots(), a.localBlocks(in.Blocks))
+	a.listImages(ctx, in, &res)
+	if spec.LRU && spec.Images && res.Images != nil {
+		d, err := a.dockerClient(ctx)
+		if err != nil {
+			return res, classify(err)
+		}
+		st, ok := d.(images.Store)
+		if !ok {
+			return res, fmt.Errorf("node %s: its Docker client cannot remove images", a.Node.Name)
+		}
+		ip := images.Prune(ctx, st, a.Node.Name, res.Images, spec.Free, spec.DryRun, staging.FreeBytes)
+		res.ImagePrune = &ip
+		a.listImages(ctx, in, &res)
+	}
 	return res, nil
 }

@@ -99,6 +99,9 @@ func (a *NodeActivities) TransferImage(ctx context.Context, in TransferImageInpu
 	stop := keepAlive(ctx)
 	defer stop()
 	moved, err := m.Run(ctx)
+	if m.Upstream != "" {
+		a.Metrics.ImageReceived(in.Lane, a.Node.Name, m.Upstream, moved.BytesIn)
+	}
 	if err != nil {
 		return TransferImageResult{Moved: moved}, classify(err)
 	}

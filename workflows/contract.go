@@ -409,6 +409,9 @@ type DiskInput struct {
 	Prune *disk.PruneSpec `json:"prune,omitempty"`
 	// PickupTimeout is how long a node worker may take to answer.
 	PickupTimeout contract.Duration `json:"pickup_timeout,omitempty"`
+	// Images, when set, lists every node's images too (starter images,
+	// disk prune --lru): each lane's recipe image → the lanes naming it.
+	Images map[string][]string `json:"images,omitempty"`
 }
 
 // DiskNode is one node's answer, or why there is none.

@@ -21,7 +21,7 @@ func Disk(ctx workflow.Context, in DiskInput) (DiskResult, error) {
 	}
 	futs := make([]workflow.Future, len(in.Nodes))
 	for i, n := range in.Nodes {
-		futs[i] = workflow.ExecuteActivity(run(n, "disk usage"), na.DiskUsage, activities.DiskInput{Blocks: in.Blocks[n]})
+		futs[i] = workflow.ExecuteActivity(run(n, "disk usage"), na.DiskUsage, activities.DiskInput{Blocks: in.Blocks[n], Images: in.Images})
 	}
 	res := DiskResult{Nodes: make([]DiskNode, len(in.Nodes))}
 	running := map[string]bool{}
@@ -67,7 +67,7 @@ func Disk(ctx workflow.Context, in DiskInput) (DiskResult, error) {
 		if res.Nodes[i].Error != "" {
 			continue
 		}
-		futs[i] = workflow.ExecuteActivity(run(n, "disk prune"), na.DiskPrune, activities.DiskInput{Blocks: in.Blocks[n], Prune: &spec})
+		futs[i] = workflow.ExecuteActivity(run(n, "disk prune"), na.DiskPrune, activities.DiskInput{Blocks: in.Blocks[n], Prune: &spec, Images: in.Images})
 	}
 	for i, n := range in.Nodes {
 		if futs[i] == nil {

@@ -49,7 +49,7 @@ func ensureImages(ctx workflow.Context, t *tracker, plan contract.LanePlan, only
 		if b != nil && b.Image != img {
 			b = nil
 		}
-		r, err := ensureImage(ctx, t, img, byImage[img], only, dryRun, pickup, b, built)
+		r, err := ensureImage(ctx, t, plan.Lane, img, byImage[img], only, dryRun, pickup, b, built)
 		out = append(out, r...)
 		if err != nil {
 			return out, err
@@ -80,7 +80,7 @@ func permanent(err error) error {
 	return temporal.NewNonRetryableApplicationError(err.Error(), typ, nil)
 }
 
-func ensureImage(ctx workflow.Context, t *tracker, img string, nodes []string, only string, dryRun bool, pickup time.Duration, build *ImageBuild, built **activities.BuildImageResult) ([]ImageNodeResult, error) {
+func ensureImage(ctx workflow.Context, t *tracker, lane, img string, nodes []string, only string, dryRun bool, pickup time.Duration, build *ImageBuild, built **activities.BuildImageResult) ([]ImageNodeResult, error) {
 	ref, err := images.ParseRef(img)
 	if err != nil {
 		i := t.start("image "+img, "")
@@ -113,7 +113,7 @@ func ensureImage(ctx workflow.Context, t *tracker, img string, nodes []string, o
 			if err := buildImage(ctx, t, *build, pickup, built); err != nil {
 				return res, err
 			}
-			build = nil
+			build, round = nil, round-1 // the build round is not a transfer round
 			continue
 		}
 		if err != nil || dryRun || len(p.Chain) == 0 {
@@ -127,7 +127,7 @@ func ensureImage(ctx workflow.Context, t *tracker, img string, nodes []string, o
 			t.end(i, imageSummary(res), err)
 			return res, err
 		}
-		moved, err := transferImage(ctx, ref, p, invs, pickup)
+		moved, err := transferImage(ctx, lane, ref, p, invs, pickup)
 		for k := range res {
 			if m, ok := moved[res[k].Node]; ok {
 				res[k].BytesIn, res[k].BytesOut, res[k].Layers = m.BytesIn, m.BytesOut, m.Layers
@@ -285,12 +285,12 @@ func imageInventory(ctx workflow.Context, ref images.Ref, nodes, diffIDs []strin
 
 // transferImage runs every chain member's TransferImage at once and
 // waits for all of them.
-func transferImage(ctx workflow.Context, ref images.Ref, p images.Plan, invs map[string]activities.ImageInventoryResult, pickup time.Duration) (map[string]images.Moved, error) {
+func transferImage(ctx workflow.Context, lane string, ref images.Ref, p images.Plan, invs map[string]activities.ImageInventoryResult, pickup time.Duration) (map[string]images.Moved, error) {
 	spec := images.Spec{ID: p.ID, DiffIDs: p.DiffIDs, From: p.From, Tag: ref.Name}
 	hops := p.Hops()
 	futs := make([]workflow.Future, len(hops))
 	for k, h := range hops {
-		in := activities.TransferImageInput{Spec: spec, Have: invs[h.Node].HaveLayers, Upstream: h.Upstream, Downstream: h.Downstream}
+		in := activities.TransferImageInput{Spec: spec, Have: invs[h.Node].HaveLayers, Upstream: h.Upstream, Downstream: h.Downstream, Lane: lane}
 		if h.Upstream != "" {
 			in.UpstreamAddr = invs[h.Upstream].Addr
 		}

@@ -55,7 +55,9 @@ func (a *App) diskRoom(makeRoom bool) (*activities.DiskRoom, error) {
 }
 
 // runDisk runs the Disk workflow on the chosen nodes.
-func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec) (workflows.DiskResult, string, error) {
+// With images (starter images, disk prune --lru) the nodes list their
+// images too, each lane's recipe image named by its lanes.
+func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec, images bool) (workflows.DiskResult, string, error) {
 	var res workflows.DiskResult
 	if err := a.requireFleet(); err != nil {
 		return res, "", err
@@ -82,6 +84,9 @@ func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec)
 	}
 	blocks := diskBlocks(set)
 	in := workflows.DiskInput{Nodes: nodes, Blocks: map[string][]disk.Block{}, Prune: prune}
+	if images {
+		in.Images = laneImages(set)
+	}
 	for _, n := range nodes {
 		in.Blocks[n] = blocks
 	}
@@ -113,7 +118,7 @@ func (a *App) diskCmd() *cobra.Command {
 			"[[staging]] blocks of every lane's recipe: bytes on disk, when a serve last mounted the block,\n" +
 			"when its ledger last verified it. Blocks of lanes running now are marked RUNNING (never pruned).",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, id, err := a.runDisk(cmd, nodes, nil)
+			res, id, err := a.runDisk(cmd, nodes, nil, false)
 			if err != nil {
 				return err
 			}
@@ -122,7 +127,7 @@ func (a *App) diskCmd() *cobra.Command {
 	}
 	cmd.Flags().StringArrayVar(&nodes, "node", nil, "only this node (repeatable)")
 	var lanes []string
-	var lru, dryRun bool
+	var lru, dryRun, pruneImages bool
 	var free string
 	prune := &cobra.Command{
 		Use:   "prune --lane L | --lru --free SIZE [--dry-run] [--node N]...",
@@ -130,7 +135,9 @@ func (a *App) diskCmd() *cobra.Command {
 		Long: "Removes whole [[staging]] blocks beneath the node roots only (links inside a block are removed,\n" +
 			"never followed). Never a block of a lane running on any node, nor one another kept lane shares\n" +
 			"(with --lane). --lru takes, per node root, never-served blocks first, then the least recently\n" +
-			"served, until the root has --free bytes free. The next stage of a pruned lane copies it again.",
+			"served, until the root has --free bytes free. The next stage of a pruned lane copies it again.\n" +
+			"--lru also removes images no lane's recipe names and no container (running or not) uses, least\n" +
+			"recently used first, until Docker's data root has --free bytes free (--images=false: blocks only).",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (len(lanes) > 0) == lru {
 				return errors.New("say what to prune: --lane L (repeatable) or --lru --free SIZE")
@@ -146,7 +153,8 @@ func (a *App) diskCmd() *cobra.Command {
 				}
 				spec.Free = n
 			}
-			res, id, err := a.runDisk(cmd, nodes, spec)
+			spec.Images = lru && pruneImages
+			res, id, err := a.runDisk(cmd, nodes, spec, spec.Images)
 			if err != nil {
 				return err
 			}
@@ -157,6 +165,7 @@ func (a *App) diskCmd() *cobra.Command {
 	prune.Flags().BoolVar(&lru, "lru", false, "remove least recently served blocks first, until --free is reached")
 	prune.Flags().StringVar(&free, "free", "", "with --lru: the free space each root should reach (200G)")
 	prune.Flags().BoolVar(&dryRun, "dry-run", false, "say what would be removed; remove nothing")
+	prune.Flags().BoolVar(&pruneImages, "images", true, "with --lru: also remove images no lane names and no container (running or not) uses, least recently used first, until Docker's data root has --free bytes free")
 	prune.Flags().StringArrayVar(&nodes, "node", nil, "only this node (repeatable)")
 	cmd.AddCommand(prune)
 	return cmd
@@ -187,6 +196,9 @@ func (a *App) printDisk(res workflows.DiskResult, id string, pruned bool) error 
 		}
 		if !n.Disk.Prune.Enough {
 			failures = append(failures, n.Node+": not enough to remove for --free (blocks of running lanes are kept)")
+		}
+		if ip := n.Disk.ImagePrune; ip != nil && ip.Error != "" {
+			failures = append(failures, n.Node+": "+ip.Error)
 		}
 	}
 	failed := strings.Join(failures, "; ")
@@ -265,6 +277,7 @@ func (a *App) printDiskText(res workflows.DiskResult, pruned bool) {
 			for root, before := range p.FreeBefore {
 				fmt.Fprintf(a.Out, "%s: %s free %s -> %s\n", n.Node, root, staging.HumanBytes(before), staging.HumanBytes(p.FreeAfter[root]))
 			}
+			a.printImagePrune(n.Node, n.Disk.ImagePrune)
 		}
 	}
 }

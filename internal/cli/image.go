@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -9,7 +10,9 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/images"
 	"github.com/sparklane/sparklane/internal/lane"
+	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -72,4 +75,118 @@ func (a *App) printImageBuild(res workflows.StageResult) error {
 		}
 		table(a.Out, []string{"NODE", "IMAGE", "FROM"}, rows)
 	})
+}
+
+// laneImages maps each lane's recipe image to the lanes naming it.
+func laneImages(set *config.RecipeSet) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range set.Recipes {
+		if r.Image != "" {
+			out[r.Image] = append(out[r.Image], r.Name)
+		}
+	}
+	return out
+}
+
+func (a *App) imagesCmd() *cobra.Command {
+	var nodes []string
+	cmd := &cobra.Command{
+		Use:   "images [--node N]...",
+		Short: "list every node's images: the lanes' images, their size and last use, and what else is there",
+		Long: "Runs the Disk workflow with images: each node's worker lists its Docker's images, names the lanes\n" +
+			"whose recipe image each is, the containers (running or not) using it, and when it was last used\n" +
+			"(a container created from it, else when it was loaded, built or pulled). `disk prune --lru` may\n" +
+			"remove the ones no lane names and no container uses.",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res, id, err := a.runDisk(cmd, nodes, nil, true)
+			if err != nil {
+				return err
+			}
+			return a.printImages(res, id)
+		},
+	}
+	cmd.Flags().StringArrayVar(&nodes, "node", nil, "only this node (repeatable)")
+	return cmd
+}
+
+// printImages prints each node's images; exit 1 when a node did not answer.
+func (a *App) printImages(res workflows.DiskResult, id string) error {
+	type nodeImages struct {
+		Node   string          `json:"node"`
+		Error  string          `json:"error,omitempty"`
+		Images []images.Listed `json:"images"`
+	}
+	var out []nodeImages
+	var rows [][]string
+	var failures []string
+	for _, n := range res.Nodes {
+		ni := nodeImages{Node: n.Node, Error: n.Error, Images: []images.Listed{}}
+		if n.Disk != nil {
+			ni.Images = append(ni.Images, n.Disk.Images...)
+			if n.Disk.ImageError != "" {
+				ni.Error = n.Disk.ImageError
+			}
+		}
+		if ni.Error != "" {
+			failures = append(failures, n.Node+": "+ni.Error)
+			rows = append(rows, []string{n.Node, "-", "-", "-", "-", "error: " + ni.Error})
+		}
+		for _, l := range ni.Images {
+			rows = append(rows, []string{n.Node, imageName(l), staging.HumanBytes(l.Size), when(l.LastUsed), usedBy(l), strings.TrimPrefix(l.ID, "sha256:")[:12]})
+		}
+		out = append(out, ni)
+	}
+	if err := a.output(map[string]any{"workflow_id": id, "nodes": out}, func() {
+		table(a.Out, []string{"NODE", "IMAGE", "SIZE", "LAST USED", "USED BY", "ID"}, rows)
+	}); err != nil {
+		return err
+	}
+	if len(failures) > 0 {
+		return exitCode(1, errors.New(strings.Join(failures, "; ")))
+	}
+	return nil
+}
+
+func imageName(l images.Listed) string {
+	if len(l.Tags) == 0 {
+		return "<untagged>"
+	}
+	return strings.Join(l.Tags, ", ")
+}
+
+// usedBy says why an image stays: its lanes and containers, or "-".
+func usedBy(l images.Listed) string {
+	var parts []string
+	if len(l.Lanes) > 0 {
+		parts = append(parts, "lane "+strings.Join(l.Lanes, ", "))
+	}
+	if l.Containers > 0 {
+		parts = append(parts, fmt.Sprintf("%d containers (%d running)", l.Containers, l.Running))
+	}
+	if len(parts) == 0 {
+		return "- (unused: disk prune --lru may remove it)"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// printImagePrune says what an LRU prune did to a node's images.
+func (a *App) printImagePrune(node string, p *images.ImagePrune) {
+	if p == nil {
+		return
+	}
+	if p.Error != "" {
+		fmt.Fprintf(a.Out, "%s: images: %s\n", node, p.Error)
+		return
+	}
+	verb := "removed"
+	if p.DryRun {
+		verb = "would remove"
+	}
+	for _, l := range p.Removed {
+		fmt.Fprintf(a.Out, "%s: %s image %s (%s, last used %s)\n", node, verb, imageName(l), staging.HumanBytes(l.Size), when(l.LastUsed))
+	}
+	for _, k := range p.Kept {
+		fmt.Fprintf(a.Out, "%s: %s\n", node, k)
+	}
+	fmt.Fprintf(a.Out, "%s: %s (Docker) free %s -> %s\n", node, p.Root, staging.HumanBytes(p.FreeBefore), staging.HumanBytes(p.FreeAfter))
 }

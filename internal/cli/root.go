@@ -281,7 +281,7 @@ func (a *App) Root() *cobra.Command {
 	root.AddCommand(a.statusCmd(), a.lanesCmd(), a.recipeCmd(), a.registryCmd(), a.fetchCmd(), a.stageCmd(), a.verifyCmd(),
 		a.upCmd(), a.stopCmd(), a.probeCmd(), a.cutoverCmd(), a.cancelCmd(), a.demoCmd(), a.scheduleCmd(),
 		a.controlCmd(), a.attachCmd(), a.initCmd(),
-		a.benchCmd(), a.reportCmd(), a.powerCmd(), a.logsCmd(), a.fleetCmd(), a.diskCmd(), a.keepCmd(), a.versionCmd(), a.imageCmd())
+		a.benchCmd(), a.reportCmd(), a.powerCmd(), a.logsCmd(), a.fleetCmd(), a.diskCmd(), a.keepCmd(), a.versionCmd(), a.imageCmd(), a.imagesCmd())
 	return root
 }
 

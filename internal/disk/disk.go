@@ -331,6 +331,10 @@ type PruneSpec struct {
 	Protected []string `json:"protected,omitempty"`
 	// DryRun chooses and reports, removing nothing.
 	DryRun bool `json:"dry_run,omitempty"`
+	// Images: an LRU prune also removes the node's images that no lane
+	// names and no container (running or not) uses, least recently used
+	// first, until Docker's data root has Free bytes free.
+	Images bool `json:"images,omitempty"`
 }
 
 // Removal is one block chosen for pruning (and, unless a dry run,

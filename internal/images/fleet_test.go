@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/pki"
 	"github.com/sparklane/sparklane/internal/relay"
@@ -240,7 +241,8 @@ func (fn *fleetNet) build(node, tag, base string, size int) image.InspectRespons
 // scratch on h1 only reaches h2 and h3 through the chain (same image ID
 // there); a second pass moves nothing; an image that adds one small layer
 // moves only that layer to each node (counted on each node's eth0); a
-// wrong pinned digest is refused before anything moves.
+// wrong pinned digest is refused before anything moves; an image built on
+// h1 from a [build] context reaches the others the same way.
 func TestImagesAcrossTheTestFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -307,6 +309,27 @@ func TestImagesAcrossTheTestFleet(t *testing.T) {
 		}
 		if moved[n].Layers != 1 || rx[n] > topSize*12/10 {
 			t.Errorf("%s: received %d layers, %d bytes on the wire, for one layer of %d", n, moved[n].Layers, rx[n], topSize)
+		}
+	}
+
+	// A recipe's [build] on h1 (a context under a shared root, on h1's
+	// own dockerd): the built image reaches h2 and h3 with the same ID,
+	// only its new layer crossing.
+	shared, dir := writeContext(t, "FROM "+repo+":v2\nCOPY payload /payload\n")
+	built, err := Build(ctx, fn.docker["h1"], "h1", repo+":built", contract.Build{Context: dir, Dockerfile: "docker/Dockerfile"}, []string{shared}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref3 := mustRef(t, repo+":built")
+	p, invs, err = fn.plan(ctx, ref3)
+	if err != nil || strings.Join(p.Chain, ",") != "h1,h2,h3" || p.From != 2 {
+		t.Fatalf("built image: plan %+v, %v", p, err)
+	}
+	moved, _, _ = fn.transfer(ref3, p, invs)
+	for _, n := range []string{"h2", "h3"} {
+		ins, err := fn.docker[n].ImageInspect(ctx, ref3.Name)
+		if err != nil || ins.ID != built.ID || moved[n].Layers != 1 {
+			t.Fatalf("%s: %s is %s (%v), %d layers moved; want %s built on h1, one layer", n, ref3.Name, ins.ID, err, moved[n].Layers, built.ID)
 		}
 	}
 }

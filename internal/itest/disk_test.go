@@ -189,7 +189,7 @@ func (d *diskRun) prune(t *testing.T, oldBytes int64) {
 	}
 	free0 := statfsFree(t, root)
 	want := strconv.FormatInt(free0+4<<20, 10)
-	code, res, out := d.disk(t, "prune", "--lru", "--free", want, "--dry-run")
+	code, res, out := d.disk(t, "prune", "--lru", "--free", want, "--dry-run", "--images=false")
 	if code != 0 || res.Nodes[0].Disk.Prune == nil || len(res.Nodes[0].Disk.Prune.Removals) != 1 || res.Nodes[0].Disk.Prune.Removals[0].Lanes[0] != "old" || res.Nodes[0].Disk.Prune.Removals[0].Removed {
 		t.Fatalf("dry-run prune: exit %d\n%s", code, out)
 	}
@@ -206,7 +206,7 @@ func (d *diskRun) prune(t *testing.T, oldBytes int64) {
 	if p := res.Nodes[0].Disk.Prune; code != 0 || p == nil || len(p.Removals) != 0 || len(p.Kept) != 1 || !strings.Contains(p.Kept[0], "live is running") {
 		t.Fatalf("prune of the running lane: exit %d\n%s", code, out)
 	}
-	code, res, out = d.disk(t, "prune", "--lru", "--free", want)
+	code, res, out = d.disk(t, "prune", "--lru", "--free", want, "--images=false")
 	p := res.Nodes[0].Disk.Prune
 	if code != 0 || p == nil || len(p.Removals) != 1 || !p.Removals[0].Removed || p.Removals[0].Lanes[0] != "old" || !p.Enough {
 		t.Fatalf("LRU prune: exit %d\n%s", code, out)

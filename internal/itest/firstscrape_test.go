@@ -57,6 +57,7 @@ func TestIdleWorkersFirstScrape(t *testing.T) {
 		`sparklane_staging_bytes_total{block="weights",lane="idle-one",node="n1"} 0`,
 		`sparklane_staging_bytes_total{block="weights",lane="idle-duo",node="n1"} 0`,
 		`sparklane_files_verified_total{block="weights",lane="idle-duo",node="n1"} 0`,
+		`sparklane_image_bytes_total{lane="idle-duo",node="n1",source="n2"} 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("first scrape lacks %s", want)

@@ -4,16 +4,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/image"
 
+	"github.com/sparklane/sparklane/internal/images"
 	"github.com/sparklane/sparklane/internal/simimage"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -85,5 +88,36 @@ func TestCutoverBuildsAnImageOnNoNode(t *testing.T) {
 	saveHistory(t, f, workflows.CutoverID("demo-2x"), "cutover-build")
 	if code, out, errOut = f.starter(ctx, "stop", "--lane", "built-2x"); code != 0 {
 		t.Fatalf("stop: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// starter images asks each node's worker for its images: the demo lanes'
+// image is listed with the lanes naming it, its size and last use.
+func TestStarterImagesListsTheLanesImages(t *testing.T) {
+	f, dc := demoFleet(t, 8<<20)
+	ctx := withTimeout(t, 5*time.Minute)
+	code, out, errOut := f.starter(ctx, "--json", "images", "--node", "n1")
+	if code != 0 {
+		t.Fatalf("images: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var res struct {
+		Nodes []struct {
+			Node   string          `json:"node"`
+			Images []images.Listed `json:"images"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("images --json: %v\n%s", err, out)
+	}
+	if len(res.Nodes) != 1 || res.Nodes[0].Node != "n1" || len(res.Nodes[0].Images) == 0 {
+		t.Fatalf("images of n1: %s", out)
+	}
+	first := res.Nodes[0].Images[0]
+	ins, err := dc.ImageInspect(ctx, first.ID)
+	if err != nil || !slices.Contains(first.Lanes, "demo-2x") || first.Size != ins.Size || first.LastUsed.IsZero() {
+		t.Errorf("first image %+v (inspect %v), want the demo lanes' image first, with its size and last use", first, err)
+	}
+	if code, text, _ := f.starter(ctx, "images", "--node", "n1"); code != 0 || !strings.Contains(text, "lane demo-") || !strings.Contains(text, "LAST USED") {
+		t.Errorf("images table: exit %d\n%s", code, text)
 	}
 }

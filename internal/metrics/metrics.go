@@ -33,6 +33,7 @@ type Metrics struct {
 	keeperRestart *prometheus.CounterVec
 	laneUp        *prometheus.GaugeVec
 	fetchBytes    *prometheus.CounterVec
+	imageBytes    *prometheus.CounterVec
 
 	mu  sync.Mutex
 	sdk map[string]*sdkVec // SDK metric name → its collector
@@ -60,9 +61,10 @@ func New() *Metrics {
 	m.keeperRestart = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_keeper_restarts_total", Help: "Whole-lane restarts a cluster's keeper made after a failed check."}, []string{"cluster", "lane"})
 	m.laneUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparklane_lane_up", Help: "1 when the kept lane passed its keeper's last check, 0 when it failed (or was stopped as a crash loop)."}, []string{"cluster", "lane"})
 	m.fetchBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_fetch_bytes_total", Help: "Bytes downloaded from the Hub into the NAS (starter fetch), per lane and repo."}, []string{"lane", "repo"})
+	m.imageBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparklane_image_bytes_total", Help: "Bytes of a lane's engine image a node received from another node (the source) in an image transfer: only the layers it lacked."}, []string{"lane", "node", "source"})
 	m.nodes = &nodeUp{checks: map[string]nodeCheck{}, desc: prometheus.NewDesc("sparklane_node_up",
 		"1 when the node's worker is up: 1 for the nodes this process serves, else whether a worker polled the node's task queue in the last 90 s (asked at each scrape).", []string{"node"}, nil)}
-	reg.MustRegister(m.stagingBytes, m.stagingRate, m.stagingDone, m.filesVerified, m.filesRepaired, m.readiness, m.probeTPS, m.probeTTFT, m.benchTG, m.nodeOutage, m.keeperRestart, m.laneUp, m.fetchBytes, m.nodes)
+	reg.MustRegister(m.stagingBytes, m.stagingRate, m.stagingDone, m.filesVerified, m.filesRepaired, m.readiness, m.probeTPS, m.probeTTFT, m.benchTG, m.nodeOutage, m.keeperRestart, m.laneUp, m.fetchBytes, m.imageBytes, m.nodes)
 	return m
 }
 
@@ -275,6 +277,27 @@ func (m *Metrics) Fetched(lane, repo string, bytes int64) {
 		return
 	}
 	m.fetchBytes.WithLabelValues(lane, repo).Add(float64(bytes))
+}
+
+// ImageReceived counts bytes of lane's image node received from source.
+func (m *Metrics) ImageReceived(lane, node, source string, bytes int64) {
+	if m == nil || bytes <= 0 {
+		return
+	}
+	m.imageBytes.WithLabelValues(lane, node, source).Add(float64(bytes))
+}
+
+// ZeroImages exports sparklane_image_bytes_total of lane on node at zero
+// for each node of its cluster it may receive the image from.
+func (m *Metrics) ZeroImages(lane, node string, sources []string) {
+	if m == nil {
+		return
+	}
+	for _, s := range sources {
+		if s != node {
+			m.imageBytes.WithLabelValues(lane, node, s)
+		}
+	}
 }
 
 // Handler serves the registry in the Prometheus text format.

@@ -48,6 +48,7 @@ func TestSDKAndSparklaneMetricsAreScraped(t *testing.T) {
 	m.NodeOutage("n2", 90*time.Second)
 	m.Fetched("demo-4x", "org/m", 3<<20)
 	m.Fetched("demo-4x", "org/m", 1<<20)
+	m.ImageReceived("demo-4x", "n2", "n1", 5<<20)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -72,6 +73,7 @@ func TestSDKAndSparklaneMetricsAreScraped(t *testing.T) {
 		`sparklane_probe_decode_tokens_per_second{lane="demo-4x"} 149.5`,
 		`sparklane_node_outage_seconds{node="n2"} 90`,
 		`sparklane_fetch_bytes_total{lane="demo-4x",repo="org/m"} 4.194304e+06`,
+		`sparklane_image_bytes_total{lane="demo-4x",node="n2",source="n1"} 5.24288e+06`,
 		`temporal_cutovers_total{lane="demo-4x"} 1`,
 		`go_goroutines `,
 	} {

@@ -69,7 +69,8 @@ func seedControlMetrics(c client.Client, cfg *config.Config, m *metrics.Metrics)
 
 // seedNodeMetrics marks node name up (this process serves it) and gives
 // the staging and verify series of every block of the lanes whose
-// cluster holds it a zero to start from.
+// cluster holds it, and their image bytes from each other node of the
+// cluster, a zero to start from.
 func seedNodeMetrics(cfg *config.Config, name string, m *metrics.Metrics) {
 	if m == nil {
 		return
@@ -93,6 +94,7 @@ func seedNodeMetrics(cfg *config.Config, name string, m *metrics.Metrics) {
 			blocks = append(blocks, s.ID)
 		}
 		m.ZeroBlocks(r.Name, name, blocks)
+		m.ZeroImages(r.Name, name, c.Nodes)
 	}
 }
 
