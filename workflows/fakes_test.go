@@ -250,7 +250,7 @@ func (f *fakeFleet) mockProbe() {
 		if f.notPolling[n] {
 			return activities.NodeStatusResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 		}
-		return activities.NodeStatusResult{Node: n, Lanes: f.lanesOn[n], Roots: []activities.RootFree{{Root: "/srv", Free: 1 << 40}}}, nil
+		return activities.NodeStatusResult{Node: n, Lanes: f.lanesOn[n], Roots: []activities.RootFree{{Root: "/srv", Free: 1 << 40}}, MemTotal: 128e9}, nil
 	})
 	env.OnActivity("ResolveLane", any2...).Return(func(ctx context.Context, in activities.ResolveLaneInput) (activities.ResolveLaneResult, error) {
 		f.record(ctx, "ResolveLane "+in.Lane)

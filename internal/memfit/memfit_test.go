@@ -124,3 +124,28 @@ func TestWithoutModelShape(t *testing.T) {
 		t.Fatalf("%v %v", err, est.Lines())
 	}
 }
+
+// BenchmarkFit64Shards is the fit of a 400B-parameter model in 64 shards:
+// headers only, so its cost is the shards' count, not their size.
+func BenchmarkFit64Shards(b *testing.B) {
+	shards := make([]int64, 64)
+	for i := range shards {
+		shards[i] = 400e9 / 64
+	}
+	snap := fittest.Snapshot(b, b.TempDir(), "org/huge", fittest.Config, shards...)
+	e, _ := EngineFlags("vllm", []string{"-tp", "4"}, 1, 1)
+	b.ResetTimer()
+	for range b.N {
+		w, err := ReadWeights(snap)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := ReadModel(snap)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Compute("huge", w, &m, e, []Node{{Name: "n", Memory: SparkMemory}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -18,7 +18,7 @@ import (
 	"strings"
 
 	"github.com/sparklane/sparklane/internal/config"
-	"github.com/sparklane/sparklane/internal/regswitch"
+	"github.com/sparklane/sparklane/internal/regset"
 )
 
 // Registry is one clone: its name, where it came from, what it follows
@@ -31,7 +31,7 @@ type Registry struct {
 	Commit string `json:"commit"`
 	Path   string `json:"path"`
 	// Disabled says `starter registry disable` turned it off: its
-	// recipes are neither listed nor resolved (internal/regswitch).
+	// recipes are neither listed nor resolved (internal/regset).
 	Disabled bool `json:"disabled,omitempty"`
 }
 
@@ -132,7 +132,7 @@ func Get(ctx context.Context, stateDir, name string) (Registry, error) {
 	}
 	r.URL, _ = git(ctx, dir, "config", "--get", "remote.origin.url")
 	r.Ref, _ = git(ctx, dir, "config", "--get", "sparklane.ref")
-	r.Disabled = slices.Contains(regswitch.Disabled(stateDir), name)
+	r.Disabled = slices.Contains(regset.Disabled(stateDir), name)
 	return r, nil
 }
 
@@ -172,7 +172,7 @@ func Remove(stateDir, name string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	_, err := regswitch.Set(stateDir, name, false) // a name added again starts enabled
+	_, err := regset.Set(stateDir, name, false) // a name added again starts enabled
 	return err
 }
 
@@ -186,5 +186,5 @@ func Enable(cfg *config.Config, name string, on bool) (bool, error) {
 	if !known && !off {
 		return false, fmt.Errorf("no registry %s: `starter registry list` shows the clones, [registries] in %s the others", name, cfg.File)
 	}
-	return regswitch.Set(cfg.StateDir, name, !on)
+	return regset.Set(cfg.StateDir, name, !on)
 }
