@@ -44,6 +44,9 @@ type NodeStatusResult struct {
 	// Foreign are running containers sparklane did not start that use
 	// GPUs or hold one of the asked ports; they make the node occupied.
 	Foreign []serve.Foreign `json:"foreign,omitempty"`
+	// MemTotal is the node's memory in bytes (/proc/meminfo's MemTotal;
+	// on a DGX Spark the unified memory), for the memory fit; 0 unread.
+	MemTotal int64 `json:"mem_total,omitempty"`
 }
 
 // StopForeignInput names foreign containers on one node to stop
@@ -169,12 +172,36 @@ type VerifyBlockResult struct {
 	Off bool `json:"off,omitempty"`
 }
 
+// BuildImageInput builds a lane's image on this node from its [build].
+type BuildImageInput struct {
+	// Image is the tag the result gets (the recipe's image).
+	Image string         `json:"image"`
+	Build contract.Build `json:"build"`
+}
+
+// BuildImageResult is the image built and the build log's last lines.
+type BuildImageResult struct {
+	Node string   `json:"node"`
+	ID   string   `json:"id"`
+	Tail []string `json:"tail,omitempty"`
+}
+
+// BuildProgress is a build's heartbeat: the log's latest line.
+type BuildProgress struct {
+	Line string `json:"line"`
+}
+
 // EnsureImageInput names the image a node must have.
 type EnsureImageInput struct {
 	Image string `json:"image"`
 	// Build is how the recipe builds the image (builder, build_args), for
 	// the error of a node that lacks it.
 	Build string `json:"build,omitempty"`
+	// Resolve: a pinned repo:tag@sha256:D this node has only under its
+	// tag (moved here: `docker load` sets no repo digest) is reported
+	// Unpinned with its ID instead of missing; the workflow accepts it
+	// only with the ID of the nodes that carry the digest.
+	Resolve bool `json:"resolve,omitempty"`
 }
 
 // EnsureImageResult is the image found.
@@ -182,6 +209,9 @@ type EnsureImageResult struct {
 	Node   string `json:"node"`
 	ID     string `json:"id"`
 	Digest string `json:"digest,omitempty"`
+	// Unpinned: found under the pinned reference's tag without its digest
+	// (EnsureImageInput.Resolve).
+	Unpinned bool `json:"unpinned,omitempty"`
 }
 
 // BeforeServeInput runs a lane's hooks on one node.
@@ -239,6 +269,11 @@ type StartRankInput struct {
 	Lane       string            `json:"lane"`
 	RecipeHash string            `json:"recipe_hash"`
 	Plan       contract.NodePlan `json:"plan"`
+	// ImageID is the image ID the serve step's image check resolved on
+	// this node (a pinned image's plans only): the container is created
+	// from it, since a pinned image moved here has no repo digest to be
+	// found by.
+	ImageID string `json:"image_id,omitempty"`
 }
 
 // StartRankResult is the container started (or found already running).
@@ -300,6 +335,11 @@ type ResolveLaneInput struct {
 type ResolveLaneResult struct {
 	Recipe contract.Recipe   `json:"recipe"`
 	Plan   contract.LanePlan `json:"plan"`
+	// MemoryFit is the lane's memory fit when it does not fit its nodes
+	// (the arithmetic; internal/memfit), else empty. A lane resolved here
+	// ran before (a rollback) or is only verified, so it is reported,
+	// never refused: the starter refuses a new lane before its run.
+	MemoryFit string `json:"memory_fit,omitempty"`
 }
 
 // WaitReadyInput waits for a lane's head to answer.
@@ -542,6 +582,20 @@ type KeeperInput struct {
 	// same across a continue-as-new.
 	LastCheck time.Time `json:"last_check,omitempty"`
 	Health    string    `json:"health,omitempty"`
+	// BootIDs is each node's boot id as its last check reported it: a
+	// node that answers with another one rebooted (its staged blocks are
+	// verified before the lane starts there again).
+	BootIDs map[string]string `json:"boot_ids,omitempty"`
+	// Verify lists the nodes whose staged blocks are verified (repairing
+	// what drifted) before the next restart: rebooted, or powered on.
+	Verify []string `json:"verify,omitempty"`
+	// Off says why the keeper idles "off by schedule" (a node of the lane
+	// that sparklane powered down), OffNodes which nodes; Lost says why it
+	// stopped healing (a node gone past its outage budget), LostNodes which.
+	Off       string   `json:"off,omitempty"`
+	OffNodes  []string `json:"off_nodes,omitempty"`
+	Lost      string   `json:"lost,omitempty"`
+	LostNodes []string `json:"lost_nodes,omitempty"`
 }
 
 // Keeper control actions (the keeper's update, starter keep, stop, cutover).
@@ -573,7 +627,16 @@ const (
 	KeeperHealing   = "healing"
 	KeeperPaused    = "paused"
 	KeeperCrashLoop = "stopped: crash loop"
-	KeeperEnded     = "ended"
+	// KeeperWaiting: a node's worker is gone; the keeper waits for it
+	// within the node outage budget (a reboot).
+	KeeperWaiting = "waiting for node"
+	// KeeperOff: a node of the lane is off on purpose (power off): no
+	// healing until it is powered on again.
+	KeeperOff = "off by schedule"
+	// KeeperNodeLost: a node stayed gone past its outage budget: the
+	// keeper stopped healing, said so, and watches for the node.
+	KeeperNodeLost = "stopped: node gone"
+	KeeperEnded    = "ended"
 )
 
 // KeeperStatus is what a keeper says about itself (status, starter keep).
@@ -620,10 +683,29 @@ type CheckRanksInput struct {
 }
 
 // CheckRanksResult is each rank's container state (running when the
-// activity succeeds).
+// activity succeeds). A RankDown failure carries it as its details.
 type CheckRanksResult struct {
 	Node  string      `json:"node"`
 	Ranks []RankState `json:"ranks"`
+	// BootID is the node's /proc/sys/kernel/random/boot_id: another one
+	// than the last check's means the node rebooted.
+	BootID string `json:"boot_id,omitempty"`
+}
+
+// KeeperNotifyInput is a keeper's notice to the operator: the config's
+// [keep] notify (a command run on the control host, or a webhook URL
+// POSTed JSON) is told the cluster, lane, state and reason; never a
+// secret.
+type KeeperNotifyInput struct {
+	Cluster string `json:"cluster"`
+	Lane    string `json:"lane"`
+	State   string `json:"state"`
+	Reason  string `json:"reason"`
+}
+
+// KeeperNotifyResult says what was notified ("" when [keep] notify is unset).
+type KeeperNotifyResult struct {
+	Notified string `json:"notified,omitempty"`
 }
 
 // StartKeeperResult names the keeper run started.

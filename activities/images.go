@@ -107,3 +107,34 @@ func (a *NodeActivities) TransferImage(ctx context.Context, in TransferImageInpu
 	}
 	return TransferImageResult{Moved: moved}, nil
 }
+
+// BuildImage builds the lane's image here from its recipe's [build]
+// (images.Build: a context under this node's shared roots, symlinks
+// refused, or a git URL), heartbeating the build log line by line. A
+// failing step is a permanent ImageBuildFailed carrying the last lines.
+func (a *NodeActivities) BuildImage(ctx context.Context, in BuildImageInput) (BuildImageResult, error) {
+	ref, err := images.ParseRef(in.Image)
+	if err != nil || ref.Name == "" {
+		return BuildImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: image %q cannot tag a build: give repo:tag", a.Node.Name, in.Image)))
+	}
+	d, err := a.dockerClient(ctx)
+	if err != nil {
+		return BuildImageResult{}, classify(err)
+	}
+	b, ok := d.(images.Builder)
+	if !ok {
+		return BuildImageResult{}, classify(fmt.Errorf("node %s: its Docker client cannot build images", a.Node.Name))
+	}
+	stop := keepAlive(ctx) // a long RUN step prints nothing for minutes
+	defer stop()
+	built, err := images.Build(ctx, b, a.Node.Name, ref.Name, in.Build, a.SharedRoots, func(l string) {
+		heartbeat(ctx, BuildProgress{Line: l})
+	})
+	if err != nil {
+		return BuildImageResult{Node: a.Node.Name, Tail: built.Tail}, classify(err)
+	}
+	if a.Log != nil {
+		a.Log.Info("image built", zap.String("image", ref.Name), zap.String("id", built.ID))
+	}
+	return BuildImageResult{Node: a.Node.Name, ID: built.ID, Tail: built.Tail}, nil
+}

@@ -23,7 +23,9 @@ import (
 	"github.com/sparklane/sparklane/internal/disk"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/hubmirror"
+	"github.com/sparklane/sparklane/internal/images"
 	"github.com/sparklane/sparklane/internal/lane"
+	"github.com/sparklane/sparklane/internal/memfit"
 	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/relay"
@@ -47,6 +49,9 @@ type NodeActivities struct {
 	// worker detects the node's RDMA devices ("" is /; tests point it at a
 	// fake tree, a double for hardware this machine lacks).
 	RDMARoot string
+	// MemInfo is the meminfo file NodeStatus reads the node's memory from
+	// (empty: /proc/meminfo; tests give a fake one).
+	MemInfo string
 	// Relay is this node's relay receiver (its server serves the same
 	// registry); nil when the node has no relay identity, and then a
 	// relayed block is staged from the NAS alone.
@@ -100,6 +105,7 @@ func (a *NodeActivities) dockerClient(ctx context.Context) (serve.Docker, error)
 // on each staging root.
 func (a *NodeActivities) NodeStatus(ctx context.Context, in NodeStatusInput) (NodeStatusResult, error) {
 	res := NodeStatusResult{Node: a.Node.Name}
+	res.MemTotal, _ = memfit.ReadMemTotal(a.MemInfo) // unread: the fit falls back to the config or a DGX Spark
 	for _, r := range a.Node.Roots {
 		rf := RootFree{Root: r}
 		free, err := staging.FreeBytes(a.local(r))
@@ -440,6 +446,22 @@ func (a *NodeActivities) EnsureImage(ctx context.Context, in EnsureImageInput) (
 	if err != nil {
 		return EnsureImageResult{}, classify(err)
 	}
+	if in.Resolve {
+		// A pinned image moved here is under its tag without the digest.
+		if ref, err := images.ParseRef(in.Image); err == nil && ref.Digest != "" && ref.Name != "" {
+			id, err := a.imageDocker(ctx)
+			if err != nil {
+				return EnsureImageResult{}, classify(err)
+			}
+			inv, err := images.Inspect(ctx, id, ref, a.Node.Name)
+			if err != nil {
+				return EnsureImageResult{}, classify(err)
+			}
+			if inv.Present && inv.Unpinned {
+				return EnsureImageResult{Node: a.Node.Name, ID: inv.ID, Unpinned: true}, nil
+			}
+		}
+	}
 	info, err := serve.EnsureImage(ctx, d, in.Image, a.Node.Name, in.Build)
 	if err != nil {
 		return EnsureImageResult{}, classify(err)
@@ -562,7 +584,7 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 		return StartRankResult{}, classify(fmt.Errorf("node %s rank %d: %w", a.Node.Name, in.Plan.Rank, err))
 	}
 	r, err := serve.StartRank(ctx, d, serve.RankSpec{
-		Lane: in.Lane, Node: a.Node.Name, Rank: in.Plan.Rank, RecipeHash: in.RecipeHash, Image: in.Plan.Image,
+		Lane: in.Lane, Node: a.Node.Name, Rank: in.Plan.Rank, RecipeHash: in.RecipeHash, Image: in.Plan.Image, ImageID: in.ImageID,
 		Argv: in.Plan.Argv, Env: env, SecretEnv: slices.Sorted(maps.Keys(in.Plan.EnvFrom)), Mounts: mounts, GPUs: in.Plan.GPUs,
 		Roots: roots, SharedRoots: a.SharedRoots, CreateSources: create, CreateOwner: owner,
 		Container: ctr, PreExec: in.Plan.PreExec,
@@ -607,7 +629,7 @@ func (a *NodeActivities) withRDMA(p contract.NodePlan) (map[string]string, contr
 	}
 	n := a.Node
 	n.ApplyDetected(det.HCA(), det.IfName(), det.Infiniband)
-	for k, v := range lane.CommEnv(&n) {
+	for k, v := range lane.CommEnv(&n, p.Topology) {
 		if _, set := env[k]; !set {
 			env[k] = v
 		}

@@ -147,6 +147,8 @@ type NodeState struct {
 	SSH    string                `json:"ssh,omitempty"`
 	Worker string                `json:"worker,omitempty"`
 	Roots  []activities.RootFree `json:"roots,omitempty"`
+	// Memory is the node's memory its worker reported (bytes; 0 unknown).
+	Memory int64 `json:"memory,omitempty"`
 }
 
 // String is the one-word-and-reason form used in tables and errors.
@@ -253,12 +255,31 @@ type StageInput struct {
 	// first (a Fetch child, fetch/LANE): stage --fetch, or blocks with
 	// fetch = true. Behind versionStageFetch.
 	Fetch *contract.FetchPlan `json:"fetch,omitempty"`
+	// Build, when set, builds the lane's image on Build.Node when no node
+	// of the cluster has it (a recipe with [build]), or first whatever
+	// the nodes have (Force: starter image build); it is then moved to the
+	// other nodes. Behind versionStageBuild.
+	Build *ImageBuild `json:"build,omitempty"`
+	// ImageOnly ensures the image and stages no block (starter image build).
+	ImageOnly bool `json:"image_only,omitempty"`
+}
+
+// ImageBuild is how the image step builds a lane's image.
+type ImageBuild struct {
+	// Image is the recipe's image: the tag the build gives.
+	Image string         `json:"image"`
+	Spec  contract.Build `json:"spec"`
+	// Node builds it (the recipe's [build] node, --node, or the head).
+	Node  string `json:"node"`
+	Force bool   `json:"force,omitempty"`
 }
 
 // StageResult collects every node's result.
 type StageResult struct {
 	Lane  string            `json:"lane"`
 	Nodes []StageNodeResult `json:"nodes"`
+	// Built is the image build the image step ran, if any.
+	Built *activities.BuildImageResult `json:"built,omitempty"`
 	// Fetch is the Fetch child's result, when the stage fetched first.
 	Fetch *FetchResult `json:"fetch,omitempty"`
 	// Images is the image step, per node (runs from versionStageImage on).
@@ -366,8 +387,10 @@ type CutoverResult struct {
 	Probe          *FleetProbeResult `json:"probe,omitempty"`
 	Stage          []StageNodeResult `json:"stage,omitempty"`
 	// Images is the stage's image step, per node (versionStageImage).
-	Fetch  *FetchResult                   `json:"fetch,omitempty"`
-	Images []ImageNodeResult              `json:"images,omitempty"`
+	Fetch  *FetchResult      `json:"fetch,omitempty"`
+	Images []ImageNodeResult `json:"images,omitempty"`
+	// Built is the image build the image step ran (versionStageBuild).
+	Built  *activities.BuildImageResult   `json:"built,omitempty"`
 	Verify []activities.VerifyBlockResult `json:"verify,omitempty"`
 	Serve  *ServeResult                   `json:"serve,omitempty"`
 	Bench  *activities.BenchResult        `json:"bench,omitempty"`

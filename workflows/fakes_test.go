@@ -18,6 +18,7 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/staging"
 )
 
@@ -92,6 +93,9 @@ type fakeFleet struct {
 	imageSent map[string]activities.TransferImageInput
 	// imageAsked: ImageInventory calls, by node.
 	imageAsked map[string]int
+	// imageUnpinned: node → the ID its EnsureImage reports for a pinned
+	// image it has only under its tag (EnsureImageInput.Resolve).
+	imageUnpinned map[string]string
 }
 
 func newFakeFleet(t *testing.T) *fakeFleet {
@@ -195,6 +199,13 @@ func (f *fakeFleet) mockImages() {
 		}
 		r.Present, r.ID, r.DiffIDs = true, "sha256:"+in.Image, layers
 		return r, nil
+	})
+	f.env.OnActivity("BuildImage", any2...).Return(func(ctx context.Context, in activities.BuildImageInput) (activities.BuildImageResult, error) {
+		n := f.record(ctx, "BuildImage "+in.Image)
+		f.mu.Lock()
+		delete(f.imageLack, n) // built: the node has it now
+		f.mu.Unlock()
+		return activities.BuildImageResult{Node: n, ID: "sha256:built", Tail: []string{"Successfully built"}}, nil
 	})
 	f.env.OnActivity("TransferImage", any2...).Return(func(ctx context.Context, in activities.TransferImageInput) (activities.TransferImageResult, error) {
 		n := f.record(ctx, "TransferImage "+in.Spec.Tag)
@@ -315,6 +326,12 @@ func (f *fakeFleet) mockServe() {
 			return activities.EnsureImageResult{}, err
 		}
 		n := f.record(ctx, "EnsureImage "+in.Image)
+		if id, ok := f.imageUnpinned[n]; ok {
+			if !in.Resolve {
+				return activities.EnsureImageResult{}, newAppErr("image "+in.Image+" missing on node "+n, fault.ImageMissing)
+			}
+			return activities.EnsureImageResult{Node: n, ID: id, Unpinned: true}, nil
+		}
 		return activities.EnsureImageResult{Node: n, ID: "sha256:" + in.Image}, nil
 	})
 	env.OnActivity("BeforeServe", any2...).Return(func(ctx context.Context, in activities.BeforeServeInput) (activities.BeforeServeResult, error) {

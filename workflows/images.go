@@ -31,7 +31,10 @@ const (
 // only the layers they lack from a node of the cluster that has it, in a
 // chain (images.Plan). With only, only that node receives. A dry run
 // reports per node whether the image is there and what would move.
-func ensureImages(ctx workflow.Context, t *tracker, plan contract.LanePlan, only string, dryRun bool, pickup time.Duration) ([]ImageNodeResult, error) {
+//
+// build, when set, builds its image first (Force) or when no node of the
+// cluster has it (versionStageBuild); built reports the build.
+func ensureImages(ctx workflow.Context, t *tracker, plan contract.LanePlan, only string, dryRun bool, pickup time.Duration, build *ImageBuild, built **activities.BuildImageResult) ([]ImageNodeResult, error) {
 	var order []string
 	byImage := map[string][]string{}
 	for _, n := range plan.Nodes {
@@ -42,13 +45,30 @@ func ensureImages(ctx workflow.Context, t *tracker, plan contract.LanePlan, only
 	}
 	var out []ImageNodeResult
 	for _, img := range order {
-		r, err := ensureImage(ctx, t, img, byImage[img], only, dryRun, pickup)
+		b := build
+		if b != nil && b.Image != img {
+			b = nil
+		}
+		r, err := ensureImage(ctx, t, img, byImage[img], only, dryRun, pickup, b, built)
 		out = append(out, r...)
 		if err != nil {
 			return out, err
 		}
 	}
 	return out, nil
+}
+
+// recipeBuild is how a cutover builds the recipe's image when no node
+// has it: its [build], on the [build] node or the cluster's head.
+func recipeBuild(rc contract.Recipe, plan contract.LanePlan) *ImageBuild {
+	if rc.Build == nil || len(plan.Nodes) == 0 {
+		return nil
+	}
+	b := &ImageBuild{Image: rc.Image, Spec: *rc.Build, Node: rc.Build.Node}
+	if b.Node == "" {
+		b.Node = plan.Nodes[0].Node
+	}
+	return b
 }
 
 // permanent turns an engine's typed error into the workflow's.
@@ -60,7 +80,7 @@ func permanent(err error) error {
 	return temporal.NewNonRetryableApplicationError(err.Error(), typ, nil)
 }
 
-func ensureImage(ctx workflow.Context, t *tracker, img string, nodes []string, only string, dryRun bool, pickup time.Duration) ([]ImageNodeResult, error) {
+func ensureImage(ctx workflow.Context, t *tracker, img string, nodes []string, only string, dryRun bool, pickup time.Duration, build *ImageBuild, built **activities.BuildImageResult) ([]ImageNodeResult, error) {
 	ref, err := images.ParseRef(img)
 	if err != nil {
 		i := t.start("image "+img, "")
@@ -68,9 +88,34 @@ func ensureImage(ctx workflow.Context, t *tracker, img string, nodes []string, o
 		t.end(i, "", err)
 		return nil, err
 	}
+	if build != nil && workflow.GetVersion(ctx, versionStageBuild, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		build = nil
+	}
+	if build != nil && build.Force && !dryRun {
+		if err := buildImage(ctx, t, *build, pickup, built); err != nil {
+			return nil, err
+		}
+		build = nil
+	}
 	for round := 1; ; round++ {
 		i := t.start("image "+img, "")
 		res, p, invs, err := planImage(ctx, ref, nodes, only, pickup)
+		if build != nil && errType(err) == fault.ImageMissing && len(p.Present) == 0 {
+			// On no node, and the recipe says how to build it.
+			if dryRun {
+				for k := range res {
+					res[k].State += "; would be built on " + build.Node + " and moved from there"
+				}
+				t.end(i, imageSummary(res), nil)
+				return res, nil
+			}
+			t.end(i, "missing everywhere: building on "+build.Node, nil)
+			if err := buildImage(ctx, t, *build, pickup, built); err != nil {
+				return res, err
+			}
+			build = nil
+			continue
+		}
 		if err != nil || dryRun || len(p.Chain) == 0 {
 			if dryRun && err != nil {
 				// A dry run reports the refusal per node and goes on.
@@ -196,6 +241,23 @@ func planImage(ctx workflow.Context, ref images.Ref, nodes []string, only string
 		}
 	}
 	return res, p, invs, nil
+}
+
+// buildImage runs BuildImage on the build's node: one attempt (a failing
+// Dockerfile step fails the same way again), heartbeating its log.
+func buildImage(ctx workflow.Context, t *tracker, b ImageBuild, pickup time.Duration, built **activities.BuildImageResult) error {
+	i := t.start("image build "+b.Image, b.Node)
+	var r activities.BuildImageResult
+	err := workflow.ExecuteActivity(summarize(nodeOpts(ctx, b.Node, pickup, imageTransferTimeout, imageTransferBeat, 1), b.Node, -1, "build "+b.Image), na.BuildImage,
+		activities.BuildImageInput{Image: b.Image, Build: b.Spec}).Get(ctx, &r)
+	t.end(i, r.ID, err)
+	if err != nil {
+		return nodeErr(b.Node, "image build", err)
+	}
+	if built != nil {
+		*built = &r
+	}
+	return nil
 }
 
 // imageInventory runs ImageInventory on nodes in parallel into invs.

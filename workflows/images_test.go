@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -88,5 +89,51 @@ func TestStageOnlyAsksTheOtherNodesWhenItsNodeLacksTheImage(t *testing.T) {
 	}
 	if g.imageAsked["a"] != 1 || g.imageAsked["c"] != 1 || g.imageSent["b"].Upstream == "" {
 		t.Fatalf("b lacks the image: asked %v, sent %v", g.imageAsked, g.imageSent)
+	}
+}
+
+// A lane with [build] whose image is on no node: the dry run says where
+// it would be built; the stage builds it there, then moves it to the
+// other nodes, and only then stages; starter image build (Force,
+// ImageOnly) builds even when a node has it and stages nothing.
+func TestStageBuildsAnImageOnNoNodeThenMovesIt(t *testing.T) {
+	build := &ImageBuild{Image: "img-new", Spec: contract.Build{Context: "/nas/e1"}, Node: "a"}
+	f := newFakeFleet(t)
+	f.env.RegisterWorkflow(Stage)
+	f.imageLack["a"], f.imageLack["b"] = 0, 0
+	f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), DryRun: true, Build: build})
+	var res StageResult
+	if err := f.env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if f.count("BuildImage") != 0 || len(res.Images) != 2 || !strings.HasSuffix(res.Images[1].State, "would be built on a and moved from there") {
+		t.Fatalf("dry run: %+v, calls %v", res.Images, f.callList())
+	}
+
+	g := newFakeFleet(t)
+	g.env.RegisterWorkflow(Stage)
+	g.imageLack["a"], g.imageLack["b"] = 0, 0
+	g.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Build: build})
+	res = StageResult{}
+	if err := g.env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Built == nil || res.Built.Node != "a" || g.imageSent["b"].Upstream != "a" {
+		t.Fatalf("built %+v, b received %+v, calls %v", res.Built, g.imageSent["b"], g.callList())
+	}
+	if calls := g.callList(); len(calls) < 3 || calls[0] != "BuildImage img-new@a" || !strings.HasPrefix(calls[1], "TransferImage") || !strings.HasPrefix(calls[2], "TransferImage") || g.count("StageBlock") != 4 {
+		t.Errorf("calls %v, want the build, then the transfer, then the blocks", calls)
+	}
+
+	h := newFakeFleet(t)
+	h.env.RegisterWorkflow(Stage)
+	force := *build
+	force.Force = true
+	h.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Build: &force, ImageOnly: true})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if h.count("BuildImage") != 1 || h.count("StageBlock") != 0 {
+		t.Fatalf("image build: calls %v, want one build and no block staged", h.callList())
 	}
 }

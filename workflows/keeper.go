@@ -46,6 +46,7 @@ func Keeper(ctx workflow.Context, in activities.KeeperInput) (KeeperResult, erro
 	if err := k.handlers(); err != nil {
 		return KeeperResult{}, err
 	}
+	k.nodesV = workflow.GetVersion(ctx, versionKeeperNodes, workflow.DefaultVersion, 1) >= 1
 	res, err := k.run()
 	// An "end" waits in its handler until the heal has let go; let it
 	// answer before the run closes.
@@ -68,8 +69,14 @@ type keeper struct {
 	ended     bool
 	endReason string
 	// cancelProbe cancels the heal's wait-ready and probes (control-plane
-	// HTTP only) when an "end" arrives; container steps finish first.
+	// HTTP only), a wait for a node or a verify-only pass when an "end"
+	// arrives; container steps finish first.
 	cancelProbe workflow.CancelFunc
+	// nodesV: this run waits for gone nodes, verifies rebooted ones,
+	// idles while a node is off (versionKeeperNodes).
+	nodesV bool
+	// waiting names the node the keeper waits for ("": none).
+	waiting string
 }
 
 func newKeeper(ctx workflow.Context, in activities.KeeperInput) *keeper {
@@ -158,6 +165,12 @@ func (k *keeper) state() string {
 		return activities.KeeperHealing
 	case k.in.Stopped != "":
 		return activities.KeeperCrashLoop
+	case k.in.Off != "":
+		return activities.KeeperOff
+	case k.in.Lost != "":
+		return activities.KeeperNodeLost
+	case k.waiting != "":
+		return activities.KeeperWaiting
 	case k.in.Paused:
 		return activities.KeeperPaused
 	}
@@ -185,8 +198,17 @@ func (k *keeper) run() (KeeperResult, error) {
 		}
 		k.runChecks++
 		k.in.Checks++
-		down, gone := k.check()
+		if k.nodesV && k.in.Off != "" && k.stillOff() {
+			k.lastCheck = workflow.Now(k.ctx)
+			continue
+		}
+		c := k.check()
+		down, gone := c.down, c.gone
 		k.lastCheck = workflow.Now(k.ctx)
+		if k.nodesV {
+			k.react(c)
+			continue
+		}
 		switch {
 		case gone != "":
 			// A node whose worker is gone cannot be restarted on: wait.
@@ -227,11 +249,20 @@ func (k *keeper) next() activities.KeeperInput {
 	return n
 }
 
+// checked is one check's outcome: down says why the lane is down; gone
+// names a node whose worker did not pick up its check (nothing can be
+// restarted there), or a check that failed itself; goneNodes lists the
+// nodes whose worker did not pick up.
+type checked struct {
+	down, gone string
+	goneNodes  []string
+}
+
 // check looks at every rank's container (on its node) and the head's
 // health path at once; each failed look is asked again after the grace
-// (retry policy). down says why the lane is down; gone names a node
-// whose worker did not pick up its check (nothing can be restarted there).
-func (k *keeper) check() (down, gone string) {
+// (retry policy). Each node's answer carries its boot id (sawBoot).
+func (k *keeper) check() checked {
+	var c checked
 	retry := &temporal.RetryPolicy{InitialInterval: k.pol.Grace.D(), BackoffCoefficient: 1, MaximumAttempts: 2}
 	plan := k.in.Plan
 	lane := plan.Lane
@@ -262,7 +293,11 @@ func (k *keeper) check() (down, gone string) {
 		activities.CheckHeadInput{Lane: lane, Head: head, Path: keeperHealthPath(k.in.Recipe), APIKeyEnv: k.in.Recipe.Probe.APIKeyEnv}))
 	var downs []string
 	for i, f := range futs {
-		err := f.Get(k.ctx, nil)
+		var r activities.CheckRanksResult
+		err := f.Get(k.ctx, &r)
+		if i < len(nodes) {
+			k.sawBoot(nodes[i], r, err)
+		}
 		if err == nil {
 			continue
 		}
@@ -272,8 +307,9 @@ func (k *keeper) check() (down, gone string) {
 		}
 		switch {
 		case i < len(nodes) && isPickupTimeout(err):
-			if gone == "" {
-				gone = fmt.Sprintf("node %s: its worker did not pick up the check within %s; waiting for it (no restart while a node is gone)", nodes[i], pickup)
+			c.goneNodes = append(c.goneNodes, nodes[i])
+			if c.gone == "" {
+				c.gone = fmt.Sprintf("node %s: its worker did not pick up the check within %s; waiting for it (no restart while a node is gone)", nodes[i], pickup)
 			}
 		case errType(err) == activities.RankDown || errType(err) == activities.LaneDown:
 			downs = append(downs, errMessage(err))
@@ -282,20 +318,20 @@ func (k *keeper) check() (down, gone string) {
 			// answer, a node worker too old to know CheckRanks): that is
 			// not a lane found down, and restarting on it could turn a
 			// rolling upgrade into a crash loop.
-			if gone == "" {
-				gone = fmt.Sprintf("%s: could not check the lane: %s", where, errMessage(err))
+			if c.gone == "" {
+				c.gone = fmt.Sprintf("%s: could not check the lane: %s", where, errMessage(err))
 			}
 		}
 	}
-	if gone != "" {
-		return "", gone
+	if c.gone != "" {
+		return c
 	}
 	if len(downs) > 0 {
 		i := k.t.start("check", "")
 		k.t.end(i, "failed after a re-probe", errors.New(joinComma(downs)))
-		return downs[0], ""
+		c.down = downs[0]
 	}
-	return "", ""
+	return c
 }
 
 // keeperHealthPath is the head's cheap check: the recipe's probe path,
@@ -375,6 +411,9 @@ func (k *keeper) heal(reason string) {
 			k.in.LastReason += "; stopping it failed: " + errMessage(err)
 		}
 		k.health = "down"
+		if k.nodesV {
+			k.notify(activities.KeeperCrashLoop, k.in.LastReason)
+		}
 		return
 	}
 	r := activities.KeeperRestart{At: workflow.Now(k.ctx), Reason: reason}

@@ -47,7 +47,10 @@ var corpus = map[string]string{
 	"stage-outage-resumed":      "TestReplayCorpusStageResumedAfterNodeOutage",
 	// ... stage-ok recorded before versionStageImage, this one with the
 	// image step (every node asked for the lane's image first).
-	"stage-image":              "TestReplayCorpusStageImage",
+	"stage-image": "TestReplayCorpusStageImage",
+	// ... and an up whose image step resolved each node's image ID
+	// (versionServeImageID; serve-ok keeps the runs before the gate).
+	"serve-image-id":           "TestReplayCorpusStageImage",
 	"stagenode-outage-resumed": "TestReplayCorpusStageResumedAfterNodeOutage",
 	"power-off-forced":         "TestReplayCorpusPower",
 	"power-on-refused":         "TestReplayCorpusPower",
@@ -73,6 +76,14 @@ var corpus = map[string]string{
 	"keeper-crash-loop":      "TestKeeperStopsACrashLoop",
 	// ... and a stop that won over a heal waiting for the lane to be ready.
 	"keeper-stopped-while-healing": "TestKeeperStopWinsWhileHealing",
+	// ... and (versionKeeperNodes) one that waited for a rebooted node,
+	// verified it and restarted the lane, then stopped healing past the
+	// outage budget (notify) and brought the lane back when it returned.
+	"keeper-node-reboot-lost": "TestKeeperWaitsForARebootedNode",
+	// ... one that idled off by schedule while a node was powered off and
+	// brought the lane back after power on, and the up that started it.
+	"keeper-off-by-schedule": "TestKeeperIdlesOffBySchedule",
+	"up-starts-keeper":       "TestKeeperIdlesOffBySchedule",
 	// starter fetch (Fetch), and stage --fetch of a lane whose repo was
 	// not on the NAS: the Fetch child first (versionStageFetch).
 	"fetch-ok":    "TestStarterFetchAndStageFetch",

@@ -10,6 +10,7 @@ import (
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/images"
 )
 
 // DefaultReadyBudget is how long a lane may take to load before WaitReady
@@ -78,24 +79,9 @@ func serveLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contra
 	}
 	res := ServeResult{Lane: plan.Lane}
 	nodes := planNodes(plan)
-	// Image present on every node.
-	var steps []int
-	for _, n := range plan.Nodes {
-		steps = append(steps, t.start("image", n.Node))
-	}
-	images := make([]activities.EnsureImageResult, len(plan.Nodes))
-	errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
-		// BuildHint marshals build_args with encoding/json, which writes map
-		// keys sorted: the same recipe gives the same text on every replay.
-		build := rc.BuildHint() //workflowcheck:ignore
-		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 2*time.Minute, 0, 3), nodes[i], plan.Nodes[i].Rank, "image "+plan.Nodes[i].Image), na.EnsureImage, activities.EnsureImageInput{Image: plan.Nodes[i].Image, Build: build})
-	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &images[i]) })
-	for i, err := range errs {
-		t.end(steps[i], images[i].ID, err)
-		if err != nil {
-			return res, nodeErr(nodes[i], "image", err)
-		}
-		res.Image = append(res.Image, images[i])
+	imageIDs, err := serveImages(ctx, t, rc, plan, pickup, budget, &res)
+	if err != nil {
+		return res, err
 	}
 	// before_serve hooks.
 	if err := serveHooks(ctx, t, rc, plan, pickup, budget, &res); err != nil {
@@ -104,13 +90,13 @@ func serveLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contra
 	// Start every rank; rank 0 waits for the others to join. Every start
 	// ends before a failure is returned: a stop racing a start still
 	// creating its container would leave that container running.
-	steps = nil
+	var steps []int
 	for _, n := range plan.Nodes {
 		steps = append(steps, t.start(fmt.Sprintf("start rank %d", n.Rank), n.Node))
 	}
 	ranks := make([]activities.StartRankResult, len(plan.Nodes))
-	errs = perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
-		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 5*time.Minute, 0, 3), nodes[i], plan.Nodes[i].Rank, "start "+plan.Lane), na.StartRank, activities.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: plan.Nodes[i]})
+	errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 5*time.Minute, 0, 3), nodes[i], plan.Nodes[i].Rank, "start "+plan.Lane), na.StartRank, activities.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: plan.Nodes[i], ImageID: imageIDs[i]})
 	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &ranks[i]) })
 	var startErr error
 	for i, err := range errs {
@@ -133,7 +119,7 @@ func serveLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contra
 		}
 		return res, nil
 	}
-	res, err := probeLane(ctx, t, rc, plan, res)
+	res, err = probeLane(ctx, t, rc, plan, res)
 	if err != nil || !hasPostHooks(plan) {
 		return res, err
 	}
@@ -141,6 +127,73 @@ func serveLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contra
 		return res, nil
 	}
 	return postHooks(ctx, t, rc, plan, pickup, budget, res)
+}
+
+// serveImages is serveLane's image step: the image present on every
+// node. Since versionServeImageID a pinned repo:tag@sha256:D found on a
+// node only under its tag (moved there: `docker load` sets no repo digest)
+// is accepted with the ID the nodes carrying the digest have, and every
+// rank of a pinned image is created from the ID its node resolved (the
+// returned per-node IDs; "" where the reference itself is used).
+func serveImages(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, pickup, budget time.Duration, res *ServeResult) ([]string, error) {
+	nodes := planNodes(plan)
+	resolve := workflow.GetVersion(ctx, versionServeImageID, workflow.DefaultVersion, 1) == 1
+	var steps []int
+	for _, n := range plan.Nodes {
+		steps = append(steps, t.start("image", n.Node))
+	}
+	found := make([]activities.EnsureImageResult, len(plan.Nodes))
+	errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
+		// BuildHint marshals build_args with encoding/json, which writes map
+		// keys sorted: the same recipe gives the same text on every replay.
+		build := rc.BuildHint() //workflowcheck:ignore
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 2*time.Minute, 0, 3), nodes[i], plan.Nodes[i].Rank, "image "+plan.Nodes[i].Image), na.EnsureImage,
+			activities.EnsureImageInput{Image: plan.Nodes[i].Image, Build: build, Resolve: resolve})
+	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &found[i]) })
+	for i, err := range errs {
+		t.end(steps[i], found[i].ID, err)
+		if err != nil {
+			return nil, nodeErr(nodes[i], "image", err)
+		}
+		res.Image = append(res.Image, found[i])
+	}
+	ids := make([]string, len(plan.Nodes))
+	if !resolve {
+		return ids, nil
+	}
+	if err := checkPinned(plan, found); err != nil {
+		return nil, err
+	}
+	for i, n := range plan.Nodes {
+		if ref, err := images.ParseRef(n.Image); err == nil && ref.Digest != "" {
+			ids[i] = found[i].ID
+		}
+	}
+	return ids, nil
+}
+
+// checkPinned refuses a node that has a pinned image only under its tag
+// with another ID than the nodes carrying the digest (images.MakePlan's
+// rule, the same as the stage's image step).
+func checkPinned(plan contract.LanePlan, found []activities.EnsureImageResult) error {
+	byImage := map[string][]images.Inventory{}
+	var order []string
+	for i, n := range plan.Nodes {
+		if _, ok := byImage[n.Image]; !ok {
+			order = append(order, n.Image)
+		}
+		byImage[n.Image] = append(byImage[n.Image], images.Inventory{Node: n.Node, Present: true, ID: found[i].ID, Unpinned: found[i].Unpinned})
+	}
+	for _, img := range order {
+		ref, err := images.ParseRef(img)
+		if err != nil || ref.Digest == "" {
+			continue
+		}
+		if _, err := images.MakePlan(ref, byImage[img]); err != nil {
+			return permanent(err)
+		}
+	}
+	return nil
 }
 
 func hasPostHooks(p contract.LanePlan) bool {

@@ -264,3 +264,47 @@ func TestServePostHooks(t *testing.T) {
 		t.Errorf("calls after a failed post_exec: %v", f.callList())
 	}
 }
+
+// A pinned repo:tag@sha256:D that the stage's image step moved to a node
+// is there under its tag only (`docker load` sets no repo digest): serve
+// accepts it with the ID the node carrying the digest has, and creates
+// every rank from the ID its node resolved; another ID is refused, and
+// nothing starts.
+func TestServeStartsAPinnedImageMovedToANode(t *testing.T) {
+	pin := "reg/eng:1@sha256:" + strings.Repeat("ab", 32)
+	pinned := func(lane string) (contract.Recipe, contract.LanePlan) {
+		rc, p := testRecipe(lane, nil, false), testPlan(lane, "h", "a", "b")
+		rc.Image = pin
+		for i := range p.Nodes {
+			p.Nodes[i].Image = pin
+		}
+		return rc, p
+	}
+	f := newFakeFleet(t)
+	f.imageUnpinned = map[string]string{"b": "sha256:" + pin}
+	rc, p := pinned("new")
+	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: rc, Plan: p, NoWait: true})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatalf("Serve of a pinned image moved to b: %v", err)
+	}
+	if len(f.starts) != 2 {
+		t.Fatalf("%d ranks started, want 2", len(f.starts))
+	}
+	for _, s := range f.starts {
+		if s.ImageID != "sha256:"+pin {
+			t.Errorf("rank %d started with image ID %q, want the resolved %q", s.Plan.Rank, s.ImageID, "sha256:"+pin)
+		}
+	}
+
+	f = newFakeFleet(t)
+	f.imageUnpinned = map[string]string{"b": "sha256:other"}
+	rc, p = pinned("new")
+	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: rc, Plan: p, NoWait: true})
+	app := appErr(t, f.env.GetWorkflowError())
+	if app.Type() != "ImageDigestMismatch" || !strings.Contains(app.Error(), "node b") || !strings.Contains(app.Error(), "sha256:other") {
+		t.Errorf("a wrong image under the pinned tag: %q (%s), want ImageDigestMismatch naming node b and what it has", app.Error(), app.Type())
+	}
+	if n := f.count("StartRank"); n != 0 {
+		t.Errorf("StartRank ran %d times with a wrong pinned image", n)
+	}
+}

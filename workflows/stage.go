@@ -283,10 +283,16 @@ func Stage(ctx workflow.Context, in StageInput) (StageResult, error) {
 	var imgs []ImageNodeResult
 	if workflow.GetVersion(ctx, versionStageImage, workflow.DefaultVersion, 1) >= 1 {
 		var err error
-		if imgs, err = ensureImages(ctx, t, in.Plan, in.Only, in.DryRun, in.Pickup.D()); err != nil {
+		if imgs, err = ensureImages(ctx, t, in.Plan, in.Only, in.DryRun, in.Pickup.D(), in.Build, &res.Built); err != nil {
 			res.Images = imgs
 			return res, err
 		}
+	}
+	if in.ImageOnly {
+		// starter image build: the image, no block (a new input: runs
+		// recorded before it never carry it).
+		res.Images = imgs
+		return res, nil
 	}
 	i := t.start("stage", "")
 	nodes, err := stageChildren(ctx, t, in.Plan, in.Blocks, in.Only, in.Mode, in.DryRun, in.Verify, in.Pickup.D(), in.OutageBudget.D(), in.Room, in.Heartbeat.D())

@@ -97,4 +97,25 @@ const (
 	// cutover that rolled back starts the previous lane's keeper again;
 	// stop ends the keepers of what it stops first (keeper.go).
 	versionKeeper = "keeper"
+
+	// versionServeImageID: serveLane's image step accepts a pinned
+	// repo:tag@sha256:D that a node has only under its tag (moved there by
+	// the stage's image step: `docker load` sets no repo digest) when its
+	// ID is the one the nodes carrying the digest have, and StartRank
+	// creates a pinned image's containers from the ID each node resolved
+	// (serve.go, serveImages).
+	versionServeImageID = "serve-image-id"
+
+	// versionStageBuild: the image step of a stage or cutover whose input
+	// carries a build (a recipe with [build], starter image build) builds
+	// the image on one node (BuildImage) when no node has it, or first
+	// with Force, then moves it (images.go). Runs recorded before it
+	// carried no build and never ask.
+	versionStageBuild = "stage-build"
+	// versionKeeperNodes: the keeper waits for a node whose worker is
+	// gone within the outage budget (a reboot), then stops healing past it
+	// (notify); runs a verify-only pass on a rebooted or powered-on node
+	// before restarting the lane; idles "off by schedule" while a node of
+	// the lane is powered off (keepnodes.go).
+	versionKeeperNodes = "keeper-nodes"
 )

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/regswitch"
 	"github.com/sparklane/sparklane/internal/strictdecode"
 )
 
@@ -185,6 +186,7 @@ func applyConfigDefaults(cfg *Config) error {
 		}
 	}
 	addClonedRegistries(cfg)
+	cfg.DisabledRegistries, cfg.RecipesDirs = regswitch.Apply(cfg.StateDir, cfg.Registries, cfg.RecipesDirs)
 	for i := range cfg.Nodes {
 		n := &cfg.Nodes[i]
 		if n.Docker == "" {
@@ -298,9 +300,6 @@ func parseTOMLRecipe(path string, data []byte, registries map[string]string) (*R
 	}
 	if r.RuntimeConfig != nil {
 		r.LoadWarnings = append(r.LoadWarnings, fmt.Sprintf("%s: runtime_config: recorded, not applied: its keys (%s) are read by sparkrun's runtime plugins; put flags in command or defaults", path, strings.Join(slices.Sorted(maps.Keys(r.RuntimeConfig)), ", ")))
-	}
-	if r.BuildArgs != nil || r.Builder != "" || r.BuilderConfig != nil {
-		r.LoadWarnings = append(r.LoadWarnings, fmt.Sprintf("%s: build_args: recorded (builder %q): sparklane builds no image; %s must already be on every node", path, r.Builder, r.Image))
 	}
 	// mods and mode mean the same as in a sparkrun recipe.
 	mods, merrs := resolveMods(path, r.Mods, registries)
@@ -425,11 +424,7 @@ func LoadRecipeDir(dir string, skip ...string) ([]*Recipe, []string, error) {
 			warnings = append(warnings, fmt.Sprintf("%s: not a regular file (%s): skipped", p, strictdecode.FileKind(st.Mode())))
 			continue
 		}
-		same := false
-		for _, s := range skipInfo {
-			same = same || os.SameFile(s, st)
-		}
-		if same {
+		if slices.ContainsFunc(skipInfo, func(s os.FileInfo) bool { return os.SameFile(s, st) }) {
 			continue
 		}
 		names = append(names, name)

@@ -218,9 +218,6 @@ func warnUnapplied(f *sparkrunFile, name string, warn func(key, why string, args
 	if f.DistributionConfig != nil {
 		warn("distribution_config", "not applied: sparklane moves weights with [[staging]]; without it the lane reads hf_cache_dir")
 	}
-	if f.BuildArgs != nil || f.Builder != "" || f.BuilderConfig != nil {
-		warn("build_args", "recorded (builder %q): sparklane builds no image; %s must already be on every node", f.Builder, f.Container)
-	}
 }
 
 // pooledModelType reads a sparkrun recipe's model type from its command:

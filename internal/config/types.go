@@ -20,6 +20,8 @@ type Config struct {
 	// Registries maps a registry name to a local clone, so a recipe can be
 	// named @NAME/recipe (sparkrun's scoped reference) without copying it.
 	Registries map[string]string `mapstructure:"registries" json:"registries,omitempty"`
+	// DisabledRegistries are those `starter registry disable` took out of Registries (name → path).
+	DisabledRegistries map[string]string `mapstructure:"-" json:"disabled_registries,omitempty"`
 	// DefaultCluster is the cluster a recipe without one (every sparkrun
 	// recipe) runs on when no --cluster is given.
 	DefaultCluster string `mapstructure:"default_cluster" json:"default_cluster,omitempty"`
@@ -133,6 +135,8 @@ type Node struct {
 	// *_SOCKET_IFNAME variables of that node's ranks.
 	HCA    string `mapstructure:"hca" json:"hca,omitempty"`
 	IfName string `mapstructure:"ifname" json:"ifname,omitempty"`
+	// GPUMemory ("128GB") is what a lane may use here; 0: as discovered (internal/memfit).
+	GPUMemory int64 `mapstructure:"gpu_memory" json:"gpu_memory,omitempty" unit:"bytes"`
 	// ClearHelper is an argv prefix (["sudo", "-n"]) the node worker puts
 	// before its remove command when a [hooks] clear directory holds entries
 	// it cannot delete itself (receipt roots written by root-run
@@ -175,6 +179,8 @@ type Device struct {
 type Cluster struct {
 	Name  string   `mapstructure:"name" json:"name"`
 	Nodes []string `mapstructure:"nodes" json:"nodes"`
+	// Topology (switch|pair|ring|mesh) picks the comm env (internal/lane/topology.go).
+	Topology string `mapstructure:"topology" json:"topology,omitempty"`
 }
 
 // Recipe is a lane recipe file as decoded: sparklane TOML or sparkrun v2
@@ -215,12 +221,16 @@ type Recipe struct {
 	// StopAfterPost stops the lane once its post hooks succeeded
 	// (sparkrun's stop_after_post: a one-shot batch job on a lane).
 	StopAfterPost bool `mapstructure:"stop_after_post"`
-	// RuntimeConfig, BuildArgs, Builder and BuilderConfig are recorded as
-	// written, never applied: sparklane builds no image (LoadWarnings say so).
+	// RuntimeConfig is recorded, never applied. BuildArgs, Builder and
+	// BuilderConfig are sparkrun's build keys: internal/lane maps them onto
+	// Build where they can.
 	RuntimeConfig map[string]any `mapstructure:"runtime_config"`
 	BuildArgs     any            `mapstructure:"build_args"`
 	Builder       string         `mapstructure:"builder"`
 	BuilderConfig map[string]any `mapstructure:"builder_config"`
+	// Build is [build]: how the image is built on one node when no node
+	// has it (contract.Build says what each key does; internal/lane checks).
+	Build Build `mapstructure:"build"`
 	// LoadWarnings are findings of loading (a sparkrun key sparklane does
 	// not apply, and why); rendering copies them into the plan's warnings.
 	LoadWarnings []string `mapstructure:"-"`
@@ -251,6 +261,16 @@ type Recipe struct {
 	Keep Keep `mapstructure:"keep"`
 }
 
+// Build is a recipe's [build] table (contract.Build).
+type Build struct {
+	Context    string            `mapstructure:"context"`
+	Git        string            `mapstructure:"git"`
+	Ref        string            `mapstructure:"ref"`
+	Dockerfile string            `mapstructure:"dockerfile"`
+	Args       map[string]string `mapstructure:"args"`
+	Node       string            `mapstructure:"node"`
+}
+
 // Keep is a [keep] table: how a cluster's keeper watches its lane after
 // a cutover or up. Interval is the time between checks (default 30s);
 // Restarts whole-lane restarts are allowed within Window (default 3 per
@@ -260,6 +280,8 @@ type Keep struct {
 	Restarts int           `mapstructure:"restarts" json:"restarts,omitempty"`
 	Window   time.Duration `mapstructure:"window" json:"window,omitempty"`
 	Off      bool          `mapstructure:"off" json:"off,omitempty"`
+	// Notify (config only) is told when a keeper stops healing: a command run on the control host, or a webhook URL.
+	Notify string `mapstructure:"notify" json:"notify,omitempty"`
 }
 
 // Mount is one [[mounts]] table: a bind into every rank's container

@@ -56,13 +56,16 @@ type Recipe struct {
 	// StopAfterPost stops the lane once its post hooks succeeded.
 	StopAfterPost bool `json:"stop_after_post,omitempty"`
 	// RuntimeConfig is sparkrun's runtime-specific table; BuildArgs,
-	// Builder and BuilderConfig say how the image was built. sparklane
-	// builds no image: it records them (the image must exist on every
-	// node) and the plan warns.
+	// Builder and BuilderConfig say how the image was built, as written
+	// (Build is what sparklane makes of them).
 	RuntimeConfig map[string]any `json:"runtime_config,omitempty"`
 	BuildArgs     any            `json:"build_args,omitempty"`
 	Builder       string         `json:"builder,omitempty"`
 	BuilderConfig map[string]any `json:"builder_config,omitempty"`
+	// Build says how sparklane builds the lane's image on one node when
+	// no node has it (stage, cutover) or when asked (starter image build);
+	// the result is then moved to the other nodes. Nil: never built.
+	Build *Build `json:"build,omitempty"`
 	// RecipeVersion and Metadata are carried from sparkrun v2 recipes so a
 	// loaded recipe round-trips what its authors wrote. Mods name mod
 	// directories (a run.sh each) found next to the recipe or in its
@@ -387,4 +390,22 @@ func (r Recipe) BuildHint() string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// Build is a recipe's [build]: an image built with the Docker Engine API
+// on one node, from a context directory on a shared root (every node sees
+// it alike) or from a git URL at a ref, tagged as the recipe's image.
+type Build struct {
+	// Context is an absolute directory under a shared root; Git a
+	// repository URL (https://, ssh:// or git@) cloned by the node's
+	// Docker at Ref. Exactly one is set.
+	Context string `json:"context,omitempty"`
+	Git     string `json:"git,omitempty"`
+	Ref     string `json:"ref,omitempty"`
+	// Dockerfile is relative to the context ("Dockerfile" when empty).
+	Dockerfile string `json:"dockerfile,omitempty"`
+	// Args are the build args (ARG values).
+	Args map[string]string `json:"args,omitempty"`
+	// Node builds it ("" : the cluster's head, or --node).
+	Node string `json:"node,omitempty"`
 }

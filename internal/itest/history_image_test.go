@@ -11,7 +11,8 @@ import (
 // workers: every node is asked for the lane's image first (the demo's
 // nodes share this machine's Docker, so it is present everywhere and
 // nothing moves), and the run's history joins the replay corpus as
-// stage-image (stage-ok keeps the runs recorded before the step).
+// stage-image (stage-ok keeps the runs recorded before the step); an up
+// of the staged lane joins it as serve-image-id.
 func TestReplayCorpusStageImage(t *testing.T) {
 	f, _ := demoFleet(t, 24<<20)
 	ctx := withTimeout(t, 10*time.Minute)
@@ -23,4 +24,14 @@ func TestReplayCorpusStageImage(t *testing.T) {
 		t.Fatalf("stage asked %d nodes for the image, want 2", n)
 	}
 	saveHistory(t, f, workflows.StageID("demo-2x"), "stage-image")
+
+	// Then up: the serve step's image check resolves each node's image
+	// ID (versionServeImageID); the history joins the corpus as
+	// serve-image-id (serve-ok keeps the runs recorded before the gate).
+	for _, args := range [][]string{{"up", "--lane", "demo-2x"}, {"stop", "--lane", "demo-2x"}} {
+		if code, out, errOut := f.starter(ctx, args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s\n%s", args, code, out, errOut)
+		}
+	}
+	saveHistory(t, f, workflows.UpID("demo-2x"), "serve-image-id")
 }

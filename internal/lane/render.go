@@ -67,7 +67,14 @@ func RenderOn(cfg *config.Config, r *config.Recipe, cluster string, overrides ma
 		cluster = cfg.DefaultCluster
 	}
 	w.Cluster = cluster
-	return render(cfg, &w, r.LoadWarnings, overrides)
+	plan, err := render(cfg, &w, append(slices.Clip(r.LoadWarnings), buildWarnings(r, w.Build)...), overrides)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBuild(cfg, r, plan, w.Build); err != nil {
+		return nil, err
+	}
+	return plan, nil
 }
 
 // renderer is one render of a recipe on its cluster: the inputs, and what
@@ -162,6 +169,9 @@ func (rd *renderer) pickNodes() error {
 		return recipeErr(r, "cluster", "unknown cluster %q — known clusters: %s", r.Cluster, strings.Join(cfg.ClusterNames(), ", "))
 	}
 	rd.cluster = c
+	if err := checkTopology(cfg, c); err != nil {
+		return err
+	}
 	for _, name := range c.Nodes {
 		n := cfg.Node(name)
 		if n == nil {

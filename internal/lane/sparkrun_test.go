@@ -117,7 +117,7 @@ func TestSparkrunEveryKey(t *testing.T) {
 		"runtime_config: recorded, not applied: its keys (foo)",
 		"benchmark: not applied",
 		"distribution_config: not applied",
-		"build_args: recorded (builder \"eugr\"): sparklane builds no image; img:1 must already be on every node",
+		"build_args: recorded (builder \"eugr\"): sparklane builds no image from it (only builder docker with builder_config context or git maps onto [build]); img:1 must already be on a node, or give the recipe a [build]",
 		"max_nodes 1: runs on the first 1 of cluster quad's 4 nodes (dgx1)",
 	}
 	if len(plan.Warnings) != len(want) {
@@ -291,7 +291,7 @@ run = "echo hi"
 		len(np.PreExec) != 3 || np.PreExec[0].Run != "echo hi" || np.PreExec[1].Dest != "/workspace/mods/tpl" {
 		t.Errorf("toml keys: %d nodes, %+v, %+v", len(plan.Nodes), np.Container, np.PreExec)
 	}
-	if len(plan.Warnings) != 2 || plan.Warnings[0] != p+`: build_args: recorded (builder "eugr"): sparklane builds no image; i must already be on every node` ||
+	if len(plan.Warnings) != 2 || plan.Warnings[0] != p+`: build_args: recorded (builder "eugr"): sparklane builds no image from it (only builder docker with builder_config context or git maps onto [build]); i must already be on a node, or give the recipe a [build]` ||
 		!strings.Contains(plan.Warnings[1], "max_nodes 1: runs on the first 1 of cluster pair's 2 nodes") {
 		t.Errorf("toml warnings: %q", plan.Warnings)
 	}

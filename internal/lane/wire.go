@@ -33,6 +33,7 @@ func Wire(r *config.Recipe) contract.Recipe {
 		BuildArgs:        r.BuildArgs,
 		Builder:          r.Builder,
 		BuilderConfig:    r.BuilderConfig,
+		Build:            wireBuild(r),
 		RecipeVersion:    r.RecipeVersion,
 		Metadata:         r.Metadata,
 		Mods:             r.Mods,

@@ -56,7 +56,12 @@ func containerConfig(ctx context.Context, d Docker, spec RankSpec) (*container.C
 		env = append(env, k+"="+v)
 	}
 	sort.Strings(env)
-	cfg := &container.Config{Image: spec.Image, Cmd: spec.Argv, Env: env, Labels: labels, User: c.User}
+	img := spec.Image
+	if spec.ImageID != "" {
+		img = spec.ImageID
+		labels[LabelImage] = spec.Image
+	}
+	cfg := &container.Config{Image: img, Cmd: spec.Argv, Env: env, Labels: labels, User: c.User}
 	if c.Entrypoint != nil {
 		ep, err := contract.SplitArgs(*c.Entrypoint)
 		if err != nil {
@@ -78,7 +83,7 @@ func containerConfig(ctx context.Context, d Docker, spec RankSpec) (*container.C
 		// the shell execs ENTRYPOINT + CMD after the pre_exec commands.
 		ep := []string(cfg.Entrypoint)
 		if c.Entrypoint == nil {
-			ins, err := d.ImageInspect(ctx, spec.Image)
+			ins, err := d.ImageInspect(ctx, img)
 			if err != nil {
 				return nil, nil, fmt.Errorf("container %s on node %s: inspect image %s for its entrypoint (pre_exec runs before it): %w", name, spec.Node, spec.Image, err)
 			}

@@ -52,6 +52,9 @@ func LaneFacts(ctx context.Context, d Docker, lane, node string) ([]ContainerFac
 		f := ContainerFacts{Node: node, Name: strings.TrimPrefix(ins.Name, "/"), ImageID: ins.Image}
 		if ins.Config != nil {
 			f.Image = ins.Config.Image
+			if l := ins.Config.Labels[LabelImage]; l != "" {
+				f.Image = l
+			}
 			f.Rank, _ = strconv.Atoi(ins.Config.Labels[LabelRank])
 		}
 		f.Args = append([]string{ins.Path}, ins.Args...)

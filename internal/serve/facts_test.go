@@ -45,3 +45,30 @@ func TestLaneFactsAreInspected(t *testing.T) {
 		t.Errorf("another node's facts: %+v %v, want none", none, err)
 	}
 }
+
+// A pinned repo:tag@sha256:D moved to a node by `docker load` is there
+// under its tag without the repo digest, so Docker cannot find it by the
+// pinned reference: the rank is created from the image ID the serve
+// step's check resolved, and its facts still name the recipe's reference.
+func TestStartRankFromThePinnedImageID(t *testing.T) {
+	d, img, lane := dockerLane(t)
+	ctx := context.Background()
+	ins, _, err := d.ImageInspectWithRaw(ctx, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := img + "@sha256:" + strings.Repeat("5a", 32)
+	s := spec(lane, "pin-n1", 0, "h", pinned, "sleep")
+	if _, err := serve.StartRank(ctx, d, s); err == nil {
+		t.Fatalf("a container from %s without the repo digest started: the test image must carry no digest", pinned)
+	}
+	s.ImageID = ins.ID
+	startRank(t, ctx, d, s)
+	facts, err := serve.LaneFacts(ctx, d, lane, "pin-n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(facts) != 1 || facts[0].ImageID != ins.ID || facts[0].Image != pinned {
+		t.Errorf("facts %+v, want one rank of image ID %s shown as %s", facts, ins.ID, pinned)
+	}
+}

@@ -70,6 +70,9 @@ func FindForeign(ctx context.Context, d Docker, ports []int, listening func(port
 		f := Foreign{Name: strings.TrimPrefix(ins.Name, "/"), ID: ins.ID, Why: strings.Join(why, ", ")}
 		if ins.Config != nil {
 			f.Image = ins.Config.Image
+			if l := ins.Config.Labels[LabelImage]; l != "" {
+				f.Image = l
+			}
 		}
 		out = append(out, f)
 	}

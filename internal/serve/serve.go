@@ -37,6 +37,9 @@ const (
 	// env — so the control service, which never resolves a secret, and a
 	// restarted node worker mask them too.
 	LabelSecretEnv = "sparklane.secret-env"
+	// LabelImage is the recipe's image reference on a container created
+	// from an image ID (RankSpec.ImageID): what reports show as its image.
+	LabelImage = "sparklane.image"
 )
 
 // Docker is the part of the Docker API this package uses; *client.Client
@@ -102,6 +105,12 @@ type RankSpec struct {
 	// the same hash is left alone, any other is replaced.
 	RecipeHash string `json:"recipe_hash"`
 	Image      string `json:"image"`
+	// ImageID, when set, is the image ID the serve step's image check
+	// resolved on this node: the container is created from it (and
+	// labelled LabelImage with Image), so a pinned repo:tag@sha256:D that
+	// was moved here — `docker load` sets no repo digest — starts, and
+	// runs exactly the image that was checked.
+	ImageID string `json:"image_id,omitempty"`
 	// Argv is the container command (the image's entrypoint, if any, stays).
 	Argv []string          `json:"argv"`
 	Env  map[string]string `json:"env,omitempty"`

@@ -1,0 +1,233 @@
+package images
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	"golang.org/x/sys/unix"
+
+	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/fault"
+)
+
+// BuildFailed: the image build itself failed (a Dockerfile step, a
+// missing file, a bad argument): building again will fail the same way.
+const BuildFailed = "ImageBuildFailed"
+
+// tailLines is how many of the build log's last lines a result and a
+// failure carry.
+const tailLines = 20
+
+// Builder is the part of the Docker API a build uses; *client.Client
+// satisfies it.
+type Builder interface {
+	ImageBuild(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
+	ImageInspect(ctx context.Context, imageID string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
+}
+
+// Built is a finished build: the image's ID and the log's last lines.
+type Built struct {
+	ID   string   `json:"id"`
+	Tail []string `json:"tail,omitempty"`
+}
+
+// CheckBuild checks b against the shared roots before anything is read:
+// a context must be an absolute, clean directory under one of them with
+// no symlink on its path; a git build names a ref; the Dockerfile stays
+// inside the context. Errors say which key is wrong and how to fix it.
+func CheckBuild(b contract.Build, sharedRoots []string) error {
+	switch {
+	case b.Context != "" && b.Git != "":
+		return errors.New("[build] sets both context and git: keep one")
+	case b.Context == "" && b.Git == "":
+		return errors.New("[build] sets neither context nor git: give context = \"/shared/dir\" (under a shared root) or git = \"https://…\" with ref")
+	case b.Git != "" && b.Ref == "":
+		return fmt.Errorf("[build] git %s has no ref: pin a tag, branch or commit (ref = \"v1.2\")", b.Git)
+	case b.Git != "" && !(strings.HasPrefix(b.Git, "https://") || strings.HasPrefix(b.Git, "ssh://") || strings.HasPrefix(b.Git, "git@")):
+		return fmt.Errorf("[build] git %q is not a repository URL: use https://, ssh:// or git@host:path", b.Git)
+	case b.Git == "" && b.Ref != "":
+		return fmt.Errorf("[build] ref %q without git: a ref pins a git URL; remove it or set git", b.Ref)
+	}
+	if df := b.Dockerfile; df != "" && (filepath.IsAbs(df) || df != filepath.Clean(df) || df == ".." || strings.HasPrefix(df, "../")) {
+		return fmt.Errorf("[build] dockerfile %q leaves the context: give a clean path relative to it (e.g. docker/Dockerfile)", df)
+	}
+	for k := range b.Args {
+		if k == "" || strings.ContainsAny(k, "= \t\n") {
+			return fmt.Errorf("[build] args key %q is not an ARG name", k)
+		}
+	}
+	if b.Context == "" {
+		return nil
+	}
+	if !filepath.IsAbs(b.Context) || filepath.Clean(b.Context) != b.Context {
+		return fmt.Errorf("[build] context %q is not an absolute clean path: give the directory under a shared root", b.Context)
+	}
+	for _, r := range sharedRoots {
+		if r != "" && (b.Context == filepath.Clean(r) || strings.HasPrefix(b.Context, filepath.Clean(r)+"/")) {
+			return nil
+		}
+	}
+	return fmt.Errorf("[build] context %s is under no shared root (%s): put the context on the NAS every node sees, or add its root to shared_roots", b.Context, strings.Join(sharedRoots, ", "))
+}
+
+// Build builds tag on d from b (CheckBuild first; the context is read
+// here, under the shared roots only, symlinks refused), calling progress
+// with each log line. A failing step is a permanent BuildFailed error
+// carrying the log's last lines.
+func Build(ctx context.Context, d Builder, node, tag string, b contract.Build, sharedRoots []string, progress func(string)) (Built, error) {
+	if err := CheckBuild(b, sharedRoots); err != nil {
+		return Built{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: image %s: %w", node, tag, err))
+	}
+	opts := build.ImageBuildOptions{Tags: []string{tag}, Dockerfile: b.Dockerfile, Remove: true, ForceRemove: true, BuildArgs: map[string]*string{}}
+	for k, v := range b.Args {
+		opts.BuildArgs[k] = &v
+	}
+	var body io.Reader
+	// refused is the context's refusal (a symlink, an unreadable file),
+	// which wins over what the daemon makes of a cut-off context.
+	refused := func() error { return nil }
+	if b.Git != "" {
+		opts.RemoteContext = b.Git + "#" + b.Ref
+	} else {
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			err := tarContext(pw, b.Context)
+			pw.CloseWithError(err)
+			done <- err
+		}()
+		refused = sync.OnceValue(func() error {
+			pr.Close()
+			var ce contextErr
+			if err := <-done; errors.As(err, &ce) {
+				return fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: image %s: %w", node, tag, err))
+			}
+			return nil
+		})
+		defer refused()
+		body = pr
+	}
+	resp, err := d.ImageBuild(ctx, body, opts)
+	if err != nil {
+		if rerr := refused(); rerr != nil {
+			return Built{}, rerr
+		}
+		return Built{}, fmt.Errorf("node %s: build image %s: %w", node, tag, err)
+	}
+	defer resp.Body.Close()
+	var tail []string
+	line := func(s string) {
+		for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+			if l = strings.TrimRight(l, "\r"); l == "" {
+				continue
+			}
+			tail = append(tail, l)
+			if len(tail) > tailLines {
+				tail = tail[1:]
+			}
+			if progress != nil {
+				progress(l)
+			}
+		}
+	}
+	dec := json.NewDecoder(bufio.NewReader(resp.Body))
+	for {
+		var m struct {
+			Stream      string `json:"stream"`
+			Status      string `json:"status"`
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return Built{Tail: tail}, fmt.Errorf("node %s: build image %s: read the build log: %w", node, tag, err)
+		}
+		line(m.Stream + m.Status)
+		if m.Error != "" {
+			if rerr := refused(); rerr != nil {
+				return Built{Tail: tail}, rerr
+			}
+			line(m.Error)
+			where := b.Context
+			if b.Git != "" {
+				where = b.Git + "#" + b.Ref
+			}
+			return Built{Tail: tail}, fault.Permanent(BuildFailed, fmt.Errorf("node %s: build of image %s from %s failed: %s; last lines:\n%s", node, tag, where, m.Error, strings.Join(tail, "\n")))
+		}
+	}
+	if rerr := refused(); rerr != nil {
+		return Built{Tail: tail}, rerr
+	}
+	ins, err := d.ImageInspect(ctx, tag)
+	if err != nil {
+		return Built{Tail: tail}, fmt.Errorf("node %s: inspect built image %s: %w", node, tag, err)
+	}
+	return Built{ID: ins.ID, Tail: tail}, nil
+}
+
+// contextErr is a refused or unreadable context file.
+type contextErr struct{ error }
+
+// tarContext writes dir as a build context: regular files and
+// directories only, each opened without following a link; a symlink
+// anywhere in it (or on its path) is refused, so nothing outside the
+// declared shared root is read.
+func tarContext(w io.Writer, dir string) error {
+	if real, err := filepath.EvalSymlinks(dir); err != nil {
+		return contextErr{fmt.Errorf("[build] context %s: %w", dir, err)}
+	} else if real != dir {
+		return contextErr{fmt.Errorf("[build] context %s is reached through a symlink (it is %s): give the real path", dir, real)}
+	}
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if rel == "." {
+			return nil
+		}
+		switch {
+		case e.Type()&fs.ModeSymlink != 0:
+			return contextErr{fmt.Errorf("[build] context %s holds a symlink, %s: symlinks are refused (they may point outside the shared root); copy the file in", dir, rel)}
+		case e.IsDir():
+			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: rel + "/", Mode: 0o755})
+		case !e.Type().IsRegular():
+			return contextErr{fmt.Errorf("[build] context %s holds %s, neither a file nor a directory: remove it", dir, rel)}
+		}
+		f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return contextErr{fmt.Errorf("[build] context file %s: %w", path, err)}
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: int64(st.Mode().Perm()), Size: st.Size(), ModTime: st.ModTime()}); err != nil {
+			return err
+		}
+		_, err = io.CopyN(tw, f, st.Size())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
