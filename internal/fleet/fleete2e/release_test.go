@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,8 +90,8 @@ func runNoGo(t *testing.T, dir string, argv ...string) (int, string, string) {
 }
 
 // The release, as a user without Go gets it: scripts/release builds a
-// tarball per architecture; the amd64 one, unpacked with tar and checked
-// with sha256sum, runs `starter version` and `fleet install` onto a
+// tarball per architecture; the README's commands check the tarballs,
+// unpack the amd64 one and run its `starter version`; it runs `fleet install` onto a
 // network-namespace host that has no Go (its view of the Go toolchain is an
 // empty directory), from a PATH without Go: the starter starts the control
 // service from the release's worker, uploads that worker to the node, and
@@ -137,20 +138,33 @@ func TestReleaseInstallsOnAHostWithoutGo(t *testing.T) {
 		t.Fatalf("arm64 worker %s: %v %v", r.Worker(), err, e)
 	}
 
-	// Unpacked where a control host without Go would put it.
+	// The README's commands, as written, where the tarballs were
+	// downloaded: check, unpack, starter version.
 	opt := t.TempDir()
-	if out, err := exec.Command("tar", "-xzf", filepath.Join(dist, tarballs["amd64"]), "-C", opt).CombinedOutput(); err != nil {
-		t.Fatalf("tar: %v\n%s", err, out)
+	for _, name := range append(slices.Collect(maps.Values(tarballs)), fleet.ReleaseSums) {
+		if err := os.Symlink(filepath.Join(dist, name), filepath.Join(opt, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmds := readmeReleaseCommands(t)
+	var out, errOut string
+	for _, c := range cmds {
+		var code int
+		code, out, errOut = runNoGo(t, opt, "sh", "-c", c)
+		if code != 0 {
+			t.Fatalf("README: %s: exit %d\n%s%s", c, code, out, errOut)
+		}
 	}
 	rel := filepath.Join(opt, strings.TrimSuffix(tarballs["amd64"], ".tar.gz"))
+	starterBin := filepath.Join(rel, "starter")
+	if last := cmds[len(cmds)-1]; !strings.HasPrefix(last, "./"+filepath.Base(rel)+"/starter version") {
+		t.Fatalf("the README's last release command is %q, want ./%s/starter version", last, filepath.Base(rel))
+	}
 	if out, err := exec.Command("sh", "-c", "cd "+rel+" && sha256sum -c --quiet SHA256SUMS").CombinedOutput(); err != nil {
 		t.Fatalf("sha256sum -c in %s: %v\n%s", rel, err, out)
 	}
-	manifest, _ := os.ReadFile(filepath.Join(rel, fleet.ReleaseManifest))
-	starterBin := filepath.Join(rel, "starter")
-	code, out, errOut := runNoGo(t, opt, starterBin, "version")
-	if code != 0 || !strings.Contains(out, "sparklane "+r.Version+" (commit "+r.Commit+", go1.") || !strings.Contains(out, "linux/amd64") || !strings.Contains(out, "release: "+rel) {
-		t.Fatalf("starter version: exit %d\n%s%s\n(RELEASE: %s)", code, out, errOut, manifest)
+	if !strings.Contains(out, "sparklane "+r.Version+" (commit "+r.Commit+", go1.") || !strings.Contains(out, "linux/amd64") || !strings.Contains(out, "release: "+rel) {
+		t.Fatalf("starter version:\n%s%s", out, errOut)
 	}
 	t.Logf("starter version: %s", strings.TrimSpace(out))
 
@@ -173,7 +187,7 @@ func TestReleaseInstallsOnAHostWithoutGo(t *testing.T) {
 	})
 
 	// Only the arm64 release given: the amd64 node is refused by name.
-	code, out, errOut = runNoGo(t, dir, starterBin, "--config", cfgFile, "fleet", "install", "--wait", "0", "--from", filepath.Join(dist, tarballs["arm64"]))
+	code, out, errOut := runNoGo(t, dir, starterBin, "--config", cfgFile, "fleet", "install", "--wait", "0", "--from", filepath.Join(dist, tarballs["arm64"]))
 	want := fmt.Sprintf("node %s: find the worker binary: the node is x86_64 (linux/amd64): no sparklane release for linux/amd64 among %s (linux/arm64)", n.Name, filepath.Join(dist, tarballs["arm64"]))
 	if code != 1 || !strings.Contains(out+errOut, want) {
 		t.Fatalf("install with only arm64: exit %d, want %q\n%s%s", code, want, out, errOut)
@@ -197,6 +211,33 @@ func TestReleaseInstallsOnAHostWithoutGo(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), "sparklane "+r.Version+" (commit "+r.Commit) {
 		t.Fatalf("the node's worker version: %v\n%s", err, b)
 	}
+}
+
+// readmeReleaseCommands are the commands of the README's block after
+// "**Without Go**" (comments cut).
+func readmeReleaseCommands(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "**Without Go**")
+	if !ok {
+		t.Fatal("README.md has no **Without Go** paragraph")
+	}
+	var cmds []string
+	for _, l := range strings.Split(after, "\n") {
+		if strings.HasPrefix(l, "    ") {
+			c, _, _ := strings.Cut(strings.TrimSpace(l), "  #")
+			cmds = append(cmds, strings.TrimSpace(c))
+		} else if len(cmds) > 0 && strings.TrimSpace(l) != "" {
+			break
+		}
+	}
+	if len(cmds) != 3 {
+		t.Fatalf("the README's release block should show sha256sum, tar and starter version; found %q", cmds)
+	}
+	return cmds
 }
 
 // hideGo makes node n a host without Go: an empty directory is mounted
