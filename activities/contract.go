@@ -825,6 +825,9 @@ type ImageInventoryInput struct {
 	// DiffIDs, when given (the image's layers, from a node that has it),
 	// ask how many of them a node without the image already has.
 	DiffIDs []string `json:"diff_ids,omitempty"`
+	// Want, when set, is the image ID the run moves (one it just built):
+	// a node with another image under the tag reports it lacks the image.
+	Want string `json:"want,omitempty"`
 }
 
 // ImageInventoryResult is one node's inventory of the image, and where

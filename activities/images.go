@@ -65,6 +65,11 @@ func (a *NodeActivities) ImageInventory(ctx context.Context, in ImageInventoryIn
 	if err != nil {
 		return ImageInventoryResult{}, classify(err)
 	}
+	if in.Want != "" && inv.Present && inv.ID != in.Want {
+		// A stale image under the tag (the previous build): the new one
+		// replaces it, sharing what layers it can.
+		inv = images.Inventory{Node: inv.Node}
+	}
 	if !inv.Present && len(in.DiffIDs) > 0 {
 		if inv.HaveLayers, inv.Containerd, err = images.HaveLayers(ctx, d, a.Node.Name, in.DiffIDs); err != nil {
 			return ImageInventoryResult{}, classify(err)

@@ -93,6 +93,8 @@ type fakeFleet struct {
 	imageSent map[string]activities.TransferImageInput
 	// imageAsked: ImageInventory calls, by node.
 	imageAsked map[string]int
+	// imageStale: nodes whose image under the tag is an older build.
+	imageStale map[string]bool
 	// imageUnpinned: node → the ID its EnsureImage reports for a pinned
 	// image it has only under its tag (EnsureImageInput.Resolve).
 	imageUnpinned map[string]string
@@ -185,7 +187,7 @@ func (f *fakeFleet) mockKeeper() {
 // mockImages mocks ImageInventory (not recorded: every run asks it) and
 // TransferImage (recorded).
 func (f *fakeFleet) mockImages() {
-	f.imageLack, f.imageSent, f.imageAsked = map[string]int{}, map[string]activities.TransferImageInput{}, map[string]int{}
+	f.imageLack, f.imageSent, f.imageAsked, f.imageStale = map[string]int{}, map[string]activities.TransferImageInput{}, map[string]int{}, map[string]bool{}
 	layers := []string{"sha256:l1", "sha256:l2"}
 	f.env.OnActivity("ImageInventory", any2...).Return(func(ctx context.Context, in activities.ImageInventoryInput) (activities.ImageInventoryResult, error) {
 		n := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node.")
@@ -202,6 +204,17 @@ func (f *fakeFleet) mockImages() {
 			return r, nil
 		}
 		r.Present, r.ID, r.DiffIDs = true, "sha256:"+in.Image, layers
+		if f.imageStale[n] {
+			r.ID = "sha256:old-" + in.Image
+		}
+		if in.Want != "" && r.ID != in.Want {
+			// A stale image under the tag: lacks the one moved, has its base.
+			r = activities.ImageInventoryResult{Addr: r.Addr}
+			r.Node = n
+			if len(in.DiffIDs) > 0 {
+				r.HaveLayers = 1
+			}
+		}
 		return r, nil
 	})
 	f.env.OnActivity("BuildImage", any2...).Return(func(ctx context.Context, in activities.BuildImageInput) (activities.BuildImageResult, error) {
@@ -209,7 +222,10 @@ func (f *fakeFleet) mockImages() {
 		f.mu.Lock()
 		delete(f.imageLack, n) // built: the node has it now
 		f.mu.Unlock()
-		return activities.BuildImageResult{Node: n, ID: "sha256:built", Tail: []string{"Successfully built"}}, nil
+		f.mu.Lock()
+		delete(f.imageStale, n)
+		f.mu.Unlock()
+		return activities.BuildImageResult{Node: n, ID: "sha256:" + in.Image, Tail: []string{"Successfully built"}}, nil
 	})
 	f.env.OnActivity("TransferImage", any2...).Return(func(ctx context.Context, in activities.TransferImageInput) (activities.TransferImageResult, error) {
 		n := f.record(ctx, "TransferImage "+in.Spec.Tag)

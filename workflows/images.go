@@ -99,7 +99,7 @@ func ensureImage(ctx workflow.Context, t *tracker, lane, img string, nodes []str
 	}
 	for round := 1; ; round++ {
 		i := t.start("image "+img, "")
-		res, p, invs, err := planImage(ctx, ref, nodes, only, pickup)
+		res, p, invs, err := planImage(ctx, ref, nodes, only, builtID(built), pickup)
 		if build != nil && errType(err) == fault.ImageMissing && len(p.Present) == 0 {
 			// On no node, and the recipe says how to build it.
 			if dryRun {
@@ -168,13 +168,16 @@ func asApp(err error, app **temporal.ApplicationError) bool {
 // only, that node is asked first and the others (the sources) only when
 // it lacks the image: a stage --node N does not wait on the other nodes'
 // workers when N has it.
-func planImage(ctx workflow.Context, ref images.Ref, nodes []string, only string, pickup time.Duration) ([]ImageNodeResult, images.Plan, map[string]activities.ImageInventoryResult, error) {
+//
+// want, when set, is the image ID the run moves (the one it just built):
+// a node with another image under the tag lacks it, and its layers count.
+func planImage(ctx workflow.Context, ref images.Ref, nodes []string, only, want string, pickup time.Duration) ([]ImageNodeResult, images.Plan, map[string]activities.ImageInventoryResult, error) {
 	invs := map[string]activities.ImageInventoryResult{}
 	if only != "" {
 		if !slices.Contains(nodes, only) {
 			return nil, images.Plan{}, invs, nil
 		}
-		if err := imageInventory(ctx, ref, []string{only}, nil, pickup, invs); err != nil {
+		if err := imageInventory(ctx, ref, []string{only}, nil, want, pickup, invs); err != nil {
 			return []ImageNodeResult{{Node: only, Image: ref.String()}}, images.Plan{}, invs, err
 		}
 		if invs[only].Present {
@@ -189,7 +192,7 @@ func planImage(ctx workflow.Context, ref images.Ref, nodes []string, only string
 			ask = append(ask, n)
 		}
 	}
-	if err := imageInventory(ctx, ref, ask, nil, pickup, invs); err != nil {
+	if err := imageInventory(ctx, ref, ask, nil, want, pickup, invs); err != nil {
 		return res, images.Plan{}, invs, err
 	}
 	var diff []string
@@ -205,7 +208,7 @@ func planImage(ctx workflow.Context, ref images.Ref, nodes []string, only string
 		}
 	}
 	if len(lack) > 0 {
-		if err := imageInventory(ctx, ref, lack, diff, pickup, invs); err != nil {
+		if err := imageInventory(ctx, ref, lack, diff, want, pickup, invs); err != nil {
 			return res, images.Plan{}, invs, err
 		}
 	}
@@ -243,6 +246,14 @@ func planImage(ctx workflow.Context, ref images.Ref, nodes []string, only string
 	return res, p, invs, nil
 }
 
+// builtID is the ID of the image the run built, "" before a build.
+func builtID(built **activities.BuildImageResult) string {
+	if built == nil || *built == nil {
+		return ""
+	}
+	return (*built).ID
+}
+
 // buildImage runs BuildImage on the build's node: one attempt (a failing
 // Dockerfile step fails the same way again), heartbeating its log.
 func buildImage(ctx workflow.Context, t *tracker, b ImageBuild, pickup time.Duration, built **activities.BuildImageResult) error {
@@ -261,12 +272,12 @@ func buildImage(ctx workflow.Context, t *tracker, b ImageBuild, pickup time.Dura
 }
 
 // imageInventory runs ImageInventory on nodes in parallel into invs.
-func imageInventory(ctx workflow.Context, ref images.Ref, nodes, diffIDs []string, pickup time.Duration, invs map[string]activities.ImageInventoryResult) error {
+func imageInventory(ctx workflow.Context, ref images.Ref, nodes, diffIDs []string, want string, pickup time.Duration, invs map[string]activities.ImageInventoryResult) error {
 	futs := make([]workflow.Future, len(nodes))
 	for k, n := range nodes {
 		what := "image inventory " + ref.String()
 		futs[k] = workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, pickup, imageInventoryTimeout, 0, 3), n, -1, what), na.ImageInventory,
-			activities.ImageInventoryInput{Image: ref.String(), DiffIDs: diffIDs})
+			activities.ImageInventoryInput{Image: ref.String(), DiffIDs: diffIDs, Want: want})
 	}
 	var first error
 	for k, n := range nodes {
@@ -278,6 +289,11 @@ func imageInventory(ctx workflow.Context, ref images.Ref, nodes, diffIDs []strin
 			continue
 		}
 		r.Node = n // the node asked, whatever an old worker reports
+		if want != "" && r.Present && r.ID != want {
+			// Another image under the tag (a worker older than Want
+			// reports it present): it lacks the one moved.
+			r.Present, r.Unpinned = false, false
+		}
 		invs[n] = r
 	}
 	return first

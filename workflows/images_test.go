@@ -125,15 +125,18 @@ func TestStageBuildsAnImageOnNoNodeThenMovesIt(t *testing.T) {
 		t.Errorf("calls %v, want the build, then the transfer, then the blocks", calls)
 	}
 
+	// A rebuild of the same tag: b still has the previous build under it,
+	// so b receives the new one from a (only the layer it lacks).
 	h := newFakeFleet(t)
 	h.env.RegisterWorkflow(Stage)
+	h.imageStale["a"], h.imageStale["b"] = true, true
 	force := *build
 	force.Force = true
 	h.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Build: &force, ImageOnly: true})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if h.count("BuildImage") != 1 || h.count("StageBlock") != 0 {
-		t.Fatalf("image build: calls %v, want one build and no block staged", h.callList())
+	if h.count("BuildImage") != 1 || h.count("StageBlock") != 0 || h.imageSent["b"].Upstream != "a" || h.imageSent["b"].Spec.From != 1 {
+		t.Fatalf("image build: calls %v, b got %+v; want one build, b receiving the new image's top layer from a, no block staged", h.callList(), h.imageSent["b"])
 	}
 }
