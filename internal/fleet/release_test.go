@@ -160,3 +160,18 @@ func TestReleasesRefuseAlteredFilesAndNameAMissingArchitecture(t *testing.T) {
 		t.Fatalf("missing source: %v", err)
 	}
 }
+
+// The node unit a release ships is fleet install's unit as a systemd
+// template: the instance is the node's name.
+func TestNodeUnitTemplate(t *testing.T) {
+	u := NodeUnitTemplate()
+	for _, want := range []string{"ExecStart=/usr/local/lib/sparklane/worker node --node '%i' --config /etc/sparklane/sparklane.toml",
+		"EnvironmentFile=-/etc/sparklane/node.env", "systemctl enable --now sparklane-node@NODE", "WantedBy=multi-user.target"} {
+		if !strings.Contains(u, want) {
+			t.Errorf("unit lacks %q:\n%s", want, u)
+		}
+	}
+	if strings.Contains(u, "Written by") {
+		t.Errorf("the shipped unit says a command wrote it:\n%s", u)
+	}
+}
