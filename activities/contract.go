@@ -44,6 +44,9 @@ type NodeStatusResult struct {
 	// Foreign are running containers sparklane did not start that use
 	// GPUs or hold one of the asked ports; they make the node occupied.
 	Foreign []serve.Foreign `json:"foreign,omitempty"`
+	// MemTotal is the node's memory in bytes (/proc/meminfo's MemTotal;
+	// on a DGX Spark the unified memory), for the memory fit; 0 unread.
+	MemTotal int64 `json:"mem_total,omitempty"`
 }
 
 // StopForeignInput names foreign containers on one node to stop
@@ -332,6 +335,11 @@ type ResolveLaneInput struct {
 type ResolveLaneResult struct {
 	Recipe contract.Recipe   `json:"recipe"`
 	Plan   contract.LanePlan `json:"plan"`
+	// MemoryFit is the lane's memory fit when it does not fit its nodes
+	// (the arithmetic; internal/memfit), else empty. A lane resolved here
+	// ran before (a rollback) or is only verified, so it is reported,
+	// never refused: the starter refuses a new lane before its run.
+	MemoryFit string `json:"memory_fit,omitempty"`
 }
 
 // WaitReadyInput waits for a lane's head to answer.
@@ -583,6 +591,20 @@ type KeeperInput struct {
 	// same across a continue-as-new.
 	LastCheck time.Time `json:"last_check,omitempty"`
 	Health    string    `json:"health,omitempty"`
+	// BootIDs is each node's boot id as its last check reported it: a
+	// node that answers with another one rebooted (its staged blocks are
+	// verified before the lane starts there again).
+	BootIDs map[string]string `json:"boot_ids,omitempty"`
+	// Verify lists the nodes whose staged blocks are verified (repairing
+	// what drifted) before the next restart: rebooted, or powered on.
+	Verify []string `json:"verify,omitempty"`
+	// Off says why the keeper idles "off by schedule" (a node of the lane
+	// that sparklane powered down), OffNodes which nodes; Lost says why it
+	// stopped healing (a node gone past its outage budget), LostNodes which.
+	Off       string   `json:"off,omitempty"`
+	OffNodes  []string `json:"off_nodes,omitempty"`
+	Lost      string   `json:"lost,omitempty"`
+	LostNodes []string `json:"lost_nodes,omitempty"`
 }
 
 // Keeper control actions (the keeper's update, starter keep, stop, cutover).
@@ -596,6 +618,21 @@ const (
 // KeeperStatus out. "end" returns once the keeper has stopped healing and
 // released its node leases, so the caller's run gets them.
 const KeeperControlUpdate = "keeper-control"
+
+// KeeperRankDiedSignal is sent to the keepers of a node's clusters by the
+// node worker when Docker reports a rank container of a lane died
+// (KeeperRankDied): the keeper checks at once instead of at its next
+// interval.
+const KeeperRankDiedSignal = "rank-died"
+
+// KeeperRankDied names the rank container that died.
+type KeeperRankDied struct {
+	Lane      string `json:"lane"`
+	Node      string `json:"node"`
+	Container string `json:"container"`
+	Rank      int    `json:"rank"`
+	ExitCode  string `json:"exit_code,omitempty"`
+}
 
 // KeeperStatusQuery answers a KeeperStatus.
 const KeeperStatusQuery = "keeper-status"
@@ -614,7 +651,16 @@ const (
 	KeeperHealing   = "healing"
 	KeeperPaused    = "paused"
 	KeeperCrashLoop = "stopped: crash loop"
-	KeeperEnded     = "ended"
+	// KeeperWaiting: a node's worker is gone; the keeper waits for it
+	// within the node outage budget (a reboot).
+	KeeperWaiting = "waiting for node"
+	// KeeperOff: a node of the lane is off on purpose (power off): no
+	// healing until it is powered on again.
+	KeeperOff = "off by schedule"
+	// KeeperNodeLost: a node stayed gone past its outage budget: the
+	// keeper stopped healing, said so, and watches for the node.
+	KeeperNodeLost = "stopped: node gone"
+	KeeperEnded    = "ended"
 )
 
 // KeeperStatus is what a keeper says about itself (status, starter keep).
@@ -661,10 +707,29 @@ type CheckRanksInput struct {
 }
 
 // CheckRanksResult is each rank's container state (running when the
-// activity succeeds).
+// activity succeeds). A RankDown failure carries it as its details.
 type CheckRanksResult struct {
 	Node  string      `json:"node"`
 	Ranks []RankState `json:"ranks"`
+	// BootID is the node's /proc/sys/kernel/random/boot_id: another one
+	// than the last check's means the node rebooted.
+	BootID string `json:"boot_id,omitempty"`
+}
+
+// KeeperNotifyInput is a keeper's notice to the operator: the config's
+// [keep] notify (a command run on the control host, or a webhook URL
+// POSTed JSON) is told the cluster, lane, state and reason; never a
+// secret.
+type KeeperNotifyInput struct {
+	Cluster string `json:"cluster"`
+	Lane    string `json:"lane"`
+	State   string `json:"state"`
+	Reason  string `json:"reason"`
+}
+
+// KeeperNotifyResult says what was notified ("" when [keep] notify is unset).
+type KeeperNotifyResult struct {
+	Notified string `json:"notified,omitempty"`
 }
 
 // StartKeeperResult names the keeper run started.

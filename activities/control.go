@@ -19,6 +19,7 @@ import (
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/memfit"
 	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/probe"
@@ -136,7 +137,13 @@ func (a *ControlActivities) ResolveLane(ctx context.Context, in ResolveLaneInput
 	if err != nil {
 		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
 	}
-	return ResolveLaneResult{Recipe: *r, Plan: *plan}, nil
+	res := ResolveLaneResult{Recipe: *r, Plan: *plan}
+	if est, _ := lane.Fit(a.Config, r, plan, memfit.LoadDiscovered(a.Config.StateDir)); est != nil && est.Err() != nil {
+		res.MemoryFit = est.Err().Error()
+		a.Log.Warn("lane does not fit its nodes' memory by the estimate (resolved all the same: it ran before, or is only verified)",
+			zap.String("lane", r.Name), zap.Strings("arithmetic", est.Lines()))
+	}
+	return res, nil
 }
 
 // BaseURL is the lane's OpenAI-compatible API on its head node.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
+	"github.com/sparklane/sparklane/internal/notify"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/serve"
 )
@@ -53,11 +56,14 @@ func (a *ControlActivities) CheckHead(ctx context.Context, in CheckHeadInput) (C
 	return res, nil
 }
 
+// RankDownReprobe is how soon a RankDown check is asked again.
+const RankDownReprobe = 200 * time.Millisecond
+
 // CheckRanks reports the state of the lane's ranks on this node; a rank
 // whose container is not running (exited, or gone) fails RankDown naming
 // it, its exit code and its last log line.
 func (a *NodeActivities) CheckRanks(ctx context.Context, in CheckRanksInput) (CheckRanksResult, error) {
-	res := CheckRanksResult{Node: a.Node.Name}
+	res := CheckRanksResult{Node: a.Node.Name, BootID: a.bootID()}
 	d, err := a.dockerClient(ctx)
 	if err != nil {
 		return res, classify(err)
@@ -90,9 +96,50 @@ func (a *NodeActivities) CheckRanks(ctx context.Context, in CheckRanksInput) (Ch
 		}
 	}
 	if len(down) > 0 {
-		return res, temporal.NewApplicationError(fmt.Sprintf("lane %s on node %s: %s", in.Lane, a.Node.Name, strings.Join(down, "; ")), RankDown)
+		// The result rides along: the keeper reads the node's boot id. A
+		// container Docker reports not running is a fact, not a flaky
+		// answer (ranks run with restart disabled): it is re-probed at
+		// once, not after the lane's probe grace.
+		return res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("lane %s on node %s: %s", in.Lane, a.Node.Name, strings.Join(down, "; ")), RankDown,
+			temporal.ApplicationErrorOptions{NextRetryDelay: RankDownReprobe, Details: []any{res}})
 	}
 	return res, nil
+}
+
+// BootIDTestDirEnv is a test hook: when set, node N's boot id is read
+// from the file N in that directory instead of the kernel's, so a test
+// can simulate a reboot of a node worker running in its own process
+// (which shares the test machine's kernel and boot).
+const BootIDTestDirEnv = "SPARKLANE_TEST_BOOT_ID_DIR"
+
+// bootID is this node's boot id ("" when unreadable): it changes on
+// every boot, so the keeper tells a reboot from a worker restart.
+func (a *NodeActivities) bootID() string {
+	path := "/proc/sys/kernel/random/boot_id"
+	if dir := os.Getenv(BootIDTestDirEnv); dir != "" {
+		path = filepath.Join(dir, a.Node.Name)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// KeeperNotify tells the operator a keeper's news through the config's
+// [keep] notify: a command run here with SPARKLANE_CLUSTER, _LANE, _STATE
+// and _REASON in its environment, or an http(s) URL POSTed the same as
+// JSON. Unset, it does nothing.
+func (a *ControlActivities) KeeperNotify(ctx context.Context, in KeeperNotifyInput) (KeeperNotifyResult, error) {
+	target := a.Config.Keep.Notify
+	if target == "" {
+		return KeeperNotifyResult{}, nil
+	}
+	n := notify.Notice{Cluster: in.Cluster, Lane: in.Lane, State: in.State, Reason: in.Reason}
+	if err := notify.Send(ctx, target, n); err != nil {
+		return KeeperNotifyResult{}, classify(fmt.Errorf("[keep] notify in %s: %w", a.Config.File, err))
+	}
+	return KeeperNotifyResult{Notified: notify.Describe(target)}, nil
 }
 
 // StartKeeper starts the keeper of in.Cluster (keeper/CLUSTER). The

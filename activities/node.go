@@ -25,6 +25,7 @@ import (
 	"github.com/sparklane/sparklane/internal/hubmirror"
 	"github.com/sparklane/sparklane/internal/images"
 	"github.com/sparklane/sparklane/internal/lane"
+	"github.com/sparklane/sparklane/internal/memfit"
 	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/relay"
@@ -48,6 +49,9 @@ type NodeActivities struct {
 	// worker detects the node's RDMA devices ("" is /; tests point it at a
 	// fake tree, a double for hardware this machine lacks).
 	RDMARoot string
+	// MemInfo is the meminfo file NodeStatus reads the node's memory from
+	// (empty: /proc/meminfo; tests give a fake one).
+	MemInfo string
 	// Relay is this node's relay receiver (its server serves the same
 	// registry); nil when the node has no relay identity, and then a
 	// relayed block is staged from the NAS alone.
@@ -101,6 +105,7 @@ func (a *NodeActivities) dockerClient(ctx context.Context) (serve.Docker, error)
 // on each staging root.
 func (a *NodeActivities) NodeStatus(ctx context.Context, in NodeStatusInput) (NodeStatusResult, error) {
 	res := NodeStatusResult{Node: a.Node.Name}
+	res.MemTotal, _ = memfit.ReadMemTotal(a.MemInfo) // unread: the fit falls back to the config or a DGX Spark
 	for _, r := range a.Node.Roots {
 		rf := RootFree{Root: r}
 		free, err := staging.FreeBytes(a.local(r))
@@ -624,7 +629,7 @@ func (a *NodeActivities) withRDMA(p contract.NodePlan) (map[string]string, contr
 	}
 	n := a.Node
 	n.ApplyDetected(det.HCA(), det.IfName(), det.Infiniband)
-	for k, v := range lane.CommEnv(&n) {
+	for k, v := range lane.CommEnv(&n, p.Topology) {
 		if _, set := env[k]; !set {
 			env[k] = v
 		}

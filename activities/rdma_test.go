@@ -73,3 +73,17 @@ func TestStartRankDetectsRDMA(t *testing.T) {
 		t.Errorf("node without RDMA got env %v devices %v", env, ctr.Devices)
 	}
 }
+
+// On a ring the node worker completes a rank's env from the devices it
+// detects with the ring's variables too (the plan's topology).
+func TestStartRankDetectsRDMAOnARing(t *testing.T) {
+	root := fakeSys(t, "rocep1s0f1", "enp1s0f1np1")
+	a := &NodeActivities{Node: config.Node{Name: "dgx3"}, RDMARoot: root}
+	env, _ := a.withRDMA(contract.NodePlan{Env: map[string]string{}, Topology: "ring", Container: contract.ContainerSpec{DetectRDMA: true}})
+	for k, v := range map[string]string{"NCCL_IB_HCA": "rocep1s0f1", "MN_IF_NAME": "enp1s0f1np1", "NCCL_NET": "IB",
+		"NCCL_NET_PLUGIN": "none", "NCCL_IB_SUBNET_AWARE_ROUTING": "1", "NCCL_IB_MERGE_NICS": "0"} {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -92,7 +93,16 @@ func newRoot() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), "dev", o, "") },
 	}
-	root.AddCommand(control, node, dev)
+	version := &cobra.Command{
+		Use:   "version",
+		Short: "print this worker's version, commit and Go version (those of sparklane_build_info)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(cmd.OutOrStdout(), "sparklane %s (commit %s, %s, %s/%s)\n", workers.Version, workers.BuildCommit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return nil
+		},
+	}
+	root.AddCommand(control, node, dev, version)
 	return root
 }
 

@@ -37,12 +37,7 @@ func nodeOpts(ctx workflow.Context, node string, pickup, run, heartbeat time.Dur
 		ScheduleToStartTimeout: pickup,
 		StartToCloseTimeout:    run,
 		HeartbeatTimeout:       heartbeat,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-			MaximumAttempts:    attempts,
-		},
+		RetryPolicy:            backoff(attempts),
 	})
 }
 
@@ -61,18 +56,24 @@ func summarize(ctx workflow.Context, node string, rank int, what string) workflo
 	return workflow.WithActivityOptions(ctx, o)
 }
 
+// backoff is the retry policy of node and control activities: 1 s
+// doubling to 30 s, at most attempts tries (0: unlimited).
+func backoff(attempts int32) *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    30 * time.Second,
+		MaximumAttempts:    attempts,
+	}
+}
+
 // controlOpts runs activities on the control worker.
 func controlOpts(ctx workflow.Context, run, heartbeat time.Duration, attempts int32) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           ControlQueue,
 		StartToCloseTimeout: run,
 		HeartbeatTimeout:    heartbeat,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-			MaximumAttempts:    attempts,
-		},
+		RetryPolicy:         backoff(attempts),
 	})
 }
 

@@ -147,6 +147,8 @@ type NodeState struct {
 	SSH    string                `json:"ssh,omitempty"`
 	Worker string                `json:"worker,omitempty"`
 	Roots  []activities.RootFree `json:"roots,omitempty"`
+	// Memory is the node's memory its worker reported (bytes; 0 unknown).
+	Memory int64 `json:"memory,omitempty"`
 }
 
 // String is the one-word-and-reason form used in tables and errors.

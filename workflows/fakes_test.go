@@ -165,6 +165,10 @@ func (f *fakeFleet) mockKeeper() {
 		f.record(ctx, label)
 		return nil
 	})
+	env.OnActivity("KeeperNotify", any2...).Return(func(ctx context.Context, in activities.KeeperNotifyInput) (activities.KeeperNotifyResult, error) {
+		f.record(ctx, "KeeperNotify "+in.State)
+		return activities.KeeperNotifyResult{Notified: "command"}, nil
+	})
 	env.OnActivity("EndKeepers", any2...).Return(func(ctx context.Context, in activities.EndKeepersInput) (activities.EndKeepersResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -262,7 +266,7 @@ func (f *fakeFleet) mockProbe() {
 		if f.notPolling[n] {
 			return activities.NodeStatusResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 		}
-		return activities.NodeStatusResult{Node: n, Lanes: f.lanesOn[n], Roots: []activities.RootFree{{Root: "/srv", Free: 1 << 40}}}, nil
+		return activities.NodeStatusResult{Node: n, Lanes: f.lanesOn[n], Roots: []activities.RootFree{{Root: "/srv", Free: 1 << 40}}, MemTotal: 128e9}, nil
 	})
 	env.OnActivity("ResolveLane", any2...).Return(func(ctx context.Context, in activities.ResolveLaneInput) (activities.ResolveLaneResult, error) {
 		f.record(ctx, "ResolveLane "+in.Lane)

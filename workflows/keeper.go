@@ -46,6 +46,11 @@ func Keeper(ctx workflow.Context, in activities.KeeperInput) (KeeperResult, erro
 	if err := k.handlers(); err != nil {
 		return KeeperResult{}, err
 	}
+	k.nodesV = workflow.GetVersion(ctx, versionKeeperNodes, workflow.DefaultVersion, 1) >= 1
+	k.fastV = workflow.GetVersion(ctx, versionKeeperFastDown, workflow.DefaultVersion, 1) >= 1
+	if workflow.GetVersion(ctx, versionKeeperRankDied, workflow.DefaultVersion, 1) >= 1 {
+		k.listenRankDied()
+	}
 	res, err := k.run()
 	// An "end" waits in its handler until the heal has let go; let it
 	// answer before the run closes.
@@ -68,8 +73,35 @@ type keeper struct {
 	ended     bool
 	endReason string
 	// cancelProbe cancels the heal's wait-ready and probes (control-plane
-	// HTTP only) when an "end" arrives; container steps finish first.
+	// HTTP only), a wait for a node or a verify-only pass when an "end"
+	// arrives; container steps finish first.
 	cancelProbe workflow.CancelFunc
+	// nodesV: this run waits for gone nodes, verifies rebooted ones,
+	// idles while a node is off (versionKeeperNodes).
+	nodesV bool
+	// waiting names the node the keeper waits for ("": none).
+	waiting string
+	// fastV: a rank found down does not wait for the head check's
+	// re-probe (versionKeeperFastDown).
+	fastV bool
+	// died names a rank container of the lane that its node worker saw
+	// die since the last check ("": none): the next check runs at once.
+	died string
+}
+
+// listenRankDied files each KeeperRankDiedSignal for the kept lane: a
+// node worker saw one of its rank containers die (Docker's event).
+func (k *keeper) listenRankDied() {
+	ch := workflow.GetSignalChannel(k.ctx, activities.KeeperRankDiedSignal)
+	workflow.Go(k.ctx, func(ctx workflow.Context) {
+		for {
+			var s activities.KeeperRankDied
+			ch.Receive(ctx, &s)
+			if s.Lane == k.in.Plan.Lane {
+				k.died = fmt.Sprintf("rank %d (%s) died on node %s, exit code %s", s.Rank, s.Container, s.Node, s.ExitCode)
+			}
+		}
+	})
 }
 
 func newKeeper(ctx workflow.Context, in activities.KeeperInput) *keeper {
@@ -158,6 +190,12 @@ func (k *keeper) state() string {
 		return activities.KeeperHealing
 	case k.in.Stopped != "":
 		return activities.KeeperCrashLoop
+	case k.in.Off != "":
+		return activities.KeeperOff
+	case k.in.Lost != "":
+		return activities.KeeperNodeLost
+	case k.waiting != "":
+		return activities.KeeperWaiting
 	case k.in.Paused:
 		return activities.KeeperPaused
 	}
@@ -176,17 +214,28 @@ func (k *keeper) run() (KeeperResult, error) {
 		if k.runChecks >= k.pol.ChecksPerRun {
 			return k.result(), workflow.NewContinueAsNewError(k.ctx, Keeper, k.next())
 		}
-		woken, err := workflow.AwaitWithTimeout(k.ctx, k.pol.Interval.D(), func() bool { return k.ended || k.in.Paused })
+		woken, err := workflow.AwaitWithTimeout(k.ctx, k.pol.Interval.D(), func() bool { return k.ended || k.in.Paused || k.died != "" })
 		if err != nil {
 			return k.result(), err
 		}
-		if woken {
+		if woken && (k.ended || k.in.Paused) {
 			continue
 		}
+		// A rank that died (its node worker said so) is checked now.
+		k.died = ""
 		k.runChecks++
 		k.in.Checks++
-		down, gone := k.check()
+		if k.nodesV && k.in.Off != "" && k.stillOff() {
+			k.lastCheck = workflow.Now(k.ctx)
+			continue
+		}
+		c := k.check()
+		down, gone := c.down, c.gone
 		k.lastCheck = workflow.Now(k.ctx)
+		if k.nodesV {
+			k.react(c)
+			continue
+		}
 		switch {
 		case gone != "":
 			// A node whose worker is gone cannot be restarted on: wait.
@@ -227,11 +276,20 @@ func (k *keeper) next() activities.KeeperInput {
 	return n
 }
 
+// checked is one check's outcome: down says why the lane is down; gone
+// names a node whose worker did not pick up its check (nothing can be
+// restarted there), or a check that failed itself; goneNodes lists the
+// nodes whose worker did not pick up.
+type checked struct {
+	down, gone string
+	goneNodes  []string
+}
+
 // check looks at every rank's container (on its node) and the head's
 // health path at once; each failed look is asked again after the grace
-// (retry policy). down says why the lane is down; gone names a node
-// whose worker did not pick up its check (nothing can be restarted there).
-func (k *keeper) check() (down, gone string) {
+// (retry policy). Each node's answer carries its boot id (sawBoot).
+func (k *keeper) check() checked {
+	var c checked
 	retry := &temporal.RetryPolicy{InitialInterval: k.pol.Grace.D(), BackoffCoefficient: 1, MaximumAttempts: 2}
 	plan := k.in.Plan
 	lane := plan.Lane
@@ -255,14 +313,27 @@ func (k *keeper) check() (down, gone string) {
 		})
 		futs = append(futs, workflow.ExecuteActivity(summarize(actx, n, -1, "check "+lane), na.CheckRanks, activities.CheckRanksInput{Lane: lane, Ranks: ranks[n]}))
 	}
-	hctx := workflow.WithActivityOptions(k.ctx, workflow.ActivityOptions{TaskQueue: ControlQueue, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
+	// Cancelled only on the fast path: a cancel of a completed activity
+	// is no command, but old runs never see one at all.
+	hbase, cancelHead := workflow.WithCancel(k.ctx)
+	hctx := workflow.WithActivityOptions(hbase, workflow.ActivityOptions{TaskQueue: ControlQueue, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
 	// Only what names the head's URL: every check is in the history.
 	head := contract.LanePlan{Lane: lane, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort, Nodes: []contract.NodePlan{{Node: plan.Nodes[0].Node, Rank: plan.Nodes[0].Rank}}}
 	futs = append(futs, workflow.ExecuteActivity(summarize(hctx, plan.Nodes[0].Node, -1, "check head of "+lane), ca.CheckHead,
 		activities.CheckHeadInput{Lane: lane, Head: head, Path: keeperHealthPath(k.in.Recipe), APIKeyEnv: k.in.Recipe.Probe.APIKeyEnv}))
 	var downs []string
 	for i, f := range futs {
-		err := f.Get(k.ctx, nil)
+		if k.fastV && i == len(nodes) && len(downs) > 0 && c.gone == "" {
+			// A rank is down (Docker says so, re-probed): the lane is
+			// down whatever the head answers; its re-probe is not awaited.
+			cancelHead()
+			break
+		}
+		var r activities.CheckRanksResult
+		err := f.Get(k.ctx, &r)
+		if i < len(nodes) {
+			k.sawBoot(nodes[i], r, err)
+		}
 		if err == nil {
 			continue
 		}
@@ -272,8 +343,9 @@ func (k *keeper) check() (down, gone string) {
 		}
 		switch {
 		case i < len(nodes) && isPickupTimeout(err):
-			if gone == "" {
-				gone = fmt.Sprintf("node %s: its worker did not pick up the check within %s; waiting for it (no restart while a node is gone)", nodes[i], pickup)
+			c.goneNodes = append(c.goneNodes, nodes[i])
+			if c.gone == "" {
+				c.gone = fmt.Sprintf("node %s: its worker did not pick up the check within %s; waiting for it (no restart while a node is gone)", nodes[i], pickup)
 			}
 		case errType(err) == activities.RankDown || errType(err) == activities.LaneDown:
 			downs = append(downs, errMessage(err))
@@ -282,20 +354,20 @@ func (k *keeper) check() (down, gone string) {
 			// answer, a node worker too old to know CheckRanks): that is
 			// not a lane found down, and restarting on it could turn a
 			// rolling upgrade into a crash loop.
-			if gone == "" {
-				gone = fmt.Sprintf("%s: could not check the lane: %s", where, errMessage(err))
+			if c.gone == "" {
+				c.gone = fmt.Sprintf("%s: could not check the lane: %s", where, errMessage(err))
 			}
 		}
 	}
-	if gone != "" {
-		return "", gone
+	if c.gone != "" {
+		return c
 	}
 	if len(downs) > 0 {
 		i := k.t.start("check", "")
 		k.t.end(i, "failed after a re-probe", errors.New(joinComma(downs)))
-		return downs[0], ""
+		c.down = downs[0]
 	}
-	return "", ""
+	return c
 }
 
 // keeperHealthPath is the head's cheap check: the recipe's probe path,
@@ -375,6 +447,9 @@ func (k *keeper) heal(reason string) {
 			k.in.LastReason += "; stopping it failed: " + errMessage(err)
 		}
 		k.health = "down"
+		if k.nodesV {
+			k.notify(activities.KeeperCrashLoop, k.in.LastReason)
+		}
 		return
 	}
 	r := activities.KeeperRestart{At: workflow.Now(k.ctx), Reason: reason}

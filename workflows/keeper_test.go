@@ -114,10 +114,11 @@ func TestKeeperStopsACrashLoopAfterTheBudget(t *testing.T) {
 	if st.State != activities.KeeperCrashLoop || !strings.Contains(st.LastReason, "stopped: crash loop: 2 restarts within 1h0m0s") || st.Restarts24h != 2 {
 		t.Errorf("status %+v, want stopped: crash loop with the reason and 2 restarts", st)
 	}
-	// The last StopLane is the crash loop's stop; no check after it.
+	// The last StopLane is the crash loop's stop, then its notice; no
+	// check after them.
 	calls := f.callList()
-	if last := calls[len(calls)-1]; last != "StopLane k@a" {
-		t.Errorf("last call %q, want the crash loop's stop; calls:\n%s", last, strings.Join(calls, "\n"))
+	if last := strings.Join(calls[len(calls)-2:], ", "); last != "StopLane k@a, KeeperNotify "+activities.KeeperCrashLoop {
+		t.Errorf("last calls %q, want the crash loop's stop and notice; calls:\n%s", last, strings.Join(calls, "\n"))
 	}
 }
 
@@ -276,5 +277,64 @@ func TestKeeperDoesNotRestartOnAFailedCheck(t *testing.T) {
 	}
 	if st.Health != "unknown" || !strings.Contains(st.LastReason, "node a: could not check the lane: unable to find activityType=CheckRanks") {
 		t.Errorf("status %+v, want health unknown and the check's failure", st)
+	}
+}
+
+// A node whose worker stays gone is waited for within the outage budget;
+// past it the keeper stops healing, notifies once and keeps watching (no
+// restart, no second notice at the later checks).
+func TestKeeperStopsHealingPastTheOutageBudget(t *testing.T) {
+	f := newFakeFleet(t)
+	f.gone["b"] = 1 << 20
+	control(f, 10*time.Minute, activities.KeepEnd)
+	in := keeperInput("k", activities.KeepPolicy{}, "a", "b")
+	in.OutageBudget = contract.Duration(2 * time.Minute)
+	f.env.ExecuteWorkflow(Keeper, in)
+	res := keeperResult(t, f)
+	if res.Restarts != 0 || !strings.Contains(res.LastReason, "stopped healing: node b was gone for") || !strings.Contains(res.LastReason, "past its outage budget of 2m0s") {
+		t.Errorf("result %+v, want no restart and the budget named", res)
+	}
+	if n := f.count("KeeperNotify " + activities.KeeperNodeLost); n != 1 {
+		t.Errorf("%d notices, want 1:\n%s", n, strings.Join(f.callList(), "\n"))
+	}
+	if f.count("NodeOff b") == 0 || f.count("StopLane") != 0 {
+		t.Errorf("want the node asked about, nothing stopped:\n%s", strings.Join(f.callList(), "\n"))
+	}
+}
+
+// A node powered off on purpose idles the keeper (off by schedule: no
+// node check, no restart); once it is on again the lane comes back by
+// itself: verify-only on that node (a Verify child), then a restart.
+func TestKeeperIdlesOffByScheduleAndComesBack(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.RegisterWorkflow(Verify)
+	f.gone["b"] = 1 << 20
+	f.offOnPurpose = map[string]string{"b": "relay switch.b_outlet is off"}
+	var offState activities.KeeperStatus
+	offChecks := 0
+	f.env.RegisterDelayedCallback(func() {
+		offState = keeperStatus(t, f)
+		offChecks = 1<<20 - f.gone["b"] // calls b's absent worker met
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.offOnPurpose, f.gone["b"], f.rankDown["b"] = nil, 0, 2
+	}, 5*time.Minute)
+	control(f, 10*time.Minute, activities.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{}, "a", "b"))
+	res := keeperResult(t, f)
+	if offState.State != activities.KeeperOff || offState.Health != "off" || !strings.Contains(offState.LastReason, "relay switch.b_outlet is off") {
+		t.Errorf("while off: %+v", offState)
+	}
+	if res.Restarts != 1 || !strings.Contains(res.LastReason, "node b came back") {
+		t.Errorf("result %+v, want one restart after b came back", res)
+	}
+	calls := strings.Join(f.callList(), "\n")
+	// While off (5 min, 10 intervals) only NodeOff is asked: b was
+	// checked once, when it went away.
+	if offChecks != 1 {
+		t.Errorf("%d checks of b until it was on again, want 1:\n%s", offChecks, calls)
+	}
+	if f.count("StopLane") == 0 || !strings.Contains(calls, "KeeperMark up=false") {
+		t.Errorf("want a restart after power on and the lane reported down while off:\n%s", calls)
 	}
 }

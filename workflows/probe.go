@@ -92,7 +92,7 @@ func probedState(n string, pickup time.Duration, ssh activities.SSHCheckResult, 
 		st.State, st.Worker, st.Why = NodeUnreachable, "error", "node worker: "+errMessage(serr)
 	default:
 		st.Worker = "polling"
-		st.Roots = ns.Roots
+		st.Roots, st.Memory = ns.Roots, ns.MemTotal
 		st.Lanes = ns.Lanes
 		for _, f := range ns.Foreign {
 			st.Foreign = append(st.Foreign, f.String())

@@ -23,8 +23,8 @@ func TestFleetProbeAllFree(t *testing.T) {
 	}
 	for i, want := range []string{"a", "b", "c"} {
 		st := res.Nodes[i]
-		if st.Node != want || st.State != NodeFree || st.Worker != "polling" || len(st.Roots) != 1 {
-			t.Errorf("node %d = %+v, want %s free with a polling worker and its roots", i, st, want)
+		if st.Node != want || st.State != NodeFree || st.Worker != "polling" || len(st.Roots) != 1 || st.Memory != 128e9 {
+			t.Errorf("node %d = %+v, want %s free with a polling worker, its roots and its memory", i, st, want)
 		}
 	}
 	if res.Nodes[0].SSH != "local" || res.Nodes[1].SSH != "ok" {

@@ -76,6 +76,20 @@ var corpus = map[string]string{
 	"keeper-crash-loop":      "TestKeeperStopsACrashLoop",
 	// ... and a stop that won over a heal waiting for the lane to be ready.
 	"keeper-stopped-while-healing": "TestKeeperStopWinsWhileHealing",
+	// ... and (versionKeeperNodes) one that waited for a rebooted node,
+	// verified it and restarted the lane, then stopped healing past the
+	// outage budget (notify) and brought the lane back when it returned.
+	"keeper-node-reboot-lost": "TestKeeperWaitsForARebootedNode",
+	// ... one that idled off by schedule while a node was powered off and
+	// brought the lane back after power on, and the up that started it.
+	"keeper-off-by-schedule": "TestKeeperIdlesOffBySchedule",
+	"up-starts-keeper":       "TestKeeperIdlesOffBySchedule",
+	// ... a restart whose check did not wait for the head's re-probe
+	// once a rank was found down (versionKeeperFastDown; recorded by
+	// TestKeeperRestartsAKilledRank before versionKeeperRankDied), and one
+	// checked at once on the node worker's rank-died signal.
+	"keeper-fast-restart":      "TestKeeperRestartsAKilledRank",
+	"keeper-rank-died-restart": "TestKeeperRestartsAKilledRank",
 	// starter fetch (Fetch), and stage --fetch of a lane whose repo was
 	// not on the NAS: the Fetch child first (versionStageFetch).
 	"fetch-ok":    "TestStarterFetchAndStageFetch",

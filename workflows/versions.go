@@ -112,4 +112,20 @@ const (
 	// with Force, then moves it (images.go). Runs recorded before it
 	// carried no build and never ask.
 	versionStageBuild = "stage-build"
+	// versionKeeperNodes: the keeper waits for a node whose worker is
+	// gone within the outage budget (a reboot), then stops healing past it
+	// (notify); runs a verify-only pass on a rebooted or powered-on node
+	// before restarting the lane; idles "off by schedule" while a node of
+	// the lane is powered off (keepnodes.go).
+	versionKeeperNodes = "keeper-nodes"
+
+	// versionKeeperFastDown: a check that finds a rank's container down
+	// (re-probed at once: RankDownReprobe) cancels the head check's
+	// re-probe instead of waiting the probe grace for it.
+	versionKeeperFastDown = "keeper-fast-down"
+
+	// versionKeeperRankDied: the keeper listens for KeeperRankDiedSignal
+	// (a node worker saw a rank container die) and checks at once instead
+	// of at its next interval.
+	versionKeeperRankDied = "keeper-rank-died"
 )

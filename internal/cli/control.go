@@ -34,7 +34,8 @@ func serviceArgs(file, level string) []string {
 // dev`), which embeds the Temporal server; the starter, only its client,
 // does not link the server in and starts in a fraction of the time. In
 // order: a test's or packager's choice (App.ControlExe,
-// $SPARKLANE_CONTROL_EXE); inside the sparklane source tree, its ./worker
+// $SPARKLANE_CONTROL_EXE); the worker of the release this starter runs
+// from (scripts/release); inside the sparklane source tree, its ./worker
 // built into STATE_DIR/bin/worker (where `fleet install` builds it too; go
 // build changes nothing when it is current), so `go run ./starter` runs the
 // code beside it; else the worker installed beside this program.
@@ -44,6 +45,11 @@ func (a *App) controlExe(ctx context.Context, cfg *config.Config) (string, error
 	}
 	if exe := os.Getenv("SPARKLANE_CONTROL_EXE"); exe != "" {
 		return exe, nil
+	}
+	if rel := selfRelease(); rel != "" {
+		// A release's starter runs the worker it shipped with, wherever
+		// it is run from.
+		return filepath.Join(rel, "worker"), nil
 	}
 	if src, err := sourceTree(); err == nil {
 		out := builtWorker(cfg, runtime.GOARCH)
@@ -228,30 +234,6 @@ func (a *App) controlCmd() *cobra.Command {
 	return cmd
 }
 
-// controlUnit is the systemd unit of the control service on the control
-// host: it restarts on failure, and its runs survive restarts because they
-// live in the SQLite file under state_dir.
-func controlUnit(worker, config string) string {
-	return fmt.Sprintf(`# Written by 'starter control install': sparklane's control service
-# (embedded Temporal server + web UI, control worker, this host's node workers,
-# reverse SSH tunnels to remote nodes).
-[Unit]
-Description=sparklane control service
-After=network-online.target docker.service
-Wants=network-online.target
-
-[Service]
-ExecStart=%s dev --config %s
-Restart=on-failure
-RestartSec=2
-KillSignal=SIGTERM
-TimeoutStopSec=60
-
-[Install]
-WantedBy=multi-user.target
-`, worker, config)
-}
-
 // controlInstallCmd installs the control service as a systemd unit.
 func (a *App) controlInstallCmd() *cobra.Command {
 	var unitDir, binDir string
@@ -282,7 +264,7 @@ func (a *App) controlInstallCmd() *cobra.Command {
 				}
 			}
 			unit := filepath.Join(unitDir, "sparklane-control.service")
-			want := controlUnit(worker, file)
+			want := control.Unit(worker, file)
 			if have, err := os.ReadFile(unit); err != nil || string(have) != want {
 				if err := os.MkdirAll(unitDir, 0o755); err != nil {
 					return err

@@ -64,6 +64,7 @@ func (a *App) cutoverCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&f.powerOn, "power-on", false, "switch on the lane's nodes whose relay is off, before staging")
 	cmd.Flags().BoolVar(&f.fetch, "fetch", false, "before staging, download the lane's hub-mirror repos from the Hub into the NAS at their revision (blocks with fetch = true always are)")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print every node's command, env, mounts and staging plan; touch nothing")
+	cmd.Flags().BoolVar(&a.fitForce, "force", false, "run the lane even if the memory fit says it does not fit its nodes")
 	return cmd
 }
 
@@ -96,6 +97,15 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Re
 	}
 	if f.fetch && fp == nil {
 		return nil, fmt.Errorf("--fetch: lane %s has no hub-mirror blocks to fetch, or --stage=skip (%s)", r.Name, r.File)
+	}
+	// Refused before anything is staged: a lane that cannot fit would
+	// stop the running one and fail at load.
+	_, note, err := a.laneFit(cfg, r, plan, nil)
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasPrefix(note, "--force") {
+		fmt.Fprintln(a.Err, "warning:", note)
 	}
 	run, err := a.start(ctx, runSpec{
 		ID: workflows.CutoverID(r.Cluster), Workflow: workflows.Cutover, Lane: r.Name, Cluster: r.Cluster,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/memfit"
 	"github.com/sparklane/sparklane/internal/report"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/workflows"
@@ -42,6 +43,12 @@ type DryRun struct {
 	// first (stage --fetch, blocks with fetch = true); its dry run is
 	// starter fetch --dry-run.
 	Fetch *contract.FetchPlan `json:"fetch,omitempty"`
+	// Memory is the lane's memory fit (weights and KV cache against each
+	// node's memory); nil when it could not be estimated, MemoryNote says
+	// why. MemoryError is the refusal a run would meet (without --force).
+	Memory      *memfit.Estimate `json:"memory,omitempty"`
+	MemoryNote  string           `json:"memory_note,omitempty"`
+	MemoryError string           `json:"memory_error,omitempty"`
 }
 
 // DryRunNode is one node's part of a dry run.
@@ -129,6 +136,17 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 	}
 	if probeErr != nil {
 		d.Probe = rootMessage(probeErr)
+	}
+	fresh := map[string]int64{}
+	for n, st := range states {
+		fresh[n] = st.Memory
+	}
+	var fitErr error
+	if action == "cutover" {
+		d.Memory, d.MemoryNote, fitErr = a.laneFit(cfg, r, plan, fresh)
+		if fitErr != nil {
+			d.MemoryError = fitErr.Error()
+		}
 	}
 	if notChecked != "" {
 		d.Probe = notChecked
@@ -222,7 +240,10 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 		}
 		d.Steps = append(first, d.Steps...)
 	}
-	return a.output(d, func() { printDryRun(a, d) })
+	if err := a.output(d, func() { printDryRun(a, d) }); err != nil {
+		return err
+	}
+	return fitErr
 }
 
 // dryRunSteps are the steps the run would take, in order; unprobed says
@@ -292,6 +313,10 @@ func printDryRun(a *App, d DryRun) {
 	}
 	for _, w := range d.Warnings {
 		fmt.Fprintf(a.Out, "warning: %s\n", w)
+	}
+	printFit(a, d.Memory, d.MemoryNote)
+	if d.MemoryError != "" {
+		fmt.Fprintf(a.Out, "REFUSED: %s\n", d.MemoryError)
 	}
 	for _, n := range d.Nodes {
 		state := n.State

@@ -27,8 +27,15 @@ type fleetOpts struct {
 	supervisor bool
 	root       string
 	timeout    time.Duration
+	// from are the releases given with --from (tarballs, unpacked
+	// releases, directories of tarballs).
+	from []string
 	// built caches the worker built per GOARCH in this command.
 	built map[string]string
+	// releases finds the workers of a release (nil: none given and this
+	// starter runs from none; resolved once by releaseSet).
+	releases     *fleet.Releases
+	releasesDone bool
 }
 
 func (o *fleetOpts) engine() *fleet.Engine {
@@ -60,7 +67,8 @@ func (a *App) fleetCmd() *cobra.Command {
 			"start: where secrets named by a recipe's [env_from] as env:NAME live.",
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&o.binary, "worker-binary", "", "the worker binary to install (default: build ./worker of this source tree into STATE_DIR/bin, for each node's architecture)")
+	pf.StringVar(&o.binary, "worker-binary", "", "the worker binary to install on every node (default: the worker of the release for each node's architecture, see --from; else build ./worker of this source tree into STATE_DIR/bin)")
+	pf.StringArrayVar(&o.from, "from", nil, "a release to take each node's worker from, checked against its SHA256SUMS: a sparklane-VERSION-linux-ARCH.tar.gz (its SHA256SUMS beside it), its unpacked directory, or a directory of such tarballs; repeatable, one per node architecture (default: the release this starter runs from, and the tarballs beside its directory)")
 	pf.DurationVar(&o.timeout, "ssh-timeout", node.DefaultTimeout, "bound on each SSH dial")
 	pf.BoolVar(&o.supervisor, "supervisor", false, "run the worker under the sh supervisor even where systemd runs (test fleets)")
 	pf.StringVar(&o.root, "root", "", "prefix every install path on the node with this directory (tests against this machine)")
@@ -88,7 +96,7 @@ func (a *App) fleetCmd() *cobra.Command {
 		Short: "stop the node service and remove what install added (staged data is left alone)",
 		RunE:  a.withNodes(o, a.fleetUninstall),
 	}
-	cmd.AddCommand(install, status, upgrade, uninstall)
+	cmd.AddCommand(install, status, upgrade, uninstall, a.unitsCmd())
 	return cmd
 }
 
@@ -169,9 +177,34 @@ func engineLayout(eng *fleet.Engine) fleet.Layout {
 	return eng.Layout
 }
 
+// releaseSet is where the workers of a release are: the --from sources,
+// else the unpacked release this starter runs from and the directory it
+// sits in when that holds the tarballs' SHA256SUMS; nil when there is no
+// release (the worker is built from the source tree).
+func (o *fleetOpts) releaseSet(cfg *config.Config) *fleet.Releases {
+	if o.releasesDone {
+		return o.releases
+	}
+	o.releasesDone = true
+	src := o.from
+	if len(src) == 0 {
+		if self := selfRelease(); self != "" {
+			src = append(src, self)
+			if _, err := os.Stat(filepath.Join(filepath.Dir(self), fleet.ReleaseSums)); err == nil {
+				src = append(src, filepath.Dir(self))
+			}
+		}
+	}
+	if len(src) > 0 {
+		o.releases = &fleet.Releases{Sources: src, Cache: filepath.Join(cfg.StateDir, "releases")}
+	}
+	return o.releases
+}
+
 // workerBinary is the worker to install on a node of architecture arch
-// (`uname -m`): --worker-binary, or ./worker of this source tree built once
-// per architecture into STATE_DIR/bin.
+// (`uname -m`): --worker-binary, the worker of the release for arch (see
+// releaseSet), or ./worker of this source tree built once per
+// architecture into STATE_DIR/bin.
 func (a *App) workerBinary(ctx context.Context, cfg *config.Config, o *fleetOpts, arch string) (string, error) {
 	if o.binary != "" {
 		return o.binary, nil
@@ -182,6 +215,17 @@ func (a *App) workerBinary(ctx context.Context, cfg *config.Config, o *fleetOpts
 	}
 	if p, ok := o.built[goarch]; ok {
 		return p, nil
+	}
+	if rs := o.releaseSet(cfg); rs != nil {
+		r, err := rs.Worker(goarch)
+		if err != nil {
+			return "", fmt.Errorf("the node is %s (linux/%s): %w", arch, goarch, err)
+		}
+		if !a.JSON {
+			fmt.Fprintf(a.Err, "the worker for linux/%s: release %s (commit %s) in %s, sha256 checked\n", goarch, r.Version, short(r.Commit), r.Dir)
+		}
+		o.built[goarch] = r.Worker()
+		return r.Worker(), nil
 	}
 	src, err := sourceTree()
 	if err != nil {
@@ -386,6 +430,13 @@ func controlBuildID(cfg *config.Config, o *fleetOpts, arch string) string {
 	p := o.binary
 	if p == "" {
 		p = builtWorker(cfg, fleet.GoArch(arch))
+		if rs := o.releaseSet(cfg); rs != nil {
+			r, err := rs.Worker(fleet.GoArch(arch))
+			if err != nil {
+				return ""
+			}
+			p = r.Worker()
+		}
 	}
 	id, err := fleet.BuildID(p)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/sparklane/sparklane/internal/discover"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/memfit"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/staging"
 )
@@ -44,6 +45,8 @@ type initNode struct {
 	NvidiaRuntime bool     `json:"nvidia_runtime"`
 	GPUs          []string `json:"gpus"`
 	RDMA          []string `json:"rdma"`
+	// Memory is MemTotal (bytes), written as gpu_memory.
+	Memory int64 `json:"memory,omitempty"`
 }
 
 // initFlags say how init reaches the nodes and reads their facts.
@@ -163,7 +166,7 @@ func (a *App) discoverNode(ctx context.Context, name, target string, fl initFlag
 	root, disk, _ := f.Root()
 	addr, _ := f.FastAddress()
 	hcas, _ := f.HCAs()
-	n := initNode{Name: name, SSH: target, Root: root, RootFree: disk.Free, Address: addr, Docker: f.Docker, NvidiaRuntime: f.NvidiaRuntime, GPUs: nonNil(f.GPUs), RDMA: nonNil(hcas)}
+	n := initNode{Name: name, SSH: target, Root: root, RootFree: disk.Free, Address: addr, Docker: f.Docker, NvidiaRuntime: f.NvidiaRuntime, GPUs: nonNil(f.GPUs), RDMA: nonNil(hcas), Memory: f.Memory}
 	return discover.Host{Name: name, Target: t, SSH: target, KnownHosts: fl.knownHosts, Identity: fl.identity, Facts: f}, n, nil
 }
 
@@ -172,8 +175,12 @@ func (a *App) discoverNode(ctx context.Context, name, target string, fl initFlag
 func (a *App) printInit(res initJSON, existed bool) {
 	out := res.File
 	for _, n := range res.Nodes {
-		fmt.Fprintf(a.Out, "%s: root %s (%s free), address %s, docker %v (nvidia runtime %v), %d GPU(s), RDMA %s\n",
-			n.Name, dash(n.Root), staging.HumanBytes(n.RootFree), dash(n.Address), n.Docker, n.NvidiaRuntime, len(n.GPUs), dash(strings.Join(n.RDMA, ",")))
+		mem := "-"
+		if n.Memory > 0 {
+			mem = memfit.GB(n.Memory)
+		}
+		fmt.Fprintf(a.Out, "%s: root %s (%s free), address %s, docker %v (nvidia runtime %v), %d GPU(s), RDMA %s, memory %s\n",
+			n.Name, dash(n.Root), staging.HumanBytes(n.RootFree), dash(n.Address), n.Docker, n.NvidiaRuntime, len(n.GPUs), dash(strings.Join(n.RDMA, ",")), mem)
 	}
 	switch {
 	case !res.Changed:

@@ -96,14 +96,51 @@ func (a *App) registryCmd() *cobra.Command {
 			return a.output(map[string]string{"removed": args[0]}, func() { fmt.Fprintf(a.Out, "registry %s removed\n", args[0]) })
 		},
 	}
-	cmd.AddCommand(add, update, list, remove)
+	cmd.AddCommand(add, update, list, remove, a.registrySwitch(true), a.registrySwitch(false))
 	return cmd
+}
+
+// registrySwitch is `registry enable NAME` (on) or `registry disable
+// NAME`: a disabled registry's recipes are neither listed nor resolved,
+// its clone stays.
+func (a *App) registrySwitch(on bool) *cobra.Command {
+	verb, short := "enable", "turn registry NAME back on: its recipes are listed and resolved again"
+	if !on {
+		verb, short = "disable", "turn registry NAME off: its recipes are neither listed nor resolved (@NAME/RECIPE says how to enable it); its clone stays"
+	}
+	return &cobra.Command{
+		Use:   verb + " NAME",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			changed, err := registry.Enable(cfg, args[0], on)
+			if err != nil {
+				return err
+			}
+			state := map[bool]string{true: "enabled", false: "disabled"}[on]
+			return a.output(map[string]any{"registry": args[0], "state": state, "changed": changed}, func() {
+				if changed {
+					fmt.Fprintf(a.Out, "registry %s %s\n", args[0], state)
+				} else {
+					fmt.Fprintf(a.Out, "registry %s was %s already\n", args[0], state)
+				}
+			})
+		},
+	}
 }
 
 func registryTable(a *App, rs []registry.Registry) {
 	var rows [][]string
 	for _, r := range rs {
-		rows = append(rows, []string{r.Name, r.URL, cmp.Or(r.Ref, "(default branch)"), r.Commit, r.Path})
+		state := "enabled"
+		if r.Disabled {
+			state = "disabled"
+		}
+		rows = append(rows, []string{r.Name, state, r.URL, cmp.Or(r.Ref, "(default branch)"), r.Commit, r.Path})
 	}
-	table(a.Out, []string{"REGISTRY", "URL", "REF", "COMMIT", "PATH"}, rows)
+	table(a.Out, []string{"REGISTRY", "STATE", "URL", "REF", "COMMIT", "PATH"}, rows)
 }

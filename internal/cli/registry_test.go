@@ -177,3 +177,72 @@ func TestRegistryAddUpdateAndResolve(t *testing.T) {
 		t.Errorf("@pinned/alpha after remove: exit %d %s", code, errOut)
 	}
 }
+
+// registry disable takes a registry's recipes out of lanes and out of
+// resolution (@NAME/RECIPE and a bare lane name both say how to enable
+// it), list shows it disabled, and enable brings them back; the clone
+// is never touched.
+func TestRegistryDisableAndEnable(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	fleet := "state_dir = " + jsonString(state) + "\nrecipes_dir = " + jsonString(filepath.Join(dir, "lanes")) +
+		"\nhf_cache_dir = \"/mnt/nas/hub\"\nshared_roots = [\"/mnt/nas\"]\n" +
+		"[[nodes]]\nname = \"dgx1\"\naddress = \"10.0.0.1\"\nroots = [\"/mnt/nvme\"]\n[[nodes]]\nname = \"dgx2\"\naddress = \"10.0.0.2\"\nroots = [\"/mnt/nvme\"]\n" +
+		"[[clusters]]\nname = \"pair\"\nnodes = [\"dgx1\", \"dgx2\"]\n"
+	cfg := writeConfigTestFile(t, dir, "sparklane.toml", fleet)
+	if err := os.MkdirAll(filepath.Join(dir, "lanes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	other := newBareRegistry(t)
+	other.commit("one recipe", map[string]string{"official-recipes/alpha.yaml": regRecipeYAML})
+	if code, out, errOut := runStarter(t, "--config", cfg, "registry", "add", "other", other.bare); code != 0 {
+		t.Fatalf("registry add: exit %d\n%s%s", code, out, errOut)
+	}
+	// The clone is also a recipes directory, so lanes lists its recipes.
+	writeConfigTestFile(t, dir, "sparklane.toml", "recipes_dirs = ["+jsonString(filepath.Join(state, "registries", "other"))+"]\n"+fleet)
+	lanes := func() string {
+		t.Helper()
+		code, out, errOut := runStarter(t, "--config", cfg, "lanes")
+		if code != 0 {
+			t.Fatalf("lanes: exit %d\n%s%s", code, out, errOut)
+		}
+		return out
+	}
+	if !strings.Contains(lanes(), "alpha") {
+		t.Fatal("lanes does not list the registry's recipe")
+	}
+
+	if code, out, errOut := runStarter(t, "--config", cfg, "registry", "disable", "other"); code != 0 || !strings.Contains(out, "registry other disabled") {
+		t.Fatalf("registry disable: exit %d\n%s%s", code, out, errOut)
+	}
+	if out := lanes(); strings.Contains(out, "alpha") {
+		t.Errorf("a disabled registry's recipe is listed:\n%s", out)
+	}
+	if !registryList(t, cfg)["other"].Disabled {
+		t.Error("registry list does not say other is disabled")
+	}
+	for lane, want := range map[string]string{
+		"@other/alpha": "@other/alpha: registry other is disabled: `starter registry enable other` turns it back on",
+		"alpha":        "lane alpha is in registry other, which is disabled: `starter registry enable other` turns it back on",
+	} {
+		if code, _, errOut := runStarter(t, "--config", cfg, "recipe", "render", "--lane", lane); code == 0 || !strings.Contains(errOut, want) {
+			t.Errorf("render --lane %s of a disabled registry: exit %d %s", lane, code, errOut)
+		}
+	}
+	if code, _, errOut := runStarter(t, "--config", cfg, "registry", "disable", "ghost"); code == 0 || !strings.Contains(errOut, "no registry ghost") {
+		t.Errorf("disable of an unknown registry: exit %d %s", code, errOut)
+	}
+
+	if code, out, errOut := runStarter(t, "--config", cfg, "registry", "enable", "other"); code != 0 || !strings.Contains(out, "registry other enabled") {
+		t.Fatalf("registry enable: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ := runStarter(t, "--config", cfg, "registry", "enable", "other"); code != 0 || !strings.Contains(out, "was enabled already") {
+		t.Errorf("enable twice: exit %d %s", code, out)
+	}
+	if !strings.Contains(lanes(), "alpha") || registryList(t, cfg)["other"].Disabled {
+		t.Error("enable did not bring the registry back")
+	}
+	if code, out, errOut := runStarter(t, "--config", cfg, "--json", "recipe", "render", "--lane", "@other/alpha"); code != 0 || !strings.Contains(out, `"lane": "alpha"`) {
+		t.Errorf("render @other/alpha after enable: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -33,6 +33,8 @@ type App struct {
 	// dryFetch is the fetch plan a stage --dry-run shows first (set by
 	// stage for dryRun).
 	dryFetch *contract.FetchPlan
+	// fitForce is --force: run a lane the memory fit refuses (laneFit).
+	fitForce bool
 	In       io.Reader
 	// ConfigPath is --config; JSON is --json.
 	ConfigPath string
@@ -279,7 +281,7 @@ func (a *App) Root() *cobra.Command {
 	root.AddCommand(a.statusCmd(), a.lanesCmd(), a.recipeCmd(), a.registryCmd(), a.fetchCmd(), a.stageCmd(), a.verifyCmd(),
 		a.upCmd(), a.stopCmd(), a.probeCmd(), a.cutoverCmd(), a.cancelCmd(), a.demoCmd(), a.scheduleCmd(),
 		a.controlCmd(), a.attachCmd(), a.initCmd(),
-		a.benchCmd(), a.reportCmd(), a.powerCmd(), a.logsCmd(), a.fleetCmd(), a.diskCmd(), a.keepCmd(), a.imageCmd(), a.imagesCmd())
+		a.benchCmd(), a.reportCmd(), a.powerCmd(), a.logsCmd(), a.fleetCmd(), a.diskCmd(), a.keepCmd(), a.versionCmd(), a.imageCmd(), a.imagesCmd())
 	return root
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/memfit"
 	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -57,6 +58,7 @@ func (a *App) statusCmd() *cobra.Command {
 				return err
 			}
 			workerHints(cfg, res.Nodes)
+			rememberMemory(a, cfg, res.Nodes)
 			var failure string
 			if err != nil {
 				failure = rootMessage(err)
@@ -149,12 +151,30 @@ func printFleet(a *App, cfg *config.Config, res workflows.FleetProbeResult) {
 		if len(reason) == 0 {
 			reason = []string{"-"}
 		}
-		rows = append(rows, []string{n.Node, state, dash(n.SSH), dash(n.Worker), dash(strings.Join(roots, ", ")), reason[0]})
+		mem := "-"
+		if n.Memory > 0 {
+			mem = memfit.GB(n.Memory)
+		}
+		rows = append(rows, []string{n.Node, state, dash(n.SSH), dash(n.Worker), mem, dash(strings.Join(roots, ", ")), reason[0]})
 		for _, more := range reason[1:] {
-			rows = append(rows, []string{"", "", "", "", "", more})
+			rows = append(rows, []string{"", "", "", "", "", "", more})
 		}
 	}
-	table(a.Out, []string{"NODE", "STATE", "SSH", "WORKER", "ROOTS", "REASON"}, rows)
+	table(a.Out, []string{"NODE", "STATE", "SSH", "WORKER", "MEMORY", "ROOTS", "REASON"}, rows)
+}
+
+// rememberMemory records the memory the nodes' workers reported under
+// state_dir, where the memory fit of recipe check and cutover reads it
+// (a node's gpu_memory in the config wins). Failing to write it costs
+// only that record, so it is a warning.
+func rememberMemory(a *App, cfg *config.Config, nodes []workflows.NodeState) {
+	mem := map[string]int64{}
+	for _, n := range nodes {
+		mem[n.Node] = n.Memory
+	}
+	if err := memfit.SaveDiscovered(cfg.StateDir, mem); err != nil {
+		fmt.Fprintf(a.Err, "warning: record node memory under %s: %v\n", cfg.StateDir, err)
+	}
 }
 
 // wrap breaks s into lines of at most width runes at spaces (a longer

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/regset"
 	"github.com/sparklane/sparklane/internal/strictdecode"
 )
 
@@ -184,7 +185,7 @@ func applyConfigDefaults(cfg *Config) error {
 			return fmt.Errorf("%s: registries.%s: %w", cfg.File, name, err)
 		}
 	}
-	addClonedRegistries(cfg)
+	cfg.Registries, cfg.DisabledRegistries, cfg.RecipesDirs = regset.Resolve(cfg.StateDir, cfg.Registries, cfg.RecipesDirs, ValidName)
 	for i := range cfg.Nodes {
 		n := &cfg.Nodes[i]
 		if n.Docker == "" {
@@ -422,11 +423,7 @@ func LoadRecipeDir(dir string, skip ...string) ([]*Recipe, []string, error) {
 			warnings = append(warnings, fmt.Sprintf("%s: not a regular file (%s): skipped", p, strictdecode.FileKind(st.Mode())))
 			continue
 		}
-		same := false
-		for _, s := range skipInfo {
-			same = same || os.SameFile(s, st)
-		}
-		if same {
+		if slices.ContainsFunc(skipInfo, func(s os.FileInfo) bool { return os.SameFile(s, st) }) {
 			continue
 		}
 		names = append(names, name)
@@ -460,31 +457,4 @@ func unwrapFault(err error) error {
 		return f.Err
 	}
 	return err
-}
-
-// addClonedRegistries adds the clones `starter registry add` made under
-// STATE_DIR/registries (a directory with .git) to cfg.Registries; a name
-// the config's [registries] gives keeps the config's path.
-func addClonedRegistries(cfg *Config) {
-	root := filepath.Join(cfg.StateDir, "registries")
-	ents, err := os.ReadDir(root)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		name := e.Name()
-		if !e.IsDir() || strings.HasPrefix(name, ".") || ValidName(name) != nil {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(root, name, ".git")); err != nil {
-			continue
-		}
-		if _, set := cfg.Registries[name]; set {
-			continue
-		}
-		if cfg.Registries == nil {
-			cfg.Registries = map[string]string{}
-		}
-		cfg.Registries[name] = filepath.Join(root, name)
-	}
 }

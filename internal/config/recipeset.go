@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -237,13 +238,11 @@ func ResolveRecipeRef(cfg *Config, ref string) (*Recipe, error) {
 		return bad("%s: write a registry recipe as @REGISTRY/NAME", ref)
 	}
 	root, ok := cfg.Registries[reg]
-	if !ok {
-		var known []string
-		for k := range cfg.Registries {
-			known = append(known, k)
-		}
-		sort.Strings(known)
-		return bad("%s: registry %q is not in [registries] of %s (known: %s): add %s = \"PATH TO ITS CLONE\"", ref, reg, cfg.File, strings.Join(known, ", "), reg)
+	if _, off := cfg.DisabledRegistries[reg]; off {
+		return bad("%s: registry %s is disabled: `starter registry enable %s` turns it back on", ref, reg, reg)
+	} else if !ok {
+		known := strings.Join(slices.Sorted(maps.Keys(cfg.Registries)), ", ")
+		return bad("%s: registry %q is not in [registries] of %s (known: %s): add %s = \"PATH TO ITS CLONE\"", ref, reg, cfg.File, known, reg)
 	}
 	files, _, err := recipeFiles(root, true, nil)
 	if err != nil {

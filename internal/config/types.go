@@ -20,6 +20,8 @@ type Config struct {
 	// Registries maps a registry name to a local clone, so a recipe can be
 	// named @NAME/recipe (sparkrun's scoped reference) without copying it.
 	Registries map[string]string `mapstructure:"registries" json:"registries,omitempty"`
+	// DisabledRegistries are those `starter registry disable` took out of Registries (name → path).
+	DisabledRegistries map[string]string `mapstructure:"-" json:"disabled_registries,omitempty"`
 	// DefaultCluster is the cluster a recipe without one (every sparkrun
 	// recipe) runs on when no --cluster is given.
 	DefaultCluster string `mapstructure:"default_cluster" json:"default_cluster,omitempty"`
@@ -133,6 +135,8 @@ type Node struct {
 	// *_SOCKET_IFNAME variables of that node's ranks.
 	HCA    string `mapstructure:"hca" json:"hca,omitempty"`
 	IfName string `mapstructure:"ifname" json:"ifname,omitempty"`
+	// GPUMemory ("128GB") is what a lane may use here; 0: as discovered (internal/memfit).
+	GPUMemory int64 `mapstructure:"gpu_memory" json:"gpu_memory,omitempty" unit:"bytes"`
 	// ClearHelper is an argv prefix (["sudo", "-n"]) the node worker puts
 	// before its remove command when a [hooks] clear directory holds entries
 	// it cannot delete itself (receipt roots written by root-run
@@ -175,6 +179,8 @@ type Device struct {
 type Cluster struct {
 	Name  string   `mapstructure:"name" json:"name"`
 	Nodes []string `mapstructure:"nodes" json:"nodes"`
+	// Topology (switch|pair|ring|mesh) picks the comm env (internal/lane/topology.go).
+	Topology string `mapstructure:"topology" json:"topology,omitempty"`
 }
 
 // Recipe is a lane recipe file as decoded: sparklane TOML or sparkrun v2
@@ -274,6 +280,8 @@ type Keep struct {
 	Restarts int           `mapstructure:"restarts" json:"restarts,omitempty"`
 	Window   time.Duration `mapstructure:"window" json:"window,omitempty"`
 	Off      bool          `mapstructure:"off" json:"off,omitempty"`
+	// Notify (config only) is told when a keeper stops healing: a command run on the control host, or a webhook URL.
+	Notify string `mapstructure:"notify" json:"notify,omitempty"`
 }
 
 // Mount is one [[mounts]] table: a bind into every rank's container

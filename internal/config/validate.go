@@ -593,12 +593,7 @@ func checkPlaceholders(r *Recipe) []error {
 }
 
 func hasDotDot(p string) bool {
-	for _, seg := range strings.Split(filepath.ToSlash(p), "/") {
-		if seg == ".." {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(strings.Split(filepath.ToSlash(p), "/"), "..")
 }
 
 // Node returns the node named name, or nil.

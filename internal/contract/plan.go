@@ -38,6 +38,10 @@ type NodePlan struct {
 	// recipe's rows: the numbers the runtime checks its tables against
 	// cannot drift from the staged data.
 	RowsFrom []RowsFrom `json:"rows_from,omitempty"`
+	// Topology is the cluster's declared fabric (switch, pair, ring,
+	// mesh; empty: undeclared): the node worker renders the comm env of
+	// the RDMA devices it detects for it, as the plan's were.
+	Topology string `json:"topology,omitempty"`
 }
 
 // RowsFrom is one sparse-rows block's row-count variable, filled at serve

@@ -429,3 +429,27 @@ func tailFrom(path string, offset int64, n int) string {
 	}
 	return "  " + strings.Join(lines, "\n  ")
 }
+
+// Unit is the systemd unit of the control service on the control
+// host: it restarts on failure, and its runs survive restarts because they
+// live in the SQLite file under state_dir.
+func Unit(worker, config string) string {
+	return fmt.Sprintf(`# Written by 'starter control install': sparklane's control service
+# (embedded Temporal server + web UI, control worker, this host's node workers,
+# reverse SSH tunnels to remote nodes).
+[Unit]
+Description=sparklane control service
+After=network-online.target docker.service
+Wants=network-online.target
+
+[Service]
+ExecStart=%s dev --config %s
+Restart=on-failure
+RestartSec=2
+KillSignal=SIGTERM
+TimeoutStopSec=60
+
+[Install]
+WantedBy=multi-user.target
+`, worker, config)
+}

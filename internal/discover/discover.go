@@ -56,6 +56,9 @@ type Facts struct {
 	RDMA []RDMA
 	// Addrs maps a netdev to its IPv4 addresses (CIDR form).
 	Addrs map[string][]string
+	// Memory is MemTotal in bytes (on a DGX Spark, the unified memory
+	// the GPU shares), for the memory fit; 0 unread.
+	Memory int64
 }
 
 // script prints one section per fact; every command may be missing.
@@ -70,6 +73,7 @@ echo @@docker; if command -v "$D" >/dev/null 2>&1; then echo present; "$D" info 
 echo @@gpu; if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null; fi
 echo @@ib; for d in "$R"/sys/class/infiniband/*; do [ -e "$d" ] || continue; echo "$(basename "$d") $(ls "$d/device/net" 2>/dev/null | tr '\n' ' ')"; done
 echo @@ip; ip -4 -o addr show 2>/dev/null | awk '{print $2, $4}'
+echo @@mem; grep '^MemTotal:' "$R"/proc/meminfo 2>/dev/null
 echo @@end
 `, shellQuote(o.SysRoot), shellQuote(docker))
 }
@@ -125,6 +129,11 @@ func Parse(out string) Facts {
 			f.GPUs = append(f.GPUs, line)
 		case "ib":
 			f.RDMA = append(f.RDMA, RDMA{Device: fields[0], Netdevs: fields[1:]})
+		case "mem":
+			if len(fields) == 3 && fields[2] == "kB" {
+				kb, _ := strconv.ParseInt(fields[1], 10, 64)
+				f.Memory = kb * 1024
+			}
 		case "ip":
 			if len(fields) == 2 {
 				f.Addrs[fields[0]] = append(f.Addrs[fields[0]], fields[1])

@@ -29,6 +29,13 @@ func fakeSys(t *testing.T) string {
 	if err := os.MkdirAll(filepath.Join(root, "sys", "class", "infiniband", "mlx5_0", "device", "net", "lo"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// and a DGX Spark's /proc/meminfo (128 GB unified memory).
+	if err := os.MkdirAll(filepath.Join(root, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "proc", "meminfo"), []byte("MemTotal:       125000000 kB\nMemFree: 1 kB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return root
 }
 
@@ -83,7 +90,7 @@ func TestInitDiscoversNodesOverSSHAndWritesACheckedConfig(t *testing.T) {
 		}
 	}
 	cfg, _ := os.ReadFile(out)
-	for _, want := range []string{"hca = \"mlx5_0\"", "ifname = \"lo\"", "address = \"127.0.0.1\"", "# disk ", "name = \"all-2x\"", "known_hosts = \"" + kh + "\""} {
+	for _, want := range []string{"hca = \"mlx5_0\"", "ifname = \"lo\"", "address = \"127.0.0.1\"", "gpu_memory = \"128GB\"", "# disk ", "name = \"all-2x\"", "known_hosts = \"" + kh + "\""} {
 		if !strings.Contains(string(cfg), want) {
 			t.Errorf("config lacks %q:\n%s", want, cfg)
 		}
@@ -155,6 +162,8 @@ roceP2p1s0f1 enP2p1s0f1np1
 lo 127.0.0.1/8
 eno1 10.0.0.11/24
 enp1s0f1np1 192.168.100.11/24
+@@mem
+MemTotal:       125000000 kB
 @@end
 `)
 	if root, d, ok := f.Root(); !ok || root != "/mnt/nvme/sparklane" || d.Free != 3000000000000 {
@@ -168,8 +177,11 @@ enp1s0f1np1 192.168.100.11/24
 	if addr, nd := f.FastAddress(); addr != "192.168.100.11" || nd != "enp1s0f1np1" {
 		t.Errorf("fast address %s on %s", addr, nd)
 	}
-	if !f.Docker || !f.NvidiaRuntime || len(f.GPUs) != 1 || len(f.RDMA) != 2 {
+	if !f.Docker || !f.NvidiaRuntime || len(f.GPUs) != 1 || len(f.RDMA) != 2 || f.Memory != 128e9 {
 		t.Errorf("facts %+v", f)
+	}
+	if cfg := discover.Render([]discover.Host{{Name: "dgx1", SSH: "u@h", Facts: f}}); !strings.Contains(cfg, "gpu_memory = \"128GB\"") {
+		t.Errorf("config lacks the node's memory:\n%s", cfg)
 	}
 	if d := discover.Diff("a\nb\nc\n", "a\nB\nc\n"); d != "@@ line 2\n-b\n+B\n" {
 		t.Errorf("diff %q", d)

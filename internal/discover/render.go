@@ -64,6 +64,9 @@ func Render(hosts []Host) string {
 				w("ifname = %q\n", strings.Join(nets, ","))
 			}
 		}
+		if f.Memory >= 1e9 {
+			w("# memory lanes are fitted against (MemTotal; a DGX Spark's is shared by CPU and GPU)\ngpu_memory = \"%dGB\"\n", f.Memory/1e9)
+		}
 		switch {
 		case !f.Docker:
 			w("# Docker: NOT FOUND — install it before serving lanes here\n")

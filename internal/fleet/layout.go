@@ -108,6 +108,27 @@ WantedBy=multi-user.target
 `, nodeName, nodeName, nodeName, l.EnvFile(), l.workerArgs(nodeName))
 }
 
+// NodeUnitTemplate is the node service at the default layout as the
+// systemd template unit sparklane-node@.service (the node's name is the
+// instance: systemctl enable --now sparklane-node@NODE), the unit a
+// release ships for installing by hand; `fleet install` writes the same
+// unit for one node as sparklane-node.service.
+func NodeUnitTemplate() string {
+	return "# sparklane-node@.service: the sparklane node service of node %i, for installing by\n" +
+		"# hand (the worker at /usr/local/lib/sparklane/worker, the node's config at\n" +
+		"# /etc/sparklane/sparklane.toml): systemctl enable --now sparklane-node@NODE.\n" +
+		WithoutHeader(DefaultLayout().unitFile("%i"))
+}
+
+// WithoutHeader is a unit file without its leading comment lines (which
+// say which command wrote it).
+func WithoutHeader(unit string) string {
+	for strings.HasPrefix(unit, "#") {
+		_, unit, _ = strings.Cut(unit, "\n")
+	}
+	return unit
+}
+
 // supervisorScript is the POSIX sh supervisor used where no systemd runs
 // (the test fleet's hosts, minimal containers): it runs the worker,
 // restarts it 2 s after it exits, records its own pid in PIDFile and the

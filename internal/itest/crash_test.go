@@ -112,7 +112,8 @@ func buildSimImage(ctx context.Context, t *testing.T) (*dockerclient.Client, str
 	return dc, image
 }
 
-func newProcFleet(t *testing.T, pauseAt int64) *procFleet {
+// extra are root keys added to its config.
+func newProcFleet(t *testing.T, pauseAt int64, extra ...string) *procFleet {
 	t.Helper()
 	ctx := withTimeout(t, 10*time.Minute)
 	dc, image := buildSimImage(ctx, t)
@@ -146,8 +147,8 @@ func newProcFleet(t *testing.T, pauseAt int64) *procFleet {
 		}
 	}
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "state_dir = %q\nrecipes_dir = %q\nhf_cache_dir = %q\nshared_roots = [%q]\nprobe_grace = \"2s\"\n\n",
-		filepath.Join(dir, "state"), recipes, nas.Hub, filepath.Dir(nas.Hub))
+	fmt.Fprintf(&cfg, "state_dir = %q\nrecipes_dir = %q\nhf_cache_dir = %q\nshared_roots = [%q]\nprobe_grace = \"2s\"\n%s\n",
+		filepath.Join(dir, "state"), recipes, nas.Hub, filepath.Dir(nas.Hub), strings.Join(extra, ""))
 	fmt.Fprintf(&cfg, "[temporal]\nport = %d\nui_port = %d\n\n", tport, uiport)
 	for i := 1; i <= 4; i++ {
 		root := filepath.Join(dir, "nodes", fmt.Sprintf("c%d", i))

@@ -72,6 +72,22 @@ func TestCutoverDryRunReportsThePlanAndWritesNothing(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &d); err != nil {
 		t.Fatalf("dry run JSON: %v\n%s", err, out)
 	}
+	// The memory fit: the demo model's weights from its headers on the
+	// NAS, each probed node's memory as its worker just read it (n4's
+	// worker is not running: a DGX Spark's by default).
+	if m := d.Memory; m == nil || m.Weights.Bytes <= 0 || len(m.Nodes) != 4 || d.MemoryError != "" {
+		t.Errorf("memory fit %+v (note %q, error %q)", m, d.MemoryNote, d.MemoryError)
+	} else {
+		for _, n := range m.Nodes {
+			want := "MemTotal its worker reported"
+			if n.Name == "n4" {
+				want = "DGX Spark default"
+			}
+			if n.Source != want || !n.Fits {
+				t.Errorf("memory fit of %s: %+v, want it from %q and fitting", n.Name, n, want)
+			}
+		}
+	}
 	if d.Lane != "demo-4x" || d.Action != "cutover" || len(d.Nodes) != 4 || d.TP != 4 {
 		t.Fatalf("dry run header: %+v", d)
 	}

@@ -2,7 +2,6 @@ package itest
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -26,10 +25,10 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/hubmirror"
-	"github.com/sparklane/sparklane/internal/safetensors"
 	"github.com/sparklane/sparklane/internal/serve"
 	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/testkit/blobtest"
 	"github.com/sparklane/sparklane/internal/testkit/diskuse"
 	"github.com/sparklane/sparklane/internal/workers"
 	"github.com/sparklane/sparklane/workflows"
@@ -179,7 +178,7 @@ func killFleet(t *testing.T) (*fleet, *nodeProc) {
 	}
 	tables := filepath.Join(nasDir, "tables")
 	// 8 Mi rows × 256 B = 2 GiB: n2 (rank 1 of 2) packs 1 GiB, 16 blocks.
-	writeEngramTables(t, tables, map[int]int64{1: 8 << 20})
+	blobtest.EngramTables(t, tables, map[int]int64{1: 8 << 20})
 	head := `cluster = "duo"
 runtime = "sim"
 image = "sparklane/engine-sim:latest"
@@ -214,54 +213,6 @@ layers = [1]
 	p := &nodeProc{t: t, bin: built(), cfg: f.cfgFile, node: "n2", log: filepath.Join(base, "worker-n2.log")}
 	t.Cleanup(p.stop)
 	return f, p
-}
-
-// writeEngramTables writes one BF16 [rows,128] table per layer, a
-// safetensors shard each, plus the index, with row-dependent content.
-func writeEngramTables(t *testing.T, dir string, rows map[int]int64) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	wm := map[string]string{}
-	for l, n := range rows {
-		name := fmt.Sprintf("engram-l%d.safetensors", l)
-		tn := fmt.Sprintf("model.layers.%d.engram.table", l)
-		wm[tn] = name
-		hdr, laid, err := safetensors.Encode([]safetensors.Tensor{{Name: tn, DType: "BF16", Shape: []int64{n, 128}}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fh, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := fh.Write(hdr); err != nil {
-			t.Fatal(err)
-		}
-		total := laid[0].End - laid[0].Begin
-		buf := make([]byte, 8<<20)
-		var x uint64 = uint64(l) * 0x9e3779b97f4a7c15
-		for off := int64(0); off < total; off += int64(len(buf)) {
-			c := min(int64(len(buf)), total-off)
-			for i := int64(0); i+8 <= c; i += 8 {
-				x ^= x << 13
-				x ^= x >> 7
-				x ^= x << 17
-				binary.LittleEndian.PutUint64(buf[i:], x)
-			}
-			if _, err := fh.Write(buf[:c]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := fh.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{}, "weight_map": wm})
-	if err := os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // startStage runs the Stage workflow for lane on n2 only, with the short

@@ -3,19 +3,24 @@ package itest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	dockerclient "github.com/docker/docker/client"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/testkit/hatest"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -74,11 +79,76 @@ func keeperEvents(t *testing.T, f *fleet, cluster string) []string {
 			names[e.GetEventId()] = a.GetActivityType().GetName()
 			out = append(out, a.GetActivityType().GetName())
 		}
+		if a := e.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a != nil {
+			out = append(out, "child "+a.GetWorkflowType().GetName())
+		}
+		if a := e.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
+			out = append(out, "signal "+a.GetSignalName())
+		}
 		if a := e.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
 			out = append(out, "re-probe "+names[a.GetScheduledEventId()])
 		}
 	}
 	return out
+}
+
+// headBack polls url (every 50 ms: a condition, not timing) until it has
+// failed and then answered 200 again, and returns how long after from.
+func headBack(t *testing.T, url string, from time.Time, within time.Duration) time.Duration {
+	t.Helper()
+	c := &http.Client{Timeout: time.Second}
+	down := false
+	for time.Since(from) < within {
+		resp, err := c.Get(url)
+		ok := err == nil && resp.StatusCode == 200
+		if err == nil {
+			resp.Body.Close()
+		}
+		if ok && down {
+			return time.Since(from)
+		}
+		down = down || !ok
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s did not go down and answer again within %s", url, within)
+	return 0
+}
+
+// keeperTimeline lists the keeper's activities (and children) that
+// started after from, with their start and close times in seconds after it.
+func keeperTimeline(t *testing.T, f *fleet, cluster string, from time.Time) string {
+	t.Helper()
+	it := f.env.Client.GetWorkflowHistory(context.Background(), workflows.KeeperID(cluster), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	names := map[int64]string{}
+	var b strings.Builder
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := e.GetEventTime().AsTime().Sub(from).Seconds()
+		if at < -1 {
+			continue
+		}
+		switch {
+		case e.GetActivityTaskScheduledEventAttributes() != nil:
+			names[e.GetEventId()] = e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
+			fmt.Fprintf(&b, "%6.2f schedule %s\n", at, names[e.GetEventId()])
+		case e.GetActivityTaskStartedEventAttributes() != nil && e.GetActivityTaskStartedEventAttributes().GetAttempt() > 1:
+			fmt.Fprintf(&b, "%6.2f re-probe %s\n", at, names[e.GetActivityTaskStartedEventAttributes().GetScheduledEventId()])
+		case e.GetActivityTaskCompletedEventAttributes() != nil:
+			fmt.Fprintf(&b, "%6.2f done     %s\n", at, names[e.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()])
+		case e.GetActivityTaskFailedEventAttributes() != nil:
+			fmt.Fprintf(&b, "%6.2f failed   %s\n", at, names[e.GetActivityTaskFailedEventAttributes().GetScheduledEventId()])
+		case e.GetStartChildWorkflowExecutionInitiatedEventAttributes() != nil:
+			fmt.Fprintf(&b, "%6.2f child    %s\n", at, e.GetStartChildWorkflowExecutionInitiatedEventAttributes().GetWorkflowType().GetName())
+		case e.GetWorkflowExecutionSignaledEventAttributes() != nil:
+			fmt.Fprintf(&b, "%6.2f signal   %s\n", at, e.GetWorkflowExecutionSignaledEventAttributes().GetSignalName())
+		case e.GetTimerStartedEventAttributes() != nil:
+			fmt.Fprintf(&b, "%6.2f timer    %s\n", at, e.GetTimerStartedEventAttributes().GetStartToFireTimeout().AsDuration())
+		}
+	}
+	return b.String()
 }
 
 // inOrder reports whether want appear in events in that order.
@@ -113,20 +183,28 @@ func TestKeeperRestartsAKilledRank(t *testing.T) {
 	if err := dc.ContainerKill(ctx, killed, "KILL"); err != nil {
 		t.Fatalf("docker kill %s: %v", killed, err)
 	}
+	answering := headBack(t, res.Serve.BaseURL+"/v1/models", killedAt, 2*time.Minute)
 	st := waitKeeper(t, f, "demo-2x", 3*time.Minute, "restarted", func(s activities.KeeperStatus) bool {
 		return len(s.Restarts) == 1 && s.Restarts[0].OK && s.State == activities.KeeperWatching
 	})
 	back := time.Since(killedAt)
+	t.Logf("docker kill → head answering /v1/models again: %.2fs; goal 1.2 × cold ready %.2fs + interval 1s = %.2fs", answering.Seconds(), cold, 1.2*cold+1)
 	resp, err := http.Get(res.Serve.BaseURL + "/v1/models")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("lane after the keeper's restart: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	t.Logf("docker kill of %s → lane answering again in %.1fs (cold ready %.1fs, interval 1s); reason: %s", killed, back.Seconds(), cold, st.Restarts[0].Reason)
+	t.Logf("docker kill of %s → keeper's restart done (probed) in %.1fs (cold ready %.1fs, interval 1s); reason: %s", killed, back.Seconds(), cold, st.Restarts[0].Reason)
+	t.Logf("where the time went (s after the kill):\n%s", keeperTimeline(t, f, "demo-2x", killedAt))
 	if !strings.Contains(st.Restarts[0].Reason, "demo-2x") {
 		t.Errorf("restart reason %q does not name the lane", st.Restarts[0].Reason)
 	}
 	events := keeperEvents(t, f, "demo-2x")
+	// The node worker saw the container die (Docker's event) and told
+	// the keeper, which checked at once.
+	if !inOrder(events, []string{"signal " + activities.KeeperRankDiedSignal, "CheckRanks", "StopLane"}) {
+		t.Errorf("keeper history has no rank-died signal before the check that restarted:\n%s", strings.Join(events, "\n"))
+	}
 	if !inOrder(events, []string{"CheckRanks", "re-probe CheckRanks", "KeeperMark", "StopLane", "StartRank", "WaitReady", "DecodeProbe", "KeeperMark"}) &&
 		!inOrder(events, []string{"CheckHead", "re-probe CheckHead", "KeeperMark", "StopLane", "StartRank", "WaitReady", "DecodeProbe", "KeeperMark"}) {
 		t.Errorf("keeper history does not read check → re-probe → restart → ready:\n%s", strings.Join(events, "\n"))
@@ -178,6 +256,7 @@ func TestKeeperRestartsAKilledRank(t *testing.T) {
 		t.Errorf("stop while kept left %d containers", all)
 	}
 	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-restart-stopped")
+	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-rank-died-restart")
 	saveHistory(t, f, workflows.StopID("demo-2x"), "stop-ends-keeper")
 }
 
@@ -219,10 +298,10 @@ func TestKeeperStopsACrashLoop(t *testing.T) {
 		t.Errorf("status does not say crash loop (exit %d):\n%s", code, out)
 	}
 	// Stopped, the keeper waits for an operator (no timer, no check): its
-	// last activity is the crash loop's stop.
+	// last activities are the crash loop's stop and its notice.
 	events := keeperEvents(t, f, "demo-2x")
-	if last := events[len(events)-1]; last != "StopLane" {
-		t.Errorf("keeper's last activity %q, want the crash loop's StopLane:\n%s", last, strings.Join(events, "\n"))
+	if last := strings.Join(events[len(events)-2:], ", "); last != "StopLane, KeeperNotify" {
+		t.Errorf("keeper's last activities %q, want the crash loop's StopLane and KeeperNotify:\n%s", last, strings.Join(events, "\n"))
 	}
 	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-crash-loop")
 	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
@@ -366,4 +445,259 @@ func TestKeeperCheckCost(t *testing.T) {
 	per := (active - idle) / float64(checks)
 	t.Logf("%d checks in %.1fs: CPU %.3fs active, %.3fs paused over the same time; %.1f ms CPU per check; 8 clusters at 30 s: %.3f%% of one core",
 		checks, wall.Seconds(), active, idle, per*1000, per*8/30*100)
+}
+
+// keeperNodesFleet is the keeper fleet with a short node outage budget, a
+// [keep] notify command appending each notice to a file, and the boot id
+// test hook (activities.BootIDTestDirEnv) pointed at a directory holding
+// each node's boot id, all "boot-1".
+func keeperNodesFleet(t *testing.T, budget string, opts ...func(*fleetOptions)) (*fleet, *dockerclient.Client, string, string) {
+	bootDir := t.TempDir()
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		writeBootID(t, bootDir, n, "boot-1")
+	}
+	t.Setenv(activities.BootIDTestDirEnv, bootDir)
+	notices := filepath.Join(t.TempDir(), "notices")
+	notify := fmt.Sprintf(`printf '%%s|%%s|%%s\n' "$SPARKLANE_STATE" "$SPARKLANE_LANE" "$SPARKLANE_REASON" >> %s`, notices)
+	f, dc := demoFleet(t, 8<<20, func(o *fleetOptions) {
+		o.extra += fmt.Sprintf("node_outage_budget = %q\nkeep = { interval = \"1s\", restarts = 5, window = \"1h\", notify = %q }\n", budget, notify)
+		o.metrics = true
+		for _, opt := range opts {
+			opt(o)
+		}
+	})
+	return f, dc, bootDir, notices
+}
+
+// writeBootID sets the boot id node reports (the test hook's file).
+func writeBootID(t *testing.T, dir, node, id string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, node), []byte(id+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// metric reads one line of the workers' /metrics.
+func metricLine(t *testing.T, f *fleet, prefix string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + f.metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+// verifyRuns lists the keeper's verify-only children (Verify runs), closed.
+func verifyRuns(ctx context.Context, t *testing.T, f *fleet) []workflows.VerifyWorkflowResult {
+	t.Helper()
+	list, err := f.env.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowType = 'Verify'"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []workflows.VerifyWorkflowResult
+	for _, e := range list.GetExecutions() {
+		var r workflows.VerifyWorkflowResult
+		if err := f.env.Client.GetWorkflow(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId()).Get(ctx, &r); err != nil {
+			t.Errorf("verify run %s: %v", e.GetExecution().GetWorkflowId(), err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// A node reboots, then a node does not come back. The reboot is
+// simulated, not a netns host's: n2's worker is stopped, its rank's
+// container removed and its boot id changed through the test hook
+// (activities.BootIDTestDirEnv), then the worker starts again — what a
+// reboot looks like to the keeper. The keeper waits for n2 within the
+// outage budget, runs a verify-only pass of the lane's blocks on it
+// (nothing re-copied), restarts the lane, and it answers. Then n2 stays
+// gone past the budget: the keeper stops healing and says so (status,
+// sparklane_lane_up 0, the [keep] notify command), keeps watching, and
+// when n2 comes back brings the lane back the same way.
+func TestKeeperWaitsForARebootedNode(t *testing.T) {
+	f, dc, bootDir, notices := keeperNodesFleet(t, "20s")
+	code, res, errOut := cutover(t, f, "--lane", "demo-2x")
+	if code != 0 || !res.OK {
+		t.Fatalf("cutover demo-2x: exit %d, %+v\n%s", code, res, errOut)
+	}
+	waitKeeper(t, f, "demo-2x", time.Minute, "watching, n2's boot id known", func(s activities.KeeperStatus) bool {
+		return s.Health == "up" && s.Input != nil && s.Input.BootIDs["n2"] == "boot-1"
+	})
+	ctx := withTimeout(t, 8*time.Minute)
+	reboot := func(boot string) {
+		f.stopNode("n2")
+		if err := dc.ContainerRemove(ctx, res.Serve.Ranks[1].Name, container.RemoveOptions{Force: true}); err != nil {
+			t.Fatalf("remove n2's rank: %v", err)
+		}
+		writeBootID(t, bootDir, "n2", boot)
+	}
+
+	// The reboot: waited for, verified, restarted.
+	reboot("boot-2")
+	st := waitKeeper(t, f, "demo-2x", 2*time.Minute, "waiting for n2", func(s activities.KeeperStatus) bool {
+		return s.State == activities.KeeperWaiting
+	})
+	t.Logf("while n2 is away: %s (%s)", st.State, st.LastReason)
+	f.startNode("n2")
+	st = waitKeeper(t, f, "demo-2x", 3*time.Minute, "restarted after the reboot", func(s activities.KeeperStatus) bool {
+		return len(s.Restarts) == 1 && s.Restarts[0].OK && s.State == activities.KeeperWatching
+	})
+	if !strings.Contains(st.Restarts[0].Reason, "node n2 came back") {
+		t.Errorf("restart reason %q does not say n2 came back", st.Restarts[0].Reason)
+	}
+	events := keeperEvents(t, f, "demo-2x")
+	if !inOrder(events, []string{"NodeOff", "CheckRanks", "child Verify", "KeeperMark", "StopLane", "StartRank", "WaitReady", "DecodeProbe"}) {
+		t.Errorf("keeper history does not read is-it-off → wait → verify → restart → ready:\n%s", strings.Join(events, "\n"))
+	}
+	vs := verifyRuns(ctx, t, f)
+	if len(vs) != 1 || len(vs[0].Repaired) != 0 || len(vs[0].Blocks) == 0 || vs[0].Blocks[0].Node != "n2" || !vs[0].Blocks[0].Result.Clean() {
+		t.Errorf("verify-only pass %+v: want n2's blocks clean, nothing re-copied", vs)
+	}
+	resp, err := http.Get(res.Serve.BaseURL + "/v1/models")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("lane after the reboot: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	// Gone past the budget: healing stops, said everywhere.
+	reboot("boot-3")
+	st = waitKeeper(t, f, "demo-2x", 2*time.Minute, "stopped, n2 gone", func(s activities.KeeperStatus) bool {
+		return s.State == activities.KeeperNodeLost
+	})
+	if !strings.Contains(st.LastReason, "past its outage budget of 20s") {
+		t.Errorf("last reason %q does not name the budget", st.LastReason)
+	}
+	if l := metricLine(t, f, `sparklane_lane_up{cluster="demo-2x",lane="demo-2x"}`); !strings.HasSuffix(l, " 0") {
+		t.Errorf("lane_up while n2 is gone: %q, want 0", l)
+	}
+	b, err := os.ReadFile(notices)
+	if err != nil || !strings.Contains(string(b), "stopped: node gone|demo-2x|stopped healing: node n2 was gone for") {
+		t.Errorf("notify command's notices %q (%v)", b, err)
+	}
+	code, out, _ := f.starter(ctx, "status")
+	if !strings.Contains(out, "node gone") {
+		t.Errorf("status does not say the node is gone (exit %d):\n%s", code, out)
+	}
+	// Still watching: n2 back, the lane back.
+	f.startNode("n2")
+	waitKeeper(t, f, "demo-2x", 3*time.Minute, "restarted after n2 came back", func(s activities.KeeperStatus) bool {
+		return len(s.Restarts) == 2 && s.Restarts[1].OK && s.State == activities.KeeperWatching && s.Health == "up"
+	})
+	if n := len(verifyRuns(ctx, t, f)); n != 2 {
+		t.Errorf("%d verify-only passes, want 2 (one per return)", n)
+	}
+	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-node-reboot-lost")
+	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
+		t.Fatalf("stop: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// Nights off, with the Home Assistant test double for n2's outlet relay
+// and real containers. The lane comes up by `up` (after a stage), which
+// starts its keeper. `power off n2` switches the relay off; the power cut
+// itself is simulated (the double cannot cut power to a worker in this
+// process): n2's worker stops, its rank's container goes and its boot id
+// changes (test hook). The keeper idles "off by schedule" — no healing,
+// sparklane_lane_up 0 — until `power on --cluster` switches the relay on
+// and finds n2's worker polling again; then it brings the lane back by
+// itself: verify-only on n2, restart, probe.
+func TestKeeperIdlesOffBySchedule(t *testing.T) {
+	const token, tokenEnv = "ha-keeper-token-41d2", "SPARKLANE_ITEST_HA_KEEP_TOKEN"
+	t.Setenv(tokenEnv, token)
+	ha := hatest.Start(t, token) // test double of Home Assistant's REST API
+	ha.AddSwitch("switch.n2_outlet", "on")
+	n2 := fmt.Sprintf("[nodes.power]\nrelay = \"switch.n2_outlet\"\nha_url = %q\ntoken_env = %q\n", ha.URL, tokenEnv)
+	f, dc, bootDir, _ := keeperNodesFleet(t, "10m", func(o *fleetOptions) { o.nodeExtra = map[string]string{"n2": n2} })
+	ctx := withTimeout(t, 8*time.Minute)
+	for _, args := range [][]string{{"stage", "--lane", "demo-2x"}, {"up", "--lane", "demo-2x"}} {
+		if code, out, errOut := f.starter(ctx, args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s\n%s", args, code, out, errOut)
+		}
+	}
+	st := waitKeeper(t, f, "demo-2x", time.Minute, "keeping the lane up started", func(s activities.KeeperStatus) bool {
+		return s.Health == "up" && s.Input != nil && s.Input.BootIDs["n2"] == "boot-1"
+	})
+	if st.StartedBy != workflows.UpID("demo-2x") {
+		t.Errorf("keeper started by %q, want %s", st.StartedBy, workflows.UpID("demo-2x"))
+	}
+	_, rank1 := rankNames(t, dc, "demo-2x")
+
+	if code, out, errOut := f.starter(ctx, "power", "off", "n2", "--force", "--wait", "2s"); code != 0 {
+		t.Fatalf("power off n2: exit %d\n%s\n%s", code, out, errOut)
+	}
+	f.stopNode("n2")
+	if err := dc.ContainerRemove(ctx, rank1, container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	writeBootID(t, bootDir, "n2", "boot-2")
+	st = waitKeeper(t, f, "demo-2x", 2*time.Minute, "off by schedule", func(s activities.KeeperStatus) bool {
+		return s.State == activities.KeeperOff
+	})
+	if !strings.Contains(st.LastReason, "relay switch.n2_outlet is off") {
+		t.Errorf("off reason %q does not name the relay", st.LastReason)
+	}
+	// Idle over several checks: no restart, the lane reported down.
+	from := st.Checks
+	st = waitKeeper(t, f, "demo-2x", time.Minute, "idle for three checks", func(s activities.KeeperStatus) bool { return s.Checks >= from+3 })
+	if st.State != activities.KeeperOff || len(st.Restarts) != 0 {
+		t.Errorf("while off: %s, %d restarts; want off by schedule, none", st.State, len(st.Restarts))
+	}
+	if l := metricLine(t, f, `sparklane_lane_up{cluster="demo-2x",lane="demo-2x"}`); !strings.HasSuffix(l, " 0") {
+		t.Errorf("lane_up while off: %q, want 0", l)
+	}
+
+	// The morning: n2 boots (its worker polls) as its relay goes on.
+	f.startNode("n2")
+	if code, out, errOut := f.starter(ctx, "power", "on", "--cluster", "demo-2x", "--wait", "1m"); code != 0 {
+		t.Fatalf("power on --cluster: exit %d\n%s\n%s", code, out, errOut)
+	}
+	st = waitKeeper(t, f, "demo-2x", 3*time.Minute, "back after power on", func(s activities.KeeperStatus) bool {
+		return len(s.Restarts) == 1 && s.Restarts[0].OK && s.State == activities.KeeperWatching && s.Health == "up"
+	})
+	events := keeperEvents(t, f, "demo-2x")
+	if !inOrder(events, []string{"NodeOff", "NodeOff", "child Verify", "StopLane", "StartRank", "WaitReady", "DecodeProbe"}) {
+		t.Errorf("keeper history does not read off → verify → restart → probe:\n%s", strings.Join(events, "\n"))
+	}
+	if vs := verifyRuns(ctx, t, f); len(vs) != 1 || len(vs[0].Repaired) != 0 || len(vs[0].Blocks) == 0 || vs[0].Blocks[0].Node != "n2" {
+		t.Errorf("verify-only pass %+v: want n2's blocks, nothing re-copied", vs)
+	}
+	t.Logf("after power on: %s", st.LastReason)
+	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-off-by-schedule")
+	saveHistory(t, f, workflows.UpID("demo-2x"), "up-starts-keeper")
+	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
+		t.Fatalf("stop: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, all := laneContainers(t, dc, "demo-2x"); all != 0 {
+		t.Errorf("stop left %d containers", all)
+	}
+}
+
+// rankNames are the names of lane's rank 0 and rank 1 containers.
+func rankNames(t *testing.T, dc *dockerclient.Client, lane string) (string, string) {
+	t.Helper()
+	cs, err := dc.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "sparklane.lane="+lane))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r0, r1 string
+	for _, c := range cs {
+		switch c.Labels["sparklane.rank"] {
+		case "0":
+			r0 = strings.TrimPrefix(c.Names[0], "/")
+		case "1":
+			r1 = strings.TrimPrefix(c.Names[0], "/")
+		}
+	}
+	if r0 == "" || r1 == "" {
+		t.Fatalf("lane %s: ranks 0 and 1 not found among %d containers", lane, len(cs))
+	}
+	return r0, r1
 }

@@ -2,10 +2,12 @@ package itest
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/memfit"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -43,6 +45,21 @@ func TestStatusNamesTheNodeWhoseWorkerIsStopped(t *testing.T) {
 	}
 	if got["n3"].State != workflows.NodeUnreachable || !strings.Contains(got["n3"].Why, "node.n3") {
 		t.Errorf("n3: %+v, want unreachable naming its queue node.n3", got["n3"])
+	}
+	// Each live worker reports this host's memory, and the starter keeps
+	// it for the memory fit of recipe check and cutover.
+	mem, err := memfit.ReadMemTotal("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := memfit.LoadDiscovered(filepath.Join(f.dir, "state"))
+	for _, n := range []string{"n1", "n2"} {
+		if got[n].Memory != mem || kept[n] != mem {
+			t.Errorf("%s: memory %d, recorded %d; want MemTotal %d", n, got[n].Memory, kept[n], mem)
+		}
+	}
+	if _, ok := kept["n3"]; ok {
+		t.Error("the unreachable node's memory was recorded")
 	}
 	t.Logf("status of 3 nodes (one down) took %s", took)
 	if took > 30*time.Second {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/memfit"
 )
 
 // Check backs `starter recipe check FILE...` when no fleet config is at
@@ -79,6 +80,33 @@ func CheckRecipes(cfg *config.Config, recipes []*config.Recipe) (errs []error, n
 	errs = flatten(Validate(cfg, recipes))
 	for _, r := range recipes {
 		errs = append(errs, PinErrors(r)...)
+	}
+	if cfg != nil {
+		more, fits := checkFit(cfg, recipes, memfit.LoadDiscovered(cfg.StateDir))
+		errs, notices = append(errs, more...), append(notices, fits...)
+	}
+	return errs, notices
+}
+
+// checkFit is recipe check's memory fit: each recipe rendered on its
+// cluster and estimated (Fit); one that does not fit is an error with the
+// arithmetic, one that fits a notice; one that cannot be estimated (its
+// weights not on the NAS yet) is left to cutover --dry-run, which says why.
+func checkFit(cfg *config.Config, recipes []*config.Recipe, discovered map[string]int64) (errs []error, notices []string) {
+	for _, r := range recipes {
+		plan, err := RenderOn(cfg, r, "", nil)
+		if err != nil {
+			continue // Validate reported it
+		}
+		w := Wire(r)
+		est, _ := Fit(cfg, &w, plan, discovered) // not estimated (not on the NAS yet): cutover --dry-run says why
+		switch {
+		case est == nil:
+		case est.Err() != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", r.File, est.Err()))
+		default:
+			notices = append(notices, fmt.Sprintf("lane %s fits in memory: %s", r.Name, strings.Join(est.Lines(), "; ")))
+		}
 	}
 	return errs, notices
 }

@@ -124,9 +124,10 @@ func parseUlimit(s string) (contract.Ulimit, error) {
 // node's hca/ifname, in the order they are documented.
 var CommEnvKeys = []string{"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "NCCL_IB_HCA", "UCX_NET_DEVICES", "NCCL_CUMEM_ENABLE"}
 
-// CommEnv is commEnv for the node worker, which renders it again from the
+// CommEnv is the comm env of n on a cluster of topology (the plan's
+// NodePlan.Topology) for the node worker, which renders it again from the
 // devices it detects (config.Node.ApplyDetected) and adds what the plan lacks.
-func CommEnv(n *config.Node) map[string]string { return commEnv(n) }
+func CommEnv(n *config.Node, topology string) map[string]string { return topologyEnv(topology, n) }
 
 // commEnv is the per-node communication env of n: the engines find the
 // RoCE interfaces by these names, or fall back to TCP on the wrong one.

@@ -155,6 +155,7 @@ func renderNode(cfg *config.Config, r *contract.Recipe, v *vars, nodes []*config
 		Container:     spec,
 		PreExec:       pre,
 		RowsFrom:      rowsFrom(r, rank, w.tp),
+		Topology:      clusterTopology(cfg, r),
 	}, nil
 }
 
@@ -194,7 +195,7 @@ func renderWorld(r *contract.Recipe, v *vars, nnodes int) (nodeWorld, error) {
 // bind (returned); the recipe's env wins over all of them. An [env]
 // EP_SIZE sets the expert parallel size unless [defaults] does.
 func renderEnv(cfg *config.Config, r *contract.Recipe, v *vars, n *config.Node, nnodes int, w *nodeWorld) (map[string]string, *contract.Mount, error) {
-	env := commEnv(n)
+	env := topologyEnv(clusterTopology(cfg, r), n)
 	if r.Format == "sparkrun" && nnodes > 1 {
 		for k, val := range sparkrunClusterEnv[r.Runtime] {
 			env[k] = val

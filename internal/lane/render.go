@@ -169,6 +169,9 @@ func (rd *renderer) pickNodes() error {
 		return recipeErr(r, "cluster", "unknown cluster %q — known clusters: %s", r.Cluster, strings.Join(cfg.ClusterNames(), ", "))
 	}
 	rd.cluster = c
+	if err := checkTopology(cfg, c); err != nil {
+		return err
+	}
 	for _, name := range c.Nodes {
 		n := cfg.Node(name)
 		if n == nil {

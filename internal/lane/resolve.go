@@ -64,7 +64,7 @@ func Resolve(cfg *config.Config, set *config.RecipeSet, req Request) (*contract.
 // rollback and stop find it here). Found in one registry it is loaded and
 // validated; in several, the error names the @REG/NAME to choose from.
 func registryLane(cfg *config.Config, name string) (*config.Recipe, error) {
-	if config.ValidName(name) != nil || len(cfg.Registries) == 0 {
+	if config.ValidName(name) != nil {
 		return nil, nil
 	}
 	var found []*config.Recipe
@@ -79,7 +79,7 @@ func registryLane(cfg *config.Config, name string) (*config.Recipe, error) {
 	}
 	switch len(found) {
 	case 0:
-		return nil, nil
+		return nil, inDisabledRegistry(cfg, name)
 	case 1:
 		set := &config.RecipeSet{Recipes: found}
 		if err := ValidateSet(cfg, set); err != nil {
@@ -91,4 +91,17 @@ func registryLane(cfg *config.Config, name string) (*config.Recipe, error) {
 		return found[0], nil
 	}
 	return nil, fmt.Errorf("lane %s is in several registries: name one, --lane %s", name, strings.Join(refs, " or --lane "))
+}
+
+// inDisabledRegistry is the error for a lane found only in a registry
+// `starter registry disable` turned off: how to turn it back on.
+func inDisabledRegistry(cfg *config.Config, name string) error {
+	off := *cfg
+	off.Registries, off.DisabledRegistries = cfg.DisabledRegistries, nil
+	for _, reg := range slices.Sorted(maps.Keys(cfg.DisabledRegistries)) {
+		if _, err := config.ResolveRecipeRef(&off, "@"+reg+"/"+name); err == nil {
+			return fmt.Errorf("lane %s is in registry %s, which is disabled: `starter registry enable %s` turns it back on", name, reg, reg)
+		}
+	}
+	return nil
 }

@@ -318,6 +318,11 @@ func (e *Engine) reachable(t Target) func(context.Context) error {
 	if addr := probeAddr(t); addr != "" {
 		return TCPProbe(addr)
 	}
+	if t.Kind == "node" && e.Polling != nil {
+		// A local node (no ssh: the control host's own): up is its
+		// worker polling, which WaitReachable asks next.
+		return func(context.Context) error { return nil }
+	}
 	return func(context.Context) error {
 		return fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s has no ssh address or RouterOS API to probe: set ssh", t.label()))
 	}

@@ -13,10 +13,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/regset"
 )
 
 // Registry is one clone: its name, where it came from, what it follows
@@ -28,6 +30,9 @@ type Registry struct {
 	Ref    string `json:"ref,omitempty"`
 	Commit string `json:"commit"`
 	Path   string `json:"path"`
+	// Disabled says `starter registry disable` turned it off: its
+	// recipes are neither listed nor resolved (internal/regset).
+	Disabled bool `json:"disabled,omitempty"`
 }
 
 // Dir is where registry clones live: STATE_DIR/registries.
@@ -127,6 +132,7 @@ func Get(ctx context.Context, stateDir, name string) (Registry, error) {
 	}
 	r.URL, _ = git(ctx, dir, "config", "--get", "remote.origin.url")
 	r.Ref, _ = git(ctx, dir, "config", "--get", "sparklane.ref")
+	r.Disabled = slices.Contains(regset.Disabled(stateDir), name)
 	return r, nil
 }
 
@@ -163,5 +169,22 @@ func Remove(stateDir, name string) error {
 	if _, err := os.Stat(dir); err != nil {
 		return fmt.Errorf("no registry %s (%s): `starter registry list` shows them", name, dir)
 	}
-	return os.RemoveAll(dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	_, err := regset.Set(stateDir, name, false) // a name added again starts enabled
+	return err
+}
+
+// Enable turns registry name on again (on: false turns it off, as
+// `starter registry disable`); cfg is the fleet config as loaded, whose
+// Registries and DisabledRegistries say which names exist. It reports
+// whether anything changed.
+func Enable(cfg *config.Config, name string, on bool) (bool, error) {
+	_, known := cfg.Registries[name]
+	_, off := cfg.DisabledRegistries[name]
+	if !known && !off {
+		return false, fmt.Errorf("no registry %s: `starter registry list` shows the clones, [registries] in %s the others", name, cfg.File)
+	}
+	return regset.Set(cfg.StateDir, name, !on)
 }

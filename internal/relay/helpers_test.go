@@ -221,3 +221,15 @@ func mustPlan(t *testing.T, nodes []string, files []File) *Plan {
 	must(t, err)
 	return p
 }
+
+// holdsFinished makes n claim a finished copy of fl (for lane/0) whose
+// content is content: what a peer with a torn or corrupt copy serves.
+func (n *tnode) holdsFinished(t *testing.T, fl File, content []byte) {
+	t.Helper()
+	cpath := filepath.Join(n.root, "claimed-"+filepath.Base(fl.Rel))
+	must(t, os.WriteFile(cpath, content, 0o644))
+	cf, err := os.Open(cpath)
+	must(t, err)
+	es := n.reg.register("lane/0", map[string]int64{fl.Rel: fl.Size})
+	es[fl.Rel].done(cf)
+}

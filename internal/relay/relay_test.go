@@ -114,12 +114,7 @@ func TestCorruptPeerIsCaughtAndRefetchedFromNAS(t *testing.T) {
 			// n1 claims a finished copy whose content is wrong.
 			corrupt := append([]byte(nil), f.data[fl.Rel]...)
 			corrupt[tc.at(fl.Size)] ^= 0xff
-			cpath := filepath.Join(bad.root, "corrupt")
-			must(t, os.WriteFile(cpath, corrupt, 0o644))
-			cf, err := os.Open(cpath)
-			must(t, err)
-			es := bad.reg.register("lane/0", map[string]int64{fl.Rel: fl.Size})
-			es[fl.Rel].done(cf)
+			bad.holdsFinished(t, fl, corrupt)
 			j := f.job(good)
 			j.Nodes = []string{"n1", "n2"} // n1 reads the NAS, n2 fetches from n1
 			j.SHA256 = tc.sha256

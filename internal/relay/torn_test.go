@@ -110,12 +110,7 @@ func TestTornPeerCopyIsCaughtUnderSampledVerify(t *testing.T) {
 	f := newFleet(t, 2, tornSize)
 	bad, good := f.nodes[0], f.nodes[1]
 	fl := f.files[0]
-	cpath := filepath.Join(bad.root, "torn")
-	must(t, os.WriteFile(cpath, blobtest.OtherVersion(t, f.data[fl.Rel]), 0o644))
-	cf, err := os.Open(cpath)
-	must(t, err)
-	es := bad.reg.register("lane/0", map[string]int64{fl.Rel: fl.Size})
-	es[fl.Rel].done(cf)
+	bad.holdsFinished(t, fl, blobtest.OtherVersion(t, f.data[fl.Rel]))
 	j := f.job(good)
 	j.Nodes = []string{"n1", "n2"} // n1 reads the NAS, n2 fetches from n1
 	r, err := good.rcv.Run(context.Background(), j)

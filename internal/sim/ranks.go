@@ -87,7 +87,16 @@ func (m *mesh) isClosed() bool {
 	return m.closed
 }
 
-func (m *mesh) timeout() time.Duration { return 6 * m.cfg.Heartbeat }
+// timeout is how long a peer may stay silent before it counts as gone: six
+// heartbeats, and never under 30 s. A peer that dies closes its socket and
+// is seen at once; the timeout is for a peer that hangs or a link that
+// drops, and a real engine's collective timeout is minutes. Three seconds
+// (six default heartbeats) was short enough for a loaded 2-core CI
+// machine to starve a rank's heartbeat and stop a healthy head right after
+// it turned ready.
+func (m *mesh) timeout() time.Duration { return max(6*m.cfg.Heartbeat, minPeerTimeout) }
+
+const minPeerTimeout = 30 * time.Second
 
 // lineWriter returns the one way to write to c: writers take turns, and
 // each write is bounded by the heartbeat timeout.

@@ -108,7 +108,8 @@ type Config struct {
 	// pass port 0).
 	OnDistListen func(addr net.Addr)
 	// Heartbeat is the rank heartbeat interval (default 500ms); a peer
-	// silent for 6 intervals counts as gone.
+	// silent for 6 intervals, and at least 30 s, counts as gone (one that
+	// closes its connection, at once).
 	Heartbeat time.Duration
 }
 

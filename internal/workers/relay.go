@@ -136,10 +136,25 @@ func relayAddr(stateDir string) func(string) string {
 type nodeWorker struct {
 	worker.Worker
 	stopRelay func()
+	watch     *rankWatch
 }
 
-// Stop stops the worker, then the relay server.
+// Start starts the worker, then the watch for dying rank containers.
+func (w nodeWorker) Start() error {
+	if err := w.Worker.Start(); err != nil {
+		return err
+	}
+	if w.watch != nil {
+		w.watch.start()
+	}
+	return nil
+}
+
+// Stop stops the watch, the worker, then the relay server.
 func (w nodeWorker) Stop() {
+	if w.watch != nil {
+		w.watch.stop()
+	}
 	w.Worker.Stop()
 	if w.stopRelay != nil {
 		w.stopRelay()

@@ -76,7 +76,7 @@ func NewNodeWorker(c client.Client, cfg *config.Config, name string, log *zap.Lo
 	w.RegisterActivity(&activities.FetchActivities{Where: name, Log: nlog.Named("fetch"), Metrics: m,
 		Local: func(p string) string { return node.LocalPath(p, cfg.SharedRoots) }})
 	seedNodeMetrics(cfg, name, m)
-	return nodeWorker{Worker: w, stopRelay: stop}, nil
+	return nodeWorker{Worker: w, stopRelay: stop, watch: &rankWatch{c: c, cfg: cfg, node: *n, log: nlog}}, nil
 }
 
 // ProgressEvery bounds how long a node activity's progress (its

@@ -2,7 +2,6 @@ package fleete2e
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,10 +24,10 @@ import (
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/fleet"
 	"github.com/sparklane/sparklane/internal/node"
-	"github.com/sparklane/sparklane/internal/safetensors"
 	"github.com/sparklane/sparklane/internal/simimage"
 	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/testkit/blobtest"
 	"github.com/sparklane/sparklane/internal/testkit/diskuse"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 	"github.com/sparklane/sparklane/internal/testkit/testfleet"
@@ -145,47 +144,6 @@ gen_tokens = 16
 `, name, cluster, image, demo.ModelRepo, port, port+1000, dir, tables, extra, layers, nasPath)
 }
 
-// writeTable writes a BF16 engram table of rows × 128 for layer 1 (its
-// index too) under dir.
-func writeTable(t *testing.T, dir string, rows int64) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	tn := "model.layers.1.engram.table"
-	hdr, laid, err := safetensors.Encode([]safetensors.Tensor{{Name: tn, DType: "BF16", Shape: []int64{rows, 128}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fh, err := os.Create(filepath.Join(dir, "engram-l1.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	if _, err := fh.Write(hdr); err != nil {
-		t.Fatal(err)
-	}
-	total := laid[0].End - laid[0].Begin
-	buf := make([]byte, 8<<20)
-	x := uint64(0x9e3779b97f4a7c15)
-	for off := int64(0); off < total; off += int64(len(buf)) {
-		c := min(int64(len(buf)), total-off)
-		for i := int64(0); i+8 <= c; i += 8 {
-			x ^= x << 13
-			x ^= x >> 7
-			x ^= x << 17
-			binary.LittleEndian.PutUint64(buf[i:], x)
-		}
-		if _, err := fh.Write(buf[:c]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	idx, _ := json.Marshal(map[string]any{"metadata": map[string]any{}, "weight_map": map[string]string{tn: "engram-l1.safetensors"}})
-	if err := os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), idx, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func newRealFleet(t *testing.T) *realFleet {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -249,7 +207,7 @@ func newRealFleet(t *testing.T) *realFleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeTable(t, filepath.Join(tf.NASDir(), "tables"), bigRows)
+	blobtest.EngramTables(t, filepath.Join(tf.NASDir(), "tables"), map[int]int64{1: bigRows})
 	small := strings.Replace(nas.EngramSnapshot, tf.NASDir(), testfleet.NASPath, 1)
 	big := testfleet.NASPath + "/tables"
 

@@ -2,14 +2,19 @@ package blobtest
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/safetensors"
 )
 
 // Data returns n deterministic pseudo-random bytes for seed.
@@ -87,5 +92,53 @@ func RewriteInPlace(t testing.TB, path string, data []byte) {
 	}
 	if before.Ctim == after.Ctim && before.Mtim == after.Mtim {
 		t.Fatalf("rewriting %s in place left its ctime and mtime as they were: the kernel did not stamp the write", path)
+	}
+}
+
+// EngramTables writes one BF16 [rows,128] table per layer, a
+// safetensors shard each, plus the index, with row-dependent content.
+func EngramTables(t testing.TB, dir string, rows map[int]int64) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wm := map[string]string{}
+	for l, n := range rows {
+		name := fmt.Sprintf("engram-l%d.safetensors", l)
+		tn := fmt.Sprintf("model.layers.%d.engram.table", l)
+		wm[tn] = name
+		hdr, laid, err := safetensors.Encode([]safetensors.Tensor{{Name: tn, DType: "BF16", Shape: []int64{n, 128}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fh, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fh.Write(hdr); err != nil {
+			t.Fatal(err)
+		}
+		total := laid[0].End - laid[0].Begin
+		buf := make([]byte, 8<<20)
+		var x uint64 = uint64(l) * 0x9e3779b97f4a7c15
+		for off := int64(0); off < total; off += int64(len(buf)) {
+			c := min(int64(len(buf)), total-off)
+			for i := int64(0); i+8 <= c; i += 8 {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				binary.LittleEndian.PutUint64(buf[i:], x)
+			}
+			if _, err := fh.Write(buf[:c]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := fh.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{}, "weight_map": wm})
+	if err := os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

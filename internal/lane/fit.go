@@ -1,0 +1,116 @@
+package lane
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/memfit"
+)
+
+var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// Fit estimates whether the lane fits in its nodes' memory (memfit):
+// the model's weights as its safetensors headers on the NAS declare them
+// and the KV cache its engine flags imply, against each node's memory —
+// gpu_memory in the config, else discovered (the starter's record of
+// what node workers read from /proc/meminfo), else a DGX Spark's 128 GB.
+// When it cannot be made — the weights are not where the lane reads them
+// (no snapshot on the NAS yet), or their headers do not read — the
+// estimate is nil and the string says why: the fit refuses only a lane it
+// knows cannot fit. A config.json that does not give the KV cache's shape
+// leaves the KV cache uncounted (the estimate says so).
+func Fit(cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, discovered map[string]int64) (*memfit.Estimate, string) {
+	notEstimated := func(format string, a ...any) (*memfit.Estimate, string) {
+		return nil, fmt.Sprintf("memory fit of lane %s not estimated: ", r.Name) + fmt.Sprintf(format, a...)
+	}
+	if r.Model == "" {
+		return notEstimated("it names no model")
+	}
+	dir, why := modelDir(cfg, r)
+	if dir == "" {
+		return notEstimated("%s", why)
+	}
+	w, err := memfit.ReadWeights(dir)
+	if err != nil {
+		return notEstimated("%v", err)
+	}
+	var m *memfit.Model
+	if mm, err := memfit.ReadModel(dir); err == nil {
+		m = &mm
+	}
+	var argv []string
+	if len(plan.Nodes) > 0 {
+		argv = plan.Nodes[0].Argv
+	}
+	e, err := memfit.EngineFlags(plan.Runtime, argv, plan.TP, 1)
+	if err != nil {
+		return notEstimated("command: %v", err)
+	}
+	var nodes []memfit.Node
+	for _, np := range plan.Nodes {
+		n := memfit.Node{Name: np.Node, Memory: memfit.SparkMemory, Source: "DGX Spark default"}
+		if c := cfg.Node(np.Node); c != nil && c.GPUMemory > 0 {
+			n.Memory, n.Source = c.GPUMemory, "gpu_memory in "+cfg.File
+		} else if b := discovered[np.Node]; b > 0 {
+			n.Memory, n.Source = b, "MemTotal its worker reported"
+		}
+		nodes = append(nodes, n)
+	}
+	est, err := memfit.Compute(r.Name, w, m, e, nodes)
+	if err != nil {
+		return notEstimated("%v", err)
+	}
+	return est, ""
+}
+
+// modelDir is the snapshot directory of the lane's model on the NAS: a
+// model given as a directory, else the model's repo in the hub root of
+// the hub-mirror block that stages it (at the block's revision), else in
+// hf_cache_dir at main. "" and why when there is none yet.
+func modelDir(cfg *config.Config, r *contract.Recipe) (string, string) {
+	if filepath.IsAbs(r.Model) {
+		return r.Model, ""
+	}
+	type root struct{ dir, rev string }
+	var roots []root
+	for _, b := range r.Staging {
+		for _, repo := range b.Repos {
+			if b.Kind == "hub-mirror" && repo == r.Model {
+				roots = append(roots, root{b.Src, b.Revision})
+			}
+		}
+	}
+	if cfg.HFCacheDir != "" {
+		roots = append(roots, root{cfg.HFCacheDir, ""})
+	}
+	var tried []string
+	for _, rt := range roots {
+		repo := filepath.Join(rt.dir, "models--"+strings.ReplaceAll(r.Model, "/", "--"))
+		rev := rt.rev
+		if rev == "" {
+			rev = DefaultRevision
+		}
+		if !commitRE.MatchString(rev) {
+			b, err := os.ReadFile(filepath.Join(repo, "refs", rev))
+			if err != nil {
+				tried = append(tried, filepath.Join(repo, "refs", rev))
+				continue
+			}
+			rev = strings.TrimSpace(string(b))
+		}
+		d := filepath.Join(repo, "snapshots", rev)
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			return d, ""
+		}
+		tried = append(tried, d)
+	}
+	if len(tried) == 0 {
+		return "", fmt.Sprintf("model %s is in no hub-mirror block and no hf_cache_dir is set", r.Model)
+	}
+	return "", fmt.Sprintf("model %s is not on the NAS yet (looked at %s)", r.Model, strings.Join(tried, ", "))
+}

@@ -1,0 +1,89 @@
+package memfit
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// ReadMemTotal reads MemTotal from a /proc/meminfo file (path; empty:
+// /proc/meminfo): on a DGX Spark the unified memory CPU and GPU share.
+func ReadMemTotal(path string) (int64, error) {
+	if path == "" {
+		path = "/proc/meminfo"
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || k != "MemTotal" {
+			continue
+		}
+		fs := strings.Fields(v)
+		if len(fs) != 2 || fs[1] != "kB" {
+			break
+		}
+		n, err := strconv.ParseInt(fs[0], 10, 64)
+		if err != nil || n <= 0 {
+			break
+		}
+		return n * 1024, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s: no MemTotal line in kB", path)
+}
+
+// DiscoveredFile is where the starter keeps the node memory its last
+// fleet probes reported (under state_dir), for the checks that run
+// before a run starts (recipe check, cutover).
+const DiscoveredFile = "node-memory.json"
+
+// LoadDiscovered reads the node memory recorded under stateDir; a
+// missing or unreadable file is no record.
+func LoadDiscovered(stateDir string) map[string]int64 {
+	out := map[string]int64{}
+	b, err := os.ReadFile(filepath.Join(stateDir, DiscoveredFile))
+	if err == nil {
+		_ = json.Unmarshal(b, &out)
+	}
+	return out
+}
+
+// SaveDiscovered merges mem (node → bytes; zeros ignored) into the record
+// under stateDir, written to a temp name and renamed.
+func SaveDiscovered(stateDir string, mem map[string]int64) error {
+	all := LoadDiscovered(stateDir)
+	changed := false
+	for n, b := range mem {
+		if b > 0 && all[n] != b {
+			all[n], changed = b, true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	b, err := json.MarshalIndent(all, "", "  ")
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(stateDir, DiscoveredFile)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // no state_dir yet: nothing to remember into
+		}
+		return err
+	}
+	return os.Rename(tmp, p)
+}
