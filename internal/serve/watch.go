@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -25,18 +26,21 @@ type RankDeath struct {
 // (Docker's "die" event: exited, killed, OOM), until ctx ends. It blocks
 // on Docker's event stream — no polling; a broken stream (a Docker
 // restart) is reopened after retry. The keeper uses it to check a lane at
-// once instead of at its next interval.
-func WatchRankDeaths(ctx context.Context, d EventSource, node string, retry time.Duration, died func(RankDeath)) {
+// once instead of at its next interval. Deaths from since on are told.
+func WatchRankDeaths(ctx context.Context, d EventSource, node string, since time.Time, retry time.Duration, died func(RankDeath)) {
 	f := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("event", string(events.ActionDie)),
 		filters.Arg("label", LabelNode+"="+node), filters.Arg("label", LabelLane))
 	for ctx.Err() == nil {
-		msgs, errs := d.Events(ctx, events.ListOptions{Filters: f})
+		// From since: what died while the stream was not open yet (or
+		// broken) is still told.
+		msgs, errs := d.Events(ctx, events.ListOptions{Filters: f, Since: fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())})
 	stream:
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-errs:
+				since = time.Now()
 				break stream
 			case m := <-msgs:
 				a := m.Actor.Attributes

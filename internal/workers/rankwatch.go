@@ -34,6 +34,7 @@ const rankWatchRetry = 5 * time.Second
 func (r *rankWatch) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel, r.done = cancel, make(chan struct{})
+	since := time.Now()
 	go func() {
 		defer close(r.done)
 		d, err := node.DockerClient(ctx, r.node.Docker, nil)
@@ -42,7 +43,7 @@ func (r *rankWatch) start() {
 			return
 		}
 		defer d.Close()
-		serve.WatchRankDeaths(ctx, d, r.node.Name, rankWatchRetry, func(x serve.RankDeath) { r.tell(ctx, x) })
+		serve.WatchRankDeaths(ctx, d, r.node.Name, since, rankWatchRetry, func(x serve.RankDeath) { r.tell(ctx, x) })
 	}()
 }
 
