@@ -392,7 +392,10 @@ func Stop(ctx context.Context, stateDir string, timeout time.Duration) (Owner, b
 		if !killed && time.Now().After(deadline) {
 			_ = p.Signal(syscall.SIGKILL)
 			killed = true
-			deadline = time.Now().Add(10 * time.Second)
+			// A process in uninterruptible I/O (an fsync behind a busy
+			// disk) dies only when that I/O returns; its lock is freed
+			// then, not sooner.
+			deadline = time.Now().Add(killWait)
 		} else if killed && time.Now().After(deadline) {
 			return owner, true, fmt.Errorf("control service pid %d still holds %s after SIGKILL", owner.PID, LockPath(stateDir))
 		}
@@ -403,6 +406,9 @@ func Stop(ctx context.Context, stateDir string, timeout time.Duration) (Owner, b
 		}
 	}
 }
+
+// killWait is how long Stop waits for a killed service's lock to be freed.
+const killWait = 30 * time.Second
 
 // HashFile is the hex sha256 of a file's content ("" when unreadable).
 func HashFile(path string) string {
