@@ -9,23 +9,30 @@ import (
 	"strings"
 )
 
-// statusWriter records the status for the request log.
+// statusWriter records the request in the log as its status is decided,
+// before any byte of the response leaves: a client that has read a
+// response finds its request in the log (logging when the handler returns
+// raced with the client's next step).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	logged func(status int)
+}
+
+func (w *statusWriter) decide(code int) {
+	if w.status == 0 {
+		w.status = code
+		w.logged(code)
+	}
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
+	w.decide(code)
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
+	w.decide(http.StatusOK)
 	return w.ResponseWriter.Write(p)
 }
 
@@ -34,14 +41,14 @@ func (w *statusWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
 // serve routes a request of the Hub's server, or of the CDN's (only the
 // blob route lives there).
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, cdn bool) {
-	sw := &statusWriter{ResponseWriter: w}
 	entry := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Range: r.Header.Get("Range"), Auth: r.Header.Get("Authorization") != "", CDN: cdn}
-	defer func() {
-		entry.Status = sw.status
-		s.mu.Lock()
+	sw := &statusWriter{ResponseWriter: w, logged: func(status int) {
+		entry.Status = status
+		s.logMu.Lock()
 		s.log = append(s.log, entry)
-		s.mu.Unlock()
-	}()
+		s.logMu.Unlock()
+	}}
+	defer sw.decide(http.StatusOK) // a handler that wrote nothing answered 200
 	s.mu.Lock()
 	fail := 0
 	if len(s.fails) > 0 {

@@ -89,12 +89,16 @@ type Server struct {
 	repos   map[string]*repo
 	blobs   map[string]*content // LFS content by sha256, for the blob route
 	served  map[string]int64    // content bytes served, by content key
-	log     []Request
 	cuts    map[string]*cut
 	corrupt map[string]map[int64]bool
 	vanish  map[string]bool // repo + "\x00" + path
 	fails   []int
 	commits int
+
+	// logMu guards log apart from mu: a request is logged as its status
+	// is written, which some handlers do while holding mu.
+	logMu sync.Mutex
+	log   []Request
 }
 
 type repo struct {
@@ -246,16 +250,18 @@ func (s *Server) TotalServed() int64 {
 
 // Requests returns a copy of the request log.
 func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
 	return append([]Request(nil), s.log...)
 }
 
 // ResetLog clears the request log and the served counters.
 func (s *Server) ResetLog() {
+	s.logMu.Lock()
+	s.log = nil
+	s.logMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.log = nil
 	s.served = map[string]int64{}
 }
 

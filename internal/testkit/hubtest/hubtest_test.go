@@ -16,7 +16,14 @@ import (
 
 // noRedirect is a client that shows each 3xx as it is, as the Hub's own
 // client does for HEAD /resolve.
-var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+// noRedirect is the tests' client: no redirects followed, and a new
+// connection per request, so the transport never resends a request on
+// its own (it does when a reused keep-alive connection turns out closed)
+// and the double's request log holds exactly the requests a test made.
+var noRedirect = &http.Client{
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	Transport:     &http.Transport{DisableKeepAlives: true},
+}
 
 func do(t *testing.T, method, url string, hdr map[string]string) (*http.Response, []byte) {
 	t.Helper()
@@ -188,7 +195,7 @@ func TestHooks(t *testing.T) {
 
 	s.ResetLog()
 	s.CutAfter("org/m", "big", 300<<10)
-	resp, err := http.Get(url)
+	resp, err := noRedirect.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
