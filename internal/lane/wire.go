@@ -34,6 +34,8 @@ func Wire(r *config.Recipe) contract.Recipe {
 		Builder:          r.Builder,
 		BuilderConfig:    r.BuilderConfig,
 		Build:            wireBuild(r),
+		ImageRegistry:         r.ImageRegistry,
+		ImageRegistryAuthFile: r.ImageRegistryAuthFile,
 		RecipeVersion:    r.RecipeVersion,
 		Metadata:         r.Metadata,
 		Mods:             r.Mods,
