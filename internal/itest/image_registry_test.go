@@ -21,7 +21,6 @@ import (
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/images"
-	"github.com/sparklane/sparklane/internal/simimage"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -50,18 +49,7 @@ func TestCutoverPullsAnImageFromTheRegistry(t *testing.T) {
 	})
 
 	// The image: engine-sim FROM scratch, built here, pushed, removed.
-	dir := filepath.Join(f.cfg.SharedRoots[0], "engines", "reg-"+suffix)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	gob := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", filepath.Join(dir, "engine-sim"), "./engine-sim")
-	gob.Dir, gob.Env = filepath.Join("..", ".."), append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := gob.CombinedOutput(); err != nil {
-		t.Fatalf("go build engine-sim: %v\n%s", err, out)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(simimage.Dockerfile), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := simContext(ctx, t, f, "reg-"+suffix)
 	if _, err := images.Build(ctx, dc, "test", remote, contract.Build{Context: dir}, f.cfg.SharedRoots, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +132,18 @@ func TestCutoverPullsAnImageFromTheRegistry(t *testing.T) {
 	}
 	if _, err := dc.ImageInspect(ctx, tag); err == nil {
 		t.Errorf("a refused pull left %s tagged", tag)
+	}
+
+	// The right pin: pulled, its digest checked, served.
+	write(tag + "@" + digest)
+	if code, out, errOut = f.starter(ctx, "cutover", "--lane", "pulled-2x"); code != 0 {
+		t.Fatalf("cutover of a lane pinned to the registry's digest: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if again, err := dc.ImageInspect(ctx, tag); err != nil || again.ID != ins.ID {
+		t.Errorf("pinned pull: %s is %v (%v), want %s", tag, again.ID, err, ins.ID)
+	}
+	if code, out, errOut = f.starter(ctx, "stop", "--lane", "pulled-2x"); code != 0 {
+		t.Fatalf("stop: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
 
