@@ -186,6 +186,23 @@ type BuildImageResult struct {
 	Tail []string `json:"tail,omitempty"`
 }
 
+// PullImageInput pulls a lane's image on this node from a registry:
+// Registry and AuthFile (a path on the node, read here) only, never the
+// credentials.
+type PullImageInput struct {
+	// Image is the recipe's image: the tag the pulled image gets and the
+	// digest it must carry when pinned.
+	Image    string `json:"image"`
+	Registry string `json:"registry"`
+	AuthFile string `json:"auth_file,omitempty"`
+}
+
+// PullImageResult is the image pulled.
+type PullImageResult struct {
+	Node string `json:"node"`
+	images.Pulled
+}
+
 // BuildProgress is a build's heartbeat: the log's latest line.
 type BuildProgress struct {
 	Line string `json:"line"`

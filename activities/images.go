@@ -146,3 +146,42 @@ func (a *NodeActivities) BuildImage(ctx context.Context, in BuildImageInput) (Bu
 	}
 	return BuildImageResult{Node: a.Node.Name, ID: built.ID, Tail: built.Tail}, nil
 }
+
+// PullImage pulls the lane's image here from the registry the recipe or
+// the config names (images.Pull: credentials read from the auth file on
+// this node only), heartbeating the pull's progress, tags it as the
+// recipe's reference and checks a pinned digest.
+func (a *NodeActivities) PullImage(ctx context.Context, in PullImageInput) (PullImageResult, error) {
+	ref, err := images.ParseRef(in.Image)
+	if err == nil {
+		err = images.CheckRegistry(in.Registry, in.AuthFile)
+	}
+	if err != nil {
+		return PullImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: %w", a.Node.Name, err)))
+	}
+	auth, err := images.RegistryAuth(in.AuthFile, in.Registry)
+	if err != nil {
+		return PullImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: %w", a.Node.Name, err)))
+	}
+	d, err := a.dockerClient(ctx)
+	if err != nil {
+		return PullImageResult{}, classify(err)
+	}
+	p, ok := d.(images.Puller)
+	if !ok {
+		return PullImageResult{}, classify(fmt.Errorf("node %s: its Docker client cannot pull images", a.Node.Name))
+	}
+	stop := keepAlive(ctx)
+	defer stop()
+	pulled, err := images.Pull(ctx, p, a.Node.Name, in.Registry, ref, auth, func(l string) {
+		heartbeat(ctx, BuildProgress{Line: l})
+	})
+	res := PullImageResult{Node: a.Node.Name, Pulled: pulled}
+	if err != nil {
+		return res, classify(err)
+	}
+	if a.Log != nil {
+		a.Log.Info("image pulled", zap.String("image", in.Image), zap.String("from", pulled.From), zap.String("id", pulled.ID))
+	}
+	return res, nil
+}

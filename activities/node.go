@@ -460,6 +460,12 @@ func (a *NodeActivities) EnsureImage(ctx context.Context, in EnsureImageInput) (
 			if inv.Present && inv.Unpinned {
 				return EnsureImageResult{Node: a.Node.Name, ID: inv.ID, Unpinned: true}, nil
 			}
+			if inv.Present && !slices.Contains(inv.RepoDigests, ref.Repo+"@"+ref.Digest) {
+				// Pulled from image_registry: the digest is under the
+				// registry's repository, which Docker does not resolve
+				// repo@digest by.
+				return EnsureImageResult{Node: a.Node.Name, ID: inv.ID, Digest: ref.Digest}, nil
+			}
 		}
 	}
 	info, err := serve.EnsureImage(ctx, d, in.Image, a.Node.Name, in.Build)

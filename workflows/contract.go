@@ -260,6 +260,10 @@ type StageInput struct {
 	// the nodes have (Force: starter image build); it is then moved to the
 	// other nodes. Behind versionStageBuild.
 	Build *ImageBuild `json:"build,omitempty"`
+	// Pull, when set, pulls the lane's image from a registry on Pull.Node
+	// when no node of the cluster has it (image_registry), before a build.
+	// Behind versionStageRegistry.
+	Pull *ImagePull `json:"pull,omitempty"`
 	// ImageOnly ensures the image and stages no block (starter image build).
 	ImageOnly bool `json:"image_only,omitempty"`
 }
@@ -274,12 +278,25 @@ type ImageBuild struct {
 	Force bool   `json:"force,omitempty"`
 }
 
+// ImagePull is how the image step pulls a lane's image from a registry
+// on one node: the registry and the path of its auth file on that node,
+// never credentials.
+type ImagePull struct {
+	Image    string `json:"image"`
+	Registry string `json:"registry"`
+	AuthFile string `json:"auth_file,omitempty"`
+	// Node pulls it (the node the stage is for, or the cluster's head).
+	Node string `json:"node"`
+}
+
 // StageResult collects every node's result.
 type StageResult struct {
 	Lane  string            `json:"lane"`
 	Nodes []StageNodeResult `json:"nodes"`
 	// Built is the image build the image step ran, if any.
 	Built *activities.BuildImageResult `json:"built,omitempty"`
+	// Pulled is the registry pull the image step ran, if any.
+	Pulled *activities.PullImageResult `json:"pulled,omitempty"`
 	// Fetch is the Fetch child's result, when the stage fetched first.
 	Fetch *FetchResult `json:"fetch,omitempty"`
 	// Images is the image step, per node (runs from versionStageImage on).
@@ -390,7 +407,9 @@ type CutoverResult struct {
 	Fetch  *FetchResult      `json:"fetch,omitempty"`
 	Images []ImageNodeResult `json:"images,omitempty"`
 	// Built is the image build the image step ran (versionStageBuild).
-	Built  *activities.BuildImageResult   `json:"built,omitempty"`
+	Built *activities.BuildImageResult `json:"built,omitempty"`
+	// Pulled is the registry pull it ran (versionStageRegistry).
+	Pulled *activities.PullImageResult    `json:"pulled,omitempty"`
 	Verify []activities.VerifyBlockResult `json:"verify,omitempty"`
 	Serve  *ServeResult                   `json:"serve,omitempty"`
 	Bench  *activities.BenchResult        `json:"bench,omitempty"`

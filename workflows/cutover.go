@@ -360,7 +360,7 @@ func (c *cutover) stopPrevious() error {
 // stage stages every block on every node, in parallel.
 func (c *cutover) stage() error {
 	if workflow.GetVersion(c.ctx, versionStageImage, workflow.DefaultVersion, 1) >= 1 {
-		imgs, err := ensureImages(c.ctx, c.t, c.in.Plan, "", false, c.in.Pickup.D(), recipeBuild(c.in.Recipe, c.in.Plan), &c.res.Built)
+		imgs, err := ensureImages(c.ctx, c.t, c.in.Plan, "", false, c.in.Pickup.D(), imageSources{build: recipeBuild(c.in.Recipe, c.in.Plan), built: &c.res.Built, pull: recipePull(c.in.Recipe, c.in.Plan), pulled: &c.res.Pulled})
 		c.res.Images = imgs
 		if err != nil {
 			return failedAt("image", err)

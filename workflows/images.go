@@ -32,9 +32,10 @@ const (
 // chain (images.Plan). With only, only that node receives. A dry run
 // reports per node whether the image is there and what would move.
 //
-// build, when set, builds its image first (Force) or when no node of the
-// cluster has it (versionStageBuild); built reports the build.
-func ensureImages(ctx workflow.Context, t *tracker, plan contract.LanePlan, only string, dryRun bool, pickup time.Duration, build *ImageBuild, built **activities.BuildImageResult) ([]ImageNodeResult, error) {
+// src.build, when set, builds its image first (Force) or when no node of
+// the cluster has it (versionStageBuild); src.pull, when set, pulls it
+// from a registry on one node before that (versionStageRegistry).
+func ensureImages(ctx workflow.Context, t *tracker, plan contract.LanePlan, only string, dryRun bool, pickup time.Duration, src imageSources) ([]ImageNodeResult, error) {
 	var order []string
 	byImage := map[string][]string{}
 	for _, n := range plan.Nodes {
@@ -45,11 +46,14 @@ func ensureImages(ctx workflow.Context, t *tracker, plan contract.LanePlan, only
 	}
 	var out []ImageNodeResult
 	for _, img := range order {
-		b := build
-		if b != nil && b.Image != img {
-			b = nil
+		s := src
+		if s.build != nil && s.build.Image != img {
+			s.build = nil
 		}
-		r, err := ensureImage(ctx, t, plan.Lane, img, byImage[img], only, dryRun, pickup, b, built)
+		if s.pull != nil && s.pull.Image != img {
+			s.pull = nil
+		}
+		r, err := ensureImage(ctx, t, plan.Lane, img, byImage[img], only, dryRun, pickup, s)
 		out = append(out, r...)
 		if err != nil {
 			return out, err
@@ -71,6 +75,24 @@ func recipeBuild(rc contract.Recipe, plan contract.LanePlan) *ImageBuild {
 	return b
 }
 
+// imageSources are the image step's sources besides the cluster's nodes:
+// a registry pull and a build, and where each reports what it did.
+type imageSources struct {
+	pull   *ImagePull
+	pulled **activities.PullImageResult
+	build  *ImageBuild
+	built  **activities.BuildImageResult
+}
+
+// recipePull is how a cutover pulls the recipe's image when no node has
+// it: from its image_registry, on the cluster's head.
+func recipePull(rc contract.Recipe, plan contract.LanePlan) *ImagePull {
+	if rc.ImageRegistry == "" || len(plan.Nodes) == 0 {
+		return nil
+	}
+	return &ImagePull{Image: rc.Image, Registry: rc.ImageRegistry, AuthFile: rc.ImageRegistryAuthFile, Node: plan.Nodes[0].Node}
+}
+
 // permanent turns an engine's typed error into the workflow's.
 func permanent(err error) error {
 	typ, ok := fault.TypeOf(err)
@@ -80,7 +102,8 @@ func permanent(err error) error {
 	return temporal.NewNonRetryableApplicationError(err.Error(), typ, nil)
 }
 
-func ensureImage(ctx workflow.Context, t *tracker, lane, img string, nodes []string, only string, dryRun bool, pickup time.Duration, build *ImageBuild, built **activities.BuildImageResult) ([]ImageNodeResult, error) {
+func ensureImage(ctx workflow.Context, t *tracker, lane, img string, nodes []string, only string, dryRun bool, pickup time.Duration, src imageSources) ([]ImageNodeResult, error) {
+	build, built, pull := src.build, src.built, src.pull
 	ref, err := images.ParseRef(img)
 	if err != nil {
 		i := t.start("image "+img, "")
@@ -91,6 +114,9 @@ func ensureImage(ctx workflow.Context, t *tracker, lane, img string, nodes []str
 	if build != nil && workflow.GetVersion(ctx, versionStageBuild, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		build = nil
 	}
+	if pull != nil && workflow.GetVersion(ctx, versionStageRegistry, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		pull = nil
+	}
 	if build != nil && build.Force && !dryRun {
 		if err := buildImage(ctx, t, *build, pickup, built); err != nil {
 			return nil, err
@@ -100,6 +126,23 @@ func ensureImage(ctx workflow.Context, t *tracker, lane, img string, nodes []str
 	for round := 1; ; round++ {
 		i := t.start("image "+img, "")
 		res, p, invs, err := planImage(ctx, ref, nodes, only, builtID(built), pickup)
+		if pull != nil && errType(err) == fault.ImageMissing && len(p.Present) == 0 {
+			// On no node, and a registry is named: one node pulls it.
+			if dryRun {
+				for k := range res {
+					res[k].State += "; would be pulled from " + pull.Registry + " on " + pull.Node + " and moved from there"
+				}
+				t.end(i, imageSummary(res), nil)
+				return res, nil
+			}
+			t.end(i, "missing everywhere: pulling from "+pull.Registry+" on "+pull.Node, nil)
+			perr := pullImage(ctx, t, *pull, pickup, src.pulled)
+			if perr != nil && (build == nil || errType(perr) != fault.ImageMissing) {
+				return res, perr
+			}
+			pull, round = nil, round-1 // the pull round is not a transfer round
+			continue
+		}
 		if build != nil && errType(err) == fault.ImageMissing && len(p.Present) == 0 {
 			// On no node, and the recipe says how to build it.
 			if dryRun {
@@ -267,6 +310,24 @@ func buildImage(ctx workflow.Context, t *tracker, b ImageBuild, pickup time.Dura
 	}
 	if built != nil {
 		*built = &r
+	}
+	return nil
+}
+
+// pullImage runs PullImage on the pull's node: one attempt per activity
+// retry policy of three (a network blip passes; a registry without the
+// image or with another digest is permanent), heartbeating its progress.
+func pullImage(ctx workflow.Context, t *tracker, p ImagePull, pickup time.Duration, pulled **activities.PullImageResult) error {
+	i := t.start("image pull "+p.Image+" from "+p.Registry, p.Node)
+	var r activities.PullImageResult
+	err := workflow.ExecuteActivity(summarize(nodeOpts(ctx, p.Node, pickup, imageTransferTimeout, imageTransferBeat, 3), p.Node, -1, "pull "+p.Image+" from "+p.Registry), na.PullImage,
+		activities.PullImageInput{Image: p.Image, Registry: p.Registry, AuthFile: p.AuthFile}).Get(ctx, &r)
+	t.end(i, r.ID, err)
+	if err != nil {
+		return nodeErr(p.Node, "image pull", err)
+	}
+	if pulled != nil {
+		*pulled = &r
 	}
 	return nil
 }

@@ -101,6 +101,11 @@ var corpus = map[string]string{
 	// cutover --fetch of a lane whose repo was not on the NAS
 	// (versionCutoverFetch).
 	"cutover-fetch": "TestCutoverFetchOfAnAbsentRepo",
+	// a cutover that built its image on no node from [build]
+	// (versionStageBuild), and one that pulled it from image_registry on
+	// the head (versionStageRegistry).
+	"cutover-build":    "TestCutoverBuildsAnImageOnNoNode",
+	"cutover-registry": "TestCutoverPullsAnImageFromTheRegistry",
 }
 
 // Committed histories of real runs must replay against the current code: a

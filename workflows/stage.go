@@ -283,7 +283,7 @@ func Stage(ctx workflow.Context, in StageInput) (StageResult, error) {
 	var imgs []ImageNodeResult
 	if workflow.GetVersion(ctx, versionStageImage, workflow.DefaultVersion, 1) >= 1 {
 		var err error
-		if imgs, err = ensureImages(ctx, t, in.Plan, in.Only, in.DryRun, in.Pickup.D(), in.Build, &res.Built); err != nil {
+		if imgs, err = ensureImages(ctx, t, in.Plan, in.Only, in.DryRun, in.Pickup.D(), imageSources{build: in.Build, built: &res.Built, pull: in.Pull, pulled: &res.Pulled}); err != nil {
 			res.Images = imgs
 			return res, err
 		}

@@ -112,6 +112,12 @@ const (
 	// with Force, then moves it (images.go). Runs recorded before it
 	// carried no build and never ask.
 	versionStageBuild = "stage-build"
+
+	// versionStageRegistry: the image step of a stage or cutover whose
+	// input carries a registry (image_registry) pulls the image on one node
+	// (PullImage) when no node of the cluster has it, before a build, then
+	// moves it (images.go). Runs recorded before it never ask.
+	versionStageRegistry = "stage-registry"
 	// versionKeeperNodes: the keeper waits for a node whose worker is
 	// gone within the outage budget (a reboot), then stops healing past it
 	// (notify); runs a verify-only pass on a rebooted or powered-on node

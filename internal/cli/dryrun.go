@@ -164,7 +164,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 		}
 		if len(sub.Nodes) > 0 {
 			run, err := a.start(ctx, runSpec{ID: workflows.StageID(plan.Lane) + "/dry-run", Workflow: workflows.Stage, Lane: plan.Lane, Cluster: plan.Cluster,
-				Input: workflows.StageInput{Plan: sub, Blocks: r.Staging, Mode: workflows.StageAuto, DryRun: true, Build: laneBuild(r, plan, "")}})
+				Input: workflows.StageInput{Plan: sub, Blocks: r.Staging, Mode: workflows.StageAuto, DryRun: true, Build: laneBuild(r, plan, ""), Pull: lanePull(r, plan, "")}})
 			var res workflows.StageResult
 			if err == nil {
 				err = run.Get(ctx, &res)

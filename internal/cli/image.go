@@ -25,6 +25,19 @@ func laneBuild(r *contract.Recipe, plan *contract.LanePlan, only string) *workfl
 	return &workflows.ImageBuild{Image: r.Image, Spec: *r.Build, Node: lane.BuildNode(*r, *plan, only)}
 }
 
+// lanePull is how a stage pulls the recipe's image from its
+// image_registry when no node has it: on --node, else the cluster's head.
+func lanePull(r *contract.Recipe, plan *contract.LanePlan, only string) *workflows.ImagePull {
+	if r.ImageRegistry == "" || len(plan.Nodes) == 0 {
+		return nil
+	}
+	n := only
+	if n == "" {
+		n = plan.Nodes[0].Node
+	}
+	return &workflows.ImagePull{Image: r.Image, Registry: r.ImageRegistry, AuthFile: r.ImageRegistryAuthFile, Node: n}
+}
+
 func (a *App) imageCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "image", Short: "a lane's engine image: build it from the recipe's [build]"}
 	var f laneFlags

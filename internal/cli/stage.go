@@ -55,7 +55,7 @@ func (a *App) stageCmd() *cobra.Command {
 			}
 			var res workflows.StageResult
 			if err := a.startFollow(ctx, runSpec{ID: workflows.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
-				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: contract.Duration(budget), Room: room, Fetch: fp, Build: laneBuild(r, plan, only)}}, &res); err != nil {
+				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: contract.Duration(budget), Room: room, Fetch: fp, Build: laneBuild(r, plan, only), Pull: lanePull(r, plan, only)}}, &res); err != nil {
 				return err
 			}
 			if res.Fetch != nil && !a.JSON && fp != nil {

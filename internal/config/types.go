@@ -51,6 +51,11 @@ type Config struct {
 	// away mid-run (a reboot, an upgrade) before failing naming it; a lane's
 	// recipe may set its own (default 30m).
 	NodeOutageBudget time.Duration `mapstructure:"node_outage_budget" json:"node_outage_budget,omitempty"`
+	// ImageRegistry (host[:port][/prefix]) is where one node pulls a lane's
+	// image when no node has it; the auth file is a path on that node
+	// (internal/images.CheckRegistry). A recipe's own keys override both.
+	ImageRegistry         string `mapstructure:"image_registry" json:"image_registry,omitempty"`
+	ImageRegistryAuthFile string `mapstructure:"image_registry_auth_file" json:"image_registry_auth_file,omitempty"`
 	// Keep is how the keeper of each cluster watches its lane ([keep]); a
 	// recipe's [keep] wins key by key.
 	Keep Keep `mapstructure:"keep" json:"keep,omitempty"`
@@ -231,6 +236,9 @@ type Recipe struct {
 	// Build is [build]: how the image is built on one node when no node
 	// has it (contract.Build says what each key does; internal/lane checks).
 	Build Build `mapstructure:"build"`
+	// ImageRegistry and ImageRegistryAuthFile override the config's.
+	ImageRegistry         string `mapstructure:"image_registry"`
+	ImageRegistryAuthFile string `mapstructure:"image_registry_auth_file"`
 	// LoadWarnings are findings of loading (a sparkrun key sparklane does
 	// not apply, and why); rendering copies them into the plan's warnings.
 	LoadWarnings []string `mapstructure:"-"`

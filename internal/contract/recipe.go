@@ -66,6 +66,13 @@ type Recipe struct {
 	// no node has it (stage, cutover) or when asked (starter image build);
 	// the result is then moved to the other nodes. Nil: never built.
 	Build *Build `json:"build,omitempty"`
+	// ImageRegistry (host[:port][/prefix]) is where one node pulls the
+	// image when no node of the cluster has it, before a build; the
+	// recipe's, else the config's. ImageRegistryAuthFile is a path on
+	// that node (a Docker config.json or a username:password file): only
+	// the path travels, never the credentials.
+	ImageRegistry         string `json:"image_registry,omitempty"`
+	ImageRegistryAuthFile string `json:"image_registry_auth_file,omitempty"`
 	// RecipeVersion and Metadata are carried from sparkrun v2 recipes so a
 	// loaded recipe round-trips what its authors wrote. Mods name mod
 	// directories (a run.sh each) found next to the recipe or in its

@@ -104,7 +104,7 @@ func MakePlan(ref Ref, invs []Inventory) (Plan, error) {
 		for _, inv := range lack {
 			names = append(names, inv.Node)
 		}
-		return Plan{}, fault.Permanent(fault.ImageMissing, fmt.Errorf("image %s is on no node of the cluster (missing on %s): build it on one of them (docker build -t %s …), load it on one (docker load), or pull it there from a registry; sparklane then moves it to the others", ref, strings.Join(names, ", "), ref.lookup()))
+		return Plan{}, fault.Permanent(fault.ImageMissing, fmt.Errorf("image %s is on no node of the cluster (missing on %s): provide it one of three ways: put it on one node (docker load, or docker build -t %s …), name a registry that has it (image_registry in sparklane.toml or the recipe), or give the recipe a [build]; sparklane then moves it to the others", ref, strings.Join(names, ", "), ref.lookup()))
 	}
 	if ref.Name == "" {
 		return Plan{}, fault.Permanent(fault.ImageMissing, fmt.Errorf("image %s is pinned without a tag: a loaded image cannot carry a repo digest, so give the recipe's image a tag (repo:tag@%s) for sparklane to move it", ref, ref.Digest))

@@ -38,19 +38,7 @@ func TestCutoverBuildsAnImageOnNoNode(t *testing.T) {
 	tag := "sparklane-test/built:" + hex.EncodeToString(b)
 	t.Cleanup(func() { _, _ = dc.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true}) })
 
-	// The context: engine-sim's static binary and its Dockerfile, on the NAS.
-	dir := filepath.Join(f.cfg.SharedRoots[0], "engines", "sim-"+hex.EncodeToString(b))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	gob := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", filepath.Join(dir, "engine-sim"), "./engine-sim")
-	gob.Dir, gob.Env = filepath.Join("..", ".."), append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := gob.CombinedOutput(); err != nil {
-		t.Fatalf("go build engine-sim: %v\n%s", err, out)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(simimage.Dockerfile), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := simContext(ctx, t, f, "sim-"+hex.EncodeToString(b))
 	src, err := os.ReadFile(filepath.Join(f.dir, "recipes", "demo-2x.toml"))
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +81,25 @@ func TestCutoverBuildsAnImageOnNoNode(t *testing.T) {
 	if code, out, errOut = f.starter(ctx, "stop", "--lane", "built-2x"); code != 0 {
 		t.Fatalf("stop: exit %d\n%s\n%s", code, out, errOut)
 	}
+}
+
+// simContext writes an image build context on the NAS (under engines/
+// name): engine-sim's static binary and its FROM-scratch Dockerfile.
+func simContext(ctx context.Context, t *testing.T, f *fleet, name string) string {
+	t.Helper()
+	dir := filepath.Join(f.cfg.SharedRoots[0], "engines", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gob := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", filepath.Join(dir, "engine-sim"), "./engine-sim")
+	gob.Dir, gob.Env = filepath.Join("..", ".."), append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := gob.CombinedOutput(); err != nil {
+		t.Fatalf("go build engine-sim: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(simimage.Dockerfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // starter images asks each node's worker for its images: the demo lanes'

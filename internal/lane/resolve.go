@@ -56,6 +56,9 @@ func Resolve(cfg *config.Config, set *config.RecipeSet, req Request) (*contract.
 	}
 	w := Wire(r)
 	w.Cluster = plan.Cluster
+	if err := wireRegistry(cfg, r, &w); err != nil {
+		return nil, nil, err
+	}
 	return &w, plan, nil
 }
 
