@@ -51,6 +51,7 @@ func Keeper(ctx workflow.Context, in activities.KeeperInput) (KeeperResult, erro
 	if workflow.GetVersion(ctx, versionKeeperRankDied, workflow.DefaultVersion, 1) >= 1 {
 		k.listenRankDied()
 	}
+	k.localHeadV = workflow.GetVersion(ctx, versionKeeperLocalHead, workflow.DefaultVersion, 1) >= 1
 	res, err := k.run()
 	// An "end" waits in its handler until the heal has let go; let it
 	// answer before the run closes.
@@ -87,6 +88,9 @@ type keeper struct {
 	// died names a rank container of the lane that its node worker saw
 	// die since the last check ("": none): the next check runs at once.
 	died string
+	// localHeadV: the head check is a local activity on the keeper's own
+	// worker (versionKeeperLocalHead).
+	localHeadV bool
 }
 
 // listenRankDied files each KeeperRankDiedSignal for the kept lane: a
@@ -316,11 +320,19 @@ func (k *keeper) check() checked {
 	// Cancelled only on the fast path: a cancel of a completed activity
 	// is no command, but old runs never see one at all.
 	hbase, cancelHead := workflow.WithCancel(k.ctx)
-	hctx := workflow.WithActivityOptions(hbase, workflow.ActivityOptions{TaskQueue: ControlQueue, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
 	// Only what names the head's URL: every check is in the history.
 	head := contract.LanePlan{Lane: lane, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort, Nodes: []contract.NodePlan{{Node: plan.Nodes[0].Node, Rank: plan.Nodes[0].Rank}}}
-	futs = append(futs, workflow.ExecuteActivity(summarize(hctx, plan.Nodes[0].Node, -1, "check head of "+lane), ca.CheckHead,
-		activities.CheckHeadInput{Lane: lane, Head: head, Path: keeperHealthPath(k.in.Recipe), APIKeyEnv: k.in.Recipe.Probe.APIKeyEnv}))
+	hin := activities.CheckHeadInput{Lane: lane, Head: head, Path: keeperHealthPath(k.in.Recipe), APIKeyEnv: k.in.Recipe.Probe.APIKeyEnv}
+	what := plan.Nodes[0].Node + ": check head of " + lane
+	if k.localHeadV {
+		// One marker event instead of an activity's three and its own
+		// workflow task: the head check runs in the keeper's worker.
+		lctx := workflow.WithLocalActivityOptions(hbase, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: what})
+		futs = append(futs, workflow.ExecuteLocalActivity(lctx, ca.CheckHead, hin))
+	} else {
+		hctx := workflow.WithActivityOptions(hbase, workflow.ActivityOptions{TaskQueue: ControlQueue, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: what})
+		futs = append(futs, workflow.ExecuteActivity(hctx, ca.CheckHead, hin))
+	}
 	var downs []string
 	for i, f := range futs {
 		if k.fastV && i == len(nodes) && len(downs) > 0 && c.gone == "" {

@@ -90,6 +90,9 @@ var corpus = map[string]string{
 	// checked at once on the node worker's rank-died signal.
 	"keeper-fast-restart":      "TestKeeperRestartsAKilledRank",
 	"keeper-rank-died-restart": "TestKeeperRestartsAKilledRank",
+	// ... and a keeper's quiet checks with the head's check a local
+	// activity (versionKeeperLocalHead), ended by a stop.
+	"keeper-quiet-checks": "TestKeeperCheckCost",
 	// starter fetch (Fetch), and stage --fetch of a lane whose repo was
 	// not on the NAS: the Fetch child first (versionStageFetch).
 	"fetch-ok":    "TestStarterFetchAndStageFetch",

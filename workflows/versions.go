@@ -134,4 +134,10 @@ const (
 	// (a node worker saw a rank container die) and checks at once instead
 	// of at its next interval.
 	versionKeeperRankDied = "keeper-rank-died"
+
+	// versionKeeperLocalHead: the keeper's check asks the head's health
+	// path as a local activity on the control worker (one marker event per
+	// check) instead of a control-queue activity (three events and a
+	// workflow task of its own): the keeper's own cost per check.
+	versionKeeperLocalHead = "keeper-local-head"
 )

@@ -61,3 +61,22 @@ func activitiesScheduled(t *testing.T, f *fleet, id, name string) int {
 	}
 	return n
 }
+
+// historySize is the number of events of the latest run of workflow id
+// and their size as JSON.
+func historySize(t *testing.T, f *fleet, id string) (events, size int) {
+	t.Helper()
+	it := f.env.Client.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", id, err)
+		}
+		b, err := protojson.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, size = events+1, size+len(b)
+	}
+	return events, size
+}

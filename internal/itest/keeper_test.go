@@ -452,6 +452,21 @@ func TestKeeperCheckCost(t *testing.T) {
 	per := (active - idle) / float64(checks)
 	t.Logf("%d checks in %.1fs: CPU %.3fs active, %.3fs paused over the same time; %.1f ms CPU per check; 8 clusters at 30 s: %.3f%% of one core",
 		checks, wall.Seconds(), active, idle, per*1000, per*8/30*100)
+	st, _ = keeperStatus(t, f, "demo-2x")
+	events, size := historySize(t, f, workflows.KeeperID("demo-2x"))
+	if st.Checks == 0 || events == 0 {
+		t.Fatalf("keeper history: %d events after %d checks", events, st.Checks)
+	}
+	t.Logf("keeper history: %d events, %d bytes (JSON) after %d checks: %.1f events, %.0f bytes per check (the run's start included)",
+		events, size, st.Checks, float64(events)/float64(st.Checks), float64(size)/float64(st.Checks))
+	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
+		t.Fatalf("stop: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var kr workflows.KeeperResult
+	if err := f.env.Client.GetWorkflow(ctx, workflows.KeeperID("demo-2x"), "").Get(ctx, &kr); err != nil || kr.Ended == "" {
+		t.Fatalf("keeper after stop: %+v %v; want ended", kr, err)
+	}
+	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-quiet-checks")
 }
 
 // keeperNodesFleet is the keeper fleet with a short node outage budget, a
