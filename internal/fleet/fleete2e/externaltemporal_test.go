@@ -54,6 +54,8 @@ type extFleet struct {
 	c      client.Client
 	procs  map[string]*exec.Cmd
 	recipe string
+	// bootDir holds h3's boot id for its worker (activities.BootIDTestDirEnv).
+	bootDir string
 }
 
 const extLane, extCluster, extPort = "pg-a", "pg1", 18200
@@ -65,10 +67,10 @@ const extLane, extCluster, extPort = "pg-a", "pg1", 18200
 // one — same task queue, no operator action — to a lane that answers. The
 // history says so: every workflow task and control activity after the
 // kill was taken by the surviving host's worker; the keeper the cutover
-// started there watches the lane.
+// started there watches the lane. Then h3 reboots (rebooted).
 func TestExternalTemporalControlFailover(t *testing.T) {
 	f := newExtFleet(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	f.waitPollers(ctx, workflows.ControlQueue, 2)
 	f.waitPollers(ctx, workflows.NodeQueue("h3"), 1)
@@ -109,6 +111,7 @@ func TestExternalTemporalControlFailover(t *testing.T) {
 	f.checkAfterKill(ctx, id, killedAt, survivor)
 	f.answers(ctx)
 	f.kept(ctx, survivor)
+	f.rebooted(ctx)
 }
 
 // kept waits until the cluster's keeper, started by the cutover on the
@@ -119,7 +122,8 @@ func (f *extFleet) kept(ctx context.Context, survivor string) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		v, err := f.c.QueryWorkflow(ctx, workflows.KeeperID(extCluster), "", activities.KeeperStatusQuery)
-		if err == nil && v.Get(&st) == nil && st.Lane == extLane && st.State == activities.KeeperWatching && st.Health == "up" && st.Checks > 0 {
+		if err == nil && v.Get(&st) == nil && st.Lane == extLane && st.State == activities.KeeperWatching && st.Health == "up" && st.Checks > 0 &&
+			st.Input != nil && st.Input.BootIDs["h3"] == "boot-1" {
 			f.t.Logf("keeper/%s on %s's control service: %d checks, lane up", extCluster, survivor, st.Checks)
 			return
 		}
@@ -134,7 +138,8 @@ func newExtFleet(t *testing.T) *extFleet {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	tf := testfleet.New(t, testfleet.Options{Name: "flpg", Nodes: 3})
-	f := &extFleet{t: t, tf: tf, dir: t.TempDir(), procs: map[string]*exec.Cmd{}}
+	f := &extFleet{t: t, tf: tf, dir: t.TempDir(), procs: map[string]*exec.Cmd{}, bootDir: t.TempDir()}
+	f.writeBootID("boot-1")
 	built := make(chan error, 1)
 	f.bin = filepath.Join(f.dir, "worker")
 	go func() {
@@ -204,7 +209,7 @@ func newExtFleet(t *testing.T) *extFleet {
 	for _, n := range tf.Nodes() {
 		if n.Index == 3 {
 			f.start(n, f.config("node-h3", "/var/lib/sparklane"), []string{"node", "--node", "h3"},
-				staging.TestPauseAtEnv+"=1", staging.TestReleaseEnv+"="+releaseFile)
+				staging.TestPauseAtEnv+"=1", staging.TestReleaseEnv+"="+releaseFile, activities.BootIDTestDirEnv+"="+f.bootDir)
 			continue
 		}
 		f.start(n, f.config("control-"+n.Name, "/var/lib/sparklane"), []string{"control"})
@@ -241,6 +246,7 @@ hf_cache_dir = "/mnt/nas/hub"
 shared_roots = [%q]
 probe_grace = "2s"
 metrics_address = "off"
+node_outage_budget = %q
 keep = { interval = "1s" }
 
 [temporal]
@@ -258,7 +264,7 @@ roots = ["/mnt/nvme/sl"]
 [[clusters]]
 name = %q
 nodes = ["h3"]
-`, stateDir, f.recipe, testfleet.NASPath, f.addr, tls,
+`, stateDir, f.recipe, testfleet.NASPath, extOutageBudget.String(), f.addr, tls,
 		h3.SSHAddr(), f.tf.KnownHostsFile(), f.tf.IdentityFile(), h3.IP, "unix://"+testfleet.NodeDockerSocket, extCluster)
 	p := filepath.Join(f.dir, name+".toml")
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
@@ -296,10 +302,10 @@ func (f *extFleet) loadImage(ctx context.Context, n *testfleet.Node) string {
 }
 
 // start runs the worker with args on host n, at its console, logging to
-// a file of the test's.
+// (the end of) a file of the test's.
 func (f *extFleet) start(n *testfleet.Node, cfg string, args []string, env ...string) {
 	f.t.Helper()
-	lf, err := os.Create(filepath.Join(f.dir, n.Name+".log"))
+	lf, err := os.OpenFile(filepath.Join(f.dir, n.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		f.t.Fatal(err)
 	}
