@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench-images.sh — the lane image's chain transfer (internal/images) against
 # sparkrun's method (`docker save IMG | ssh hN docker load` to each node in
-# turn) on the 3-host netns test fleet, same image, one run; prints ratios.
+# turn) on a 4-host netns test fleet (source h1, targets h2, h3, h4), same
+# image, one run; prints ratios. The script takes the heavy-test lock itself.
 # Root required (network namespaces, one dockerd per host).
 #   SPARKLANE_IMAGES_BENCH_MIB=256 scripts/bench-images.sh
 set -eu

@@ -95,6 +95,11 @@ type fakeFleet struct {
 	imageAsked map[string]int
 	// imageStale: nodes whose image under the tag is an older build.
 	imageStale map[string]bool
+	// imageFail: a node whose next TransferImage fails (its worker
+	// stopped) keeping that many layers loaded; with imageResume, a
+	// receiver that succeeds has the image from then on.
+	imageFail   map[string]int
+	imageResume bool
 	// imageUnpinned: node → the ID its EnsureImage reports for a pinned
 	// image it has only under its tag (EnsureImageInput.Resolve).
 	imageUnpinned map[string]string
@@ -188,6 +193,7 @@ func (f *fakeFleet) mockKeeper() {
 // TransferImage (recorded).
 func (f *fakeFleet) mockImages() {
 	f.imageLack, f.imageSent, f.imageAsked, f.imageStale = map[string]int{}, map[string]activities.TransferImageInput{}, map[string]int{}, map[string]bool{}
+	f.imageFail = map[string]int{}
 	layers := []string{"sha256:l1", "sha256:l2"}
 	f.env.OnActivity("ImageInventory", any2...).Return(func(ctx context.Context, in activities.ImageInventoryInput) (activities.ImageInventoryResult, error) {
 		n := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node.")
@@ -231,9 +237,19 @@ func (f *fakeFleet) mockImages() {
 		n := f.record(ctx, "TransferImage "+in.Spec.Tag)
 		f.mu.Lock()
 		f.imageSent[n] = in
+		keep, fail := f.imageFail[n]
+		if fail {
+			delete(f.imageFail, n)
+			f.imageLack[n] = keep
+		} else if f.imageResume && in.Upstream != "" {
+			delete(f.imageLack, n)
+		}
 		f.mu.Unlock()
 		r := activities.TransferImageResult{}
 		r.Node = n
+		if fail {
+			return r, temporal.NewApplicationError("node "+n+": image transfer: worker stopped", "Transient")
+		}
 		if in.Upstream != "" {
 			r.BytesIn, r.Layers = 1000, len(in.Spec.DiffIDs)-in.Spec.From
 		}

@@ -39,6 +39,27 @@ func TestStageMovesTheImageThroughAChain(t *testing.T) {
 	}
 }
 
+// c's worker stops mid-transfer with the first layer loaded (the receiver
+// keeps it, images/durable.go): the next round asks again, b now has the
+// image, and the stream to c starts above the layer it kept.
+func TestStageImageResumesAboveTheLayersANodeKept(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.RegisterWorkflow(Stage)
+	f.imageLack["b"], f.imageLack["c"] = 0, 0
+	f.imageFail["c"], f.imageResume = 1, true
+	f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b", "c"), Blocks: testBlocks()})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	c := f.imageSent["c"]
+	if c.Upstream != "a" || c.Spec.From != 1 || c.Have != 1 {
+		t.Fatalf("second round to c: %+v, want from a, from layer 2, having 1", c)
+	}
+	if n := strings.Count(strings.Join(f.callList(), "\n"), "TransferImage"); n != 5 {
+		t.Fatalf("%d TransferImage calls, want 3 then 2", n)
+	}
+}
+
 // A dry run says per node what would move and moves nothing; an image on
 // no node fails a real stage naming the nodes and the ways to provide it.
 func TestStageImageDryRunAndMissingEverywhere(t *testing.T) {

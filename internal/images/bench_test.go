@@ -60,8 +60,8 @@ func (fn *fleetNet) drop(img string, nodes ...string) {
 	}
 }
 
-// BenchmarkImagesVsSparkrun compares, on the 3-host test fleet with one
-// image built on h1 (SPARKLANE_IMAGES_BENCH_MIB, default 256 MiB), the
+// BenchmarkImagesVsSparkrun compares, on its own 4-host test fleet with
+// one image built on h1 (the source; h2, h3 and h4 the targets) (SPARKLANE_IMAGES_BENCH_MIB, default 256 MiB), the
 // chain transfer with sparkrun's `docker save | ssh docker load` to each
 // node in turn: wall time and the source's bytes cold, and the bytes per
 // node for a new image that adds one 50 MiB layer. scripts/bench-images.sh
@@ -76,11 +76,12 @@ func BenchmarkImagesVsSparkrun(b *testing.B) {
 	}
 	const layer = 50 << 20
 	ctx := context.Background()
-	fn := newFleetNet(b, "imgbench")
+	fn := newFleetNet(b, "imgbench", 4)
 	repo := "sparklane-imgbench/img"
 	v1 := fn.build("h1", repo+":v1", "", mib<<20)
 	fn.build("h1", repo+":v2", repo+":v1", layer)
-	targets := []string{"h2", "h3"}
+	targets := []string{"h2", "h3", "h4"}
+	fn.buildLayered(mib)
 	ref, ref2 := mustRef(b, repo+":v1"), mustRef(b, repo+":v2")
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -107,16 +108,49 @@ func BenchmarkImagesVsSparkrun(b *testing.B) {
 		start = time.Now()
 		_, rx2, _ := fn.transfer(ref2, p2, invs2)
 		wall2 := time.Since(start)
-		b.Logf("image %d MiB, 2 targets (h2, h3) from h1", mib)
+		b.Logf("image %d MiB, %d targets (%s) from h1", mib, len(targets), strings.Join(targets, ", "))
 		b.Logf("cold: chain %.2fs, sparkrun %.2fs: wall ratio %.2f; source sent %.2fx the image (sparkrun %.2fx)", wall.Seconds(), spWall.Seconds(), wall.Seconds()/spWall.Seconds(), float64(tx)/size, float64(spTx)/size)
-		b.Logf("+1 layer of 50 MiB: chain %.2fs (h2 %.2fx, h3 %.2fx the layer on the wire), sparkrun %.2fs (%.2fx the layer per node)",
-			wall2.Seconds(), float64(rx2["h2"])/layer, float64(rx2["h3"])/layer, spWall2.Seconds(), float64(spTx2)/float64(len(targets))/layer)
+		b.Logf("+1 layer of 50 MiB: chain %.2fs (h2 %.2fx, h3 %.2fx, h4 %.2fx the layer on the wire), sparkrun %.2fs (%.2fx the layer per node)",
+			wall2.Seconds(), float64(rx2["h2"])/layer, float64(rx2["h3"])/layer, float64(rx2["h4"])/layer, spWall2.Seconds(), float64(spTx2)/float64(len(targets))/layer)
 		b.ReportMetric(wall.Seconds()/spWall.Seconds(), "wall-ratio-cold")
 		b.ReportMetric(float64(tx)/size, "source-x-image")
 		b.ReportMetric(float64(rx2["h2"])/layer, "x-layer-per-node")
+		benchLayered(b, fn, mib, targets)
 		if i+1 < b.N {
 			fn.drop(ref2.Name, targets...)
 			fn.drop(ref.Name, targets...)
 		}
 	}
+}
+
+// layeredRepo is the bench's second image: as large, in 8 layers, so that
+// every receiver loads it layer by layer (durable.go), the resumable path.
+const layeredRepo = "sparklane-imgbench/layered"
+
+// buildLayered builds layeredRepo:l8 on h1: 8 layers of mib/8 MiB.
+func (fn *fleetNet) buildLayered(mib int) {
+	base := ""
+	for k := 1; k <= 8; k++ {
+		tag := fmt.Sprintf("%s:l%d", layeredRepo, k)
+		fn.build("h1", tag, base, mib<<20/8)
+		base = tag
+	}
+}
+
+// benchLayered moves layeredRepo:l8 cold to targets, sparkrun's method
+// then the chain, and logs the wall ratio.
+func benchLayered(b *testing.B, fn *fleetNet, mib int, targets []string) {
+	ref := mustRef(b, layeredRepo+":l8")
+	spWall, _ := fn.sparkrun(ref.Name, targets)
+	fn.drop(ref.Name, targets...)
+	p, invs, err := fn.plan(context.Background(), ref)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	fn.transfer(ref, p, invs)
+	wall := time.Since(start)
+	b.Logf("cold, %d MiB in 8 layers (loaded layer by layer): chain %.2fs, sparkrun %.2fs: wall ratio %.2f", mib, wall.Seconds(), spWall.Seconds(), wall.Seconds()/spWall.Seconds())
+	b.ReportMetric(wall.Seconds()/spWall.Seconds(), "wall-ratio-cold-8-layers")
+	fn.drop(ref.Name, targets...)
 }

@@ -34,6 +34,10 @@ type memberJob struct {
 	Have                                                 int
 	DockerHost                                           string
 	Identity                                             relay.Identity
+	// KillAfter, when set, ends the member's process (exit 3) once it
+	// made that many of the image's layers durable: a worker killed at a
+	// layer boundary.
+	KillAfter int
 }
 
 func TestMain(m *testing.M) {
@@ -65,6 +69,15 @@ func runMember(job string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	if j.KillAfter > 0 {
+		testHookDurable = func(_ Spec, layers int) error {
+			if layers >= j.KillAfter {
+				fmt.Fprintf(os.Stderr, "killed after %d durable layers\n", layers)
+				os.Exit(3)
+			}
+			return nil
+		}
+	}
 	m := Member{Docker: d, Node: j.Node, Spec: j.Spec, Have: j.Have, Upstream: j.Upstream, UpstreamAddr: j.UpstreamAddr, Downstream: j.Downstream,
 		ListenAddr: j.ListenAddr, ServerTLS: srv, ClientTLS: cli, Wait: 2 * time.Minute}
 	moved, err := m.Run(context.Background())
@@ -86,8 +99,8 @@ type fleetNet struct {
 	pki    string
 }
 
-func newFleetNet(t testing.TB, name string) *fleetNet {
-	f := testfleet.New(t, testfleet.Options{Name: name, Nodes: 3, Docker: true})
+func newFleetNet(t testing.TB, name string, nodes int) *fleetNet {
+	f := testfleet.New(t, testfleet.Options{Name: name, Nodes: nodes, Docker: true})
 	fn := &fleetNet{t: t, f: f, docker: map[string]*client.Client{}, pki: filepath.Join(f.Dir(), "pki")}
 	ca, err := pki.LoadOrCreateCA(fn.pki, "images test fleet CA")
 	if err != nil {
@@ -171,6 +184,20 @@ func (fn *fleetNet) plan(ctx context.Context, ref Ref) (Plan, []Inventory, error
 // transfer runs the plan's chain, each member in its own node's
 // namespaces, and returns what each moved and each node's eth0 rx delta.
 func (fn *fleetNet) transfer(ref Ref, p Plan, invs []Inventory) (map[string]Moved, map[string]int64, time.Duration) {
+	moved, rx, took, failed := fn.transferKilling(ref, p, invs, nil)
+	for n, e := range failed {
+		fn.t.Errorf("member %s: %s", n, e)
+	}
+	if fn.t.Failed() {
+		fn.t.FailNow()
+	}
+	return moved, rx, took
+}
+
+// transferKilling is transfer with members killed at a layer boundary
+// (kill: node → KillAfter); failed has each failed member's error.
+func (fn *fleetNet) transferKilling(ref Ref, p Plan, invs []Inventory, kill map[string]int) (map[string]Moved, map[string]int64, time.Duration, map[string]string) {
+	failed := map[string]string{}
 	have := map[string]int{}
 	for _, inv := range invs {
 		have[inv.Node] = inv.HaveLayers
@@ -187,8 +214,8 @@ func (fn *fleetNet) transfer(ref Ref, p Plan, invs []Inventory) (map[string]Move
 	for _, h := range p.Hops() {
 		n := fn.node(h.Node)
 		j := memberJob{Node: h.Node, Upstream: h.Upstream, Downstream: h.Downstream, ListenAddr: n.IP + ":7291", Spec: spec, Have: have[h.Node],
-			DockerHost: "unix://" + testfleet.NodeDockerSocket,
-			Identity:   relay.Identity{CA: filepath.Join(fn.pki, "ca.pem"), Cert: filepath.Join(fn.pki, relay.PeerPrefix+h.Node+".pem"), Key: filepath.Join(fn.pki, relay.PeerPrefix+h.Node+"-key.pem")}}
+			DockerHost: "unix://" + testfleet.NodeDockerSocket, KillAfter: kill[h.Node],
+			Identity: relay.Identity{CA: filepath.Join(fn.pki, "ca.pem"), Cert: filepath.Join(fn.pki, relay.PeerPrefix+h.Node+".pem"), Key: filepath.Join(fn.pki, relay.PeerPrefix+h.Node+"-key.pem")}}
 		if h.Upstream != "" {
 			j.UpstreamAddr = fn.node(h.Upstream).IP + ":7291"
 		}
@@ -205,7 +232,9 @@ func (fn *fleetNet) transfer(ref Ref, p Plan, invs []Inventory) (map[string]Move
 			var out, errb bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errb
 			if err := cmd.Run(); err != nil {
-				fn.t.Errorf("member %s: %v: %s", h.Node, err, errb.String())
+				mu.Lock()
+				failed[h.Node] = fmt.Sprintf("%v: %s", err, errb.String())
+				mu.Unlock()
 				return
 			}
 			var m Moved
@@ -220,14 +249,11 @@ func (fn *fleetNet) transfer(ref Ref, p Plan, invs []Inventory) (map[string]Move
 	}
 	wg.Wait()
 	took := time.Since(start)
-	if fn.t.Failed() {
-		fn.t.FailNow()
-	}
 	rx := map[string]int64{}
 	for _, n := range fn.f.Nodes() {
 		rx[n.Name] = fn.rx(n.Name) - rx0[n.Name]
 	}
-	return moved, rx, took
+	return moved, rx, took, failed
 }
 
 // build builds tag on node from base (or scratch) with one layer of size
@@ -246,7 +272,7 @@ func (fn *fleetNet) build(node, tag, base string, size int) image.InspectRespons
 func TestImagesAcrossTheTestFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	fn := newFleetNet(t, "images")
+	fn := newFleetNet(t, "images", 3)
 	const baseSize, topSize = 8 << 20, 512 << 10
 	repo := "sparklane-imgtest/fleet"
 	v1 := fn.build("h1", repo+":v1", "", baseSize)
@@ -330,6 +356,71 @@ func TestImagesAcrossTheTestFleet(t *testing.T) {
 		ins, err := fn.docker[n].ImageInspect(ctx, ref3.Name)
 		if err != nil || ins.ID != built.ID || moved[n].Layers != 1 {
 			t.Fatalf("%s: %s is %s (%v), %d layers moved; want %s built on h1, one layer", n, ref3.Name, ins.ID, err, moved[n].Layers, built.ID)
+		}
+	}
+}
+
+// A transfer killed on h3 once two of the image's four layers are loaded
+// there (a test hook at the layer boundary, the member's process exits)
+// resumes: the next plan sees those layers on h3 (helper tags hold them),
+// the stream to h3 carries only the layers above them, and the helper
+// tags are gone once the image is loaded.
+func TestTransferResumesAboveTheLoadedLayers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	fn := newFleetNet(t, "imgres", 3)
+	const layer, n, kill = 4 << 20, 4, 2
+	repo := "sparklane-imgtest/resume"
+	base := ""
+	var img image.InspectResponse
+	for i := 1; i <= n; i++ {
+		tag := fmt.Sprintf("%s:l%d", repo, i)
+		img = fn.build("h1", tag, base, layer)
+		base = tag
+	}
+	ref := mustRef(t, base)
+	p, invs, err := fn.plan(ctx, ref)
+	if err != nil || strings.Join(p.Chain, ",") != "h1,h2,h3" || p.From != 0 {
+		t.Fatalf("plan %+v, %v", p, err)
+	}
+	_, _, _, failed := fn.transferKilling(ref, p, invs, map[string]int{"h3": kill})
+	if _, ok := failed["h3"]; !ok {
+		t.Fatalf("h3 was not killed: failed %v", failed)
+	}
+	t.Logf("first attempt: failed %v", failed)
+	have, _, err := HaveLayers(ctx, fn.docker["h3"], "h3", img.RootFS.Layers)
+	if err != nil || have < kill || have >= n {
+		t.Fatalf("h3 has %d of %d layers after its kill (%v), want %d..%d", have, n, err, kill, n-1)
+	}
+
+	p, invs, err = fn.plan(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second plan: chain %v from layer %d", p.Chain, p.From+1)
+	if p.Chain[len(p.Chain)-1] != "h3" || p.From < kill {
+		t.Fatalf("second plan %+v: want h3 last, from layer %d on", p, kill+1)
+	}
+	moved, rx, _ := fn.transfer(ref, p, invs)
+	t.Logf("second attempt: %v; rx %v", moved, rx)
+	if want := int64(n-have) * layer; rx["h3"] > want*11/10+64<<10 {
+		t.Errorf("h3 received %d bytes on the wire, want about the %d layers above its %d (%d bytes)", rx["h3"], n-have, have, want)
+	}
+	for _, node := range []string{"h2", "h3"} {
+		ins, err := fn.docker[node].ImageInspect(ctx, ref.Name)
+		if err != nil || ins.ID != img.ID {
+			t.Fatalf("%s: %s is %s (%v), want %s", node, ref.Name, ins.ID, err, img.ID)
+		}
+		l, err := fn.docker[node].ImageList(ctx, image.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range l {
+			for _, tag := range s.RepoTags {
+				if strings.HasPrefix(tag, PartialRepo) {
+					t.Errorf("%s: helper tag %s left after the load", node, tag)
+				}
+			}
 		}
 	}
 }

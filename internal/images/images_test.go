@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -133,7 +134,7 @@ func TestSendOmitsLayersTheTargetHasAndReceiveLoadsIt(t *testing.T) {
 	if err != nil || inv.Present {
 		t.Fatalf("Inspect of a removed image: %+v, %v", inv, err)
 	}
-	got, err := Receive(ctx, c, spec, have, bytes.NewReader(wire.Bytes()), nil, "test")
+	got, err := Receive(ctx, c, spec, have, bytes.NewReader(wire.Bytes()), nil, "test", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestReceiveRefusesACorruptLayer(t *testing.T) {
 	}
 	removeImage(c, tag)
 	b := corruptLayer(t, wire.Bytes())
-	_, err := Receive(ctx, c, spec, 1, bytes.NewReader(b), nil, "test")
+	_, err := Receive(ctx, c, spec, 1, bytes.NewReader(b), nil, "test", "")
 	if typ, _ := fault.TypeOf(err); typ != CorruptLayer {
 		t.Fatalf("corrupt layer: err %v (type %q), want %s", err, typ, CorruptLayer)
 	}
@@ -400,3 +401,57 @@ func TestMembersOverMTLS(t *testing.T) {
 }
 
 type tlsPair struct{ srv, cli *tls.Config }
+
+// A node that lacks both layers loads them one by one (durable.go): a
+// corrupt layer is refused by its digest and the image is not tagged;
+// the good stream then loads it, and no helper tag is left.
+func TestReceiveLayerByLayer(t *testing.T) {
+	c := dockerClient(t)
+	ctx := context.Background()
+	repo, _, top := twoImages(t, c)
+	tag := repo + ":top"
+	spec := Spec{ID: top.ID, DiffIDs: top.RootFS.Layers, From: 0, Tag: tag}
+	var wire bytes.Buffer
+	if _, err := Send(ctx, c, spec, &wire); err != nil {
+		t.Fatal(err)
+	}
+	removeImage(c, tag)
+	removeImage(c, repo+":base")
+	if have, _, err := HaveLayers(ctx, c, "t", top.RootFS.Layers); err != nil || have != 0 || !durable(spec, have) {
+		t.Fatalf("HaveLayers = %d, %v; want 0 (a layer-by-layer receive)", have, err)
+	}
+	_, err := Receive(ctx, c, spec, 0, bytes.NewReader(corruptLayer(t, wire.Bytes())), nil, "test", t.TempDir())
+	if typ, _ := fault.TypeOf(err); typ != CorruptLayer {
+		t.Fatalf("corrupt layer: err %v (type %q), want %s", err, typ, CorruptLayer)
+	}
+	notTagged(t, c, tag)
+	have, _, err := HaveLayers(ctx, c, "t", top.RootFS.Layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spool := t.TempDir()
+	got, err := Receive(ctx, c, spec, have, bytes.NewReader(wire.Bytes()), nil, "test", spool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Layers != 2 {
+		t.Fatalf("received %+v, want 2 layers", got)
+	}
+	if ins, err := c.ImageInspect(ctx, tag); err != nil || ins.ID != top.ID {
+		t.Fatalf("after the load %s is %s (%v), want %s", tag, ins.ID, err, top.ID)
+	}
+	l, err := c.ImageList(ctx, image.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range l {
+		for _, rt := range s.RepoTags {
+			if strings.HasPrefix(rt, PartialRepo+short(top.ID)) {
+				t.Errorf("helper tag %s left after the load", rt)
+			}
+		}
+	}
+	if ents, _ := os.ReadDir(spool); len(ents) != 0 {
+		t.Errorf("spool not emptied: %d entries", len(ents))
+	}
+}

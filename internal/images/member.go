@@ -28,6 +28,9 @@ type Member struct {
 	ServerTLS, ClientTLS *tls.Config
 	// Wait bounds the wait for the peers to connect or be reachable.
 	Wait time.Duration
+	// Spool is where a receiver keeps the stream's files until their
+	// layer is loaded ("": the system's temporary directory).
+	Spool string
 }
 
 // Moved is what one member's transfer moved.
@@ -84,7 +87,7 @@ func (m Member) Run(ctx context.Context) (Moved, error) {
 	defer up.Close()
 	stop := context.AfterFunc(ctx, func() { up.Close() })
 	defer stop()
-	got, err := Receive(ctx, m.Docker, m.Spec, m.Have, up, down, "node "+m.Upstream)
+	got, err := Receive(ctx, m.Docker, m.Spec, m.Have, up, down, "node "+m.Upstream, m.Spool)
 	out.BytesIn, out.Layers = got.Bytes, got.Layers
 	if cw != nil {
 		out.BytesOut = cw.n

@@ -64,7 +64,7 @@ func List(ctx context.Context, d Store, node string, lanes map[string][]string, 
 	for _, s := range sums {
 		l := Listed{ID: s.ID, Size: s.Size}
 		for _, t := range s.RepoTags {
-			if t != "<none>:<none>" {
+			if t != "<none>:<none>" && !strings.HasPrefix(t, PartialRepo) { // a transfer's progress, not an image
 				l.Tags = append(l.Tags, t)
 			}
 		}

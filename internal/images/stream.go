@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"os"
 	"path"
 	"strings"
 	"sync"
@@ -303,14 +304,24 @@ type Received struct {
 // the image's layers this node already has: the stream must carry the
 // rest. A file that does not match its digest aborts the load before the
 // stream's manifest reaches the daemon, so nothing is loaded or tagged.
-// After the load the tag must name spec.ID.
-func Receive(ctx context.Context, d Docker, spec Spec, have int, r io.Reader, fwd io.Writer, from string) (Received, error) {
+// After the load the tag must name spec.ID. Once the stream has ended and
+// is all forwarded, fwd's write side is ended (when it has one, as a
+// *tls.Conn does) before this node's load is waited for, so the nodes of
+// a chain load at once; each node's failure is its own member's error.
+//
+// A node that lacks more than one layer loads them one by one as they are
+// verified (spooled under spool, "" the system's temporary directory), so
+// an interrupted transfer keeps what it loaded (see PartialRepo).
+func Receive(ctx context.Context, d Docker, spec Spec, have int, r io.Reader, fwd io.Writer, from, spool string) (Received, error) {
 	var got Received
 	if err := spec.check(); err != nil {
 		return got, err
 	}
 	if have < spec.From {
 		return got, fmt.Errorf("image %s: this node has %d of its layers, the stream from %s starts at layer %d: plan again", spec.ID, have, from, spec.From+1)
+	}
+	if durable(spec, have) {
+		return receiveDurable(ctx, d, spec, have, r, fwd, from, spool)
 	}
 	pr, pw := io.Pipe()
 	loaded := make(chan error, 1)
@@ -326,12 +337,17 @@ func Receive(ctx context.Context, d Docker, spec Spec, have int, r io.Reader, fw
 		sink = io.MultiWriter(pw, fwd)
 	}
 	src := io.TeeReader(cr, sink)
-	err := receive(spec, src, &got, from)
+	_, err := receive(spec, src, &got, from, nil)
 	if err == nil {
 		// The tar trailer: the daemon's untar ends only with it.
 		_, err = io.Copy(io.Discard, src)
 	}
 	got.Bytes = cr.n
+	if err == nil {
+		// Everything is forwarded: end the downstream's stream now, so
+		// it loads while this node does, not after.
+		err = endStream(fwd)
+	}
 	if err != nil {
 		pw.CloseWithError(err)
 		<-loaded
@@ -341,32 +357,38 @@ func Receive(ctx context.Context, d Docker, spec Spec, have int, r io.Reader, fw
 	if err := <-loaded; err != nil {
 		return got, fmt.Errorf("docker load of image %s from %s: %w", spec.ID, from, err)
 	}
+	return got, checkLoaded(ctx, d, spec, from)
+}
+
+// checkLoaded checks that spec.Tag names spec.ID after its load.
+func checkLoaded(ctx context.Context, d Docker, spec Spec, from string) error {
 	ins, err := d.ImageInspect(ctx, spec.Tag)
 	if err != nil {
-		return got, fmt.Errorf("image %s loaded from %s but %s cannot be inspected: %w", spec.ID, from, spec.Tag, err)
+		return fmt.Errorf("image %s loaded from %s but %s cannot be inspected: %w", spec.ID, from, spec.Tag, err)
 	}
 	if ins.ID != spec.ID {
-		return got, fault.Permanent(DigestMismatch, fmt.Errorf("image %s loaded from %s, but %s names %s here", spec.ID, from, spec.Tag, ins.ID))
+		return fault.Permanent(DigestMismatch, fmt.Errorf("image %s loaded from %s, but %s names %s here", spec.ID, from, spec.Tag, ins.ID))
 	}
-	return got, nil
+	return nil
 }
 
 // receive walks the stream and checks it; the manifest must come last.
-func receive(spec Spec, src io.Reader, got *Received, from string) error {
+// With st, every file is spooled through it.
+func receive(spec Spec, src io.Reader, got *Received, from string, st *stager) (*saveManifest, error) {
 	tr := tar.NewReader(src)
 	sums := newSums()
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("image %s: the stream from %s ended without its manifest", spec.ID, from)
+			return nil, fmt.Errorf("image %s: the stream from %s ended without its manifest", spec.ID, from)
 		}
 		if err != nil {
-			return fmt.Errorf("image %s: stream from %s: %w", spec.ID, from, err)
+			return nil, fmt.Errorf("image %s: stream from %s: %w", spec.ID, from, err)
 		}
 		name := strings.TrimSuffix(h.Name, "/")
 		if name != "manifest.json" {
-			if err := sums.add(h, name, tr, nil); err != nil {
-				return fmt.Errorf("image %s from %s: %w", spec.ID, from, err)
+			if err := spoolFile(sums, st, h, name, tr); err != nil {
+				return nil, fmt.Errorf("image %s from %s: %w", spec.ID, from, err)
 			}
 			if h.Typeflag == tar.TypeReg && (strings.HasSuffix(name, "/layer.tar") || strings.HasPrefix(name, "blobs/")) && "sha256:"+path.Base(name) != spec.ID {
 				got.Layers++
@@ -375,23 +397,45 @@ func receive(spec Spec, src io.Reader, got *Received, from string) error {
 		}
 		m, err := readManifest(tr, h.Size)
 		if err != nil {
-			return fmt.Errorf("image %s from %s: %w", spec.ID, from, err)
+			return nil, fmt.Errorf("image %s from %s: %w", spec.ID, from, err)
 		}
 		if len(m.RepoTags) != 1 || m.RepoTags[0] != spec.Tag {
-			return fault.Permanent(DigestMismatch, fmt.Errorf("image %s from %s is tagged %v, expected %s", spec.ID, from, m.RepoTags, spec.Tag))
+			return nil, fault.Permanent(DigestMismatch, fmt.Errorf("image %s from %s is tagged %v, expected %s", spec.ID, from, m.RepoTags, spec.Tag))
 		}
 		if err := sums.verify(*m, spec, from); err != nil {
-			return err
+			return nil, err
 		}
 		h, err = tr.Next()
 		if !errors.Is(err, io.EOF) {
 			if err == nil {
 				err = fmt.Errorf("entry %q after the manifest", h.Name)
 			}
-			return fmt.Errorf("image %s from %s: %w", spec.ID, from, err)
+			return nil, fmt.Errorf("image %s from %s: %w", spec.ID, from, err)
 		}
-		return nil
+		return m, nil
 	}
+}
+
+// spoolFile hashes entry h of the stream into sums and, with st, spools
+// a regular file's bytes and hands it to st with its digest.
+func spoolFile(sums *sums, st *stager, h *tar.Header, name string, r io.Reader) error {
+	if st == nil || h.Typeflag != tar.TypeReg {
+		return sums.add(h, name, r, nil)
+	}
+	f, err := st.file()
+	if err != nil {
+		return fmt.Errorf("spool %s: %w", name, err)
+	}
+	err = sums.add(h, name, r, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	st.took(f.Name(), sums.files[name])
+	return nil
 }
 
 // load runs `docker load` of r (quiet) and returns its error, including
@@ -410,6 +454,22 @@ func load(ctx context.Context, d Docker, r io.Reader) error {
 	return nil
 }
 
+// closeWriter is a stream's write side that can be ended on its own
+// (*tls.Conn: a close_notify, then the TCP FIN).
+type closeWriter interface{ CloseWrite() error }
+
+// endStream ends w's write side when it has one: its reader sees the end
+// of the stream at once, not when this node's load returns and the
+// connection closes.
+func endStream(w io.Writer) error {
+	if c, ok := w.(closeWriter); ok {
+		if err := c.CloseWrite(); err != nil {
+			return fmt.Errorf("end the stream to the next node: %w", err)
+		}
+	}
+	return nil
+}
+
 type countWriter struct {
 	w io.Writer
 	n int64
@@ -420,6 +480,9 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	c.n += int64(n)
 	return n, err
 }
+
+// CloseWrite ends the write side of the writer it counts, if it has one.
+func (c *countWriter) CloseWrite() error { return endStream(c.w) }
 
 type countReader struct {
 	r io.Reader
