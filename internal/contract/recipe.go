@@ -404,7 +404,7 @@ func (r Recipe) BuildHint() string {
 // it alike) or from a git URL at a ref, tagged as the recipe's image.
 type Build struct {
 	// Context is an absolute directory under a shared root; Git a
-	// repository URL (https://, ssh:// or git@) cloned by the node's
+	// repository URL (git://, https://….git or git@host:path) cloned by the node's
 	// Docker at Ref. Exactly one is set.
 	Context string `json:"context,omitempty"`
 	Git     string `json:"git,omitempty"`

@@ -56,8 +56,14 @@ func CheckBuild(b contract.Build, sharedRoots []string) error {
 		return errors.New("[build] sets neither context nor git: give context = \"/shared/dir\" (under a shared root) or git = \"https://…\" with ref")
 	case b.Git != "" && b.Ref == "":
 		return fmt.Errorf("[build] git %s has no ref: pin a tag, branch or commit (ref = \"v1.2\")", b.Git)
-	case b.Git != "" && !(strings.HasPrefix(b.Git, "https://") || strings.HasPrefix(b.Git, "ssh://") || strings.HasPrefix(b.Git, "git@")):
-		return fmt.Errorf("[build] git %q is not a repository URL: use https://, ssh:// or git@host:path", b.Git)
+	case b.Git != "":
+		if err := checkGitURL(b.Git); err != nil {
+			return err
+		}
+	}
+	switch {
+	case strings.ContainsAny(b.Ref, "# \t\n"):
+		return fmt.Errorf("[build] ref %q is not a git ref: give a branch, tag or commit (a Docker subdirectory goes after a colon: ref = \"v1.2:docker\")", b.Ref)
 	case b.Git == "" && b.Ref != "":
 		return fmt.Errorf("[build] ref %q without git: a ref pins a git URL; remove it or set git", b.Ref)
 	}
@@ -81,6 +87,42 @@ func CheckBuild(b contract.Build, sharedRoots []string) error {
 		}
 	}
 	return fmt.Errorf("[build] context %s is under no shared root (%s): put the context on the NAS every node sees, or add its root to shared_roots", b.Context, strings.Join(sharedRoots, ", "))
+}
+
+// checkGitURL accepts the git URLs the node's Docker clones itself (its
+// remote build context): git://host/repo, https://host/repo.git and
+// git@host:repo. Docker reads an https URL without .git as a tarball and
+// does not know ssh://, so those are refused here, saying what to write.
+func checkGitURL(u string) error {
+	switch {
+	case strings.ContainsAny(u, "# \t\n"):
+		return fmt.Errorf("[build] git %q is not a repository URL: put the ref in ref = \"…\", not after #", u)
+	case strings.HasPrefix(u, "git://") && len(u) > len("git://") && !strings.HasPrefix(u, "git:///"):
+		return nil
+	case strings.HasPrefix(u, "https://"):
+		if !strings.HasSuffix(u, ".git") {
+			return fmt.Errorf("[build] git %q does not end in .git: Docker would read it as a tarball, not a repository; write %s.git", u, strings.TrimSuffix(u, "/"))
+		}
+		return nil
+	case strings.HasPrefix(u, "ssh://"):
+		return fmt.Errorf("[build] git %q: Docker does not clone ssh:// URLs; write it as git@host:path", u)
+	case strings.HasPrefix(u, "git@") && strings.Contains(u, ":"):
+		return nil
+	}
+	return fmt.Errorf("[build] git %q is not a repository URL: use git://host/repo, https://host/repo.git or git@host:path", u)
+}
+
+// gitFetchErr turns the node's Docker failing to fetch b's repository into
+// an error naming the recipe key at fault: ref when the repository has no
+// such ref, git otherwise.
+func gitFetchErr(node, tag string, b contract.Build, err error) error {
+	msg := err.Error()
+	for _, noRef := range []string{"couldn't find remote ref", "did not match any", "unknown revision", "not a tree object", "reference is not a tree"} {
+		if strings.Contains(msg, noRef) {
+			return fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: image %s: [build] ref %q is not a branch, tag or commit of %s: %w", node, tag, b.Ref, b.Git, err))
+		}
+	}
+	return fault.Permanent(BuildFailed, fmt.Errorf("node %s: image %s: [build] git %s: node %s's Docker could not fetch it (check the URL and that %s reaches it, with git installed beside dockerd): %w", node, tag, b.Git, node, node, err))
 }
 
 // Build builds tag on d from b (CheckBuild first; the context is read
@@ -124,6 +166,9 @@ func Build(ctx context.Context, d Builder, node, tag string, b contract.Build, s
 	if err != nil {
 		if rerr := refused(); rerr != nil {
 			return Built{}, rerr
+		}
+		if b.Git != "" {
+			return Built{}, gitFetchErr(node, tag, b, err)
 		}
 		return Built{}, fmt.Errorf("node %s: build image %s: %w", node, tag, err)
 	}

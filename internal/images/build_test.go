@@ -2,10 +2,16 @@ package images
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
@@ -90,6 +96,10 @@ func TestCheckBuildNamesKeyAndFix(t *testing.T) {
 		{contract.Build{Context: "/nas/x", Git: "https://h/r.git"}, "both context and git"},
 		{contract.Build{Git: "https://h/r.git"}, "has no ref"},
 		{contract.Build{Git: "ftp://h/r", Ref: "v1"}, "not a repository URL"},
+		{contract.Build{Git: "https://h/r", Ref: "v1"}, "does not end in .git"},
+		{contract.Build{Git: "ssh://git@h/r.git", Ref: "v1"}, "git@host:path"},
+		{contract.Build{Git: "git://h/r.git#v1", Ref: "v1"}, "not after #"},
+		{contract.Build{Git: "git://h/r.git", Ref: "v1 x"}, "not a git ref"},
 		{contract.Build{Context: "/nas/x", Ref: "v1"}, "ref \"v1\" without git"},
 		{contract.Build{Context: "/nas/x", Dockerfile: "../Dockerfile"}, "leaves the context"},
 		{contract.Build{Context: "nas/x"}, "not an absolute clean path"},
@@ -101,7 +111,123 @@ func TestCheckBuildNamesKeyAndFix(t *testing.T) {
 			t.Errorf("CheckBuild(%+v) = %v, want %q", c.b, err, c.want)
 		}
 	}
-	if err := CheckBuild(contract.Build{Git: "https://h/r.git", Ref: "v1"}, nil); err != nil {
-		t.Errorf("a pinned git build: %v", err)
+	for _, u := range []string{"https://h/r.git", "git://h:9418/r", "git@h:org/r.git"} {
+		if err := CheckBuild(contract.Build{Git: u, Ref: "v1"}, nil); err != nil {
+			t.Errorf("a pinned git build from %s: %v", u, err)
+		}
+	}
+}
+
+// gitServe makes a repository with real git (a from-scratch Dockerfile and
+// a payload, committed on main and tagged v1) and serves it with a real
+// `git daemon` on 127.0.0.1, in its own process group (it never holds a
+// lock fd of the test's), stopped in t.Cleanup. It returns the repo's
+// git:// URL.
+func gitServe(t *testing.T, payload string) string {
+	t.Helper()
+	base := t.TempDir()
+	repo := filepath.Join(base, "engine.git")
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t", "GIT_CONFIG_GLOBAL=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	work := t.TempDir()
+	git(work, "init", "-q", "-b", "main")
+	for name, body := range map[string]string{"docker/Dockerfile": "FROM scratch\nCOPY payload /payload\n", "payload": payload} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(work, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(work, "add", ".")
+	git(work, "commit", "-q", "-m", "engine")
+	git(work, "tag", "v1")
+	git(base, "clone", "-q", "--bare", work, repo)
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	// A descriptor this process inherited (flock's lock fd) would be
+	// inherited by the daemon too: close-on-exec for all of them.
+	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+		for _, e := range fds {
+			if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+				syscall.CloseOnExec(fd)
+			}
+		}
+	}
+	d := exec.Command("git", "daemon", "--reuseaddr", "--export-all", "--informative-errors", "--base-path="+base, "--listen=127.0.0.1", fmt.Sprintf("--port=%d", port), base)
+	d.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	d.Stdin, d.Stdout, d.Stderr, d.ExtraFiles = nil, nil, nil, nil
+	if err := d.Start(); err != nil {
+		t.Fatalf("git daemon: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-d.Process.Pid, syscall.SIGKILL)
+		_ = d.Wait()
+	})
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("git daemon on 127.0.0.1:%d: %v", port, err)
+		}
+	}
+	return fmt.Sprintf("git://127.0.0.1:%d/engine.git", port)
+}
+
+// A [build] from a git URL, on real Docker and a real git daemon: the
+// node's Docker clones the tag and builds; a ref the repository lacks is
+// an InvalidSpec naming the ref key, a repository the server lacks a
+// permanent failure naming the git key; neither leaves an image tagged.
+func TestBuildFromAGitURL(t *testing.T) {
+	d := dockerClient(t)
+	ctx := context.Background()
+	payload := "engine " + randHex(8)
+	url := gitServe(t, payload)
+	tag := "sparklane-test/git-build:" + randHex(4)
+	t.Cleanup(func() { removeImage(d, tag); removeImage(d, tag+"-ref"); removeImage(d, tag+"-url") })
+
+	b := contract.Build{Git: url, Ref: "v1", Dockerfile: "docker/Dockerfile"}
+	got, err := Build(ctx, d, "h1", tag, b, nil, nil)
+	if err != nil {
+		t.Fatalf("build from %s at v1: %v", url, err)
+	}
+	ins, err := d.ImageInspect(ctx, tag)
+	if err != nil || ins.ID != got.ID {
+		t.Fatalf("built %s: %+v, inspect %s %v", tag, got, ins.ID, err)
+	}
+	// The same repository at its branch builds the same content.
+	if _, err := Build(ctx, d, "h1", tag+"-main", contract.Build{Git: url, Ref: "main", Dockerfile: "docker/Dockerfile"}, nil, nil); err != nil {
+		t.Errorf("build at branch main: %v", err)
+	}
+	removeImage(d, tag+"-main")
+
+	_, err = Build(ctx, d, "h1", tag+"-ref", contract.Build{Git: url, Ref: "v9", Dockerfile: "docker/Dockerfile"}, nil, nil)
+	if typ, _ := fault.TypeOf(err); typ != fault.InvalidSpec || !strings.Contains(err.Error(), `[build] ref "v9"`) || !strings.Contains(err.Error(), "node h1") {
+		t.Errorf("a ref the repository lacks: %v (%s), want InvalidSpec naming [build] ref and the node", err, typ)
+	}
+	bad := strings.TrimSuffix(url, "engine.git") + "nosuch.git"
+	_, err = Build(ctx, d, "h1", tag+"-url", contract.Build{Git: bad, Ref: "v1"}, nil, nil)
+	if typ, _ := fault.TypeOf(err); typ != BuildFailed || !strings.Contains(err.Error(), "[build] git "+bad) {
+		t.Errorf("a repository the server lacks: %v (%s), want BuildFailed naming [build] git", err, typ)
+	}
+	for _, ref := range []string{tag + "-ref", tag + "-url"} {
+		if _, err := d.ImageInspect(ctx, ref); err == nil {
+			t.Errorf("a failed git build left %s tagged", ref)
+		}
 	}
 }
