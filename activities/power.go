@@ -77,14 +77,23 @@ func (a *ControlActivities) PowerShutdown(ctx context.Context, in PowerStepInput
 
 // PowerWaitUnreachable waits until the target stopped answering.
 func (a *ControlActivities) PowerWaitUnreachable(ctx context.Context, in PowerStepInput) (PowerStepResult, error) {
+	return a.powerWait(ctx, in, "wait unreachable", a.powerEngine().WaitUnreachable, nil)
+}
+
+// powerWait runs one of the engine's waits on in's target, heartbeating
+// while it waits; after (when set) runs once the wait succeeded.
+func (a *ControlActivities) powerWait(ctx context.Context, in PowerStepInput, step string, wait func(context.Context, power.WaitInput) (power.WaitResult, error), after func() error) (PowerStepResult, error) {
 	t, err := a.powerTarget(in.Target)
 	if err != nil {
 		return PowerStepResult{}, classify(err)
 	}
 	stop := keepAlive(ctx)
 	defer stop()
-	r, err := a.powerEngine().WaitUnreachable(ctx, power.WaitInput{Target: t, Bound: in.Bound.D(), Interval: in.Interval.D()})
-	return PowerStepResult{Target: in.Target, Step: "wait unreachable", Detail: fmt.Sprintf("%d probes, %s", r.Probes, r.Waited)}, classify(err)
+	r, err := wait(ctx, power.WaitInput{Target: t, Bound: in.Bound.D(), Interval: in.Interval.D()})
+	if err == nil && after != nil {
+		err = after()
+	}
+	return PowerStepResult{Target: in.Target, Step: step, Detail: fmt.Sprintf("%d probes, %s", r.Probes, r.Waited)}, classify(err)
 }
 
 // PowerRelayOff switches the outlet off and confirms it.
@@ -131,18 +140,8 @@ func (a *ControlActivities) PowerWake(ctx context.Context, in PowerStepInput) (P
 
 // PowerWaitReachable waits until SSH answers and the node worker polls.
 func (a *ControlActivities) PowerWaitReachable(ctx context.Context, in PowerStepInput) (PowerStepResult, error) {
-	t, err := a.powerTarget(in.Target)
-	if err != nil {
-		return PowerStepResult{}, classify(err)
-	}
-	stop := keepAlive(ctx)
-	defer stop()
-	r, err := a.powerEngine().WaitReachable(ctx, power.WaitInput{Target: t, Bound: in.Bound.D(), Interval: in.Interval.D()})
-	if err == nil {
-		// Up again: no longer off on purpose.
-		err = a.clearPoweredOff(in.Target)
-	}
-	return PowerStepResult{Target: in.Target, Step: "wait reachable", Detail: fmt.Sprintf("%d probes, %s", r.Probes, r.Waited)}, classify(err)
+	// Up again: no longer off on purpose.
+	return a.powerWait(ctx, in, "wait reachable", a.powerEngine().WaitReachable, func() error { return a.clearPoweredOff(in.Target) })
 }
 
 // relayOff reports whether a node's outlet relay is known to be off (for

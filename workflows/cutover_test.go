@@ -34,6 +34,23 @@ func newCutover(t *testing.T) *cutoverFixture {
 	}}
 }
 
+// runRollsBack runs the cutover and requires it to fail at step with an
+// error containing part (ifOK says what succeeding would mean), the old
+// lane rolled back and answering, with no rollback error.
+func (c *cutoverFixture) runRollsBack(ifOK, step, part string) {
+	c.t.Helper()
+	res, err := c.run()
+	if err == nil {
+		c.t.Fatal(ifOK)
+	}
+	if res.FailedStep != step || !strings.Contains(res.Error, part) {
+		c.t.Errorf("FailedStep %q Error %q, want %s with %q", res.FailedStep, res.Error, step, part)
+	}
+	if !reflect.DeepEqual(res.RolledBack, []string{"old"}) || !res.OldLaneAnswers || res.RollbackError != "" {
+		c.t.Errorf("RolledBack %v OldLaneAnswers %v RollbackError %q, want old back and answering", res.RolledBack, res.OldLaneAnswers, res.RollbackError)
+	}
+}
+
 func (c *cutoverFixture) run() (CutoverResult, error) {
 	c.env.ExecuteWorkflow(Cutover, c.in)
 	if !c.env.IsWorkflowCompleted() {
@@ -141,16 +158,7 @@ func TestCutoverHappyPath(t *testing.T) {
 func TestCutoverVerifyMismatchRollsBackBeforeServing(t *testing.T) {
 	c := newCutover(t)
 	c.verifyBad["new/rows@b"] = []string{"rows/layer7.packed"}
-	res, err := c.run()
-	if err == nil {
-		t.Fatal("cutover succeeded over a verify mismatch")
-	}
-	if res.FailedStep != "verify" || !strings.Contains(res.Error, "rows on b: 1 bad, 0 missing (first: rows/layer7.packed)") {
-		t.Errorf("FailedStep %q Error %q, want verify naming rows on b", res.FailedStep, res.Error)
-	}
-	if !reflect.DeepEqual(res.RolledBack, []string{"old"}) || !res.OldLaneAnswers || res.RollbackError != "" {
-		t.Errorf("RolledBack %v OldLaneAnswers %v RollbackError %q, want old back and answering", res.RolledBack, res.OldLaneAnswers, res.RollbackError)
-	}
+	c.runRollsBack("cutover succeeded over a verify mismatch", "verify", "rows on b: 1 bad, 0 missing (first: rows/layer7.packed)")
 	c.expectPhases(phases([][]string{
 		probePhase, {"ResolveLane old"}, on("StopLane old", "a", "b", "c"), stagePhase, verifyNew,
 		on("StopLane new", "a", "b"),
@@ -169,16 +177,7 @@ func TestCutoverVerifyMismatchRollsBackBeforeServing(t *testing.T) {
 func TestCutoverRankExitFailsAtProbeAndRollsBack(t *testing.T) {
 	c := newCutover(t)
 	c.readyErr["new"] = temporalRankExited()
-	res, err := c.run()
-	if err == nil {
-		t.Fatal("cutover succeeded with a dead rank")
-	}
-	if res.FailedStep != "probe" || !strings.Contains(res.Error, "rank 1 on b exited") {
-		t.Errorf("FailedStep %q Error %q, want probe with the rank's exit", res.FailedStep, res.Error)
-	}
-	if !reflect.DeepEqual(res.RolledBack, []string{"old"}) || !res.OldLaneAnswers {
-		t.Errorf("RolledBack %v OldLaneAnswers %v, want old back and answering", res.RolledBack, res.OldLaneAnswers)
-	}
+	c.runRollsBack("cutover succeeded with a dead rank", "probe", "rank 1 on b exited")
 	newServe := serveNew()[:4] // up to WaitReady new, which fails once (non-retryable)
 	c.expectPhases(phases([][]string{
 		probePhase, {"ResolveLane old"}, on("StopLane old", "a", "b", "c"), stagePhase, verifyNew,
@@ -330,16 +329,7 @@ func TestCutoverLeavesUnrelatedLanesAlone(t *testing.T) {
 func TestCutoverStageFailureRollsBack(t *testing.T) {
 	c := newCutover(t)
 	c.stageErr["new/weights@b"] = newAppErr("node b: /srv/hub: 3 GiB free, block weights needs 100 GiB", fault.NoSpace)
-	res, err := c.run()
-	if err == nil {
-		t.Fatal("cutover succeeded although staging failed")
-	}
-	if res.FailedStep != "stage" || !strings.Contains(res.Error, "node b: /srv/hub: 3 GiB free") {
-		t.Errorf("FailedStep %q Error %q, want stage naming node b's disk", res.FailedStep, res.Error)
-	}
-	if !reflect.DeepEqual(res.RolledBack, []string{"old"}) || !res.OldLaneAnswers {
-		t.Errorf("RolledBack %v OldLaneAnswers %v, want old back", res.RolledBack, res.OldLaneAnswers)
-	}
+	c.runRollsBack("cutover succeeded although staging failed", "stage", "node b: /srv/hub: 3 GiB free")
 	// b stops after weights; a stages both blocks; nothing is verified.
 	c.expectPhases(phases([][]string{
 		probePhase, {"ResolveLane old"}, on("StopLane old", "a", "b", "c"),

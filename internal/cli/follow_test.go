@@ -86,16 +86,7 @@ func TestSecondCtrlCEndsTheStarterAtOnce(t *testing.T) {
 	}
 	*now = now.Add(2 * time.Second) // read by follow only after the next signal
 	ints <- os.Interrupt
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(time.Minute):
-		t.Fatal("a second Ctrl-C did not end follow")
-	}
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != 130 {
-		t.Fatalf("second Ctrl-C: %v, want exit 130", err)
-	}
+	waitExit(t, done, 130, "a second Ctrl-C")
 	if len(fc.canceled) != 1 || fc.canceled[0] != "stage/x" {
 		t.Errorf("cancels %v, want stage/x once", fc.canceled)
 	}
@@ -175,16 +166,7 @@ func TestFollowNoticesTheControlServiceDied(t *testing.T) {
 		t.Fatal("the stand-in was not reaped")
 	}
 	ticks[serviceCheckEvery] <- time.Now()
-	var err2 error
-	select {
-	case err2 = <-done:
-	case <-time.After(time.Minute):
-		t.Fatal("follow did not notice the dead control service")
-	}
-	var ee *exitError
-	if !errors.As(err2, &ee) || ee.code != 1 {
-		t.Fatalf("dead service: %v, want exit 1", err2)
-	}
+	err2 := waitExit(t, done, 1, "the dead control service")
 	msg := err2.Error()
 	for _, want := range []string{fmt.Sprintf("the control service (pid %d) of state_dir %s stopped while this starter followed stage/x", owner.PID, state),
 		"it ended with signal: killed", control.LogPath(state) + " ends with:", "helper: serving runs",
@@ -232,4 +214,21 @@ func TestDemoCtrlCAtTheLastWait(t *testing.T) {
 			t.Errorf("demo's end lacks %q:\n%s", want, text)
 		}
 	}
+}
+
+// waitExit waits up to a minute for follow's error on done, which must be
+// an exit with code (after what, in failures), and returns it.
+func waitExit(t *testing.T, done <-chan error, code int, what string) error {
+	t.Helper()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("follow did not end after %s", what)
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != code {
+		t.Fatalf("after %s: %v, want exit %d", what, err, code)
+	}
+	return err
 }

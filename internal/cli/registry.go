@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -19,31 +20,23 @@ func (a *App) registryCmd() *cobra.Command {
 		Use:   "add NAME URL [--ref R]",
 		Short: "clone URL (any git URL or path) as registry NAME and check out --ref (a branch, tag or commit; default: the remote's default branch)",
 		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			r, err := registry.Add(cmd.Context(), cfg.StateDir, args[0], args[1], ref)
+		RunE: a.withConfig(func(ctx context.Context, req *request) error {
+			r, err := registry.Add(ctx, req.cfg.StateDir, req.args[0], req.args[1], ref)
 			if err != nil {
 				return err
 			}
 			return a.output(r, func() { fmt.Fprintf(a.Out, "registry %s: %s at %s (%s)\n", r.Name, r.URL, r.Commit, r.Path) })
-		},
+		}),
 	}
 	add.Flags().StringVar(&ref, "ref", "", "branch, tag or commit to follow (update moves a branch to its new head; a tag or commit stays)")
 	update := &cobra.Command{
 		Use:   "update [NAME]",
 		Short: "fetch registry NAME (every registry without NAME) and check out its ref again; prints the commit each is pinned to",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			names := args
+		RunE: a.withConfig(func(ctx context.Context, req *request) error {
+			names := req.args
 			if len(names) == 0 {
-				all, err := registry.List(cmd.Context(), cfg.StateDir)
+				all, err := registry.List(ctx, req.cfg.StateDir)
 				if err != nil {
 					return err
 				}
@@ -53,25 +46,21 @@ func (a *App) registryCmd() *cobra.Command {
 			}
 			var out []registry.Registry
 			for _, n := range names {
-				r, err := registry.Update(cmd.Context(), cfg.StateDir, n)
+				r, err := registry.Update(ctx, req.cfg.StateDir, n)
 				if err != nil {
 					return err
 				}
 				out = append(out, r)
 			}
 			return a.output(out, func() { registryTable(a, out) })
-		},
+		}),
 	}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "list registries: name, URL, ref, the commit checked out, path",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			out, err := registry.List(cmd.Context(), cfg.StateDir)
+		RunE: a.withConfig(func(ctx context.Context, req *request) error {
+			out, err := registry.List(ctx, req.cfg.StateDir)
 			if err != nil {
 				return err
 			}
@@ -79,22 +68,18 @@ func (a *App) registryCmd() *cobra.Command {
 				out = []registry.Registry{}
 			}
 			return a.output(out, func() { registryTable(a, out) })
-		},
+		}),
 	}
 	remove := &cobra.Command{
 		Use:   "remove NAME",
 		Short: "delete registry NAME's clone",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.config()
-			if err != nil {
+		RunE: a.withConfig(func(ctx context.Context, req *request) error {
+			if err := registry.Remove(req.cfg.StateDir, req.args[0]); err != nil {
 				return err
 			}
-			if err := registry.Remove(cfg.StateDir, args[0]); err != nil {
-				return err
-			}
-			return a.output(map[string]string{"removed": args[0]}, func() { fmt.Fprintf(a.Out, "registry %s removed\n", args[0]) })
-		},
+			return a.output(map[string]string{"removed": req.args[0]}, func() { fmt.Fprintf(a.Out, "registry %s removed\n", req.args[0]) })
+		}),
 	}
 	cmd.AddCommand(add, update, list, remove, a.registrySwitch(true), a.registrySwitch(false))
 	return cmd
@@ -112,24 +97,20 @@ func (a *App) registrySwitch(on bool) *cobra.Command {
 		Use:   verb + " NAME",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			changed, err := registry.Enable(cfg, args[0], on)
+		RunE: a.withConfig(func(_ context.Context, req *request) error {
+			changed, err := registry.Enable(req.cfg, req.args[0], on)
 			if err != nil {
 				return err
 			}
 			state := map[bool]string{true: "enabled", false: "disabled"}[on]
-			return a.output(map[string]any{"registry": args[0], "state": state, "changed": changed}, func() {
+			return a.output(map[string]any{"registry": req.args[0], "state": state, "changed": changed}, func() {
 				if changed {
-					fmt.Fprintf(a.Out, "registry %s %s\n", args[0], state)
+					fmt.Fprintf(a.Out, "registry %s %s\n", req.args[0], state)
 				} else {
-					fmt.Fprintf(a.Out, "registry %s was %s already\n", args[0], state)
+					fmt.Fprintf(a.Out, "registry %s was %s already\n", req.args[0], state)
 				}
 			})
-		},
+		}),
 	}
 }
 

@@ -402,21 +402,21 @@ func (a *App) noteBroken(set *config.RecipeSet) {
 	}
 	a.brokenNoted = true
 	var parts []string
-	switch n := len(set.Broken); n {
-	case 0:
-	case 1:
-		parts = append(parts, "1 recipe does not load")
-	default:
-		parts = append(parts, fmt.Sprintf("%d recipes do not load", n))
+	if n := len(set.Broken); n > 0 {
+		parts = append(parts, counted(n, "recipe does not load", "recipes do not load"))
 	}
-	switch n := len(set.Warnings); n {
-	case 0:
-	case 1:
-		parts = append(parts, "1 file in the recipe directories was skipped")
-	default:
-		parts = append(parts, fmt.Sprintf("%d files in the recipe directories were skipped", n))
+	if n := len(set.Warnings); n > 0 {
+		parts = append(parts, counted(n, "file in the recipe directories was skipped", "files in the recipe directories were skipped"))
 	}
 	fmt.Fprintf(a.Err, "warning: %s: `starter lanes` lists them\n", strings.Join(parts, ", "))
+}
+
+// counted is "1 ONE" or "N MANY".
+func counted(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func firstLine(s string) string {

@@ -1,7 +1,6 @@
 package config_test
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,31 +49,11 @@ func addSeeds(f *testing.F, globs ...string) {
 // everyErrorNamesFile fails unless each of err's lines-as-errors names path.
 func everyErrorNamesFile(t *testing.T, err error, path string) {
 	t.Helper()
-	for _, e := range lines(err) {
+	for _, e := range fault.Items(err) {
 		if !strings.Contains(e.Error(), path) {
 			t.Fatalf("error does not name %s: %v", path, e)
 		}
 	}
-}
-
-// lines splits joined errors (under their fault wrapper) into one error
-// per line item.
-func lines(err error) []error {
-	if err == nil {
-		return nil
-	}
-	var f *fault.Error
-	if errors.As(err, &f) && f == err {
-		return lines(f.Err)
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, lines(e)...)
-		}
-		return out
-	}
-	return []error{err}
 }
 
 func FuzzLoadConfig(f *testing.F) {

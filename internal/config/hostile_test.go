@@ -13,29 +13,13 @@ import (
 	"github.com/sparklane/sparklane/internal/testkit/conftest"
 )
 
-// The config-file helpers this package's tests share with internal/lane's.
-var (
-	errText           = conftest.ErrText
-	wantLines         = conftest.WantLines
-	writeFile         = conftest.WriteFile
-	repoRoot          = conftest.RepoRoot
-	fixturesDir       = conftest.SparkrunFixtures
-	shippedRecipesDir = conftest.ShippedRecipes
-)
-
-const (
-	hostileFleet = conftest.HostileFleet
-	laneHead     = conftest.LaneHead
-	goodConfig   = conftest.GoodConfig
-)
-
 func TestSizeAndKeyLimits(t *testing.T) {
 	dir := t.TempDir()
-	big := writeFile(t, dir, "sparklane.toml", "# "+strings.Repeat("x", strictdecode.MaxFileBytes)+"\n")
+	big := conftest.WriteFile(t, dir, "sparklane.toml", "# "+strings.Repeat("x", strictdecode.MaxFileBytes)+"\n")
 	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), big+": ") || !strings.Contains(err.Error(), "1 MiB") {
 		t.Fatalf("1 MiB config: %v", err)
 	}
-	bigRecipe := writeFile(t, dir, "big.yaml", "# "+strings.Repeat("x", strictdecode.MaxFileBytes)+"\n")
+	bigRecipe := conftest.WriteFile(t, dir, "big.yaml", "# "+strings.Repeat("x", strictdecode.MaxFileBytes)+"\n")
 	if _, err := LoadRecipe(bigRecipe); err == nil || !strings.Contains(err.Error(), bigRecipe+": ") || !strings.Contains(err.Error(), "1 MiB") {
 		t.Fatalf("1 MiB recipe: %v", err)
 	}
@@ -47,12 +31,12 @@ func TestSizeAndKeyLimits(t *testing.T) {
 	if keys.Len() > strictdecode.MaxFileBytes {
 		t.Fatal("test file too big to test the key limit alone")
 	}
-	manyCfg := writeFile(t, dir, "many.toml", "[temporal]\n"+keys.String())
+	manyCfg := conftest.WriteFile(t, dir, "many.toml", "[temporal]\n"+keys.String())
 	want := fmt.Sprintf("more than %d keys", strictdecode.MaxFileKeys)
 	if _, err := Load(manyCfg); err == nil || !strings.HasPrefix(err.Error(), manyCfg+": "+want) {
 		t.Fatalf("config with many keys: %v", err)
 	}
-	manyLane := writeFile(t, dir, "lane.toml", laneHead+"[env]\n"+keys.String())
+	manyLane := conftest.WriteFile(t, dir, "lane.toml", conftest.LaneHead+"[env]\n"+keys.String())
 	if _, err := LoadRecipe(manyLane); err == nil || !strings.HasPrefix(err.Error(), manyLane+": "+want) {
 		t.Fatalf("recipe with many keys: %v", err)
 	}
@@ -61,7 +45,7 @@ func TestSizeAndKeyLimits(t *testing.T) {
 	for i := 0; i <= strictdecode.MaxFileKeys; i++ {
 		fmt.Fprintf(&yk, "  K%d: v\n", i)
 	}
-	manyYAML := writeFile(t, dir, "lane.yaml", yk.String())
+	manyYAML := conftest.WriteFile(t, dir, "lane.yaml", yk.String())
 	if _, err := LoadRecipe(manyYAML); err == nil || !strings.HasPrefix(err.Error(), manyYAML+": "+want) {
 		t.Fatalf("sparkrun recipe with many keys: %v", err)
 	}
@@ -69,10 +53,10 @@ func TestSizeAndKeyLimits(t *testing.T) {
 
 func TestRecipesDirSkipsWhatIsNotARecipe(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "ok.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\n")
-	fleet := writeFile(t, dir, "fleet.toml", hostileFleet)
-	writeFile(t, dir, "other-fleet.toml", hostileFleet)
-	writeFile(t, dir, "docker-compose.yml", "services:\n  temporal:\n    image: temporalio/server\n")
+	conftest.WriteFile(t, dir, "ok.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\n")
+	fleet := conftest.WriteFile(t, dir, "fleet.toml", conftest.HostileFleet)
+	conftest.WriteFile(t, dir, "other-fleet.toml", conftest.HostileFleet)
+	conftest.WriteFile(t, dir, "docker-compose.yml", "services:\n  temporal:\n    image: temporalio/server\n")
 	fifo := filepath.Join(dir, "x.toml")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
@@ -94,7 +78,7 @@ func TestRecipesDirSkipsWhatIsNotARecipe(t *testing.T) {
 		t.Fatalf("loaded %v", rs)
 	}
 	got := strings.Join(warnings, "\n")
-	wantLines(t, got,
+	conftest.WantLines(t, got,
 		fifo+": not a regular file (named pipe): skipped",
 		sock+": not a regular file (socket): skipped",
 		filepath.Join(dir, "link.toml")+": not a regular file (named pipe): skipped",

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/sparklane/sparklane/internal/testkit/conftest"
 	"strings"
 	"testing"
 	"time"
@@ -10,27 +11,19 @@ import (
 // are errors naming the key.
 func TestKeepKeysLoadAndValidate(t *testing.T) {
 	dir := t.TempDir()
-	p := writeFile(t, dir, "sparklane.toml", "keep = { interval = \"10s\", restarts = 5, window = \"2h\" }\n"+goodConfig)
-	cfg, err := Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := loadGood(t, dir, "sparklane.toml", "keep = { interval = \"10s\", restarts = 5, window = \"2h\" }\n")
 	if cfg.Keep.Interval != 10*time.Second || cfg.Keep.Restarts != 5 || cfg.Keep.Window != 2*time.Hour || cfg.Keep.Off {
 		t.Errorf("keep %+v", cfg.Keep)
 	}
-	p = writeFile(t, dir, "bad.toml", "keep = { interval = \"10ms\", restarts = -1 }\n"+goodConfig)
-	bad, err := Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bad := loadGood(t, dir, "bad.toml", "keep = { interval = \"10ms\", restarts = -1 }\n")
 	if err := validate(bad, nil); err == nil || !strings.Contains(err.Error(), "keep.interval") || !strings.Contains(err.Error(), "keep.restarts") {
 		t.Errorf("bad [keep]: %v, want errors naming keep.interval and keep.restarts", err)
 	}
-	p = writeFile(t, dir, "typo.toml", "keep = { intervall = \"10s\" }\n"+goodConfig)
+	p := conftest.WriteFile(t, dir, "typo.toml", "keep = { intervall = \"10s\" }\n"+conftest.GoodConfig)
 	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "intervall") {
 		t.Errorf("keep.intervall: %v, want an unknown-key error naming it", err)
 	}
-	p = writeFile(t, dir, "lane.toml", "name = \"lane\"\ncluster = \"pair\"\nruntime = \"sim\"\nimage = \"sim\"\nmodel = \"org/m\"\ncommand = \"engine-sim\"\n\n[keep]\ninterval = \"1m\"\noff = true\n")
+	p = conftest.WriteFile(t, dir, "lane.toml", "name = \"lane\"\ncluster = \"pair\"\nruntime = \"sim\"\nimage = \"sim\"\nmodel = \"org/m\"\ncommand = \"engine-sim\"\n\n[keep]\ninterval = \"1m\"\noff = true\n")
 	r, err := LoadRecipe(p)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/testkit/conftest"
 )
 
 // validate is what config checks of the files on their own: the fleet
@@ -29,7 +30,7 @@ func validate(cfg *Config, recipes []*Recipe) error {
 
 func TestLoadDefaultsAndPaths(t *testing.T) {
 	dir := t.TempDir()
-	p := writeFile(t, dir, "sparklane.toml", goodConfig)
+	p := conftest.WriteFile(t, dir, "sparklane.toml", conftest.GoodConfig)
 	cfg, err := Load(p)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func TestLoadDefaultsAndPaths(t *testing.T) {
 
 func TestLoadSearchOrder(t *testing.T) {
 	dir := t.TempDir()
-	p := writeFile(t, dir, "fleet.toml", goodConfig)
+	p := conftest.WriteFile(t, dir, "fleet.toml", conftest.GoodConfig)
 	t.Setenv("SPARKLANE_CONFIG", p)
 	cfg, err := Load("")
 	if err != nil || cfg.File != p {
@@ -64,7 +65,7 @@ func TestLoadSearchOrder(t *testing.T) {
 	if _, err := Load(""); err == nil || !strings.Contains(err.Error(), "sparklane.toml") {
 		t.Fatalf("missing config error should name ./sparklane.toml: %v", err)
 	}
-	writeFile(t, dir, "sparklane.toml", goodConfig)
+	conftest.WriteFile(t, dir, "sparklane.toml", conftest.GoodConfig)
 	cfg, err = Load("")
 	if err != nil || cfg.File != "sparklane.toml" {
 		t.Fatalf("./sparklane.toml not used: %v %v", cfg, err)
@@ -73,7 +74,7 @@ func TestLoadSearchOrder(t *testing.T) {
 	if cfg.StateDir != filepath.Join(dir, "state") {
 		t.Fatalf("state_dir %s", cfg.StateDir)
 	}
-	writeFile(t, dir, "sparklane.toml", "[[nodes]]\nname = \"x\"\n")
+	conftest.WriteFile(t, dir, "sparklane.toml", "[[nodes]]\nname = \"x\"\n")
 	cfg, err = Load("")
 	if err != nil || cfg.StateDir != filepath.Join(home, ".local/state/sparklane") {
 		t.Fatalf("default state_dir not expanded: %v %v", cfg, err)
@@ -84,7 +85,7 @@ func TestLoadSearchOrder(t *testing.T) {
 // parsed into the cluster table and silently ignored.
 func TestLoadRootKeyAfterClustersHeader(t *testing.T) {
 	dir := t.TempDir()
-	p := writeFile(t, dir, "sparklane.toml", `
+	p := conftest.WriteFile(t, dir, "sparklane.toml", `
 [[nodes]]
 name = "dgx1"
 roots = ["/nvme"]
@@ -113,7 +114,7 @@ hf_cache_dir = "/mnt/nas/huggingface/hub"
 
 func TestLoadWrongTypesAndTypos(t *testing.T) {
 	dir := t.TempDir()
-	p := writeFile(t, dir, "sparklane.toml", `
+	p := conftest.WriteFile(t, dir, "sparklane.toml", `
 probe_grace = 5
 [temporal]
 ui_port = "x"
@@ -149,7 +150,7 @@ roots = "/nvme"
 
 func TestLoadSyntaxErrorHasPosition(t *testing.T) {
 	dir := t.TempDir()
-	p := writeFile(t, dir, "sparklane.toml", "state_dir = \"x\"\nnodes = [\n")
+	p := conftest.WriteFile(t, dir, "sparklane.toml", "state_dir = \"x\"\nnodes = [\n")
 	_, err := Load(p)
 	if err == nil || !strings.HasPrefix(err.Error(), p+":2:") && !strings.HasPrefix(err.Error(), p+":3:") {
 		t.Fatalf("syntax error should carry file:line: %v", err)
@@ -158,7 +159,7 @@ func TestLoadSyntaxErrorHasPosition(t *testing.T) {
 
 func TestRecipeMinFreeWrongType(t *testing.T) {
 	dir := t.TempDir()
-	p := writeFile(t, dir, "lane.toml", `
+	p := conftest.WriteFile(t, dir, "lane.toml", `
 runtime = "sim"
 image = "x"
 command = "run"
@@ -182,7 +183,7 @@ veriffy = "sha256"
 			t.Errorf("missing %q in:\n%s", w, err)
 		}
 	}
-	p2 := writeFile(t, dir, "lane2.toml", "runtime = \"sim\"\n[[staging]]\nkind = \"hub-mirror\"\nmin_free = \"1.5T\"\n")
+	p2 := conftest.WriteFile(t, dir, "lane2.toml", "runtime = \"sim\"\n[[staging]]\nkind = \"hub-mirror\"\nmin_free = \"1.5T\"\n")
 	r, err := LoadRecipe(p2)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +194,7 @@ veriffy = "sha256"
 }
 
 func TestEveryFixtureLoads(t *testing.T) {
-	dir := fixturesDir(t)
+	dir := conftest.SparkrunFixtures(t)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -235,16 +236,16 @@ func TestEveryFixtureLoads(t *testing.T) {
 
 func TestSparkrunUnknownKey(t *testing.T) {
 	dir := t.TempDir()
-	src, err := os.ReadFile(filepath.Join(fixturesDir(t), "minimax-m2.7-awq4-vllm.yaml"))
+	src, err := os.ReadFile(filepath.Join(conftest.SparkrunFixtures(t), "minimax-m2.7-awq4-vllm.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := writeFile(t, dir, "typo.yaml", strings.Replace(string(src), "min_nodes: 2", "min_node: 2", 1))
+	p := conftest.WriteFile(t, dir, "typo.yaml", strings.Replace(string(src), "min_nodes: 2", "min_node: 2", 1))
 	_, err = LoadRecipe(p)
 	if err == nil || !strings.Contains(err.Error(), p+": unknown key min_node — did you mean min_nodes?") {
 		t.Fatalf("sparkrun typo: %v", err)
 	}
-	p = writeFile(t, dir, "v1.yaml", strings.Replace(string(src), `recipe_version: "2"`, `recipe_version: "1"`, 1))
+	p = conftest.WriteFile(t, dir, "v1.yaml", strings.Replace(string(src), `recipe_version: "2"`, `recipe_version: "1"`, 1))
 	if _, err := LoadRecipe(p); err == nil || !strings.Contains(err.Error(), p+": recipe_version") {
 		t.Fatalf("recipe_version 1: %v", err)
 	}
@@ -252,11 +253,11 @@ func TestSparkrunUnknownKey(t *testing.T) {
 
 func TestLoadRecipesSkipsFleetConfigAndReportsAll(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "sparklane.example.toml", goodConfig)
-	writeFile(t, dir, "ok.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\n")
-	writeFile(t, dir, "bad1.toml", "runtime = \"sim\"\nimgae = \"i\"\n")
-	writeFile(t, dir, "bad2.yaml", "model: m\nfoo: 1\n")
-	writeFile(t, dir, "notes.txt", "ignored")
+	conftest.WriteFile(t, dir, "sparklane.example.toml", conftest.GoodConfig)
+	conftest.WriteFile(t, dir, "ok.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\n")
+	conftest.WriteFile(t, dir, "bad1.toml", "runtime = \"sim\"\nimgae = \"i\"\n")
+	conftest.WriteFile(t, dir, "bad2.yaml", "model: m\nfoo: 1\n")
+	conftest.WriteFile(t, dir, "notes.txt", "ignored")
 	rs, err := LoadRecipes(dir)
 	if len(rs) != 1 || rs[0].Name != "ok" {
 		t.Fatalf("loaded %v", rs)

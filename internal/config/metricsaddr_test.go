@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/sparklane/sparklane/internal/testkit/conftest"
 	"strings"
 	"testing"
 )
@@ -17,7 +18,7 @@ func TestMetricsAddressIsLoopbackOnly(t *testing.T) {
 		if addr != "" {
 			body = "metrics_address = \"" + addr + "\"\n" + base
 		}
-		path := writeFile(t, dir, "sparklane.toml", body)
+		path := conftest.WriteFile(t, dir, "sparklane.toml", body)
 		cfg, err := Load(path)
 		if err != nil {
 			t.Fatalf("%q: %v", addr, err)

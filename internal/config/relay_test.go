@@ -1,29 +1,22 @@
 package config
 
 import (
+	"github.com/sparklane/sparklane/internal/testkit/conftest"
 	"strings"
 	"testing"
 )
 
 func TestRelayKeysLoadAndValidate(t *testing.T) {
 	dir := t.TempDir()
-	p := writeFile(t, dir, "sparklane.toml", "relay = false\nrelay_port = 7400\n"+goodConfig)
-	cfg, err := Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := loadGood(t, dir, "sparklane.toml", "relay = false\nrelay_port = 7400\n")
 	if cfg.Relay == nil || *cfg.Relay || cfg.RelayPort != 7400 {
 		t.Errorf("relay %v, relay_port %d", cfg.Relay, cfg.RelayPort)
 	}
-	p = writeFile(t, dir, "bad.toml", "relay_port = 70000\n"+goodConfig)
-	bad, err := Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bad := loadGood(t, dir, "bad.toml", "relay_port = 70000\n")
 	if err := validate(bad, nil); err == nil || !strings.Contains(err.Error(), "relay_port") {
 		t.Errorf("relay_port = 70000: %v, want an error naming relay_port", err)
 	}
-	p = writeFile(t, dir, "lane.toml", "name = \"lane\"\ncluster = \"pair\"\nruntime = \"sim\"\nimage = \"sim\"\nmodel = \"org/m\"\ncommand = \"engine-sim\"\nrelay = false\n")
+	p := conftest.WriteFile(t, dir, "lane.toml", "name = \"lane\"\ncluster = \"pair\"\nruntime = \"sim\"\nimage = \"sim\"\nmodel = \"org/m\"\ncommand = \"engine-sim\"\nrelay = false\n")
 	r, err := LoadRecipe(p)
 	if err != nil {
 		t.Fatal(err)
@@ -35,15 +28,23 @@ func TestRelayKeysLoadAndValidate(t *testing.T) {
 
 func TestImagePort(t *testing.T) {
 	dir := t.TempDir()
-	cfg, err := Load(writeFile(t, dir, "sparklane.toml", goodConfig))
+	cfg, err := Load(conftest.WriteFile(t, dir, "sparklane.toml", conftest.GoodConfig))
 	if err != nil || cfg.ImagePort != DefaultImagePort {
 		t.Fatalf("image_port default: %d, %v", cfg.ImagePort, err)
 	}
-	bad, err := Load(writeFile(t, dir, "bad.toml", "image_port = 70000\n"+goodConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
+	bad := loadGood(t, dir, "bad.toml", "image_port = 70000\n")
 	if err := validate(bad, nil); err == nil || !strings.Contains(err.Error(), "image_port") {
 		t.Fatalf("image_port = 70000: %v: want an error naming image_port", err)
 	}
+}
+
+// loadGood loads head followed by conftest.GoodConfig, written to
+// dir/name, failing t when it does not load.
+func loadGood(t *testing.T, dir, name, head string) *Config {
+	t.Helper()
+	cfg, err := Load(conftest.WriteFile(t, dir, name, head+conftest.GoodConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

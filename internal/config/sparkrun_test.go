@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/testkit/conftest"
 )
 
 // Keys whose value is wrong are errors naming the file and key.
@@ -23,13 +24,13 @@ func TestSparkrunKeyErrors(t *testing.T) {
 		"pre-exec":  {base + "pre_exec:\n  - copy: /a\n", "pre_exec[0]: a table entry is {copy: SRC, dest: DST}"},
 		"no-runner": {"model: m\ncontainer: i\ncommand: python serve.py\n", "runtime: empty and the command starts with neither"},
 	} {
-		p := writeFile(t, dir, name+".yaml", c.body)
+		p := conftest.WriteFile(t, dir, name+".yaml", c.body)
 		if _, err := LoadRecipe(p); err == nil || !strings.Contains(err.Error(), p+": "+c.want) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)
 		}
 	}
 	// A runtime read from the command, as sparkrun does.
-	p := writeFile(t, dir, "sg.yaml", "model: m\ncontainer: i\ncommand: python3 -m sglang.launch_server --model-path m\n")
+	p := conftest.WriteFile(t, dir, "sg.yaml", "model: m\ncontainer: i\ncommand: python3 -m sglang.launch_server --model-path m\n")
 	if r, err := LoadRecipe(p); err != nil || r.Runtime != "sglang" {
 		t.Errorf("runtime from command: %v %v", r, err)
 	}
@@ -44,7 +45,7 @@ func TestSparkrunMods(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		writeFile(t, dir, "run.sh", "#!/bin/sh\n")
+		conftest.WriteFile(t, dir, "run.sh", "#!/bin/sh\n")
 	}
 	recipes := filepath.Join(root, "official-recipes", "fam")
 	mk(filepath.Join(recipes, "mods", "near"))
@@ -53,7 +54,7 @@ func TestSparkrunMods(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := "model: m\nruntime: vllm\ncontainer: i\ncommand: vllm serve m\n"
-	p := writeFile(t, recipes, "ok.yaml", base+"pre_exec: [echo first]\nmods:\n  - mods/near\n  - far\n")
+	p := conftest.WriteFile(t, recipes, "ok.yaml", base+"pre_exec: [echo first]\nmods:\n  - mods/near\n  - far\n")
 	r, err := LoadRecipe(p)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ func TestSparkrunMods(t *testing.T) {
 		"norun":   {"[norun]", `mods[0]: mod "norun" not found`},
 		"escape":  {"[../x]", `mods[0]: "../x" is not a mod name`},
 	} {
-		p := writeFile(t, recipes, name+".yaml", base+"mods: "+c.mods+"\n")
+		p := conftest.WriteFile(t, recipes, name+".yaml", base+"mods: "+c.mods+"\n")
 		if _, err := LoadRecipe(p); err == nil || !strings.Contains(err.Error(), p+": "+c.want) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)
 		}
@@ -87,8 +88,8 @@ func TestRecipeSetBrokenDoesNotStopOthers(t *testing.T) {
 	if err := os.MkdirAll(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, sub, "good.yaml", "model: m\nruntime: vllm\ncontainer: i\ncommand: vllm serve m\n")
-	bad := writeFile(t, dir, "bad.yaml", "model: m\nruntime: vllm\ncontainer: i\ncommand: vllm serve m\nmods: [nowhere]\n")
+	conftest.WriteFile(t, sub, "good.yaml", "model: m\nruntime: vllm\ncontainer: i\ncommand: vllm serve m\n")
+	bad := conftest.WriteFile(t, dir, "bad.yaml", "model: m\nruntime: vllm\ncontainer: i\ncommand: vllm serve m\nmods: [nowhere]\n")
 	cfg := &Config{RecipesDirs: []string{dir}}
 	set, err := LoadRecipeSet(cfg)
 	if err != nil {
@@ -123,12 +124,12 @@ func TestProbeModelType(t *testing.T) {
 	}
 	dir := t.TempDir()
 	base := "runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\n"
-	p := writeFile(t, dir, "ok.toml", base+"[probe]\nmodel_type = \"embedding\"\nlog_signatures = [\"adapter on\"]\napi_key_env = \"ENGINE_KEY\"\n")
+	p := conftest.WriteFile(t, dir, "ok.toml", base+"[probe]\nmodel_type = \"embedding\"\nlog_signatures = [\"adapter on\"]\napi_key_env = \"ENGINE_KEY\"\n")
 	r, err := LoadRecipe(p)
 	if err != nil || (contract.Probe{ModelType: r.Probe.ModelType}).ProbeEndpoint() != "/v1/embeddings" || fmt.Sprint(r.Probe.LogSignatures) != "[adapter on]" || r.Probe.APIKeyEnv != "ENGINE_KEY" {
 		t.Fatalf("probe keys: %+v %v", r, err)
 	}
-	p = writeFile(t, dir, "bad.toml", base+"[probe]\nmodel_type = \"vision\"\nlog_signatures = [\" \"]\napi_key_env = \"sk-123 secret\"\n")
+	p = conftest.WriteFile(t, dir, "bad.toml", base+"[probe]\nmodel_type = \"vision\"\nlog_signatures = [\" \"]\napi_key_env = \"sk-123 secret\"\n")
 	r, err = LoadRecipe(p)
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +147,7 @@ func TestProbeModelType(t *testing.T) {
 // a node's hca/ifname/infiniband.
 func TestLoadFleetRecipeAndRoCEKeys(t *testing.T) {
 	dir := t.TempDir()
-	body := strings.Replace(goodConfig, `shared_roots = ["/nas"]`, `shared_roots = ["/nas"]
+	body := strings.Replace(conftest.GoodConfig, `shared_roots = ["/nas"]`, `shared_roots = ["/nas"]
 recipes_dirs = ["reg"]
 default_cluster = "pair"
 
@@ -154,7 +155,7 @@ default_cluster = "pair"
 arena = "reg"
 `, 1)
 	body = strings.Replace(body, `ssh = "op@10.0.0.1:22"`, "ssh = \"op@10.0.0.1:22\"\nhca = \"rocep1s0f1\"\nifname = \"enp1s0f1np1\"\ninfiniband = true", 1)
-	p := writeFile(t, dir, "sparklane.toml", body)
+	p := conftest.WriteFile(t, dir, "sparklane.toml", body)
 	cfg, err := Load(p)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/sparklane/sparklane/internal/testkit/conftest"
 	"os"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ func TestResolve(t *testing.T) {
 }
 
 func TestFormatLanes(t *testing.T) {
-	rs, err := LoadRecipes(shippedRecipesDir(t))
+	rs, err := LoadRecipes(conftest.ShippedRecipes(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestNodeAndClusterNamesMissingOrTwice(t *testing.T) {
 		Nodes:    []Node{{Roots: []string{"/nvme"}}, {Name: "a", Roots: []string{"/nvme"}}, {Name: "a", Roots: []string{"/nvme"}}},
 		Clusters: []Cluster{{Nodes: []string{"a"}}, {Name: "c", Nodes: []string{"a"}}, {Name: "c", Nodes: []string{"a"}}},
 	}
-	wantLines(t, errText(ConfigErrors(cfg)),
+	conftest.WantLines(t, conftest.ErrText(ConfigErrors(cfg)),
 		"f.toml: nodes[0].name: missing: every node needs a name\n",
 		"f.toml: nodes[2].name: node a is defined twice (also nodes[1]): rename or remove one\n",
 		"f.toml: clusters[0].name: missing: every cluster needs a name\n",

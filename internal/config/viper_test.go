@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/testkit/conftest"
 	"github.com/spf13/pflag"
 )
 
@@ -32,9 +33,9 @@ func loadWithFlags(t *testing.T, args ...string) (*Config, error) {
 // Level 1: the --config flag beats $SPARKLANE_CONFIG and ./sparklane.toml.
 func TestPrecedenceFlagPath(t *testing.T) {
 	dir := t.TempDir()
-	flagFile := writeFile(t, dir, "flag.toml", "state_dir = \"from-flag\"\n")
-	envFile := writeFile(t, dir, "env.toml", "state_dir = \"from-env\"\n")
-	writeFile(t, dir, "sparklane.toml", "state_dir = \"from-cwd\"\n")
+	flagFile := conftest.WriteFile(t, dir, "flag.toml", "state_dir = \"from-flag\"\n")
+	envFile := conftest.WriteFile(t, dir, "env.toml", "state_dir = \"from-env\"\n")
+	conftest.WriteFile(t, dir, "sparklane.toml", "state_dir = \"from-cwd\"\n")
 	t.Chdir(dir)
 	t.Setenv("SPARKLANE_CONFIG", envFile)
 
@@ -65,7 +66,7 @@ func TestPrecedenceFlagPath(t *testing.T) {
 // Level 2: SPARKLANE_* variables beat the file, nested keys included.
 func TestPrecedenceEnvOverridesFile(t *testing.T) {
 	dir := t.TempDir()
-	p := writeFile(t, dir, "sparklane.toml", strings.Replace(goodConfig, "ui_port = 9233", "ui_port = 9233\naddress = \"file-host:7233\"", 1))
+	p := conftest.WriteFile(t, dir, "sparklane.toml", strings.Replace(conftest.GoodConfig, "ui_port = 9233", "ui_port = 9233\naddress = \"file-host:7233\"", 1))
 	t.Setenv("SPARKLANE_TEMPORAL_ADDRESS", "env-host:7233")
 	t.Setenv("SPARKLANE_TEMPORAL_UI_PORT", "9999")
 	t.Setenv("SPARKLANE_SHARED_ROOTS", "/nas, /scratch")
@@ -96,7 +97,7 @@ func TestPrecedenceEnvOverridesFile(t *testing.T) {
 // defaulted.
 func TestPrecedenceFileOverDefault(t *testing.T) {
 	dir := t.TempDir()
-	p := writeFile(t, dir, "sparklane.toml", `
+	p := conftest.WriteFile(t, dir, "sparklane.toml", `
 probe_grace = "1m"
 [temporal]
 namespace = "prod"
@@ -112,7 +113,7 @@ namespace = "prod"
 		cfg.RecipesDir != filepath.Join(dir, DefaultRecipesDir) || cfg.Temporal.Address != "" {
 		t.Fatalf("defaults: %+v", cfg)
 	}
-	empty := writeFile(t, dir, "empty.toml", "")
+	empty := conftest.WriteFile(t, dir, "empty.toml", "")
 	cfg, err = Load(empty)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +127,7 @@ namespace = "prod"
 // case: a key in another case must be an error, not silently accepted.
 func TestKeyCaseTrap(t *testing.T) {
 	dir := t.TempDir()
-	p := writeFile(t, dir, "sparklane.toml", `
+	p := conftest.WriteFile(t, dir, "sparklane.toml", `
 State_Dir = "/x"
 [temporal]
 Address = "h:7233"
@@ -157,12 +158,12 @@ HF_cache_dir = "/nas/hub"
 		t.Errorf("want 4 errors, got %d:\n%s", n, got)
 	}
 
-	r := writeFile(t, dir, "lane.toml", "Runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\n[[staging]]\nKind = \"hub-mirror\"\n")
+	r := conftest.WriteFile(t, dir, "lane.toml", "Runtime = \"sim\"\nimage = \"i\"\ncommand = \"x\"\n[[staging]]\nKind = \"hub-mirror\"\n")
 	_, err = LoadRecipe(r)
 	if err == nil || !strings.Contains(err.Error(), r+": key Runtime: write it runtime") || !strings.Contains(err.Error(), r+": key staging[0].Kind: write it staging[0].kind") {
 		t.Fatalf("recipe case trap: %v", err)
 	}
-	y := writeFile(t, dir, "lane.yaml", "recipe_version: \"2\"\nModel: m\nruntime: vllm\ncontainer: c\ncommand: x\n")
+	y := conftest.WriteFile(t, dir, "lane.yaml", "recipe_version: \"2\"\nModel: m\nruntime: vllm\ncontainer: c\ncommand: x\n")
 	_, err = LoadRecipe(y)
 	if err == nil || !strings.Contains(err.Error(), y+": key Model: write it model") {
 		t.Fatalf("sparkrun case trap: %v", err)

@@ -114,6 +114,26 @@ func LockPath(stateDir string) string { return filepath.Join(stateDir, LockFile)
 // LogPath is state_dir/control.log.
 func LogPath(stateDir string) string { return filepath.Join(stateDir, LogFile) }
 
+// TryLock opens path (creating it) and takes an exclusive flock on it
+// without waiting: the lock lives as long as the returned file stays open.
+// When another process holds it, held (when set) reads what the holder
+// published in the file before it is closed, and the error wraps
+// syscall.EWOULDBLOCK. Errors name the path ("open PATH: …", "lock PATH: …").
+func TryLock(path string, held func(*os.File)) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if held != nil {
+			held(f)
+		}
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return f, nil
+}
+
 // Acquire takes stateDir's control lock for this process and publishes o.
 // When another process holds it, the error is a *HeldError naming it.
 func Acquire(stateDir string, o Owner) (*Lock, error) {
@@ -121,17 +141,13 @@ func Acquire(stateDir string, o Owner) (*Lock, error) {
 		return nil, fmt.Errorf("create state_dir %s: %w", stateDir, err)
 	}
 	path := LockPath(stateDir)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+	var held Owner
+	f, err := TryLock(path, func(f *os.File) { held = readOwner(f) })
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, &HeldError{Path: path, Owner: held}
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		held := readOwner(f)
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, &HeldError{Path: path, Owner: held}
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+	if err != nil {
+		return nil, err
 	}
 	if o.PID == 0 {
 		o.PID = os.Getpid()
@@ -440,16 +456,25 @@ func tailFrom(path string, offset int64, n int) string {
 // host: it restarts on failure, and its runs survive restarts because they
 // live in the SQLite file under state_dir.
 func Unit(worker, config string) string {
-	return fmt.Sprintf(`# Written by 'starter control install': sparklane's control service
+	return SystemdUnit(`# Written by 'starter control install': sparklane's control service
 # (embedded Temporal server + web UI, control worker, this host's node workers,
-# reverse SSH tunnels to remote nodes).
+# reverse SSH tunnels to remote nodes).`, "sparklane control service", fmt.Sprintf("ExecStart=%s dev --config %s", worker, config))
+}
+
+// SystemdUnit is the systemd unit every sparklane service is installed
+// with (the control service here, node services by internal/fleet):
+// header's comment lines, then service's [Service] lines followed by the
+// shared policy: restarted 2 s after a failure, stopped with SIGTERM (so
+// a running activity heartbeats its last chunk) within 60 s.
+func SystemdUnit(header, description string, service ...string) string {
+	return header + `
 [Unit]
-Description=sparklane control service
+Description=` + description + `
 After=network-online.target docker.service
 Wants=network-online.target
 
 [Service]
-ExecStart=%s dev --config %s
+` + strings.Join(service, "\n") + `
 Restart=on-failure
 RestartSec=2
 KillSignal=SIGTERM
@@ -457,5 +482,5 @@ TimeoutStopSec=60
 
 [Install]
 WantedBy=multi-user.target
-`, worker, config)
+`
 }

@@ -602,20 +602,16 @@ func (s *Server) startUI(ctx context.Context, opt Options, port int) error {
 // history shard and fight over it).
 func acquireLock(stateDir string) (*os.File, error) {
 	path := filepath.Join(stateDir, lockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	var addr string
+	f, err := control.TryLock(path, func(f *os.File) { addr = readAddr(f) })
 	if err != nil {
-		return nil, fmt.Errorf("devserver: open lock %s: %w", path, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		addr := readAddr(f)
-		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			if addr == "" {
 				return nil, fmt.Errorf("devserver: state dir %s is in use by another embedded Temporal server that is still starting (no frontend published yet): wait for it, or stop it ('starter control stop')", stateDir)
 			}
 			return nil, fmt.Errorf("devserver: state dir %s is in use by another embedded Temporal server (frontend %s): stop it ('starter control stop'), or set temporal.address = %q to use it", stateDir, addr, addr)
 		}
-		return nil, fmt.Errorf("devserver: lock %s: %w", path, err)
+		return nil, fmt.Errorf("devserver: %w", err)
 	}
 	return f, nil
 }

@@ -61,3 +61,24 @@ const (
 	// running it again would do the same, so the serve step fails.
 	HookFailed = "HookFailed"
 )
+
+// Items splits err into one error per line item: a fault wrapper around
+// joined errors (errors.Join) is opened, and each joined error split in
+// turn. Nil is none; any other error is one item.
+func Items(err error) []error {
+	if err == nil {
+		return nil
+	}
+	var f *Error
+	if errors.As(err, &f) && f == err {
+		return Items(f.Err)
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, Items(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}

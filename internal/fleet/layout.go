@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/sparklane/sparklane/internal/control"
 )
 
 // Layout is where a node service's files go on the node. The defaults are
@@ -88,24 +90,10 @@ func (l Layout) workerArgs(nodeName string) string {
 // unitFile is the systemd unit of node nodeName: restarted on failure after
 // 2 s, stopped with SIGTERM so a running activity heartbeats its last chunk.
 func (l Layout) unitFile(nodeName string) string {
-	return fmt.Sprintf(`# Written by 'starter fleet install': the sparklane node service of %s
-# (queue node.%s). 'starter fleet uninstall' removes it.
-[Unit]
-Description=sparklane node service (%s)
-After=network-online.target docker.service
-Wants=network-online.target
-
-[Service]
-EnvironmentFile=-%s
-ExecStart=%s
-Restart=on-failure
-RestartSec=2
-KillSignal=SIGTERM
-TimeoutStopSec=60
-
-[Install]
-WantedBy=multi-user.target
-`, nodeName, nodeName, nodeName, l.EnvFile(), l.workerArgs(nodeName))
+	return control.SystemdUnit(fmt.Sprintf(`# Written by 'starter fleet install': the sparklane node service of %s
+# (queue node.%s). 'starter fleet uninstall' removes it.`, nodeName, nodeName),
+		fmt.Sprintf("sparklane node service (%s)", nodeName),
+		"EnvironmentFile=-"+l.EnvFile(), "ExecStart="+l.workerArgs(nodeName))
 }
 
 // NodeUnitTemplate is the node service at the default layout as the

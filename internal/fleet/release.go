@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -203,13 +205,8 @@ func (rs *Releases) find(src, goarch string) (*Release, []string, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("release directory %s: %w: it holds neither an unpacked release (%s) nor the tarballs with their %s", src, err, ReleaseManifest, ReleaseSums)
 	}
-	var names []string
-	for name := range sums {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	var archs []string
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(sums)) {
 		m := releaseTarball.FindStringSubmatch(name)
 		if m == nil {
 			continue

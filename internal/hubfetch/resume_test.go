@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/testkit/hubtest"
 )
 
 const bigFile = "model-00001-of-00002.safetensors"
@@ -184,13 +185,9 @@ func TestResumeAfterCancel(t *testing.T) {
 // (as huggingface_hub leaves one: a prefix, no parts file) continues with
 // Range: bytes=N- where N is what is on disk.
 func TestWholeFileResumesWithRange(t *testing.T) {
-	want := fixture()
-	s, sha := serve(t, want)
-	cache := t.TempDir()
+	want, s, sha, cache, blobs := resumeFixture(t)
 	tok := want["tokenizer.json"]
 	etag := s.ETag(testRepo, "tokenizer.json")
-	blobs := filepath.Join(cache, "models--acme--tiny-llm", "blobs")
-	os.MkdirAll(blobs, 0o755)
 	have := len(tok) / 3
 	if err := os.WriteFile(filepath.Join(blobs, etag+".incomplete"), tok[:have], 0o644); err != nil {
 		t.Fatal(err)
@@ -218,11 +215,7 @@ func TestWholeFileResumesWithRange(t *testing.T) {
 // wrong (what a machine crash can leave) fails its hash; the blob is then
 // fetched once more from scratch, and the fetch succeeds.
 func TestBadResumedPrefixIsRefetched(t *testing.T) {
-	want := fixture()
-	s, sha := serve(t, want)
-	cache := t.TempDir()
-	blobs := filepath.Join(cache, "models--acme--tiny-llm", "blobs")
-	os.MkdirAll(blobs, 0o755)
+	want, s, sha, cache, blobs := resumeFixture(t)
 	for _, p := range []string{"tokenizer.json", bigFile} {
 		garbage := randBytes(99, len(want[p])/2)
 		if err := os.WriteFile(filepath.Join(blobs, s.ETag(testRepo, p)+".incomplete"), garbage, 0o644); err != nil {
@@ -245,11 +238,7 @@ func TestBadResumedPrefixIsRefetched(t *testing.T) {
 // between dropping its parts file and the rename) is re-hashed and put in
 // place without a request for its content.
 func TestWholePartialIsOnlyHashed(t *testing.T) {
-	want := fixture()
-	s, sha := serve(t, want)
-	cache := t.TempDir()
-	blobs := filepath.Join(cache, "models--acme--tiny-llm", "blobs")
-	os.MkdirAll(blobs, 0o755)
+	want, s, sha, cache, blobs := resumeFixture(t)
 	if err := os.WriteFile(filepath.Join(blobs, s.ETag(testRepo, bigFile)+".incomplete"), want[bigFile], 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -261,4 +250,19 @@ func TestWholePartialIsOnlyHashed(t *testing.T) {
 	if s.Served(testRepo, bigFile) != 0 || res.ResumedBytes != int64(len(want[bigFile])) {
 		t.Fatalf("served %d bytes of a file already whole on disk; resumed %d", s.Served(testRepo, bigFile), res.ResumedBytes)
 	}
+}
+
+// resumeFixture serves the fixture repo and makes an empty cache with the
+// repo's blobs directory, where a test leaves what an interrupted fetch
+// would have.
+func resumeFixture(t *testing.T) (want map[string][]byte, s *hubtest.Server, sha, cache, blobs string) {
+	t.Helper()
+	want = fixture()
+	s, sha = serve(t, want)
+	cache = t.TempDir()
+	blobs = filepath.Join(cache, "models--acme--tiny-llm", "blobs")
+	if err := os.MkdirAll(blobs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return want, s, sha, cache, blobs
 }

@@ -103,11 +103,7 @@ func TestUnreadableSource(t *testing.T) {
 // copy's temp file; a rerun after freeing space resumes it and copies only
 // what is missing, each byte once.
 func TestENOSPCMidCopy(t *testing.T) {
-	root := t.TempDir()
-	node := filepath.Join(root, "node")
-	mountTmpfs(t, node, "8m")
-	hub := filepath.Join(root, "nas", "hub")
-	r := newRepo(t, hub, "org/model")
+	node, hub, r := smallNode(t)
 	want := map[string][]byte{}
 	for i := 0; i < 3; i++ {
 		b := testData(uint64(800+i), 2<<20)

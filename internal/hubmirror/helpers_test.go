@@ -237,3 +237,14 @@ func mountTmpfs(t *testing.T, dir, size string) {
 		}
 	})
 }
+
+// smallNode is a node directory on an 8 MiB tmpfs (mountTmpfs) and a NAS
+// hub beside it holding an empty repo org/model.
+func smallNode(t *testing.T) (node, hub string, r *hubRepo) {
+	t.Helper()
+	root := t.TempDir()
+	node = filepath.Join(root, "node")
+	mountTmpfs(t, node, "8m")
+	hub = filepath.Join(root, "nas", "hub")
+	return node, hub, newRepo(t, hub, "org/model")
+}

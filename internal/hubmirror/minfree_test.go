@@ -16,11 +16,7 @@ import (
 // than min_free: the verify-only pass passes and copies nothing; a pass
 // that must re-copy one file is refused naming what it must write.
 func TestMinFreeCountsOnlyBytesToWrite(t *testing.T) {
-	root := t.TempDir()
-	node := filepath.Join(root, "node")
-	mountTmpfs(t, node, "8m")
-	hub := filepath.Join(root, "nas", "hub")
-	r := newRepo(t, hub, "org/model")
+	node, hub, r := smallNode(t)
 	for i := 0; i < 3; i++ {
 		r.link(rev1, fmt.Sprintf("model-%d.safetensors", i), r.blob(testData(uint64(900+i), 1<<20), false))
 	}

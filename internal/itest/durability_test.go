@@ -95,6 +95,8 @@ func (p *nodeProc) start() {
 	cmd := exec.Command(p.bin, "node", "--node", p.node, "--config", p.cfg, "--log", "json")
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = lf, lf
+	// Its own process group: nothing it starts outlives the test.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		p.t.Fatalf("start worker node --node %s: %v", p.node, err)
 	}
@@ -403,14 +405,9 @@ func waitPending(ctx context.Context, t *testing.T, c client.Client, id, name st
 // name in the workflow's history.
 func activityAttempts(ctx context.Context, t *testing.T, c client.Client, id, name string) []int32 {
 	t.Helper()
-	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	types := map[int64]string{}
 	var out []int32
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			t.Fatalf("history of %s: %v", id, err)
-		}
+	for _, e := range historyEvents(ctx, t, c, id) {
 		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
 			types[e.GetEventId()] = a.GetActivityType().GetName()
 		}

@@ -8,8 +8,24 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 )
+
+// historyEvents are the events of the latest run of workflow id.
+func historyEvents(ctx context.Context, t *testing.T, c client.Client, id string) []*historypb.HistoryEvent {
+	t.Helper()
+	it := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var out []*historypb.HistoryEvent
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", id, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
 
 // saveHistory writes the latest run of workflow id as JSON into
 // workflows/testdata/histories/NAME.json when SPARKLANE_WRITE_HISTORIES is
@@ -20,16 +36,7 @@ func saveHistory(t *testing.T, f *fleet, id, name string) {
 	if os.Getenv("SPARKLANE_WRITE_HISTORIES") == "" {
 		return
 	}
-	ctx := context.Background()
-	it := f.env.Client.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	h := &historypb.History{}
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			t.Fatalf("history of %s: %v", id, err)
-		}
-		h.Events = append(h.Events, e)
-	}
+	h := &historypb.History{Events: historyEvents(context.Background(), t, f.env.Client, id)}
 	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(h)
 	if err != nil {
 		t.Fatal(err)
@@ -48,13 +55,8 @@ func saveHistory(t *testing.T, f *fleet, id, name string) {
 // workflow id scheduled.
 func activitiesScheduled(t *testing.T, f *fleet, id, name string) int {
 	t.Helper()
-	it := f.env.Client.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	n := 0
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			t.Fatalf("history of %s: %v", id, err)
-		}
+	for _, e := range historyEvents(context.Background(), t, f.env.Client, id) {
 		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == name {
 			n++
 		}
@@ -66,12 +68,7 @@ func activitiesScheduled(t *testing.T, f *fleet, id, name string) int {
 // and their size as JSON.
 func historySize(t *testing.T, f *fleet, id string) (events, size int) {
 	t.Helper()
-	it := f.env.Client.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			t.Fatalf("history of %s: %v", id, err)
-		}
+	for _, e := range historyEvents(context.Background(), t, f.env.Client, id) {
 		b, err := protojson.Marshal(e)
 		if err != nil {
 			t.Fatal(err)

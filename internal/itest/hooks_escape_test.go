@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-
 	"github.com/sparklane/sparklane/internal/serve"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -51,13 +49,8 @@ func (f *fleet) nodeRoot(n string) string { return filepath.Join(f.dir, "nodes",
 // activity and returns its failure type and whether it was non-retryable.
 func hookFailure(ctx context.Context, t *testing.T, f *fleet, id string) (typ string, nonRetryable bool, msg string) {
 	t.Helper()
-	it := f.env.Client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	scheduled := map[int64]string{}
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatalf("history of %s: %v", id, err)
-		}
+	for _, ev := range historyEvents(ctx, t, f.env.Client, id) {
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 			scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
 		}

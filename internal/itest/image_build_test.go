@@ -3,25 +3,18 @@ package itest
 import (
 	"archive/tar"
 	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/build"
-	"github.com/docker/docker/api/types/image"
 
 	"github.com/sparklane/sparklane/internal/images"
-	"github.com/sparklane/sparklane/internal/simimage"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -33,27 +26,12 @@ import (
 func TestCutoverBuildsAnImageOnNoNode(t *testing.T) {
 	f, dc := demoFleet(t, 8<<20)
 	ctx := withTimeout(t, 10*time.Minute)
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	tag := "sparklane-test/built:" + hex.EncodeToString(b)
-	t.Cleanup(func() { _, _ = dc.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true}) })
-
-	dir := simContext(ctx, t, f, "sim-"+hex.EncodeToString(b))
-	src, err := os.ReadFile(filepath.Join(f.dir, "recipes", "demo-2x.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.Replace(string(src), `name = "demo-2x"`, `name = "built-2x"`, 1)
-	s = strings.Replace(s, `aliases = ["d2"]`, `aliases = []`, 1)
-	s = regexp.MustCompile(`(?m)^image = .*$`).ReplaceAllString(s, `image = "`+tag+`"`)
-	write := func(body string) {
-		if err := os.WriteFile(filepath.Join(f.dir, "recipes", "built-2x.toml"), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tag, suffix := imageTag(t, dc, "built")
+	dir := simContext(ctx, t, f, dc, "sim-"+suffix)
+	lane := imageLane(t, f, "built-2x")
 
 	// A failing build: the step and the last lines.
-	write(s + "\n[build]\ncontext = \"" + dir + "\"\ndockerfile = \"Dockerfile.bad\"\n")
+	lane(tag, "", "\n[build]\ncontext = \""+dir+"\"\ndockerfile = \"Dockerfile.bad\"\n")
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile.bad"), []byte("FROM scratch\nCOPY no-such-file /x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +40,7 @@ func TestCutoverBuildsAnImageOnNoNode(t *testing.T) {
 		t.Fatalf("a failing build: exit %d\n%s\n%s\nwant the failing COPY and the log's last lines", code, out, errOut)
 	}
 
-	write(s + "\n[build]\ncontext = \"" + dir + "\"\n")
+	lane(tag, "", "\n[build]\ncontext = \""+dir+"\"\n")
 	code, out, errOut = f.starter(ctx, "cutover", "--lane", "built-2x", "--dry-run")
 	if code != 0 || !strings.Contains(out, "would be built on n1") {
 		t.Fatalf("dry run: exit %d\n%s\n%s\nwant the image to be built on n1", code, out, errOut)
@@ -81,25 +59,6 @@ func TestCutoverBuildsAnImageOnNoNode(t *testing.T) {
 	if code, out, errOut = f.starter(ctx, "stop", "--lane", "built-2x"); code != 0 {
 		t.Fatalf("stop: exit %d\n%s\n%s", code, out, errOut)
 	}
-}
-
-// simContext writes an image build context on the NAS (under engines/
-// name): engine-sim's static binary and its FROM-scratch Dockerfile.
-func simContext(ctx context.Context, t *testing.T, f *fleet, name string) string {
-	t.Helper()
-	dir := filepath.Join(f.cfg.SharedRoots[0], "engines", name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	gob := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", filepath.Join(dir, "engine-sim"), "./engine-sim")
-	gob.Dir, gob.Env = filepath.Join("..", ".."), append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := gob.CombinedOutput(); err != nil {
-		t.Fatalf("go build engine-sim: %v\n%s", err, out)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(simimage.Dockerfile), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 // starter images asks each node's worker for its images: the demo lanes'
@@ -139,9 +98,7 @@ func TestStarterImagesListsTheLanesImages(t *testing.T) {
 func TestDiskPruneLRUWouldRemoveUnusedImages(t *testing.T) {
 	f, dc := demoFleet(t, 8<<20)
 	ctx := withTimeout(t, 5*time.Minute)
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	tag := "sparklane-test/unused:" + hex.EncodeToString(b)
+	tag, _ := imageTag(t, dc, "unused")
 	var tb bytes.Buffer
 	tw := tar.NewWriter(&tb)
 	for name, body := range map[string]string{"Dockerfile": "FROM scratch\nCOPY f /f\n", "f": tag} {
@@ -155,7 +112,6 @@ func TestDiskPruneLRUWouldRemoveUnusedImages(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	t.Cleanup(func() { _, _ = dc.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true}) })
 	unused, err := dc.ImageInspect(ctx, tag)
 	if err != nil {
 		t.Fatal(err)

@@ -2,15 +2,12 @@ package itest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -35,21 +32,14 @@ import (
 func TestCutoverPullsAnImageFromTheRegistry(t *testing.T) {
 	f, dc := demoFleet(t, 8<<20)
 	ctx := withTimeout(t, 10*time.Minute)
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	suffix := hex.EncodeToString(b)
+	tag, suffix := imageTag(t, dc, "pulled")
 	password := "pw-" + suffix + "-secret"
 	reg := startRegistry(t, ctx, "sparky", password)
-	tag := "sparklane-test/pulled:" + suffix
 	remote := reg + "/" + tag
-	t.Cleanup(func() {
-		for _, r := range []string{tag, remote} {
-			_, _ = dc.ImageRemove(context.Background(), r, image.RemoveOptions{Force: true})
-		}
-	})
+	t.Cleanup(func() { _, _ = dc.ImageRemove(context.Background(), remote, image.RemoveOptions{Force: true}) })
 
 	// The image: engine-sim FROM scratch, built here, pushed, removed.
-	dir := simContext(ctx, t, f, "reg-"+suffix)
+	dir := simContext(ctx, t, f, dc, "reg-"+suffix)
 	if _, err := images.Build(ctx, dc, "test", remote, contract.Build{Context: dir}, f.cfg.SharedRoots, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -75,17 +65,9 @@ func TestCutoverPullsAnImageFromTheRegistry(t *testing.T) {
 	if err := os.WriteFile(authFile, []byte("sparky:"+password+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	src, err := os.ReadFile(filepath.Join(f.dir, "recipes", "demo-2x.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.Replace(string(src), `name = "demo-2x"`, `name = "pulled-2x"`, 1)
-	s = strings.Replace(s, `aliases = ["d2"]`, `aliases = []`, 1)
+	lane := imageLane(t, f, "pulled-2x")
 	write := func(img string) {
-		body := regexp.MustCompile(`(?m)^image = .*$`).ReplaceAllString(s, `image = "`+img+`"`+"\nimage_registry = \""+reg+"\"\nimage_registry_auth_file = \""+authFile+"\"")
-		if err := os.WriteFile(filepath.Join(f.dir, "recipes", "pulled-2x.toml"), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		lane(img, "\nimage_registry = \""+reg+"\"\nimage_registry_auth_file = \""+authFile+"\"", "")
 	}
 	write(tag)
 	code, out, errOut := f.starter(ctx, "cutover", "--lane", "pulled-2x", "--dry-run")

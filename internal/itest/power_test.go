@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
-
 	"github.com/sparklane/sparklane/internal/testkit/hatest"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 	"github.com/sparklane/sparklane/workflows"
@@ -88,13 +86,8 @@ func TestPowerOffRelayAndTokenStaysOutOfHistory(t *testing.T) {
 	// Read every power run's history back through the client and search it.
 	for _, action := range []string{"off", "on"} {
 		id := workflows.PowerID(action, "switch1")
-		it := f.env.Client.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		events := 0
-		for it.HasNext() {
-			e, err := it.Next()
-			if err != nil {
-				t.Fatalf("history %s: %v", id, err)
-			}
+		for _, e := range historyEvents(context.Background(), t, f.env.Client, id) {
 			events++
 			b, _ := json.Marshal(e)
 			if strings.Contains(string(b), token) || strings.Contains(string(b), "wrong-token-value") {

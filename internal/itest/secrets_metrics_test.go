@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,27 +25,8 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/devserver"
+	"github.com/sparklane/sparklane/internal/syncbuf"
 )
-
-// syncBuffer is a log sink the test reads while workers write to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Sync() error { return nil }
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A lane whose recipe takes two secrets from [env_from] — one from the node
 // worker's environment, one from a file on each node — is cut over (with a
@@ -64,8 +44,8 @@ func TestEnvFromSecretsReachTheContainerAndNothingElse(t *testing.T) {
 	const token = "hf_tok-5b1e9c7a3d-secret"
 	const apiKey = "sk-file-8f2d6e4c0b-secret"
 	t.Setenv("SPARKLANE_TEST_HF_TOKEN", token) // the in-process node workers' environment
-	logs := &syncBuffer{}
-	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zapcore.DebugLevel))
+	logs := &syncbuf.Buffer{}                  // a log sink the test reads while workers write to it
+	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(logs), zapcore.DebugLevel))
 	f, dc := demoFleet(t, 24<<20, func(o *fleetOptions) { o.log = logger })
 	addEnvFromSecrets(t, f, apiKey)
 	ctx := withTimeout(t, 10*time.Minute)

@@ -114,14 +114,5 @@ func TestHistoryShowsNodeRankSummariesAndHumanDurations(t *testing.T) {
 // history reads a run's whole history through the server.
 func history(ctx context.Context, t *testing.T, f *fleet, id string) []*historypb.HistoryEvent {
 	t.Helper()
-	var out []*historypb.HistoryEvent
-	it := f.env.Client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			t.Fatalf("history of %s: %v", id, err)
-		}
-		out = append(out, e)
-	}
-	return out
+	return historyEvents(ctx, t, f.env.Client, id)
 }

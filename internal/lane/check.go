@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/memfit"
 )
 
@@ -27,7 +28,7 @@ func CheckFiles(fleet *config.Config, paths []string) (errs []error, notices []s
 		if config.IsFleetConfigFile(p) {
 			c, err := config.Load(p)
 			if err != nil {
-				errs = append(errs, flatten(err)...)
+				errs = append(errs, fault.Items(err)...)
 				continue
 			}
 			if cfg == nil {
@@ -37,7 +38,7 @@ func CheckFiles(fleet *config.Config, paths []string) (errs []error, notices []s
 		}
 		r, err := config.LoadRecipe(p)
 		if err != nil {
-			errs = append(errs, flatten(err)...)
+			errs = append(errs, fault.Items(err)...)
 			continue
 		}
 		recipes = append(recipes, r)
@@ -55,7 +56,7 @@ func CheckFiles(fleet *config.Config, paths []string) (errs []error, notices []s
 // It reports the same lines as CheckFiles on the same files.
 func CheckSet(cfg *config.Config, set *config.RecipeSet) (errs []error, notices []string) {
 	for _, b := range set.Broken {
-		errs = append(errs, flatten(b.Err)...)
+		errs = append(errs, fault.Items(b.Err)...)
 	}
 	more, notices := CheckRecipes(cfg, set.Recipes)
 	return append(errs, more...), notices
@@ -77,7 +78,7 @@ func CheckRecipes(cfg *config.Config, recipes []*config.Recipe) (errs []error, n
 			}
 		}
 	}
-	errs = flatten(Validate(cfg, recipes))
+	errs = fault.Items(Validate(cfg, recipes))
 	for _, r := range recipes {
 		errs = append(errs, PinErrors(r)...)
 	}

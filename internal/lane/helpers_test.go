@@ -66,19 +66,21 @@ func checkFiles(paths []string) []error {
 // mustConfig loads the fleet config at path, failing t if it does not.
 func mustConfig(t *testing.T, path string) *config.Config {
 	t.Helper()
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return mustLoad(t, path, config.Load)
 }
 
 // mustRecipe loads the recipe at path, failing t if it does not.
 func mustRecipe(t *testing.T, path string) *config.Recipe {
 	t.Helper()
-	r, err := config.LoadRecipe(path)
+	return mustLoad(t, path, config.LoadRecipe)
+}
+
+// mustLoad is load(path), failing t on its error.
+func mustLoad[T any](t *testing.T, path string, load func(string) (T, error)) T {
+	t.Helper()
+	v, err := load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return v
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/fault"
 )
 
 func TestLaneNamesAreNames(t *testing.T) {
@@ -188,7 +189,7 @@ nodes = ["a", "a"]
 		t.Fatalf("ui_port = -1: %v %v", err, Validate(noUI, nil))
 	}
 	cfg := mustConfig(t, cfgPath)
-	wantLines(t, errText(flatten(Validate(cfg, nil))),
+	wantLines(t, errText(fault.Items(Validate(cfg, nil))),
 		cfgPath+`: probe_grace: -1s is negative`,
 		cfgPath+`: node_outage_budget: -1h0m0s is negative`,
 		cfgPath+`: temporal.ui_port: 70000 is not a port in 1..65535 (or 0: a free port, -1: no web UI)`,

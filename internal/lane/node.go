@@ -2,6 +2,7 @@ package lane
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -409,9 +410,5 @@ func copyStrings(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return nil
 	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(m)
 }

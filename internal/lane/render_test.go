@@ -29,6 +29,22 @@ func exampleFleet(t *testing.T) (*config.Config, []*config.Recipe) {
 	return cfg, rs
 }
 
+// renderExample resolves and renders lane of the example fleet, failing t
+// on an error.
+func renderExample(t *testing.T, lane string) (*config.Config, []*config.Recipe, *config.Recipe, *contract.LanePlan) {
+	t.Helper()
+	cfg, rs := exampleFleet(t)
+	r, err := config.Resolve(rs, lane)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := Render(cfg, r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, rs, r, plan
+}
+
 // goldenText prints one rank of a plan the way an operator reads it; paths
 // are made relative to the repo so goldens do not depend on the checkout.
 func goldenText(root string, p *contract.LanePlan, np contract.NodePlan) string {
@@ -114,15 +130,7 @@ func TestRenderGoldenShippedLanes(t *testing.T) {
 }
 
 func TestRenderMiaEnvAndFlags(t *testing.T) {
-	cfg, rs := exampleFleet(t)
-	r, err := config.Resolve(rs, "mia")
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := Render(cfg, r, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, r, plan := renderExample(t, "mia")
 	if plan.TP != 4 || plan.HeadAddr != "192.168.100.11" || len(plan.Nodes) != 4 {
 		t.Fatalf("plan: tp %d head %s nodes %d", plan.TP, plan.HeadAddr, len(plan.Nodes))
 	}
@@ -165,15 +173,7 @@ func TestRenderMiaEnvAndFlags(t *testing.T) {
 }
 
 func TestRenderHubMirrorAndExports(t *testing.T) {
-	cfg, rs := exampleFleet(t)
-	exl3, err := config.Resolve(rs, "exl3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := Render(cfg, exl3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, rs, exl3, plan := renderExample(t, "exl3")
 	np := plan.Nodes[1]
 	mounts := map[string]contract.Mount{}
 	for _, m := range np.Mounts {

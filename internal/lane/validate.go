@@ -43,7 +43,7 @@ func Validate(cfg *config.Config, recipes []*config.Recipe) error {
 			// unknown placeholder or a cycle shows up now, not at cutover.
 			if len(rerrs) == 0 && r.Cluster != "" {
 				if _, err := Render(cfg, r, nil); err != nil {
-					rerrs = append(rerrs, flatten(err)...)
+					rerrs = append(rerrs, fault.Items(err)...)
 				}
 			}
 		}
@@ -161,23 +161,4 @@ func checkUnderRoots(p string, n *config.Node) error {
 		return fmt.Errorf("%s is outside node %s's roots %v: add a root to the node or change the path", p, n.Name, n.Roots)
 	}
 	return nil
-}
-
-// flatten splits joined errors into one error per line item.
-func flatten(err error) []error {
-	if err == nil {
-		return nil
-	}
-	var f *fault.Error
-	if errors.As(err, &f) && f == err {
-		return flatten(f.Err)
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, flatten(e)...)
-		}
-		return out
-	}
-	return []error{err}
 }

@@ -27,24 +27,15 @@ func BenchmarkCheckVsOpenSSH(b *testing.B) {
 	if out, err := exec.Command("ssh", args...).CombinedOutput(); err != nil {
 		b.Fatalf("peer ssh: %v\n%s", err, out)
 	}
-	var ours, peer time.Duration
-	n := 0
-	for b.Loop() {
-		t0 := time.Now()
+	versus(b, "check", "openssh", func() {
 		if err := node.Check(ctx, tg, 5*time.Second); err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
+	}, func() {
 		if out, err := exec.Command("ssh", args...).CombinedOutput(); err != nil {
 			b.Fatalf("peer ssh: %v\n%s", err, out)
 		}
-		ours += t1.Sub(t0)
-		peer += time.Since(t1)
-		n++
-	}
-	b.ReportMetric(float64(ours.Microseconds())/float64(n), "us/check")
-	b.ReportMetric(float64(peer.Microseconds())/float64(n), "us/openssh")
-	b.ReportMetric(float64(ours)/float64(peer), "ours/openssh")
+	})
 }
 
 // BenchmarkDockerPingOverSSH times a Docker API call through the SSH
@@ -64,24 +55,34 @@ func BenchmarkDockerPingOverSSH(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer local.Close()
-	var viaSSH, direct time.Duration
-	n := 0
-	for b.Loop() {
-		t0 := time.Now()
+	versus(b, "ssh", "local", func() {
 		if _, err := remote.ContainerList(ctx, containerListAll); err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
+	}, func() {
 		if _, err := local.ContainerList(ctx, containerListAll); err != nil {
 			b.Fatal(err)
 		}
-		viaSSH += t1.Sub(t0)
-		direct += time.Since(t1)
+	})
+}
+
+// versus times ours and peer one after the other in every iteration and
+// reports each's mean (us/NAME) and the ratio ours/peer (NAME/PEERNAME).
+func versus(b *testing.B, name, peerName string, ours, peer func()) {
+	var tOurs, tPeer time.Duration
+	n := 0
+	for b.Loop() {
+		t0 := time.Now()
+		ours()
+		t1 := time.Now()
+		peer()
+		tOurs += t1.Sub(t0)
+		tPeer += time.Since(t1)
 		n++
 	}
-	b.ReportMetric(float64(viaSSH.Microseconds())/float64(n), "us/ssh")
-	b.ReportMetric(float64(direct.Microseconds())/float64(n), "us/local")
-	b.ReportMetric(float64(viaSSH)/float64(direct), "ssh/local")
+	b.ReportMetric(float64(tOurs.Microseconds())/float64(n), "us/"+name)
+	b.ReportMetric(float64(tPeer.Microseconds())/float64(n), "us/"+peerName)
+	b.ReportMetric(float64(tOurs)/float64(tPeer), name+"/"+peerName)
 }
 
 var containerListAll = container.ListOptions{All: true}

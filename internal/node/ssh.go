@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,10 +10,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/syncbuf"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -218,8 +217,8 @@ func Run(ctx context.Context, client *ssh.Client, cmd string) (stdout, stderr st
 	}
 	defer s.Close()
 	// The session copies output from its own goroutines, which may still
-	// run when ctx ends; lockedBuffer makes reading then safe.
-	var out, errb lockedBuffer
+	// run when ctx ends; syncbuf makes reading then safe.
+	var out, errb syncbuf.Buffer
 	s.Stdout, s.Stderr = &out, &errb
 	if err := s.Start(cmd); err != nil {
 		return "", "", -1, fmt.Errorf("ssh %s: start %q: %w: %w", client.RemoteAddr(), cmd, ErrNotStarted, err)
@@ -242,23 +241,6 @@ func Run(ctx context.Context, client *ssh.Client, cmd string) (stdout, stderr st
 		_ = s.Close()
 		return out.String(), errb.String(), -1, fmt.Errorf("ssh %s: %q: %w", client.RemoteAddr(), cmd, ctx.Err())
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func knownHostsFile(t SSHTarget) (string, error) {

@@ -10,8 +10,8 @@ import (
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/sim"
+	"github.com/sparklane/sparklane/internal/syncbuf"
 	"github.com/sparklane/sparklane/internal/testkit/simtest"
-	"github.com/sparklane/sparklane/internal/testkit/syncbuf"
 )
 
 // An embedding lane and a reranker lane are probed on their own endpoints

@@ -16,8 +16,8 @@ import (
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/sim"
+	"github.com/sparklane/sparklane/internal/syncbuf"
 	"github.com/sparklane/sparklane/internal/testkit/simtest"
-	"github.com/sparklane/sparklane/internal/testkit/syncbuf"
 )
 
 // rank is an in-process engine-sim rank with its log, standing in for a

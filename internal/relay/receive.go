@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -259,11 +260,7 @@ func copyMap(m map[string]int64) map[string]int64 {
 	if len(m) == 0 {
 		return nil
 	}
-	c := make(map[string]int64, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
+	return maps.Clone(m)
 }
 
 func (p *pass) entry(rel string) *entry {

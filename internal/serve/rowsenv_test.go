@@ -17,8 +17,8 @@ import (
 	"github.com/sparklane/sparklane/internal/sim"
 	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/syncbuf"
 	"github.com/sparklane/sparklane/internal/testkit/simtest"
-	"github.com/sparklane/sparklane/internal/testkit/syncbuf"
 )
 
 // rowsCheckpoint writes a checkpoint whose engram tables of layers 0 and 1

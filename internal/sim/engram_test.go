@@ -13,8 +13,8 @@ import (
 	"github.com/sparklane/sparklane/internal/sim"
 	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/syncbuf"
 	"github.com/sparklane/sparklane/internal/testkit/simtest"
-	"github.com/sparklane/sparklane/internal/testkit/syncbuf"
 )
 
 // engramCheckpoint writes a checkpoint with engram tables for layers 3 and

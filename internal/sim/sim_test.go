@@ -21,8 +21,8 @@ import (
 
 	"github.com/sparklane/sparklane/internal/sim"
 	"github.com/sparklane/sparklane/internal/sparserows"
+	"github.com/sparklane/sparklane/internal/syncbuf"
 	"github.com/sparklane/sparklane/internal/testkit/simtest"
-	"github.com/sparklane/sparklane/internal/testkit/syncbuf"
 )
 
 func post(t *testing.T, url string, body any) (int, []byte) {
@@ -276,14 +276,7 @@ func TestRankZeroWaitsForRanksAndExitsWhenOneDies(t *testing.T) {
 
 	// Kill rank 1: rank 0 exits non-zero, naming rank 1.
 	r1.Stop()
-	select {
-	case <-r0.Done():
-		if err := r0.Err(); err == nil || !strings.Contains(err.Error(), "rank 1") {
-			t.Fatalf("rank 0 after rank 1 died: %v, want an error naming rank 1", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("rank 0 still running 5s after rank 1 died")
-	}
+	wantExit(t, r0, "rank 1", "rank 0 after rank 1 died")
 }
 
 func TestWorkerExitsWhenRankZeroGoes(t *testing.T) {
@@ -296,13 +289,20 @@ func TestWorkerExitsWhenRankZeroGoes(t *testing.T) {
 	r0 := simtest.Start(t, base)
 	r0.WaitServing(t, 10*time.Second)
 	r0.Stop()
+	wantExit(t, r1, "rank 0", "worker after rank 0 left")
+}
+
+// wantExit waits up to 5 s for e to exit with an error containing part
+// (what says when, in failures).
+func wantExit(t *testing.T, e *simtest.Engine, part, what string) {
+	t.Helper()
 	select {
-	case <-r1.Done():
-		if err := r1.Err(); err == nil || !strings.Contains(err.Error(), "rank 0") {
-			t.Fatalf("worker after rank 0 left: %v, want an error naming rank 0", err)
+	case <-e.Done():
+		if err := e.Err(); err == nil || !strings.Contains(err.Error(), part) {
+			t.Fatalf("%s: %v, want an error naming %q", what, err, part)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("worker still running 5s after rank 0 left")
+		t.Fatalf("%s: still running 5s later", what)
 	}
 }
 
@@ -515,14 +515,7 @@ func TestFailAtPhases(t *testing.T) {
 		t.Fatalf("first answer under --fail-at serve: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	select {
-	case <-e.Done():
-		if err := e.Err(); err == nil || !strings.Contains(err.Error(), "--fail-at serve") {
-			t.Fatalf("--fail-at serve: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("--fail-at serve: still running")
-	}
+	wantExit(t, e, "--fail-at serve", "--fail-at serve")
 }
 
 // TestBinaryOneLineError runs the real engine-sim binary on a corrupt tree:

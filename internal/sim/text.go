@@ -179,43 +179,41 @@ func (p *parser) peek() string {
 }
 
 func (p *parser) expr() (*big.Rat, error) {
-	v, err := p.term()
-	if err != nil {
-		return nil, err
-	}
-	for op := p.peek(); op == "+" || op == "-"; op = p.peek() {
-		p.i++
-		w, err := p.term()
-		if err != nil {
-			return nil, err
+	return p.chain(p.term, "+", "-", func(v, w *big.Rat, add bool) (*big.Rat, error) {
+		if add {
+			return new(big.Rat).Add(v, w), nil
 		}
-		if op == "+" {
-			v = new(big.Rat).Add(v, w)
-		} else {
-			v = new(big.Rat).Sub(v, w)
-		}
-	}
-	return v, nil
+		return new(big.Rat).Sub(v, w), nil
+	})
 }
 
 func (p *parser) term() (*big.Rat, error) {
-	v, err := p.factor()
+	return p.chain(p.factor, "*", "/", func(v, w *big.Rat, mul bool) (*big.Rat, error) {
+		if mul {
+			return new(big.Rat).Mul(v, w), nil
+		}
+		if w.Sign() == 0 {
+			return nil, errSyntax
+		}
+		return new(big.Rat).Quo(v, w), nil
+	})
+}
+
+// chain parses operand (op operand)* left to right, where op is first or
+// second, folding each step with apply (told which op it was).
+func (p *parser) chain(operand func() (*big.Rat, error), first, second string, apply func(v, w *big.Rat, isFirst bool) (*big.Rat, error)) (*big.Rat, error) {
+	v, err := operand()
 	if err != nil {
 		return nil, err
 	}
-	for op := p.peek(); op == "*" || op == "/"; op = p.peek() {
+	for op := p.peek(); op == first || op == second; op = p.peek() {
 		p.i++
-		w, err := p.factor()
+		w, err := operand()
 		if err != nil {
 			return nil, err
 		}
-		if op == "*" {
-			v = new(big.Rat).Mul(v, w)
-		} else {
-			if w.Sign() == 0 {
-				return nil, errSyntax
-			}
-			v = new(big.Rat).Quo(v, w)
+		if v, err = apply(v, w, op == first); err != nil {
+			return nil, err
 		}
 	}
 	return v, nil

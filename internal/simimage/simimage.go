@@ -104,6 +104,39 @@ func Build(ctx context.Context, cli client.APIClient, opt Options) (ref string, 
 	return ref, nil
 }
 
+// WriteContext writes engine-sim's build context into dir (made if
+// missing): the static binary for cli's architecture and Dockerfile, plus
+// extra files (name → content), so a recipe's [build] context on a shared
+// root can be made from source with no registry.
+func WriteContext(ctx context.Context, cli client.APIClient, dir string, opt Options, extra map[string]string) error {
+	bin, cleanup, err := binary(ctx, cli, opt)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return fmt.Errorf("read engine-sim binary %s: %w", bin, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("build context %s: %w", dir, err)
+	}
+	files := map[string][]byte{"engine-sim": data, "Dockerfile": []byte(Dockerfile)}
+	for name, body := range extra {
+		files[name] = []byte(body)
+	}
+	for name, body := range files {
+		mode := os.FileMode(0o644)
+		if name == "engine-sim" {
+			mode = 0o755
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), body, mode); err != nil {
+			return fmt.Errorf("build context %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
 // binary returns the path of a static engine-sim for the daemon's
 // architecture: opt.Binary, or one compiled into a temp dir.
 func binary(ctx context.Context, cli client.APIClient, opt Options) (string, func(), error) {

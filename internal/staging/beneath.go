@@ -75,14 +75,23 @@ func OpenTree(path string, roots []string, create bool) (*Tree, error) {
 	return &Tree{Root: root, fd: fd}, nil
 }
 
-// Close releases the root's descriptor.
-func (t *Tree) Close() error {
-	if t == nil || t.fd < 0 {
+// closeFD closes *fd once, leaving -1 behind (a closed or never opened
+// descriptor is nothing to close).
+func closeFD(fd *int) error {
+	if *fd < 0 {
 		return nil
 	}
-	err := unix.Close(t.fd)
-	t.fd = -1
+	err := unix.Close(*fd)
+	*fd = -1
 	return err
+}
+
+// Close releases the root's descriptor.
+func (t *Tree) Close() error {
+	if t == nil {
+		return nil
+	}
+	return closeFD(&t.fd)
 }
 
 func (t *Tree) beneath(rel string) (int, error) {
@@ -179,12 +188,10 @@ func (t *Tree) openErr(path, rel string, err error) error {
 
 // Close releases the directory's descriptor.
 func (d *Dir) Close() error {
-	if d == nil || d.fd < 0 {
+	if d == nil {
 		return nil
 	}
-	err := unix.Close(d.fd)
-	d.fd = -1
-	return err
+	return closeFD(&d.fd)
 }
 
 // Fd is the directory's O_PATH descriptor, for *at calls.
@@ -320,27 +327,20 @@ func (d *Dir) Names() ([]string, error) {
 }
 
 // Sync fsyncs the directory itself, so names made in it are durable.
-func (d *Dir) Sync() error {
-	fd, err := openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return d.perr("open", ".", err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Fsync(fd); err != nil {
-		return d.perr("fsync", ".", err)
-	}
-	return nil
-}
+func (d *Dir) Sync() error { return d.syncWith("fsync", unix.Fsync) }
 
 // Syncfs syncs the whole filesystem holding d.
-func (d *Dir) Syncfs() error {
+func (d *Dir) Syncfs() error { return d.syncWith("syncfs", unix.Syncfs) }
+
+// syncWith opens d itself again and calls sync (named op in errors) on it.
+func (d *Dir) syncWith(op string, sync func(fd int) error) error {
 	fd, err := openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return d.perr("open", ".", err)
 	}
 	defer unix.Close(fd)
-	if err := unix.Syncfs(fd); err != nil {
-		return d.perr("syncfs", ".", err)
+	if err := sync(fd); err != nil {
+		return d.perr(op, ".", err)
 	}
 	return nil
 }

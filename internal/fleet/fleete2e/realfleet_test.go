@@ -462,12 +462,14 @@ func (f *realFleet) saveHistory(id, name string) {
 
 // The issue's fleet tests on one 3-host fleet (hosts h1..h3 with their own
 // network and mount namespaces, sshd and dockerd), in order: install →
-// status → cutover; an idle rolling upgrade; a node service stopped for
+// status → cutover; a [build] lane built on h1 and served on all three;
+// an idle rolling upgrade; a node service stopped for
 // 90 s mid-pack; a host's link down for 45 s during WaitReady; a node
 // service down when serve reaches it; a node that never comes back.
 func TestRealFleet(t *testing.T) {
 	f := newRealFleet(t)
 	t.Run("InstallStatusCutover", f.installStatusCutover)
+	t.Run("BuildLaneServedOnAllThree", f.buildLaneServedOnAllThree)
 	t.Run("UpgradeWhileIdle", f.upgradeWhileIdle)
 	t.Run("NodeServiceStopped90sMidPack", f.nodeServiceStopped90sMidPack)
 	t.Run("LinkDown45sDuringWaitReady", f.linkDown45sDuringWaitReady)
@@ -560,6 +562,96 @@ func (f *realFleet) installStatusCutover(t *testing.T) {
 		t.Fatalf("cutover's image step: %+v", res.Images)
 	}
 	t.Logf("probe %.1f tok/s decode at %s; bench: %s", res.Serve.Decode.DecodeTPS, res.Serve.BaseURL, res.Bench.Summary)
+}
+
+// buildLaneServedOnAllThree is TestRealFleet's subtest
+// "BuildLaneServedOnAllThree": a lane whose image is on no host and whose
+// recipe has [build] with a context on the NAS (engine-sim, FROM scratch,
+// a marker file making the image new). The cutover builds it on the
+// cluster's head h1, as its own step, moves it to h2 and h3, and the lane
+// serves; each host's own dockerd then has the same image ID. It installs
+// the node services first (a no-op after InstallStatusCutover), so it also
+// runs alone (-run TestRealFleet/BuildLane).
+func (f *realFleet) buildLaneServedOnAllThree(t *testing.T) {
+	ctx := context.Background()
+	f.install()
+	mark := fmt.Sprintf("%x", time.Now().UnixNano())
+	tag := "sparklane-test/fleet-built:" + mark
+	hostDocker, err := node.DockerClient(ctx, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostDocker.Close()
+	dir := filepath.Join(f.tf.NASDir(), "engines", "fl-build-"+mark)
+	if err := simimage.WriteContext(ctx, hostDocker, dir, simimage.Options{}, map[string]string{
+		"marker": mark, "Dockerfile": simimage.Dockerfile + "COPY marker /marker\n"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range f.tf.Nodes() {
+		if _, err := nodeDocker(t, n).ImageInspect(ctx, tag); err == nil {
+			t.Fatalf("%s already has %s before the cutover", n.Name, tag)
+		}
+	}
+	// fl-a's recipe (its staged blocks are reused) under another name,
+	// port and image, with [build] on the NAS as every host sees it.
+	src, err := os.ReadFile(filepath.Join(f.dir, "recipes", "fl-a.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.NewReplacer(`name = "fl-a"`, `name = "fl-build"`, "image = "+fmt.Sprintf("%q", f.image), "image = "+fmt.Sprintf("%q", tag),
+		"port = 18100", "port = 18150", "dist_port = 19100", "dist_port = 19150").Replace(string(src))
+	body += fmt.Sprintf("\n[build]\ncontext = %q\n", testfleet.NASPath+"/engines/fl-build-"+mark)
+	if err := os.WriteFile(filepath.Join(f.dir, "recipes", "fl-build.toml"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	r := <-f.background("--json", "cutover", "--lane", "fl-build")
+	res := decodeCutover(t, r)
+	t.Logf("MEASURE cutover fl-build (image built on h1 from the NAS, moved to h2 and h3) on the netns fleet: %.1f s", time.Since(start).Seconds())
+	if r[0] != "0" || !res.OK || res.Serve == nil || !res.Serve.Answers {
+		t.Fatalf("cutover fl-build: exit %s %+v\n%s", r[0], res, r[2])
+	}
+	if res.Built == nil || res.Built.Node != "h1" || res.Built.ID == "" {
+		t.Fatalf("cutover fl-build's build: %+v, want one on h1", res.Built)
+	}
+	for _, n := range f.tf.Nodes() {
+		got, err := nodeDocker(t, n).ImageInspect(ctx, tag)
+		if err != nil || got.ID != res.Built.ID {
+			t.Fatalf("%s has %s as %q (%v), want the ID built on h1, %s", n.Name, tag, got.ID, err, res.Built.ID)
+		}
+		if got := f.running(n, "fl-build"); len(got) != 1 {
+			t.Fatalf("%s's own dockerd runs %v for fl-build, want its rank", n.Name, got)
+		}
+	}
+	// The build is its own step of the run: in the result's steps, and
+	// one BuildImage activity on h1's queue whose summary says so.
+	var step *workflows.Step
+	for i := range res.Steps {
+		if res.Steps[i].Name == "image build "+tag {
+			step = &res.Steps[i]
+		}
+	}
+	if step == nil || step.Node != "h1" || step.Status != workflows.StepDone || step.Detail != res.Built.ID {
+		t.Fatalf("the build step %+v in %+v, want one done on h1 with the built ID", step, res.Steps)
+	}
+	var builds []string
+	it := f.c.GetWorkflowHistory(ctx, workflows.CutoverID("fl3"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "BuildImage" {
+			var summary string
+			_ = converter.GetDefaultDataConverter().FromPayload(e.GetUserMetadata().GetSummary(), &summary)
+			builds = append(builds, a.GetTaskQueue().GetName()+" "+summary)
+		}
+	}
+	if len(builds) != 1 || builds[0] != "node.h1 h1: build "+tag {
+		t.Fatalf("BuildImage in the history of %s: %q, want one on node.h1", workflows.CutoverID("fl3"), builds)
+	}
+	t.Logf("built %s on h1 in %.1f s (%s), image step %+v", tag, step.Seconds(), res.Built.ID, res.Images)
 }
 
 // upgradeWhileIdle is TestRealFleet's subtest "UpgradeWhileIdle".

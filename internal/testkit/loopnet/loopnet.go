@@ -38,11 +38,23 @@ func Serve(l net.Listener, handle func(net.Conn)) {
 // listens: its listener was closed before it returns.
 func ClosedAddr(t testing.TB) string {
 	t.Helper()
+	return closed(t).String()
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago: the
+// port of a ClosedAddr.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	return closed(t).Port
+}
+
+// closed listens on a free loopback port and closes the listener.
+func closed(t testing.TB) *net.TCPAddr {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("find a free loopback port: %v", err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr)
 }

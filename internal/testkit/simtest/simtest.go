@@ -12,6 +12,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/safetensors"
 	"github.com/sparklane/sparklane/internal/sim"
+	"github.com/sparklane/sparklane/internal/testkit/loopnet"
 )
 
 // Model describes a synthetic checkpoint: Shards files of Tensors tensors
@@ -76,12 +77,7 @@ func WriteModelDir(dir string, m Model) error {
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return loopnet.FreePort(t)
 }
 
 // Engine is one in-process engine-sim rank.

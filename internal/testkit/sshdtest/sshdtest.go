@@ -1,6 +1,7 @@
 package sshdtest
 
 import (
+	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/serve"
+	"github.com/sparklane/sparklane/internal/testkit/loopnet"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -212,32 +214,16 @@ func NewKey(t testing.TB, dir, name string) (ssh.PublicKey, string) {
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("sshdtest: find a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return loopnet.FreePort(t)
 }
 
 func writeKey(t testing.TB, dir, name string) (ssh.PublicKey, string) {
 	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatalf("sshdtest: generate key: %v", err)
 	}
-	block, err := ssh.MarshalPrivateKey(priv, "sparklane test "+name)
-	if err != nil {
-		t.Fatalf("sshdtest: marshal key: %v", err)
-	}
-	path := filepath.Join(dir, name)
-	writeFile(t, path, pem.EncodeToMemory(block), 0o600)
-	sshPub, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatalf("sshdtest: public key: %v", err)
-	}
-	writeFile(t, path+".pub", ssh.MarshalAuthorizedKey(sshPub), 0o644)
-	return sshPub, path
+	return writeKeyPair(t, dir, name, priv)
 }
 
 // NewRSAKey is NewKey for a 2048-bit RSA key.
@@ -252,16 +238,24 @@ func writeRSAKey(t testing.TB, dir, name string) (ssh.PublicKey, string) {
 	if err != nil {
 		t.Fatalf("sshdtest: generate RSA key: %v", err)
 	}
+	return writeKeyPair(t, dir, name, priv)
+}
+
+// writeKeyPair writes priv to dir/name (PEM, 0600) and its public key to
+// dir/name.pub (authorized_keys form).
+func writeKeyPair(t testing.TB, dir, name string, priv crypto.Signer) (ssh.PublicKey, string) {
+	t.Helper()
 	block, err := ssh.MarshalPrivateKey(priv, "sparklane test "+name)
 	if err != nil {
-		t.Fatalf("sshdtest: marshal RSA key: %v", err)
+		t.Fatalf("sshdtest: marshal key %s: %v", name, err)
 	}
 	path := filepath.Join(dir, name)
 	writeFile(t, path, pem.EncodeToMemory(block), 0o600)
-	sshPub, err := ssh.NewPublicKey(&priv.PublicKey)
+	sshPub, err := ssh.NewPublicKey(priv.Public())
 	if err != nil {
-		t.Fatalf("sshdtest: RSA public key: %v", err)
+		t.Fatalf("sshdtest: public key %s: %v", name, err)
 	}
+	writeFile(t, path+".pub", ssh.MarshalAuthorizedKey(sshPub), 0o644)
 	return sshPub, path
 }
 
