@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/bench"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/engine/bench"
+	"github.com/sparklane/sparklane/internal/engine/probe"
+	"github.com/sparklane/sparklane/internal/engine/report"
+	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/fault"
-	"github.com/sparklane/sparklane/internal/probe"
-	"github.com/sparklane/sparklane/internal/report"
-	"github.com/sparklane/sparklane/internal/serve"
 )
 
 // Bench runs the built-in perf sweep (and the recipe's external harness, if

@@ -16,8 +16,8 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
-	"github.com/sparklane/sparklane/internal/ledger"
-	"github.com/sparklane/sparklane/internal/report"
+	"github.com/sparklane/sparklane/internal/engine/ledger"
+	"github.com/sparklane/sparklane/internal/engine/report"
 )
 
 // BenchBeat is how often a running bench heartbeats and renews its lock,

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/disk"
-	"github.com/sparklane/sparklane/internal/images"
-	"github.com/sparklane/sparklane/internal/probe"
-	"github.com/sparklane/sparklane/internal/serve"
-	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/engine/disk"
+	"github.com/sparklane/sparklane/internal/engine/images"
+	"github.com/sparklane/sparklane/internal/engine/probe"
+	"github.com/sparklane/sparklane/internal/engine/serve"
+	"github.com/sparklane/sparklane/internal/engine/staging"
 )
 
 // RootFree is free space on one staging root of a node.
@@ -353,7 +353,7 @@ type ResolveLaneResult struct {
 	Recipe contract.Recipe   `json:"recipe"`
 	Plan   contract.LanePlan `json:"plan"`
 	// MemoryFit is the lane's memory fit when it does not fit its nodes
-	// (the arithmetic; internal/memfit), else empty. A lane resolved here
+	// (the arithmetic; internal/engine/memfit), else empty. A lane resolved here
 	// ran before (a rollback) or is only verified, so it is reported,
 	// never refused: the starter refuses a new lane before its run.
 	MemoryFit string `json:"memory_fit,omitempty"`

@@ -16,15 +16,15 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/engine/ledger"
+	"github.com/sparklane/sparklane/internal/engine/memfit"
+	"github.com/sparklane/sparklane/internal/engine/probe"
+	"github.com/sparklane/sparklane/internal/engine/serve"
+	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/lane"
-	"github.com/sparklane/sparklane/internal/ledger"
-	"github.com/sparklane/sparklane/internal/memfit"
 	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/node"
-	"github.com/sparklane/sparklane/internal/probe"
-	"github.com/sparklane/sparklane/internal/serve"
-	"github.com/sparklane/sparklane/internal/staging"
 )
 
 // ControlActivities run on the control worker (queue sparklane): SSH

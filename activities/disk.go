@@ -9,10 +9,10 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
-	"github.com/sparklane/sparklane/internal/disk"
-	"github.com/sparklane/sparklane/internal/images"
-	"github.com/sparklane/sparklane/internal/serve"
-	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/engine/disk"
+	"github.com/sparklane/sparklane/internal/engine/images"
+	"github.com/sparklane/sparklane/internal/engine/serve"
+	"github.com/sparklane/sparklane/internal/engine/staging"
 )
 
 // localBlocks fills each block's Local path (fs_root applied).

@@ -11,12 +11,12 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sparklane/sparklane/internal/engine/hubfetch"
 	"github.com/sparklane/sparklane/internal/fault"
-	"github.com/sparklane/sparklane/internal/hubfetch"
 	"github.com/sparklane/sparklane/internal/metrics"
 )
 
-// FetchActivities download Hub repos into the NAS (internal/hubfetch) on
+// FetchActivities download Hub repos into the NAS (internal/engine/hubfetch) on
 // the worker the config's fetch_node names: a node's worker (queue
 // node.NAME) or the control service's (queue sparklane). The token is read
 // here, on that worker, from the plan's token file or the environment; it

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/hubfetch"
+	"github.com/sparklane/sparklane/internal/engine/hubfetch"
 	"github.com/sparklane/sparklane/internal/testkit/hubtest"
 )
 

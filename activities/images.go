@@ -10,8 +10,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sparklane/sparklane/internal/engine/images"
 	"github.com/sparklane/sparklane/internal/fault"
-	"github.com/sparklane/sparklane/internal/images"
 )
 
 // ImageTLS is a node's fleet identity for image transfers: the server

@@ -16,9 +16,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
-	"github.com/sparklane/sparklane/internal/notify"
-	"github.com/sparklane/sparklane/internal/probe"
-	"github.com/sparklane/sparklane/internal/serve"
+	"github.com/sparklane/sparklane/internal/engine/notify"
+	"github.com/sparklane/sparklane/internal/engine/probe"
+	"github.com/sparklane/sparklane/internal/engine/serve"
 )
 
 // KeeperID is the workflow ID of cluster's keeper: one running keeper per

@@ -20,19 +20,19 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/disk"
+	"github.com/sparklane/sparklane/internal/engine/disk"
+	"github.com/sparklane/sparklane/internal/engine/hubmirror"
+	"github.com/sparklane/sparklane/internal/engine/images"
+	"github.com/sparklane/sparklane/internal/engine/memfit"
+	"github.com/sparklane/sparklane/internal/engine/relay"
+	"github.com/sparklane/sparklane/internal/engine/secretenv"
+	"github.com/sparklane/sparklane/internal/engine/serve"
+	"github.com/sparklane/sparklane/internal/engine/sparserows"
+	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/fault"
-	"github.com/sparklane/sparklane/internal/hubmirror"
-	"github.com/sparklane/sparklane/internal/images"
 	"github.com/sparklane/sparklane/internal/lane"
-	"github.com/sparklane/sparklane/internal/memfit"
 	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/node"
-	"github.com/sparklane/sparklane/internal/relay"
-	"github.com/sparklane/sparklane/internal/secretenv"
-	"github.com/sparklane/sparklane/internal/serve"
-	"github.com/sparklane/sparklane/internal/sparserows"
-	"github.com/sparklane/sparklane/internal/staging"
 )
 
 // NodeActivities run on one node's worker (queue node.NAME) against that

@@ -9,8 +9,8 @@ import (
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/sparklane/sparklane/internal/engine/power"
 	"github.com/sparklane/sparklane/internal/fault"
-	"github.com/sparklane/sparklane/internal/power"
 )
 
 func (a *ControlActivities) powerTarget(name string) (power.Target, error) {

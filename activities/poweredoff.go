@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/engine/ledger"
 )
 
 // poweredOffRecord is written under STATE_DIR/power when sparklane powers a

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-fetch.sh [SIZE_MIB] [LARGE_FILES] [RATE_MIB_PER_CONN] [CONNS]
 #
-# Benchmarks sparklane's Hub fetch (internal/hubfetch) against curl on the
+# Benchmarks sparklane's Hub fetch (internal/engine/hubfetch) against curl on the
 # same repo in the same run (defaults: 1024 MiB in 8 LFS files plus 20
 # small git files, each connection capped at 16 MiB/s, 8 connections):
 #   - the Hub double (internal/testkit/hubtest/cmd/hubserve) serves the
@@ -37,7 +37,7 @@ trap cleanup EXIT
 
 cd "$here"
 go build -o "$work/hubserve" ./internal/testkit/hubtest/cmd/hubserve
-go build -o "$work/hubfetch-bench" ./internal/hubfetch/cmd/hubfetch-bench
+go build -o "$work/hubfetch-bench" ./internal/engine/hubfetch/cmd/hubfetch-bench
 
 . "$here/scripts/lib/bench.sh"
 

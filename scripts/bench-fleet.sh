@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp /tmp/sparklane-benchfleet.XXXX)
-if ! go test -count=1 -v -timeout 30m -run 'TestRealFleet$|TestSameLaneOnOneHost' ./internal/fleet/fleete2e/ >"$log" 2>&1; then
+if ! go test -count=1 -v -timeout 30m -run 'TestRealFleet$|TestSameLaneOnOneHost' ./internal/suites/fleete2e/ >"$log" 2>&1; then
 	grep -E -- "--- FAIL|_test.go" "$log" | tail -40
 	echo "failed; the whole log is $log" >&2
 	exit 1

@@ -42,8 +42,8 @@ if ((avail < need)); then
 fi
 cd "$here"
 git worktree add --detach "$work/rev" "$REV" >/dev/null
-(cd "$work/rev" && go build -o "$work/hmb-rev" ./internal/hubmirror/cmd/hubmirror-bench)
-go build -o "$work/hmb-head" ./internal/hubmirror/cmd/hubmirror-bench
+(cd "$work/rev" && go build -o "$work/hmb-rev" ./internal/engine/hubmirror/cmd/hubmirror-bench)
+go build -o "$work/hmb-head" ./internal/engine/hubmirror/cmd/hubmirror-bench
 nas="$work/nas/hub"
 "$work/hmb-head" gen -hub "$nas" -repo org/blob -gib "$SIZE_GIB" -files 1 >/dev/null
 

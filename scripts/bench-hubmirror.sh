@@ -31,7 +31,7 @@ cleanup() {
 trap cleanup EXIT
 
 cd "$here"
-go build -o "$work/hmb" ./internal/hubmirror/cmd/hubmirror-bench
+go build -o "$work/hmb" ./internal/engine/hubmirror/cmd/hubmirror-bench
 hmb="$work/hmb"
 nas="$work/nas/hub"
 node="$work/node"

@@ -26,5 +26,5 @@ if ! command -v sshfs >/dev/null; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y sshfs >/dev/null
 fi
 bin="${TMPDIR:-/tmp}/sparklane-relay-bench"
-go build -o "$bin" ./internal/relay/cmd/relay-bench
+go build -o "$bin" ./internal/engine/relay/cmd/relay-bench
 exec "$bin" --nodes "$NODES" --size-mib "$LANE_MIB" --nas-mbit "$NAS_MBIT"

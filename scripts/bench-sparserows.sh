@@ -17,7 +17,7 @@ WORK=${BENCH_DIR:-$(mktemp -d /var/tmp/sparserows-bench.XXXXXX)}
 mkdir -p "$WORK"
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
 BIN="$WORK/sparserows-bench"
-go build -o "$BIN" ./internal/sparserows/cmd/sparserows-bench
+go build -o "$BIN" ./internal/engine/sparserows/cmd/sparserows-bench
 
 now() { date +%s.%N; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }

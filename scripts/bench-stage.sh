@@ -58,7 +58,7 @@ cd "$here"
 go build -o "$starter" ./starter
 go build -o "$work/worker" ./worker
 export SPARKLANE_CONTROL_EXE="$work/worker"
-go build -o "$work/hmb" ./internal/hubmirror/cmd/hubmirror-bench
+go build -o "$work/hmb" ./internal/engine/hubmirror/cmd/hubmirror-bench
 go build -o "$work/orchbench" ./scripts/orchbench
 hmb="$work/hmb"
 nas="$work/nas/hub"

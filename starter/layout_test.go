@@ -108,10 +108,10 @@ func goPackageDirs(t *testing.T, repo string) []string {
 // engines know nothing of Temporal: activities wrap them. Each one's doc.go
 // says so; this holds every one of them to it.
 var engines = []string{
-	"internal/bench", "internal/disk", "internal/fault", "internal/hubfetch", "internal/hubmirror",
-	"internal/ledger", "internal/node", "internal/power", "internal/power/routeros", "internal/probe",
-	"internal/relay", "internal/report", "internal/safetensors", "internal/secretenv", "internal/serve",
-	"internal/sim", "internal/simimage", "internal/sparserows", "internal/staging",
+	"internal/engine/bench", "internal/engine/disk", "internal/fault", "internal/engine/hubfetch", "internal/engine/hubmirror",
+	"internal/engine/ledger", "internal/node", "internal/engine/power", "internal/engine/power/routeros", "internal/engine/probe",
+	"internal/engine/relay", "internal/engine/report", "internal/engine/safetensors", "internal/engine/secretenv", "internal/engine/serve",
+	"internal/sim", "internal/simimage", "internal/engine/sparserows", "internal/engine/staging",
 	"internal/config", "internal/lane", "internal/contract", "internal/strictdecode",
 }
 
@@ -145,8 +145,8 @@ func TestImportBoundaries(t *testing.T) {
 			if (pkg == "internal/contract" || pkg == "internal/strictdecode") && strings.HasPrefix(imp, mod) {
 				t.Errorf("%s imports %s: it stands alone (the wire contract; the generic decoder)", pkg, imp)
 			}
-			testkitUser := strings.HasPrefix(pkg, "internal/testkit/") || pkg == "internal/relay/cmd/relay-bench" ||
-				pkg == "internal/hubfetch/cmd/hubfetch-bench"
+			testkitUser := strings.HasPrefix(pkg, "internal/testkit/") || pkg == "internal/engine/relay/cmd/relay-bench" ||
+				pkg == "internal/engine/hubfetch/cmd/hubfetch-bench"
 			if strings.HasPrefix(imp, mod+"internal/testkit/") && !testkitUser {
 				t.Errorf("%s imports the test kit %s: production code never does", pkg, imp)
 			}

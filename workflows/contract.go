@@ -17,7 +17,7 @@ import (
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
-	"github.com/sparklane/sparklane/internal/disk"
+	"github.com/sparklane/sparklane/internal/engine/disk"
 )
 
 // ControlQueue is the task queue of the control worker (workflows and

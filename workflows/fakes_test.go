@@ -18,8 +18,8 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/fault"
-	"github.com/sparklane/sparklane/internal/staging"
 )
 
 // fakeFleet is a test double of a whole fleet: every node and control

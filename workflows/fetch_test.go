@@ -10,7 +10,7 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/hubfetch"
+	"github.com/sparklane/sparklane/internal/engine/hubfetch"
 )
 
 func testFetchPlan(lane, node string) contract.FetchPlan {

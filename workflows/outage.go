@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sparklane/sparklane/activities"
-	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/engine/staging"
 )
 
 // DefaultOutageBudget is how long a run waits for a node whose worker went

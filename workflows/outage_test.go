@@ -14,7 +14,7 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/engine/staging"
 )
 
 // outageEnv runs StageNode on node dgx3 whose worker is gone for the first

@@ -19,7 +19,7 @@ import (
 var replayed = []any{FleetProbe, StageNode, Stage, Verify, Serve, Probe, Stop, Cutover, Bench, Power, NodeLease, Disk, Keeper, Fetch}
 
 // corpus are the histories that must be there: every workflow type and its
-// failure paths, recorded through the real server by internal/itest.
+// failure paths, recorded through the real server by internal/suites/itest.
 var corpus = map[string]string{
 	"cutover-ok": "TestCutoverServesRollsBackAndStops",
 	// starter disk and disk prune (least recently served first).
@@ -63,10 +63,10 @@ var corpus = map[string]string{
 	// ... and the holder cancelled mid-stage, rolled back under its leases.
 	"cutover-cancelled-node-leases": "TestOverlappingClustersOneMutatingRunPerNode",
 	// Serve waiting for a node service that was down (versionServeOutageWait).
-	"serve-outage-resumed": "TestRealFleet ./internal/fleet/fleete2e",
+	"serve-outage-resumed": "TestRealFleet ./internal/suites/fleete2e",
 	// A cutover whose node service stopped mid-pack for 90 s (stage
 	// resumed; the serve and verify wait gates' markers).
-	"cutover-node-outage-resumed": "TestRealFleet ./internal/fleet/fleete2e",
+	"cutover-node-outage-resumed": "TestRealFleet ./internal/suites/fleete2e",
 	// The keeper (versionKeeper): a cutover that starts keeper/CLUSTER, a
 	// keeper that re-probed, restarted a killed rank's lane and was ended
 	// by a stop (which ended it first), and one that stopped a crash loop.
@@ -125,10 +125,10 @@ func TestReplayCommittedHistories(t *testing.T) {
 	}
 	for name, test := range corpus {
 		if !have[name] {
-			// A corpus entry is "TEST" (in internal/itest) or "TEST PACKAGE".
+			// A corpus entry is "TEST" (in internal/suites/itest) or "TEST PACKAGE".
 			run, pkg, ok := strings.Cut(test, " ")
 			if !ok {
-				pkg = "./internal/itest"
+				pkg = "./internal/suites/itest"
 			}
 			t.Errorf("history %s.json is missing from testdata/histories: record it with SPARKLANE_WRITE_HISTORIES=1 go test -count=1 -run %s %s", name, run, pkg)
 		}
@@ -165,7 +165,7 @@ func TestReplayCommittedHistories(t *testing.T) {
 	}
 	sort.Strings(missing)
 	if len(missing) > 0 {
-		t.Errorf("no committed history for workflow type(s) %s: add a run to the corpus in internal/itest/history_corpus_test.go", strings.Join(missing, ", "))
+		t.Errorf("no committed history for workflow type(s) %s: add a run to the corpus in internal/suites/itest/history_corpus_test.go", strings.Join(missing, ", "))
 	}
 }
 

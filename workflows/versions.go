@@ -16,7 +16,7 @@ package workflows
 //
 // The replay corpus in testdata/histories holds one real history per
 // workflow type and failure path, recorded through the real server by
-// internal/itest (SPARKLANE_WRITE_HISTORIES=1); TestReplayCommittedHistories
+// internal/suites/itest (SPARKLANE_WRITE_HISTORIES=1); TestReplayCommittedHistories
 // replays them all, so an ungated change fails CI. Record new histories
 // after a gated change; keep the old ones, they prove the old branch.
 const (

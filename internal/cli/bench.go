@@ -13,7 +13,7 @@ import (
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/report"
+	"github.com/sparklane/sparklane/internal/engine/report"
 	"github.com/sparklane/sparklane/workflows"
 )
 

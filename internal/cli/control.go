@@ -18,8 +18,8 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/control"
+	"github.com/sparklane/sparklane/internal/engine/relay"
 	"github.com/sparklane/sparklane/internal/pki"
-	"github.com/sparklane/sparklane/internal/relay"
 	"github.com/sparklane/sparklane/internal/workers"
 	"github.com/sparklane/sparklane/workflows"
 )

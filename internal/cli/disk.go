@@ -11,8 +11,8 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
-	"github.com/sparklane/sparklane/internal/disk"
-	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/engine/disk"
+	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
 

@@ -8,9 +8,9 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/memfit"
-	"github.com/sparklane/sparklane/internal/report"
-	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/engine/memfit"
+	"github.com/sparklane/sparklane/internal/engine/report"
+	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
 

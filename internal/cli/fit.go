@@ -6,8 +6,8 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/engine/memfit"
 	"github.com/sparklane/sparklane/internal/lane"
-	"github.com/sparklane/sparklane/internal/memfit"
 )
 
 // laneFit is the memory fit of a lane about to run (cutover, its dry

@@ -17,11 +17,11 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sparklane/sparklane/internal/discover"
+	"github.com/sparklane/sparklane/internal/engine/ledger"
+	"github.com/sparklane/sparklane/internal/engine/memfit"
+	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/fault"
-	"github.com/sparklane/sparklane/internal/ledger"
-	"github.com/sparklane/sparklane/internal/memfit"
 	"github.com/sparklane/sparklane/internal/node"
-	"github.com/sparklane/sparklane/internal/staging"
 )
 
 // initJSON is `starter init --json`.

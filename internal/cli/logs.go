@@ -13,8 +13,8 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/node"
-	"github.com/sparklane/sparklane/internal/serve"
 )
 
 // logsCmd prints a lane's rank logs from every node. Each node's Docker

@@ -19,11 +19,11 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
-	"github.com/sparklane/sparklane/internal/serve"
+	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 )
 
-// progImage builds internal/serve's test program into a FROM scratch image
+// progImage builds internal/engine/serve's test program into a FROM scratch image
 // (no registry) and returns its tag.
 func progImage(t *testing.T, d *client.Client) string {
 	t.Helper()

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
 

@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/term"
 
-	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
 

@@ -53,7 +53,7 @@ type Config struct {
 	NodeOutageBudget time.Duration `mapstructure:"node_outage_budget" json:"node_outage_budget,omitempty"`
 	// ImageRegistry (host[:port][/prefix]) is where one node pulls a lane's
 	// image when no node has it; the auth file is a path on that node
-	// (internal/images.CheckRegistry). A recipe's own keys override both.
+	// (internal/engine/images.CheckRegistry). A recipe's own keys override both.
 	ImageRegistry         string `mapstructure:"image_registry" json:"image_registry,omitempty"`
 	ImageRegistryAuthFile string `mapstructure:"image_registry_auth_file" json:"image_registry_auth_file,omitempty"`
 	// Keep is how the keeper of each cluster watches its lane ([keep]); a
@@ -61,7 +61,7 @@ type Config struct {
 	Keep Keep `mapstructure:"keep" json:"keep,omitempty"`
 	// Relay lets a multi-node lane read the NAS about once: each file is
 	// read by one node and relayed to the others over the node network
-	// (mTLS between node workers, internal/relay). Default on; false turns
+	// (mTLS between node workers, internal/engine/relay). Default on; false turns
 	// it off for every lane (a recipe may turn it off for its own).
 	Relay *bool `mapstructure:"relay" json:"relay,omitempty"`
 	// RelayPort is the TCP port each node worker's relay server binds on
@@ -140,7 +140,7 @@ type Node struct {
 	// *_SOCKET_IFNAME variables of that node's ranks.
 	HCA    string `mapstructure:"hca" json:"hca,omitempty"`
 	IfName string `mapstructure:"ifname" json:"ifname,omitempty"`
-	// GPUMemory ("128GB") is what a lane may use here; 0: as discovered (internal/memfit).
+	// GPUMemory ("128GB") is what a lane may use here; 0: as discovered (internal/engine/memfit).
 	GPUMemory int64 `mapstructure:"gpu_memory" json:"gpu_memory,omitempty" unit:"bytes"`
 	// ClearHelper is an argv prefix (["sudo", "-n"]) the node worker puts
 	// before its remove command when a [hooks] clear directory holds entries

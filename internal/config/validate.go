@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/engine/secretenv"
 	"github.com/sparklane/sparklane/internal/fault"
-	"github.com/sparklane/sparklane/internal/secretenv"
 	"github.com/sparklane/sparklane/internal/strictdecode"
 )
 

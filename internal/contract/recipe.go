@@ -190,7 +190,7 @@ type Staging struct {
 	RowsEnv string `json:"rows_env,omitempty"`
 	Rows    int64  `json:"rows,omitempty"`
 	// RecordBytes is the size of one record the runtime reads from packed
-	// files (264 on mia; internal/sparserows/FORMAT.md). Staging refuses,
+	// files (264 on mia; internal/engine/sparserows/FORMAT.md). Staging refuses,
 	// before writing anything, a table whose row width gives another size,
 	// instead of packing rows the runtime would misread. 0: any width.
 	RecordBytes int64 `json:"record_bytes,omitempty"`

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/engine/ledger"
 )
 
 // Lanes are the demo's two lanes.

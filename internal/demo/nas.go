@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/sparklane/sparklane/internal/ledger"
-	"github.com/sparklane/sparklane/internal/safetensors"
+	"github.com/sparklane/sparklane/internal/engine/ledger"
+	"github.com/sparklane/sparklane/internal/engine/safetensors"
 )
 
 // Repos in the synthetic hub.

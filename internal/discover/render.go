@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/node"
-	"github.com/sparklane/sparklane/internal/staging"
 )
 
 // Host is one node as the operator named it, with what was found there.

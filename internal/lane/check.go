@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/engine/memfit"
 	"github.com/sparklane/sparklane/internal/fault"
-	"github.com/sparklane/sparklane/internal/memfit"
 )
 
 // Check backs `starter recipe check FILE...` when no fleet config is at

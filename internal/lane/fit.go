@@ -9,7 +9,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/memfit"
+	"github.com/sparklane/sparklane/internal/engine/memfit"
 )
 
 var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/images"
+	"github.com/sparklane/sparklane/internal/engine/images"
 )
 
 // wireRegistry sets w's image registry: the recipe's image_registry, else

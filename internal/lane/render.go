@@ -17,9 +17,9 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/engine/secretenv"
+	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/fault"
-	"github.com/sparklane/sparklane/internal/secretenv"
-	"github.com/sparklane/sparklane/internal/serve"
 )
 
 // Rendering defaults for the built-in placeholders.

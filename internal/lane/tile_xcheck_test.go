@@ -7,8 +7,8 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/engine/sparserows"
 	"github.com/sparklane/sparklane/internal/lane"
-	"github.com/sparklane/sparklane/internal/sparserows"
 )
 
 // The rendered SPARK_ENGRAM_ROWS is the table's total (the runtime tiles it

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/sparklane/sparklane/internal/safetensors"
-	"github.com/sparklane/sparklane/internal/sparserows"
+	"github.com/sparklane/sparklane/internal/engine/safetensors"
+	"github.com/sparklane/sparklane/internal/engine/sparserows"
 )
 
 // EngramManifest is the sparse-copy manifest a sparse-rows stage leaves in

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/safetensors"
+	"github.com/sparklane/sparklane/internal/engine/safetensors"
+	"github.com/sparklane/sparklane/internal/engine/sparserows"
+	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/sim"
-	"github.com/sparklane/sparklane/internal/sparserows"
-	"github.com/sparklane/sparklane/internal/staging"
 	"github.com/sparklane/sparklane/internal/syncbuf"
 	"github.com/sparklane/sparklane/internal/testkit/simtest"
 )
@@ -84,7 +84,7 @@ func runEngramCheck(t *testing.T, cfg sim.Config) (string, error) {
 }
 
 // TestEngramStagedTreesAccepted stages real packed and sparse-copy trees
-// with internal/sparserows and has engine-sim check them.
+// with internal/engine/sparserows and has engine-sim check them.
 func TestEngramStagedTreesAccepted(t *testing.T) {
 	src := engramCheckpoint(t)
 	model := simtest.WriteModel(t, t.TempDir(), simtest.Model{Shards: 1})

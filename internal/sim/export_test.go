@@ -1,5 +1,5 @@
 package sim
 
-import "github.com/sparklane/sparklane/internal/sparserows"
+import "github.com/sparklane/sparklane/internal/engine/sparserows"
 
 var tileOf = sparserows.Tile

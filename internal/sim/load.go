@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/safetensors"
-	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/engine/safetensors"
+	"github.com/sparklane/sparklane/internal/engine/staging"
 )
 
 const indexName = "model.safetensors.index.json"

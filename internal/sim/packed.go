@@ -10,11 +10,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/sparklane/sparklane/internal/safetensors"
+	"github.com/sparklane/sparklane/internal/engine/safetensors"
 )
 
 // The stand-in runtime's reader of packed engram files. It follows
-// internal/sparserows/FORMAT.md on its own (it does not call the packer's
+// internal/engine/sparserows/FORMAT.md on its own (it does not call the packer's
 // decoder), so a packer that drifted from the documented layout fails here
 // as it would in the real runtime.
 

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/staging"
+	"github.com/sparklane/sparklane/internal/engine/staging"
 )
 
 // Fail-at phases make the engine fail on purpose, so tests can exercise

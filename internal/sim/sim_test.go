@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/engine/sparserows"
 	"github.com/sparklane/sparklane/internal/sim"
-	"github.com/sparklane/sparklane/internal/sparserows"
 	"github.com/sparklane/sparklane/internal/syncbuf"
 	"github.com/sparklane/sparklane/internal/testkit/simtest"
 )

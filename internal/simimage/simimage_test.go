@@ -21,8 +21,8 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/engine/probe"
 	"github.com/sparklane/sparklane/internal/fault"
-	"github.com/sparklane/sparklane/internal/probe"
 	"github.com/sparklane/sparklane/internal/simimage"
 	"github.com/sparklane/sparklane/internal/testkit/simtest"
 )

@@ -15,8 +15,8 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/engine/relay"
 	"github.com/sparklane/sparklane/internal/pki"
-	"github.com/sparklane/sparklane/internal/relay"
 )
 
 // RelayPKIDir is where a node's relay identity lives: STATE_DIR/pki, the

@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sparklane/sparklane/internal/ledger"
-	"github.com/sparklane/sparklane/internal/safetensors"
+	"github.com/sparklane/sparklane/internal/engine/ledger"
+	"github.com/sparklane/sparklane/internal/engine/safetensors"
 )
 
 // Data returns n deterministic pseudo-random bytes for seed.

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sparklane/sparklane/internal/ledger"
+	"github.com/sparklane/sparklane/internal/engine/ledger"
 )
 
 // The other version of a blob is another blob to sha256 and the same one

@@ -4,5 +4,5 @@
 // source in place, as a writer on the NAS would.
 //
 // Test kit: production code must not import it; of sparklane it imports
-// only internal/ledger (whose sampled regions it steers clear of).
+// only internal/engine/ledger (whose sampled regions it steers clear of).
 package blobtest

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sparklane/sparklane/internal/safetensors"
+	"github.com/sparklane/sparklane/internal/engine/safetensors"
 )
 
 // Rev is the commit every snapshot is written at.

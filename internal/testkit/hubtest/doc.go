@@ -1,6 +1,6 @@
 // Package hubtest is a test double of the public Hugging Face Hub's HTTP
 // API: an httptest server on 127.0.0.1 serving model repos defined in
-// memory, so the download engine (internal/hubfetch) is tested against
+// memory, so the download engine (internal/engine/hubfetch) is tested against
 // real HTTP on loopback, and benchmarked, without the network.
 //
 // It is written from the Hub's documented behaviour (huggingface_hub's

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sparklane/sparklane/internal/power/routeros"
+	"github.com/sparklane/sparklane/internal/engine/power/routeros"
 )
 
 // Options shape the double's behaviour.

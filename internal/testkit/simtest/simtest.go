@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/safetensors"
+	"github.com/sparklane/sparklane/internal/engine/safetensors"
 	"github.com/sparklane/sparklane/internal/sim"
 	"github.com/sparklane/sparklane/internal/testkit/loopnet"
 )

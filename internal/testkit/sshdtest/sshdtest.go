@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/node"
-	"github.com/sparklane/sparklane/internal/serve"
 	"github.com/sparklane/sparklane/internal/testkit/loopnet"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"

@@ -3,7 +3,7 @@ package sshdtest
 import (
 	"testing"
 
-	"github.com/sparklane/sparklane/internal/serve"
+	"github.com/sparklane/sparklane/internal/engine/serve"
 )
 
 // Stop leaves no socket listening on the server's port (what "unreachable"
