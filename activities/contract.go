@@ -13,11 +13,6 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/disk"
-	"github.com/sparklane/sparklane/internal/engine/images"
-	"github.com/sparklane/sparklane/internal/engine/probe"
-	"github.com/sparklane/sparklane/internal/engine/serve"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 )
 
 // RootFree is free space on one staging root of a node.
@@ -43,7 +38,7 @@ type NodeStatusResult struct {
 	Roots      []RootFree `json:"roots"`
 	// Foreign are running containers sparklane did not start that use
 	// GPUs or hold one of the asked ports; they make the node occupied.
-	Foreign []serve.Foreign `json:"foreign,omitempty"`
+	Foreign []contract.ForeignContainer `json:"foreign,omitempty"`
 	// MemTotal is the node's memory in bytes (/proc/meminfo's MemTotal;
 	// on a DGX Spark the unified memory), for the memory fit; 0 unread.
 	MemTotal int64 `json:"mem_total,omitempty"`
@@ -87,7 +82,7 @@ type StageBlockInput struct {
 	// Resume is the progress an earlier activity heartbeated before its
 	// node went away; the workflow passes it to the new activity it starts
 	// once the node is back (heartbeat details do not cross activities).
-	Resume *staging.Progress `json:"resume,omitempty"`
+	Resume *contract.StageProgress `json:"resume,omitempty"`
 	// Relay, when set, stages a hub-mirror block through the relay: the
 	// nodes staging it in this run (cluster order) and their relay
 	// servers. It carries addresses only; identities are files on the node.
@@ -108,7 +103,7 @@ type StageBlockInput struct {
 type DiskRoom struct {
 	// Blocks are every lane's [[staging]] blocks (what `starter disk`
 	// lists).
-	Blocks []disk.Block `json:"blocks"`
+	Blocks []contract.DiskBlock `json:"blocks"`
 	// MakeRoom prunes least recently served blocks of other, not running
 	// lanes until min_free is met (--make-room), then stages.
 	MakeRoom bool `json:"make_room,omitempty"`
@@ -136,10 +131,10 @@ type NodePollingResult struct {
 
 // StageBlockResult is one block's outcome on one node.
 type StageBlockResult struct {
-	Node   string         `json:"node"`
-	Block  string         `json:"block"`
-	Kind   string         `json:"kind"`
-	Result staging.Result `json:"result"`
+	Node   string               `json:"node"`
+	Block  string               `json:"block"`
+	Kind   string               `json:"kind"`
+	Result contract.BlockResult `json:"result"`
 	// Verified is the post-stage verify when the input asked for it.
 	Verified *VerifyBlockResult `json:"verified,omitempty"`
 }
@@ -159,7 +154,7 @@ type VerifyBlockResult struct {
 	Node   string               `json:"node"`
 	Block  string               `json:"block"`
 	Kind   string               `json:"kind"`
-	Result staging.VerifyResult `json:"result"`
+	Result contract.BlockVerify `json:"result"`
 	// NoWorker is set (by the Verify workflow, never by the activity) when
 	// no worker of the node picked the check up within its pickup timeout:
 	// nothing was verified there, so the block is neither clean nor
@@ -200,7 +195,7 @@ type PullImageInput struct {
 // PullImageResult is the image pulled.
 type PullImageResult struct {
 	Node string `json:"node"`
-	images.Pulled
+	contract.ImagePulled
 }
 
 // BuildProgress is a build's heartbeat: the log's latest line.
@@ -253,7 +248,7 @@ type BeforeServeResult struct {
 	Node    string       `json:"node"`
 	Outputs []HookOutput `json:"outputs,omitempty"`
 	// Cleared are the clear paths removed (or found absent), with counts.
-	Cleared []serve.Cleared `json:"cleared,omitempty"`
+	Cleared []contract.ClearedPath `json:"cleared,omitempty"`
 }
 
 // PostExecInput runs a lane's post_exec (rendered) in its head
@@ -423,7 +418,7 @@ type DecodeProbeResult struct {
 	PromptTokens     int     `json:"prompt_tokens"`
 	CompletionTokens int     `json:"completion_tokens"`
 	// Pool is the probe of an embedding or reranker lane (no decode).
-	Pool *probe.PoolResult `json:"pool,omitempty"`
+	Pool *contract.PoolProbe `json:"pool,omitempty"`
 }
 
 // VerifyReportInput is what a verify run found, for its short report.
@@ -476,9 +471,9 @@ type BenchResult struct {
 // node (every lane's recipe that places the node); the node worker reads
 // its own disk, so a remote node is listed the same as a local one.
 type DiskInput struct {
-	Blocks []disk.Block `json:"blocks"`
+	Blocks []contract.DiskBlock `json:"blocks"`
 	// Prune, when set, removes blocks (DiskPrune only).
-	Prune *disk.PruneSpec `json:"prune,omitempty"`
+	Prune *contract.PruneSpec `json:"prune,omitempty"`
 	// Images, when set, also lists the node's images: each lane's recipe
 	// image reference → the lanes naming it (an LRU prune with
 	// Prune.Images removes only images no lane names and no container uses).
@@ -488,16 +483,16 @@ type DiskInput struct {
 // DiskResult is one node's roots and blocks, and the lanes running here
 // (whose blocks a prune never takes).
 type DiskResult struct {
-	Node    string      `json:"node"`
-	Roots   []disk.Root `json:"roots"`
-	Running []string    `json:"running,omitempty"`
+	Node    string              `json:"node"`
+	Roots   []contract.DiskRoot `json:"roots"`
+	Running []string            `json:"running,omitempty"`
 	// Prune is the prune's outcome (DiskPrune only).
-	Prune *disk.PruneResult `json:"prune,omitempty"`
+	Prune *contract.PruneResult `json:"prune,omitempty"`
 	// Images are the node's images (DiskInput.Images set), ImageError why
 	// they could not be listed, ImagePrune an LRU prune's part on them.
-	Images     []images.Listed    `json:"images,omitempty"`
-	ImageError string             `json:"image_error,omitempty"`
-	ImagePrune *images.ImagePrune `json:"image_prune,omitempty"`
+	Images     []contract.ImageListed `json:"images,omitempty"`
+	ImageError string                 `json:"image_error,omitempty"`
+	ImagePrune *contract.ImagePrune   `json:"image_prune,omitempty"`
 }
 
 // NodeLeaseHolder says which mutating run holds a node: the lease
@@ -793,7 +788,7 @@ type FetchRepoInput struct {
 }
 
 // FetchProgress is FetchRepo's heartbeat: files and bytes in place (the
-// same JSON names as staging.Progress, so the starter's progress bars read
+// same JSON names as contract.StageProgress, so the starter's progress bars read
 // both) and the bytes received over HTTP in this attempt.
 type FetchProgress struct {
 	Repo       string `json:"repo"`
@@ -850,7 +845,7 @@ type ImageInventoryInput struct {
 // ImageInventoryResult is one node's inventory of the image, and where
 // it would serve a transfer to the next node.
 type ImageInventoryResult struct {
-	images.Inventory
+	contract.ImageInventory
 	// Addr is the node's address:image_port ("" when the node has no
 	// address or no fleet identity: it cannot take part in a transfer).
 	Addr string `json:"addr,omitempty"`
@@ -862,7 +857,7 @@ type ImageInventoryResult struct {
 // (images.Plan): the source sends, the others receive from Upstream and
 // forward to Downstream.
 type TransferImageInput struct {
-	Spec images.Spec `json:"spec"`
+	Spec contract.ImageSpec `json:"spec"`
 	// Have is how many of the image's layers this node had when planned.
 	Have         int    `json:"have,omitempty"`
 	Upstream     string `json:"upstream,omitempty"`
@@ -875,5 +870,5 @@ type TransferImageInput struct {
 
 // TransferImageResult is what the member moved.
 type TransferImageResult struct {
-	images.Moved
+	contract.ImageMoved
 }

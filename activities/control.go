@@ -20,7 +20,6 @@ import (
 	"github.com/sparklane/sparklane/internal/engine/memfit"
 	"github.com/sparklane/sparklane/internal/engine/probe"
 	"github.com/sparklane/sparklane/internal/engine/serve"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/metrics"
@@ -261,7 +260,8 @@ func (a *ControlActivities) DecodeProbe(ctx context.Context, in DecodeProbeInput
 		if err != nil {
 			return DecodeProbeResult{}, classify(err)
 		}
-		return DecodeProbeResult{Pool: &pr}, nil
+		pp := poolProbe(pr)
+		return DecodeProbeResult{Pool: &pp}, nil
 	}
 	r, err := probe.DecodeProbe(ctx, probe.DecodeInput{BaseURL: in.BaseURL, Model: in.Model, PromptTokens: in.PromptTokens, MaxTokens: in.MaxTokens})
 	if err != nil {
@@ -326,7 +326,7 @@ func (a *ControlActivities) WriteVerifyReport(ctx context.Context, in VerifyRepo
 			fmt.Fprintf(&b, "\n- missing: %s/%s on %s: `%s`", bl.Lane, bl.Block, bl.Node, p)
 		}
 		if bl.Result.Truncated() {
-			fmt.Fprintf(&b, "\n- %s/%s on %s: only the first %d of each list shown; the full lists are in `%s` on %s", bl.Lane, bl.Block, bl.Node, staging.ListLimit, nonEmptyOr(bl.Result.ListFile, "(not written)"), bl.Node)
+			fmt.Fprintf(&b, "\n- %s/%s on %s: only the first %d of each list shown; the full lists are in `%s` on %s", bl.Lane, bl.Block, bl.Node, contract.ListLimit, nonEmptyOr(bl.Result.ListFile, "(not written)"), bl.Node)
 		}
 	}
 	for _, r := range in.Repaired {

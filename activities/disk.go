@@ -9,6 +9,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/disk"
 	"github.com/sparklane/sparklane/internal/engine/images"
 	"github.com/sparklane/sparklane/internal/engine/serve"
@@ -16,9 +17,9 @@ import (
 )
 
 // localBlocks fills each block's Local path (fs_root applied).
-func (a *NodeActivities) localBlocks(in []disk.Block) []disk.Block {
+func (a *NodeActivities) localBlocks(in []contract.DiskBlock) []disk.Block {
 	out := make([]disk.Block, len(in))
-	for i, b := range in {
+	for i, b := range each(in, engineBlock) {
 		b.Local = a.local(b.Dst)
 		b.LocalExports = nil
 		for _, e := range b.Exports {
@@ -61,29 +62,32 @@ func (a *NodeActivities) DiskUsage(ctx context.Context, in DiskInput) (DiskResul
 		return res, classify(err)
 	}
 	res.Running = running
-	res.Roots = disk.Scan(a.roots(), a.localBlocks(in.Blocks))
+	res.Roots = each(disk.Scan(a.roots(), a.localBlocks(in.Blocks)), diskRoot)
 	a.listImages(ctx, in, &res)
 	return res, nil
 }
 
 // listImages fills res.Images when the input asks (an old starter does
 // not); a Docker that cannot list them is said, not a failed listing.
-func (a *NodeActivities) listImages(ctx context.Context, in DiskInput, res *DiskResult) {
+func (a *NodeActivities) listImages(ctx context.Context, in DiskInput, res *DiskResult) []images.Listed {
 	if in.Images == nil {
-		return
+		return nil
 	}
 	d, err := a.dockerClient(ctx)
 	if err == nil {
 		st, ok := d.(images.Store)
 		if !ok {
 			res.ImageError = "node " + a.Node.Name + ": its Docker client cannot list images"
-			return
+			return nil
 		}
-		res.Images, err = images.List(ctx, st, a.Node.Name, in.Images, time.Now())
+		var l []images.Listed
+		if l, err = images.List(ctx, st, a.Node.Name, in.Images, time.Now()); err == nil {
+			res.Images = each(l, imageListed)
+			return l
+		}
 	}
-	if err != nil {
-		res.ImageError = err.Error()
-	}
+	res.ImageError = err.Error()
+	return nil
 }
 
 // DiskPrune removes whole blocks on this node as in.Prune says, beneath
@@ -99,15 +103,15 @@ func (a *NodeActivities) DiskPrune(ctx context.Context, in DiskInput) (DiskResul
 		return res, classify(err)
 	}
 	res.Running = running
-	spec := *in.Prune
+	spec := disk.PruneSpec(*in.Prune)
 	spec.Protected = append(append([]string(nil), spec.Protected...), running...)
 	stop := keepAlive(ctx)
-	pr := disk.Prune(a.roots(), a.localBlocks(in.Blocks), spec)
+	pr := pruneResult(disk.Prune(a.roots(), a.localBlocks(in.Blocks), spec))
 	stop()
 	res.Prune = &pr
-	res.Roots = disk.Scan(a.roots(), a.localBlocks(in.Blocks))
-	a.listImages(ctx, in, &res)
-	if spec.LRU && spec.Images && res.Images != nil {
+	res.Roots = each(disk.Scan(a.roots(), a.localBlocks(in.Blocks)), diskRoot)
+	listed := a.listImages(ctx, in, &res)
+	if spec.LRU && spec.Images && listed != nil {
 		d, err := a.dockerClient(ctx)
 		if err != nil {
 			return res, classify(err)
@@ -116,7 +120,7 @@ func (a *NodeActivities) DiskPrune(ctx context.Context, in DiskInput) (DiskResul
 		if !ok {
 			return res, fmt.Errorf("node %s: its Docker client cannot remove images", a.Node.Name)
 		}
-		ip := images.Prune(ctx, st, a.Node.Name, res.Images, spec.Free, spec.DryRun, staging.FreeBytes)
+		ip := imagePrune(images.Prune(ctx, st, a.Node.Name, listed, spec.Free, spec.DryRun, staging.FreeBytes))
 		res.ImagePrune = &ip
 		a.listImages(ctx, in, &res)
 	}

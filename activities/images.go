@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/images"
 	"github.com/sparklane/sparklane/internal/fault"
 )
@@ -53,7 +54,7 @@ func (a *NodeActivities) imageAddr() (addr, why string) {
 // A pinned digest the node's image does not carry is a permanent
 // ImageDigestMismatch naming the node.
 func (a *NodeActivities) ImageInventory(ctx context.Context, in ImageInventoryInput) (ImageInventoryResult, error) {
-	ref, err := images.ParseRef(in.Image)
+	ref, err := contract.ParseImageRef(in.Image)
 	if err != nil {
 		return ImageInventoryResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: %w", a.Node.Name, err)))
 	}
@@ -75,7 +76,7 @@ func (a *NodeActivities) ImageInventory(ctx context.Context, in ImageInventoryIn
 			return ImageInventoryResult{}, classify(err)
 		}
 	}
-	res := ImageInventoryResult{Inventory: inv}
+	res := ImageInventoryResult{ImageInventory: imageInventory(inv)}
 	res.Addr, res.NoTransfer = a.imageAddr()
 	return res, nil
 }
@@ -94,7 +95,7 @@ func (a *NodeActivities) TransferImage(ctx context.Context, in TransferImageInpu
 	if why != "" {
 		return TransferImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("image transfer: %s", why)))
 	}
-	m := images.Member{Docker: d, Node: a.Node.Name, Spec: in.Spec, Have: in.Have, Upstream: in.Upstream, UpstreamAddr: in.UpstreamAddr,
+	m := images.Member{Docker: d, Node: a.Node.Name, Spec: engineSpec(in.Spec), Have: in.Have, Upstream: in.Upstream, UpstreamAddr: in.UpstreamAddr,
 		Downstream: in.Downstream, ListenAddr: addr, ServerTLS: a.ImageTLS.Server, ClientTLS: a.ImageTLS.Client, Wait: 5 * time.Minute}
 	if in.Upstream != "" {
 		if ins, err := d.ImageInspect(ctx, in.Spec.Tag); err == nil && ins.ID == in.Spec.ID {
@@ -108,12 +109,12 @@ func (a *NodeActivities) TransferImage(ctx context.Context, in TransferImageInpu
 		a.Metrics.ImageReceived(in.Lane, a.Node.Name, m.Upstream, moved.BytesIn)
 	}
 	if err != nil {
-		return TransferImageResult{Moved: moved}, classify(err)
+		return TransferImageResult{ImageMoved: imageMoved(moved)}, classify(err)
 	}
 	if a.Log != nil {
 		a.Log.Info("image transfer done", zap.String("image", in.Spec.Tag), zap.Int64("bytes_in", moved.BytesIn), zap.Int64("bytes_out", moved.BytesOut), zap.Int("layers", moved.Layers))
 	}
-	return TransferImageResult{Moved: moved}, nil
+	return TransferImageResult{ImageMoved: imageMoved(moved)}, nil
 }
 
 // BuildImage builds the lane's image here from its recipe's [build]
@@ -121,7 +122,7 @@ func (a *NodeActivities) TransferImage(ctx context.Context, in TransferImageInpu
 // refused, or a git URL), heartbeating the build log line by line. A
 // failing step is a permanent ImageBuildFailed carrying the last lines.
 func (a *NodeActivities) BuildImage(ctx context.Context, in BuildImageInput) (BuildImageResult, error) {
-	ref, err := images.ParseRef(in.Image)
+	ref, err := contract.ParseImageRef(in.Image)
 	if err != nil || ref.Name == "" {
 		return BuildImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: image %q cannot tag a build: give repo:tag", a.Node.Name, in.Image)))
 	}
@@ -152,7 +153,7 @@ func (a *NodeActivities) BuildImage(ctx context.Context, in BuildImageInput) (Bu
 // this node only), heartbeating the pull's progress, tags it as the
 // recipe's reference and checks a pinned digest.
 func (a *NodeActivities) PullImage(ctx context.Context, in PullImageInput) (PullImageResult, error) {
-	ref, err := images.ParseRef(in.Image)
+	ref, err := contract.ParseImageRef(in.Image)
 	if err == nil {
 		err = images.CheckRegistry(in.Registry, in.AuthFile)
 	}
@@ -176,7 +177,7 @@ func (a *NodeActivities) PullImage(ctx context.Context, in PullImageInput) (Pull
 	pulled, err := images.Pull(ctx, p, a.Node.Name, in.Registry, ref, auth, func(l string) {
 		heartbeat(ctx, BuildProgress{Line: l})
 	})
-	res := PullImageResult{Node: a.Node.Name, Pulled: pulled}
+	res := PullImageResult{Node: a.Node.Name, ImagePulled: imagePulled(pulled)}
 	if err != nil {
 		return res, classify(err)
 	}

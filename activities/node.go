@@ -137,9 +137,11 @@ func (a *NodeActivities) NodeStatus(ctx context.Context, in NodeStatusInput) (No
 	}
 	sort.Strings(res.Lanes)
 	sort.Strings(res.Containers)
-	if res.Foreign, err = serve.FindForeign(ctx, d, in.Ports, nil); err != nil {
+	f, err := serve.FindForeign(ctx, d, in.Ports, nil)
+	if err != nil {
 		return res, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
 	}
+	res.Foreign = each(f, foreign)
 	return res, nil
 }
 
@@ -198,12 +200,14 @@ func (a *NodeActivities) rowsSpec(b contract.Staging, rank, tp int) sparserows.S
 func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (StageBlockResult, error) {
 	out := StageBlockResult{Node: a.Node.Name, Block: in.Block.ID, Kind: in.Block.Kind}
 	opts := staging.Options{DryRun: in.DryRun, Force: in.Force}
-	var prev staging.Progress
+	var prev contract.StageProgress
 	if resumeFrom(ctx, &prev) {
-		opts.Resume = &prev
+		p := engineProgress(prev)
+		opts.Resume = &p
 		a.Log.Info("resuming staging from heartbeat", zap.String("block", in.Block.ID), zap.Int64("bytes_done", prev.BytesDone), zap.Int64("rows_done", prev.RowsDone))
 	} else if in.Resume != nil {
-		opts.Resume = in.Resume
+		p := engineProgress(*in.Resume)
+		opts.Resume = &p
 		a.Log.Info("resuming staging from the progress of an activity that lost its node", zap.String("block", in.Block.ID), zap.Int64("bytes_done", in.Resume.BytesDone), zap.Int64("rows_done", in.Resume.RowsDone))
 	}
 	var last time.Time
@@ -211,12 +215,12 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 	pause := staging.TestPauseFromEnv() // nil outside tests
 	opts.OnProgress = func(p staging.Progress) {
 		lastP = p
-		pause.Hold(ctx, p, func(q staging.Progress) { heartbeat(ctx, q) })
+		pause.Hold(ctx, p, func(q staging.Progress) { heartbeat(ctx, stageProgress(q)) })
 		if time.Since(last) < 500*time.Millisecond && len(p.InFlight) == 0 && p.NextRow == 0 {
 			return
 		}
 		last = time.Now()
-		heartbeat(ctx, p)
+		heartbeat(ctx, stageProgress(p))
 		a.Metrics.StagingProgress(in.Lane, a.Node.Name, in.Block.ID, p.BytesDone)
 	}
 	err := a.stageEngine(ctx, in, opts, &out)
@@ -241,7 +245,7 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 	if in.Verify && !in.DryRun {
 		// The staging's last progress is heartbeated meanwhile, so a
 		// retry resumes from it (everything staged) rather than afresh.
-		stop := keepAliveWith(ctx, lastP)
+		stop := keepAliveWith(ctx, stageProgress(lastP))
 		v, err := a.verifyBlock(ctx, VerifyBlockInput{Lane: in.Lane, Block: in.Block, Rank: in.Rank, TP: in.TP})
 		stop()
 		if err != nil {
@@ -288,7 +292,13 @@ func (a *NodeActivities) makeRoom(ctx context.Context, in StageBlockInput, short
 // stageEngine runs the block's staging engine (through the relay when
 // asked), filling out.Result.
 func (a *NodeActivities) stageEngine(ctx context.Context, in StageBlockInput, opts staging.Options, out *StageBlockResult) error {
-	var err error
+	r, err := a.runEngine(ctx, in, opts)
+	out.Result = blockResult(r)
+	return err
+}
+
+// runEngine runs the block's staging engine (through the relay when asked).
+func (a *NodeActivities) runEngine(ctx context.Context, in StageBlockInput, opts staging.Options) (staging.Result, error) {
 	switch in.Block.Kind {
 	case "hub-mirror":
 		if in.Relay != nil && len(in.Relay.Nodes) > 1 && !in.DryRun && !in.Force {
@@ -319,7 +329,7 @@ func (a *NodeActivities) stageEngine(ctx context.Context, in StageBlockInput, op
 							mu.Lock()
 							p := lastP
 							mu.Unlock()
-							heartbeat(ctx, p)
+							heartbeat(ctx, stageProgress(p))
 						case <-stop:
 							return
 						case <-ctx.Done():
@@ -327,20 +337,17 @@ func (a *NodeActivities) stageEngine(ctx context.Context, in StageBlockInput, op
 						}
 					}
 				}()
-				out.Result, err = h.Stage(ctx, a.hubSpec(in.Block), opts, a.Log)
-				close(stop)
-				break
+				defer close(stop)
+				return h.Stage(ctx, a.hubSpec(in.Block), opts, a.Log)
 			}
 		}
-		out.Result, err = hubmirror.Stage(ctx, a.hubSpec(in.Block), opts)
+		return hubmirror.Stage(ctx, a.hubSpec(in.Block), opts)
 	case "sparse-rows":
 		// Each rank reads only its own row ranges from the NAS, which do
 		// not overlap between ranks: there is nothing to relay.
-		out.Result, err = sparserows.Stage(ctx, a.rowsSpec(in.Block, in.Rank, in.TP), opts)
-	default:
-		err = fault.Permanent(fault.InvalidSpec, fmt.Errorf("staging block %s: unknown kind %q (hub-mirror | sparse-rows)", in.Block.ID, in.Block.Kind))
+		return sparserows.Stage(ctx, a.rowsSpec(in.Block, in.Rank, in.TP), opts)
 	}
-	return err
+	return staging.Result{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("staging block %s: unknown kind %q (hub-mirror | sparse-rows)", in.Block.ID, in.Block.Kind))
 }
 
 // relayPeers are the input's relay addresses with in-process peers'
@@ -369,23 +376,25 @@ func (a *NodeActivities) VerifyBlock(ctx context.Context, in VerifyBlockInput) (
 // what it staged); the caller heartbeats.
 func (a *NodeActivities) verifyBlock(ctx context.Context, in VerifyBlockInput) (VerifyBlockResult, error) {
 	out := VerifyBlockResult{Lane: in.Lane, Node: a.Node.Name, Block: in.Block.ID, Kind: in.Block.Kind}
+	var r staging.VerifyResult
 	var err error
 	switch in.Block.Kind {
 	case "hub-mirror":
-		out.Result, err = hubmirror.Verify(ctx, a.hubSpec(in.Block), in.Full)
+		r, err = hubmirror.Verify(ctx, a.hubSpec(in.Block), in.Full)
 	case "sparse-rows":
-		out.Result, err = sparserows.Verify(ctx, a.rowsSpec(in.Block, in.Rank, in.TP), in.Full)
+		r, err = sparserows.Verify(ctx, a.rowsSpec(in.Block, in.Rank, in.TP), in.Full)
 	default:
 		err = fault.Permanent(fault.InvalidSpec, fmt.Errorf("staging block %s: unknown kind %q", in.Block.ID, in.Block.Kind))
 	}
+	out.Result = blockVerify(r)
 	if err != nil {
 		return out, classify(fmt.Errorf("node %s, block %s: %w", a.Node.Name, in.Block.ID, err))
 	}
-	r := out.Result
 	a.Metrics.Verified(in.Lane, a.Node.Name, in.Block.ID, r.OK+r.NBad()+r.NMissing(), 0)
-	if err := a.spill(in, &out.Result); err != nil {
+	if err := a.spill(in, &r); err != nil {
 		return out, classify(fmt.Errorf("node %s, block %s: %w", a.Node.Name, in.Block.ID, err))
 	}
+	out.Result = blockVerify(r)
 	return out, nil
 }
 
@@ -448,7 +457,7 @@ func (a *NodeActivities) EnsureImage(ctx context.Context, in EnsureImageInput) (
 	}
 	if in.Resolve {
 		// A pinned image moved here is under its tag without the digest.
-		if ref, err := images.ParseRef(in.Image); err == nil && ref.Digest != "" && ref.Name != "" {
+		if ref, err := contract.ParseImageRef(in.Image); err == nil && ref.Digest != "" && ref.Name != "" {
 			id, err := a.imageDocker(ctx)
 			if err != nil {
 				return EnsureImageResult{}, classify(err)
@@ -504,13 +513,13 @@ func (a *NodeActivities) BeforeServe(ctx context.Context, in BeforeServeInput) (
 			"SPARKLANE_FS_ROOT": root,
 		},
 	})
-	for _, c := range r.Cleared {
+	for _, c := range each(r.Cleared, cleared) {
 		if a.Log == nil {
 			break
 		}
 		a.Log.Info("before_serve cleared", zap.String("lane", in.Lane), zap.String("path", c.Path), zap.Int64("files", c.Files), zap.Int64("bytes", c.Bytes), zap.Bool("absent", c.Absent), zap.Bool("helper", c.Helper))
 	}
-	out := BeforeServeResult{Node: a.Node.Name, Cleared: r.Cleared}
+	out := BeforeServeResult{Node: a.Node.Name, Cleared: each(r.Cleared, cleared)}
 	for _, o := range r.Outputs {
 		out.Outputs = append(out.Outputs, HookOutput{Command: o.Command, Exit: o.Exit, Output: o.Output})
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
-	"github.com/sparklane/sparklane/internal/engine/disk"
 )
 
 // ControlQueue is the task queue of the control worker (workflows and
@@ -421,11 +420,11 @@ type CutoverResult struct {
 // lane whose recipe places the node (the control side reads the recipes,
 // the node reads its disk).
 type DiskInput struct {
-	Nodes  []string                `json:"nodes"`
-	Blocks map[string][]disk.Block `json:"blocks"`
+	Nodes  []string                        `json:"nodes"`
+	Blocks map[string][]contract.DiskBlock `json:"blocks"`
 	// Prune, when set, removes blocks on every node (least recently
 	// served first with LRU), never of a lane running on any node.
-	Prune *disk.PruneSpec `json:"prune,omitempty"`
+	Prune *contract.PruneSpec `json:"prune,omitempty"`
 	// PickupTimeout is how long a node worker may take to answer.
 	PickupTimeout contract.Duration `json:"pickup_timeout,omitempty"`
 	// Images, when set, lists every node's images too (starter images,

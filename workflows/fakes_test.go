@@ -18,7 +18,6 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -317,10 +316,10 @@ func (f *fakeFleet) mockStaging() {
 		if err := f.stageErr[in.Lane+"/"+in.Block.ID+"@"+n]; err != nil {
 			return activities.StageBlockResult{}, err
 		}
-		r := activities.StageBlockResult{Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: staging.Result{CopiedFiles: 2}}
+		r := activities.StageBlockResult{Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: contract.BlockResult{CopiedFiles: 2}}
 		if in.Verify && !f.noVerifyInBlock {
 			f.record(ctx, "verify in "+label)
-			r.Verified = &activities.VerifyBlockResult{Lane: in.Lane, Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: staging.VerifyResult{OK: 3}}
+			r.Verified = &activities.VerifyBlockResult{Lane: in.Lane, Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: contract.BlockVerify{OK: 3}}
 			r.Verified.Result.Bad = f.verifyBad[in.Lane+"/"+in.Block.ID+"@"+n]
 		}
 		return r, nil
@@ -341,7 +340,7 @@ func (f *fakeFleet) mockStaging() {
 		if f.notPolling[n] {
 			return activities.VerifyBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 		}
-		r := activities.VerifyBlockResult{Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: staging.VerifyResult{OK: 3}}
+		r := activities.VerifyBlockResult{Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: contract.BlockVerify{OK: 3}}
 		r.Result.Bad = f.verifyBad[in.Lane+"/"+in.Block.ID+"@"+n]
 		return r, nil
 	})

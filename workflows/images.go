@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/images"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -29,7 +29,7 @@ const (
 // ensureImages puts each image of plan on every node that runs it, before
 // any container starts (stage, and so cutover): nodes that lack it receive
 // only the layers they lack from a node of the cluster that has it, in a
-// chain (images.Plan). With only, only that node receives. A dry run
+// chain (contract.ImagePlan). With only, only that node receives. A dry run
 // reports per node whether the image is there and what would move.
 //
 // src.build, when set, builds its image first (Force) or when no node of
@@ -93,9 +93,14 @@ func recipePull(rc contract.Recipe, plan contract.LanePlan) *ImagePull {
 	return &ImagePull{Image: rc.Image, Registry: rc.ImageRegistry, AuthFile: rc.ImageRegistryAuthFile, Node: plan.Nodes[0].Node}
 }
 
-// permanent turns an engine's typed error into the workflow's.
+// permanent turns an engine's or the image plan's typed error into the
+// workflow's.
 func permanent(err error) error {
 	typ, ok := fault.TypeOf(err)
+	var ie *contract.ImageError
+	if errors.As(err, &ie) {
+		typ, ok = ie.Type, true
+	}
 	if !ok {
 		typ = fault.InvalidSpec
 	}
@@ -104,7 +109,7 @@ func permanent(err error) error {
 
 func ensureImage(ctx workflow.Context, t *tracker, lane, img string, nodes []string, only string, dryRun bool, pickup time.Duration, src imageSources) ([]ImageNodeResult, error) {
 	build, built, pull := src.build, src.built, src.pull
-	ref, err := images.ParseRef(img)
+	ref, err := contract.ParseImageRef(img)
 	if err != nil {
 		i := t.start("image "+img, "")
 		err = permanent(fault.Permanent(fault.InvalidSpec, err))
@@ -214,14 +219,14 @@ func asApp(err error, app **temporal.ApplicationError) bool {
 //
 // want, when set, is the image ID the run moves (the one it just built):
 // a node with another image under the tag lacks it, and its layers count.
-func planImage(ctx workflow.Context, ref images.Ref, nodes []string, only, want string, pickup time.Duration) ([]ImageNodeResult, images.Plan, map[string]activities.ImageInventoryResult, error) {
+func planImage(ctx workflow.Context, ref contract.ImageRef, nodes []string, only, want string, pickup time.Duration) ([]ImageNodeResult, contract.ImagePlan, map[string]activities.ImageInventoryResult, error) {
 	invs := map[string]activities.ImageInventoryResult{}
 	if only != "" {
 		if !slices.Contains(nodes, only) {
-			return nil, images.Plan{}, invs, nil
+			return nil, contract.ImagePlan{}, invs, nil
 		}
 		if err := imageInventory(ctx, ref, []string{only}, nil, want, pickup, invs); err != nil {
-			return []ImageNodeResult{{Node: only, Image: ref.String()}}, images.Plan{}, invs, err
+			return []ImageNodeResult{{Node: only, Image: ref.String()}}, contract.ImagePlan{}, invs, err
 		}
 		if invs[only].Present {
 			nodes = []string{only}
@@ -236,7 +241,7 @@ func planImage(ctx workflow.Context, ref images.Ref, nodes []string, only, want 
 		}
 	}
 	if err := imageInventory(ctx, ref, ask, nil, want, pickup, invs); err != nil {
-		return res, images.Plan{}, invs, err
+		return res, contract.ImagePlan{}, invs, err
 	}
 	var diff []string
 	var lack []string
@@ -252,24 +257,24 @@ func planImage(ctx workflow.Context, ref images.Ref, nodes []string, only, want 
 	}
 	if len(lack) > 0 {
 		if err := imageInventory(ctx, ref, lack, diff, want, pickup, invs); err != nil {
-			return res, images.Plan{}, invs, err
+			return res, contract.ImagePlan{}, invs, err
 		}
 	}
-	var planned []images.Inventory
+	var planned []contract.ImageInventory
 	for k, n := range nodes {
 		inv := invs[n]
 		if inv.Present {
-			res[k].State, res[k].ID = images.Describe(inv.Inventory, len(inv.DiffIDs)), inv.ID
+			res[k].State, res[k].ID = contract.DescribeImage(inv.ImageInventory, len(inv.DiffIDs)), inv.ID
 		} else if diff != nil {
-			res[k].State = images.Describe(inv.Inventory, len(diff))
+			res[k].State = contract.DescribeImage(inv.ImageInventory, len(diff))
 		} else {
 			res[k].State = "missing"
 		}
 		if inv.Present || only == "" || n == only {
-			planned = append(planned, inv.Inventory)
+			planned = append(planned, inv.ImageInventory)
 		}
 	}
-	p, err := images.MakePlan(ref, planned)
+	p, err := contract.PlanImage(ref, planned)
 	if err != nil {
 		return res, p, invs, permanent(err)
 	}
@@ -333,7 +338,7 @@ func pullImage(ctx workflow.Context, t *tracker, p ImagePull, pickup time.Durati
 }
 
 // imageInventory runs ImageInventory on nodes in parallel into invs.
-func imageInventory(ctx workflow.Context, ref images.Ref, nodes, diffIDs []string, want string, pickup time.Duration, invs map[string]activities.ImageInventoryResult) error {
+func imageInventory(ctx workflow.Context, ref contract.ImageRef, nodes, diffIDs []string, want string, pickup time.Duration, invs map[string]activities.ImageInventoryResult) error {
 	futs := make([]workflow.Future, len(nodes))
 	for k, n := range nodes {
 		what := "image inventory " + ref.String()
@@ -362,8 +367,8 @@ func imageInventory(ctx workflow.Context, ref images.Ref, nodes, diffIDs []strin
 
 // transferImage runs every chain member's TransferImage at once and
 // waits for all of them.
-func transferImage(ctx workflow.Context, lane string, ref images.Ref, p images.Plan, invs map[string]activities.ImageInventoryResult, pickup time.Duration) (map[string]images.Moved, error) {
-	spec := images.Spec{ID: p.ID, DiffIDs: p.DiffIDs, From: p.From, Tag: ref.Name}
+func transferImage(ctx workflow.Context, lane string, ref contract.ImageRef, p contract.ImagePlan, invs map[string]activities.ImageInventoryResult, pickup time.Duration) (map[string]contract.ImageMoved, error) {
+	spec := contract.ImageSpec{ID: p.ID, DiffIDs: p.DiffIDs, From: p.From, Tag: ref.Name}
 	hops := p.Hops()
 	futs := make([]workflow.Future, len(hops))
 	for k, h := range hops {
@@ -380,7 +385,7 @@ func transferImage(ctx workflow.Context, lane string, ref images.Ref, p images.P
 		}
 		futs[k] = workflow.ExecuteActivity(summarize(nodeOpts(ctx, h.Node, pickup, imageTransferTimeout, imageTransferBeat, 1), h.Node, -1, what), na.TransferImage, in)
 	}
-	moved := map[string]images.Moved{}
+	moved := map[string]contract.ImageMoved{}
 	var errs []string
 	var first error
 	for k, h := range hops {
@@ -392,7 +397,7 @@ func transferImage(ctx workflow.Context, lane string, ref images.Ref, p images.P
 			}
 			continue
 		}
-		moved[h.Node] = r.Moved
+		moved[h.Node] = r.ImageMoved
 	}
 	if first != nil {
 		msg := fmt.Sprintf("image %s transfer %s: %s", ref, strings.Join(p.Chain, " → "), strings.Join(errs, "; "))

@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sparklane/sparklane/activities"
-	"github.com/sparklane/sparklane/internal/engine/staging"
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // DefaultOutageBudget is how long a run waits for a node whose worker went
@@ -58,10 +58,10 @@ func noWorkerText(node string) string {
 
 // lastProgress is the staging progress the last attempt heartbeated before
 // its node went away, if the error carries it.
-func lastProgress(err error) *staging.Progress {
+func lastProgress(err error) *contract.StageProgress {
 	var to *temporal.TimeoutError
 	if errors.As(err, &to) && to.HasLastHeartbeatDetails() {
-		var p staging.Progress
+		var p contract.StageProgress
 		if to.LastHeartbeatDetails(&p) == nil && p.BytesTotal+p.RowsTotal > 0 {
 			return &p
 		}

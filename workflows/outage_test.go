@@ -14,7 +14,6 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 )
 
 // outageEnv runs StageNode on node dgx3 whose worker is gone for the first
@@ -37,12 +36,12 @@ func newOutageEnv(t *testing.T, gone, back int) *outageEnv {
 		case n == 1:
 			// The worker died mid-copy; its retries found no worker: the
 			// server reports the pickup timeout with the last heartbeat.
-			details := staging.Progress{FilesTotal: 4, BytesTotal: 4 << 30, BytesDone: 3 << 30}
+			details := contract.StageProgress{FilesTotal: 4, BytesTotal: 4 << 30, BytesDone: 3 << 30}
 			return activities.StageBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil, details)
 		case n <= gone:
 			return activities.StageBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 		}
-		return activities.StageBlockResult{Node: "dgx3", Block: in.Block.ID, Result: staging.Result{CopiedFiles: 1}}, nil
+		return activities.StageBlockResult{Node: "dgx3", Block: in.Block.ID, Result: contract.BlockResult{CopiedFiles: 1}}, nil
 	})
 	o.env.OnActivity("NodePolling", mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.NodePollingInput) (activities.NodePollingResult, error) {
 		o.polls++

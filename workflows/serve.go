@@ -9,7 +9,6 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/images"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -165,7 +164,7 @@ func serveImages(ctx workflow.Context, t *tracker, rc contract.Recipe, plan cont
 		return nil, err
 	}
 	for i, n := range plan.Nodes {
-		if ref, err := images.ParseRef(n.Image); err == nil && ref.Digest != "" {
+		if ref, err := contract.ParseImageRef(n.Image); err == nil && ref.Digest != "" {
 			ids[i] = found[i].ID
 		}
 	}
@@ -176,20 +175,20 @@ func serveImages(ctx workflow.Context, t *tracker, rc contract.Recipe, plan cont
 // with another ID than the nodes carrying the digest (images.MakePlan's
 // rule, the same as the stage's image step).
 func checkPinned(plan contract.LanePlan, found []activities.EnsureImageResult) error {
-	byImage := map[string][]images.Inventory{}
+	byImage := map[string][]contract.ImageInventory{}
 	var order []string
 	for i, n := range plan.Nodes {
 		if _, ok := byImage[n.Image]; !ok {
 			order = append(order, n.Image)
 		}
-		byImage[n.Image] = append(byImage[n.Image], images.Inventory{Node: n.Node, Present: true, ID: found[i].ID, Unpinned: found[i].Unpinned})
+		byImage[n.Image] = append(byImage[n.Image], contract.ImageInventory{Node: n.Node, Present: true, ID: found[i].ID, Unpinned: found[i].Unpinned})
 	}
 	for _, img := range order {
-		ref, err := images.ParseRef(img)
+		ref, err := contract.ParseImageRef(img)
 		if err != nil || ref.Digest == "" {
 			continue
 		}
-		if _, err := images.MakePlan(ref, byImage[img]); err != nil {
+		if _, err := contract.PlanImage(ref, byImage[img]); err != nil {
 			return permanent(err)
 		}
 	}

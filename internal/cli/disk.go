@@ -11,7 +11,7 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
-	"github.com/sparklane/sparklane/internal/engine/disk"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -20,16 +20,16 @@ import (
 // share a dst share the block). Every node is asked about every block: a
 // block's dst is the same path on every node, and a lane staged once on
 // another cluster still occupies the disk.
-func diskBlocks(set *config.RecipeSet) []disk.Block {
+func diskBlocks(set *config.RecipeSet) []contract.DiskBlock {
 	byDst := map[string]int{}
-	var out []disk.Block
+	var out []contract.DiskBlock
 	for _, r := range set.Recipes {
 		for _, s := range r.Staging {
 			if i, ok := byDst[s.Dst]; ok {
 				out[i].Lanes = append(out[i].Lanes, r.Name)
 				continue
 			}
-			b := disk.Block{Lanes: []string{r.Name}, ID: s.ID, Kind: s.Kind, Dst: s.Dst}
+			b := contract.DiskBlock{Lanes: []string{r.Name}, ID: s.ID, Kind: s.Kind, Dst: s.Dst}
 			for _, e := range s.Exports {
 				b.Exports = append(b.Exports, e.Path)
 			}
@@ -57,7 +57,7 @@ func (a *App) diskRoom(makeRoom bool) (*activities.DiskRoom, error) {
 // runDisk runs the Disk workflow on the chosen nodes.
 // With images (starter images, disk prune --lru) the nodes list their
 // images too, each lane's recipe image named by its lanes.
-func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec, images bool) (workflows.DiskResult, string, error) {
+func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *contract.PruneSpec, images bool) (workflows.DiskResult, string, error) {
 	var res workflows.DiskResult
 	if err := a.requireFleet(); err != nil {
 		return res, "", err
@@ -83,7 +83,7 @@ func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *disk.PruneSpec,
 		}
 	}
 	blocks := diskBlocks(set)
-	in := workflows.DiskInput{Nodes: nodes, Blocks: map[string][]disk.Block{}, Prune: prune}
+	in := workflows.DiskInput{Nodes: nodes, Blocks: map[string][]contract.DiskBlock{}, Prune: prune}
 	if images {
 		in.Images = laneImages(set)
 	}
@@ -142,7 +142,7 @@ func (a *App) diskCmd() *cobra.Command {
 			if (len(lanes) > 0) == lru {
 				return errors.New("say what to prune: --lane L (repeatable) or --lru --free SIZE")
 			}
-			spec := &disk.PruneSpec{Lanes: lanes, LRU: lru, DryRun: dryRun}
+			spec := &contract.PruneSpec{Lanes: lanes, LRU: lru, DryRun: dryRun}
 			if lru {
 				if free == "" {
 					return errors.New("--lru needs --free SIZE (the free space each root should reach, e.g. 200G)")

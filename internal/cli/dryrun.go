@@ -92,10 +92,10 @@ type DryRunMount struct {
 // DryRunBlock is one staging block's plan on one node: what would be
 // copied, verified, adopted and skipped (bytes and files, or rows).
 type DryRunBlock struct {
-	Block string          `json:"block"`
-	Kind  string          `json:"kind"`
-	Plan  *staging.Result `json:"plan,omitempty"`
-	Error string          `json:"error,omitempty"`
+	Block string                `json:"block"`
+	Kind  string                `json:"kind"`
+	Plan  *contract.BlockResult `json:"plan,omitempty"`
+	Error string                `json:"error,omitempty"`
 }
 
 // NotChecked is a dry run's node state when no control service ran to

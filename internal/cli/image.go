@@ -10,7 +10,6 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/images"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/workflows"
@@ -125,15 +124,15 @@ func (a *App) imagesCmd() *cobra.Command {
 // printImages prints each node's images; exit 1 when a node did not answer.
 func (a *App) printImages(res workflows.DiskResult, id string) error {
 	type nodeImages struct {
-		Node   string          `json:"node"`
-		Error  string          `json:"error,omitempty"`
-		Images []images.Listed `json:"images"`
+		Node   string                 `json:"node"`
+		Error  string                 `json:"error,omitempty"`
+		Images []contract.ImageListed `json:"images"`
 	}
 	var out []nodeImages
 	var rows [][]string
 	var failures []string
 	for _, n := range res.Nodes {
-		ni := nodeImages{Node: n.Node, Error: n.Error, Images: []images.Listed{}}
+		ni := nodeImages{Node: n.Node, Error: n.Error, Images: []contract.ImageListed{}}
 		if n.Disk != nil {
 			ni.Images = append(ni.Images, n.Disk.Images...)
 			if n.Disk.ImageError != "" {
@@ -160,7 +159,7 @@ func (a *App) printImages(res workflows.DiskResult, id string) error {
 	return nil
 }
 
-func imageName(l images.Listed) string {
+func imageName(l contract.ImageListed) string {
 	if len(l.Tags) == 0 {
 		return "<untagged>"
 	}
@@ -168,7 +167,7 @@ func imageName(l images.Listed) string {
 }
 
 // usedBy says why an image stays: its lanes and containers, or "-".
-func usedBy(l images.Listed) string {
+func usedBy(l contract.ImageListed) string {
 	var parts []string
 	if len(l.Lanes) > 0 {
 		parts = append(parts, "lane "+strings.Join(l.Lanes, ", "))
@@ -183,7 +182,7 @@ func usedBy(l images.Listed) string {
 }
 
 // printImagePrune says what an LRU prune did to a node's images.
-func (a *App) printImagePrune(node string, p *images.ImagePrune) {
+func (a *App) printImagePrune(node string, p *contract.ImagePrune) {
 	if p == nil {
 		return
 	}

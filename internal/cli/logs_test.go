@@ -29,7 +29,7 @@ func progImage(t *testing.T, d *client.Client) string {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "prog")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../serve/testdata/prog")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../engine/serve/testdata/prog")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build prog: %v\n%s", err, out)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -50,7 +51,7 @@ type rateSample struct {
 // polls, or a poll that sees a whole report's bytes land 400 ms after the
 // last one shows 100× the real rate.
 type progressSample struct {
-	staging.Progress
+	contract.StageProgress
 	At time.Time
 }
 
@@ -90,7 +91,7 @@ func (r *renderer) draw(p workflows.Progress, bars map[string]progressSample) {
 		for _, id := range sortedMapKeys(bars) {
 			pr := bars[id]
 			k := "bar@" + id
-			line := barLine(id, pr.Progress, r.rate(id, pr))
+			line := barLine(id, pr.StageProgress, r.rate(id, pr))
 			// Print byte progress at most every 10%.
 			bucket := ""
 			if pr.BytesTotal > 0 {
@@ -141,7 +142,7 @@ func (r *renderer) draw(p workflows.Progress, bars map[string]progressSample) {
 		r.shownSteps = true
 	}
 	for _, id := range sortedMapKeys(bars) {
-		out = append(out, barLine(id, bars[id].Progress, r.rate(id, bars[id])))
+		out = append(out, barLine(id, bars[id].StageProgress, r.rate(id, bars[id])))
 	}
 	for _, w := range p.Waiting {
 		out = append(out, waitLine(w, r.now()))
@@ -212,7 +213,7 @@ func stepLine(s workflows.Step) string {
 	return line
 }
 
-func barLine(id string, p staging.Progress, rate float64) string {
+func barLine(id string, p contract.StageProgress, rate float64) string {
 	const width = 30
 	frac := 0.0
 	if p.BytesTotal > 0 {
@@ -229,12 +230,12 @@ func barLine(id string, p staging.Progress, rate float64) string {
 	}
 	name := shortID(id)
 	return fmt.Sprintf("  %-10s [%s] %3.0f%% %s/%s %s/s ETA %s%s", name, bar, frac*100,
-		staging.HumanBytes(p.BytesDone), staging.HumanBytes(p.BytesTotal), staging.HumanBytes(int64(rate)), eta, sourcesText(p.Sources, " · "))
+		staging.HumanBytes(p.BytesDone), staging.HumanBytes(p.BytesTotal), staging.HumanBytes(int64(rate)), eta, sourcesText(p.ByteSources, " · "))
 }
 
 // sourcesText says where a relayed node's bytes came from ("NAS 1.2 GiB,
 // n1 3.4 GiB, n3 0 B"), after sep; empty when the block was not relayed.
-func sourcesText(s staging.Sources, sep string) string {
+func sourcesText(s contract.ByteSources, sep string) string {
 	if s.FromNAS == 0 && len(s.FromPeers) == 0 {
 		return ""
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/activities"
-	"github.com/sparklane/sparklane/internal/engine/staging"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -20,7 +20,7 @@ func TestPlainProgressLinePerChangeAndEveryFewSeconds(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r.now = func() time.Time { return now }
 	p := workflows.Progress{Steps: []workflows.Step{{Name: "stage demo-4x/weights", Node: "demo1", Status: workflows.StepRunning}}}
-	bars := map[string]progressSample{"stage/demo-4x/demo1": {Progress: staging.Progress{BytesDone: 1 << 20, BytesTotal: 100 << 20}}}
+	bars := map[string]progressSample{"stage/demo-4x/demo1": {StageProgress: contract.StageProgress{BytesDone: 1 << 20, BytesTotal: 100 << 20}}}
 	r.draw(p, bars)
 	first := strings.Count(buf.String(), "\n")
 	if first != 2 || !r.shownSteps {
@@ -60,14 +60,14 @@ func TestPlainProgressRateIsBytesOverReportInterval(t *testing.T) {
 	p := workflows.Progress{Steps: []workflows.Step{{Name: "stage mia/weights", Node: "dgx1", Status: workflows.StepRunning}}}
 	id := "stage/mia/dgx1"
 	total := int64(3 << 30)
-	sample := progressSample{Progress: staging.Progress{BytesTotal: total}, At: t0}
+	sample := progressSample{StageProgress: contract.StageProgress{BytesTotal: total}, At: t0}
 	// Polled every 400 ms for 45 s, the node's last report still the 0 B
 	// one; then a report with 2.25 GiB, 45 s after the first.
 	for now.Sub(t0) < 45*time.Second {
 		r.draw(p, map[string]progressSample{id: sample})
 		now = now.Add(400 * time.Millisecond)
 	}
-	sample = progressSample{Progress: staging.Progress{BytesDone: total * 3 / 4, BytesTotal: total}, At: t0.Add(45 * time.Second)}
+	sample = progressSample{StageProgress: contract.StageProgress{BytesDone: total * 3 / 4, BytesTotal: total}, At: t0.Add(45 * time.Second)}
 	r.draw(p, map[string]progressSample{id: sample})
 	out := buf.String()
 	if !strings.Contains(out, "2.2 GiB/3.0 GiB 51.2 MiB/s") {
@@ -97,7 +97,7 @@ func TestCutoverSummaryStepsOnceAndStageLine(t *testing.T) {
 		Steps: []workflows.Step{{Name: "stage", Status: workflows.StepDone}},
 		Stage: []workflows.StageNodeResult{{Node: "demo1"}, {Node: "demo2"}}}
 	for i := range res.Stage {
-		res.Stage[i].Blocks = append(res.Stage[i].Blocks, activities.StageBlockResult{Block: "weights", Result: staging.Result{VerifiedFiles: 4}})
+		res.Stage[i].Blocks = append(res.Stage[i].Blocks, activities.StageBlockResult{Block: "weights", Result: contract.BlockResult{VerifiedFiles: 4}})
 	}
 	var buf bytes.Buffer
 	a := &App{Out: &buf, stepsShown: true}

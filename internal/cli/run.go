@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/term"
 
-	"github.com/sparklane/sparklane/internal/engine/staging"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -193,16 +193,16 @@ func (a *App) drawOnce(ctx context.Context, c client.Client, run client.Workflow
 // described workflow's pending staging activities, and when the latest
 // of those heartbeats reached the server (what a rate is measured over).
 func pendingProgress(d *workflowservice.DescribeWorkflowExecutionResponse) (progressSample, bool) {
-	var total staging.Progress
+	var total contract.StageProgress
 	var at time.Time
 	found := false
 	dc := converter.GetDefaultDataConverter()
 	for _, pa := range d.GetPendingActivities() {
-		// FetchRepo heartbeats files and bytes under staging.Progress's names.
+		// FetchRepo heartbeats files and bytes under contract.StageProgress's names.
 		if n := pa.GetActivityType().GetName(); n != "StageBlock" && n != "FetchRepo" || pa.GetHeartbeatDetails() == nil {
 			continue
 		}
-		var pr staging.Progress
+		var pr contract.StageProgress
 		if err := dc.FromPayloads(pa.GetHeartbeatDetails(), &pr); err != nil {
 			continue
 		}
@@ -224,7 +224,7 @@ func pendingProgress(d *workflowservice.DescribeWorkflowExecutionResponse) (prog
 		}
 		found = true
 	}
-	return progressSample{Progress: total, At: at}, found
+	return progressSample{StageProgress: total, At: at}, found
 }
 
 // isTerminal reports whether w is a terminal (golang.org/x/term).

@@ -92,7 +92,7 @@ type stageNodeJSON struct {
 type stageBlockJSON struct {
 	Block string `json:"block"`
 	Kind  string `json:"kind"`
-	staging.Result
+	contract.BlockResult
 }
 
 func (a *App) printStage(res workflows.StageResult) error {
@@ -101,11 +101,11 @@ func (a *App) printStage(res workflows.StageResult) error {
 	for _, n := range res.Nodes {
 		nj := stageNodeJSON{Node: n.Node, Blocks: []stageBlockJSON{}}
 		for _, b := range n.Blocks {
-			nj.Blocks = append(nj.Blocks, stageBlockJSON{Block: b.Block, Kind: b.Kind, Result: b.Result})
+			nj.Blocks = append(nj.Blocks, stageBlockJSON{Block: b.Block, Kind: b.Kind, BlockResult: b.Result})
 			r := b.Result
 			src := "-"
 			if r.Relay != nil {
-				src = sourcesText(r.Sources, "")
+				src = sourcesText(r.ByteSources, "")
 				if r.Relay.Refetched > 0 {
 					src += fmt.Sprintf(" (%d refetched from the NAS)", r.Relay.Refetched)
 				}

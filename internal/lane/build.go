@@ -68,7 +68,7 @@ func checkBuild(cfg *config.Config, r *config.Recipe, plan *contract.LanePlan, b
 	if err := images.CheckBuild(*b, cfg.SharedRoots); err != nil {
 		return fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: %w", r.File, err))
 	}
-	if ref, err := images.ParseRef(r.Image); err != nil {
+	if ref, err := contract.ParseImageRef(r.Image); err != nil {
 		return fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: [build] needs image to tag the result: %w", r.File, err))
 	} else if ref.Digest != "" {
 		return fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: [build] with a pinned image %s: a built image has no repo digest to match the pin; drop the @%s pin or the [build]", r.File, r.Image, ref.Digest))

@@ -18,7 +18,6 @@ import (
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/relay"
-	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/pki"
 	"github.com/sparklane/sparklane/internal/testkit/testfleet"
 )
@@ -155,13 +154,13 @@ func (fn *fleetNet) rx(name string) int64 {
 }
 
 // inventory and plan ref over the fleet's nodes, as the workflow does.
-func (fn *fleetNet) plan(ctx context.Context, ref Ref) (Plan, []Inventory, error) {
+func (fn *fleetNet) plan(ctx context.Context, ref contract.ImageRef) (contract.ImagePlan, []Inventory, error) {
 	var invs []Inventory
 	var diff []string
 	for _, n := range fn.f.Nodes() {
 		inv, err := Inspect(ctx, fn.docker[n.Name], ref, n.Name)
 		if err != nil {
-			return Plan{}, nil, err
+			return contract.ImagePlan{}, nil, err
 		}
 		if inv.Present && diff == nil {
 			diff = inv.DiffIDs
@@ -172,18 +171,18 @@ func (fn *fleetNet) plan(ctx context.Context, ref Ref) (Plan, []Inventory, error
 		if !invs[i].Present && diff != nil {
 			h, cd, err := HaveLayers(ctx, fn.docker[invs[i].Node], invs[i].Node, diff)
 			if err != nil {
-				return Plan{}, nil, err
+				return contract.ImagePlan{}, nil, err
 			}
 			invs[i].HaveLayers, invs[i].Containerd = h, cd
 		}
 	}
-	p, err := MakePlan(ref, invs)
+	p, err := plan(ref, invs)
 	return p, invs, err
 }
 
 // transfer runs the plan's chain, each member in its own node's
 // namespaces, and returns what each moved and each node's eth0 rx delta.
-func (fn *fleetNet) transfer(ref Ref, p Plan, invs []Inventory) (map[string]Moved, map[string]int64, time.Duration) {
+func (fn *fleetNet) transfer(ref contract.ImageRef, p contract.ImagePlan, invs []Inventory) (map[string]Moved, map[string]int64, time.Duration) {
 	moved, rx, took, failed := fn.transferKilling(ref, p, invs, nil)
 	for n, e := range failed {
 		fn.t.Errorf("member %s: %s", n, e)
@@ -196,7 +195,7 @@ func (fn *fleetNet) transfer(ref Ref, p Plan, invs []Inventory) (map[string]Move
 
 // transferKilling is transfer with members killed at a layer boundary
 // (kill: node → KillAfter); failed has each failed member's error.
-func (fn *fleetNet) transferKilling(ref Ref, p Plan, invs []Inventory, kill map[string]int) (map[string]Moved, map[string]int64, time.Duration, map[string]string) {
+func (fn *fleetNet) transferKilling(ref contract.ImageRef, p contract.ImagePlan, invs []Inventory, kill map[string]int) (map[string]Moved, map[string]int64, time.Duration, map[string]string) {
 	failed := map[string]string{}
 	have := map[string]int{}
 	for _, inv := range invs {
@@ -281,7 +280,7 @@ func TestImagesAcrossTheTestFleet(t *testing.T) {
 	pin := "sha256:" + strings.Repeat("5a", 32)
 	rx2 := fn.rx("h2")
 	_, _, err := fn.plan(ctx, mustRef(t, repo+":v1@"+pin))
-	if typ, _ := fault.TypeOf(err); typ != DigestMismatch || !strings.Contains(err.Error(), "node h1") || !strings.Contains(err.Error(), pin) {
+	if typ := imageErrType(err); typ != DigestMismatch || !strings.Contains(err.Error(), "node h1") || !strings.Contains(err.Error(), pin) {
 		t.Fatalf("wrong pin: %v", err)
 	}
 	if d := fn.rx("h2") - rx2; d > 4096 {

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/jsonmessage"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/relay"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/pki"
@@ -161,12 +163,31 @@ func saveSize(t *testing.T, c *client.Client, id string) int64 {
 	return n
 }
 
-func mustRef(t testing.TB, s string) Ref {
-	r, err := ParseRef(s)
+func mustRef(t testing.TB, s string) contract.ImageRef {
+	r, err := contract.ParseImageRef(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// plan is contract.PlanImage over engine inventories, as the workflow
+// plans from the nodes' answers.
+func plan(ref contract.ImageRef, invs []Inventory) (contract.ImagePlan, error) {
+	var c []contract.ImageInventory
+	for _, inv := range invs {
+		c = append(c, contract.ImageInventory(inv))
+	}
+	return contract.PlanImage(ref, c)
+}
+
+// imageErrType is a plan refusal's type ("" for another error).
+func imageErrType(err error) string {
+	var ie *contract.ImageError
+	if errors.As(err, &ie) {
+		return ie.Type
+	}
+	return ""
 }
 
 // A layer whose bytes were corrupted on the way is refused by its digest,
@@ -237,8 +258,8 @@ func TestPinnedDigestMismatchNamesNodeExpectedAndFound(t *testing.T) {
 	if err != nil || !inv.Present || !inv.Unpinned {
 		t.Fatalf("Inspect of a tag without the pinned digest: %+v, %v", inv, err)
 	}
-	_, err = MakePlan(ref, []Inventory{inv, {Node: "h2"}})
-	if typ, _ := fault.TypeOf(err); typ != DigestMismatch {
+	_, err = plan(ref, []Inventory{inv, {Node: "h2"}})
+	if typ := imageErrType(err); typ != DigestMismatch {
 		t.Fatalf("err %v, want %s", err, DigestMismatch)
 	}
 	for _, want := range []string{"node h1", pin, "no repo digest", top.ID} {
@@ -250,67 +271,11 @@ func TestPinnedDigestMismatchNamesNodeExpectedAndFound(t *testing.T) {
 	// under the tag, same ID, no digest: it has the image.
 	pinned := Inventory{Node: "h0", Present: true, ID: top.ID, DiffIDs: top.RootFS.Layers, RepoDigests: []string{repo + "@" + pin}}
 	inv.DiffIDs = top.RootFS.Layers
-	if p, err := MakePlan(ref, []Inventory{pinned, inv}); err != nil || len(p.Chain) != 0 {
+	if p, err := plan(ref, []Inventory{pinned, inv}); err != nil || len(p.Chain) != 0 {
 		t.Fatalf("a moved pinned image: plan %+v, %v", p, err)
 	}
 	if _, err := Inspect(context.Background(), c, mustRef(t, repo+"@"+pin), "h1"); err == nil {
 		t.Fatal("repo@digest with only other images of the repo: no mismatch reported")
-	}
-}
-
-func TestParseRef(t *testing.T) {
-	d := "sha256:" + strings.Repeat("0", 64)
-	for _, tc := range []struct{ in, name, repo, dig string }{
-		{"a/b:1", "a/b:1", "a/b", ""},
-		{"reg:5000/a/b", "reg:5000/a/b", "reg:5000/a/b", ""},
-		{"reg:5000/a/b:t@" + d, "reg:5000/a/b:t", "reg:5000/a/b", d},
-		{"a/b@" + d, "", "a/b", d},
-	} {
-		r, err := ParseRef(tc.in)
-		if err != nil || r.Name != tc.name || r.Repo != tc.repo || r.Digest != tc.dig || r.String() != tc.in {
-			t.Errorf("ParseRef(%q) = %+v, %v", tc.in, r, err)
-		}
-	}
-	for _, bad := range []string{"", "a@sha256:12", "a@md5:" + strings.Repeat("0", 64)} {
-		if _, err := ParseRef(bad); err == nil {
-			t.Errorf("ParseRef(%q) accepted", bad)
-		}
-	}
-}
-
-func TestMakePlan(t *testing.T) {
-	ref := mustRef(t, "x:1")
-	layers := []string{"sha256:a", "sha256:b", "sha256:c"}
-	p, err := MakePlan(ref, []Inventory{
-		{Node: "h1", HaveLayers: 2},
-		{Node: "h2", Present: true, ID: "sha256:i", DiffIDs: layers},
-		{Node: "h3", HaveLayers: 1},
-		{Node: "h4", Present: true, ID: "sha256:i", DiffIDs: layers},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(p.Chain, ",") != "h2,h1,h3" || p.From != 1 || p.Source() != "h2" || strings.Join(p.Present, ",") != "h2,h4" {
-		t.Fatalf("plan %+v", p)
-	}
-	hops := p.Hops()
-	if hops[0] != (Hop{Node: "h2", Downstream: "h1"}) || hops[1] != (Hop{Node: "h1", Upstream: "h2", Downstream: "h3"}) || hops[2] != (Hop{Node: "h3", Upstream: "h1"}) {
-		t.Fatalf("hops %+v", hops)
-	}
-	// Everyone has it: nothing moves.
-	p, err = MakePlan(ref, []Inventory{{Node: "h1", Present: true, ID: "sha256:i", DiffIDs: layers}})
-	if err != nil || len(p.Chain) != 0 {
-		t.Fatalf("plan %+v, %v", p, err)
-	}
-	// Nobody has it: ImageMissing naming the nodes and the ways.
-	_, err = MakePlan(ref, []Inventory{{Node: "h1"}, {Node: "h2"}})
-	if typ, _ := fault.TypeOf(err); typ != fault.ImageMissing || !strings.Contains(err.Error(), "h1, h2") || !strings.Contains(err.Error(), "build") {
-		t.Fatalf("err %v", err)
-	}
-	// Two IDs: refused, naming both nodes.
-	_, err = MakePlan(ref, []Inventory{{Node: "h1", Present: true, ID: "sha256:i"}, {Node: "h2", Present: true, ID: "sha256:j"}})
-	if typ, _ := fault.TypeOf(err); typ != DigestMismatch || !strings.Contains(err.Error(), "h1 has sha256:i, h2 has sha256:j") {
-		t.Fatalf("err %v", err)
 	}
 }
 

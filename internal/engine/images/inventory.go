@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -13,6 +12,7 @@ import (
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -69,9 +69,9 @@ type Inventory struct {
 // decides), and with only repo@digest, other images of the repo are a
 // permanent DigestMismatch naming the node, the expected digest and what
 // the node has.
-func Inspect(ctx context.Context, d Docker, ref Ref, node string) (Inventory, error) {
+func Inspect(ctx context.Context, d Docker, ref contract.ImageRef, node string) (Inventory, error) {
 	inv := Inventory{Node: node}
-	ins, err := d.ImageInspect(ctx, ref.lookup())
+	ins, err := d.ImageInspect(ctx, ref.Lookup())
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return inv, fmt.Errorf("node %s: inspect image %s: %w", node, ref, err)
 	}
@@ -158,22 +158,4 @@ func HaveLayers(ctx context.Context, d Docker, node string, diffIDs []string) (n
 	return n, false, nil
 }
 
-// Describe is a one-line account of inv for dry runs and progress: the ID
-// a node has, or how many layers it has and would receive.
-func Describe(inv Inventory, total int) string {
-	if inv.Present {
-		return "present " + short(inv.ID)
-	}
-	if inv.Containerd {
-		return fmt.Sprintf("missing: all %d layers would move (containerd image store)", total)
-	}
-	return fmt.Sprintf("missing: has %d of %d layers, %d would move", inv.HaveLayers, total, total-inv.HaveLayers)
-}
-
-func short(id string) string {
-	s := strings.TrimPrefix(id, "sha256:")
-	return s[:min(12, len(s))]
-}
-
-// sameLayers reports whether a and b list the same diffIDs.
-func sameLayers(a, b []string) bool { return slices.Equal(a, b) }
+func short(id string) string { return contract.ShortID(id) }

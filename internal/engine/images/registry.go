@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/client"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -98,7 +99,7 @@ func RegistryAuth(authFile, reg string) (string, error) {
 
 // RegistryRef is where ref's image is pulled from reg: REG/REPO:TAG, or
 // REG/REPO@DIGEST for a pin without a tag.
-func RegistryRef(reg string, ref Ref) string {
+func RegistryRef(reg string, ref contract.ImageRef) string {
 	repo := ref.Repo
 	// Docker Hub names (library/x, x) and foreign hosts keep only their path.
 	if h, rest, ok := strings.Cut(repo, "/"); ok && (strings.ContainsAny(h, ".:") || h == "localhost") {
@@ -123,7 +124,7 @@ type Pulled struct {
 // recipe's reference and checks a pinned digest: a registry that serves
 // another digest is refused (DigestMismatch naming node, expected and
 // found) and the pulled image untagged.
-func Pull(ctx context.Context, d Puller, node, reg string, ref Ref, auth string, progress func(string)) (Pulled, error) {
+func Pull(ctx context.Context, d Puller, node, reg string, ref contract.ImageRef, auth string, progress func(string)) (Pulled, error) {
 	from := RegistryRef(reg, ref)
 	rc, err := d.ImagePull(ctx, from, image.PullOptions{RegistryAuth: auth})
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 func TestCheckRegistry(t *testing.T) {
@@ -43,7 +45,7 @@ func TestRegistryRef(t *testing.T) {
 		"eng@sha256:" + strings.Repeat("a", 64):   "m.lan:5000/eng@sha256:" + strings.Repeat("a", 64),
 		"eng:3@sha256:" + strings.Repeat("a", 64): "m.lan:5000/eng:3",
 	} {
-		r, err := ParseRef(img)
+		r, err := contract.ParseImageRef(img)
 		if err != nil {
 			t.Fatal(err)
 		}

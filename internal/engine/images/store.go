@@ -13,6 +13,8 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
+
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // Store is the part of the Docker API listing and pruning a node's images
@@ -107,7 +109,7 @@ func List(ctx context.Context, d Store, node string, lanes map[string][]string, 
 // names reports whether a recipe's image reference names an image with
 // these tags and repo digests.
 func names(ref string, tags, digests []string) bool {
-	r, err := ParseRef(ref)
+	r, err := contract.ParseImageRef(ref)
 	if err != nil {
 		return false
 	}

@@ -357,7 +357,13 @@ func Receive(ctx context.Context, d Docker, spec Spec, have int, r io.Reader, fw
 	if err := <-loaded; err != nil {
 		return got, fmt.Errorf("docker load of image %s from %s: %w", spec.ID, from, err)
 	}
-	return got, checkLoaded(ctx, d, spec, from)
+	if err := checkLoaded(ctx, d, spec, from); err != nil {
+		return got, err
+	}
+	// An earlier, interrupted receive may have left helper tags (the
+	// layers it loaded are what made this one a single-layer load).
+	dropPartials(ctx, d, spec.ID, "")
+	return got, nil
 }
 
 // checkLoaded checks that spec.Tag names spec.ID after its load.

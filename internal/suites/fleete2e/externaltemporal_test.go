@@ -24,6 +24,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/node"
@@ -383,7 +384,7 @@ func (f *extFleet) heldMidStage(ctx context.Context) {
 		d, err := f.c.DescribeWorkflowExecution(ctx, id, "")
 		if err == nil {
 			for _, pa := range d.GetPendingActivities() {
-				var p staging.Progress
+				var p contract.StageProgress
 				if pa.GetActivityType().GetName() == "StageBlock" && pa.GetHeartbeatDetails() != nil &&
 					converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &p) == nil && p.Paused {
 					return

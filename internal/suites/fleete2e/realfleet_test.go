@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/engine/sparserows"
@@ -353,10 +354,10 @@ func (f *realFleet) until(d time.Duration, what string, cond func() bool) {
 
 // pausedAt waits until the StageBlock of stage/LANE/NODE heartbeats that
 // it holds at the fault point, and returns that progress.
-func (f *realFleet) pausedAt(ctx context.Context, lane, nodeName string) staging.Progress {
+func (f *realFleet) pausedAt(ctx context.Context, lane, nodeName string) contract.StageProgress {
 	f.t.Helper()
 	id := workflows.StageNodeID(lane, nodeName)
-	var held staging.Progress
+	var held contract.StageProgress
 	f.until(5*time.Minute, id+" holding at the fault point", func() bool {
 		d, err := f.c.DescribeWorkflowExecution(ctx, id, "")
 		if err != nil {
@@ -366,7 +367,7 @@ func (f *realFleet) pausedAt(ctx context.Context, lane, nodeName string) staging
 			if pa.GetActivityType().GetName() != "StageBlock" || pa.GetHeartbeatDetails() == nil {
 				continue
 			}
-			var p staging.Progress
+			var p contract.StageProgress
 			if converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &p) == nil && p.Paused {
 				held = p
 				return true
@@ -418,7 +419,7 @@ func decodeCutover(t *testing.T, r [3]string) workflows.CutoverResult {
 }
 
 // stageBlock is node's result for block in a cutover's staging.
-func stageBlock(t *testing.T, res workflows.CutoverResult, nodeName, block string) staging.Result {
+func stageBlock(t *testing.T, res workflows.CutoverResult, nodeName, block string) contract.BlockResult {
 	t.Helper()
 	for _, s := range res.Stage {
 		if s.Node != nodeName {
@@ -431,7 +432,7 @@ func stageBlock(t *testing.T, res workflows.CutoverResult, nodeName, block strin
 		}
 	}
 	t.Fatalf("no stage result for %s on %s in %+v", block, nodeName, res.Stage)
-	return staging.Result{}
+	return contract.BlockResult{}
 }
 
 // saveHistory writes workflow id's history into the replay corpus when

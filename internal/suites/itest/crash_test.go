@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/engine/staging"
@@ -242,7 +243,7 @@ func (p *procFleet) waitPaused(ctx context.Context, c client.Client, ids ...stri
 				continue
 			}
 			for _, pa := range d.GetPendingActivities() {
-				var pr staging.Progress
+				var pr contract.StageProgress
 				if pa.GetActivityType().GetName() == "StageBlock" && pa.GetHeartbeatDetails() != nil &&
 					converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &pr) == nil && pr.Paused {
 					paused++

@@ -132,7 +132,7 @@ func (p *nodeProc) stop() {
 
 // pendingStage polls the stage/LANE/NODE child until a pending StageBlock
 // activity's heartbeat satisfies ok, and returns that progress.
-func pendingStage(ctx context.Context, t *testing.T, c client.Client, id string, ok func(staging.Progress) bool) staging.Progress {
+func pendingStage(ctx context.Context, t *testing.T, c client.Client, id string, ok func(contract.StageProgress) bool) contract.StageProgress {
 	t.Helper()
 	dc := converter.GetDefaultDataConverter()
 	var last string
@@ -146,7 +146,7 @@ func pendingStage(ctx context.Context, t *testing.T, c client.Client, id string,
 				if pa.GetActivityType().GetName() != "StageBlock" || pa.GetHeartbeatDetails() == nil {
 					continue
 				}
-				var p staging.Progress
+				var p contract.StageProgress
 				if err := dc.FromPayloads(pa.GetHeartbeatDetails(), &p); err != nil {
 					t.Fatalf("decode heartbeat of %s: %v", id, err)
 				}
@@ -261,15 +261,15 @@ func TestNodeWorkerKill9MidStagingResumes(t *testing.T) {
 		// pauseAt is the fault point: bytes done when the copy holds.
 		pauseAt int64
 		// bound is the most re-copying allowed.
-		bound func(staging.Progress) int64
+		bound func(contract.StageProgress) int64
 	}{
 		{"big-hub", "srv/sparklane/hf", 0, 512 << 20,
 			// Four files in flight (hub-mirror's default parallelism):
 			// nothing of a big one's temp file is lost in the same boot,
 			// a small one's may be written again.
-			func(p staging.Progress) int64 { return 4 * hubmirror.SmallMax }},
+			func(p contract.StageProgress) int64 { return 4 * hubmirror.SmallMax }},
 		{"big-rows", "srv/sparklane/engram", sparserows.PackedHeaderSize, 320 << 20,
-			func(staging.Progress) int64 { return chunk }},
+			func(contract.StageProgress) int64 { return chunk }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.lane, func(t *testing.T) {
@@ -279,7 +279,7 @@ func TestNodeWorkerKill9MidStagingResumes(t *testing.T) {
 			proc.start()
 			run := startStage(ctx, t, f, tc.lane)
 			hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-			seen := pendingStage(hctx, t, f.env.Client, workflows.StageNodeID(tc.lane, "n2"), func(p staging.Progress) bool { return p.Paused })
+			seen := pendingStage(hctx, t, f.env.Client, workflows.StageNodeID(tc.lane, "n2"), func(p contract.StageProgress) bool { return p.Paused })
 			cancel()
 			proc.kill9()
 			if seen.BytesDone < tc.pauseAt || seen.BytesDone > seen.BytesTotal*3/4 {
@@ -437,7 +437,7 @@ func TestServerRestartMidCutoverCompletes(t *testing.T) {
 	id := workflows.CutoverID("demo-2x")
 	// Mid-cutover: n1's staging is under way, held at the fault point.
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	pendingStage(hctx, t, f.env.Client, workflows.StageNodeID("demo-2x", "n1"), func(p staging.Progress) bool { return p.Paused })
+	pendingStage(hctx, t, f.env.Client, workflows.StageNodeID("demo-2x", "n1"), func(p contract.StageProgress) bool { return p.Paused })
 	cancel()
 	restartServer(t, f, []string{"n1", "n2", "n3", "n4"})
 	if err := os.WriteFile(release, nil, 0o644); err != nil {

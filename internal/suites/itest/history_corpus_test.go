@@ -95,7 +95,7 @@ func TestReplayCorpusEveryWorkflowType(t *testing.T) {
 	t.Setenv(staging.TestPauseAtEnv, "1")
 	crun := startCutover(ctx, t, f, "demo-4x")
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	pendingStage(hctx, t, f.env.Client, workflows.StageNodeID("demo-4x", "n3"), func(p staging.Progress) bool { return p.Paused })
+	pendingStage(hctx, t, f.env.Client, workflows.StageNodeID("demo-4x", "n3"), func(p contract.StageProgress) bool { return p.Paused })
 	cancel()
 	if err := f.env.Client.CancelWorkflow(ctx, workflows.CutoverID("demo-4x"), ""); err != nil {
 		t.Fatal(err)

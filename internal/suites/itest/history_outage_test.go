@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -33,7 +34,7 @@ func TestReplayCorpusStageResumedAfterNodeOutage(t *testing.T) {
 	run := startStage(ctx, t, f, "small-hub")
 	id := workflows.StageNodeID("small-hub", "n2")
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	pendingStage(hctx, t, f.env.Client, id, func(p staging.Progress) bool { return p.Paused })
+	pendingStage(hctx, t, f.env.Client, id, func(p contract.StageProgress) bool { return p.Paused })
 	cancel()
 	p.kill9()
 	if detail := waitForWaiting(ctx, t, f.env.Client, id, "n2"); !strings.Contains(detail, "waiting for node n2") {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/docker/docker/api/types/build"
 
-	"github.com/sparklane/sparklane/internal/engine/images"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -72,8 +72,8 @@ func TestStarterImagesListsTheLanesImages(t *testing.T) {
 	}
 	var res struct {
 		Nodes []struct {
-			Node   string          `json:"node"`
-			Images []images.Listed `json:"images"`
+			Node   string                 `json:"node"`
+			Images []contract.ImageListed `json:"images"`
 		} `json:"nodes"`
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
@@ -120,7 +120,7 @@ func TestDiskPruneLRUWouldRemoveUnusedImages(t *testing.T) {
 	var res struct {
 		Nodes []struct {
 			Disk *struct {
-				ImagePrune *images.ImagePrune `json:"image_prune"`
+				ImagePrune *contract.ImagePrune `json:"image_prune"`
 			} `json:"disk"`
 		} `json:"nodes"`
 	}

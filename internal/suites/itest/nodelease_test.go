@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -33,7 +34,7 @@ func TestOverlappingClustersOneMutatingRunPerNode(t *testing.T) {
 	t.Setenv(staging.TestPauseAtEnv, "1")
 	first := startCutover(ctx, t, f, "demo-4x")
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	pendingStage(hctx, t, f.env.Client, workflows.StageNodeID("demo-4x", "n2"), func(p staging.Progress) bool { return p.Paused })
+	pendingStage(hctx, t, f.env.Client, workflows.StageNodeID("demo-4x", "n2"), func(p contract.StageProgress) bool { return p.Paused })
 	cancel()
 	// The lease of a shared node names its holder on the server.
 	v, err := f.env.Client.QueryWorkflow(ctx, activities.NodeLeaseID("n1"), "", activities.LeaseHolderQuery)

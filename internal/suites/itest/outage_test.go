@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/hubmirror"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/testkit/diskuse"
@@ -52,7 +53,7 @@ func TestStageWaitsForANodeThatReboots(t *testing.T) {
 	run := startStage(ctx, t, f, "big-hub")
 	id := workflows.StageNodeID("big-hub", "n2")
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	seen := pendingStage(hctx, t, f.env.Client, id, func(p staging.Progress) bool { return p.Paused })
+	seen := pendingStage(hctx, t, f.env.Client, id, func(p contract.StageProgress) bool { return p.Paused })
 	cancel()
 	proc.kill9()
 	onDisk := diskuse.WrittenBytes(t, filepath.Join(f.dir, "nodes", "n2", "srv/sparklane/hf"), 0)
@@ -93,7 +94,7 @@ func TestStageFailsWhenANodeStaysGonePastItsBudget(t *testing.T) {
 	proc.start()
 	run := startStage(ctx, t, f, "big-hub", 20*time.Second)
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	pendingStage(hctx, t, f.env.Client, workflows.StageNodeID("big-hub", "n2"), func(p staging.Progress) bool { return p.Paused })
+	pendingStage(hctx, t, f.env.Client, workflows.StageNodeID("big-hub", "n2"), func(p contract.StageProgress) bool { return p.Paused })
 	cancel()
 	proc.kill9()
 	err := run.Get(ctx, nil)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/engine/relay"
 	"github.com/sparklane/sparklane/internal/engine/staging"
@@ -58,7 +59,7 @@ verify = "sha256"
 	ctx := withTimeout(t, 5*time.Minute)
 	type block struct {
 		Block string `json:"block"`
-		staging.Result
+		contract.BlockResult
 	}
 	type out struct {
 		Nodes []struct {
@@ -97,7 +98,7 @@ verify = "sha256"
 	o := stage("relayed")
 	var peers int64
 	for _, n := range o.Nodes {
-		r := n.Blocks[0].Result
+		r := n.Blocks[0].BlockResult
 		t.Logf("%s: copied %s, from NAS %s, from peers %v, relay %+v", n.Node, staging.HumanBytes(r.CopiedBytes), staging.HumanBytes(r.FromNAS), r.FromPeers, r.Relay)
 		if r.Relay == nil || r.Relay.Error != "" || len(r.Relay.PeerFailures) > 0 {
 			t.Errorf("%s: relay report %+v", n.Node, r.Relay)
@@ -115,7 +116,7 @@ verify = "sha256"
 	}
 	o = stage("own")
 	for _, n := range o.Nodes {
-		if r := n.Blocks[0].Result; r.Relay != nil || len(r.FromPeers) > 0 {
+		if r := n.Blocks[0].BlockResult; r.Relay != nil || len(r.FromPeers) > 0 {
 			t.Errorf("relay = false: %s relayed anyway: %+v", n.Node, r)
 		}
 	}
