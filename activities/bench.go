@@ -28,20 +28,20 @@ import (
 // keeps a new attempt waiting while an older one still runs; the older one
 // stops at its next heartbeat once the server has given up on it (the SDK
 // cancels its context).
-func (a *ControlActivities) Bench(ctx context.Context, in BenchInput) (BenchResult, error) {
+func (a *ControlActivities) Bench(ctx context.Context, in contract.BenchInput) (contract.BenchResult, error) {
 	dir, err := config.ReportsDir(a.Config, in.Plan.Lane)
 	if err != nil {
-		return BenchResult{}, classify(err)
+		return contract.BenchResult{}, classify(err)
 	}
 	key := benchRunKey(ctx, in)
 	runs := filepath.Join(dir, ".bench-runs")
 	if err := os.MkdirAll(runs, 0o755); err != nil {
-		return BenchResult{}, classify(fmt.Errorf("bench run records in %s: %w", runs, err))
+		return contract.BenchResult{}, classify(fmt.Errorf("bench run records in %s: %w", runs, err))
 	}
 	hb := newBenchBeat(ctx, filepath.Join(runs, key+".lock"))
 	defer hb.stop()
 	if err := hb.acquire(ctx); err != nil {
-		return BenchResult{}, err
+		return contract.BenchResult{}, err
 	}
 	defer hb.release()
 	if res, ok := doneBench(filepath.Join(runs, key+".json")); ok {
@@ -56,7 +56,7 @@ func (a *ControlActivities) Bench(ctx context.Context, in BenchInput) (BenchResu
 		}
 		if TestHookBenchWritten != nil {
 			if err := TestHookBenchWritten(ctx); err != nil {
-				return BenchResult{}, err
+				return contract.BenchResult{}, err
 			}
 		}
 	}
@@ -67,12 +67,12 @@ func (a *ControlActivities) Bench(ctx context.Context, in BenchInput) (BenchResu
 }
 
 // bench is one attempt's sweep and bundle.
-func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string, progress func(string)) (BenchResult, error) {
+func (a *ControlActivities) bench(ctx context.Context, in contract.BenchInput, dir string, progress func(string)) (contract.BenchResult, error) {
 	// The engine's API key ([probe] api_key_env), read here and sent as a
 	// bearer token; it is in no input, result or report.
 	ctx, err := apiKeyContext(ctx, in.Recipe.Probe.APIKeyEnv)
 	if err != nil {
-		return BenchResult{}, classify(err)
+		return contract.BenchResult{}, classify(err)
 	}
 	apiKey := ""
 	if in.Recipe.Probe.APIKeyEnv != "" {
@@ -82,7 +82,7 @@ func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string
 	if model == "" {
 		m, err := probe.ModelName(ctx, in.BaseURL)
 		if err != nil {
-			return BenchResult{}, classify(fmt.Errorf("lane %s: ask %s for its model: %w", in.Plan.Lane, in.BaseURL, err))
+			return contract.BenchResult{}, classify(fmt.Errorf("lane %s: ask %s for its model: %w", in.Plan.Lane, in.BaseURL, err))
 		}
 		model = m
 	}
@@ -94,7 +94,7 @@ func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string
 		APIKey: apiKey,
 	})
 	if err != nil {
-		return BenchResult{}, classify(fmt.Errorf("lane %s perf bench: %w", in.Plan.Lane, err))
+		return contract.BenchResult{}, classify(fmt.Errorf("lane %s perf bench: %w", in.Plan.Lane, err))
 	}
 	bundle := report.Bundle{
 		Lane: in.Plan.Lane, Label: in.Label, Version: a.Version, Perf: &perf,
@@ -119,7 +119,7 @@ func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string
 				OutputDir: filepath.Join(dir, ".harness", time.Now().UTC().Format(report.TimeFormat))},
 		})
 		if err != nil {
-			return BenchResult{}, classify(fmt.Errorf("lane %s harness: %w", in.Plan.Lane, err))
+			return contract.BenchResult{}, classify(fmt.Errorf("lane %s harness: %w", in.Plan.Lane, err))
 		}
 		bundle.Harness = &h
 	}
@@ -132,19 +132,19 @@ func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string
 	default:
 		base, err := report.Load(dir, in.Baseline)
 		if err != nil {
-			return BenchResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("baseline %s: %w", in.Baseline, err)))
+			return contract.BenchResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("baseline %s: %w", in.Baseline, err)))
 		}
 		bundle.Baseline = &base
 	}
 	paths, err := report.Write(dir, bundle)
 	if err != nil {
-		return BenchResult{}, classify(err)
+		return contract.BenchResult{}, classify(err)
 	}
 	rep, err := report.Load(dir, strings.TrimSuffix(filepath.Base(paths.JSON), ".json"))
 	if err != nil {
-		return BenchResult{}, classify(err)
+		return contract.BenchResult{}, classify(err)
 	}
-	res := BenchResult{ReportID: rep.ID, MD: paths.MD, JSON: paths.JSON}
+	res := contract.BenchResult{ReportID: rep.ID, MD: paths.MD, JSON: paths.JSON}
 	if rep.Verdict != nil {
 		res.Verdict = rep.Verdict.Overall
 		res.Warnings = rep.Verdict.Warnings
@@ -160,7 +160,7 @@ func (a *ControlActivities) bench(ctx context.Context, in BenchInput, dir string
 // (starter bench --seed/--mode), else the recipe's [bench], else 42 and
 // standard. Never the clock: two benches of a lane must send the same
 // requests to be compared.
-func benchSeedMode(in BenchInput) (int64, string) {
+func benchSeedMode(in contract.BenchInput) (int64, string) {
 	seed := contract.DefaultBenchSeed
 	switch {
 	case in.Seed != nil:
@@ -183,7 +183,7 @@ func benchSeedMode(in BenchInput) (int64, string) {
 // head's become the report's Image, ImageDigest and EngineArgs. A node
 // that cannot be inspected leaves the recipe's values, and the report
 // says why.
-func (a *ControlActivities) inspectContainers(ctx context.Context, in BenchInput, b *report.Bundle) {
+func (a *ControlActivities) inspectContainers(ctx context.Context, in contract.BenchInput, b *report.Bundle) {
 	var errs []string
 	for _, n := range in.Plan.Nodes {
 		d, done, err := a.nodeDocker(ctx, n.Node)
@@ -214,14 +214,14 @@ func (a *ControlActivities) inspectContainers(ctx context.Context, in BenchInput
 	b.InspectError = strings.Join(errs, "; ")
 }
 
-func firstImage(in BenchInput) string {
+func firstImage(in contract.BenchInput) string {
 	if len(in.Plan.Nodes) > 0 {
 		return in.Plan.Nodes[0].Image
 	}
 	return in.Recipe.Image
 }
 
-func headArgs(in BenchInput) []string {
+func headArgs(in contract.BenchInput) []string {
 	if len(in.Plan.Nodes) > 0 {
 		return in.Plan.Nodes[0].Argv
 	}

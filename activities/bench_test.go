@@ -26,7 +26,7 @@ func TestBenchRetriedAttemptWritesNoSecondBundle(t *testing.T) {
 	eng.WaitServing(t, 30*time.Second)
 	cfg := &config.Config{RecipesDir: t.TempDir()}
 	a := &ControlActivities{Config: cfg, Version: "test"}
-	in := BenchInput{
+	in := contract.BenchInput{
 		Recipe:  contract.Recipe{Name: "lane1", Bench: contract.Bench{PromptLengths: []int{128}, Depths: []int{0}, Concurrency: []int{1}, GenTokens: 8}},
 		Plan:    contract.LanePlan{Lane: "lane1"},
 		BaseURL: eng.URL, Model: "sim-model", Label: "retry",
@@ -131,7 +131,7 @@ runs = 2
 	eng.WaitServing(t, 30*time.Second)
 	cfg := &config.Config{RecipesDir: t.TempDir()}
 	a := &ControlActivities{Config: cfg, Version: "test"}
-	res, err := a.Bench(context.Background(), BenchInput{Recipe: lane.Wire(rs[0]), Plan: contract.LanePlan{Lane: "lane1"},
+	res, err := a.Bench(context.Background(), contract.BenchInput{Recipe: lane.Wire(rs[0]), Plan: contract.LanePlan{Lane: "lane1"},
 		BaseURL: eng.URL, Model: "sim-model", Label: "runs", WorkflowID: "bench/lane1", RunID: "run-1"})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/ledger"
 	"github.com/sparklane/sparklane/internal/engine/report"
 )
@@ -32,7 +33,7 @@ func benchLease() time.Duration { return 3 * BenchBeat }
 
 // benchRunKey names one bench activity of one workflow run: every attempt
 // of it has the same key, another run or activity a different one.
-func benchRunKey(ctx context.Context, in BenchInput) string {
+func benchRunKey(ctx context.Context, in contract.BenchInput) string {
 	wf, run, act := in.WorkflowID, in.RunID, ""
 	if activity.IsActivity(ctx) {
 		info := activity.GetInfo(ctx)
@@ -50,15 +51,15 @@ var TestHookBenchWritten func(ctx context.Context) error
 // bundleOfRun finds the bundle an earlier attempt of this run wrote but
 // did not record: the lane's latest report, when it names this workflow run
 // (a run benches once).
-func bundleOfRun(dir string, in BenchInput) (BenchResult, bool) {
+func bundleOfRun(dir string, in contract.BenchInput) (contract.BenchResult, bool) {
 	if in.RunID == "" {
-		return BenchResult{}, false
+		return contract.BenchResult{}, false
 	}
 	rep, err := report.Latest(dir)
 	if err != nil || rep.Evidence.Temporal.RunID != in.RunID || rep.Evidence.Temporal.WorkflowID != in.WorkflowID {
-		return BenchResult{}, false
+		return contract.BenchResult{}, false
 	}
-	res := BenchResult{ReportID: rep.ID, JSON: filepath.Join(dir, rep.ID+".json"), MD: filepath.Join(dir, rep.ID+".md")}
+	res := contract.BenchResult{ReportID: rep.ID, JSON: filepath.Join(dir, rep.ID+".json"), MD: filepath.Join(dir, rep.ID+".md")}
 	if rep.Verdict != nil {
 		res.Verdict = rep.Verdict.Overall
 	}
@@ -70,18 +71,18 @@ func bundleOfRun(dir string, in BenchInput) (BenchResult, bool) {
 
 // doneBench returns the result an earlier attempt recorded, when its report
 // files are still there.
-func doneBench(path string) (BenchResult, bool) {
+func doneBench(path string) (contract.BenchResult, bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return BenchResult{}, false
+		return contract.BenchResult{}, false
 	}
-	var res BenchResult
+	var res contract.BenchResult
 	if json.Unmarshal(b, &res) != nil || res.JSON == "" {
-		return BenchResult{}, false
+		return contract.BenchResult{}, false
 	}
 	for _, p := range []string{res.JSON, res.MD} {
 		if _, err := os.Stat(p); err != nil {
-			return BenchResult{}, false
+			return contract.BenchResult{}, false
 		}
 	}
 	return res, true

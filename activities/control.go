@@ -57,12 +57,12 @@ func (a *ControlActivities) node(name string) (config.Node, error) {
 
 // CheckSSH dials the node with its host key checked. A node with an empty
 // ssh is this machine and needs no SSH.
-func (a *ControlActivities) CheckSSH(ctx context.Context, in SSHCheckInput) (SSHCheckResult, error) {
+func (a *ControlActivities) CheckSSH(ctx context.Context, in contract.SSHCheckInput) (contract.SSHCheckResult, error) {
 	n, err := a.node(in.Node)
 	if err != nil {
-		return SSHCheckResult{Node: in.Node}, classify(err)
+		return contract.SSHCheckResult{Node: in.Node}, classify(err)
 	}
-	res := SSHCheckResult{Node: in.Node}
+	res := contract.SSHCheckResult{Node: in.Node}
 	if off, why := a.relayOff(ctx, in.Node); off {
 		res.Off, res.Why = true, why
 		return res, nil
@@ -122,21 +122,21 @@ func (a *ControlActivities) nodeDocker(ctx context.Context, name string) (serve.
 // ResolveLane reads a lane's recipe from recipes_dir and renders it (for
 // rollback to a previous lane, and for schedules that name lanes) with
 // lane.Resolve, as the starter does.
-func (a *ControlActivities) ResolveLane(ctx context.Context, in ResolveLaneInput) (ResolveLaneResult, error) {
+func (a *ControlActivities) ResolveLane(ctx context.Context, in contract.ResolveLaneInput) (contract.ResolveLaneResult, error) {
 	// recipes_dir and recipes_dirs, as the CLI reads them: a broken recipe
 	// elsewhere does not stop this lane from resolving.
 	set, err := config.LoadRecipeSet(a.Config, a.Config.File)
 	if err != nil {
-		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
+		return contract.ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
 	}
 	for _, w := range set.Warnings {
 		a.Log.Warn("recipes: skipped", zap.String("why", w))
 	}
 	r, plan, err := lane.Resolve(a.Config, set, lane.Request{Lane: in.Lane, Fallback: in.Cluster, Overrides: in.Overrides})
 	if err != nil {
-		return ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
+		return contract.ResolveLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, err))
 	}
-	res := ResolveLaneResult{Recipe: *r, Plan: *plan}
+	res := contract.ResolveLaneResult{Recipe: *r, Plan: *plan}
 	if est, _ := lane.Fit(a.Config, r, plan, memfit.LoadDiscovered(a.Config.StateDir)); est != nil && est.Err() != nil {
 		res.MemoryFit = est.Err().Error()
 		a.Log.Warn("lane does not fit its nodes' memory by the estimate (resolved all the same: it ran before, or is only verified)",
@@ -164,7 +164,7 @@ func BaseURL(cfg *config.Config, plan contract.LanePlan) string {
 // container that exits fails it at once with its exit code and last log
 // lines. Heartbeats keep a restarted control worker's retry waiting on the
 // same containers (it never starts a second set).
-func (a *ControlActivities) WaitReady(ctx context.Context, in WaitReadyInput) (WaitReadyResult, error) {
+func (a *ControlActivities) WaitReady(ctx context.Context, in contract.WaitReadyInput) (contract.WaitReadyResult, error) {
 	base := BaseURL(a.Config, in.Plan)
 	type conn struct {
 		d     serve.Docker
@@ -213,7 +213,7 @@ func (a *ControlActivities) WaitReady(ctx context.Context, in WaitReadyInput) (W
 	}
 	ctx, err := apiKeyContext(ctx, in.APIKeyEnv)
 	if err != nil {
-		return WaitReadyResult{BaseURL: base}, classify(err)
+		return contract.WaitReadyResult{BaseURL: base}, classify(err)
 	}
 	head := in.Plan.Nodes[0]
 	findInLog := func(ctx context.Context, sigs []string) ([]string, string, error) {
@@ -229,48 +229,48 @@ func (a *ControlActivities) WaitReady(ctx context.Context, in WaitReadyInput) (W
 	}
 	r, err := probe.WaitReady(ctx, probe.ReadyInput{BaseURL: base, Path: in.Path, Budget: in.Budget.D(), LogSignatures: in.LogSignatures, FindInLog: findInLog}, ranks, func(p probe.ReadyProgress) { heartbeat(ctx, p) })
 	if err != nil {
-		return WaitReadyResult{BaseURL: base}, classify(err)
+		return contract.WaitReadyResult{BaseURL: base}, classify(err)
 	}
 	a.Metrics.Ready(in.Plan.Lane, r.Elapsed)
-	return WaitReadyResult{BaseURL: base, Model: r.Model, Seconds: r.Elapsed.Seconds()}, nil
+	return contract.WaitReadyResult{BaseURL: base, Model: r.Model, Seconds: r.Elapsed.Seconds()}, nil
 }
 
 // Smoke asks the recipe's smoke prompts and checks the expected substrings.
-func (a *ControlActivities) Smoke(ctx context.Context, in SmokeInput) (SmokeResult, error) {
-	var out SmokeResult
+func (a *ControlActivities) Smoke(ctx context.Context, in contract.SmokeInput) (contract.SmokeResult, error) {
+	var out contract.SmokeResult
 	ctx, err := apiKeyContext(ctx, in.APIKeyEnv)
 	if err != nil {
 		return out, classify(err)
 	}
 	rs, err := probe.Smoke(ctx, in.BaseURL, in.Model, in.Prompts)
 	for _, r := range rs {
-		out.Answers = append(out.Answers, SmokeAnswer{Prompt: r.Prompt, Expect: r.Expect, Answer: r.Answer, OK: r.OK})
+		out.Answers = append(out.Answers, contract.SmokeAnswer{Prompt: r.Prompt, Expect: r.Expect, Answer: r.Answer, OK: r.OK})
 	}
 	return out, classify(err)
 }
 
 // DecodeProbe measures decode and prefill speed with a temperature-0 request.
-func (a *ControlActivities) DecodeProbe(ctx context.Context, in DecodeProbeInput) (DecodeProbeResult, error) {
+func (a *ControlActivities) DecodeProbe(ctx context.Context, in contract.DecodeProbeInput) (contract.DecodeProbeResult, error) {
 	ctx, err := apiKeyContext(ctx, in.APIKeyEnv)
 	if err != nil {
-		return DecodeProbeResult{}, classify(err)
+		return contract.DecodeProbeResult{}, classify(err)
 	}
 	if in.ModelType == contract.ModelEmbedding || in.ModelType == contract.ModelReranker {
 		pr, err := probe.PoolProbe(ctx, in.BaseURL, in.Model, in.ModelType)
 		if err != nil {
-			return DecodeProbeResult{}, classify(err)
+			return contract.DecodeProbeResult{}, classify(err)
 		}
 		pp := poolProbe(pr)
-		return DecodeProbeResult{Pool: &pp}, nil
+		return contract.DecodeProbeResult{Pool: &pp}, nil
 	}
 	r, err := probe.DecodeProbe(ctx, probe.DecodeInput{BaseURL: in.BaseURL, Model: in.Model, PromptTokens: in.PromptTokens, MaxTokens: in.MaxTokens})
 	if err != nil {
-		return DecodeProbeResult{}, classify(err)
+		return contract.DecodeProbeResult{}, classify(err)
 	}
 	if in.Lane != "" {
 		a.Metrics.Probed(in.Lane, r.DecodeTPS, time.Duration(r.TTFTSeconds*float64(time.Second)))
 	}
-	return DecodeProbeResult{DecodeTPS: r.DecodeTPS, PrefillTPS: r.PrefillTPS, TTFTSeconds: r.TTFTSeconds, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens}, nil
+	return contract.DecodeProbeResult{DecodeTPS: r.DecodeTPS, PrefillTPS: r.PrefillTPS, TTFTSeconds: r.TTFTSeconds, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens}, nil
 }
 
 // apiKeyContext reads the engine's API key from this worker's environment
@@ -290,7 +290,7 @@ func apiKeyContext(ctx context.Context, env string) (context.Context, error) {
 
 // WriteVerifyReport writes a short markdown report of a verify run under
 // state_dir/reports/verify and returns its path.
-func (a *ControlActivities) WriteVerifyReport(ctx context.Context, in VerifyReportInput) (string, error) {
+func (a *ControlActivities) WriteVerifyReport(ctx context.Context, in contract.VerifyReportInput) (string, error) {
 	dir := filepath.Join(a.Config.StateDir, "reports", "verify")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", classify(err)
@@ -355,16 +355,16 @@ func nonEmptyOr(s, def string) string {
 // service), after its post_exec: each with sh -c in state_dir, in order,
 // the first failure stopping (a non-zero exit is a permanent HookFailed).
 // SPARKLANE_LANE is set; outputs are masked as before_serve hooks' are.
-func (a *ControlActivities) PostCommands(ctx context.Context, in PostCommandsInput) (PostHooksResult, error) {
+func (a *ControlActivities) PostCommands(ctx context.Context, in contract.PostCommandsInput) (contract.PostHooksResult, error) {
 	dir := a.Config.StateDir
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return PostHooksResult{}, classify(fmt.Errorf("post_commands of lane %s: state_dir %s: %w", in.Lane, dir, err))
+		return contract.PostHooksResult{}, classify(fmt.Errorf("post_commands of lane %s: state_dir %s: %w", in.Lane, dir, err))
 	}
 	r, err := serve.RunHooks(ctx, serve.HooksInput{Commands: in.Commands, Timeout: in.Timeout.D(), Dir: dir, Label: "post_commands",
 		Env: map[string]string{"SPARKLANE_LANE": in.Lane}})
-	res := PostHooksResult{}
+	res := contract.PostHooksResult{}
 	for _, o := range r.Outputs {
-		res.Outputs = append(res.Outputs, HookOutput{Command: o.Command, Exit: o.Exit, Output: o.Output})
+		res.Outputs = append(res.Outputs, contract.HookOutput{Command: o.Command, Exit: o.Exit, Output: o.Output})
 	}
 	if err != nil && len(r.Outputs) > 0 && r.Outputs[len(r.Outputs)-1].Exit > 0 {
 		err = fault.Permanent(fault.HookFailed, fmt.Errorf("lane %s: %w", in.Lane, err))

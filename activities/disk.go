@@ -55,8 +55,8 @@ func (a *NodeActivities) runningLanes(ctx context.Context) ([]string, error) {
 
 // DiskUsage lists this node's roots (free space) and every given block
 // beneath them: bytes on disk, last served, last verified.
-func (a *NodeActivities) DiskUsage(ctx context.Context, in DiskInput) (DiskResult, error) {
-	res := DiskResult{Node: a.Node.Name}
+func (a *NodeActivities) DiskUsage(ctx context.Context, in contract.NodeDiskInput) (contract.NodeDiskResult, error) {
+	res := contract.NodeDiskResult{Node: a.Node.Name}
 	running, err := a.runningLanes(ctx)
 	if err != nil {
 		return res, classify(err)
@@ -69,7 +69,7 @@ func (a *NodeActivities) DiskUsage(ctx context.Context, in DiskInput) (DiskResul
 
 // listImages fills res.Images when the input asks (an old starter does
 // not); a Docker that cannot list them is said, not a failed listing.
-func (a *NodeActivities) listImages(ctx context.Context, in DiskInput, res *DiskResult) []images.Listed {
+func (a *NodeActivities) listImages(ctx context.Context, in contract.NodeDiskInput, res *contract.NodeDiskResult) []images.Listed {
 	if in.Images == nil {
 		return nil
 	}
@@ -93,8 +93,8 @@ func (a *NodeActivities) listImages(ctx context.Context, in DiskInput, res *Disk
 // DiskPrune removes whole blocks on this node as in.Prune says, beneath
 // the node's roots only, never a block of a lane running here or named
 // protected (running on another node).
-func (a *NodeActivities) DiskPrune(ctx context.Context, in DiskInput) (DiskResult, error) {
-	res := DiskResult{Node: a.Node.Name}
+func (a *NodeActivities) DiskPrune(ctx context.Context, in contract.NodeDiskInput) (contract.NodeDiskResult, error) {
+	res := contract.NodeDiskResult{Node: a.Node.Name}
 	if in.Prune == nil {
 		return res, fmt.Errorf("node %s: DiskPrune without a prune spec", a.Node.Name)
 	}

@@ -27,7 +27,7 @@ func TestContainerEnvResolvesOnTheNodeAndMasksLogs(t *testing.T) {
 		Node:   config.Node{Name: "n1", FSRoot: root, Roots: []string{"/srv"}},
 		Getenv: func(k string) string { return map[string]string{"NODE_HF_TOKEN": "hf_env_value_42"}[k] },
 	}
-	in := StartRankInput{Lane: "l", Plan: contract.NodePlan{
+	in := contract.StartRankInput{Lane: "l", Plan: contract.NodePlan{
 		Env:     map[string]string{"SIM_LANE": "l"},
 		EnvFrom: map[string]string{"HF_TOKEN": "env:NODE_HF_TOKEN", "API_KEY": "file:/etc/sparklane/api_key"},
 	}}

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/hubfetch"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/metrics"
@@ -45,13 +46,13 @@ const TestFetchKillAtEnv = "SPARKLANE_TEST_FETCH_KILL_AT"
 // The Hub's and the NAS's refusals (401/403/404, a gated repo, a full or
 // read-only NAS, a hash mismatch) are non-retryable errors of their
 // hubfetch type; dropped connections and 5xx are retried.
-func (a *FetchActivities) FetchRepo(ctx context.Context, in FetchRepoInput) (FetchRepoResult, error) {
-	out := FetchRepoResult{Node: a.Where, Block: in.Repo.Block, Repo: in.Repo.Repo, Revision: in.Repo.Revision, DryRun: in.DryRun}
+func (a *FetchActivities) FetchRepo(ctx context.Context, in contract.FetchRepoInput) (contract.FetchRepoResult, error) {
+	out := contract.FetchRepoResult{Node: a.Where, Block: in.Repo.Block, Repo: in.Repo.Repo, Revision: in.Repo.Revision, DryRun: in.DryRun}
 	req, err := a.request(in)
 	if err != nil {
 		return out, classify(err)
 	}
-	var prev FetchProgress
+	var prev contract.FetchProgress
 	if resumeFrom(ctx, &prev) {
 		a.Log.Info("resuming fetch: partial downloads on disk are kept", zap.String("repo", in.Repo.Repo), zap.Int64("bytes_done", prev.BytesDone))
 	}
@@ -60,7 +61,7 @@ func (a *FetchActivities) FetchRepo(ctx context.Context, in FetchRepoInput) (Fet
 	req.Progress = func(p hubfetch.Progress) {
 		a.Metrics.Fetched(in.Lane, in.Repo.Repo, p.Downloaded-counted)
 		counted = p.Downloaded
-		heartbeat(ctx, FetchProgress{Repo: in.Repo.Repo, FilesTotal: p.Files, FilesDone: p.FilesDone, BytesTotal: p.Bytes, BytesDone: p.BytesDone, Downloaded: p.Downloaded})
+		heartbeat(ctx, contract.FetchProgress{Repo: in.Repo.Repo, FilesTotal: p.Files, FilesDone: p.FilesDone, BytesTotal: p.Bytes, BytesDone: p.BytesDone, Downloaded: p.Downloaded})
 		if killAt > 0 && p.Downloaded >= killAt {
 			a.Log.Warn("test fault point: killing this worker mid-download", zap.Int64("downloaded", p.Downloaded))
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -72,7 +73,7 @@ func (a *FetchActivities) FetchRepo(ctx context.Context, in FetchRepoInput) (Fet
 	if in.DryRun {
 		r, err = hubfetch.Plan(ctx, req)
 	} else {
-		heartbeat(ctx, FetchProgress{Repo: in.Repo.Repo})
+		heartbeat(ctx, contract.FetchProgress{Repo: in.Repo.Repo})
 		r, err = hubfetch.Fetch(ctx, req)
 	}
 	out.Seconds = time.Since(start).Seconds()
@@ -91,7 +92,7 @@ func (a *FetchActivities) FetchRepo(ctx context.Context, in FetchRepoInput) (Fet
 // request is the engine's request for in: the endpoint (the plan's, else
 // this worker's HF_ENDPOINT, else the public Hub) and the token (the
 // plan's token file on this host, else this worker's environment).
-func (a *FetchActivities) request(in FetchRepoInput) (hubfetch.Request, error) {
+func (a *FetchActivities) request(in contract.FetchRepoInput) (hubfetch.Request, error) {
 	req := hubfetch.Request{Endpoint: in.Endpoint, CacheDir: in.Repo.CacheDir, Repo: in.Repo.Repo, Revision: in.Repo.Revision, Skip: in.Repo.Skip}
 	if a.Local != nil {
 		req.CacheDir = a.Local(req.CacheDir)

@@ -25,7 +25,7 @@ func TestFetchRepoTokenFileAndErrors(t *testing.T) {
 	s.AddRepo(hubtest.Repo{ID: "org/private", Token: "hf_secret", Files: []hubtest.File{{Path: "config.json", Data: []byte(`{"a": 1}`)}, {Path: "w.bin", Size: 3 << 20, Seed: 7, LFS: true}}})
 	cache := t.TempDir()
 	a := &FetchActivities{Where: "control", Log: zap.NewNop()}
-	in := FetchRepoInput{Lane: "l", Repo: contract.FetchRepo{Block: "w", Repo: "org/private", Revision: "main", CacheDir: cache}, Endpoint: s.URL}
+	in := contract.FetchRepoInput{Lane: "l", Repo: contract.FetchRepo{Block: "w", Repo: "org/private", Revision: "main", CacheDir: cache}, Endpoint: s.URL}
 
 	t.Setenv("HF_TOKEN", "")
 	t.Setenv("HF_TOKEN_PATH", filepath.Join(t.TempDir(), "none"))

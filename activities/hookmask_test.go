@@ -20,7 +20,7 @@ func TestBeforeServeMasksSecretLookingEnvInHookOutput(t *testing.T) {
 	t.Setenv("NODE_PLAIN_SETTING", "plain-value-8813")
 	a := &NodeActivities{Node: config.Node{Name: "n1", FSRoot: t.TempDir(), Roots: []string{"/srv"}}}
 	ctx := context.Background()
-	in := BeforeServeInput{Lane: "l", Hooks: contract.Hooks{
+	in := contract.BeforeServeInput{Lane: "l", Hooks: contract.Hooks{
 		BeforeServe: []string{`echo "token=$NODE_HF_TOKEN plain=$NODE_PLAIN_SETTING"`},
 		Timeout:     contract.Duration(time.Minute),
 	}}

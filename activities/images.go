@@ -53,18 +53,18 @@ func (a *NodeActivities) imageAddr() (addr, why string) {
 // (ID, repo digests, layers) or, given the layers, how many of them.
 // A pinned digest the node's image does not carry is a permanent
 // ImageDigestMismatch naming the node.
-func (a *NodeActivities) ImageInventory(ctx context.Context, in ImageInventoryInput) (ImageInventoryResult, error) {
+func (a *NodeActivities) ImageInventory(ctx context.Context, in contract.ImageInventoryInput) (contract.ImageInventoryResult, error) {
 	ref, err := contract.ParseImageRef(in.Image)
 	if err != nil {
-		return ImageInventoryResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: %w", a.Node.Name, err)))
+		return contract.ImageInventoryResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: %w", a.Node.Name, err)))
 	}
 	d, err := a.imageDocker(ctx)
 	if err != nil {
-		return ImageInventoryResult{}, classify(err)
+		return contract.ImageInventoryResult{}, classify(err)
 	}
 	inv, err := images.Inspect(ctx, d, ref, a.Node.Name)
 	if err != nil {
-		return ImageInventoryResult{}, classify(err)
+		return contract.ImageInventoryResult{}, classify(err)
 	}
 	if in.Want != "" && inv.Present && inv.ID != in.Want {
 		// A stale image under the tag (the previous build): the new one
@@ -73,10 +73,10 @@ func (a *NodeActivities) ImageInventory(ctx context.Context, in ImageInventoryIn
 	}
 	if !inv.Present && len(in.DiffIDs) > 0 {
 		if inv.HaveLayers, inv.Containerd, err = images.HaveLayers(ctx, d, a.Node.Name, in.DiffIDs); err != nil {
-			return ImageInventoryResult{}, classify(err)
+			return contract.ImageInventoryResult{}, classify(err)
 		}
 	}
-	res := ImageInventoryResult{ImageInventory: imageInventory(inv)}
+	res := contract.ImageInventoryResult{ImageInventory: imageInventory(inv)}
 	res.Addr, res.NoTransfer = a.imageAddr()
 	return res, nil
 }
@@ -86,14 +86,14 @@ func (a *NodeActivities) ImageInventory(ctx context.Context, in ImageInventoryIn
 // node's certificate only), and sends (the source) or receives, checks,
 // loads and forwards the stream. A receiver that finds the image already
 // here sends it itself instead, so a retried chain converges.
-func (a *NodeActivities) TransferImage(ctx context.Context, in TransferImageInput) (TransferImageResult, error) {
+func (a *NodeActivities) TransferImage(ctx context.Context, in contract.TransferImageInput) (contract.TransferImageResult, error) {
 	d, err := a.imageDocker(ctx)
 	if err != nil {
-		return TransferImageResult{}, classify(err)
+		return contract.TransferImageResult{}, classify(err)
 	}
 	addr, why := a.imageAddr()
 	if why != "" {
-		return TransferImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("image transfer: %s", why)))
+		return contract.TransferImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("image transfer: %s", why)))
 	}
 	m := images.Member{Docker: d, Node: a.Node.Name, Spec: engineSpec(in.Spec), Have: in.Have, Upstream: in.Upstream, UpstreamAddr: in.UpstreamAddr,
 		Downstream: in.Downstream, ListenAddr: addr, ServerTLS: a.ImageTLS.Server, ClientTLS: a.ImageTLS.Client, Wait: 5 * time.Minute}
@@ -109,75 +109,75 @@ func (a *NodeActivities) TransferImage(ctx context.Context, in TransferImageInpu
 		a.Metrics.ImageReceived(in.Lane, a.Node.Name, m.Upstream, moved.BytesIn)
 	}
 	if err != nil {
-		return TransferImageResult{ImageMoved: imageMoved(moved)}, classify(err)
+		return contract.TransferImageResult{ImageMoved: imageMoved(moved)}, classify(err)
 	}
 	if a.Log != nil {
 		a.Log.Info("image transfer done", zap.String("image", in.Spec.Tag), zap.Int64("bytes_in", moved.BytesIn), zap.Int64("bytes_out", moved.BytesOut), zap.Int("layers", moved.Layers))
 	}
-	return TransferImageResult{ImageMoved: imageMoved(moved)}, nil
+	return contract.TransferImageResult{ImageMoved: imageMoved(moved)}, nil
 }
 
 // BuildImage builds the lane's image here from its recipe's [build]
 // (images.Build: a context under this node's shared roots, symlinks
 // refused, or a git URL), heartbeating the build log line by line. A
 // failing step is a permanent ImageBuildFailed carrying the last lines.
-func (a *NodeActivities) BuildImage(ctx context.Context, in BuildImageInput) (BuildImageResult, error) {
+func (a *NodeActivities) BuildImage(ctx context.Context, in contract.BuildImageInput) (contract.BuildImageResult, error) {
 	ref, err := contract.ParseImageRef(in.Image)
 	if err != nil || ref.Name == "" {
-		return BuildImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: image %q cannot tag a build: give repo:tag", a.Node.Name, in.Image)))
+		return contract.BuildImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: image %q cannot tag a build: give repo:tag", a.Node.Name, in.Image)))
 	}
 	d, err := a.dockerClient(ctx)
 	if err != nil {
-		return BuildImageResult{}, classify(err)
+		return contract.BuildImageResult{}, classify(err)
 	}
 	b, ok := d.(images.Builder)
 	if !ok {
-		return BuildImageResult{}, classify(fmt.Errorf("node %s: its Docker client cannot build images", a.Node.Name))
+		return contract.BuildImageResult{}, classify(fmt.Errorf("node %s: its Docker client cannot build images", a.Node.Name))
 	}
 	stop := keepAlive(ctx) // a long RUN step prints nothing for minutes
 	defer stop()
 	built, err := images.Build(ctx, b, a.Node.Name, ref.Name, in.Build, a.SharedRoots, func(l string) {
-		heartbeat(ctx, BuildProgress{Line: l})
+		heartbeat(ctx, contract.BuildProgress{Line: l})
 	})
 	if err != nil {
-		return BuildImageResult{Node: a.Node.Name, Tail: built.Tail}, classify(err)
+		return contract.BuildImageResult{Node: a.Node.Name, Tail: built.Tail}, classify(err)
 	}
 	if a.Log != nil {
 		a.Log.Info("image built", zap.String("image", ref.Name), zap.String("id", built.ID))
 	}
-	return BuildImageResult{Node: a.Node.Name, ID: built.ID, Tail: built.Tail}, nil
+	return contract.BuildImageResult{Node: a.Node.Name, ID: built.ID, Tail: built.Tail}, nil
 }
 
 // PullImage pulls the lane's image here from the registry the recipe or
 // the config names (images.Pull: credentials read from the auth file on
 // this node only), heartbeating the pull's progress, tags it as the
 // recipe's reference and checks a pinned digest.
-func (a *NodeActivities) PullImage(ctx context.Context, in PullImageInput) (PullImageResult, error) {
+func (a *NodeActivities) PullImage(ctx context.Context, in contract.PullImageInput) (contract.PullImageResult, error) {
 	ref, err := contract.ParseImageRef(in.Image)
 	if err == nil {
 		err = images.CheckRegistry(in.Registry, in.AuthFile)
 	}
 	if err != nil {
-		return PullImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: %w", a.Node.Name, err)))
+		return contract.PullImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: %w", a.Node.Name, err)))
 	}
 	auth, err := images.RegistryAuth(in.AuthFile, in.Registry)
 	if err != nil {
-		return PullImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: %w", a.Node.Name, err)))
+		return contract.PullImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: %w", a.Node.Name, err)))
 	}
 	d, err := a.dockerClient(ctx)
 	if err != nil {
-		return PullImageResult{}, classify(err)
+		return contract.PullImageResult{}, classify(err)
 	}
 	p, ok := d.(images.Puller)
 	if !ok {
-		return PullImageResult{}, classify(fmt.Errorf("node %s: its Docker client cannot pull images", a.Node.Name))
+		return contract.PullImageResult{}, classify(fmt.Errorf("node %s: its Docker client cannot pull images", a.Node.Name))
 	}
 	stop := keepAlive(ctx)
 	defer stop()
 	pulled, err := images.Pull(ctx, p, a.Node.Name, in.Registry, ref, auth, func(l string) {
-		heartbeat(ctx, BuildProgress{Line: l})
+		heartbeat(ctx, contract.BuildProgress{Line: l})
 	})
-	res := PullImageResult{Node: a.Node.Name, ImagePulled: imagePulled(pulled)}
+	res := contract.PullImageResult{Node: a.Node.Name, ImagePulled: imagePulled(pulled)}
 	if err != nil {
 		return res, classify(err)
 	}

@@ -15,34 +15,19 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 	"github.com/sparklane/sparklane/internal/engine/notify"
 	"github.com/sparklane/sparklane/internal/engine/probe"
 	"github.com/sparklane/sparklane/internal/engine/serve"
 )
 
-// KeeperID is the workflow ID of cluster's keeper: one running keeper per
-// cluster is Temporal's one-running-workflow-per-ID rule.
-func KeeperID(cluster string) string { return "keeper/" + cluster }
-
-// KeeperWorkflow is the keeper's workflow type name (activities start it
-// by name: workflows imports this package, not the other way round).
-const KeeperWorkflow = "Keeper"
-
-// Keeper check failures (retryable: the retry policy is the re-probe).
-const (
-	// LaneDown: the head does not answer its health path.
-	LaneDown = "LaneDown"
-	// RankDown: a rank's container is not running (exited, gone).
-	RankDown = "RankDown"
-)
-
 // CheckHead asks the lane's head its health path once. A head that does
 // not answer 200 fails LaneDown (retryable: the keeper's retry policy
 // re-probes it after the lane's probe grace).
-func (a *ControlActivities) CheckHead(ctx context.Context, in CheckHeadInput) (CheckHeadResult, error) {
+func (a *ControlActivities) CheckHead(ctx context.Context, in contract.CheckHeadInput) (contract.CheckHeadResult, error) {
 	url := BaseURL(a.Config, in.Head) + in.Path
-	res := CheckHeadResult{URL: url}
+	res := contract.CheckHeadResult{URL: url}
 	ctx, err := apiKeyContext(ctx, in.APIKeyEnv)
 	if err != nil {
 		return res, classify(err)
@@ -51,7 +36,7 @@ func (a *ControlActivities) CheckHead(ctx context.Context, in CheckHeadInput) (C
 	res.Status, err = probe.Health(ctx, url, 10*time.Second)
 	res.Seconds = time.Since(start).Seconds()
 	if err != nil {
-		return res, temporal.NewApplicationError(fmt.Sprintf("lane %s: head %s: %v", in.Lane, in.Head.Nodes[0].Node, err), LaneDown)
+		return res, temporal.NewApplicationError(fmt.Sprintf("lane %s: head %s: %v", in.Lane, in.Head.Nodes[0].Node, err), contract.LaneDown)
 	}
 	return res, nil
 }
@@ -62,8 +47,8 @@ const RankDownReprobe = 200 * time.Millisecond
 // CheckRanks reports the state of the lane's ranks on this node; a rank
 // whose container is not running (exited, or gone) fails RankDown naming
 // it, its exit code and its last log line.
-func (a *NodeActivities) CheckRanks(ctx context.Context, in CheckRanksInput) (CheckRanksResult, error) {
-	res := CheckRanksResult{Node: a.Node.Name, BootID: a.bootID()}
+func (a *NodeActivities) CheckRanks(ctx context.Context, in contract.CheckRanksInput) (contract.CheckRanksResult, error) {
+	res := contract.CheckRanksResult{Node: a.Node.Name, BootID: a.bootID()}
 	d, err := a.dockerClient(ctx)
 	if err != nil {
 		return res, classify(err)
@@ -81,7 +66,7 @@ func (a *NodeActivities) CheckRanks(ctx context.Context, in CheckRanksInput) (Ch
 			}
 			found = true
 			// Logs stay out of a healthy answer: every check is in the history.
-			res.Ranks = append(res.Ranks, RankState{Node: a.Node.Name, Rank: s.Rank, Name: s.Name, State: s.State, ExitCode: s.ExitCode})
+			res.Ranks = append(res.Ranks, contract.RankState{Node: a.Node.Name, Rank: s.Rank, Name: s.Name, State: s.State, ExitCode: s.ExitCode})
 			if s.State != "running" {
 				last := ""
 				if len(s.Logs) > 0 {
@@ -91,7 +76,7 @@ func (a *NodeActivities) CheckRanks(ctx context.Context, in CheckRanksInput) (Ch
 			}
 		}
 		if !found {
-			res.Ranks = append(res.Ranks, RankState{Node: a.Node.Name, Rank: rank, State: "missing", ExitCode: -1})
+			res.Ranks = append(res.Ranks, contract.RankState{Node: a.Node.Name, Rank: rank, State: "missing", ExitCode: -1})
 			down = append(down, fmt.Sprintf("rank %d has no container", rank))
 		}
 	}
@@ -100,7 +85,7 @@ func (a *NodeActivities) CheckRanks(ctx context.Context, in CheckRanksInput) (Ch
 		// container Docker reports not running is a fact, not a flaky
 		// answer (ranks run with restart disabled): it is re-probed at
 		// once, not after the lane's probe grace.
-		return res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("lane %s on node %s: %s", in.Lane, a.Node.Name, strings.Join(down, "; ")), RankDown,
+		return res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("lane %s on node %s: %s", in.Lane, a.Node.Name, strings.Join(down, "; ")), contract.RankDown,
 			temporal.ApplicationErrorOptions{NextRetryDelay: RankDownReprobe, Details: []any{res}})
 	}
 	return res, nil
@@ -130,16 +115,16 @@ func (a *NodeActivities) bootID() string {
 // [keep] notify: a command run here with SPARKLANE_CLUSTER, _LANE, _STATE
 // and _REASON in its environment, or an http(s) URL POSTed the same as
 // JSON. Unset, it does nothing.
-func (a *ControlActivities) KeeperNotify(ctx context.Context, in KeeperNotifyInput) (KeeperNotifyResult, error) {
+func (a *ControlActivities) KeeperNotify(ctx context.Context, in contract.KeeperNotifyInput) (contract.KeeperNotifyResult, error) {
 	target := a.Config.Keep.Notify
 	if target == "" {
-		return KeeperNotifyResult{}, nil
+		return contract.KeeperNotifyResult{}, nil
 	}
 	n := notify.Notice{Cluster: in.Cluster, Lane: in.Lane, State: in.State, Reason: in.Reason}
 	if err := notify.Send(ctx, target, n); err != nil {
-		return KeeperNotifyResult{}, classify(fmt.Errorf("[keep] notify in %s: %w", a.Config.File, err))
+		return contract.KeeperNotifyResult{}, classify(fmt.Errorf("[keep] notify in %s: %w", a.Config.File, err))
 	}
-	return KeeperNotifyResult{Notified: notify.Describe(target)}, nil
+	return contract.KeeperNotifyResult{Notified: notify.Describe(target)}, nil
 }
 
 // StartKeeper starts the keeper of in.Cluster (keeper/CLUSTER). The
@@ -147,22 +132,22 @@ func (a *ControlActivities) KeeperNotify(ctx context.Context, in KeeperNotifyInp
 // running there (one its predecessor failed to end) is terminated by the
 // server as this one starts (conflict policy TERMINATE_EXISTING), so two
 // keepers never fight over a cluster.
-func (a *ControlActivities) StartKeeper(ctx context.Context, in KeeperInput) (StartKeeperResult, error) {
+func (a *ControlActivities) StartKeeper(ctx context.Context, in contract.KeeperInput) (contract.StartKeeperResult, error) {
 	if a.Temporal == nil {
-		return StartKeeperResult{}, fmt.Errorf("cluster %s: no Temporal client on the control worker to start its keeper", in.Cluster)
+		return contract.StartKeeperResult{}, fmt.Errorf("cluster %s: no Temporal client on the control worker to start its keeper", in.Cluster)
 	}
-	id := KeeperID(in.Cluster)
+	id := contract.KeeperID(in.Cluster)
 	run, err := a.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: id, TaskQueue: "sparklane", // workflows.ControlQueue (activities cannot import workflows)
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING,
 		TypedSearchAttributes:    searchattr.For(in.Plan.Lane, in.Cluster),
 		StaticSummary:            fmt.Sprintf("keeps lane %s on cluster %s", in.Plan.Lane, in.Cluster),
-	}, KeeperWorkflow, in)
+	}, contract.KeeperWorkflow, in)
 	if err != nil {
-		return StartKeeperResult{}, fmt.Errorf("cluster %s: start keeper %s: %w", in.Cluster, id, err)
+		return contract.StartKeeperResult{}, fmt.Errorf("cluster %s: start keeper %s: %w", in.Cluster, id, err)
 	}
-	return StartKeeperResult{WorkflowID: id, RunID: run.GetRunID()}, nil
+	return contract.StartKeeperResult{WorkflowID: id, RunID: run.GetRunID()}, nil
 }
 
 // EndKeepers ends the keeper of every cluster of the config that shares a
@@ -170,8 +155,8 @@ func (a *ControlActivities) StartKeeper(ctx context.Context, in KeeperInput) (St
 // lane), and waits until each has closed: its heal, if one runs, stopped
 // and its node leases released. A cluster without a running keeper is
 // skipped.
-func (a *ControlActivities) EndKeepers(ctx context.Context, in EndKeepersInput) (EndKeepersResult, error) {
-	var res EndKeepersResult
+func (a *ControlActivities) EndKeepers(ctx context.Context, in contract.EndKeepersInput) (contract.EndKeepersResult, error) {
+	var res contract.EndKeepersResult
 	if a.Temporal == nil {
 		return res, nil
 	}
@@ -179,7 +164,7 @@ func (a *ControlActivities) EndKeepers(ctx context.Context, in EndKeepersInput) 
 		if !slices.ContainsFunc(c.Nodes, func(n string) bool { return slices.Contains(in.Nodes, n) }) {
 			continue
 		}
-		id := KeeperID(c.Name)
+		id := contract.KeeperID(c.Name)
 		d, err := a.Temporal.DescribeWorkflowExecution(ctx, id, "")
 		if notRunning(err) || (err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING) {
 			continue
@@ -188,24 +173,24 @@ func (a *ControlActivities) EndKeepers(ctx context.Context, in EndKeepersInput) 
 			return res, fmt.Errorf("cluster %s: look for its keeper %s: %w", c.Name, id, err)
 		}
 		if in.Lane != "" {
-			v, err := a.Temporal.QueryWorkflow(ctx, id, "", KeeperStatusQuery)
+			v, err := a.Temporal.QueryWorkflow(ctx, id, "", contract.KeeperStatusQuery)
 			if notRunning(err) {
 				continue
 			}
 			if err != nil {
 				return res, fmt.Errorf("cluster %s: ask keeper %s what it keeps: %w", c.Name, id, err)
 			}
-			var st KeeperStatus
+			var st contract.KeeperStatus
 			if err := v.Get(&st); err != nil {
 				return res, fmt.Errorf("cluster %s: keeper %s answered unreadably: %w", c.Name, id, err)
 			}
-			if st.Lane != in.Lane || st.State == KeeperEnded {
+			if st.Lane != in.Lane || st.State == contract.KeeperEnded {
 				continue
 			}
 		}
 		h, err := a.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-			WorkflowID: id, UpdateName: KeeperControlUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
-			Args: []any{KeeperControl{Action: KeepEnd, By: in.By, Reason: in.Reason}},
+			WorkflowID: id, UpdateName: contract.KeeperControlUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
+			Args: []any{contract.KeeperControl{Action: contract.KeepEnd, By: in.By, Reason: in.Reason}},
 		})
 		if notRunning(err) {
 			continue
@@ -213,7 +198,7 @@ func (a *ControlActivities) EndKeepers(ctx context.Context, in EndKeepersInput) 
 		if err != nil {
 			return res, fmt.Errorf("cluster %s: end keeper %s: %w", c.Name, id, err)
 		}
-		var st KeeperStatus
+		var st contract.KeeperStatus
 		if err := h.Get(ctx, &st); err != nil {
 			if notRunning(err) {
 				continue
@@ -241,7 +226,7 @@ func notRunning(err error) bool {
 
 // KeeperMark records a keeper's event in the metrics:
 // sparklane_keeper_restarts_total and sparklane_lane_up.
-func (a *ControlActivities) KeeperMark(ctx context.Context, in KeeperMarkInput) error {
+func (a *ControlActivities) KeeperMark(ctx context.Context, in contract.KeeperMarkInput) error {
 	if in.Restart {
 		a.Metrics.KeeperRestart(in.Cluster, in.Lane)
 	}

@@ -103,11 +103,11 @@ func (a *NodeActivities) dockerClient(ctx context.Context) (serve.Docker, error)
 
 // NodeStatus reports the lanes whose containers run here and the free space
 // on each staging root.
-func (a *NodeActivities) NodeStatus(ctx context.Context, in NodeStatusInput) (NodeStatusResult, error) {
-	res := NodeStatusResult{Node: a.Node.Name}
+func (a *NodeActivities) NodeStatus(ctx context.Context, in contract.NodeStatusInput) (contract.NodeStatusResult, error) {
+	res := contract.NodeStatusResult{Node: a.Node.Name}
 	res.MemTotal, _ = memfit.ReadMemTotal(a.MemInfo) // unread: the fit falls back to the config or a DGX Spark
 	for _, r := range a.Node.Roots {
-		rf := RootFree{Root: r}
+		rf := contract.RootFree{Root: r}
 		free, err := staging.FreeBytes(a.local(r))
 		if err != nil {
 			rf.Error = err.Error()
@@ -147,16 +147,16 @@ func (a *NodeActivities) NodeStatus(ctx context.Context, in NodeStatusInput) (No
 
 // StopForeign stops foreign containers by name (cutover --stop-foreign);
 // it never removes them.
-func (a *NodeActivities) StopForeign(ctx context.Context, in StopForeignInput) (StopForeignResult, error) {
+func (a *NodeActivities) StopForeign(ctx context.Context, in contract.StopForeignInput) (contract.StopForeignResult, error) {
 	d, err := a.dockerClient(ctx)
 	if err != nil {
-		return StopForeignResult{}, classify(err)
+		return contract.StopForeignResult{}, classify(err)
 	}
 	stopped, err := serve.StopForeign(ctx, d, in.Names)
 	if err != nil {
-		return StopForeignResult{Node: a.Node.Name, Stopped: stopped}, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
+		return contract.StopForeignResult{Node: a.Node.Name, Stopped: stopped}, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
 	}
-	return StopForeignResult{Node: a.Node.Name, Stopped: stopped}, nil
+	return contract.StopForeignResult{Node: a.Node.Name, Stopped: stopped}, nil
 }
 
 func (a *NodeActivities) hubSpec(b contract.Staging) hubmirror.Spec {
@@ -197,8 +197,8 @@ func (a *NodeActivities) rowsSpec(b contract.Staging, rank, tp int) sparserows.S
 // temp file is copied again (within the boot that wrote it), after a
 // machine's crash at most two flush intervals per in-flight file; at most
 // one block of rows (sparse-rows).
-func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (StageBlockResult, error) {
-	out := StageBlockResult{Node: a.Node.Name, Block: in.Block.ID, Kind: in.Block.Kind}
+func (a *NodeActivities) StageBlock(ctx context.Context, in contract.StageBlockInput) (contract.StageBlockResult, error) {
+	out := contract.StageBlockResult{Node: a.Node.Name, Block: in.Block.ID, Kind: in.Block.Kind}
 	opts := staging.Options{DryRun: in.DryRun, Force: in.Force}
 	var prev contract.StageProgress
 	if resumeFrom(ctx, &prev) {
@@ -246,7 +246,7 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 		// The staging's last progress is heartbeated meanwhile, so a
 		// retry resumes from it (everything staged) rather than afresh.
 		stop := keepAliveWith(ctx, stageProgress(lastP))
-		v, err := a.verifyBlock(ctx, VerifyBlockInput{Lane: in.Lane, Block: in.Block, Rank: in.Rank, TP: in.TP})
+		v, err := a.verifyBlock(ctx, contract.VerifyBlockInput{Lane: in.Lane, Block: in.Block, Rank: in.Rank, TP: in.TP})
 		stop()
 		if err != nil {
 			return out, err
@@ -263,7 +263,7 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in StageBlockInput) (St
 // enough) it returns the error completed with disk.Room's hint: the lanes
 // whose blocks would free enough there and the command that prunes them,
 // or that none would and what to do instead.
-func (a *NodeActivities) makeRoom(ctx context.Context, in StageBlockInput, short *staging.ShortError, err error) (bool, error) {
+func (a *NodeActivities) makeRoom(ctx context.Context, in contract.StageBlockInput, short *staging.ShortError, err error) (bool, error) {
 	running, rerr := a.runningLanes(ctx)
 	if rerr != nil {
 		return false, fmt.Errorf("%w (could not list the lanes running here to suggest a prune: %v)", err, rerr)
@@ -291,14 +291,14 @@ func (a *NodeActivities) makeRoom(ctx context.Context, in StageBlockInput, short
 
 // stageEngine runs the block's staging engine (through the relay when
 // asked), filling out.Result.
-func (a *NodeActivities) stageEngine(ctx context.Context, in StageBlockInput, opts staging.Options, out *StageBlockResult) error {
+func (a *NodeActivities) stageEngine(ctx context.Context, in contract.StageBlockInput, opts staging.Options, out *contract.StageBlockResult) error {
 	r, err := a.runEngine(ctx, in, opts)
 	out.Result = blockResult(r)
 	return err
 }
 
 // runEngine runs the block's staging engine (through the relay when asked).
-func (a *NodeActivities) runEngine(ctx context.Context, in StageBlockInput, opts staging.Options) (staging.Result, error) {
+func (a *NodeActivities) runEngine(ctx context.Context, in contract.StageBlockInput, opts staging.Options) (staging.Result, error) {
 	switch in.Block.Kind {
 	case "hub-mirror":
 		if in.Relay != nil && len(in.Relay.Nodes) > 1 && !in.DryRun && !in.Force {
@@ -366,7 +366,7 @@ func (a *NodeActivities) relayPeers(in map[string]string) map[string]string {
 }
 
 // VerifyBlock checks one block here without writing.
-func (a *NodeActivities) VerifyBlock(ctx context.Context, in VerifyBlockInput) (VerifyBlockResult, error) {
+func (a *NodeActivities) VerifyBlock(ctx context.Context, in contract.VerifyBlockInput) (contract.VerifyBlockResult, error) {
 	stop := keepAlive(ctx)
 	defer stop()
 	return a.verifyBlock(ctx, in)
@@ -374,8 +374,8 @@ func (a *NodeActivities) VerifyBlock(ctx context.Context, in VerifyBlockInput) (
 
 // verifyBlock is VerifyBlock's work (also StageBlock's when it verifies
 // what it staged); the caller heartbeats.
-func (a *NodeActivities) verifyBlock(ctx context.Context, in VerifyBlockInput) (VerifyBlockResult, error) {
-	out := VerifyBlockResult{Lane: in.Lane, Node: a.Node.Name, Block: in.Block.ID, Kind: in.Block.Kind}
+func (a *NodeActivities) verifyBlock(ctx context.Context, in contract.VerifyBlockInput) (contract.VerifyBlockResult, error) {
+	out := contract.VerifyBlockResult{Lane: in.Lane, Node: a.Node.Name, Block: in.Block.ID, Kind: in.Block.Kind}
 	var r staging.VerifyResult
 	var err error
 	switch in.Block.Kind {
@@ -408,7 +408,7 @@ func VerifyListName(lane, block string) string {
 
 // spill writes a long verify result's full lists into the block's dst
 // (opened beneath the node's roots; made if a wipe removed it).
-func (a *NodeActivities) spill(in VerifyBlockInput, r *staging.VerifyResult) error {
+func (a *NodeActivities) spill(in contract.VerifyBlockInput, r *staging.VerifyResult) error {
 	if len(r.Bad) <= staging.ListLimit && len(r.Missing) <= staging.ListLimit {
 		return nil
 	}
@@ -450,45 +450,45 @@ func keepAliveWith(ctx context.Context, details any) func() {
 }
 
 // EnsureImage checks the lane's image is present on this node.
-func (a *NodeActivities) EnsureImage(ctx context.Context, in EnsureImageInput) (EnsureImageResult, error) {
+func (a *NodeActivities) EnsureImage(ctx context.Context, in contract.EnsureImageInput) (contract.EnsureImageResult, error) {
 	d, err := a.dockerClient(ctx)
 	if err != nil {
-		return EnsureImageResult{}, classify(err)
+		return contract.EnsureImageResult{}, classify(err)
 	}
 	if in.Resolve {
 		// A pinned image moved here is under its tag without the digest.
 		if ref, err := contract.ParseImageRef(in.Image); err == nil && ref.Digest != "" && ref.Name != "" {
 			id, err := a.imageDocker(ctx)
 			if err != nil {
-				return EnsureImageResult{}, classify(err)
+				return contract.EnsureImageResult{}, classify(err)
 			}
 			inv, err := images.Inspect(ctx, id, ref, a.Node.Name)
 			if err != nil {
-				return EnsureImageResult{}, classify(err)
+				return contract.EnsureImageResult{}, classify(err)
 			}
 			if inv.Present && inv.Unpinned {
-				return EnsureImageResult{Node: a.Node.Name, ID: inv.ID, Unpinned: true}, nil
+				return contract.EnsureImageResult{Node: a.Node.Name, ID: inv.ID, Unpinned: true}, nil
 			}
 			if inv.Present && !slices.Contains(inv.RepoDigests, ref.Repo+"@"+ref.Digest) {
 				// Pulled from image_registry: the digest is under the
 				// registry's repository, which Docker does not resolve
 				// repo@digest by.
-				return EnsureImageResult{Node: a.Node.Name, ID: inv.ID, Digest: ref.Digest}, nil
+				return contract.EnsureImageResult{Node: a.Node.Name, ID: inv.ID, Digest: ref.Digest}, nil
 			}
 		}
 	}
 	info, err := serve.EnsureImage(ctx, d, in.Image, a.Node.Name, in.Build)
 	if err != nil {
-		return EnsureImageResult{}, classify(err)
+		return contract.EnsureImageResult{}, classify(err)
 	}
-	return EnsureImageResult{Node: a.Node.Name, ID: info.ID, Digest: info.Digest}, nil
+	return contract.EnsureImageResult{Node: a.Node.Name, ID: info.ID, Digest: info.Digest}, nil
 }
 
 // BeforeServe runs the lane's hooks here; their trimmed output is returned
 // into the run's history. Clear paths are removed beneath the node's roots
 // only (never a root itself, never through a symlink); a refusal is a
 // permanent ClearRefused error naming the path and the component at fault.
-func (a *NodeActivities) BeforeServe(ctx context.Context, in BeforeServeInput) (BeforeServeResult, error) {
+func (a *NodeActivities) BeforeServe(ctx context.Context, in contract.BeforeServeInput) (contract.BeforeServeResult, error) {
 	var clear []string
 	for _, c := range in.Hooks.Clear {
 		clear = append(clear, a.local(c))
@@ -519,9 +519,9 @@ func (a *NodeActivities) BeforeServe(ctx context.Context, in BeforeServeInput) (
 		}
 		a.Log.Info("before_serve cleared", zap.String("lane", in.Lane), zap.String("path", c.Path), zap.Int64("files", c.Files), zap.Int64("bytes", c.Bytes), zap.Bool("absent", c.Absent), zap.Bool("helper", c.Helper))
 	}
-	out := BeforeServeResult{Node: a.Node.Name, Cleared: each(r.Cleared, cleared)}
+	out := contract.BeforeServeResult{Node: a.Node.Name, Cleared: each(r.Cleared, cleared)}
 	for _, o := range r.Outputs {
-		out.Outputs = append(out.Outputs, HookOutput{Command: o.Command, Exit: o.Exit, Output: o.Output})
+		out.Outputs = append(out.Outputs, contract.HookOutput{Command: o.Command, Exit: o.Exit, Output: o.Output})
 	}
 	return out, classify(err)
 }
@@ -532,10 +532,10 @@ func (a *NodeActivities) BeforeServe(ctx context.Context, in BeforeServeInput) (
 // resolved, unless the mount says host = true: a refused mount is a
 // permanent MountRefused error and no container is created. Export trees
 // bring their per-file bind manifests (NAS files bound read-only).
-func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (StartRankResult, error) {
+func (a *NodeActivities) StartRank(ctx context.Context, in contract.StartRankInput) (contract.StartRankResult, error) {
 	d, err := a.dockerClient(ctx)
 	if err != nil {
-		return StartRankResult{}, classify(err)
+		return contract.StartRankResult{}, classify(err)
 	}
 	var mounts []contract.Mount
 	var create []string
@@ -555,7 +555,7 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 		for _, rf := range in.Plan.RowsFrom {
 			v, err := serve.RowsEnv(a.Node.Name, a.local(rf.Dst), rf)
 			if err != nil {
-				return StartRankResult{}, classify(fmt.Errorf("rank %d: %w", in.Plan.Rank, err))
+				return contract.StartRankResult{}, classify(fmt.Errorf("rank %d: %w", in.Plan.Rank, err))
 			}
 			env[rf.Env] = v
 		}
@@ -568,7 +568,7 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 	roots := a.roots()
 	mounts, err = serve.CheckMountSources(a.Node.Name, mounts, roots, a.SharedRoots)
 	if err != nil {
-		return StartRankResult{}, classify(fmt.Errorf("rank %d: %w", in.Plan.Rank, err))
+		return contract.StartRankResult{}, classify(fmt.Errorf("rank %d: %w", in.Plan.Rank, err))
 	}
 	for _, m := range mounts {
 		if m.Host {
@@ -581,7 +581,7 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 		}
 		binds, err := hubmirror.ReadBindManifest(m.Src)
 		if err != nil {
-			return StartRankResult{}, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
+			return contract.StartRankResult{}, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
 		}
 		for _, b := range binds {
 			mounts = append(mounts, contract.Mount{Src: a.local(b.Source), Dst: filepath.Join(m.Dst, b.Target), ReadOnly: true})
@@ -596,7 +596,7 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 	// workflow input and history) names only their sources.
 	env, err = a.containerEnv(in, env)
 	if err != nil {
-		return StartRankResult{}, classify(fmt.Errorf("node %s rank %d: %w", a.Node.Name, in.Plan.Rank, err))
+		return contract.StartRankResult{}, classify(fmt.Errorf("node %s rank %d: %w", a.Node.Name, in.Plan.Rank, err))
 	}
 	r, err := serve.StartRank(ctx, d, serve.RankSpec{
 		Lane: in.Lane, Node: a.Node.Name, Rank: in.Plan.Rank, RecipeHash: in.RecipeHash, Image: in.Plan.Image, ImageID: in.ImageID,
@@ -605,7 +605,7 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 		Container: ctr, PreExec: in.Plan.PreExec,
 	})
 	if err != nil {
-		return StartRankResult{}, classify(fmt.Errorf("node %s rank %d: %w", a.Node.Name, in.Plan.Rank, err))
+		return contract.StartRankResult{}, classify(fmt.Errorf("node %s rank %d: %w", a.Node.Name, in.Plan.Rank, err))
 	}
 	// Last served: what `starter disk` lists and LRU pruning orders by.
 	// Staged data under the roots is what the mounts read; a failure to
@@ -620,7 +620,7 @@ func (a *NodeActivities) StartRank(ctx context.Context, in StartRankInput) (Star
 	if err := disk.RecordServed(roots, used, time.Now()); err != nil {
 		a.Log.Warn("could not record last-served time of staged blocks", zap.Error(err))
 	}
-	return StartRankResult{Node: a.Node.Name, Rank: in.Plan.Rank, ID: r.ID, Name: r.Name, Created: r.Created}, nil
+	return contract.StartRankResult{Node: a.Node.Name, Rank: in.Plan.Rank, ID: r.ID, Name: r.Name, Created: r.Created}, nil
 }
 
 // withRDMA completes a rank's plan with the RDMA devices this node has
@@ -670,7 +670,7 @@ func orSlash(p string) string {
 // log — this worker after a restart, the control service — masks the
 // values; they are also remembered here for the lane, which masks the logs
 // of a container started before that label existed.
-func (a *NodeActivities) containerEnv(in StartRankInput, base map[string]string) (map[string]string, error) {
+func (a *NodeActivities) containerEnv(in contract.StartRankInput, base map[string]string) (map[string]string, error) {
 	if len(in.Plan.EnvFrom) == 0 {
 		return base, nil
 	}
@@ -716,17 +716,17 @@ func (a *NodeActivities) mask(lane string, lines []string) []string {
 }
 
 // StopLane stops and removes the lane's containers here and looks again.
-func (a *NodeActivities) StopLane(ctx context.Context, in StopLaneInput) (StopLaneResult, error) {
+func (a *NodeActivities) StopLane(ctx context.Context, in contract.StopLaneInput) (contract.StopLaneResult, error) {
 	d, err := a.dockerClient(ctx)
 	if err != nil {
-		return StopLaneResult{}, classify(err)
+		return contract.StopLaneResult{}, classify(err)
 	}
 	timeout := in.Timeout.D()
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
 	if !in.All && in.Lane == "" {
-		return StopLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: stop needs a lane (or all)", a.Node.Name)))
+		return contract.StopLaneResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: stop needs a lane (or all)", a.Node.Name)))
 	}
 	// Only this node's containers: simulated nodes may share one engine,
 	// and each node's worker stops its own share.
@@ -736,16 +736,16 @@ func (a *NodeActivities) StopLane(ctx context.Context, in StopLaneInput) (StopLa
 	}
 	r, err := serve.StopAll(ctx, d, f)
 	if err != nil {
-		return StopLaneResult{}, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
+		return contract.StopLaneResult{}, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
 	}
-	return StopLaneResult{Node: a.Node.Name, Stopped: r.Stopped}, nil
+	return contract.StopLaneResult{Node: a.Node.Name, Stopped: r.Stopped}, nil
 }
 
 // InspectLane reports each rank container's state and last log lines.
-func (a *NodeActivities) InspectLane(ctx context.Context, in InspectLaneInput) (InspectLaneResult, error) {
+func (a *NodeActivities) InspectLane(ctx context.Context, in contract.InspectLaneInput) (contract.InspectLaneResult, error) {
 	d, err := a.dockerClient(ctx)
 	if err != nil {
-		return InspectLaneResult{}, classify(err)
+		return contract.InspectLaneResult{}, classify(err)
 	}
 	lines := in.Lines
 	if lines <= 0 {
@@ -753,14 +753,14 @@ func (a *NodeActivities) InspectLane(ctx context.Context, in InspectLaneInput) (
 	}
 	states, err := serve.InspectLane(ctx, d, in.Lane, lines)
 	if err != nil {
-		return InspectLaneResult{}, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
+		return contract.InspectLaneResult{}, classify(fmt.Errorf("node %s: %w", a.Node.Name, err))
 	}
-	out := InspectLaneResult{Node: a.Node.Name}
+	out := contract.InspectLaneResult{Node: a.Node.Name}
 	for _, s := range states {
 		if s.Node != a.Node.Name {
 			continue // another simulated node on the same engine
 		}
-		out.Ranks = append(out.Ranks, RankState{Node: a.Node.Name, Rank: s.Rank, Name: s.Name, State: s.State, ExitCode: s.ExitCode, Logs: a.mask(in.Lane, s.Logs)})
+		out.Ranks = append(out.Ranks, contract.RankState{Node: a.Node.Name, Rank: s.Rank, Name: s.Name, State: s.State, ExitCode: s.ExitCode, Logs: a.mask(in.Lane, s.Logs)})
 	}
 	return out, nil
 }
@@ -786,22 +786,22 @@ func numericUser(u string) (uid, gid int, ok bool) {
 // lane answers: each command as /bin/sh -c, in order, the first failure
 // stopping. Outputs are masked with the lane's secrets as its rank logs
 // are (InspectLane), and with the secrets its container's label names.
-func (a *NodeActivities) PostExec(ctx context.Context, in PostExecInput) (PostHooksResult, error) {
+func (a *NodeActivities) PostExec(ctx context.Context, in contract.PostExecInput) (contract.PostHooksResult, error) {
 	d, err := a.dockerClient(ctx)
 	if err != nil {
-		return PostHooksResult{}, classify(err)
+		return contract.PostHooksResult{}, classify(err)
 	}
 	ed, ok := d.(serve.ExecDocker)
 	if !ok {
-		return PostHooksResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: its Docker client cannot exec in containers (post_exec)", a.Node.Name)))
+		return contract.PostHooksResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: its Docker client cannot exec in containers (post_exec)", a.Node.Name)))
 	}
 	a.mu.Lock()
 	secrets := a.secrets[in.Lane]
 	a.mu.Unlock()
 	outs, err := serve.ExecHooks(ctx, ed, serve.ExecInput{Node: a.Node.Name, Container: in.Container, Commands: in.Commands, Timeout: in.Timeout.D(), Secrets: secrets})
-	res := PostHooksResult{Node: a.Node.Name}
+	res := contract.PostHooksResult{Node: a.Node.Name}
 	for _, o := range outs {
-		res.Outputs = append(res.Outputs, HookOutput{Command: o.Command, Exit: o.Exit, Output: o.Output})
+		res.Outputs = append(res.Outputs, contract.HookOutput{Command: o.Command, Exit: o.Exit, Output: o.Output})
 	}
 	return res, classify(err)
 }

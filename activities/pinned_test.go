@@ -41,7 +41,7 @@ func TestEnsureImageResolvesAPinnedImageUnderItsTag(t *testing.T) {
 	a := &NodeActivities{Node: config.Node{Name: "n1"}, SharedRoots: []string{shared}, Log: zap.NewNop()}
 	ctx := context.Background()
 	tag := "sparklane-test/pinned:" + hex.EncodeToString(b)
-	built, err := a.BuildImage(ctx, BuildImageInput{Image: tag, Build: contract.Build{Context: dir}})
+	built, err := a.BuildImage(ctx, contract.BuildImageInput{Image: tag, Build: contract.Build{Context: dir}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,10 +53,10 @@ func TestEnsureImageResolvesAPinnedImageUnderItsTag(t *testing.T) {
 	})
 	pinned := tag + "@sha256:" + strings.Repeat("5a", 32)
 	var app *temporal.ApplicationError
-	if _, err := a.EnsureImage(ctx, EnsureImageInput{Image: pinned}); !errors.As(err, &app) || app.Type() != fault.ImageMissing {
+	if _, err := a.EnsureImage(ctx, contract.EnsureImageInput{Image: pinned}); !errors.As(err, &app) || app.Type() != fault.ImageMissing {
 		t.Fatalf("EnsureImage of the pin without Resolve: %v, want ImageMissing", err)
 	}
-	r, err := a.EnsureImage(ctx, EnsureImageInput{Image: pinned, Resolve: true})
+	r, err := a.EnsureImage(ctx, contract.EnsureImageInput{Image: pinned, Resolve: true})
 	if err != nil || !r.Unpinned || r.ID != built.ID {
 		t.Fatalf("EnsureImage with Resolve: %+v, %v; want unpinned %s", r, err, built.ID)
 	}

@@ -9,6 +9,7 @@ import (
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/power"
 	"github.com/sparklane/sparklane/internal/fault"
 )
@@ -55,37 +56,37 @@ func (a *ControlActivities) powerEngine() *power.Engine {
 
 // NodePolling says whether a worker polls node.NAME, for runs that wait for
 // a node to come back.
-func (a *ControlActivities) NodePolling(ctx context.Context, in NodePollingInput) (NodePollingResult, error) {
+func (a *ControlActivities) NodePolling(ctx context.Context, in contract.NodePollingInput) (contract.NodePollingResult, error) {
 	err := a.polling(ctx, in.Node)
 	if err == nil {
 		a.Metrics.NodeOutage(in.Node, 0)
 	} else {
 		a.Metrics.NodeOutage(in.Node, time.Duration(in.DownSeconds*float64(time.Second)))
 	}
-	return NodePollingResult{Node: in.Node, Polling: err == nil}, nil
+	return contract.NodePollingResult{Node: in.Node, Polling: err == nil}, nil
 }
 
 // PowerShutdown is the graceful shutdown step (SSH command or RouterOS API).
-func (a *ControlActivities) PowerShutdown(ctx context.Context, in PowerStepInput) (PowerStepResult, error) {
+func (a *ControlActivities) PowerShutdown(ctx context.Context, in contract.PowerStepInput) (contract.PowerStepResult, error) {
 	t, err := a.powerTarget(in.Target)
 	if err != nil {
-		return PowerStepResult{}, classify(err)
+		return contract.PowerStepResult{}, classify(err)
 	}
 	r, err := a.powerEngine().Shutdown(ctx, power.ShutdownInput{Target: t, Timeout: in.Timeout.D()})
-	return PowerStepResult{Target: in.Target, Step: "shutdown", Skipped: r.Skipped, Detail: fmt.Sprintf("%s dropped=%v", r.Method, r.Dropped)}, classify(err)
+	return contract.PowerStepResult{Target: in.Target, Step: "shutdown", Skipped: r.Skipped, Detail: fmt.Sprintf("%s dropped=%v", r.Method, r.Dropped)}, classify(err)
 }
 
 // PowerWaitUnreachable waits until the target stopped answering.
-func (a *ControlActivities) PowerWaitUnreachable(ctx context.Context, in PowerStepInput) (PowerStepResult, error) {
+func (a *ControlActivities) PowerWaitUnreachable(ctx context.Context, in contract.PowerStepInput) (contract.PowerStepResult, error) {
 	return a.powerWait(ctx, in, "wait unreachable", a.powerEngine().WaitUnreachable, nil)
 }
 
 // powerWait runs one of the engine's waits on in's target, heartbeating
 // while it waits; after (when set) runs once the wait succeeded.
-func (a *ControlActivities) powerWait(ctx context.Context, in PowerStepInput, step string, wait func(context.Context, power.WaitInput) (power.WaitResult, error), after func() error) (PowerStepResult, error) {
+func (a *ControlActivities) powerWait(ctx context.Context, in contract.PowerStepInput, step string, wait func(context.Context, power.WaitInput) (power.WaitResult, error), after func() error) (contract.PowerStepResult, error) {
 	t, err := a.powerTarget(in.Target)
 	if err != nil {
-		return PowerStepResult{}, classify(err)
+		return contract.PowerStepResult{}, classify(err)
 	}
 	stop := keepAlive(ctx)
 	defer stop()
@@ -93,23 +94,23 @@ func (a *ControlActivities) powerWait(ctx context.Context, in PowerStepInput, st
 	if err == nil && after != nil {
 		err = after()
 	}
-	return PowerStepResult{Target: in.Target, Step: step, Detail: fmt.Sprintf("%d probes, %s", r.Probes, r.Waited)}, classify(err)
+	return contract.PowerStepResult{Target: in.Target, Step: step, Detail: fmt.Sprintf("%d probes, %s", r.Probes, r.Waited)}, classify(err)
 }
 
 // PowerRelayOff switches the outlet off and confirms it.
-func (a *ControlActivities) PowerRelayOff(ctx context.Context, in PowerStepInput) (PowerStepResult, error) {
+func (a *ControlActivities) PowerRelayOff(ctx context.Context, in contract.PowerStepInput) (contract.PowerStepResult, error) {
 	return a.relay(ctx, in, false)
 }
 
 // PowerRelayOn switches the outlet on and confirms it.
-func (a *ControlActivities) PowerRelayOn(ctx context.Context, in PowerStepInput) (PowerStepResult, error) {
+func (a *ControlActivities) PowerRelayOn(ctx context.Context, in contract.PowerStepInput) (contract.PowerStepResult, error) {
 	return a.relay(ctx, in, true)
 }
 
-func (a *ControlActivities) relay(ctx context.Context, in PowerStepInput, on bool) (PowerStepResult, error) {
+func (a *ControlActivities) relay(ctx context.Context, in contract.PowerStepInput, on bool) (contract.PowerStepResult, error) {
 	t, err := a.powerTarget(in.Target)
 	if err != nil {
-		return PowerStepResult{}, classify(err)
+		return contract.PowerStepResult{}, classify(err)
 	}
 	e := a.powerEngine()
 	var r power.RelayResult
@@ -125,21 +126,21 @@ func (a *ControlActivities) relay(ctx context.Context, in PowerStepInput, on boo
 			err = a.markPoweredOff(in.Target)
 		}
 	}
-	return PowerStepResult{Target: in.Target, Step: step, Skipped: r.Skipped, Detail: r.Entity + " " + r.State}, classify(err)
+	return contract.PowerStepResult{Target: in.Target, Step: step, Skipped: r.Skipped, Detail: r.Entity + " " + r.State}, classify(err)
 }
 
 // PowerWake sends Wake-on-LAN.
-func (a *ControlActivities) PowerWake(ctx context.Context, in PowerStepInput) (PowerStepResult, error) {
+func (a *ControlActivities) PowerWake(ctx context.Context, in contract.PowerStepInput) (contract.PowerStepResult, error) {
 	t, err := a.powerTarget(in.Target)
 	if err != nil {
-		return PowerStepResult{}, classify(err)
+		return contract.PowerStepResult{}, classify(err)
 	}
 	r, err := a.powerEngine().Wake(ctx, power.WakeInput{Target: t})
-	return PowerStepResult{Target: in.Target, Step: "wake-on-lan", Skipped: r.Skipped, Detail: r.MAC}, classify(err)
+	return contract.PowerStepResult{Target: in.Target, Step: "wake-on-lan", Skipped: r.Skipped, Detail: r.MAC}, classify(err)
 }
 
 // PowerWaitReachable waits until SSH answers and the node worker polls.
-func (a *ControlActivities) PowerWaitReachable(ctx context.Context, in PowerStepInput) (PowerStepResult, error) {
+func (a *ControlActivities) PowerWaitReachable(ctx context.Context, in contract.PowerStepInput) (contract.PowerStepResult, error) {
 	// Up again: no longer off on purpose.
 	return a.powerWait(ctx, in, "wait reachable", a.powerEngine().WaitReachable, func() error { return a.clearPoweredOff(in.Target) })
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/ledger"
 )
 
@@ -56,8 +57,8 @@ func (a *ControlActivities) clearPoweredOff(node string) error {
 // NodeOff answers whether an unreachable node is off on purpose, for the
 // nightly verify: such a node is "off, not verified", not drift and not a
 // failure; a node that should be up and is not stays an error.
-func (a *ControlActivities) NodeOff(ctx context.Context, in NodeOffInput) (NodeOffResult, error) {
-	res := NodeOffResult{Node: in.Node}
+func (a *ControlActivities) NodeOff(ctx context.Context, in contract.NodeOffInput) (contract.NodeOffResult, error) {
+	res := contract.NodeOffResult{Node: in.Node}
 	if off, why := a.relayOff(ctx, in.Node); off {
 		res.Off, res.Why = true, why
 		return res, nil

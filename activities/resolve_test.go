@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/testkit/fittest"
 )
 
@@ -34,7 +35,7 @@ func TestResolveLaneOnTheCutoverCluster(t *testing.T) {
 		{"minimax-m2.7-awq4-vllm", "", "quad", "dgx1"},
 		{"mine", "pair", "solo", "dgx1"},
 	} {
-		r, err := a.ResolveLane(ctx, ResolveLaneInput{Lane: c.lane, Cluster: c.cluster})
+		r, err := a.ResolveLane(ctx, contract.ResolveLaneInput{Lane: c.lane, Cluster: c.cluster})
 		if err != nil {
 			t.Fatalf("%s on %q: %v", c.lane, c.cluster, err)
 		}
@@ -61,11 +62,11 @@ func TestResolveLaneReportsTheMemoryFit(t *testing.T) {
 	cfg := &config.Config{File: "sparklane.toml", RecipesDir: dir, StateDir: filepath.Join(dir, "state"), HFCacheDir: nas,
 		Nodes: []config.Node{{Name: "dgx1", Roots: []string{"/mnt/nvme"}}}, Clusters: []config.Cluster{{Name: "solo", Nodes: []string{"dgx1"}}}}
 	a := &ControlActivities{Config: cfg, Log: zap.NewNop()}
-	big, err := a.ResolveLane(context.Background(), ResolveLaneInput{Lane: "big"})
+	big, err := a.ResolveLane(context.Background(), contract.ResolveLaneInput{Lane: "big"})
 	if err != nil || !strings.Contains(big.MemoryFit, "node dgx1: need 200.0 GB + 2.0 GB = 202.0 GB > 0.9") {
 		t.Errorf("big: %v, memory fit %q", err, big.MemoryFit)
 	}
-	small, err := a.ResolveLane(context.Background(), ResolveLaneInput{Lane: "small"})
+	small, err := a.ResolveLane(context.Background(), contract.ResolveLaneInput{Lane: "small"})
 	if err != nil || small.MemoryFit != "" {
 		t.Errorf("small: %v, memory fit %q", err, small.MemoryFit)
 	}

@@ -30,7 +30,7 @@ func TestStageBlockVerifiesWhatItStaged(t *testing.T) {
 	b := contract.Staging{Kind: "hub-mirror", ID: "weights", Src: nas.Hub, Dst: "/srv/hub", Repos: []string{demo.ModelRepo}, Verify: "sampled"}
 	ctx := context.Background()
 
-	out, err := a.StageBlock(ctx, StageBlockInput{Lane: "l", Block: b, Verify: true})
+	out, err := a.StageBlock(ctx, contract.StageBlockInput{Lane: "l", Block: b, Verify: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,11 +41,11 @@ func TestStageBlockVerifiesWhatItStaged(t *testing.T) {
 		t.Fatalf("verify after staging: %+v (copied %d files)", v, out.Result.CopiedFiles)
 	}
 
-	out, err = a.StageBlock(ctx, StageBlockInput{Lane: "l", Block: b})
+	out, err = a.StageBlock(ctx, contract.StageBlockInput{Lane: "l", Block: b})
 	if err != nil || out.Verified != nil {
 		t.Fatalf("stage without verify: %v, verified %+v", err, out.Verified)
 	}
-	out, err = a.StageBlock(ctx, StageBlockInput{Lane: "l", Block: b, Verify: true, DryRun: true})
+	out, err = a.StageBlock(ctx, contract.StageBlockInput{Lane: "l", Block: b, Verify: true, DryRun: true})
 	if err != nil || out.Verified != nil {
 		t.Fatalf("dry run with verify asked: %v, verified %+v (a dry run verifies nothing)", err, out.Verified)
 	}

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // Typed nil pointers through which workflows name activities (the methods
@@ -33,7 +34,7 @@ func nodeOpts(ctx workflow.Context, node string, pickup, run, heartbeat time.Dur
 		pickup = DefaultPickup
 	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              NodeQueue(node),
+		TaskQueue:              contract.NodeQueue(node),
 		ScheduleToStartTimeout: pickup,
 		StartToCloseTimeout:    run,
 		HeartbeatTimeout:       heartbeat,
@@ -70,7 +71,7 @@ func backoff(attempts int32) *temporal.RetryPolicy {
 // controlOpts runs activities on the control worker.
 func controlOpts(ctx workflow.Context, run, heartbeat time.Duration, attempts int32) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           ControlQueue,
+		TaskQueue:           contract.ControlQueue,
 		StartToCloseTimeout: run,
 		HeartbeatTimeout:    heartbeat,
 		RetryPolicy:         backoff(attempts),
@@ -80,7 +81,7 @@ func controlOpts(ctx workflow.Context, run, heartbeat time.Duration, attempts in
 // tracker keeps a workflow's step list for ProgressQuery.
 type tracker struct {
 	ctx workflow.Context
-	p   Progress
+	p   contract.Progress
 	// log is workflow.GetLogger's replay-safe logger (silent while a
 	// history replays, so a worker restart does not log every step again),
 	// tagged with the lane: every step's start and end reach the worker's
@@ -89,26 +90,26 @@ type tracker struct {
 }
 
 func newTracker(ctx workflow.Context, name, lane string) *tracker {
-	t := &tracker{ctx: ctx, p: Progress{Workflow: name, Lane: lane}, log: log.With(workflow.GetLogger(ctx), "Lane", lane)}
-	_ = workflow.SetQueryHandler(ctx, ProgressQuery, func() (Progress, error) {
+	t := &tracker{ctx: ctx, p: contract.Progress{Workflow: name, Lane: lane}, log: log.With(workflow.GetLogger(ctx), "Lane", lane)}
+	_ = workflow.SetQueryHandler(ctx, contract.ProgressQuery, func() (contract.Progress, error) {
 		out := t.p
-		out.Steps = append([]Step(nil), t.p.Steps...)
+		out.Steps = append([]contract.Step(nil), t.p.Steps...)
 		out.Children = append([]string(nil), t.p.Children...)
-		out.Waiting = append([]NodeWait(nil), t.p.Waiting...)
+		out.Waiting = append([]contract.NodeWait(nil), t.p.Waiting...)
 		return out, nil
 	})
 	return t
 }
 
 func (t *tracker) start(name, node string) int {
-	t.p.Steps = append(t.p.Steps, Step{Name: name, Node: node, Status: StepRunning, Started: workflow.Now(t.ctx)})
+	t.p.Steps = append(t.p.Steps, contract.Step{Name: name, Node: node, Status: contract.StepRunning, Started: workflow.Now(t.ctx)})
 	t.log.Debug("step started", "Step", name, "Node", node)
 	return len(t.p.Steps) - 1
 }
 
 func (t *tracker) skip(name, node, why string) {
 	now := workflow.Now(t.ctx)
-	t.p.Steps = append(t.p.Steps, Step{Name: name, Node: node, Status: StepSkipped, Started: now, Ended: now, Detail: why})
+	t.p.Steps = append(t.p.Steps, contract.Step{Name: name, Node: node, Status: contract.StepSkipped, Started: now, Ended: now, Detail: why})
 	t.log.Info("step skipped", "Step", name, "Node", node, "Why", why)
 }
 
@@ -119,19 +120,19 @@ func (t *tracker) end(i int, detail string, err error) {
 		s.Detail = detail
 	}
 	if err != nil {
-		s.Status = StepFailed
+		s.Status = contract.StepFailed
 		s.Error = errMessage(err)
 		t.log.Warn("step failed", "Step", s.Name, "Node", s.Node, "Seconds", s.Ended.Sub(s.Started).Seconds(), "Error", s.Error)
 		return
 	}
-	s.Status = StepDone
+	s.Status = contract.StepDone
 	t.log.Info("step done", "Step", s.Name, "Node", s.Node, "Seconds", s.Ended.Sub(s.Started).Seconds(), "Detail", s.Detail)
 }
 
 // wait marks step i as waiting for node (down since since), for the query.
 func (t *tracker) wait(i int, node string, since time.Time, detail string) {
 	s := &t.p.Steps[i]
-	s.Status, s.Detail = StepWaiting, detail
+	s.Status, s.Detail = contract.StepWaiting, detail
 	t.log.Warn("waiting for node", "Step", s.Name, "Node", node, "Detail", detail)
 	for j := range t.p.Waiting {
 		if t.p.Waiting[j].Node == node {
@@ -139,14 +140,14 @@ func (t *tracker) wait(i int, node string, since time.Time, detail string) {
 			return
 		}
 	}
-	t.p.Waiting = append(t.p.Waiting, NodeWait{Node: node, Since: since})
+	t.p.Waiting = append(t.p.Waiting, contract.NodeWait{Node: node, Since: since})
 }
 
 // resume marks step i running again once its node is back.
 func (t *tracker) resume(i int) {
 	s := &t.p.Steps[i]
 	node := s.Node
-	s.Status, s.Detail = StepRunning, ""
+	s.Status, s.Detail = contract.StepRunning, ""
 	out := t.p.Waiting[:0]
 	for _, w := range t.p.Waiting {
 		if w.Node != node {
@@ -158,7 +159,7 @@ func (t *tracker) resume(i int) {
 
 func (t *tracker) child(id string) { t.p.Children = append(t.p.Children, id) }
 
-func (t *tracker) steps() []Step { return append([]Step(nil), t.p.Steps...) }
+func (t *tracker) steps() []contract.Step { return append([]contract.Step(nil), t.p.Steps...) }
 
 // errMessage is the innermost application error message (the engine's own
 // words), not Temporal's wrapping of it.

@@ -9,7 +9,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 	"github.com/sparklane/sparklane/internal/fault"
@@ -24,7 +23,7 @@ import (
 // Its steps are the methods of cutover, in the order run lists them; the
 // rollback is the undos the steps registered as they took effect
 // (compensations), run last first.
-func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
+func Cutover(ctx workflow.Context, in contract.CutoverInput) (contract.CutoverResult, error) {
 	c := newCutoverRun(ctx, in)
 	// Leases outlive the rollback: released on every exit, after it.
 	defer c.releaseNodes()
@@ -47,9 +46,9 @@ func Cutover(ctx workflow.Context, in CutoverInput) (CutoverResult, error) {
 // undo as it takes effect.
 type cutover struct {
 	ctx   workflow.Context
-	in    CutoverInput
+	in    contract.CutoverInput
 	t     *tracker
-	res   CutoverResult
+	res   contract.CutoverResult
 	nodes []string // the plan's nodes
 
 	// leases are the node leases held, released last first on every exit.
@@ -58,26 +57,26 @@ type cutover struct {
 	// prevPlans the previous lanes' resolved recipes and plans (the
 	// rollback serves them), unresolved the ones that did not resolve.
 	prevNodes  map[string][]string
-	prevPlans  map[string]activities.ResolveLaneResult
+	prevPlans  map[string]contract.ResolveLaneResult
 	unresolved []error
 	undo       compensations
 
 	// keeper: this run ends and starts keepers (versionKeeper); ended
 	// are the keepers it ended, as they were.
 	keeper bool
-	ended  []activities.KeeperStatus
+	ended  []contract.KeeperStatus
 	// stopping is set once the previous lanes are being stopped: before
 	// that a failure left them serving, and their keepers are started again.
 	stopping bool
 }
 
-func newCutoverRun(ctx workflow.Context, in CutoverInput) *cutover {
+func newCutoverRun(ctx workflow.Context, in contract.CutoverInput) *cutover {
 	return &cutover{
 		ctx: ctx, in: in, t: newTracker(ctx, "Cutover", in.Plan.Lane),
-		res:       CutoverResult{Lane: in.Plan.Lane, Cluster: in.Plan.Cluster},
+		res:       contract.CutoverResult{Lane: in.Plan.Lane, Cluster: in.Plan.Cluster},
 		nodes:     planNodes(in.Plan),
 		prevNodes: map[string][]string{},
-		prevPlans: map[string]activities.ResolveLaneResult{},
+		prevPlans: map[string]contract.ResolveLaneResult{},
 	}
 }
 
@@ -107,7 +106,7 @@ func (c *cutover) run() error {
 
 // fail ends the run with err's step as the failed step; the result so far
 // travels as the failure's details.
-func (c *cutover) fail(err error) (CutoverResult, error) {
+func (c *cutover) fail(err error) (contract.CutoverResult, error) {
 	step := &stepError{step: "cutover", err: err}
 	errors.As(err, &step)
 	c.res.FailedStep, c.res.Error = step.step, errMessage(step.err)
@@ -124,7 +123,7 @@ func (c *cutover) endKeepers() error {
 		c.keeper = false
 		return nil
 	}
-	ended, err := endKeepers(c.ctx, c.t, c.nodes, "", "handed over to "+CutoverID(c.in.Plan.Cluster)+" (lane "+c.in.Plan.Lane+")")
+	ended, err := endKeepers(c.ctx, c.t, c.nodes, "", "handed over to "+contract.CutoverID(c.in.Plan.Cluster)+" (lane "+c.in.Plan.Lane+")")
 	c.ended = ended
 	return failedAt("end keepers", err)
 }
@@ -139,9 +138,9 @@ func (c *cutover) keep() {
 		c.t.skip("keep", "", "--no-wait: the lane is not known to answer; `starter up` it to keep it")
 		return
 	}
-	startKeeper(c.ctx, c.t, activities.KeeperInput{
+	startKeeper(c.ctx, c.t, contract.KeeperInput{
 		Cluster: c.in.Plan.Cluster, Recipe: c.in.Recipe, Plan: c.in.Plan, Policy: keepPolicy(c.in.Recipe, c.in.Keep, c.in.Grace),
-		Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget, StartedBy: CutoverID(c.in.Plan.Cluster),
+		Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget, StartedBy: contract.CutoverID(c.in.Plan.Cluster),
 	})
 }
 
@@ -156,7 +155,7 @@ func (c *cutover) keepRolledBack() {
 			continue
 		}
 		in := *st.Input
-		in.StartedBy = CutoverID(c.in.Plan.Cluster) + " (rollback)"
+		in.StartedBy = contract.CutoverID(c.in.Plan.Cluster) + " (rollback)"
 		startKeeper(dctx, c.t, in)
 	}
 }
@@ -171,7 +170,7 @@ func (c *cutover) releaseNodes() {
 // leaseNodes holds the lane's nodes for this run alone (lease.go): a run
 // on an overlapping cluster that holds one of them refuses this one.
 func (c *cutover) leaseNodes() error {
-	l, err := holdNodes(c.ctx, c.t, LeaseCutover, c.in.Plan.Lane, c.in.Plan.Cluster, c.nodes)
+	l, err := holdNodes(c.ctx, c.t, contract.LeaseCutover, c.in.Plan.Lane, c.in.Plan.Cluster, c.nodes)
 	if err != nil {
 		return failedAt("hold nodes", err)
 	}
@@ -187,18 +186,18 @@ func (c *cutover) powerOn() error {
 		return nil
 	}
 	i := c.t.start("power on", "")
-	var pre FleetProbeResult
+	var pre contract.FleetProbeResult
 	err := workflow.ExecuteChildWorkflow(c.childOpts("/power-probe", nil), FleetProbe,
-		FleetProbeInput{Nodes: c.nodes, PickupTimeout: c.in.Pickup}).Get(c.ctx, &pre)
+		contract.FleetProbeInput{Nodes: c.nodes, PickupTimeout: c.in.Pickup}).Get(c.ctx, &pre)
 	var off []string
 	for _, st := range pre.Nodes {
-		if st.State == NodeOff {
+		if st.State == contract.NodeOff {
 			off = append(off, st.Node)
 		}
 	}
 	if err == nil && len(off) > 0 {
 		err = workflow.ExecuteChildWorkflow(c.childOpts("/power-on", nil), Power,
-			PowerInput{Action: PowerOn, Targets: off}).Get(c.ctx, nil)
+			contract.PowerInput{Action: contract.PowerOn, Targets: off}).Get(c.ctx, nil)
 	}
 	c.t.end(i, fmt.Sprintf("%d node(s) switched on", len(off)), err)
 	return failedAt("power on", err)
@@ -208,7 +207,7 @@ func (c *cutover) powerOn() error {
 // queue. Child runs carry the lane too, so the UI's lane filter finds them.
 func (c *cutover) childOpts(suffix string, retry *temporal.RetryPolicy) workflow.Context {
 	return workflow.WithChildOptions(c.ctx, workflow.ChildWorkflowOptions{
-		WorkflowID: CutoverID(c.in.Plan.Cluster) + suffix, TaskQueue: ControlQueue, RetryPolicy: retry,
+		WorkflowID: contract.CutoverID(c.in.Plan.Cluster) + suffix, TaskQueue: contract.ControlQueue, RetryPolicy: retry,
 		TypedSearchAttributes: searchattr.For(c.in.Plan.Lane, c.in.Plan.Cluster),
 	})
 }
@@ -224,8 +223,8 @@ func (c *cutover) probeFleet() error {
 			probeNodes = append(probeNodes, n)
 		}
 	}
-	var probe FleetProbeResult
-	err := workflow.ExecuteChildWorkflow(c.childOpts("/probe", ProbeRetryPolicy(c.in.Grace.D())), FleetProbe, FleetProbeInput{
+	var probe contract.FleetProbeResult
+	err := workflow.ExecuteChildWorkflow(c.childOpts("/probe", ProbeRetryPolicy(c.in.Grace.D())), FleetProbe, contract.FleetProbeInput{
 		Nodes: probeNodes, Require: c.nodes, Lane: c.in.Plan.Lane, Grace: c.in.Grace, PickupTimeout: c.in.Pickup,
 		Ports: lanePorts(c.in.Plan), StopForeign: c.in.StopForeign,
 	}).Get(c.ctx, &probe)
@@ -278,7 +277,7 @@ func (c *cutover) leasePreviousNodes() error {
 	if c.leases[0] == nil || len(extra) == 0 {
 		return nil
 	}
-	more, err := holdNodes(c.ctx, c.t, LeaseCutover, c.in.Plan.Lane, c.in.Plan.Cluster, extra)
+	more, err := holdNodes(c.ctx, c.t, contract.LeaseCutover, c.in.Plan.Lane, c.in.Plan.Cluster, extra)
 	if err != nil {
 		return failedAt("hold nodes", err)
 	}
@@ -292,9 +291,9 @@ func (c *cutover) leasePreviousNodes() error {
 func (c *cutover) resolvePrevious() error {
 	for _, l := range c.res.Previous {
 		i := c.t.start("resolve previous "+l, "")
-		var r activities.ResolveLaneResult
+		var r contract.ResolveLaneResult
 		err := workflow.ExecuteActivity(controlOpts(c.ctx, time.Minute, 0, 3), ca.ResolveLane,
-			activities.ResolveLaneInput{Lane: l, Cluster: c.in.Plan.Cluster}).Get(c.ctx, &r)
+			contract.ResolveLaneInput{Lane: l, Cluster: c.in.Plan.Cluster}).Get(c.ctx, &r)
 		c.t.end(i, "", err)
 		if err != nil {
 			c.unresolved = append(c.unresolved, failedAt(l, err))
@@ -317,9 +316,9 @@ func (c *cutover) stopForeign() error {
 			break
 		}
 		i := c.t.start("stop foreign", st.Node)
-		var sf activities.StopForeignResult
+		var sf contract.StopForeignResult
 		err := workflow.ExecuteActivity(nodeOpts(c.ctx, st.Node, c.in.Pickup.D(), 2*time.Minute, 0, 2), na.StopForeign,
-			activities.StopForeignInput{Names: st.ForeignNames}).Get(c.ctx, &sf)
+			contract.StopForeignInput{Names: st.ForeignNames}).Get(c.ctx, &sf)
 		c.t.end(i, strings.Join(sf.Stopped, ", "), err)
 		if err != nil {
 			return failedAt("stop foreign on "+st.Node, err)
@@ -369,7 +368,7 @@ func (c *cutover) stage() error {
 	switch {
 	case len(c.in.Recipe.Staging) == 0:
 		c.t.skip("stage", "", "no [[staging]] blocks")
-	case c.in.Stage == StageSkip:
+	case c.in.Stage == contract.StageSkip:
 		c.t.skip("stage", "", "--stage=skip")
 	default:
 		// From versionCutoverFetch on, a cutover whose input names a fetch
@@ -377,7 +376,7 @@ func (c *cutover) stage() error {
 		// before it carried none and never ask.
 		if f := c.in.Fetch; f != nil && len(f.Repos) > 0 &&
 			workflow.GetVersion(c.ctx, versionCutoverFetch, workflow.DefaultVersion, 1) >= 1 {
-			fr, err := fetchChild(c.ctx, c.t, FetchInput{Plan: *f, Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget}, c.in.Plan.Cluster)
+			fr, err := fetchChild(c.ctx, c.t, contract.FetchInput{Plan: *f, Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget}, c.in.Plan.Cluster)
 			c.res.Fetch = fr
 			if err != nil {
 				return failedAt("fetch", err)
@@ -421,12 +420,12 @@ func (c *cutover) verify() error {
 		steps[k] = i
 	}
 	wait := workflow.GetVersion(c.ctx, versionVerifyOutageWait, workflow.DefaultVersion, 1) >= 1
-	verified := make([]activities.VerifyBlockResult, len(items))
+	verified := make([]contract.VerifyBlockResult, len(items))
 	lane, tp := c.in.Plan.Lane, c.in.Plan.TP
 	errs := perNode(c.ctx, c.t, wait, c.in.OutageBudget.D(), steps, itemNodes, func(ctx workflow.Context, k int) workflow.Future {
 		n, b := items[k].n, items[k].b
 		vctx := nodeOpts(ctx, n.Node, c.in.Pickup.D(), verifyRunTimeout, stageHeartbeat, 3)
-		return workflow.ExecuteActivity(summarize(vctx, n.Node, n.Rank, "verify "+lane+"/"+b.ID), na.VerifyBlock, activities.VerifyBlockInput{Lane: lane, Block: b, Rank: n.Rank, TP: tp})
+		return workflow.ExecuteActivity(summarize(vctx, n.Node, n.Rank, "verify "+lane+"/"+b.ID), na.VerifyBlock, contract.VerifyBlockInput{Lane: lane, Block: b, Rank: n.Rank, TP: tp})
 	}, func(ctx workflow.Context, k int, f workflow.Future) error { return f.Get(ctx, &verified[k]) })
 	if err := c.verifiedClean(items, verified, errs); err != nil {
 		c.t.end(i, "", err)
@@ -438,7 +437,7 @@ func (c *cutover) verify() error {
 
 // verifiedClean records the verify results and returns the
 // ContentMismatch naming every block that failed or does not verify.
-func (c *cutover) verifiedClean(items []verifyItem, verified []activities.VerifyBlockResult, errs []error) error {
+func (c *cutover) verifiedClean(items []verifyItem, verified []contract.VerifyBlockResult, errs []error) error {
 	var bad []string
 	var verr error
 	for k, err := range errs {
@@ -488,18 +487,18 @@ func (c *cutover) bench() error {
 		return nil
 	}
 	i := c.t.start("bench", "")
-	var br activities.BenchResult
-	var staged []activities.StageBlockResult
+	var br contract.BenchResult
+	var staged []contract.StageBlockResult
 	for _, s := range c.res.Stage {
 		staged = append(staged, s.Blocks...)
 	}
 	bctx := workflow.WithActivityOptions(c.ctx, workflow.ActivityOptions{
-		TaskQueue: ControlQueue, StartToCloseTimeout: 6 * time.Hour, HeartbeatTimeout: 2 * time.Minute,
+		TaskQueue: contract.ControlQueue, StartToCloseTimeout: 6 * time.Hour, HeartbeatTimeout: 2 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2},
 	})
 	info := workflow.GetInfo(c.ctx)
 	sr := c.res.Serve
-	err := workflow.ExecuteActivity(bctx, ca.Bench, activities.BenchInput{
+	err := workflow.ExecuteActivity(bctx, ca.Bench, contract.BenchInput{
 		Recipe: c.in.Recipe, Plan: c.in.Plan, BaseURL: sr.BaseURL, Model: sr.Ready.Model, Label: nonEmpty(c.in.BenchLabel, "cutover"),
 		Baseline: "latest", WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
 		Staging: staged, Decode: sr.Decode,

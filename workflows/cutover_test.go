@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 
-	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -17,8 +17,8 @@ import (
 // and c (c is in the fleet but not in new's plan).
 type cutoverFixture struct {
 	*fakeFleet
-	in      CutoverInput
-	oldPlan activities.ResolveLaneResult
+	in      contract.CutoverInput
+	oldPlan contract.ResolveLaneResult
 }
 
 func newCutover(t *testing.T) *cutoverFixture {
@@ -26,11 +26,11 @@ func newCutover(t *testing.T) *cutoverFixture {
 	for _, n := range []string{"a", "b", "c"} {
 		f.lanesOn[n] = []string{"old"}
 	}
-	old := activities.ResolveLaneResult{Recipe: testRecipe("old", nil, false), Plan: testPlan("old", "hash-old", "a", "b", "c")}
+	old := contract.ResolveLaneResult{Recipe: testRecipe("old", nil, false), Plan: testPlan("old", "hash-old", "a", "b", "c")}
 	f.resolve["old"] = old
-	return &cutoverFixture{fakeFleet: f, oldPlan: old, in: CutoverInput{
+	return &cutoverFixture{fakeFleet: f, oldPlan: old, in: contract.CutoverInput{
 		Recipe: testRecipe("new", testBlocks(), true), Plan: testPlan("new", "hash-new", "a", "b"),
-		Stage: StageAuto, Fleet: []string{"a", "b", "c"},
+		Stage: contract.StageAuto, Fleet: []string{"a", "b", "c"},
 	}}
 }
 
@@ -51,12 +51,12 @@ func (c *cutoverFixture) runRollsBack(ifOK, step, part string) {
 	}
 }
 
-func (c *cutoverFixture) run() (CutoverResult, error) {
+func (c *cutoverFixture) run() (contract.CutoverResult, error) {
 	c.env.ExecuteWorkflow(Cutover, c.in)
 	if !c.env.IsWorkflowCompleted() {
 		c.t.Fatal("cutover did not complete")
 	}
-	var res CutoverResult
+	var res contract.CutoverResult
 	if err := c.env.GetWorkflowError(); err != nil {
 		app := appErr(c.t, err)
 		if app.Type() != "CutoverFailed" {
@@ -103,7 +103,7 @@ func phases(lists ...[][]string) [][]string {
 	return out
 }
 
-func stepStatus(steps []Step, name, node string) string {
+func stepStatus(steps []contract.Step, name, node string) string {
 	for _, s := range steps {
 		if s.Name == name && s.Node == node {
 			return s.Status
@@ -149,7 +149,7 @@ func TestCutoverHappyPath(t *testing.T) {
 		}
 	}
 	for _, s := range []struct{ name, node string }{{"probe fleet", ""}, {"stop old", "c"}, {"stage", ""}, {"verify", ""}, {"decode probe", ""}} {
-		if got := stepStatus(res.Steps, s.name, s.node); got != StepDone {
+		if got := stepStatus(res.Steps, s.name, s.node); got != contract.StepDone {
 			t.Errorf("step %q on %q is %s, want done", s.name, s.node, got)
 		}
 	}
@@ -195,7 +195,7 @@ func TestCutoverNoRollbackStopsNewLaneOnly(t *testing.T) {
 	if res.FailedStep != "probe" || len(res.RolledBack) != 0 || res.OldLaneAnswers {
 		t.Errorf("result %+v, want failed at probe with nothing rolled back", res)
 	}
-	if got := stepStatus(res.Steps, "rollback", ""); got != StepSkipped {
+	if got := stepStatus(res.Steps, "rollback", ""); got != contract.StepSkipped {
 		t.Errorf("rollback step is %s, want skipped", got)
 	}
 	c.expectPhases(phases([][]string{
@@ -208,7 +208,7 @@ func TestCutoverNoRollbackStopsNewLaneOnly(t *testing.T) {
 
 func TestCutoverStageSkip(t *testing.T) {
 	c := newCutover(t)
-	c.in.Stage = StageSkip
+	c.in.Stage = contract.StageSkip
 	res, err := c.run()
 	if err != nil {
 		t.Fatalf("cutover: %v", err)
@@ -216,7 +216,7 @@ func TestCutoverStageSkip(t *testing.T) {
 	if !res.OK || len(res.Stage) != 0 || len(res.Verify) != 4 {
 		t.Errorf("result %+v, want OK, no stage results, 4 verified blocks", res)
 	}
-	if got := stepStatus(res.Steps, "stage", ""); got != StepSkipped {
+	if got := stepStatus(res.Steps, "stage", ""); got != contract.StepSkipped {
 		t.Errorf("stage step is %s, want skipped", got)
 	}
 	c.expectPhases(phases([][]string{
@@ -226,7 +226,7 @@ func TestCutoverStageSkip(t *testing.T) {
 
 func TestCutoverStageForce(t *testing.T) {
 	c := newCutover(t)
-	c.in.Stage = StageForce
+	c.in.Stage = contract.StageForce
 	if _, err := c.run(); err != nil {
 		t.Fatalf("cutover: %v", err)
 	}
@@ -274,7 +274,7 @@ func TestCutoverCancelMidServeCleansUp(t *testing.T) {
 	if !reflect.DeepEqual(res.RolledBack, []string{"old"}) {
 		t.Errorf("RolledBack %v, want [old]", res.RolledBack)
 	}
-	if got := stepStatus(res.Steps, "stop new", "b"); got != StepDone {
+	if got := stepStatus(res.Steps, "stop new", "b"); got != contract.StepDone {
 		t.Errorf("stop new on b is %s, want done", got)
 	}
 }
@@ -306,7 +306,7 @@ func TestCutoverLeavesUnrelatedLanesAlone(t *testing.T) {
 	// "other" runs only on d, a fleet node the new lane does not need.
 	c.in.Fleet = append(c.in.Fleet, "d")
 	c.lanesOn["d"] = []string{"other"}
-	c.resolve["other"] = activities.ResolveLaneResult{Recipe: testRecipe("other", nil, false), Plan: testPlan("other", "hash-other", "d")}
+	c.resolve["other"] = contract.ResolveLaneResult{Recipe: testRecipe("other", nil, false), Plan: testPlan("other", "hash-other", "d")}
 	res, err := c.run()
 	if err != nil {
 		t.Fatalf("cutover: %v", err)
@@ -359,11 +359,11 @@ func TestCutoverStartFailureIsServeStep(t *testing.T) {
 func TestCutoverBench(t *testing.T) {
 	c := newCutover(t)
 	c.in.Bench = true
-	var got activities.BenchInput
-	c.env.OnActivity("Bench", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.BenchInput) (activities.BenchResult, error) {
+	var got contract.BenchInput
+	c.env.OnActivity("Bench", mock.Anything, mock.Anything).Return(func(ctx context.Context, in contract.BenchInput) (contract.BenchResult, error) {
 		c.record(ctx, "Bench "+in.Label)
 		got = in
-		return activities.BenchResult{ReportID: "r1", Summary: "decode 40 tok/s"}, nil
+		return contract.BenchResult{ReportID: "r1", Summary: "decode 40 tok/s"}, nil
 	})
 	res, err := c.run()
 	if err != nil {
@@ -383,7 +383,7 @@ func TestCutoverBench(t *testing.T) {
 func TestCutoverBenchFailureKeepsLane(t *testing.T) {
 	c := newCutover(t)
 	c.in.Bench = true
-	c.env.OnActivity("Bench", mock.Anything, mock.Anything).Return(activities.BenchResult{}, newAppErr("harness exited 2", "Permanent"))
+	c.env.OnActivity("Bench", mock.Anything, mock.Anything).Return(contract.BenchResult{}, newAppErr("harness exited 2", "Permanent"))
 	res, err := c.run()
 	if err != nil {
 		t.Fatalf("a failed bench must not fail the cutover: %v", err)
@@ -399,7 +399,7 @@ func TestCutoverBenchFailureKeepsLane(t *testing.T) {
 func TestCutoverServeFailureUndoesLastFirst(t *testing.T) {
 	c := newCutover(t)
 	c.lanesOn["b"] = []string{"old", "old2"}
-	c.resolve["old2"] = activities.ResolveLaneResult{Recipe: testRecipe("old2", nil, false), Plan: testPlan("old2", "hash-old2", "b")}
+	c.resolve["old2"] = contract.ResolveLaneResult{Recipe: testRecipe("old2", nil, false), Plan: testPlan("old2", "hash-old2", "b")}
 	c.startErr["new@b"] = newAppErr("node b rank 1: image img-new not found", fault.ImageMissing)
 	res, err := c.run()
 	if err == nil {

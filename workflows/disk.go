@@ -7,13 +7,13 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // Disk lists (and with Prune, prunes) the staged blocks on the nodes. It
 // is a workflow so a prune started by a starter that is killed still
 // finishes and is visible in the web UI.
-func Disk(ctx workflow.Context, in DiskInput) (DiskResult, error) {
+func Disk(ctx workflow.Context, in contract.DiskInput) (contract.DiskResult, error) {
 	t := newTracker(ctx, "Disk", "")
 	pickup := in.PickupTimeout.D()
 	run := func(n, what string) workflow.Context {
@@ -21,13 +21,13 @@ func Disk(ctx workflow.Context, in DiskInput) (DiskResult, error) {
 	}
 	futs := make([]workflow.Future, len(in.Nodes))
 	for i, n := range in.Nodes {
-		futs[i] = workflow.ExecuteActivity(run(n, "disk usage"), na.DiskUsage, activities.DiskInput{Blocks: in.Blocks[n], Images: in.Images})
+		futs[i] = workflow.ExecuteActivity(run(n, "disk usage"), na.DiskUsage, contract.NodeDiskInput{Blocks: in.Blocks[n], Images: in.Images})
 	}
-	res := DiskResult{Nodes: make([]DiskNode, len(in.Nodes))}
+	res := contract.DiskResult{Nodes: make([]contract.DiskNode, len(in.Nodes))}
 	running := map[string]bool{}
 	for i, n := range in.Nodes {
 		res.Nodes[i].Node = n
-		var r activities.DiskResult
+		var r contract.NodeDiskResult
 		if err := futs[i].Get(ctx, &r); err != nil {
 			res.Nodes[i].Error = nodeError(n, err)
 			continue
@@ -56,7 +56,7 @@ func Disk(ctx workflow.Context, in DiskInput) (DiskResult, error) {
 				held = append(held, n)
 			}
 		}
-		leases, err := holdNodes(ctx, t, LeasePrune, "", "", held)
+		leases, err := holdNodes(ctx, t, contract.LeasePrune, "", "", held)
 		if err != nil {
 			return res, err
 		}
@@ -67,13 +67,13 @@ func Disk(ctx workflow.Context, in DiskInput) (DiskResult, error) {
 		if res.Nodes[i].Error != "" {
 			continue
 		}
-		futs[i] = workflow.ExecuteActivity(run(n, "disk prune"), na.DiskPrune, activities.DiskInput{Blocks: in.Blocks[n], Prune: &spec, Images: in.Images})
+		futs[i] = workflow.ExecuteActivity(run(n, "disk prune"), na.DiskPrune, contract.NodeDiskInput{Blocks: in.Blocks[n], Prune: &spec, Images: in.Images})
 	}
 	for i, n := range in.Nodes {
 		if futs[i] == nil {
 			continue
 		}
-		var r activities.DiskResult
+		var r contract.NodeDiskResult
 		if err := futs[i].Get(ctx, &r); err != nil {
 			res.Nodes[i].Error = nodeError(n, err)
 			continue
@@ -86,7 +86,7 @@ func Disk(ctx workflow.Context, in DiskInput) (DiskResult, error) {
 // nodeError says why a node gave no disk answer.
 func nodeError(n string, err error) string {
 	if isPickupTimeout(err) {
-		return fmt.Sprintf("node worker not polling %s; start it with: worker node --node %s", NodeQueue(n), n)
+		return fmt.Sprintf("node worker not polling %s; start it with: worker node --node %s", contract.NodeQueue(n), n)
 	}
 	return errMessage(err)
 }

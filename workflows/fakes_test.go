@@ -31,7 +31,7 @@ type fakeFleet struct {
 
 	mu     sync.Mutex
 	calls  []string
-	starts []activities.StartRankInput
+	starts []contract.StartRankInput
 
 	// NodeStatus / CheckSSH.
 	lanesOn    map[string][]string // node -> lanes running there
@@ -43,7 +43,7 @@ type fakeFleet struct {
 	sshDown      map[string]string // node -> ssh failure reason
 	local        map[string]bool
 	// ResolveLane.
-	resolve    map[string]activities.ResolveLaneResult
+	resolve    map[string]contract.ResolveLaneResult
 	resolveErr map[string]error
 	// Staging.
 	verifyBad map[string][]string // "lane/block@node" -> bad files
@@ -83,13 +83,13 @@ type fakeFleet struct {
 	checkErr    error // every CheckRanks fails with it
 	headDown    int
 	keeperCalls []string
-	endKeepers  []activities.KeeperStatus
-	started     []activities.KeeperInput
+	endKeepers  []contract.KeeperStatus
+	started     []contract.KeeperInput
 	// imageLack: node → how many of the image's 2 layers it has, for
 	// nodes that lack the image (every other node has every image).
 	imageLack map[string]int
 	// imageSent: TransferImage inputs, by node.
-	imageSent map[string]activities.TransferImageInput
+	imageSent map[string]contract.TransferImageInput
 	// imageAsked: ImageInventory calls, by node.
 	imageAsked map[string]int
 	// imageStale: nodes whose image under the tag is an older build.
@@ -109,7 +109,7 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 	f := &fakeFleet{
 		t: t, env: s.NewTestWorkflowEnvironment(),
 		lanesOn: map[string][]string{}, notPolling: map[string]bool{}, sshOff: map[string]string{}, sshDown: map[string]string{},
-		local: map[string]bool{}, resolve: map[string]activities.ResolveLaneResult{}, resolveErr: map[string]error{},
+		local: map[string]bool{}, resolve: map[string]contract.ResolveLaneResult{}, resolveErr: map[string]error{},
 		verifyBad: map[string][]string{}, stageErr: map[string]error{}, startErr: map[string]error{}, startDelay: map[string]time.Duration{}, readyErr: map[string]error{},
 		gone: map[string]int{}, polls: map[string]int{}, verifyGone: map[string]int{}, rankDown: map[string]int{}, postErr: map[string]error{},
 	}
@@ -132,33 +132,33 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 // mockKeeper mocks the keeper's checks and the keepers' start and end.
 func (f *fakeFleet) mockKeeper() {
 	env := f.env
-	env.OnActivity("CheckRanks", any2...).Return(func(ctx context.Context, in activities.CheckRanksInput) (activities.CheckRanksResult, error) {
+	env.OnActivity("CheckRanks", any2...).Return(func(ctx context.Context, in contract.CheckRanksInput) (contract.CheckRanksResult, error) {
 		if err := f.goneErr(ctx); err != nil {
-			return activities.CheckRanksResult{}, err
+			return contract.CheckRanksResult{}, err
 		}
 		n := f.record(ctx, "CheckRanks "+in.Lane)
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.checkErr != nil {
-			return activities.CheckRanksResult{}, f.checkErr
+			return contract.CheckRanksResult{}, f.checkErr
 		}
 		if f.rankDown[n] > 0 {
 			f.rankDown[n]--
-			return activities.CheckRanksResult{Node: n}, temporal.NewApplicationError(fmt.Sprintf("lane %s on node %s: rank exited, exit code 137", in.Lane, n), activities.RankDown)
+			return contract.CheckRanksResult{Node: n}, temporal.NewApplicationError(fmt.Sprintf("lane %s on node %s: rank exited, exit code 137", in.Lane, n), contract.RankDown)
 		}
-		return activities.CheckRanksResult{Node: n}, nil
+		return contract.CheckRanksResult{Node: n}, nil
 	})
-	env.OnActivity("CheckHead", any2...).Return(func(ctx context.Context, in activities.CheckHeadInput) (activities.CheckHeadResult, error) {
+	env.OnActivity("CheckHead", any2...).Return(func(ctx context.Context, in contract.CheckHeadInput) (contract.CheckHeadResult, error) {
 		f.record(ctx, "CheckHead "+in.Lane+" "+in.Path)
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.headDown > 0 {
 			f.headDown--
-			return activities.CheckHeadResult{}, temporal.NewApplicationError("lane "+in.Lane+": head does not answer", activities.LaneDown)
+			return contract.CheckHeadResult{}, temporal.NewApplicationError("lane "+in.Lane+": head does not answer", contract.LaneDown)
 		}
-		return activities.CheckHeadResult{Status: 200}, nil
+		return contract.CheckHeadResult{Status: 200}, nil
 	})
-	env.OnActivity("KeeperMark", any2...).Return(func(ctx context.Context, in activities.KeeperMarkInput) error {
+	env.OnActivity("KeeperMark", any2...).Return(func(ctx context.Context, in contract.KeeperMarkInput) error {
 		label := "KeeperMark"
 		if in.Restart {
 			label += " restart"
@@ -169,38 +169,38 @@ func (f *fakeFleet) mockKeeper() {
 		f.record(ctx, label)
 		return nil
 	})
-	env.OnActivity("KeeperNotify", any2...).Return(func(ctx context.Context, in activities.KeeperNotifyInput) (activities.KeeperNotifyResult, error) {
+	env.OnActivity("KeeperNotify", any2...).Return(func(ctx context.Context, in contract.KeeperNotifyInput) (contract.KeeperNotifyResult, error) {
 		f.record(ctx, "KeeperNotify "+in.State)
-		return activities.KeeperNotifyResult{Notified: "command"}, nil
+		return contract.KeeperNotifyResult{Notified: "command"}, nil
 	})
-	env.OnActivity("EndKeepers", any2...).Return(func(ctx context.Context, in activities.EndKeepersInput) (activities.EndKeepersResult, error) {
+	env.OnActivity("EndKeepers", any2...).Return(func(ctx context.Context, in contract.EndKeepersInput) (contract.EndKeepersResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.keeperCalls = append(f.keeperCalls, fmt.Sprintf("EndKeepers %s lane=%s by=%s", strings.Join(in.Nodes, ","), in.Lane, in.By))
-		return activities.EndKeepersResult{Ended: f.endKeepers}, nil
+		return contract.EndKeepersResult{Ended: f.endKeepers}, nil
 	})
-	env.OnActivity("StartKeeper", any2...).Return(func(ctx context.Context, in activities.KeeperInput) (activities.StartKeeperResult, error) {
+	env.OnActivity("StartKeeper", any2...).Return(func(ctx context.Context, in contract.KeeperInput) (contract.StartKeeperResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.keeperCalls = append(f.keeperCalls, "StartKeeper "+in.Cluster+" "+in.Plan.Lane+" by="+in.StartedBy)
 		f.started = append(f.started, in)
-		return activities.StartKeeperResult{WorkflowID: KeeperID(in.Cluster)}, nil
+		return contract.StartKeeperResult{WorkflowID: KeeperID(in.Cluster)}, nil
 	})
 }
 
 // mockImages mocks ImageInventory (not recorded: every run asks it) and
 // TransferImage (recorded).
 func (f *fakeFleet) mockImages() {
-	f.imageLack, f.imageSent, f.imageAsked, f.imageStale = map[string]int{}, map[string]activities.TransferImageInput{}, map[string]int{}, map[string]bool{}
+	f.imageLack, f.imageSent, f.imageAsked, f.imageStale = map[string]int{}, map[string]contract.TransferImageInput{}, map[string]int{}, map[string]bool{}
 	f.imageFail = map[string]int{}
 	layers := []string{"sha256:l1", "sha256:l2"}
-	f.env.OnActivity("ImageInventory", any2...).Return(func(ctx context.Context, in activities.ImageInventoryInput) (activities.ImageInventoryResult, error) {
+	f.env.OnActivity("ImageInventory", any2...).Return(func(ctx context.Context, in contract.ImageInventoryInput) (contract.ImageInventoryResult, error) {
 		n := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node.")
 		f.mu.Lock()
 		have, lacks := f.imageLack[n]
 		f.imageAsked[n]++
 		f.mu.Unlock()
-		r := activities.ImageInventoryResult{Addr: n + ":7291"}
+		r := contract.ImageInventoryResult{Addr: n + ":7291"}
 		r.Node = n
 		if lacks {
 			if len(in.DiffIDs) > 0 {
@@ -214,7 +214,7 @@ func (f *fakeFleet) mockImages() {
 		}
 		if in.Want != "" && r.ID != in.Want {
 			// A stale image under the tag: lacks the one moved, has its base.
-			r = activities.ImageInventoryResult{Addr: r.Addr}
+			r = contract.ImageInventoryResult{Addr: r.Addr}
 			r.Node = n
 			if len(in.DiffIDs) > 0 {
 				r.HaveLayers = 1
@@ -222,7 +222,7 @@ func (f *fakeFleet) mockImages() {
 		}
 		return r, nil
 	})
-	f.env.OnActivity("BuildImage", any2...).Return(func(ctx context.Context, in activities.BuildImageInput) (activities.BuildImageResult, error) {
+	f.env.OnActivity("BuildImage", any2...).Return(func(ctx context.Context, in contract.BuildImageInput) (contract.BuildImageResult, error) {
 		n := f.record(ctx, "BuildImage "+in.Image)
 		f.mu.Lock()
 		delete(f.imageLack, n) // built: the node has it now
@@ -230,9 +230,9 @@ func (f *fakeFleet) mockImages() {
 		f.mu.Lock()
 		delete(f.imageStale, n)
 		f.mu.Unlock()
-		return activities.BuildImageResult{Node: n, ID: "sha256:" + in.Image, Tail: []string{"Successfully built"}}, nil
+		return contract.BuildImageResult{Node: n, ID: "sha256:" + in.Image, Tail: []string{"Successfully built"}}, nil
 	})
-	f.env.OnActivity("TransferImage", any2...).Return(func(ctx context.Context, in activities.TransferImageInput) (activities.TransferImageResult, error) {
+	f.env.OnActivity("TransferImage", any2...).Return(func(ctx context.Context, in contract.TransferImageInput) (contract.TransferImageResult, error) {
 		n := f.record(ctx, "TransferImage "+in.Spec.Tag)
 		f.mu.Lock()
 		f.imageSent[n] = in
@@ -244,7 +244,7 @@ func (f *fakeFleet) mockImages() {
 			delete(f.imageLack, n)
 		}
 		f.mu.Unlock()
-		r := activities.TransferImageResult{}
+		r := contract.TransferImageResult{}
 		r.Node = n
 		if fail {
 			return r, temporal.NewApplicationError("node "+n+": image transfer: worker stopped", "Transient")
@@ -265,9 +265,9 @@ var any2 = []any{mock.Anything, mock.Anything}
 // mockProbe mocks the fleet probe's and the resolver's activities.
 func (f *fakeFleet) mockProbe() {
 	env := f.env
-	env.OnActivity("CheckSSH", any2...).Return(func(ctx context.Context, in activities.SSHCheckInput) (activities.SSHCheckResult, error) {
+	env.OnActivity("CheckSSH", any2...).Return(func(ctx context.Context, in contract.SSHCheckInput) (contract.SSHCheckResult, error) {
 		f.record(ctx, "CheckSSH "+in.Node)
-		r := activities.SSHCheckResult{Node: in.Node, Reachable: true, Local: f.local[in.Node]}
+		r := contract.SSHCheckResult{Node: in.Node, Reachable: true, Local: f.local[in.Node]}
 		if why, ok := f.sshOff[in.Node]; ok {
 			r.Reachable, r.Off, r.Why = false, true, why
 		}
@@ -276,17 +276,17 @@ func (f *fakeFleet) mockProbe() {
 		}
 		return r, nil
 	})
-	env.OnActivity("NodeStatus", any2...).Return(func(ctx context.Context, _ activities.NodeStatusInput) (activities.NodeStatusResult, error) {
+	env.OnActivity("NodeStatus", any2...).Return(func(ctx context.Context, _ contract.NodeStatusInput) (contract.NodeStatusResult, error) {
 		n := f.record(ctx, "NodeStatus")
 		if f.notPolling[n] {
-			return activities.NodeStatusResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+			return contract.NodeStatusResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 		}
-		return activities.NodeStatusResult{Node: n, Lanes: f.lanesOn[n], Roots: []activities.RootFree{{Root: "/srv", Free: 1 << 40}}, MemTotal: 128e9}, nil
+		return contract.NodeStatusResult{Node: n, Lanes: f.lanesOn[n], Roots: []contract.RootFree{{Root: "/srv", Free: 1 << 40}}, MemTotal: 128e9}, nil
 	})
-	env.OnActivity("ResolveLane", any2...).Return(func(ctx context.Context, in activities.ResolveLaneInput) (activities.ResolveLaneResult, error) {
+	env.OnActivity("ResolveLane", any2...).Return(func(ctx context.Context, in contract.ResolveLaneInput) (contract.ResolveLaneResult, error) {
 		f.record(ctx, "ResolveLane "+in.Lane)
 		if err := f.resolveErr[in.Lane]; err != nil {
-			return activities.ResolveLaneResult{}, err
+			return contract.ResolveLaneResult{}, err
 		}
 		r, ok := f.resolve[in.Lane]
 		if !ok {
@@ -294,37 +294,37 @@ func (f *fakeFleet) mockProbe() {
 		}
 		return r, nil
 	})
-	env.OnActivity("NodePolling", any2...).Return(func(ctx context.Context, in activities.NodePollingInput) (activities.NodePollingResult, error) {
+	env.OnActivity("NodePolling", any2...).Return(func(ctx context.Context, in contract.NodePollingInput) (contract.NodePollingResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.polls[in.Node]++
 		// A gone node seems back at every third question (its worker
 		// polled, then the re-run pickup timed out again while gone lasts).
-		return activities.NodePollingResult{Node: in.Node, Polling: f.gone[in.Node]+f.verifyGone[in.Node] == 0 || f.polls[in.Node]%3 == 0}, nil
+		return contract.NodePollingResult{Node: in.Node, Polling: f.gone[in.Node]+f.verifyGone[in.Node] == 0 || f.polls[in.Node]%3 == 0}, nil
 	})
 }
 
 // mockStaging mocks StageBlock and VerifyBlock.
 func (f *fakeFleet) mockStaging() {
 	env := f.env
-	env.OnActivity("StageBlock", any2...).Return(func(ctx context.Context, in activities.StageBlockInput) (activities.StageBlockResult, error) {
+	env.OnActivity("StageBlock", any2...).Return(func(ctx context.Context, in contract.StageBlockInput) (contract.StageBlockResult, error) {
 		label := "StageBlock " + in.Lane + "/" + in.Block.ID
 		if in.Force {
 			label += " force"
 		}
 		n := f.record(ctx, label)
 		if err := f.stageErr[in.Lane+"/"+in.Block.ID+"@"+n]; err != nil {
-			return activities.StageBlockResult{}, err
+			return contract.StageBlockResult{}, err
 		}
-		r := activities.StageBlockResult{Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: contract.BlockResult{CopiedFiles: 2}}
+		r := contract.StageBlockResult{Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: contract.BlockResult{CopiedFiles: 2}}
 		if in.Verify && !f.noVerifyInBlock {
 			f.record(ctx, "verify in "+label)
-			r.Verified = &activities.VerifyBlockResult{Lane: in.Lane, Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: contract.BlockVerify{OK: 3}}
+			r.Verified = &contract.VerifyBlockResult{Lane: in.Lane, Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: contract.BlockVerify{OK: 3}}
 			r.Verified.Result.Bad = f.verifyBad[in.Lane+"/"+in.Block.ID+"@"+n]
 		}
 		return r, nil
 	})
-	env.OnActivity("VerifyBlock", any2...).Return(func(ctx context.Context, in activities.VerifyBlockInput) (activities.VerifyBlockResult, error) {
+	env.OnActivity("VerifyBlock", any2...).Return(func(ctx context.Context, in contract.VerifyBlockInput) (contract.VerifyBlockResult, error) {
 		if q := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node."); true {
 			f.mu.Lock()
 			gone := f.verifyGone[q] > 0
@@ -333,14 +333,14 @@ func (f *fakeFleet) mockStaging() {
 			}
 			f.mu.Unlock()
 			if gone {
-				return activities.VerifyBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+				return contract.VerifyBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 			}
 		}
 		n := f.record(ctx, "VerifyBlock "+in.Lane+"/"+in.Block.ID)
 		if f.notPolling[n] {
-			return activities.VerifyBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+			return contract.VerifyBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 		}
-		r := activities.VerifyBlockResult{Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: contract.BlockVerify{OK: 3}}
+		r := contract.VerifyBlockResult{Node: n, Block: in.Block.ID, Kind: in.Block.Kind, Result: contract.BlockVerify{OK: 3}}
 		r.Result.Bad = f.verifyBad[in.Lane+"/"+in.Block.ID+"@"+n]
 		return r, nil
 	})
@@ -349,45 +349,45 @@ func (f *fakeFleet) mockStaging() {
 // mockServe mocks the serve, probe and stop activities.
 func (f *fakeFleet) mockServe() {
 	env := f.env
-	env.OnActivity("StopLane", any2...).Return(func(ctx context.Context, in activities.StopLaneInput) (activities.StopLaneResult, error) {
+	env.OnActivity("StopLane", any2...).Return(func(ctx context.Context, in contract.StopLaneInput) (contract.StopLaneResult, error) {
 		if err := f.goneErr(ctx); err != nil {
-			return activities.StopLaneResult{}, err
+			return contract.StopLaneResult{}, err
 		}
 		n := f.record(ctx, "StopLane "+in.Lane)
-		return activities.StopLaneResult{Node: n, Stopped: []string{"sparklane-" + in.Lane + "@" + n}}, nil
+		return contract.StopLaneResult{Node: n, Stopped: []string{"sparklane-" + in.Lane + "@" + n}}, nil
 	})
-	env.OnActivity("EnsureImage", any2...).Return(func(ctx context.Context, in activities.EnsureImageInput) (activities.EnsureImageResult, error) {
+	env.OnActivity("EnsureImage", any2...).Return(func(ctx context.Context, in contract.EnsureImageInput) (contract.EnsureImageResult, error) {
 		if err := f.goneErr(ctx); err != nil {
-			return activities.EnsureImageResult{}, err
+			return contract.EnsureImageResult{}, err
 		}
 		n := f.record(ctx, "EnsureImage "+in.Image)
 		if id, ok := f.imageUnpinned[n]; ok {
 			if !in.Resolve {
-				return activities.EnsureImageResult{}, newAppErr("image "+in.Image+" missing on node "+n, fault.ImageMissing)
+				return contract.EnsureImageResult{}, newAppErr("image "+in.Image+" missing on node "+n, fault.ImageMissing)
 			}
-			return activities.EnsureImageResult{Node: n, ID: id, Unpinned: true}, nil
+			return contract.EnsureImageResult{Node: n, ID: id, Unpinned: true}, nil
 		}
-		return activities.EnsureImageResult{Node: n, ID: "sha256:" + in.Image}, nil
+		return contract.EnsureImageResult{Node: n, ID: "sha256:" + in.Image}, nil
 	})
-	env.OnActivity("BeforeServe", any2...).Return(func(ctx context.Context, in activities.BeforeServeInput) (activities.BeforeServeResult, error) {
+	env.OnActivity("BeforeServe", any2...).Return(func(ctx context.Context, in contract.BeforeServeInput) (contract.BeforeServeResult, error) {
 		n := f.record(ctx, "BeforeServe "+in.Lane)
-		return activities.BeforeServeResult{Node: n, Outputs: []activities.HookOutput{{Command: "true"}}}, nil
+		return contract.BeforeServeResult{Node: n, Outputs: []contract.HookOutput{{Command: "true"}}}, nil
 	})
-	env.OnActivity("StartRank", any2...).Return(func(ctx context.Context, in activities.StartRankInput) (activities.StartRankResult, error) {
+	env.OnActivity("StartRank", any2...).Return(func(ctx context.Context, in contract.StartRankInput) (contract.StartRankResult, error) {
 		if d := f.startDelay[strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node.")]; d > 0 {
 			time.Sleep(d)
 		}
 		if err := f.goneErr(ctx); err != nil {
-			return activities.StartRankResult{}, err
+			return contract.StartRankResult{}, err
 		}
 		n := f.record(ctx, "StartRank "+in.Lane)
 		f.mu.Lock()
 		f.starts = append(f.starts, in)
 		f.mu.Unlock()
 		if err := f.startErr[in.Lane+"@"+n]; err != nil {
-			return activities.StartRankResult{}, err
+			return contract.StartRankResult{}, err
 		}
-		return activities.StartRankResult{Node: n, Rank: in.Plan.Rank, ID: "id-" + in.Plan.ContainerName, Name: in.Plan.ContainerName, Created: true}, nil
+		return contract.StartRankResult{Node: n, Rank: in.Plan.Rank, ID: "id-" + in.Plan.ContainerName, Name: in.Plan.ContainerName, Created: true}, nil
 	})
 	env.OnActivity("WaitReady", any2...).AfterFn(func() time.Duration {
 		f.mu.Lock()
@@ -397,54 +397,54 @@ func (f *fakeFleet) mockServe() {
 			return f.readyDelay
 		}
 		return 0
-	}).Return(func(ctx context.Context, in activities.WaitReadyInput) (activities.WaitReadyResult, error) {
+	}).Return(func(ctx context.Context, in contract.WaitReadyInput) (contract.WaitReadyResult, error) {
 		f.record(ctx, "WaitReady "+in.Plan.Lane)
 		if err := f.readyErr[in.Plan.Lane]; err != nil {
-			return activities.WaitReadyResult{}, err
+			return contract.WaitReadyResult{}, err
 		}
-		return activities.WaitReadyResult{BaseURL: "http://" + in.Plan.Lane, Model: in.Plan.Model, Seconds: 12}, nil
+		return contract.WaitReadyResult{BaseURL: "http://" + in.Plan.Lane, Model: in.Plan.Model, Seconds: 12}, nil
 	})
-	env.OnActivity("PostExec", any2...).Return(func(ctx context.Context, in activities.PostExecInput) (activities.PostHooksResult, error) {
+	env.OnActivity("PostExec", any2...).Return(func(ctx context.Context, in contract.PostExecInput) (contract.PostHooksResult, error) {
 		n := f.record(ctx, "PostExec "+in.Container)
-		return activities.PostHooksResult{Node: n, Outputs: []activities.HookOutput{{Command: in.Commands[0]}}}, f.postErr["PostExec"]
+		return contract.PostHooksResult{Node: n, Outputs: []contract.HookOutput{{Command: in.Commands[0]}}}, f.postErr["PostExec"]
 	})
-	env.OnActivity("PostCommands", any2...).Return(func(ctx context.Context, in activities.PostCommandsInput) (activities.PostHooksResult, error) {
+	env.OnActivity("PostCommands", any2...).Return(func(ctx context.Context, in contract.PostCommandsInput) (contract.PostHooksResult, error) {
 		f.record(ctx, "PostCommands "+in.Lane)
-		return activities.PostHooksResult{Outputs: []activities.HookOutput{{Command: in.Commands[0]}}}, f.postErr["PostCommands"]
+		return contract.PostHooksResult{Outputs: []contract.HookOutput{{Command: in.Commands[0]}}}, f.postErr["PostCommands"]
 	})
-	env.OnActivity("Smoke", any2...).Return(func(ctx context.Context, in activities.SmokeInput) (activities.SmokeResult, error) {
+	env.OnActivity("Smoke", any2...).Return(func(ctx context.Context, in contract.SmokeInput) (contract.SmokeResult, error) {
 		f.record(ctx, "Smoke "+in.BaseURL)
-		var r activities.SmokeResult
+		var r contract.SmokeResult
 		for _, p := range in.Prompts {
-			r.Answers = append(r.Answers, activities.SmokeAnswer{Prompt: p.Prompt, Expect: p.Expect, Answer: p.Expect, OK: true})
+			r.Answers = append(r.Answers, contract.SmokeAnswer{Prompt: p.Prompt, Expect: p.Expect, Answer: p.Expect, OK: true})
 		}
 		return r, nil
 	})
-	env.OnActivity("DecodeProbe", any2...).Return(func(ctx context.Context, in activities.DecodeProbeInput) (activities.DecodeProbeResult, error) {
+	env.OnActivity("DecodeProbe", any2...).Return(func(ctx context.Context, in contract.DecodeProbeInput) (contract.DecodeProbeResult, error) {
 		f.record(ctx, "DecodeProbe "+in.BaseURL)
-		return activities.DecodeProbeResult{DecodeTPS: 40, PromptTokens: in.PromptTokens, CompletionTokens: in.MaxTokens}, nil
+		return contract.DecodeProbeResult{DecodeTPS: 40, PromptTokens: in.PromptTokens, CompletionTokens: in.MaxTokens}, nil
 	})
 }
 
 // mockPower mocks NodeOff and the power steps.
 func (f *fakeFleet) mockPower() {
 	env := f.env
-	powerStep := func(name string, errp *error) func(context.Context, activities.PowerStepInput) (activities.PowerStepResult, error) {
-		return func(ctx context.Context, in activities.PowerStepInput) (activities.PowerStepResult, error) {
+	powerStep := func(name string, errp *error) func(context.Context, contract.PowerStepInput) (contract.PowerStepResult, error) {
+		return func(ctx context.Context, in contract.PowerStepInput) (contract.PowerStepResult, error) {
 			f.record(ctx, name+" "+in.Target)
 			if err := f.powerErrs[name+" "+in.Target]; err != nil {
-				return activities.PowerStepResult{}, err
+				return contract.PowerStepResult{}, err
 			}
 			if *errp != nil {
-				return activities.PowerStepResult{}, *errp
+				return contract.PowerStepResult{}, *errp
 			}
-			return activities.PowerStepResult{Target: in.Target, Step: name, Detail: name + " done"}, nil
+			return contract.PowerStepResult{Target: in.Target, Step: name, Detail: name + " done"}, nil
 		}
 	}
-	env.OnActivity("NodeOff", any2...).Return(func(ctx context.Context, in activities.NodeOffInput) (activities.NodeOffResult, error) {
+	env.OnActivity("NodeOff", any2...).Return(func(ctx context.Context, in contract.NodeOffInput) (contract.NodeOffResult, error) {
 		f.record(ctx, "NodeOff "+in.Node)
 		why, off := f.offOnPurpose[in.Node]
-		return activities.NodeOffResult{Node: in.Node, Off: off, Why: why}, nil
+		return contract.NodeOffResult{Node: in.Node, Off: off, Why: why}, nil
 	})
 	env.OnActivity("PowerShutdown", any2...).Return(powerStep("PowerShutdown", &f.shutdownErr))
 	env.OnActivity("PowerWaitUnreachable", any2...).Return(powerStep("PowerWaitUnreachable", &f.unreachErr))
@@ -473,9 +473,9 @@ func (f *fakeFleet) record(ctx context.Context, label string) string {
 	if strings.HasPrefix(q, "node.") {
 		node = strings.TrimPrefix(q, "node.")
 		label += "@" + node
-	} else if q != ControlQueue && !info.IsLocalActivity {
+	} else if q != contract.ControlQueue && !info.IsLocalActivity {
 		// A local activity runs in its workflow's worker (the control one).
-		f.t.Errorf("%s ran on task queue %q, want %s or node.NAME", label, q, ControlQueue)
+		f.t.Errorf("%s ran on task queue %q, want %s or node.NAME", label, q, contract.ControlQueue)
 	}
 	f.mu.Lock()
 	f.calls = append(f.calls, label)

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 )
 
@@ -31,15 +32,15 @@ var fa *activities.FetchActivities
 // ranges in parallel), on the worker fetch_node names: a node's queue
 // (waited for within the outage budget, like staging) or the control
 // queue. ID fetch/LANE.
-func Fetch(ctx workflow.Context, in FetchInput) (FetchResult, error) {
+func Fetch(ctx workflow.Context, in contract.FetchInput) (contract.FetchResult, error) {
 	t := newTracker(ctx, "Fetch", in.Plan.Lane)
 	return fetchRepos(ctx, t, in)
 }
 
 // fetchRepos runs FetchRepo for every repo of in.Plan, stopping at the
 // first failure (its type kept: HubNotFound, NASFull, ...).
-func fetchRepos(ctx workflow.Context, t *tracker, in FetchInput) (FetchResult, error) {
-	res := FetchResult{Lane: in.Plan.Lane}
+func fetchRepos(ctx workflow.Context, t *tracker, in contract.FetchInput) (contract.FetchResult, error) {
+	res := contract.FetchResult{Lane: in.Plan.Lane}
 	hb := in.Heartbeat.D()
 	if hb <= 0 {
 		hb = stageHeartbeat
@@ -59,8 +60,8 @@ func fetchRepos(ctx workflow.Context, t *tracker, in FetchInput) (FetchResult, e
 	for _, r := range in.Plan.Repos {
 		what := verb + r.Repo + "@" + r.Revision
 		i := t.start(what, where)
-		ain := activities.FetchRepoInput{Lane: in.Plan.Lane, Repo: r, Endpoint: in.Plan.Endpoint, TokenFile: in.Plan.TokenFile, DryRun: in.DryRun}
-		var out activities.FetchRepoResult
+		ain := contract.FetchRepoInput{Lane: in.Plan.Lane, Repo: r, Endpoint: in.Plan.Endpoint, TokenFile: in.Plan.TokenFile, DryRun: in.DryRun}
+		var out contract.FetchRepoResult
 		call := func() error {
 			return workflow.ExecuteActivity(summarize(actx, where, -1, what), fa.FetchRepo, ain).Get(ctx, &out)
 		}
@@ -96,17 +97,17 @@ func short(commit string) string {
 
 // fetchChild runs Fetch as a child (fetch/LANE) of a Stage and returns its
 // result: the NAS holds the lane's repos before any node stages them.
-func fetchChild(ctx workflow.Context, t *tracker, in FetchInput, cluster string) (*FetchResult, error) {
-	id := FetchID(in.Plan.Lane)
+func fetchChild(ctx workflow.Context, t *tracker, in contract.FetchInput, cluster string) (*contract.FetchResult, error) {
+	id := contract.FetchID(in.Plan.Lane)
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            id,
-		TaskQueue:             ControlQueue,
+		TaskQueue:             contract.ControlQueue,
 		StaticSummary:         "fetch " + in.Plan.Lane + " from the Hub into the NAS",
 		TypedSearchAttributes: searchattr.For(in.Plan.Lane, cluster),
 	})
 	t.child(id)
 	i := t.start("fetch", in.Plan.Node)
-	var r FetchResult
+	var r contract.FetchResult
 	err := workflow.ExecuteChildWorkflow(cctx, Fetch, in).Get(ctx, &r)
 	t.end(i, fmt.Sprintf("%d repos", len(r.Repos)), err)
 	if err != nil {

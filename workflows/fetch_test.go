@@ -8,7 +8,6 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/hubfetch"
 )
@@ -23,12 +22,12 @@ func testFetchPlan(lane, node string) contract.FetchPlan {
 // mockFetch mocks FetchRepo: it records the repo on the queue it ran on;
 // fail maps a repo to the error its fetch returns.
 func (f *fakeFleet) mockFetch(fail map[string]error) {
-	f.env.OnActivity("FetchRepo", any2...).Return(func(ctx context.Context, in activities.FetchRepoInput) (activities.FetchRepoResult, error) {
+	f.env.OnActivity("FetchRepo", any2...).Return(func(ctx context.Context, in contract.FetchRepoInput) (contract.FetchRepoResult, error) {
 		f.record(ctx, "FetchRepo "+in.Repo.Repo)
 		if err := fail[in.Repo.Repo]; err != nil {
-			return activities.FetchRepoResult{}, err
+			return contract.FetchRepoResult{}, err
 		}
-		return activities.FetchRepoResult{Repo: in.Repo.Repo, Revision: in.Repo.Revision, Commit: strings.Repeat("a", 40), Files: 3, DownloadedBytes: 10}, nil
+		return contract.FetchRepoResult{Repo: in.Repo.Repo, Revision: in.Repo.Revision, Commit: strings.Repeat("a", 40), Files: 3, DownloadedBytes: 10}, nil
 	})
 }
 
@@ -39,8 +38,8 @@ func TestFetchRunsEachRepoOnTheFetchNode(t *testing.T) {
 	f := newFakeFleet(t)
 	f.env.RegisterWorkflow(Fetch)
 	f.mockFetch(nil)
-	f.env.ExecuteWorkflow(Fetch, FetchInput{Plan: testFetchPlan("new", "a")})
-	var res FetchResult
+	f.env.ExecuteWorkflow(Fetch, contract.FetchInput{Plan: testFetchPlan("new", "a")})
+	var res contract.FetchResult
 	if err := f.env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +53,7 @@ func TestFetchRunsEachRepoOnTheFetchNode(t *testing.T) {
 	f = newFakeFleet(t)
 	f.env.RegisterWorkflow(Fetch)
 	f.mockFetch(nil)
-	f.env.ExecuteWorkflow(Fetch, FetchInput{Plan: testFetchPlan("new", "")})
+	f.env.ExecuteWorkflow(Fetch, contract.FetchInput{Plan: testFetchPlan("new", "")})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +64,7 @@ func TestFetchRunsEachRepoOnTheFetchNode(t *testing.T) {
 	f = newFakeFleet(t)
 	f.env.RegisterWorkflow(Fetch)
 	f.mockFetch(map[string]error{"org/a": temporal.NewNonRetryableApplicationError("repo org/a: 401", hubfetch.HubUnauthorized, nil)})
-	f.env.ExecuteWorkflow(Fetch, FetchInput{Plan: testFetchPlan("new", "a")})
+	f.env.ExecuteWorkflow(Fetch, contract.FetchInput{Plan: testFetchPlan("new", "a")})
 	err := f.env.GetWorkflowError()
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || app.Type() != hubfetch.HubUnauthorized || !strings.Contains(err.Error(), "node a") || f.count("FetchRepo org/b") != 0 {
@@ -81,8 +80,8 @@ func TestStageFetchesFirst(t *testing.T) {
 	f.env.RegisterWorkflow(Fetch)
 	f.mockFetch(nil)
 	plan := testFetchPlan("new", "")
-	f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Fetch: &plan})
-	var res StageResult
+	f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Fetch: &plan})
+	var res contract.StageResult
 	if err := f.env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +97,7 @@ func TestStageFetchesFirst(t *testing.T) {
 	f.env.RegisterWorkflow(Stage)
 	f.env.RegisterWorkflow(Fetch)
 	f.mockFetch(map[string]error{"org/b": temporal.NewNonRetryableApplicationError("repo org/b: not found", hubfetch.HubNotFound, nil)})
-	f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Fetch: &plan})
+	f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Fetch: &plan})
 	if err := f.env.GetWorkflowError(); err == nil || f.count("StageBlock") != 0 {
 		t.Fatalf("a failed fetch: %v, calls %v: want the stage to stop before staging", err, f.callList())
 	}

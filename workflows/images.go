@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
@@ -35,7 +34,7 @@ const (
 // src.build, when set, builds its image first (Force) or when no node of
 // the cluster has it (versionStageBuild); src.pull, when set, pulls it
 // from a registry on one node before that (versionStageRegistry).
-func ensureImages(ctx workflow.Context, t *tracker, plan contract.LanePlan, only string, dryRun bool, pickup time.Duration, src imageSources) ([]ImageNodeResult, error) {
+func ensureImages(ctx workflow.Context, t *tracker, plan contract.LanePlan, only string, dryRun bool, pickup time.Duration, src imageSources) ([]contract.ImageNodeResult, error) {
 	var order []string
 	byImage := map[string][]string{}
 	for _, n := range plan.Nodes {
@@ -44,7 +43,7 @@ func ensureImages(ctx workflow.Context, t *tracker, plan contract.LanePlan, only
 		}
 		byImage[n.Image] = append(byImage[n.Image], n.Node)
 	}
-	var out []ImageNodeResult
+	var out []contract.ImageNodeResult
 	for _, img := range order {
 		s := src
 		if s.build != nil && s.build.Image != img {
@@ -64,11 +63,11 @@ func ensureImages(ctx workflow.Context, t *tracker, plan contract.LanePlan, only
 
 // recipeBuild is how a cutover builds the recipe's image when no node
 // has it: its [build], on the [build] node or the cluster's head.
-func recipeBuild(rc contract.Recipe, plan contract.LanePlan) *ImageBuild {
+func recipeBuild(rc contract.Recipe, plan contract.LanePlan) *contract.ImageBuild {
 	if rc.Build == nil || len(plan.Nodes) == 0 {
 		return nil
 	}
-	b := &ImageBuild{Image: rc.Image, Spec: *rc.Build, Node: rc.Build.Node}
+	b := &contract.ImageBuild{Image: rc.Image, Spec: *rc.Build, Node: rc.Build.Node}
 	if b.Node == "" {
 		b.Node = plan.Nodes[0].Node
 	}
@@ -78,19 +77,19 @@ func recipeBuild(rc contract.Recipe, plan contract.LanePlan) *ImageBuild {
 // imageSources are the image step's sources besides the cluster's nodes:
 // a registry pull and a build, and where each reports what it did.
 type imageSources struct {
-	pull   *ImagePull
-	pulled **activities.PullImageResult
-	build  *ImageBuild
-	built  **activities.BuildImageResult
+	pull   *contract.ImagePull
+	pulled **contract.PullImageResult
+	build  *contract.ImageBuild
+	built  **contract.BuildImageResult
 }
 
 // recipePull is how a cutover pulls the recipe's image when no node has
 // it: from its image_registry, on the cluster's head.
-func recipePull(rc contract.Recipe, plan contract.LanePlan) *ImagePull {
+func recipePull(rc contract.Recipe, plan contract.LanePlan) *contract.ImagePull {
 	if rc.ImageRegistry == "" || len(plan.Nodes) == 0 {
 		return nil
 	}
-	return &ImagePull{Image: rc.Image, Registry: rc.ImageRegistry, AuthFile: rc.ImageRegistryAuthFile, Node: plan.Nodes[0].Node}
+	return &contract.ImagePull{Image: rc.Image, Registry: rc.ImageRegistry, AuthFile: rc.ImageRegistryAuthFile, Node: plan.Nodes[0].Node}
 }
 
 // permanent turns an engine's or the image plan's typed error into the
@@ -107,7 +106,7 @@ func permanent(err error) error {
 	return temporal.NewNonRetryableApplicationError(err.Error(), typ, nil)
 }
 
-func ensureImage(ctx workflow.Context, t *tracker, lane, img string, nodes []string, only string, dryRun bool, pickup time.Duration, src imageSources) ([]ImageNodeResult, error) {
+func ensureImage(ctx workflow.Context, t *tracker, lane, img string, nodes []string, only string, dryRun bool, pickup time.Duration, src imageSources) ([]contract.ImageNodeResult, error) {
 	build, built, pull := src.build, src.built, src.pull
 	ref, err := contract.ParseImageRef(img)
 	if err != nil {
@@ -219,23 +218,23 @@ func asApp(err error, app **temporal.ApplicationError) bool {
 //
 // want, when set, is the image ID the run moves (the one it just built):
 // a node with another image under the tag lacks it, and its layers count.
-func planImage(ctx workflow.Context, ref contract.ImageRef, nodes []string, only, want string, pickup time.Duration) ([]ImageNodeResult, contract.ImagePlan, map[string]activities.ImageInventoryResult, error) {
-	invs := map[string]activities.ImageInventoryResult{}
+func planImage(ctx workflow.Context, ref contract.ImageRef, nodes []string, only, want string, pickup time.Duration) ([]contract.ImageNodeResult, contract.ImagePlan, map[string]contract.ImageInventoryResult, error) {
+	invs := map[string]contract.ImageInventoryResult{}
 	if only != "" {
 		if !slices.Contains(nodes, only) {
 			return nil, contract.ImagePlan{}, invs, nil
 		}
 		if err := imageInventory(ctx, ref, []string{only}, nil, want, pickup, invs); err != nil {
-			return []ImageNodeResult{{Node: only, Image: ref.String()}}, contract.ImagePlan{}, invs, err
+			return []contract.ImageNodeResult{{Node: only, Image: ref.String()}}, contract.ImagePlan{}, invs, err
 		}
 		if invs[only].Present {
 			nodes = []string{only}
 		}
 	}
-	res := make([]ImageNodeResult, len(nodes))
+	res := make([]contract.ImageNodeResult, len(nodes))
 	var ask []string
 	for k, n := range nodes {
-		res[k] = ImageNodeResult{Node: n, Image: ref.String()}
+		res[k] = contract.ImageNodeResult{Node: n, Image: ref.String()}
 		if _, asked := invs[n]; !asked {
 			ask = append(ask, n)
 		}
@@ -295,7 +294,7 @@ func planImage(ctx workflow.Context, ref contract.ImageRef, nodes []string, only
 }
 
 // builtID is the ID of the image the run built, "" before a build.
-func builtID(built **activities.BuildImageResult) string {
+func builtID(built **contract.BuildImageResult) string {
 	if built == nil || *built == nil {
 		return ""
 	}
@@ -304,11 +303,11 @@ func builtID(built **activities.BuildImageResult) string {
 
 // buildImage runs BuildImage on the build's node: one attempt (a failing
 // Dockerfile step fails the same way again), heartbeating its log.
-func buildImage(ctx workflow.Context, t *tracker, b ImageBuild, pickup time.Duration, built **activities.BuildImageResult) error {
+func buildImage(ctx workflow.Context, t *tracker, b contract.ImageBuild, pickup time.Duration, built **contract.BuildImageResult) error {
 	i := t.start("image build "+b.Image, b.Node)
-	var r activities.BuildImageResult
+	var r contract.BuildImageResult
 	err := workflow.ExecuteActivity(summarize(nodeOpts(ctx, b.Node, pickup, imageTransferTimeout, imageTransferBeat, 1), b.Node, -1, "build "+b.Image), na.BuildImage,
-		activities.BuildImageInput{Image: b.Image, Build: b.Spec}).Get(ctx, &r)
+		contract.BuildImageInput{Image: b.Image, Build: b.Spec}).Get(ctx, &r)
 	t.end(i, r.ID, err)
 	if err != nil {
 		return nodeErr(b.Node, "image build", err)
@@ -322,11 +321,11 @@ func buildImage(ctx workflow.Context, t *tracker, b ImageBuild, pickup time.Dura
 // pullImage runs PullImage on the pull's node: one attempt per activity
 // retry policy of three (a network blip passes; a registry without the
 // image or with another digest is permanent), heartbeating its progress.
-func pullImage(ctx workflow.Context, t *tracker, p ImagePull, pickup time.Duration, pulled **activities.PullImageResult) error {
+func pullImage(ctx workflow.Context, t *tracker, p contract.ImagePull, pickup time.Duration, pulled **contract.PullImageResult) error {
 	i := t.start("image pull "+p.Image+" from "+p.Registry, p.Node)
-	var r activities.PullImageResult
+	var r contract.PullImageResult
 	err := workflow.ExecuteActivity(summarize(nodeOpts(ctx, p.Node, pickup, imageTransferTimeout, imageTransferBeat, 3), p.Node, -1, "pull "+p.Image+" from "+p.Registry), na.PullImage,
-		activities.PullImageInput{Image: p.Image, Registry: p.Registry, AuthFile: p.AuthFile}).Get(ctx, &r)
+		contract.PullImageInput{Image: p.Image, Registry: p.Registry, AuthFile: p.AuthFile}).Get(ctx, &r)
 	t.end(i, r.ID, err)
 	if err != nil {
 		return nodeErr(p.Node, "image pull", err)
@@ -338,16 +337,16 @@ func pullImage(ctx workflow.Context, t *tracker, p ImagePull, pickup time.Durati
 }
 
 // imageInventory runs ImageInventory on nodes in parallel into invs.
-func imageInventory(ctx workflow.Context, ref contract.ImageRef, nodes, diffIDs []string, want string, pickup time.Duration, invs map[string]activities.ImageInventoryResult) error {
+func imageInventory(ctx workflow.Context, ref contract.ImageRef, nodes, diffIDs []string, want string, pickup time.Duration, invs map[string]contract.ImageInventoryResult) error {
 	futs := make([]workflow.Future, len(nodes))
 	for k, n := range nodes {
 		what := "image inventory " + ref.String()
 		futs[k] = workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, pickup, imageInventoryTimeout, 0, 3), n, -1, what), na.ImageInventory,
-			activities.ImageInventoryInput{Image: ref.String(), DiffIDs: diffIDs, Want: want})
+			contract.ImageInventoryInput{Image: ref.String(), DiffIDs: diffIDs, Want: want})
 	}
 	var first error
 	for k, n := range nodes {
-		var r activities.ImageInventoryResult
+		var r contract.ImageInventoryResult
 		if err := futs[k].Get(ctx, &r); err != nil {
 			if first == nil {
 				first = nodeErr(n, "image inventory", err)
@@ -367,12 +366,12 @@ func imageInventory(ctx workflow.Context, ref contract.ImageRef, nodes, diffIDs 
 
 // transferImage runs every chain member's TransferImage at once and
 // waits for all of them.
-func transferImage(ctx workflow.Context, lane string, ref contract.ImageRef, p contract.ImagePlan, invs map[string]activities.ImageInventoryResult, pickup time.Duration) (map[string]contract.ImageMoved, error) {
+func transferImage(ctx workflow.Context, lane string, ref contract.ImageRef, p contract.ImagePlan, invs map[string]contract.ImageInventoryResult, pickup time.Duration) (map[string]contract.ImageMoved, error) {
 	spec := contract.ImageSpec{ID: p.ID, DiffIDs: p.DiffIDs, From: p.From, Tag: ref.Name}
 	hops := p.Hops()
 	futs := make([]workflow.Future, len(hops))
 	for k, h := range hops {
-		in := activities.TransferImageInput{Spec: spec, Have: invs[h.Node].HaveLayers, Upstream: h.Upstream, Downstream: h.Downstream, Lane: lane}
+		in := contract.TransferImageInput{Spec: spec, Have: invs[h.Node].HaveLayers, Upstream: h.Upstream, Downstream: h.Downstream, Lane: lane}
 		if h.Upstream != "" {
 			in.UpstreamAddr = invs[h.Upstream].Addr
 		}
@@ -389,7 +388,7 @@ func transferImage(ctx workflow.Context, lane string, ref contract.ImageRef, p c
 	var errs []string
 	var first error
 	for k, h := range hops {
-		var r activities.TransferImageResult
+		var r contract.TransferImageResult
 		if err := futs[k].Get(ctx, &r); err != nil {
 			errs = append(errs, h.Node+": "+errMessage(err))
 			if first == nil {
@@ -413,7 +412,7 @@ func transferImage(ctx workflow.Context, lane string, ref contract.ImageRef, p c
 }
 
 // imageSummary is the image step's one-line detail.
-func imageSummary(res []ImageNodeResult) string {
+func imageSummary(res []contract.ImageNodeResult) string {
 	var parts []string
 	for _, r := range res {
 		s := r.Node + ": " + r.State

@@ -15,11 +15,11 @@ func TestStageMovesTheImageThroughAChain(t *testing.T) {
 	f := newFakeFleet(t)
 	f.env.RegisterWorkflow(Stage)
 	f.imageLack["b"], f.imageLack["c"] = 1, 0
-	f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b", "c"), Blocks: testBlocks()})
+	f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b", "c"), Blocks: testBlocks()})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	var res StageResult
+	var res contract.StageResult
 	if err := f.env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestStageImageResumesAboveTheLayersANodeKept(t *testing.T) {
 	f.env.RegisterWorkflow(Stage)
 	f.imageLack["b"], f.imageLack["c"] = 0, 0
 	f.imageFail["c"], f.imageResume = 1, true
-	f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b", "c"), Blocks: testBlocks()})
+	f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b", "c"), Blocks: testBlocks()})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +66,8 @@ func TestStageImageDryRunAndMissingEverywhere(t *testing.T) {
 	f := newFakeFleet(t)
 	f.env.RegisterWorkflow(Stage)
 	f.imageLack["b"] = 1
-	f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), DryRun: true})
-	var res StageResult
+	f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), DryRun: true})
+	var res contract.StageResult
 	if err := f.env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestStageImageDryRunAndMissingEverywhere(t *testing.T) {
 	g := newFakeFleet(t)
 	g.env.RegisterWorkflow(Stage)
 	g.imageLack["a"], g.imageLack["b"] = 0, 0
-	g.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks()})
+	g.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks()})
 	err := g.env.GetWorkflowError()
 	if err == nil || errType(err) != fault.ImageMissing || !strings.Contains(err.Error(), "missing on a, b") {
 		t.Fatalf("image nowhere: %v", err)
@@ -93,7 +93,7 @@ func TestStageImageDryRunAndMissingEverywhere(t *testing.T) {
 func TestStageOnlyAsksTheOtherNodesWhenItsNodeLacksTheImage(t *testing.T) {
 	f := newFakeFleet(t)
 	f.env.RegisterWorkflow(Stage)
-	f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b", "c"), Blocks: testBlocks(), Only: "b"})
+	f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b", "c"), Blocks: testBlocks(), Only: "b"})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestStageOnlyAsksTheOtherNodesWhenItsNodeLacksTheImage(t *testing.T) {
 	g := newFakeFleet(t)
 	g.env.RegisterWorkflow(Stage)
 	g.imageLack["b"] = 0
-	g.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b", "c"), Blocks: testBlocks(), Only: "b"})
+	g.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b", "c"), Blocks: testBlocks(), Only: "b"})
 	if err := g.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -118,12 +118,12 @@ func TestStageOnlyAsksTheOtherNodesWhenItsNodeLacksTheImage(t *testing.T) {
 // other nodes, and only then stages; starter image build (Force,
 // ImageOnly) builds even when a node has it and stages nothing.
 func TestStageBuildsAnImageOnNoNodeThenMovesIt(t *testing.T) {
-	build := &ImageBuild{Image: "img-new", Spec: contract.Build{Context: "/nas/e1"}, Node: "a"}
+	build := &contract.ImageBuild{Image: "img-new", Spec: contract.Build{Context: "/nas/e1"}, Node: "a"}
 	f := newFakeFleet(t)
 	f.env.RegisterWorkflow(Stage)
 	f.imageLack["a"], f.imageLack["b"] = 0, 0
-	f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), DryRun: true, Build: build})
-	var res StageResult
+	f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), DryRun: true, Build: build})
+	var res contract.StageResult
 	if err := f.env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -134,8 +134,8 @@ func TestStageBuildsAnImageOnNoNodeThenMovesIt(t *testing.T) {
 	g := newFakeFleet(t)
 	g.env.RegisterWorkflow(Stage)
 	g.imageLack["a"], g.imageLack["b"] = 0, 0
-	g.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Build: build})
-	res = StageResult{}
+	g.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Build: build})
+	res = contract.StageResult{}
 	if err := g.env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestStageBuildsAnImageOnNoNodeThenMovesIt(t *testing.T) {
 	h.imageStale["a"], h.imageStale["b"] = true, true
 	force := *build
 	force.Force = true
-	h.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Build: &force, ImageOnly: true})
+	h.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Build: &force, ImageOnly: true})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,12 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 )
 
@@ -26,7 +26,7 @@ const (
 const LeaseKeeper = "keeper"
 
 // KeeperID is the workflow ID of cluster's keeper (keeper/CLUSTER).
-func KeeperID(cluster string) string { return activities.KeeperID(cluster) }
+func KeeperID(cluster string) string { return contract.KeeperID(cluster) }
 
 // Keeper keeps one lane up on its cluster. Every interval it checks the
 // lane cheaply — each rank's container on its node's queue and the head's
@@ -41,10 +41,10 @@ func KeeperID(cluster string) string { return activities.KeeperID(cluster) }
 // It ends on the KeeperControlUpdate "end" (stop, cutover, up), which wins
 // over a heal under way, and continues as new after ChecksPerRun checks (default 100: a run's
 // history stays under 1 MB).
-func Keeper(ctx workflow.Context, in activities.KeeperInput) (KeeperResult, error) {
+func Keeper(ctx workflow.Context, in contract.KeeperInput) (contract.KeeperResult, error) {
 	k := newKeeper(ctx, in)
 	if err := k.handlers(); err != nil {
-		return KeeperResult{}, err
+		return contract.KeeperResult{}, err
 	}
 	k.nodesV = workflow.GetVersion(ctx, versionKeeperNodes, workflow.DefaultVersion, 1) >= 1
 	k.fastV = workflow.GetVersion(ctx, versionKeeperFastDown, workflow.DefaultVersion, 1) >= 1
@@ -62,8 +62,8 @@ func Keeper(ctx workflow.Context, in activities.KeeperInput) (KeeperResult, erro
 // keeper is one Keeper run.
 type keeper struct {
 	ctx   workflow.Context
-	in    activities.KeeperInput
-	pol   activities.KeepPolicy
+	in    contract.KeeperInput
+	pol   contract.KeepPolicy
 	t     *tracker
 	nodes []string
 
@@ -96,10 +96,10 @@ type keeper struct {
 // listenRankDied files each KeeperRankDiedSignal for the kept lane: a
 // node worker saw one of its rank containers die (Docker's event).
 func (k *keeper) listenRankDied() {
-	ch := workflow.GetSignalChannel(k.ctx, activities.KeeperRankDiedSignal)
+	ch := workflow.GetSignalChannel(k.ctx, contract.KeeperRankDiedSignal)
 	workflow.Go(k.ctx, func(ctx workflow.Context) {
 		for {
-			var s activities.KeeperRankDied
+			var s contract.KeeperRankDied
 			ch.Receive(ctx, &s)
 			if s.Lane == k.in.Plan.Lane {
 				k.died = fmt.Sprintf("rank %d (%s) died on node %s, exit code %s", s.Rank, s.Container, s.Node, s.ExitCode)
@@ -108,7 +108,7 @@ func (k *keeper) listenRankDied() {
 	})
 }
 
-func newKeeper(ctx workflow.Context, in activities.KeeperInput) *keeper {
+func newKeeper(ctx workflow.Context, in contract.KeeperInput) *keeper {
 	pol := in.Policy
 	if pol.Interval <= 0 {
 		pol.Interval = contract.Duration(KeepDefaultInterval)
@@ -131,15 +131,15 @@ func newKeeper(ctx workflow.Context, in activities.KeeperInput) *keeper {
 
 // handlers answers KeeperStatusQuery and KeeperControlUpdate.
 func (k *keeper) handlers() error {
-	if err := workflow.SetQueryHandler(k.ctx, activities.KeeperStatusQuery, func() (activities.KeeperStatus, error) {
+	if err := workflow.SetQueryHandler(k.ctx, contract.KeeperStatusQuery, func() (contract.KeeperStatus, error) {
 		return k.status(), nil
 	}); err != nil {
 		return err
 	}
-	return workflow.SetUpdateHandlerWithOptions(k.ctx, activities.KeeperControlUpdate,
-		func(ctx workflow.Context, c activities.KeeperControl) (activities.KeeperStatus, error) {
+	return workflow.SetUpdateHandlerWithOptions(k.ctx, contract.KeeperControlUpdate,
+		func(ctx workflow.Context, c contract.KeeperControl) (contract.KeeperStatus, error) {
 			switch c.Action {
-			case activities.KeepEnd:
+			case contract.KeepEnd:
 				k.ended = true
 				k.endReason = nonEmpty(c.Reason, "ended by "+nonEmpty(c.By, "an operator"))
 				if k.cancelProbe != nil {
@@ -149,9 +149,9 @@ func (k *keeper) handlers() error {
 				if err := workflow.Await(ctx, func() bool { return !k.healing }); err != nil {
 					return k.status(), err
 				}
-			case activities.KeepPause:
+			case contract.KeepPause:
 				k.in.Paused = true
-			case activities.KeepResume:
+			case contract.KeepResume:
 				k.in.Paused = false
 				if k.in.Stopped != "" {
 					// A fresh budget: the operator looked at the crash loop.
@@ -159,21 +159,21 @@ func (k *keeper) handlers() error {
 				}
 			}
 			return k.status(), nil
-		}, workflow.UpdateHandlerOptions{Validator: func(c activities.KeeperControl) error {
+		}, workflow.UpdateHandlerOptions{Validator: func(c contract.KeeperControl) error {
 			switch c.Action {
-			case activities.KeepEnd, activities.KeepPause, activities.KeepResume:
+			case contract.KeepEnd, contract.KeepPause, contract.KeepResume:
 				return nil
 			}
-			return fmt.Errorf("keeper %s: unknown action %q: use %s, %s or %s", KeeperID(k.in.Cluster), c.Action, activities.KeepEnd, activities.KeepPause, activities.KeepResume)
+			return fmt.Errorf("keeper %s: unknown action %q: use %s, %s or %s", KeeperID(k.in.Cluster), c.Action, contract.KeepEnd, contract.KeepPause, contract.KeepResume)
 		}})
 }
 
 // status is what the query and the update answer.
-func (k *keeper) status() activities.KeeperStatus {
-	st := activities.KeeperStatus{
+func (k *keeper) status() contract.KeeperStatus {
+	st := contract.KeeperStatus{
 		Cluster: k.in.Cluster, Lane: k.in.Plan.Lane, PlanHash: k.in.Plan.RecipeHash, State: k.state(),
 		Health: k.health, LastCheck: k.lastCheck, Checks: k.in.Checks, LastReason: k.in.LastReason, StartedBy: k.in.StartedBy,
-		Restarts: append([]activities.KeeperRestart(nil), k.in.Restarts...),
+		Restarts: append([]contract.KeeperRestart(nil), k.in.Restarts...),
 	}
 	day := workflow.Now(k.ctx).Add(-24 * time.Hour)
 	for _, r := range k.in.Restarts {
@@ -189,25 +189,25 @@ func (k *keeper) status() activities.KeeperStatus {
 func (k *keeper) state() string {
 	switch {
 	case k.ended && !k.healing:
-		return activities.KeeperEnded
+		return contract.KeeperEnded
 	case k.healing:
-		return activities.KeeperHealing
+		return contract.KeeperHealing
 	case k.in.Stopped != "":
-		return activities.KeeperCrashLoop
+		return contract.KeeperCrashLoop
 	case k.in.Off != "":
-		return activities.KeeperOff
+		return contract.KeeperOff
 	case k.in.Lost != "":
-		return activities.KeeperNodeLost
+		return contract.KeeperNodeLost
 	case k.waiting != "":
-		return activities.KeeperWaiting
+		return contract.KeeperWaiting
 	case k.in.Paused:
-		return activities.KeeperPaused
+		return contract.KeeperPaused
 	}
-	return activities.KeeperWatching
+	return contract.KeeperWatching
 }
 
 // run watches until ended, or continues as new.
-func (k *keeper) run() (KeeperResult, error) {
+func (k *keeper) run() (contract.KeeperResult, error) {
 	for !k.ended {
 		if k.in.Paused || k.in.Stopped != "" {
 			if err := workflow.Await(k.ctx, func() bool { return k.ended || !(k.in.Paused || k.in.Stopped != "") }); err != nil {
@@ -258,13 +258,13 @@ func (k *keeper) run() (KeeperResult, error) {
 	return k.result(), nil
 }
 
-func (k *keeper) result() KeeperResult {
-	return KeeperResult{Lane: k.in.Plan.Lane, Cluster: k.in.Cluster, Ended: k.endReason, Restarts: len(k.in.Restarts), LastReason: k.in.LastReason}
+func (k *keeper) result() contract.KeeperResult {
+	return contract.KeeperResult{Lane: k.in.Plan.Lane, Cluster: k.in.Cluster, Ended: k.endReason, Restarts: len(k.in.Restarts), LastReason: k.in.LastReason}
 }
 
 // next is the input of the continued run: the restarts of the last day
 // (at most 50) and the states carried over.
-func (k *keeper) next() activities.KeeperInput {
+func (k *keeper) next() contract.KeeperInput {
 	n := k.in
 	n.LastCheck, n.Health = k.lastCheck, k.health
 	day := workflow.Now(k.ctx).Add(-24 * time.Hour)
@@ -313,16 +313,16 @@ func (k *keeper) check() checked {
 	var futs []workflow.Future
 	for _, n := range nodes {
 		actx := workflow.WithActivityOptions(k.ctx, workflow.ActivityOptions{
-			TaskQueue: NodeQueue(n), ScheduleToStartTimeout: pickup, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry,
+			TaskQueue: contract.NodeQueue(n), ScheduleToStartTimeout: pickup, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry,
 		})
-		futs = append(futs, workflow.ExecuteActivity(summarize(actx, n, -1, "check "+lane), na.CheckRanks, activities.CheckRanksInput{Lane: lane, Ranks: ranks[n]}))
+		futs = append(futs, workflow.ExecuteActivity(summarize(actx, n, -1, "check "+lane), na.CheckRanks, contract.CheckRanksInput{Lane: lane, Ranks: ranks[n]}))
 	}
 	// Cancelled only on the fast path: a cancel of a completed activity
 	// is no command, but old runs never see one at all.
 	hbase, cancelHead := workflow.WithCancel(k.ctx)
 	// Only what names the head's URL: every check is in the history.
 	head := contract.LanePlan{Lane: lane, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort, Nodes: []contract.NodePlan{{Node: plan.Nodes[0].Node, Rank: plan.Nodes[0].Rank}}}
-	hin := activities.CheckHeadInput{Lane: lane, Head: head, Path: keeperHealthPath(k.in.Recipe), APIKeyEnv: k.in.Recipe.Probe.APIKeyEnv}
+	hin := contract.CheckHeadInput{Lane: lane, Head: head, Path: keeperHealthPath(k.in.Recipe), APIKeyEnv: k.in.Recipe.Probe.APIKeyEnv}
 	what := plan.Nodes[0].Node + ": check head of " + lane
 	if k.localHeadV {
 		// One marker event instead of an activity's three and its own
@@ -330,7 +330,7 @@ func (k *keeper) check() checked {
 		lctx := workflow.WithLocalActivityOptions(hbase, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: what})
 		futs = append(futs, workflow.ExecuteLocalActivity(lctx, ca.CheckHead, hin))
 	} else {
-		hctx := workflow.WithActivityOptions(hbase, workflow.ActivityOptions{TaskQueue: ControlQueue, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: what})
+		hctx := workflow.WithActivityOptions(hbase, workflow.ActivityOptions{TaskQueue: contract.ControlQueue, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: what})
 		futs = append(futs, workflow.ExecuteActivity(hctx, ca.CheckHead, hin))
 	}
 	var downs []string
@@ -341,7 +341,7 @@ func (k *keeper) check() checked {
 			cancelHead()
 			break
 		}
-		var r activities.CheckRanksResult
+		var r contract.CheckRanksResult
 		err := f.Get(k.ctx, &r)
 		if i < len(nodes) {
 			k.sawBoot(nodes[i], r, err)
@@ -359,7 +359,7 @@ func (k *keeper) check() checked {
 			if c.gone == "" {
 				c.gone = fmt.Sprintf("node %s: its worker did not pick up the check within %s; waiting for it (no restart while a node is gone)", nodes[i], pickup)
 			}
-		case errType(err) == activities.RankDown || errType(err) == activities.LaneDown:
+		case errType(err) == contract.RankDown || errType(err) == contract.LaneDown:
 			downs = append(downs, errMessage(err))
 		default:
 			// The check itself failed (a Docker socket that does not
@@ -376,7 +376,7 @@ func (k *keeper) check() checked {
 	}
 	if len(downs) > 0 {
 		i := k.t.start("check", "")
-		k.t.end(i, "failed after a re-probe", errors.New(joinComma(downs)))
+		k.t.end(i, "failed after a re-probe", errors.New(strings.Join(downs, ", ")))
 		c.down = downs[0]
 	}
 	return c
@@ -404,10 +404,10 @@ func (k *keeper) setHealth(h string) {
 	}
 	k.health = h
 	up := h == "up"
-	k.mark(activities.KeeperMarkInput{Up: &up})
+	k.mark(contract.KeeperMarkInput{Up: &up})
 }
 
-func (k *keeper) mark(in activities.KeeperMarkInput) {
+func (k *keeper) mark(in contract.KeeperMarkInput) {
 	in.Cluster, in.Lane = k.in.Cluster, k.in.Plan.Lane
 	_ = workflow.ExecuteActivity(controlOpts(k.ctx, 30*time.Second, 0, 3), ca.KeeperMark, in).Get(k.ctx, nil)
 }
@@ -460,18 +460,18 @@ func (k *keeper) heal(reason string) {
 		}
 		k.health = "down"
 		if k.nodesV {
-			k.notify(activities.KeeperCrashLoop, k.in.LastReason)
+			k.notify(contract.KeeperCrashLoop, k.in.LastReason)
 		}
 		return
 	}
-	r := activities.KeeperRestart{At: workflow.Now(k.ctx), Reason: reason}
-	k.mark(activities.KeeperMarkInput{Restart: true})
+	r := contract.KeeperRestart{At: workflow.Now(k.ctx), Reason: reason}
+	k.mark(contract.KeeperMarkInput{Restart: true})
 	i := k.t.start("restart lane", "")
 	err = stopLane(k.ctx, k.t, k.in.Plan.Lane, k.nodes, pickup, budget)
-	var sr ServeResult
+	var sr contract.ServeResult
 	if err == nil && !k.ended {
 		sr, err = serveLane(k.ctx, k.t, k.in.Recipe, k.in.Plan, true, pickup, budget)
-		if n := len(k.t.p.Steps); err == nil && n > 0 && k.t.p.Steps[n-1].Status == StepSkipped {
+		if n := len(k.t.p.Steps); err == nil && n > 0 && k.t.p.Steps[n-1].Status == contract.StepSkipped {
 			// serveLane's "probe skipped (--no-wait)" row: the keeper probes next.
 			k.t.p.Steps = k.t.p.Steps[:n-1]
 		}
@@ -508,44 +508,44 @@ func keeperVersion(ctx workflow.Context) bool {
 // (only lane's keeper, when lane is set) before a hand run touches them:
 // the hand run wins over a keeper's heal, and no keeper heals a lane a
 // cutover is taking down. It returns the keepers ended, as they were.
-func endKeepers(ctx workflow.Context, t *tracker, nodes []string, lane, reason string) ([]activities.KeeperStatus, error) {
+func endKeepers(ctx workflow.Context, t *tracker, nodes []string, lane, reason string) ([]contract.KeeperStatus, error) {
 	i := t.start("end keepers", "")
-	var res activities.EndKeepersResult
+	var res contract.EndKeepersResult
 	by := workflow.GetInfo(ctx).WorkflowExecution.ID
 	err := workflow.ExecuteActivity(controlOpts(ctx, 10*time.Minute, 0, 3), ca.EndKeepers,
-		activities.EndKeepersInput{Nodes: nodes, Lane: lane, By: by, Reason: reason}).Get(ctx, &res)
+		contract.EndKeepersInput{Nodes: nodes, Lane: lane, By: by, Reason: reason}).Get(ctx, &res)
 	var ended []string
 	for _, st := range res.Ended {
 		ended = append(ended, KeeperID(st.Cluster)+" ("+st.Lane+")")
 	}
-	t.end(i, nonEmpty(joinComma(ended), "none running"), err)
+	t.end(i, nonEmpty(strings.Join(ended, ", "), "none running"), err)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError("ending the keepers of nodes "+joinComma(nodes)+" failed: "+errMessage(err)+
+		return nil, temporal.NewNonRetryableApplicationError("ending the keepers of nodes "+strings.Join(nodes, ", ")+" failed: "+errMessage(err)+
 			"; end them by hand (`starter keep --cluster C off`, or `temporal workflow terminate -w keeper/C`) and retry", "KeeperEnd", err)
 	}
 	return res.Ended, nil
 }
 
 // startKeeper starts keeping a lane that a run just brought up.
-func startKeeper(ctx workflow.Context, t *tracker, in activities.KeeperInput) {
+func startKeeper(ctx workflow.Context, t *tracker, in contract.KeeperInput) {
 	if in.Policy.Off {
 		t.skip("keep", "", "[keep] off = true")
 		return
 	}
 	i := t.start("keep", "")
-	var r activities.StartKeeperResult
+	var r contract.StartKeeperResult
 	err := workflow.ExecuteActivity(controlOpts(ctx, time.Minute, 0, 3), ca.StartKeeper, in).Get(ctx, &r)
 	t.end(i, r.WorkflowID, err)
 }
 
 // keepPolicy is the policy a run hands its keeper: the starter's (config
 // and recipe merged), else the recipe's, with the probe grace.
-func keepPolicy(rc contract.Recipe, p *activities.KeepPolicy, grace contract.Duration) activities.KeepPolicy {
-	var out activities.KeepPolicy
+func keepPolicy(rc contract.Recipe, p *contract.KeepPolicy, grace contract.Duration) contract.KeepPolicy {
+	var out contract.KeepPolicy
 	if p != nil {
 		out = *p
 	} else {
-		out = activities.KeepPolicy{Interval: rc.Keep.Interval, Restarts: rc.Keep.Restarts, Window: rc.Keep.Window, Off: rc.Keep.Off}
+		out = contract.KeepPolicy{Interval: rc.Keep.Interval, Restarts: rc.Keep.Restarts, Window: rc.Keep.Window, Off: rc.Keep.Off}
 	}
 	if out.Grace <= 0 {
 		out.Grace = grace
@@ -555,7 +555,7 @@ func keepPolicy(rc contract.Recipe, p *activities.KeepPolicy, grace contract.Dur
 
 // keepAgain starts again, as they were, the keepers a run ended and then
 // did not replace (it failed), except the one keeping lane except.
-func keepAgain(ctx workflow.Context, t *tracker, ended []activities.KeeperStatus, except string) {
+func keepAgain(ctx workflow.Context, t *tracker, ended []contract.KeeperStatus, except string) {
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
 	for _, st := range ended {

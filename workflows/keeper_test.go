@@ -11,21 +11,20 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
-func keeperInput(lane string, pol activities.KeepPolicy, nodes ...string) activities.KeeperInput {
-	return activities.KeeperInput{Cluster: "c1", Recipe: testRecipe(lane, nil, false), Plan: testPlan(lane, "h", nodes...), Policy: pol, StartedBy: "cutover/c1"}
+func keeperInput(lane string, pol contract.KeepPolicy, nodes ...string) contract.KeeperInput {
+	return contract.KeeperInput{Cluster: "c1", Recipe: testRecipe(lane, nil, false), Plan: testPlan(lane, "h", nodes...), Policy: pol, StartedBy: "cutover/c1"}
 }
 
 // control sends the keeper an update at workflow time after and returns
 // where its answer lands.
-func control(f *fakeFleet, after time.Duration, action string) *activities.KeeperStatus {
-	var st activities.KeeperStatus
+func control(f *fakeFleet, after time.Duration, action string) *contract.KeeperStatus {
+	var st contract.KeeperStatus
 	f.env.RegisterDelayedCallback(func() {
-		f.env.UpdateWorkflow(activities.KeeperControlUpdate, action, &testsuite.TestUpdateCallback{
+		f.env.UpdateWorkflow(contract.KeeperControlUpdate, action, &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { f.t.Errorf("%s rejected: %v", action, err) },
 			OnAccept: func() {},
 			OnComplete: func(v any, err error) {
@@ -33,32 +32,32 @@ func control(f *fakeFleet, after time.Duration, action string) *activities.Keepe
 					f.t.Errorf("%s: %v", action, err)
 					return
 				}
-				st = v.(activities.KeeperStatus)
+				st = v.(contract.KeeperStatus)
 			},
-		}, activities.KeeperControl{Action: action, By: "test", Reason: "test says " + action})
+		}, contract.KeeperControl{Action: action, By: "test", Reason: "test says " + action})
 	}, after)
 	return &st
 }
 
-func keeperStatus(t *testing.T, f *fakeFleet) activities.KeeperStatus {
+func keeperStatus(t *testing.T, f *fakeFleet) contract.KeeperStatus {
 	t.Helper()
-	v, err := f.env.QueryWorkflow(activities.KeeperStatusQuery)
+	v, err := f.env.QueryWorkflow(contract.KeeperStatusQuery)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st activities.KeeperStatus
+	var st contract.KeeperStatus
 	if err := v.Get(&st); err != nil {
 		t.Fatal(err)
 	}
 	return st
 }
 
-func keeperResult(t *testing.T, f *fakeFleet) KeeperResult {
+func keeperResult(t *testing.T, f *fakeFleet) contract.KeeperResult {
 	t.Helper()
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatalf("keeper: %v", err)
 	}
-	var res KeeperResult
+	var res contract.KeeperResult
 	if err := f.env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +71,8 @@ var healthy2 = []string{"CheckRanks k@a", "CheckRanks k@b", "CheckHead k /v1/mod
 func TestKeeperReprobeSavesARestart(t *testing.T) {
 	f := newFakeFleet(t)
 	f.rankDown["b"] = 1
-	control(f, 75*time.Second, activities.KeepEnd)
-	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{}, "a", "b"))
+	control(f, 75*time.Second, contract.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", contract.KeepPolicy{}, "a", "b"))
 	res := keeperResult(t, f)
 	if res.Restarts != 0 || res.Ended != "test says end" {
 		t.Errorf("result %+v, want no restart, ended by the update", res)
@@ -86,8 +85,8 @@ func TestKeeperReprobeSavesARestart(t *testing.T) {
 func TestKeeperRestartsTheWholeLane(t *testing.T) {
 	f := newFakeFleet(t)
 	f.rankDown["b"] = 2
-	control(f, 45*time.Second, activities.KeepEnd)
-	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{}, "a", "b"))
+	control(f, 45*time.Second, contract.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", contract.KeepPolicy{}, "a", "b"))
 	res := keeperResult(t, f)
 	if res.Restarts != 1 || !strings.Contains(res.LastReason, "restarted after: lane k on node b: rank exited") {
 		t.Errorf("result %+v, want one restart naming rank b", res)
@@ -103,21 +102,21 @@ func TestKeeperStopsACrashLoopAfterTheBudget(t *testing.T) {
 	f := newFakeFleet(t)
 	f.rankDown["a"] = 1000
 	f.readyErr["k"] = newAppErr("rank 0 exited with code 1", fault.RankExited)
-	var st activities.KeeperStatus
+	var st contract.KeeperStatus
 	f.env.RegisterDelayedCallback(func() { st = keeperStatus(t, f) }, 20*time.Minute)
-	control(f, 21*time.Minute, activities.KeepEnd)
-	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{Interval: contract.Duration(time.Minute), Restarts: 2}, "a"))
+	control(f, 21*time.Minute, contract.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", contract.KeepPolicy{Interval: contract.Duration(time.Minute), Restarts: 2}, "a"))
 	res := keeperResult(t, f)
 	if res.Restarts != 2 || f.count("StartRank") != 2 {
 		t.Errorf("result %+v, %d starts, want exactly the 2 restarts the budget allows", res, f.count("StartRank"))
 	}
-	if st.State != activities.KeeperCrashLoop || !strings.Contains(st.LastReason, "stopped: crash loop: 2 restarts within 1h0m0s") || st.Restarts24h != 2 {
+	if st.State != contract.KeeperCrashLoop || !strings.Contains(st.LastReason, "stopped: crash loop: 2 restarts within 1h0m0s") || st.Restarts24h != 2 {
 		t.Errorf("status %+v, want stopped: crash loop with the reason and 2 restarts", st)
 	}
 	// The last StopLane is the crash loop's stop, then its notice; no
 	// check after them.
 	calls := f.callList()
-	if last := strings.Join(calls[len(calls)-2:], ", "); last != "StopLane k@a, KeeperNotify "+activities.KeeperCrashLoop {
+	if last := strings.Join(calls[len(calls)-2:], ", "); last != "StopLane k@a, KeeperNotify "+contract.KeeperCrashLoop {
 		t.Errorf("last calls %q, want the crash loop's stop and notice; calls:\n%s", last, strings.Join(calls, "\n"))
 	}
 }
@@ -128,10 +127,10 @@ func TestKeeperStopWinsDuringAHeal(t *testing.T) {
 	f := newFakeFleet(t)
 	f.rankDown["a"] = 2
 	f.readyDelay = 10 * time.Minute // the first WaitReady hangs
-	st := control(f, 2*time.Minute, activities.KeepEnd)
-	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{}, "a"))
+	st := control(f, 2*time.Minute, contract.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", contract.KeepPolicy{}, "a"))
 	res := keeperResult(t, f)
-	if res.Ended != "test says end" || st.State != activities.KeeperEnded {
+	if res.Ended != "test says end" || st.State != contract.KeeperEnded {
 		t.Errorf("result %+v, update answer %+v: want ended by the stop", res, st)
 	}
 	if f.count("StartRank") != 1 || f.count("Smoke") != 0 {
@@ -142,14 +141,14 @@ func TestKeeperStopWinsDuringAHeal(t *testing.T) {
 // keep off pauses checks; keep on resumes them.
 func TestKeeperPausesAndResumes(t *testing.T) {
 	f := newFakeFleet(t)
-	control(f, 10*time.Second, activities.KeepPause)
-	var paused activities.KeeperStatus
+	control(f, 10*time.Second, contract.KeepPause)
+	var paused contract.KeeperStatus
 	f.env.RegisterDelayedCallback(func() { paused = keeperStatus(t, f) }, time.Hour)
-	control(f, 2*time.Hour, activities.KeepResume)
-	control(f, 2*time.Hour+45*time.Second, activities.KeepEnd)
-	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{}, "a"))
+	control(f, 2*time.Hour, contract.KeepResume)
+	control(f, 2*time.Hour+45*time.Second, contract.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", contract.KeepPolicy{}, "a"))
 	keeperResult(t, f)
-	if paused.State != activities.KeeperPaused {
+	if paused.State != contract.KeeperPaused {
 		t.Errorf("state an hour after keep off: %q, want paused", paused.State)
 	}
 	if n := f.count("CheckHead"); n != 1 {
@@ -162,12 +161,12 @@ func TestKeeperPausesAndResumes(t *testing.T) {
 func TestKeeperContinuesAsNew(t *testing.T) {
 	f := newFakeFleet(t)
 	f.rankDown["a"] = 2
-	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{ChecksPerRun: 3}, "a"))
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", contract.KeepPolicy{ChecksPerRun: 3}, "a"))
 	var can *workflow.ContinueAsNewError
 	if err := f.env.GetWorkflowError(); !errors.As(err, &can) {
 		t.Fatalf("keeper ended with %v, want continue-as-new", err)
 	}
-	var next activities.KeeperInput
+	var next contract.KeeperInput
 	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
 		t.Fatal(err)
 	}
@@ -180,8 +179,8 @@ func TestKeeperContinuesAsNew(t *testing.T) {
 // cluster's keeper for the new lane when it succeeds.
 func TestCutoverHandsTheClusterToANewKeeper(t *testing.T) {
 	f := newFakeFleet(t)
-	f.env.ExecuteWorkflow(Cutover, CutoverInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b"), Stage: StageAuto,
-		Keep: &activities.KeepPolicy{Interval: contract.Duration(time.Minute)}, Grace: contract.Duration(7 * time.Second)})
+	f.env.ExecuteWorkflow(Cutover, contract.CutoverInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b"), Stage: contract.StageAuto,
+		Keep: &contract.KeepPolicy{Interval: contract.Duration(time.Minute)}, Grace: contract.Duration(7 * time.Second)})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -199,11 +198,11 @@ func TestCutoverHandsTheClusterToANewKeeper(t *testing.T) {
 func TestCutoverRollbackRestartsThePreviousKeeper(t *testing.T) {
 	f := newFakeFleet(t)
 	f.lanesOn["a"] = []string{"old"}
-	f.resolve["old"] = activities.ResolveLaneResult{Recipe: testRecipe("old", nil, false), Plan: testPlan("old", "o", "a")}
-	oldIn := keeperInput("old", activities.KeepPolicy{Restarts: 5}, "a")
-	f.endKeepers = []activities.KeeperStatus{{Cluster: "c1", Lane: "old", Input: &oldIn}}
+	f.resolve["old"] = contract.ResolveLaneResult{Recipe: testRecipe("old", nil, false), Plan: testPlan("old", "o", "a")}
+	oldIn := keeperInput("old", contract.KeepPolicy{Restarts: 5}, "a")
+	f.endKeepers = []contract.KeeperStatus{{Cluster: "c1", Lane: "old", Input: &oldIn}}
 	f.readyErr["new"] = newAppErr("rank 0 exited", fault.RankExited)
-	f.env.ExecuteWorkflow(Cutover, CutoverInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a"), Stage: StageAuto})
+	f.env.ExecuteWorkflow(Cutover, contract.CutoverInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a"), Stage: contract.StageAuto})
 	appErr(t, f.env.GetWorkflowError())
 	want := []string{"EndKeepers a lane= by=default-test-workflow-id", "StartKeeper c1 old by=cutover/c1 (rollback)"}
 	if strings.Join(f.keeperCalls, "|") != strings.Join(want, "|") {
@@ -217,7 +216,7 @@ func TestCutoverRollbackRestartsThePreviousKeeper(t *testing.T) {
 // stop --lane ends that lane's keeper before it takes the nodes.
 func TestStopEndsTheLanesKeeperFirst(t *testing.T) {
 	f := newFakeFleet(t)
-	f.env.ExecuteWorkflow(Stop, StopInput{Lane: "k", Nodes: []string{"a", "b"}})
+	f.env.ExecuteWorkflow(Stop, contract.StopInput{Lane: "k", Nodes: []string{"a", "b"}})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -233,9 +232,9 @@ func TestStopEndsTheLanesKeeperFirst(t *testing.T) {
 func TestCutoverFailedBeforeStoppingKeepsAgain(t *testing.T) {
 	f := newFakeFleet(t)
 	f.sshDown["a"] = "connection refused"
-	oldIn := keeperInput("old", activities.KeepPolicy{}, "a")
-	f.endKeepers = []activities.KeeperStatus{{Cluster: "c1", Lane: "old", Input: &oldIn}}
-	f.env.ExecuteWorkflow(Cutover, CutoverInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a"), Stage: StageAuto})
+	oldIn := keeperInput("old", contract.KeepPolicy{}, "a")
+	f.endKeepers = []contract.KeeperStatus{{Cluster: "c1", Lane: "old", Input: &oldIn}}
+	f.env.ExecuteWorkflow(Cutover, contract.CutoverInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a"), Stage: contract.StageAuto})
 	appErr(t, f.env.GetWorkflowError())
 	want := []string{"EndKeepers a lane= by=default-test-workflow-id", "StartKeeper c1 old by=cutover/c1 (rollback)"}
 	if strings.Join(f.keeperCalls, "|") != strings.Join(want, "|") {
@@ -247,7 +246,7 @@ func TestCutoverFailedBeforeStoppingKeepsAgain(t *testing.T) {
 func TestUpStartsAKeeperUnlessNoWait(t *testing.T) {
 	for _, noWait := range []bool{false, true} {
 		f := newFakeFleet(t)
-		f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("k", nil, false), Plan: testPlan("k", "h", "a"), NoWait: noWait})
+		f.env.ExecuteWorkflow(Serve, contract.ServeInput{Recipe: testRecipe("k", nil, false), Plan: testPlan("k", "h", "a"), NoWait: noWait})
 		if err := f.env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}
@@ -267,10 +266,10 @@ func TestUpStartsAKeeperUnlessNoWait(t *testing.T) {
 func TestKeeperDoesNotRestartOnAFailedCheck(t *testing.T) {
 	f := newFakeFleet(t)
 	f.checkErr = temporal.NewApplicationError("unable to find activityType=CheckRanks", "ActivityNotRegistered")
-	var st activities.KeeperStatus
+	var st contract.KeeperStatus
 	f.env.RegisterDelayedCallback(func() { st = keeperStatus(t, f) }, 2*time.Minute)
-	control(f, 3*time.Minute, activities.KeepEnd)
-	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{}, "a"))
+	control(f, 3*time.Minute, contract.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", contract.KeepPolicy{}, "a"))
 	res := keeperResult(t, f)
 	if res.Restarts != 0 || f.count("StopLane") != 0 {
 		t.Errorf("result %+v, calls %v: want no restart", res, f.callList())
@@ -286,15 +285,15 @@ func TestKeeperDoesNotRestartOnAFailedCheck(t *testing.T) {
 func TestKeeperStopsHealingPastTheOutageBudget(t *testing.T) {
 	f := newFakeFleet(t)
 	f.gone["b"] = 1 << 20
-	control(f, 10*time.Minute, activities.KeepEnd)
-	in := keeperInput("k", activities.KeepPolicy{}, "a", "b")
+	control(f, 10*time.Minute, contract.KeepEnd)
+	in := keeperInput("k", contract.KeepPolicy{}, "a", "b")
 	in.OutageBudget = contract.Duration(2 * time.Minute)
 	f.env.ExecuteWorkflow(Keeper, in)
 	res := keeperResult(t, f)
 	if res.Restarts != 0 || !strings.Contains(res.LastReason, "stopped healing: node b was gone for") || !strings.Contains(res.LastReason, "past its outage budget of 2m0s") {
 		t.Errorf("result %+v, want no restart and the budget named", res)
 	}
-	if n := f.count("KeeperNotify " + activities.KeeperNodeLost); n != 1 {
+	if n := f.count("KeeperNotify " + contract.KeeperNodeLost); n != 1 {
 		t.Errorf("%d notices, want 1:\n%s", n, strings.Join(f.callList(), "\n"))
 	}
 	if f.count("NodeOff b") == 0 || f.count("StopLane") != 0 {
@@ -310,7 +309,7 @@ func TestKeeperIdlesOffByScheduleAndComesBack(t *testing.T) {
 	f.env.RegisterWorkflow(Verify)
 	f.gone["b"] = 1 << 20
 	f.offOnPurpose = map[string]string{"b": "relay switch.b_outlet is off"}
-	var offState activities.KeeperStatus
+	var offState contract.KeeperStatus
 	offChecks := 0
 	f.env.RegisterDelayedCallback(func() {
 		offState = keeperStatus(t, f)
@@ -319,10 +318,10 @@ func TestKeeperIdlesOffByScheduleAndComesBack(t *testing.T) {
 		defer f.mu.Unlock()
 		f.offOnPurpose, f.gone["b"], f.rankDown["b"] = nil, 0, 2
 	}, 5*time.Minute)
-	control(f, 10*time.Minute, activities.KeepEnd)
-	f.env.ExecuteWorkflow(Keeper, keeperInput("k", activities.KeepPolicy{}, "a", "b"))
+	control(f, 10*time.Minute, contract.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", contract.KeepPolicy{}, "a", "b"))
 	res := keeperResult(t, f)
-	if offState.State != activities.KeeperOff || offState.Health != "off" || !strings.Contains(offState.LastReason, "relay switch.b_outlet is off") {
+	if offState.State != contract.KeeperOff || offState.Health != "off" || !strings.Contains(offState.LastReason, "relay switch.b_outlet is off") {
 		t.Errorf("while off: %+v", offState)
 	}
 	if res.Restarts != 1 || !strings.Contains(res.LastReason, "node b came back") {

@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 )
 
@@ -38,7 +39,7 @@ func (k *keeper) react(c checked) {
 	back := ""
 	if k.in.Lost != "" {
 		// Every node answers again: the lost ones are verified first.
-		back = "node " + joinComma(k.in.LostNodes) + " came back after " + k.in.Lost
+		back = "node " + strings.Join(k.in.LostNodes, ", ") + " came back after " + k.in.Lost
 		k.in.Verify = union(k.in.Verify, k.in.LostNodes)
 		k.in.Lost, k.in.LostNodes = "", nil
 	}
@@ -53,7 +54,7 @@ func (k *keeper) react(c checked) {
 	}
 	reason := c.down
 	if len(k.in.Verify) > 0 {
-		reason = fmt.Sprintf("node %s came back (rebooted, or powered on): %s", joinComma(k.in.Verify), c.down)
+		reason = fmt.Sprintf("node %s came back (rebooted, or powered on): %s", strings.Join(k.in.Verify, ", "), c.down)
 	}
 	k.setHealth("down")
 	k.in.LastReason = reason
@@ -79,7 +80,7 @@ func union(a, b []string) []string {
 // sawBoot records the boot id node reported in its check (its result, or
 // a RankDown's details); another one than before puts the node on the
 // verify list: it rebooted.
-func (k *keeper) sawBoot(node string, r activities.CheckRanksResult, err error) {
+func (k *keeper) sawBoot(node string, r contract.CheckRanksResult, err error) {
 	if !k.nodesV {
 		return
 	}
@@ -104,8 +105,8 @@ func (k *keeper) sawBoot(node string, r activities.CheckRanksResult, err error) 
 // nodeOff asks (control queue) whether node is off on purpose: its relay
 // is off, or sparklane powered it down; why, or "".
 func (k *keeper) nodeOff(node string) string {
-	var r activities.NodeOffResult
-	err := workflow.ExecuteActivity(summarize(controlOpts(k.ctx, time.Minute, 0, 3), node, -1, "is it off?"), ca.NodeOff, activities.NodeOffInput{Node: node}).Get(k.ctx, &r)
+	var r contract.NodeOffResult
+	err := workflow.ExecuteActivity(summarize(controlOpts(k.ctx, time.Minute, 0, 3), node, -1, "is it off?"), ca.NodeOff, contract.NodeOffInput{Node: node}).Get(k.ctx, &r)
 	if err != nil || !r.Off {
 		return ""
 	}
@@ -163,17 +164,17 @@ func (k *keeper) waitFor(nodes []string) {
 		k.waiting = n
 		i := k.t.start("wait for node "+n, n)
 		err := waitForNode(wctx, k.t, i, n, budget, func() error {
-			var r activities.CheckRanksResult
+			var r contract.CheckRanksResult
 			actx := workflow.WithActivityOptions(wctx, workflow.ActivityOptions{
-				TaskQueue: NodeQueue(n), ScheduleToStartTimeout: k.pickup(), StartToCloseTimeout: 30 * time.Second,
+				TaskQueue: contract.NodeQueue(n), ScheduleToStartTimeout: k.pickup(), StartToCloseTimeout: 30 * time.Second,
 				RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 			})
 			err := workflow.ExecuteActivity(summarize(actx, n, -1, "check "+k.in.Plan.Lane), na.CheckRanks,
-				activities.CheckRanksInput{Lane: k.in.Plan.Lane, Ranks: k.ranksOn(n)}).Get(wctx, &r)
+				contract.CheckRanksInput{Lane: k.in.Plan.Lane, Ranks: k.ranksOn(n)}).Get(wctx, &r)
 			if !nodeGone(err) {
 				k.sawBoot(n, r, err)
 			}
-			if errType(err) == activities.RankDown {
+			if errType(err) == contract.RankDown {
 				return nil // back, its ranks gone: the next check restarts the lane
 			}
 			return err
@@ -187,7 +188,7 @@ func (k *keeper) waitFor(nodes []string) {
 			k.in.Lost, k.in.LostNodes = errMessage(err), nodes
 			k.in.LastReason = "stopped healing: " + k.in.Lost + "; watching for the node"
 			k.setHealth("down")
-			k.notify(activities.KeeperNodeLost, k.in.LastReason)
+			k.notify(contract.KeeperNodeLost, k.in.LastReason)
 			return
 		}
 		k.t.end(i, "back", err)
@@ -229,13 +230,13 @@ func (k *keeper) verifyNodes() bool {
 		i := k.t.start("verify-only "+k.in.Plan.Lane, n)
 		k.t.child(id)
 		cctx := workflow.WithChildOptions(vctx, workflow.ChildWorkflowOptions{
-			WorkflowID: id, TaskQueue: ControlQueue, WaitForCancellation: true,
+			WorkflowID: id, TaskQueue: contract.ControlQueue, WaitForCancellation: true,
 			StaticSummary:         fmt.Sprintf("%s: verify-only pass of %s before the keeper restarts it", n, k.in.Plan.Lane),
 			TypedSearchAttributes: searchattr.For(k.in.Plan.Lane, k.in.Cluster),
 		})
-		var r VerifyWorkflowResult
-		err := workflow.ExecuteChildWorkflow(cctx, Verify, VerifyInput{
-			Lanes: []VerifyLane{{Plan: k.in.Plan, Blocks: k.in.Recipe.Staging}}, Only: n, Repair: true, Pickup: k.in.Pickup,
+		var r contract.VerifyWorkflowResult
+		err := workflow.ExecuteChildWorkflow(cctx, Verify, contract.VerifyInput{
+			Lanes: []contract.VerifyLane{{Plan: k.in.Plan, Blocks: k.in.Recipe.Staging}}, Only: n, Repair: true, Pickup: k.in.Pickup,
 		}).Get(vctx, &r)
 		k.t.end(i, fmt.Sprintf("%d blocks verified, %d repaired", len(r.Blocks), len(r.Repaired)), err)
 		if err != nil {
@@ -253,8 +254,8 @@ func (k *keeper) verifyNodes() bool {
 // the history; a failure to notify is recorded, never fatal).
 func (k *keeper) notify(state, reason string) {
 	i := k.t.start("notify", "")
-	var r activities.KeeperNotifyResult
+	var r contract.KeeperNotifyResult
 	err := workflow.ExecuteActivity(controlOpts(k.ctx, time.Minute, 0, 3), ca.KeeperNotify,
-		activities.KeeperNotifyInput{Cluster: k.in.Cluster, Lane: k.in.Plan.Lane, State: state, Reason: reason}).Get(k.ctx, &r)
+		contract.KeeperNotifyInput{Cluster: k.in.Cluster, Lane: k.in.Plan.Lane, State: state, Reason: reason}).Get(k.ctx, &r)
 	k.t.end(i, nonEmpty(r.Notified, "no [keep] notify configured"), err)
 }

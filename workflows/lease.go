@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 )
 
@@ -32,24 +32,6 @@ import (
 // parent closes any other way (ParentClosePolicy TERMINATE), so a crashed
 // or terminated run cannot leave a node held.
 
-// NodeLeaseKind names a mutating run in a lease.
-const (
-	LeaseCutover = "cutover"
-	LeaseUp      = "up"
-	LeaseStop    = "stop"
-	LeaseStage   = "stage"
-	LeaseRepair  = "repair"
-	// LeasePrune is `starter disk prune` (not a dry run): it removes
-	// staged blocks, so no stage may write them meanwhile.
-	LeasePrune = "disk prune"
-)
-
-// LeaseReleaseSignal ends a node lease: its holder is done with the node.
-const LeaseReleaseSignal = "release"
-
-// NodeHeld is the error type of a run refused a node another run holds.
-const NodeHeld = "NodeHeld"
-
 // versionNodeLease gates the node leases (NodeLease children) every
 // top-level mutating run takes before it touches a node.
 const versionNodeLease = "node-lease"
@@ -57,11 +39,11 @@ const versionNodeLease = "node-lease"
 // NodeLease holds one node for one mutating run until the run releases it
 // (LeaseReleaseSignal), the run closes (the server terminates it), or it is
 // cancelled by hand. It answers activities.LeaseHolderQuery with who holds it.
-func NodeLease(ctx workflow.Context, in activities.NodeLeaseHolder) error {
-	if err := workflow.SetQueryHandler(ctx, activities.LeaseHolderQuery, func() (activities.NodeLeaseHolder, error) { return in, nil }); err != nil {
+func NodeLease(ctx workflow.Context, in contract.NodeLeaseHolder) error {
+	if err := workflow.SetQueryHandler(ctx, contract.LeaseHolderQuery, func() (contract.NodeLeaseHolder, error) { return in, nil }); err != nil {
 		return err
 	}
-	workflow.GetSignalChannel(ctx, LeaseReleaseSignal).Receive(ctx, nil)
+	workflow.GetSignalChannel(ctx, contract.LeaseReleaseSignal).Receive(ctx, nil)
 	return nil
 }
 
@@ -78,7 +60,7 @@ func (l *nodeLeases) release() {
 		return
 	}
 	for _, f := range l.held {
-		_ = f.SignalChildWorkflow(l.ctx, LeaseReleaseSignal, nil).Get(l.ctx, nil)
+		_ = f.SignalChildWorkflow(l.ctx, contract.LeaseReleaseSignal, nil).Get(l.ctx, nil)
 	}
 	for _, f := range l.held {
 		_ = f.Get(l.ctx, nil)
@@ -109,14 +91,14 @@ func holdNodes(ctx workflow.Context, t *tracker, kind, lane, cluster string, nod
 			continue
 		}
 		cctx := workflow.WithChildOptions(dctx, workflow.ChildWorkflowOptions{
-			WorkflowID:            activities.NodeLeaseID(n),
-			TaskQueue:             ControlQueue,
+			WorkflowID:            contract.NodeLeaseID(n),
+			TaskQueue:             contract.ControlQueue,
 			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_TERMINATE,
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 			StaticSummary:         fmt.Sprintf("%s held by %s %s", n, kind, info.WorkflowExecution.ID),
 			TypedSearchAttributes: searchattr.For(lane, cluster),
 		})
-		f := workflow.ExecuteChildWorkflow(cctx, NodeLease, activities.NodeLeaseHolder{
+		f := workflow.ExecuteChildWorkflow(cctx, NodeLease, contract.NodeLeaseHolder{
 			Node: n, WorkflowID: info.WorkflowExecution.ID, Kind: kind, Lane: lane, Cluster: cluster,
 		})
 		if err := f.GetChildWorkflowExecution().Get(dctx, nil); err != nil {
@@ -139,14 +121,14 @@ func heldBy(ctx workflow.Context, node, kind string, err error) error {
 	var already *temporal.ChildWorkflowExecutionAlreadyStartedError
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if !errors.As(err, &already) && !errors.As(err, &started) {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s: could not take its lease %s: %s", node, activities.NodeLeaseID(node), errMessage(err)), NodeHeld, err)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s: could not take its lease %s: %s", node, contract.NodeLeaseID(node), errMessage(err)), contract.NodeHeld, err)
 	}
-	var h activities.NodeLeaseHolder
-	qerr := workflow.ExecuteActivity(controlOpts(ctx, 30*time.Second, 0, 3), ca.LeaseHolder, activities.NodeLeaseHolderInput{Node: node}).Get(ctx, &h)
+	var h contract.NodeLeaseHolder
+	qerr := workflow.ExecuteActivity(controlOpts(ctx, 30*time.Second, 0, 3), ca.LeaseHolder, contract.NodeLeaseHolderInput{Node: node}).Get(ctx, &h)
 	if qerr != nil {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"node %s is held by another mutating run (lease %s; who holds it: %s): wait for it to finish and retry, or find it with `starter attach` / `temporal workflow describe -w %s`",
-			node, activities.NodeLeaseID(node), errMessage(qerr), activities.NodeLeaseID(node)), NodeHeld, err)
+			node, contract.NodeLeaseID(node), errMessage(qerr), contract.NodeLeaseID(node)), contract.NodeHeld, err)
 	}
 	who := h.Kind + " " + h.WorkflowID
 	var of []string
@@ -161,5 +143,5 @@ func heldBy(ctx workflow.Context, node, kind string, err error) error {
 	}
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 		"node %s is held by %s; one mutating run per node: wait for it to finish and retry this %s, follow it with `starter attach %s`, or cancel it with `starter cancel %s`",
-		node, who, kind, h.WorkflowID, h.WorkflowID), NodeHeld, err)
+		node, who, kind, h.WorkflowID, h.WorkflowID), contract.NodeHeld, err)
 }

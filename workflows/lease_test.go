@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -25,12 +26,12 @@ import (
 func leaseTrial(ctx workflow.Context) ([]string, error) {
 	t := newTracker(ctx, "trial", "")
 	var out []string
-	a, err := holdNodes(ctx, t, LeaseCutover, "mia", "2nodes-dac", []string{"dgx2", "dgx1"})
+	a, err := holdNodes(ctx, t, contract.LeaseCutover, "mia", "2nodes-dac", []string{"dgx2", "dgx1"})
 	if err != nil {
 		return nil, err
 	}
 	out = append(out, "A holds")
-	if _, err := holdNodes(ctx, t, LeaseStage, "kimi", "4nodes-switch", []string{"dgx1", "dgx0"}); err != nil {
+	if _, err := holdNodes(ctx, t, contract.LeaseStage, "kimi", "4nodes-switch", []string{"dgx1", "dgx0"}); err != nil {
 		if !temporal.IsApplicationError(err) {
 			return out, err
 		}
@@ -39,7 +40,7 @@ func leaseTrial(ctx workflow.Context) ([]string, error) {
 		out = append(out, "B admitted")
 	}
 	a.release()
-	c, err := holdNodes(ctx, t, LeaseStage, "kimi", "4nodes-switch", []string{"dgx0", "dgx1", "dgx2"})
+	c, err := holdNodes(ctx, t, contract.LeaseStage, "kimi", "4nodes-switch", []string{"dgx0", "dgx1", "dgx2"})
 	if err != nil {
 		return out, err
 	}
@@ -96,9 +97,9 @@ func TestNodeLeaseRefusesSecondRunNamingHolder(t *testing.T) {
 	// query; it answers what run A's lease carries (the real query is
 	// proved by the itest TestOverlappingClustersOneMutatingRunPerNode).
 	var asked []string
-	env.OnActivity("LeaseHolder", mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.NodeLeaseHolderInput) (activities.NodeLeaseHolder, error) {
+	env.OnActivity("LeaseHolder", mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.NodeLeaseHolderInput) (contract.NodeLeaseHolder, error) {
 		asked = append(asked, in.Node)
-		return activities.NodeLeaseHolder{Node: in.Node, WorkflowID: "default-test-workflow-id", Kind: LeaseCutover, Lane: "mia", Cluster: "2nodes-dac"}, nil
+		return contract.NodeLeaseHolder{Node: in.Node, WorkflowID: "default-test-workflow-id", Kind: contract.LeaseCutover, Lane: "mia", Cluster: "2nodes-dac"}, nil
 	})
 	var l leaseLog
 	watchLeases(env, &l, nil)
@@ -240,17 +241,19 @@ func TestUpStopStageHoldTheirNodes(t *testing.T) {
 		nodes []string
 	}{
 		{"up", func(f *fakeFleet) {
-			f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "b", "a")})
+			f.env.ExecuteWorkflow(Serve, contract.ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "b", "a")})
 		}, []string{"a", "b"}},
-		{"stop", func(f *fakeFleet) { f.env.ExecuteWorkflow(Stop, StopInput{Lane: "old", Nodes: []string{"c", "a"}}) }, []string{"a", "c"}},
+		{"stop", func(f *fakeFleet) {
+			f.env.ExecuteWorkflow(Stop, contract.StopInput{Lane: "old", Nodes: []string{"c", "a"}})
+		}, []string{"a", "c"}},
 		{"stage", func(f *fakeFleet) {
-			f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks()})
+			f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks()})
 		}, []string{"a", "b"}},
 		{"stage --node b", func(f *fakeFleet) {
-			f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Only: "b"})
+			f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Only: "b"})
 		}, []string{"b"}},
 		{"stage --dry-run", func(f *fakeFleet) {
-			f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), DryRun: true})
+			f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), DryRun: true})
 		}, nil},
 	}
 	for _, tc := range cases {
@@ -313,7 +316,7 @@ func TestVerifyRepairHoldsTheDriftedNodes(t *testing.T) {
 	var order []string
 	watchLeases(f.env, &l, func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() })
 	f.onCall = func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
-	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}, Repair: true})
+	f.env.ExecuteWorkflow(Verify, contract.VerifyInput{Lanes: []contract.VerifyLane{verifyLane()}, Repair: true})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatalf("Verify --repair: %v", err)
 	}

@@ -9,7 +9,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 )
 
@@ -25,9 +24,6 @@ const nodeRecheck = 10 * time.Second
 // versionOutageWait gates the wait-for-node behaviour of node steps: runs
 // recorded before it fail at once when a node's worker is gone.
 const versionOutageWait = "node-outage-wait"
-
-// StepWaiting marks a step waiting for its node to come back.
-const StepWaiting = "waiting"
 
 // nodeGone reports an error that means "no worker of that node is there":
 // nobody picked the activity up, or the worker stopped heartbeating.
@@ -53,7 +49,7 @@ func noPickup(err error) bool {
 // noWorkerText says which queue nobody polls and how to start its worker.
 func noWorkerText(node string) string {
 	return fmt.Sprintf("no worker on %s — nothing was verified there; start it with 'worker node --node %s' on %s, or install it with 'starter fleet install %s'",
-		NodeQueue(node), node, node, node)
+		contract.NodeQueue(node), node, node, node)
 }
 
 // lastProgress is the staging progress the last attempt heartbeated before
@@ -107,12 +103,12 @@ func waitForNode(ctx workflow.Context, t *tracker, step int, node string, budget
 			if down >= budget {
 				return temporal.NewNonRetryableApplicationError(
 					fmt.Sprintf("node %s was gone for %s, past its outage budget of %s: no worker polled %s (start it: 'starter fleet status', or 'worker node --node %s' on the node)",
-						node, down.Round(time.Second), budget, NodeQueue(node), node),
+						node, down.Round(time.Second), budget, contract.NodeQueue(node), node),
 					"NodeUnreachable", err)
 			}
 			t.wait(step, node, since, fmt.Sprintf("waiting for node %s (down %s, budget %s)", node, down.Round(time.Second), budget))
-			var p activities.NodePollingResult
-			if perr := workflow.ExecuteActivity(summarize(pctx, node, -1, "is a worker polling again?"), ca.NodePolling, activities.NodePollingInput{Node: node, DownSeconds: down.Seconds()}).Get(ctx, &p); perr == nil && p.Polling {
+			var p contract.NodePollingResult
+			if perr := workflow.ExecuteActivity(summarize(pctx, node, -1, "is a worker polling again?"), ca.NodePolling, contract.NodePollingInput{Node: node, DownSeconds: down.Seconds()}).Get(ctx, &p); perr == nil && p.Polling {
 				break
 			}
 			if serr := workflow.Sleep(ctx, nodeRecheck); serr != nil {

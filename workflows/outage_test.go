@@ -21,7 +21,7 @@ import (
 // heartbeated progress) and polls again after `back` NodePolling answers.
 type outageEnv struct {
 	env       *testsuite.TestWorkflowEnvironment
-	stageRuns []activities.StageBlockInput
+	stageRuns []contract.StageBlockInput
 	polls     int
 }
 
@@ -30,28 +30,28 @@ func newOutageEnv(t *testing.T, gone, back int) *outageEnv {
 	o := &outageEnv{env: s.NewTestWorkflowEnvironment()}
 	o.env.RegisterActivity(&activities.NodeActivities{})
 	o.env.RegisterActivity(&activities.ControlActivities{})
-	o.env.OnActivity("StageBlock", mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StageBlockInput) (activities.StageBlockResult, error) {
+	o.env.OnActivity("StageBlock", mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.StageBlockInput) (contract.StageBlockResult, error) {
 		o.stageRuns = append(o.stageRuns, in)
 		switch n := len(o.stageRuns); {
 		case n == 1:
 			// The worker died mid-copy; its retries found no worker: the
 			// server reports the pickup timeout with the last heartbeat.
 			details := contract.StageProgress{FilesTotal: 4, BytesTotal: 4 << 30, BytesDone: 3 << 30}
-			return activities.StageBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil, details)
+			return contract.StageBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil, details)
 		case n <= gone:
-			return activities.StageBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+			return contract.StageBlockResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 		}
-		return activities.StageBlockResult{Node: "dgx3", Block: in.Block.ID, Result: contract.BlockResult{CopiedFiles: 1}}, nil
+		return contract.StageBlockResult{Node: "dgx3", Block: in.Block.ID, Result: contract.BlockResult{CopiedFiles: 1}}, nil
 	})
-	o.env.OnActivity("NodePolling", mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.NodePollingInput) (activities.NodePollingResult, error) {
+	o.env.OnActivity("NodePolling", mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.NodePollingInput) (contract.NodePollingResult, error) {
 		o.polls++
-		return activities.NodePollingResult{Node: in.Node, Polling: o.polls > back}, nil
+		return contract.NodePollingResult{Node: in.Node, Polling: o.polls > back}, nil
 	})
 	return o
 }
 
-func outageInput(budget time.Duration) StageNodeInput {
-	return StageNodeInput{Lane: "mia", Node: "dgx3", Blocks: []contract.Staging{{Kind: "hub-mirror", ID: "weights"}}, Mode: StageAuto, OutageBudget: contract.Duration(budget)}
+func outageInput(budget time.Duration) contract.StageNodeInput {
+	return contract.StageNodeInput{Lane: "mia", Node: "dgx3", Blocks: []contract.Staging{{Kind: "hub-mirror", ID: "weights"}}, Mode: contract.StageAuto, OutageBudget: contract.Duration(budget)}
 }
 
 // A node worker gone for minutes mid-copy (heartbeat lost, then nobody picks
@@ -61,18 +61,18 @@ func TestStageNodeWaitsForANodeThatComesBack(t *testing.T) {
 	o := newOutageEnv(t, 3, 6)
 	var waiting []string
 	o.env.RegisterDelayedCallback(func() {
-		v, err := o.env.QueryWorkflow(ProgressQuery)
+		v, err := o.env.QueryWorkflow(contract.ProgressQuery)
 		if err != nil {
 			t.Errorf("query: %v", err)
 			return
 		}
-		var p Progress
+		var p contract.Progress
 		if err := v.Get(&p); err != nil {
 			t.Error(err)
 			return
 		}
 		for _, s := range p.Steps {
-			if s.Status == StepWaiting {
+			if s.Status == contract.StepWaiting {
 				waiting = append(waiting, s.Detail)
 			}
 		}
@@ -84,7 +84,7 @@ func TestStageNodeWaitsForANodeThatComesBack(t *testing.T) {
 	if err := o.env.GetWorkflowError(); err != nil {
 		t.Fatalf("stage with a node back within budget failed: %v", err)
 	}
-	var res StageNodeResult
+	var res contract.StageNodeResult
 	if err := o.env.GetWorkflowResult(&res); err != nil || len(res.Blocks) != 1 {
 		t.Fatalf("result %+v, %v", res, err)
 	}
@@ -124,18 +124,18 @@ func TestStageNodeFailsPastTheOutageBudget(t *testing.T) {
 
 // progressWaiting is the progress query's waiting steps and nodes.
 func progressWaiting(t *testing.T, env *testsuite.TestWorkflowEnvironment) (details []string, nodes []string) {
-	v, err := env.QueryWorkflow(ProgressQuery)
+	v, err := env.QueryWorkflow(contract.ProgressQuery)
 	if err != nil {
 		t.Errorf("query: %v", err)
 		return nil, nil
 	}
-	var p Progress
+	var p contract.Progress
 	if err := v.Get(&p); err != nil {
 		t.Error(err)
 		return nil, nil
 	}
 	for _, s := range p.Steps {
-		if s.Status == StepWaiting {
+		if s.Status == contract.StepWaiting {
 			details = append(details, s.Name+"@"+s.Node+": "+s.Detail)
 		}
 	}
@@ -154,11 +154,11 @@ func TestServeWaitsForANodeThatComesBack(t *testing.T) {
 	f.gone["b"] = 2 // its image step's first two pickups time out
 	var details, nodes []string
 	f.env.RegisterDelayedCallback(func() { details, nodes = progressWaiting(t, f.env) }, 15*time.Second)
-	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c"), OutageBudget: contract.Duration(30 * time.Minute)})
+	f.env.ExecuteWorkflow(Serve, contract.ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c"), OutageBudget: contract.Duration(30 * time.Minute)})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatalf("Serve with node b back within its budget: %v", err)
 	}
-	var res ServeResult
+	var res contract.ServeResult
 	if err := f.env.GetWorkflowResult(&res); err != nil || !res.Answers || len(res.Ranks) != 3 {
 		t.Fatalf("result %+v (%v), want 3 ranks answering", res, err)
 	}
@@ -178,7 +178,7 @@ func TestServeWaitsForANodeThatComesBack(t *testing.T) {
 func TestServeFailsPastTheOutageBudgetNamingTheNode(t *testing.T) {
 	f := newFakeFleet(t)
 	f.gone["c"] = 1 << 30
-	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c"), OutageBudget: contract.Duration(2 * time.Minute)})
+	f.env.ExecuteWorkflow(Serve, contract.ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c"), OutageBudget: contract.Duration(2 * time.Minute)})
 	err := f.env.GetWorkflowError()
 	if err == nil {
 		t.Fatal("Serve succeeded though node c never came back")
@@ -198,7 +198,7 @@ func TestServeFailsPastTheOutageBudgetNamingTheNode(t *testing.T) {
 func TestStopByHandDoesNotWaitForAGoneNode(t *testing.T) {
 	f := newFakeFleet(t)
 	f.gone["b"] = 1 << 30
-	f.env.ExecuteWorkflow(Stop, StopInput{Lane: "old", Nodes: []string{"a", "b"}})
+	f.env.ExecuteWorkflow(Stop, contract.StopInput{Lane: "old", Nodes: []string{"a", "b"}})
 	err := f.env.GetWorkflowError()
 	if err == nil || !strings.Contains(err.Error(), "node b") {
 		t.Fatalf("stop with node b gone: %v, want a failure naming b", err)

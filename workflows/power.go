@@ -8,14 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
-)
-
-// Power actions.
-const (
-	PowerOn  = "on"
-	PowerOff = "off"
 )
 
 // Power runs the power sequence on every target in parallel. Off is
@@ -24,10 +17,10 @@ const (
 // failure after a good shutdown is a warning, said out loud. On is relay on
 // (or Wake-on-LAN) → wait until SSH answers and the node worker polls.
 // Each step is its own activity with its own retry policy.
-func Power(ctx workflow.Context, in PowerInput) (PowerResult, error) {
+func Power(ctx workflow.Context, in contract.PowerInput) (contract.PowerResult, error) {
 	t := newTracker(ctx, "Power", "")
-	res := PowerResult{Action: in.Action, Targets: make([]PowerTargetResult, len(in.Targets))}
-	if in.Action != PowerOn && in.Action != PowerOff {
+	res := contract.PowerResult{Action: in.Action, Targets: make([]contract.PowerTargetResult, len(in.Targets))}
+	if in.Action != contract.PowerOn && in.Action != contract.PowerOff {
 		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("power action %q: use on or off", in.Action), "InvalidSpec", nil)
 	}
 	bound := in.WaitBound.D()
@@ -38,7 +31,7 @@ func Power(ctx workflow.Context, in PowerInput) (PowerResult, error) {
 		once:  controlOpts(ctx, 2*time.Minute, 0, 1),
 		retry: controlOpts(ctx, 2*time.Minute, 0, 3),
 		wait: workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue: ControlQueue, StartToCloseTimeout: bound + time.Minute, HeartbeatTimeout: 30 * time.Second,
+			TaskQueue: contract.ControlQueue, StartToCloseTimeout: bound + time.Minute, HeartbeatTimeout: 30 * time.Second,
 			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2},
 		}),
 	}
@@ -50,9 +43,9 @@ func Power(ctx workflow.Context, in PowerInput) (PowerResult, error) {
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			defer wg.Done()
 			res.Targets[i].Target = name
-			p := &powerTarget{ctx: gctx, t: t, r: &res.Targets[i], in: activities.PowerStepInput{Target: name, Bound: contract.Duration(bound)}}
+			p := &powerTarget{ctx: gctx, t: t, r: &res.Targets[i], in: contract.PowerStepInput{Target: name, Bound: contract.Duration(bound)}}
 			var ok bool
-			if in.Action == PowerOff {
+			if in.Action == contract.PowerOff {
 				ok = p.off(opts, in.Force)
 			} else {
 				ok = p.on(opts)
@@ -63,7 +56,7 @@ func Power(ctx workflow.Context, in PowerInput) (PowerResult, error) {
 		})
 	}
 	wg.Wait(ctx)
-	if in.Action == PowerOff && len(in.Gear) > 0 {
+	if in.Action == contract.PowerOff && len(in.Gear) > 0 {
 		if workflow.GetVersion(ctx, versionPowerGearLast, workflow.DefaultVersion, 1) == 1 {
 			res.Targets = append(res.Targets, powerOffGear(ctx, t, in, res.Targets, bound)...)
 		}
@@ -83,15 +76,15 @@ type powerOpts struct{ once, retry, wait workflow.Context }
 type powerTarget struct {
 	ctx workflow.Context
 	t   *tracker
-	r   *PowerTargetResult
-	in  activities.PowerStepInput
+	r   *contract.PowerTargetResult
+	in  contract.PowerStepInput
 }
 
 // step runs one power step of the target as its own activity.
-func (p *powerTarget) step(actx workflow.Context, label string, fn any) (activities.PowerStepResult, error) {
+func (p *powerTarget) step(actx workflow.Context, label string, fn any) (contract.PowerStepResult, error) {
 	name := p.in.Target
 	k := p.t.start(label, name)
-	var sr activities.PowerStepResult
+	var sr contract.PowerStepResult
 	err := workflow.ExecuteActivity(summarize(actx, name, -1, label), fn, p.in).Get(p.ctx, &sr)
 	p.t.end(k, sr.Detail, err)
 	if err == nil {
@@ -119,7 +112,7 @@ func (p *powerTarget) off(o powerOpts, force bool) bool {
 	if _, err := p.step(o.retry, "relay off", ca.PowerRelayOff); err != nil {
 		r.Warnings = append(r.Warnings, "relay off failed after a good shutdown: "+errMessage(err)+" — the device may boot back on its own")
 	}
-	r.State = NodeOff
+	r.State = contract.NodeOff
 	return true
 }
 
@@ -129,7 +122,7 @@ func (p *powerTarget) on(o powerOpts) bool {
 	r := p.r
 	relay, err := p.step(o.retry, "relay on", ca.PowerRelayOn)
 	if err != nil {
-		r.State, r.Error = NodeOff, errMessage(err)
+		r.State, r.Error = contract.NodeOff, errMessage(err)
 		return false
 	}
 	wake, err := p.step(o.retry, "wake-on-lan", ca.PowerWake)
@@ -140,10 +133,10 @@ func (p *powerTarget) on(o powerOpts) bool {
 		r.Warnings = append(r.Warnings, "no relay and no wol configured: nothing switched on")
 	}
 	if _, err := p.step(o.wait, "wait reachable", ca.PowerWaitReachable); err != nil {
-		r.State, r.Error = NodeUnreachable, errMessage(err)
+		r.State, r.Error = contract.NodeUnreachable, errMessage(err)
 		return false
 	}
-	r.State = NodeFree
+	r.State = contract.NodeFree
 	return true
 }
 
@@ -151,7 +144,7 @@ func (p *powerTarget) on(o powerOpts) bool {
 // ended): gear with a node behind it that is not off is left on, said so;
 // the rest in parallel, API shutdown → wait until unreachable → relay off,
 // every failure a warning.
-func powerOffGear(ctx workflow.Context, t *tracker, in PowerInput, nodes []PowerTargetResult, bound time.Duration) []PowerTargetResult {
+func powerOffGear(ctx workflow.Context, t *tracker, in contract.PowerInput, nodes []contract.PowerTargetResult, bound time.Duration) []contract.PowerTargetResult {
 	state := map[string]string{}
 	for _, r := range nodes {
 		state[r.Target] = r.State
@@ -159,16 +152,16 @@ func powerOffGear(ctx workflow.Context, t *tracker, in PowerInput, nodes []Power
 	once := controlOpts(ctx, 2*time.Minute, 0, 1)
 	retry := controlOpts(ctx, 2*time.Minute, 0, 3)
 	wait := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue: ControlQueue, StartToCloseTimeout: bound + time.Minute, HeartbeatTimeout: 30 * time.Second,
+		TaskQueue: contract.ControlQueue, StartToCloseTimeout: bound + time.Minute, HeartbeatTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
 	// A node behind the gear that this run did not power off must already
 	// be down: asked once, briefly.
 	check := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue: ControlQueue, StartToCloseTimeout: 2 * time.Minute, HeartbeatTimeout: 30 * time.Second,
+		TaskQueue: contract.ControlQueue, StartToCloseTimeout: 2 * time.Minute, HeartbeatTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
-	out := make([]PowerTargetResult, len(in.Gear))
+	out := make([]contract.PowerTargetResult, len(in.Gear))
 	wg := workflow.NewWaitGroup(ctx)
 	for i, g := range in.Gear {
 		i, g := i, g
@@ -177,9 +170,9 @@ func powerOffGear(ctx workflow.Context, t *tracker, in PowerInput, nodes []Power
 			defer wg.Done()
 			r := &out[i]
 			r.Target = g.Name
-			step := func(actx workflow.Context, label, target string, fn any, stepIn activities.PowerStepInput) (activities.PowerStepResult, error) {
+			step := func(actx workflow.Context, label, target string, fn any, stepIn contract.PowerStepInput) (contract.PowerStepResult, error) {
 				k := t.start(label, target)
-				var sr activities.PowerStepResult
+				var sr contract.PowerStepResult
 				err := workflow.ExecuteActivity(actx, fn, stepIn).Get(gctx, &sr)
 				t.end(k, sr.Detail, err)
 				return sr, err
@@ -188,11 +181,11 @@ func powerOffGear(ctx workflow.Context, t *tracker, in PowerInput, nodes []Power
 			for _, n := range g.Behind {
 				st, ours := state[n]
 				switch {
-				case ours && st == NodeOff:
+				case ours && st == contract.NodeOff:
 				case ours:
 					up = append(up, n+" ("+st+")")
 				default:
-					if _, err := step(check, "check down", n, ca.PowerWaitUnreachable, activities.PowerStepInput{Target: n, Bound: contract.Duration(15 * time.Second)}); err != nil {
+					if _, err := step(check, "check down", n, ca.PowerWaitUnreachable, contract.PowerStepInput{Target: n, Bound: contract.Duration(15 * time.Second)}); err != nil {
 						up = append(up, n+" (still answers)")
 					}
 				}
@@ -202,7 +195,7 @@ func powerOffGear(ctx workflow.Context, t *tracker, in PowerInput, nodes []Power
 				r.Warnings = append(r.Warnings, fmt.Sprintf("left on: nodes behind it are not off: %s — switching it off first would cut them off mid-shutdown", strings.Join(up, ", ")))
 				return
 			}
-			in1 := activities.PowerStepInput{Target: g.Name, Bound: contract.Duration(bound)}
+			in1 := contract.PowerStepInput{Target: g.Name, Bound: contract.Duration(bound)}
 			if sr, err := step(once, "shutdown", g.Name, ca.PowerShutdown, in1); err != nil {
 				r.Warnings = append(r.Warnings, "API shutdown failed: "+errMessage(err)+" — its relay is cut anyway")
 			} else {
@@ -220,7 +213,7 @@ func powerOffGear(ctx workflow.Context, t *tracker, in PowerInput, nodes []Power
 			} else {
 				r.Steps = append(r.Steps, sr)
 			}
-			r.State = NodeOff
+			r.State = contract.NodeOff
 		})
 	}
 	wg.Wait(ctx)

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
-func powerResult(t *testing.T, f *fakeFleet) (PowerResult, error) {
+func powerResult(t *testing.T, f *fakeFleet) (contract.PowerResult, error) {
 	t.Helper()
-	var res PowerResult
+	var res contract.PowerResult
 	if err := f.env.GetWorkflowError(); err != nil {
 		app := appErr(t, err)
 		if app.Type() != "PowerFailed" {
@@ -27,13 +29,13 @@ func powerResult(t *testing.T, f *fakeFleet) (PowerResult, error) {
 
 func TestPowerOffInOrder(t *testing.T) {
 	f := newFakeFleet(t)
-	f.env.ExecuteWorkflow(Power, PowerInput{Action: PowerOff, Targets: []string{"a"}})
+	f.env.ExecuteWorkflow(Power, contract.PowerInput{Action: contract.PowerOff, Targets: []string{"a"}})
 	res, err := powerResult(t, f)
 	if err != nil {
 		t.Fatalf("power off: %v", err)
 	}
 	r := res.Targets[0]
-	if r.Target != "a" || r.State != NodeOff || len(r.Warnings) != 0 || r.Error != "" || len(r.Steps) != 3 {
+	if r.Target != "a" || r.State != contract.NodeOff || len(r.Warnings) != 0 || r.Error != "" || len(r.Steps) != 3 {
 		t.Errorf("target %+v, want a off after 3 steps", r)
 	}
 	f.expectPhases([]string{"PowerShutdown a"}, []string{"PowerWaitUnreachable a"}, []string{"PowerRelayOff a"})
@@ -42,13 +44,13 @@ func TestPowerOffInOrder(t *testing.T) {
 func TestPowerOffRelayFailureIsAWarning(t *testing.T) {
 	f := newFakeFleet(t)
 	f.relayOffErr = newAppErr("home assistant: switch.a_outlet unavailable", "Permanent")
-	f.env.ExecuteWorkflow(Power, PowerInput{Action: PowerOff, Targets: []string{"a", "b"}})
+	f.env.ExecuteWorkflow(Power, contract.PowerInput{Action: contract.PowerOff, Targets: []string{"a", "b"}})
 	res, err := powerResult(t, f)
 	if err != nil {
 		t.Fatalf("a relay failure after a good shutdown must not fail the run: %v", err)
 	}
 	for _, r := range res.Targets {
-		if r.State != NodeOff || r.Error != "" || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "relay off failed after a good shutdown: home assistant: switch.a_outlet unavailable") {
+		if r.State != contract.NodeOff || r.Error != "" || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "relay off failed after a good shutdown: home assistant: switch.a_outlet unavailable") {
 			t.Errorf("target %+v, want off with one relay warning", r)
 		}
 	}
@@ -60,7 +62,7 @@ func TestPowerOffRelayFailureIsAWarning(t *testing.T) {
 func TestPowerOffStillAnsweringLeavesRelayOn(t *testing.T) {
 	f := newFakeFleet(t)
 	f.unreachErr = errors.New("a still answers ssh after 5m0s")
-	f.env.ExecuteWorkflow(Power, PowerInput{Action: PowerOff, Targets: []string{"a"}})
+	f.env.ExecuteWorkflow(Power, contract.PowerInput{Action: contract.PowerOff, Targets: []string{"a"}})
 	res, err := powerResult(t, f)
 	if err == nil {
 		t.Fatal("power off succeeded although a never went down")
@@ -76,13 +78,13 @@ func TestPowerOffStillAnsweringLeavesRelayOn(t *testing.T) {
 func TestPowerOffForceCutsRelayAnyway(t *testing.T) {
 	f := newFakeFleet(t)
 	f.unreachErr = newAppErr("a still answers ssh after 5m0s", "Permanent")
-	f.env.ExecuteWorkflow(Power, PowerInput{Action: PowerOff, Targets: []string{"a"}, Force: true})
+	f.env.ExecuteWorkflow(Power, contract.PowerInput{Action: contract.PowerOff, Targets: []string{"a"}, Force: true})
 	res, err := powerResult(t, f)
 	if err != nil {
 		t.Fatalf("power off --force: %v", err)
 	}
 	r := res.Targets[0]
-	if r.State != NodeOff || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "still reachable after shutdown: a still answers ssh") {
+	if r.State != contract.NodeOff || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "still reachable after shutdown: a still answers ssh") {
 		t.Errorf("target %+v, want off with a warning that the relay was cut on a live device", r)
 	}
 	f.expectPhases([]string{"PowerShutdown a"}, []string{"PowerWaitUnreachable a"}, []string{"PowerRelayOff a"})
@@ -90,7 +92,7 @@ func TestPowerOffForceCutsRelayAnyway(t *testing.T) {
 
 func TestPowerRejectsUnknownAction(t *testing.T) {
 	f := newFakeFleet(t)
-	f.env.ExecuteWorkflow(Power, PowerInput{Action: "reboot", Targets: []string{"a"}})
+	f.env.ExecuteWorkflow(Power, contract.PowerInput{Action: "reboot", Targets: []string{"a"}})
 	app := appErr(t, f.env.GetWorkflowError())
 	if app.Type() != "InvalidSpec" || !strings.Contains(app.Message(), `"reboot"`) {
 		t.Errorf("error %q type %q, want InvalidSpec naming the action", app.Message(), app.Type())
@@ -105,12 +107,12 @@ func TestPowerRejectsUnknownAction(t *testing.T) {
 // switch's API shutdown, wait and relay.
 func TestPowerOffGearAfterTheNodesBehindIt(t *testing.T) {
 	f := newFakeFleet(t)
-	f.env.ExecuteWorkflow(Power, PowerInput{Action: PowerOff, Targets: []string{"a", "b"}, Gear: []PowerGear{{Name: "sw", Behind: []string{"a", "b"}}}})
+	f.env.ExecuteWorkflow(Power, contract.PowerInput{Action: contract.PowerOff, Targets: []string{"a", "b"}, Gear: []contract.PowerGear{{Name: "sw", Behind: []string{"a", "b"}}}})
 	res, err := powerResult(t, f)
 	if err != nil {
 		t.Fatalf("power off: %v", err)
 	}
-	if len(res.Targets) != 3 || res.Targets[2].Target != "sw" || res.Targets[2].State != NodeOff || len(res.Targets[2].Steps) != 3 || len(res.Targets[2].Warnings) != 0 {
+	if len(res.Targets) != 3 || res.Targets[2].Target != "sw" || res.Targets[2].State != contract.NodeOff || len(res.Targets[2].Steps) != 3 || len(res.Targets[2].Warnings) != 0 {
 		t.Fatalf("targets %+v, want a, b, then sw off after 3 steps", res.Targets)
 	}
 	// Each node runs its own sequence (in parallel with the other); the
@@ -136,13 +138,13 @@ func TestPowerOffGearAfterTheNodesBehindIt(t *testing.T) {
 func TestPowerOffGearStaysOnWhileANodeBehindItIsUp(t *testing.T) {
 	f := newFakeFleet(t)
 	f.powerErrs = map[string]error{"PowerShutdown b": newAppErr("ssh b: connection refused", "Permanent"), "PowerWaitUnreachable c": newAppErr("c still answers", "Permanent")}
-	f.env.ExecuteWorkflow(Power, PowerInput{Action: PowerOff, Targets: []string{"a", "b"}, Gear: []PowerGear{
+	f.env.ExecuteWorkflow(Power, contract.PowerInput{Action: contract.PowerOff, Targets: []string{"a", "b"}, Gear: []contract.PowerGear{
 		{Name: "sw1", Behind: []string{"a", "b"}}, {Name: "sw2", Behind: []string{"a", "c"}}, {Name: "sw3", Behind: []string{"a", "d"}}}})
 	res, err := powerResult(t, f)
 	if err == nil {
 		t.Fatal("a node that failed to go off must fail the run")
 	}
-	byName := map[string]PowerTargetResult{}
+	byName := map[string]contract.PowerTargetResult{}
 	for _, r := range res.Targets {
 		byName[r.Target] = r
 	}
@@ -152,7 +154,7 @@ func TestPowerOffGearStaysOnWhileANodeBehindItIsUp(t *testing.T) {
 	if r := byName["sw2"]; r.State != "on" || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "c (still answers)") {
 		t.Errorf("sw2 %+v, want on, naming c", r)
 	}
-	if r := byName["sw3"]; r.State != NodeOff || r.Error != "" {
+	if r := byName["sw3"]; r.State != contract.NodeOff || r.Error != "" {
 		t.Errorf("sw3 %+v: d is down, so it goes off", r)
 	}
 	for _, sw := range []string{"sw1", "sw2"} {
@@ -167,7 +169,7 @@ func TestPowerOffGearStaysOnWhileANodeBehindItIsUp(t *testing.T) {
 func TestPowerOffGearFailuresOnlyWarn(t *testing.T) {
 	f := newFakeFleet(t)
 	f.powerErrs = map[string]error{"PowerShutdown sw": newAppErr("routeros: login refused", "Permanent"), "PowerRelayOff sw": newAppErr("home assistant: switch.sw unavailable", "Permanent")}
-	f.env.ExecuteWorkflow(Power, PowerInput{Action: PowerOff, Targets: []string{"a"}, Gear: []PowerGear{{Name: "sw", Behind: []string{"a"}}}})
+	f.env.ExecuteWorkflow(Power, contract.PowerInput{Action: contract.PowerOff, Targets: []string{"a"}, Gear: []contract.PowerGear{{Name: "sw", Behind: []string{"a"}}}})
 	res, err := powerResult(t, f)
 	if err != nil {
 		t.Fatalf("gear failures must not fail the run: %v", err)

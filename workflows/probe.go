@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -30,7 +30,7 @@ func ProbeRetryPolicy(grace time.Duration) *temporal.RetryPolicy {
 // polling makes its node unreachable, not a hang) and checks SSH with the
 // host key verified. With Require set it fails with NotEnoughNodes when a
 // required node is not usable.
-func FleetProbe(ctx workflow.Context, in FleetProbeInput) (FleetProbeResult, error) {
+func FleetProbe(ctx workflow.Context, in contract.FleetProbeInput) (contract.FleetProbeResult, error) {
 	pickup := in.PickupTimeout.D()
 	if pickup <= 0 {
 		pickup = 5 * time.Second
@@ -40,14 +40,14 @@ func FleetProbe(ctx workflow.Context, in FleetProbeInput) (FleetProbeResult, err
 	}
 	futs := make([]pending, len(in.Nodes))
 	for i, n := range in.Nodes {
-		futs[i].ssh = workflow.ExecuteActivity(summarize(controlOpts(ctx, 30*time.Second, 0, 1), n, -1, "ssh check"), ca.CheckSSH, activities.SSHCheckInput{Node: n})
-		futs[i].status = workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, pickup, 30*time.Second, 0, 1), n, -1, "node status"), na.NodeStatus, activities.NodeStatusInput{Ports: in.Ports})
+		futs[i].ssh = workflow.ExecuteActivity(summarize(controlOpts(ctx, 30*time.Second, 0, 1), n, -1, "ssh check"), ca.CheckSSH, contract.SSHCheckInput{Node: n})
+		futs[i].status = workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, pickup, 30*time.Second, 0, 1), n, -1, "node status"), na.NodeStatus, contract.NodeStatusInput{Ports: in.Ports})
 	}
-	res := FleetProbeResult{Attempt: int(workflow.GetInfo(ctx).Attempt)}
+	res := contract.FleetProbeResult{Attempt: int(workflow.GetInfo(ctx).Attempt)}
 	for i, n := range in.Nodes {
-		var ssh activities.SSHCheckResult
+		var ssh contract.SSHCheckResult
 		sshErr := futs[i].ssh.Get(ctx, &ssh)
-		var ns activities.NodeStatusResult
+		var ns contract.NodeStatusResult
 		serr := futs[i].status.Get(ctx, &ns)
 		res.Nodes = append(res.Nodes, probedState(n, pickup, ssh, sshErr, ns, serr))
 	}
@@ -71,8 +71,8 @@ func FleetProbe(ctx workflow.Context, in FleetProbeInput) (FleetProbeResult, err
 
 // probedState is node n's state from its SSH check and its worker's
 // status (each with the error its activity returned).
-func probedState(n string, pickup time.Duration, ssh activities.SSHCheckResult, sshErr error, ns activities.NodeStatusResult, serr error) NodeState {
-	st := NodeState{Node: n}
+func probedState(n string, pickup time.Duration, ssh contract.SSHCheckResult, sshErr error, ns contract.NodeStatusResult, serr error) contract.NodeState {
+	st := contract.NodeState{Node: n}
 	if sshErr != nil {
 		ssh.Why = errMessage(sshErr)
 	} else if ssh.Local {
@@ -82,14 +82,14 @@ func probedState(n string, pickup time.Duration, ssh activities.SSHCheckResult, 
 	}
 	switch {
 	case ssh.Off:
-		st.State, st.Why = NodeOff, ssh.Why
+		st.State, st.Why = contract.NodeOff, ssh.Why
 	case !ssh.Local && !ssh.Reachable:
-		st.State, st.Why, st.SSH = NodeUnreachable, "ssh: "+ssh.Why, "failed"
+		st.State, st.Why, st.SSH = contract.NodeUnreachable, "ssh: "+ssh.Why, "failed"
 	case serr != nil && isPickupTimeout(serr):
-		st.State, st.Worker = NodeUnreachable, "not polling"
-		st.Why = fmt.Sprintf("node worker not polling %s (no pickup within %s); start it with: worker node --node %s", NodeQueue(n), pickup, n)
+		st.State, st.Worker = contract.NodeUnreachable, "not polling"
+		st.Why = fmt.Sprintf("node worker not polling %s (no pickup within %s); start it with: worker node --node %s", contract.NodeQueue(n), pickup, n)
 	case serr != nil:
-		st.State, st.Worker, st.Why = NodeUnreachable, "error", "node worker: "+errMessage(serr)
+		st.State, st.Worker, st.Why = contract.NodeUnreachable, "error", "node worker: "+errMessage(serr)
 	default:
 		st.Worker = "polling"
 		st.Roots, st.Memory = ns.Roots, ns.MemTotal
@@ -99,9 +99,9 @@ func probedState(n string, pickup time.Duration, ssh activities.SSHCheckResult, 
 			st.ForeignNames = append(st.ForeignNames, f.Name)
 		}
 		if len(st.Lanes) > 0 || len(st.Foreign) > 0 {
-			st.State = NodeOccupied
+			st.State = contract.NodeOccupied
 		} else {
-			st.State = NodeFree
+			st.State = contract.NodeFree
 		}
 	}
 	return st
@@ -109,12 +109,12 @@ func probedState(n string, pickup time.Duration, ssh activities.SSHCheckResult, 
 
 // unusable are the required nodes that are not free or occupied, or that
 // a foreign engine holds (never stopped unless asked).
-func unusable(in FleetProbeInput, nodes []NodeState) []string {
+func unusable(in contract.FleetProbeInput, nodes []contract.NodeState) []string {
 	var missing []string
 	for _, r := range in.Require {
 		ok := false
 		for _, st := range nodes {
-			if st.Node == r && (st.State == NodeFree || st.State == NodeOccupied) {
+			if st.Node == r && (st.State == contract.NodeFree || st.State == contract.NodeOccupied) {
 				ok = len(st.Foreign) == 0 || in.StopForeign
 			}
 		}

@@ -7,7 +7,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
@@ -19,21 +18,21 @@ const DefaultReadyBudget = 30 * time.Minute
 // Serve runs hooks, starts every rank and probes the lane. On failure it
 // stops the lane's containers again (under a disconnected context), so no
 // half-started lane is left running.
-func Serve(ctx workflow.Context, in ServeInput) (ServeResult, error) {
+func Serve(ctx workflow.Context, in contract.ServeInput) (contract.ServeResult, error) {
 	t := newTracker(ctx, "Serve", in.Plan.Lane)
 	keeper := keeperVersion(ctx) && workflow.GetInfo(ctx).ParentWorkflowExecution == nil
-	var ended []activities.KeeperStatus
+	var ended []contract.KeeperStatus
 	if keeper {
 		var err error
-		if ended, err = endKeepers(ctx, t, planNodes(in.Plan), "", "handed over to "+UpID(in.Plan.Cluster)+" (lane "+in.Plan.Lane+")"); err != nil {
-			return ServeResult{Lane: in.Plan.Lane}, err
+		if ended, err = endKeepers(ctx, t, planNodes(in.Plan), "", "handed over to "+contract.UpID(in.Plan.Cluster)+" (lane "+in.Plan.Lane+")"); err != nil {
+			return contract.ServeResult{Lane: in.Plan.Lane}, err
 		}
 	}
-	leases, lerr := holdNodes(ctx, t, LeaseUp, in.Plan.Lane, in.Plan.Cluster, planNodes(in.Plan))
+	leases, lerr := holdNodes(ctx, t, contract.LeaseUp, in.Plan.Lane, in.Plan.Cluster, planNodes(in.Plan))
 	if lerr != nil {
 		// Nothing was touched: every keeper ended keeps again.
 		keepAgain(ctx, t, ended, "")
-		return ServeResult{Lane: in.Plan.Lane}, lerr
+		return contract.ServeResult{Lane: in.Plan.Lane}, lerr
 	}
 	defer leases.release()
 	res, err := serveLane(ctx, t, in.Recipe, in.Plan, in.NoWait, in.Pickup.D(), in.OutageBudget.D())
@@ -52,9 +51,9 @@ func Serve(ctx workflow.Context, in ServeInput) (ServeResult, error) {
 		if in.NoWait {
 			t.skip("keep", "", "--no-wait: the lane is not known to answer; `starter up` it to keep it")
 		} else {
-			startKeeper(ctx, t, activities.KeeperInput{
+			startKeeper(ctx, t, contract.KeeperInput{
 				Cluster: in.Plan.Cluster, Recipe: in.Recipe, Plan: in.Plan, Policy: keepPolicy(in.Recipe, in.Keep, in.Grace),
-				Pickup: in.Pickup, OutageBudget: in.OutageBudget, StartedBy: UpID(in.Plan.Cluster),
+				Pickup: in.Pickup, OutageBudget: in.OutageBudget, StartedBy: contract.UpID(in.Plan.Cluster),
 			})
 		}
 	}
@@ -72,11 +71,11 @@ func planNodes(p contract.LanePlan) []string {
 // serveLane is Serve's body, shared with Cutover and its rollback. Its node
 // steps wait for a node that went away within budget (runs recorded before
 // versionServeOutageWait fail them at once).
-func serveLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, noWait bool, pickup, budget time.Duration) (ServeResult, error) {
+func serveLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, noWait bool, pickup, budget time.Duration) (contract.ServeResult, error) {
 	if !serveWaits(ctx) {
 		return serveLaneV0(ctx, t, rc, plan, noWait, pickup)
 	}
-	res := ServeResult{Lane: plan.Lane}
+	res := contract.ServeResult{Lane: plan.Lane}
 	nodes := planNodes(plan)
 	imageIDs, err := serveImages(ctx, t, rc, plan, pickup, budget, &res)
 	if err != nil {
@@ -93,9 +92,9 @@ func serveLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contra
 	for _, n := range plan.Nodes {
 		steps = append(steps, t.start(fmt.Sprintf("start rank %d", n.Rank), n.Node))
 	}
-	ranks := make([]activities.StartRankResult, len(plan.Nodes))
+	ranks := make([]contract.StartRankResult, len(plan.Nodes))
 	errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
-		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 5*time.Minute, 0, 3), nodes[i], plan.Nodes[i].Rank, "start "+plan.Lane), na.StartRank, activities.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: plan.Nodes[i], ImageID: imageIDs[i]})
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 5*time.Minute, 0, 3), nodes[i], plan.Nodes[i].Rank, "start "+plan.Lane), na.StartRank, contract.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: plan.Nodes[i], ImageID: imageIDs[i]})
 	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &ranks[i]) })
 	var startErr error
 	for i, err := range errs {
@@ -134,20 +133,20 @@ func serveLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contra
 // is accepted with the ID the nodes carrying the digest have, and every
 // rank of a pinned image is created from the ID its node resolved (the
 // returned per-node IDs; "" where the reference itself is used).
-func serveImages(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, pickup, budget time.Duration, res *ServeResult) ([]string, error) {
+func serveImages(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, pickup, budget time.Duration, res *contract.ServeResult) ([]string, error) {
 	nodes := planNodes(plan)
 	resolve := workflow.GetVersion(ctx, versionServeImageID, workflow.DefaultVersion, 1) == 1
 	var steps []int
 	for _, n := range plan.Nodes {
 		steps = append(steps, t.start("image", n.Node))
 	}
-	found := make([]activities.EnsureImageResult, len(plan.Nodes))
+	found := make([]contract.EnsureImageResult, len(plan.Nodes))
 	errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
 		// BuildHint marshals build_args with encoding/json, which writes map
 		// keys sorted: the same recipe gives the same text on every replay.
 		build := rc.BuildHint() //workflowcheck:ignore
 		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 2*time.Minute, 0, 3), nodes[i], plan.Nodes[i].Rank, "image "+plan.Nodes[i].Image), na.EnsureImage,
-			activities.EnsureImageInput{Image: plan.Nodes[i].Image, Build: build, Resolve: resolve})
+			contract.EnsureImageInput{Image: plan.Nodes[i].Image, Build: build, Resolve: resolve})
 	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &found[i]) })
 	for i, err := range errs {
 		t.end(steps[i], found[i].ID, err)
@@ -174,7 +173,7 @@ func serveImages(ctx workflow.Context, t *tracker, rc contract.Recipe, plan cont
 // checkPinned refuses a node that has a pinned image only under its tag
 // with another ID than the nodes carrying the digest (images.MakePlan's
 // rule, the same as the stage's image step).
-func checkPinned(plan contract.LanePlan, found []activities.EnsureImageResult) error {
+func checkPinned(plan contract.LanePlan, found []contract.EnsureImageResult) error {
 	byImage := map[string][]contract.ImageInventory{}
 	var order []string
 	for i, n := range plan.Nodes {
@@ -209,21 +208,21 @@ const DefaultPostHookTimeout = 30 * time.Minute
 // idempotent); then, with stop_after_post, the lane is stopped. A failing
 // hook is a HookFailed error: the caller stops the lane (Serve) or rolls
 // back (Cutover) as for any other failure.
-func postHooks(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, pickup, budget time.Duration, res ServeResult) (ServeResult, error) {
+func postHooks(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, pickup, budget time.Duration, res contract.ServeResult) (contract.ServeResult, error) {
 	per := rc.Hooks.Timeout.D()
 	if per <= 0 {
 		per = DefaultPostHookTimeout
 	}
-	fail := func(what string, err error) (ServeResult, error) {
+	fail := func(what string, err error) (contract.ServeResult, error) {
 		return res, temporal.NewNonRetryableApplicationError("lane "+plan.Lane+" "+what+": "+errMessage(err), fault.HookFailed, err)
 	}
 	head := plan.Nodes[0]
 	if len(plan.PostExec) > 0 {
 		i := t.start("post_exec", head.Node)
-		var r activities.PostHooksResult
+		var r contract.PostHooksResult
 		run := per*time.Duration(len(plan.PostExec)) + time.Minute
 		err := workflow.ExecuteActivity(summarize(nodeOpts(ctx, head.Node, pickup, run, 0, 1), head.Node, head.Rank, "post_exec "+plan.Lane), na.PostExec,
-			activities.PostExecInput{Lane: plan.Lane, Container: head.ContainerName, Commands: plan.PostExec, Timeout: contract.Duration(per)}).Get(ctx, &r)
+			contract.PostExecInput{Lane: plan.Lane, Container: head.ContainerName, Commands: plan.PostExec, Timeout: contract.Duration(per)}).Get(ctx, &r)
 		t.end(i, fmt.Sprintf("%d commands", len(r.Outputs)), err)
 		if err != nil {
 			return fail("post_exec", err)
@@ -232,10 +231,10 @@ func postHooks(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contra
 	}
 	if len(plan.PostCommands) > 0 {
 		i := t.start("post_commands", "")
-		var r activities.PostHooksResult
+		var r contract.PostHooksResult
 		run := per*time.Duration(len(plan.PostCommands)) + time.Minute
 		err := workflow.ExecuteActivity(controlOpts(ctx, run, 0, 1), ca.PostCommands,
-			activities.PostCommandsInput{Lane: plan.Lane, Commands: plan.PostCommands, Timeout: contract.Duration(per)}).Get(ctx, &r)
+			contract.PostCommandsInput{Lane: plan.Lane, Commands: plan.PostCommands, Timeout: contract.Duration(per)}).Get(ctx, &r)
 		t.end(i, fmt.Sprintf("%d commands", len(r.Outputs)), err)
 		if err != nil {
 			return fail("post_commands", err)
@@ -254,7 +253,7 @@ func postHooks(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contra
 // serveHooks runs the recipe's before_serve hooks (and clears) on every
 // node at once, serveLane's second step; a node gone is waited for within
 // budget.
-func serveHooks(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, pickup, budget time.Duration, res *ServeResult) error {
+func serveHooks(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, pickup, budget time.Duration, res *contract.ServeResult) error {
 	if len(rc.Hooks.BeforeServe) == 0 && len(rc.Hooks.Clear) == 0 {
 		return nil
 	}
@@ -268,10 +267,10 @@ func serveHooks(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contr
 	for _, n := range plan.Nodes {
 		steps = append(steps, t.start("before_serve", n.Node))
 	}
-	hooks := make([]activities.BeforeServeResult, len(plan.Nodes))
+	hooks := make([]contract.BeforeServeResult, len(plan.Nodes))
 	errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
 		n := plan.Nodes[i]
-		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, run, 0, 1), n.Node, n.Rank, "before_serve "+plan.Lane), na.BeforeServe, activities.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging})
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, run, 0, 1), n.Node, n.Rank, "before_serve "+plan.Lane), na.BeforeServe, contract.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging})
 	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &hooks[i]) })
 	for i, err := range errs {
 		r := hooks[i]
@@ -287,17 +286,17 @@ func serveHooks(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contr
 // serveLaneV0 is serveLane as recorded before versionServeOutageWait:
 // a node whose worker is gone fails its step at once. Kept verbatim so
 // those histories replay.
-func serveLaneV0(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, noWait bool, pickup time.Duration) (ServeResult, error) {
-	res := ServeResult{Lane: plan.Lane}
+func serveLaneV0(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, noWait bool, pickup time.Duration) (contract.ServeResult, error) {
+	res := contract.ServeResult{Lane: plan.Lane}
 	// Image present on every node.
 	var futs []workflow.Future
 	var steps []int
 	for _, n := range plan.Nodes {
 		steps = append(steps, t.start("image", n.Node))
-		futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, 2*time.Minute, 0, 3), n.Node, n.Rank, "image "+n.Image), na.EnsureImage, activities.EnsureImageInput{Image: n.Image}))
+		futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, 2*time.Minute, 0, 3), n.Node, n.Rank, "image "+n.Image), na.EnsureImage, contract.EnsureImageInput{Image: n.Image}))
 	}
 	for i, f := range futs {
-		var r activities.EnsureImageResult
+		var r contract.EnsureImageResult
 		err := f.Get(ctx, &r)
 		t.end(steps[i], r.ID, err)
 		if err != nil {
@@ -315,10 +314,10 @@ func serveLaneV0(ctx workflow.Context, t *tracker, rc contract.Recipe, plan cont
 		futs, steps = nil, nil
 		for _, n := range plan.Nodes {
 			steps = append(steps, t.start("before_serve", n.Node))
-			futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, run, 0, 1), n.Node, n.Rank, "before_serve "+plan.Lane), na.BeforeServe, activities.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging}))
+			futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, run, 0, 1), n.Node, n.Rank, "before_serve "+plan.Lane), na.BeforeServe, contract.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging}))
 		}
 		for i, f := range futs {
-			var r activities.BeforeServeResult
+			var r contract.BeforeServeResult
 			err := f.Get(ctx, &r)
 			t.end(steps[i], fmt.Sprintf("%d hooks, cleared %d roots", len(r.Outputs), len(r.Cleared)), err)
 			if err != nil {
@@ -333,11 +332,11 @@ func serveLaneV0(ctx workflow.Context, t *tracker, rc contract.Recipe, plan cont
 	futs, steps = nil, nil
 	for _, n := range plan.Nodes {
 		steps = append(steps, t.start(fmt.Sprintf("start rank %d", n.Rank), n.Node))
-		futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, 5*time.Minute, 0, 3), n.Node, n.Rank, "start "+plan.Lane), na.StartRank, activities.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: n}))
+		futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, 5*time.Minute, 0, 3), n.Node, n.Rank, "start "+plan.Lane), na.StartRank, contract.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: n}))
 	}
 	var startErr error
 	for i, f := range futs {
-		var r activities.StartRankResult
+		var r contract.StartRankResult
 		err := f.Get(ctx, &r)
 		t.end(steps[i], r.Name, err)
 		if err != nil {
@@ -364,21 +363,21 @@ func serveLaneV0(ctx workflow.Context, t *tracker, rc contract.Recipe, plan cont
 
 // probeLane waits for the head to answer, then runs smoke prompts and the
 // decode probe. Retry policies carry "re-probe once before giving up".
-func probeLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, res ServeResult) (ServeResult, error) {
+func probeLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contract.LanePlan, res contract.ServeResult) (contract.ServeResult, error) {
 	budget := rc.Probe.Ready.D()
 	if budget <= 0 {
 		budget = DefaultReadyBudget
 	}
 	i := t.start("wait ready", plan.Nodes[0].Node)
-	var ready activities.WaitReadyResult
+	var ready contract.WaitReadyResult
 	rctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           ControlQueue,
+		TaskQueue:           contract.ControlQueue,
 		StartToCloseTimeout: budget + time.Minute,
 		HeartbeatTimeout:    30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5,
 			NonRetryableErrorTypes: []string{fault.RankExited}},
 	})
-	err := workflow.ExecuteActivity(rctx, ca.WaitReady, activities.WaitReadyInput{Plan: plan, Path: rc.Probe.Path, Budget: contract.Duration(budget),
+	err := workflow.ExecuteActivity(rctx, ca.WaitReady, contract.WaitReadyInput{Plan: plan, Path: rc.Probe.Path, Budget: contract.Duration(budget),
 		LogSignatures: rc.Probe.LogSignatures, APIKeyEnv: rc.Probe.APIKeyEnv}).Get(ctx, &ready)
 	t.end(i, fmt.Sprintf("ready after %.1fs", ready.Seconds), err)
 	if err != nil {
@@ -391,8 +390,8 @@ func probeLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contra
 	pctx := controlOpts(ctx, 5*time.Minute, 0, probeAttempts)
 	if len(rc.Probe.Smoke) > 0 {
 		i = t.start("smoke", "")
-		var sm activities.SmokeResult
-		err = workflow.ExecuteActivity(pctx, ca.Smoke, activities.SmokeInput{BaseURL: ready.BaseURL, Model: ready.Model, Prompts: rc.Probe.Smoke, APIKeyEnv: rc.Probe.APIKeyEnv}).Get(ctx, &sm)
+		var sm contract.SmokeResult
+		err = workflow.ExecuteActivity(pctx, ca.Smoke, contract.SmokeInput{BaseURL: ready.BaseURL, Model: ready.Model, Prompts: rc.Probe.Smoke, APIKeyEnv: rc.Probe.APIKeyEnv}).Get(ctx, &sm)
 		t.end(i, fmt.Sprintf("%d prompts", len(sm.Answers)), err)
 		if err != nil {
 			return res, temporal.NewNonRetryableApplicationError("lane "+plan.Lane+" smoke: "+errMessage(err), fault.ProbeFailed, err)
@@ -400,8 +399,8 @@ func probeLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contra
 		res.Smoke = &sm
 	}
 	i = t.start("decode probe", "")
-	var dp activities.DecodeProbeResult
-	err = workflow.ExecuteActivity(pctx, ca.DecodeProbe, activities.DecodeProbeInput{
+	var dp contract.DecodeProbeResult
+	err = workflow.ExecuteActivity(pctx, ca.DecodeProbe, contract.DecodeProbeInput{
 		Lane: plan.Lane, BaseURL: ready.BaseURL, Model: ready.Model,
 		PromptTokens: nonZero(rc.Probe.DecodePromptTokens, contract.DefaultDecodePromptTokens), MaxTokens: nonZero(rc.Probe.DecodeMaxTokens, contract.DefaultDecodeMaxTokens),
 		ModelType: rc.Probe.ModelType, APIKeyEnv: rc.Probe.APIKeyEnv,
@@ -440,7 +439,7 @@ func nonEmpty(v, d string) string {
 
 // Stop stops and removes a lane's containers on every node and looks again:
 // a stop that leaves anything running fails, naming it.
-func Stop(ctx workflow.Context, in StopInput) (StopResult, error) {
+func Stop(ctx workflow.Context, in contract.StopInput) (contract.StopResult, error) {
 	t := newTracker(ctx, "Stop", in.Lane)
 	if keeperVersion(ctx) && workflow.GetInfo(ctx).ParentWorkflowExecution == nil {
 		lane := in.Lane
@@ -448,12 +447,12 @@ func Stop(ctx workflow.Context, in StopInput) (StopResult, error) {
 			lane = ""
 		}
 		if _, err := endKeepers(ctx, t, in.Nodes, lane, "stopped by "+workflow.GetInfo(ctx).WorkflowExecution.ID); err != nil {
-			return StopResult{}, err
+			return contract.StopResult{}, err
 		}
 	}
-	leases, lerr := holdNodes(ctx, t, LeaseStop, in.Lane, "", in.Nodes)
+	leases, lerr := holdNodes(ctx, t, contract.LeaseStop, in.Lane, "", in.Nodes)
 	if lerr != nil {
-		return StopResult{}, lerr
+		return contract.StopResult{}, lerr
 	}
 	defer leases.release()
 	budget := in.OutageBudget
@@ -472,8 +471,8 @@ func stopLane(ctx workflow.Context, t *tracker, lane string, nodes []string, pic
 // is waited for within budget (0: DefaultOutageBudget; negative: not at
 // all). Runs recorded before versionServeOutageWait fail its stop at once,
 // with the same commands.
-func stopNodes(ctx workflow.Context, t *tracker, lane string, nodes []string, all bool, pickup, budget time.Duration) (StopResult, error) {
-	var res StopResult
+func stopNodes(ctx workflow.Context, t *tracker, lane string, nodes []string, all bool, pickup, budget time.Duration) (contract.StopResult, error) {
+	var res contract.StopResult
 	var steps []int
 	label := "stop " + lane
 	if all {
@@ -482,10 +481,10 @@ func stopNodes(ctx workflow.Context, t *tracker, lane string, nodes []string, al
 	for _, n := range nodes {
 		steps = append(steps, t.start(label, n))
 	}
-	results := make([]activities.StopLaneResult, len(nodes))
+	results := make([]contract.StopLaneResult, len(nodes))
 	wait := serveWaits(ctx) && budget >= 0
 	errs := perNode(ctx, t, wait, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
-		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 3*time.Minute, 0, 3), nodes[i], -1, label), na.StopLane, activities.StopLaneInput{Lane: lane, All: all, Timeout: contract.Duration(30 * time.Second)})
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 3*time.Minute, 0, 3), nodes[i], -1, label), na.StopLane, contract.StopLaneInput{Lane: lane, All: all, Timeout: contract.Duration(30 * time.Second)})
 	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &results[i]) })
 	var firstErr error
 	for i, err := range errs {
@@ -503,7 +502,7 @@ func stopNodes(ctx workflow.Context, t *tracker, lane string, nodes []string, al
 
 // Probe checks a serving lane: wait ready, smoke prompts, decode probe
 // (starter probe). It starts nothing.
-func Probe(ctx workflow.Context, in ServeInput) (ServeResult, error) {
+func Probe(ctx workflow.Context, in contract.ServeInput) (contract.ServeResult, error) {
 	t := newTracker(ctx, "Probe", in.Plan.Lane)
-	return probeLane(ctx, t, in.Recipe, in.Plan, ServeResult{Lane: in.Plan.Lane})
+	return probeLane(ctx, t, in.Recipe, in.Plan, contract.ServeResult{Lane: in.Plan.Lane})
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
@@ -13,7 +12,7 @@ import (
 func TestServeStartFailureStopsLaneEverywhere(t *testing.T) {
 	f := newFakeFleet(t)
 	f.startErr["new@b"] = newAppErr("port 8000 already in use on b", fault.ImageMissing)
-	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c")})
+	f.env.ExecuteWorkflow(Serve, contract.ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b", "c")})
 	app := appErr(t, f.env.GetWorkflowError())
 	if !strings.Contains(app.Error(), "node b, start: port 8000 already in use") || app.Type() != fault.ImageMissing {
 		t.Errorf("error %q type %q, want node b's start failure keeping its type", app.Error(), app.Type())
@@ -29,11 +28,11 @@ func TestServeStartFailureStopsLaneEverywhere(t *testing.T) {
 
 func TestServeNoWaitReturnsAfterStart(t *testing.T) {
 	f := newFakeFleet(t)
-	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, true), Plan: testPlan("new", "h", "a", "b"), NoWait: true})
+	f.env.ExecuteWorkflow(Serve, contract.ServeInput{Recipe: testRecipe("new", nil, true), Plan: testPlan("new", "h", "a", "b"), NoWait: true})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatalf("Serve --no-wait: %v", err)
 	}
-	var res ServeResult
+	var res contract.ServeResult
 	if err := f.env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -41,26 +40,26 @@ func TestServeNoWaitReturnsAfterStart(t *testing.T) {
 		t.Errorf("result %+v, want 2 started ranks, not probed", res)
 	}
 	f.expectPhases(on("EnsureImage img-new", "a", "b"), on("BeforeServe new", "a", "b"), on("StartRank new", "a", "b"))
-	v, err := f.env.QueryWorkflow(ProgressQuery)
+	v, err := f.env.QueryWorkflow(contract.ProgressQuery)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p Progress
+	var p contract.Progress
 	if err := v.Get(&p); err != nil {
 		t.Fatal(err)
 	}
-	if got := stepStatus(p.Steps, "probe", ""); got != StepSkipped {
+	if got := stepStatus(p.Steps, "probe", ""); got != contract.StepSkipped {
 		t.Errorf("probe step %s, want skipped (--no-wait)", got)
 	}
 }
 
 func TestServeProbesAndAnswers(t *testing.T) {
 	f := newFakeFleet(t)
-	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a")})
+	f.env.ExecuteWorkflow(Serve, contract.ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a")})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
-	var res ServeResult
+	var res contract.ServeResult
 	if err := f.env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -70,14 +69,14 @@ func TestServeProbesAndAnswers(t *testing.T) {
 	f.expectPhases(on("EnsureImage img-new", "a"), on("StartRank new", "a"), []string{"WaitReady new"}, []string{"Smoke http://new"}, []string{"DecodeProbe http://new"})
 }
 
-func verifyLane() VerifyLane {
-	return VerifyLane{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks()}
+func verifyLane() contract.VerifyLane {
+	return contract.VerifyLane{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks()}
 }
 
 func TestVerifyDriftFailsListingBlocks(t *testing.T) {
 	f := newFakeFleet(t)
 	f.verifyBad["new/weights@b"] = []string{"hub/model-00002.safetensors"}
-	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}})
+	f.env.ExecuteWorkflow(Verify, contract.VerifyInput{Lanes: []contract.VerifyLane{verifyLane()}})
 	app := appErr(t, f.env.GetWorkflowError())
 	if app.Type() != fault.ContentMismatch || !strings.Contains(app.Message(), "new/weights on b: 1 bad, 0 missing") {
 		t.Fatalf("error %q type %q, want ContentMismatch naming new/weights on b", app.Message(), app.Type())
@@ -85,7 +84,7 @@ func TestVerifyDriftFailsListingBlocks(t *testing.T) {
 	if strings.Contains(app.Message(), " on a:") || strings.Contains(app.Message(), "rows on b") {
 		t.Errorf("message %q lists clean blocks", app.Message())
 	}
-	var res VerifyWorkflowResult
+	var res contract.VerifyWorkflowResult
 	if err := app.Details(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -106,12 +105,12 @@ func TestVerifyDriftFailsListingBlocks(t *testing.T) {
 func TestVerifyNoWorkerIsTypedNotDrift(t *testing.T) {
 	f := newFakeFleet(t)
 	f.notPolling["b"] = true
-	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}})
+	f.env.ExecuteWorkflow(Verify, contract.VerifyInput{Lanes: []contract.VerifyLane{verifyLane()}})
 	app := appErr(t, f.env.GetWorkflowError())
 	if app.Type() != fault.NoWorker || !strings.Contains(app.Message(), "no worker on node.b") || strings.Contains(app.Message(), "drifted") {
 		t.Fatalf("error %q type %q, want NoWorker naming node.b and no drift", app.Message(), app.Type())
 	}
-	var res VerifyWorkflowResult
+	var res contract.VerifyWorkflowResult
 	if err := app.Details(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +126,7 @@ func TestVerifyNoWorkerIsTypedNotDrift(t *testing.T) {
 	f = newFakeFleet(t)
 	f.notPolling["b"] = true
 	f.verifyBad["new/weights@a"] = []string{"hub/model-00002.safetensors"}
-	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}})
+	f.env.ExecuteWorkflow(Verify, contract.VerifyInput{Lanes: []contract.VerifyLane{verifyLane()}})
 	app = appErr(t, f.env.GetWorkflowError())
 	if app.Type() != fault.ContentMismatch || !strings.Contains(app.Message(), "new/weights on a: 1 bad") || !strings.Contains(app.Message(), "no worker on node.b") {
 		t.Fatalf("error %q type %q, want ContentMismatch naming a's drift and b's missing worker", app.Message(), app.Type())
@@ -138,11 +137,11 @@ func TestVerifyRepairRestagesOnlyDriftedBlocks(t *testing.T) {
 	f := newFakeFleet(t)
 	f.verifyBad["new/weights@b"] = []string{"hub/model-00002.safetensors"}
 	f.verifyBad["new/rows@a"] = []string{"rows/layer3.packed"}
-	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}, Repair: true})
+	f.env.ExecuteWorkflow(Verify, contract.VerifyInput{Lanes: []contract.VerifyLane{verifyLane()}, Repair: true})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatalf("Verify --repair: %v", err)
 	}
-	var res VerifyWorkflowResult
+	var res contract.VerifyWorkflowResult
 	if err := f.env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +158,7 @@ func TestVerifyRepairFailureStillFails(t *testing.T) {
 	f := newFakeFleet(t)
 	f.verifyBad["new/weights@b"] = []string{"hub/model-00002.safetensors"}
 	f.stageErr["new/weights@b"] = newAppErr("source /nas/hub/model-00002.safetensors missing", fault.SourceMissing)
-	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}, Repair: true})
+	f.env.ExecuteWorkflow(Verify, contract.VerifyInput{Lanes: []contract.VerifyLane{verifyLane()}, Repair: true})
 	app := appErr(t, f.env.GetWorkflowError())
 	if app.Type() != fault.ContentMismatch || !strings.Contains(app.Message(), "repair weights on b: source /nas/hub/model-00002.safetensors missing") {
 		t.Errorf("error %q type %q, want drift plus the failed repair", app.Message(), app.Type())
@@ -171,8 +170,8 @@ func TestVerifyRepairFailureStillFails(t *testing.T) {
 
 func TestVerifyLaneNamesResolvedAtRunTime(t *testing.T) {
 	f := newFakeFleet(t)
-	f.resolve["new"] = activities.ResolveLaneResult{Recipe: testRecipe("new", testBlocks()[:1], false), Plan: testPlan("new", "h", "a")}
-	f.env.ExecuteWorkflow(Verify, VerifyInput{LaneNames: []string{"new"}})
+	f.resolve["new"] = contract.ResolveLaneResult{Recipe: testRecipe("new", testBlocks()[:1], false), Plan: testPlan("new", "h", "a")}
+	f.env.ExecuteWorkflow(Verify, contract.VerifyInput{LaneNames: []string{"new"}})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatalf("Verify by lane name: %v", err)
 	}
@@ -184,7 +183,7 @@ func TestServeStopsOnlyAfterEveryStartEnded(t *testing.T) {
 	// a fails at once; b is still creating its container when it does.
 	f.startErr["new@a"] = newAppErr("image img-new missing on a", fault.ImageMissing)
 	f.startDelay["b"] = 300 * time.Millisecond
-	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b")})
+	f.env.ExecuteWorkflow(Serve, contract.ServeInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b")})
 	app := appErr(t, f.env.GetWorkflowError())
 	if !strings.Contains(app.Error(), "node a, start: image img-new missing on a") {
 		t.Errorf("error %q, want node a's start failure", app.Error())
@@ -202,11 +201,11 @@ func TestVerifyOffNodeIsNotVerifiedNotAFailure(t *testing.T) {
 	f := newFakeFleet(t)
 	f.notPolling["b"] = true
 	f.offOnPurpose = map[string]string{"b": "relay switch.b_outlet is off"}
-	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}})
+	f.env.ExecuteWorkflow(Verify, contract.VerifyInput{Lanes: []contract.VerifyLane{verifyLane()}})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatalf("a night with node b off failed: %v", err)
 	}
-	var res VerifyWorkflowResult
+	var res contract.VerifyWorkflowResult
 	if err := f.env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +224,7 @@ func TestVerifyOffNodeIsNotVerifiedNotAFailure(t *testing.T) {
 	// Not off on purpose: still the NoWorker failure.
 	f = newFakeFleet(t)
 	f.notPolling["b"] = true
-	f.env.ExecuteWorkflow(Verify, VerifyInput{Lanes: []VerifyLane{verifyLane()}})
+	f.env.ExecuteWorkflow(Verify, contract.VerifyInput{Lanes: []contract.VerifyLane{verifyLane()}})
 	if app := appErr(t, f.env.GetWorkflowError()); app.Type() != fault.NoWorker {
 		t.Fatalf("a node that should be up: error type %q, want NoWorker", app.Type())
 	}
@@ -239,11 +238,11 @@ func TestServePostHooks(t *testing.T) {
 	plan := testPlan("new", "h", "a", "b")
 	plan.PostExec, plan.PostCommands, plan.StopAfterPost = []string{"echo in"}, []string{"echo out"}, true
 	f := newFakeFleet(t)
-	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: plan})
+	f.env.ExecuteWorkflow(Serve, contract.ServeInput{Recipe: testRecipe("new", nil, false), Plan: plan})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatalf("Serve with post hooks: %v", err)
 	}
-	var res ServeResult
+	var res contract.ServeResult
 	if err := f.env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +254,7 @@ func TestServePostHooks(t *testing.T) {
 
 	f = newFakeFleet(t)
 	f.postErr["PostExec"] = newAppErr("post_exec 1 (\"exit 3\"): exited 3", fault.HookFailed)
-	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: testRecipe("new", nil, false), Plan: plan})
+	f.env.ExecuteWorkflow(Serve, contract.ServeInput{Recipe: testRecipe("new", nil, false), Plan: plan})
 	app := appErr(t, f.env.GetWorkflowError())
 	if app.Type() != fault.HookFailed || !strings.Contains(app.Error(), "post_exec") {
 		t.Errorf("error %q type %q, want HookFailed naming post_exec", app.Error(), app.Type())
@@ -283,7 +282,7 @@ func TestServeStartsAPinnedImageMovedToANode(t *testing.T) {
 	f := newFakeFleet(t)
 	f.imageUnpinned = map[string]string{"b": "sha256:" + pin}
 	rc, p := pinned("new")
-	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: rc, Plan: p, NoWait: true})
+	f.env.ExecuteWorkflow(Serve, contract.ServeInput{Recipe: rc, Plan: p, NoWait: true})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatalf("Serve of a pinned image moved to b: %v", err)
 	}
@@ -299,7 +298,7 @@ func TestServeStartsAPinnedImageMovedToANode(t *testing.T) {
 	f = newFakeFleet(t)
 	f.imageUnpinned = map[string]string{"b": "sha256:other"}
 	rc, p = pinned("new")
-	f.env.ExecuteWorkflow(Serve, ServeInput{Recipe: rc, Plan: p, NoWait: true})
+	f.env.ExecuteWorkflow(Serve, contract.ServeInput{Recipe: rc, Plan: p, NoWait: true})
 	app := appErr(t, f.env.GetWorkflowError())
 	if app.Type() != "ImageDigestMismatch" || !strings.Contains(app.Error(), "node b") || !strings.Contains(app.Error(), "sha256:other") {
 		t.Errorf("a wrong image under the pinned tag: %q (%s), want ImageDigestMismatch naming node b and what it has", app.Error(), app.Type())

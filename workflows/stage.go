@@ -9,7 +9,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 	"github.com/sparklane/sparklane/internal/fault"
@@ -30,8 +29,8 @@ const (
 // (ID stage/LANE/NODE) so each node's multi-hour copy has its own history
 // and retries, a second stage of the same lane on the same node is refused
 // by ID, and `starter stage --node` can run it alone.
-func StageNode(ctx workflow.Context, in StageNodeInput) (StageNodeResult, error) {
-	s := &stageNodeRun{ctx: ctx, in: in, t: newTracker(ctx, "StageNode", in.Lane), res: StageNodeResult{Node: in.Node}}
+func StageNode(ctx workflow.Context, in contract.StageNodeInput) (contract.StageNodeResult, error) {
+	s := &stageNodeRun{ctx: ctx, in: in, t: newTracker(ctx, "StageNode", in.Lane), res: contract.StageNodeResult{Node: in.Node}}
 	s.hb = in.Heartbeat.D()
 	if s.hb <= 0 {
 		s.hb = stageHeartbeat
@@ -60,9 +59,9 @@ func StageNode(ctx workflow.Context, in StageNodeInput) (StageNodeResult, error)
 // stageNodeRun is one StageNode run: its steps are methods that fill res.
 type stageNodeRun struct {
 	ctx workflow.Context
-	in  StageNodeInput
+	in  contract.StageNodeInput
 	t   *tracker
-	res StageNodeResult
+	res contract.StageNodeResult
 	hb  time.Duration // the staging heartbeat timeout
 	// inBlock: each StageBlock verifies the block it staged
 	// (versionStageVerifyInBlock).
@@ -75,9 +74,9 @@ func (s *stageNodeRun) stage(b contract.Staging) error {
 	in := s.in
 	actx := nodeOpts(s.ctx, in.Node, in.PickupTimeout.D(), stageRunTimeout, s.hb, stageAttempts)
 	i := s.t.start("stage "+b.ID, in.Node)
-	var r activities.StageBlockResult
-	bin := activities.StageBlockInput{
-		Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP, Force: in.Mode == StageForce, DryRun: in.DryRun,
+	var r contract.StageBlockResult
+	bin := contract.StageBlockInput{
+		Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP, Force: in.Mode == contract.StageForce, DryRun: in.DryRun,
 	}
 	if b.Kind == "hub-mirror" {
 		bin.Relay = in.Relay
@@ -109,7 +108,7 @@ func (s *stageNodeRun) stage(b contract.Staging) error {
 		return nil
 	}
 	i = s.t.start("verify "+b.ID, in.Node)
-	var v activities.VerifyBlockResult
+	var v contract.VerifyBlockResult
 	if verified != nil {
 		v = *verified
 	}
@@ -128,9 +127,9 @@ func (s *stageNodeRun) verify(b contract.Staging) error {
 	in := s.in
 	vctx := nodeOpts(s.ctx, in.Node, in.PickupTimeout.D(), verifyRunTimeout, s.hb, 3)
 	i := s.t.start("verify "+b.ID, in.Node)
-	var v activities.VerifyBlockResult
+	var v contract.VerifyBlockResult
 	err := onNode(s.ctx, s.t, i, in.Node, in.OutageBudget.D(), func() error {
-		return workflow.ExecuteActivity(summarize(vctx, in.Node, in.Rank, "verify "+in.Lane+"/"+b.ID), na.VerifyBlock, activities.VerifyBlockInput{
+		return workflow.ExecuteActivity(summarize(vctx, in.Node, in.Rank, "verify "+in.Lane+"/"+b.ID), na.VerifyBlock, contract.VerifyBlockInput{
 			Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP,
 		}).Get(s.ctx, &v)
 	})
@@ -149,7 +148,7 @@ func (s *stageNodeRun) verify(b contract.Staging) error {
 // nothing bad or missing, else the non-retryable ContentMismatch naming
 // them. ran false: the node's worker did not return the verify it was
 // asked for (an older worker that ignores StageBlockInput.Verify).
-func verifiedClean(node, block string, v activities.VerifyBlockResult, ran bool) error {
+func verifiedClean(node, block string, v contract.VerifyBlockResult, ran bool) error {
 	if !ran {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("node %s block %s: its worker staged the block but returned no verify: upgrade the node's worker (starter fleet upgrade) and stage again", node, block),
@@ -179,7 +178,7 @@ func nodeErr(node, step string, err error) error {
 	typ := errType(err)
 	if isPickupTimeout(err) {
 		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("node %s unreachable: its worker is not polling %s (step %s)", node, NodeQueue(node), step), "NodeUnreachable", err)
+			fmt.Sprintf("node %s unreachable: its worker is not polling %s (step %s)", node, contract.NodeQueue(node), step), "NodeUnreachable", err)
 	}
 	if typ == "" {
 		typ = "StepFailed"
@@ -190,7 +189,7 @@ func nodeErr(node, step string, err error) error {
 // stageChildren starts StageNode on every node of plan (or only one) in
 // parallel and waits for all; the first error is returned after all ended.
 // An optional heartbeat overrides the staging heartbeat timeout.
-func stageChildren(ctx workflow.Context, t *tracker, plan contract.LanePlan, blocks []contract.Staging, only, mode string, dryRun, verify bool, pickup, budget time.Duration, room *activities.DiskRoom, heartbeat ...time.Duration) ([]StageNodeResult, error) {
+func stageChildren(ctx workflow.Context, t *tracker, plan contract.LanePlan, blocks []contract.Staging, only, mode string, dryRun, verify bool, pickup, budget time.Duration, room *contract.DiskRoom, heartbeat ...time.Duration) ([]contract.StageNodeResult, error) {
 	var hb time.Duration
 	if len(heartbeat) > 0 {
 		hb = heartbeat[0]
@@ -202,9 +201,9 @@ func stageChildren(ctx workflow.Context, t *tracker, plan contract.LanePlan, blo
 	var kids []child
 	// The relay group is every node of the lane; staging one node alone
 	// (--node) reads the NAS, as there is no peer to share with.
-	var rin *activities.RelayInput
+	var rin *contract.RelayInput
 	if plan.Relay != nil && only == "" && len(plan.Nodes) > 1 {
-		rin = &activities.RelayInput{Peers: plan.Relay.Peers}
+		rin = &contract.RelayInput{Peers: plan.Relay.Peers}
 		for _, n := range plan.Nodes {
 			rin.Nodes = append(rin.Nodes, n.Node)
 		}
@@ -213,10 +212,10 @@ func stageChildren(ctx workflow.Context, t *tracker, plan contract.LanePlan, blo
 		if only != "" && n.Node != only {
 			continue
 		}
-		id := StageNodeID(plan.Lane, n.Node)
+		id := contract.StageNodeID(plan.Lane, n.Node)
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 			WorkflowID:        id,
-			TaskQueue:         ControlQueue,
+			TaskQueue:         contract.ControlQueue,
 			ParentClosePolicy: 0,
 			// The UI's child row says which node and rank it stages for.
 			StaticSummary: fmt.Sprintf("%s rank %d: stage %s", n.Node, n.Rank, plan.Lane),
@@ -225,7 +224,7 @@ func stageChildren(ctx workflow.Context, t *tracker, plan contract.LanePlan, blo
 			TypedSearchAttributes: searchattr.For(plan.Lane, plan.Cluster),
 		})
 		t.child(id)
-		kids = append(kids, child{n.Node, workflow.ExecuteChildWorkflow(cctx, StageNode, StageNodeInput{
+		kids = append(kids, child{n.Node, workflow.ExecuteChildWorkflow(cctx, StageNode, contract.StageNodeInput{
 			Lane: plan.Lane, Node: n.Node, Rank: n.Rank, TP: plan.TP, Blocks: blocks, Mode: mode,
 			DryRun: dryRun, Verify: verify, PickupTimeout: contract.Duration(pickup), Heartbeat: contract.Duration(hb), OutageBudget: contract.Duration(budget), Relay: rin, Room: room,
 		})})
@@ -233,11 +232,11 @@ func stageChildren(ctx workflow.Context, t *tracker, plan contract.LanePlan, blo
 	if only != "" && len(kids) == 0 {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s is not in lane %s's cluster %s", only, plan.Lane, plan.Cluster), fault.InvalidSpec, nil)
 	}
-	var out []StageNodeResult
+	var out []contract.StageNodeResult
 	var errs []string
 	var firstErr error
 	for _, k := range kids {
-		var r StageNodeResult
+		var r contract.StageNodeResult
 		if err := k.f.Get(ctx, &r); err != nil {
 			errs = append(errs, errMessage(err))
 			if firstErr == nil {
@@ -255,32 +254,32 @@ func stageChildren(ctx workflow.Context, t *tracker, plan contract.LanePlan, blo
 
 // Stage stages a lane's blocks on every node of its cluster in parallel
 // (starter stage). Verify runs a verify-only pass after the copy.
-func Stage(ctx workflow.Context, in StageInput) (StageResult, error) {
+func Stage(ctx workflow.Context, in contract.StageInput) (contract.StageResult, error) {
 	t := newTracker(ctx, "Stage", in.Plan.Lane)
 	if !in.DryRun {
 		held := planNodes(in.Plan)
 		if in.Only != "" {
 			held = []string{in.Only}
 		}
-		leases, err := holdNodes(ctx, t, LeaseStage, in.Plan.Lane, in.Plan.Cluster, held)
+		leases, err := holdNodes(ctx, t, contract.LeaseStage, in.Plan.Lane, in.Plan.Cluster, held)
 		if err != nil {
-			return StageResult{Lane: in.Plan.Lane}, err
+			return contract.StageResult{Lane: in.Plan.Lane}, err
 		}
 		defer leases.release()
 	}
-	res := StageResult{Lane: in.Plan.Lane}
+	res := contract.StageResult{Lane: in.Plan.Lane}
 	// From versionStageFetch on, a stage that names a fetch plan (stage
 	// --fetch, blocks with fetch = true) downloads the repos into the NAS
 	// first. Runs recorded before it carried no plan and never ask.
 	if in.Fetch != nil && len(in.Fetch.Repos) > 0 &&
 		workflow.GetVersion(ctx, versionStageFetch, workflow.DefaultVersion, 1) >= 1 {
-		fr, err := fetchChild(ctx, t, FetchInput{Plan: *in.Fetch, DryRun: in.DryRun, Pickup: in.Pickup, Heartbeat: in.Heartbeat, OutageBudget: in.OutageBudget}, in.Plan.Cluster)
+		fr, err := fetchChild(ctx, t, contract.FetchInput{Plan: *in.Fetch, DryRun: in.DryRun, Pickup: in.Pickup, Heartbeat: in.Heartbeat, OutageBudget: in.OutageBudget}, in.Plan.Cluster)
 		res.Fetch = fr
 		if err != nil {
 			return res, err
 		}
 	}
-	var imgs []ImageNodeResult
+	var imgs []contract.ImageNodeResult
 	if workflow.GetVersion(ctx, versionStageImage, workflow.DefaultVersion, 1) >= 1 {
 		var err error
 		if imgs, err = ensureImages(ctx, t, in.Plan, in.Only, in.DryRun, in.Pickup.D(), imageSources{build: in.Build, built: &res.Built, pull: in.Pull, pulled: &res.Pulled}); err != nil {
@@ -305,11 +304,11 @@ func Stage(ctx workflow.Context, in StageInput) (StageResult, error) {
 // (starter verify, the nightly schedule). Drift fails the run, visibly in
 // the UI, after writing a short report; with Repair the drifted blocks are
 // staged again (which re-copies only what no longer matches) and verified.
-func Verify(ctx workflow.Context, in VerifyInput) (VerifyWorkflowResult, error) {
+func Verify(ctx workflow.Context, in contract.VerifyInput) (contract.VerifyWorkflowResult, error) {
 	v := &verifyRun{ctx: ctx, in: in, t: newTracker(ctx, "Verify", ""), offNodes: map[string]string{}}
 	lanes, err := v.resolveLanes()
 	if err != nil {
-		return VerifyWorkflowResult{}, err
+		return contract.VerifyWorkflowResult{}, err
 	}
 	for _, p := range v.start(lanes) {
 		v.collect(p)
@@ -323,9 +322,9 @@ func Verify(ctx workflow.Context, in VerifyInput) (VerifyWorkflowResult, error) 
 // verifyRun is one Verify run: its steps are methods that fill res.
 type verifyRun struct {
 	ctx workflow.Context
-	in  VerifyInput
+	in  contract.VerifyInput
 	t   *tracker
-	res VerifyWorkflowResult
+	res contract.VerifyWorkflowResult
 	// offNodes: node → why it is off on purpose ("" = not off), asked
 	// once per node (verifyNodeOff).
 	offNodes map[string]string
@@ -344,7 +343,7 @@ type verifyPend struct {
 
 // resolveLanes is in.Lanes plus the lanes named in in.LaneNames, resolved
 // now (the recipes as they are at run time).
-func (v *verifyRun) resolveLanes() ([]VerifyLane, error) {
+func (v *verifyRun) resolveLanes() ([]contract.VerifyLane, error) {
 	lanes := v.in.Lanes
 	if len(v.in.LaneNames) == 0 {
 		return lanes, nil
@@ -352,19 +351,19 @@ func (v *verifyRun) resolveLanes() ([]VerifyLane, error) {
 	rctx := controlOpts(v.ctx, time.Minute, 0, 3)
 	for _, name := range v.in.LaneNames {
 		i := v.t.start("resolve "+name, "")
-		var r activities.ResolveLaneResult
-		err := workflow.ExecuteActivity(rctx, ca.ResolveLane, activities.ResolveLaneInput{Lane: name}).Get(v.ctx, &r)
+		var r contract.ResolveLaneResult
+		err := workflow.ExecuteActivity(rctx, ca.ResolveLane, contract.ResolveLaneInput{Lane: name}).Get(v.ctx, &r)
 		v.t.end(i, "", err)
 		if err != nil {
 			return nil, err
 		}
-		lanes = append(lanes, VerifyLane{Plan: r.Plan, Blocks: r.Recipe.Staging})
+		lanes = append(lanes, contract.VerifyLane{Plan: r.Plan, Blocks: r.Recipe.Staging})
 	}
 	return lanes, nil
 }
 
 // start starts every block's verify on every node (or only in.Only) at once.
-func (v *verifyRun) start(lanes []VerifyLane) []verifyPend {
+func (v *verifyRun) start(lanes []contract.VerifyLane) []verifyPend {
 	var ps []verifyPend
 	for _, l := range lanes {
 		for _, n := range l.Plan.Nodes {
@@ -375,7 +374,7 @@ func (v *verifyRun) start(lanes []VerifyLane) []verifyPend {
 			for _, b := range l.Blocks {
 				ps = append(ps, verifyPend{lane: l.Plan.Lane, node: n.Node, rank: n.Rank, tp: l.Plan.TP, block: b,
 					step: v.t.start("verify "+l.Plan.Lane+"/"+b.ID, n.Node),
-					f: workflow.ExecuteActivity(summarize(vctx, n.Node, n.Rank, "verify "+l.Plan.Lane+"/"+b.ID), na.VerifyBlock, activities.VerifyBlockInput{
+					f: workflow.ExecuteActivity(summarize(vctx, n.Node, n.Rank, "verify "+l.Plan.Lane+"/"+b.ID), na.VerifyBlock, contract.VerifyBlockInput{
 						Lane: l.Plan.Lane, Block: b, Rank: n.Rank, TP: l.Plan.TP, Full: v.in.Full,
 					})})
 			}
@@ -387,7 +386,7 @@ func (v *verifyRun) start(lanes []VerifyLane) []verifyPend {
 // collect waits for one verify and files its outcome: clean, drifted, off
 // on purpose, no worker, or failed.
 func (v *verifyRun) collect(p verifyPend) {
-	var b activities.VerifyBlockResult
+	var b contract.VerifyBlockResult
 	err := p.f.Get(v.ctx, &b)
 	b.Lane = p.lane
 	if err != nil {
@@ -410,8 +409,8 @@ func (v *verifyRun) collect(p verifyPend) {
 // off on purpose (not verified, not drift, not a failure), has no worker
 // (nothing was checked, and that is not drift either), or it failed
 // (drift: the block cannot be trusted).
-func (v *verifyRun) notVerified(p verifyPend, err error) activities.VerifyBlockResult {
-	b := activities.VerifyBlockResult{Lane: p.lane, Node: p.node, Block: p.block.ID, Kind: p.block.Kind}
+func (v *verifyRun) notVerified(p verifyPend, err error) contract.VerifyBlockResult {
+	b := contract.VerifyBlockResult{Lane: p.lane, Node: p.node, Block: p.block.ID, Kind: p.block.Kind}
 	if noPickup(err) && verifyNodeOff(v.ctx, v.t, p.node, v.offNodes) {
 		b.Off = true
 		if !slices.Contains(v.res.Off, p.node) {
@@ -446,16 +445,16 @@ func (v *verifyRun) repair() *nodeLeases {
 			held = append(held, p.node)
 		}
 	}
-	leases, err := holdNodes(v.ctx, v.t, LeaseRepair, v.drifted[0].lane, "", held)
+	leases, err := holdNodes(v.ctx, v.t, contract.LeaseRepair, v.drifted[0].lane, "", held)
 	if err != nil {
 		v.failures = append(v.failures, "repair: "+errMessage(err))
 		v.drifted = nil
 	}
 	for _, p := range v.drifted {
 		i := v.t.start("repair "+p.lane+"/"+p.block.ID, p.node)
-		var r activities.StageBlockResult
+		var r contract.StageBlockResult
 		actx := nodeOpts(v.ctx, p.node, v.in.Pickup.D(), stageRunTimeout, stageHeartbeat, stageAttempts)
-		err := workflow.ExecuteActivity(summarize(actx, p.node, p.rank, "repair "+p.lane+"/"+p.block.ID), na.StageBlock, activities.StageBlockInput{Lane: p.lane, Block: p.block, Rank: p.rank, TP: p.tp}).Get(v.ctx, &r)
+		err := workflow.ExecuteActivity(summarize(actx, p.node, p.rank, "repair "+p.lane+"/"+p.block.ID), na.StageBlock, contract.StageBlockInput{Lane: p.lane, Block: p.block, Rank: p.rank, TP: p.tp}).Get(v.ctx, &r)
 		v.t.end(i, fmt.Sprintf("%d files re-copied", r.Result.CopiedFiles), err)
 		if err != nil {
 			v.failures = append(v.failures, fmt.Sprintf("repair %s on %s: %s", p.block.ID, p.node, errMessage(err)))
@@ -476,7 +475,7 @@ func (v *verifyRun) report() {
 	}
 	i := v.t.start("report", "")
 	info := workflow.GetInfo(v.ctx)
-	err := workflow.ExecuteActivity(controlOpts(v.ctx, time.Minute, 0, 3), ca.WriteVerifyReport, activities.VerifyReportInput{
+	err := workflow.ExecuteActivity(controlOpts(v.ctx, time.Minute, 0, 3), ca.WriteVerifyReport, contract.VerifyReportInput{
 		Blocks: v.res.Blocks, Repaired: v.res.Repaired, Failures: v.failures,
 		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
 	}).Get(v.ctx, &v.res.Report)
@@ -485,7 +484,7 @@ func (v *verifyRun) report() {
 
 // result fails the run on drift (listing the blocks) or, without drift,
 // on nodes that were not checked at all.
-func (v *verifyRun) result() (VerifyWorkflowResult, error) {
+func (v *verifyRun) result() (contract.VerifyWorkflowResult, error) {
 	res := v.res
 	if res.Drift {
 		var bad []string
@@ -516,8 +515,8 @@ func verifyNodeOff(ctx workflow.Context, t *tracker, node string, known map[stri
 		return false
 	}
 	i := t.start("is it off?", node)
-	var r activities.NodeOffResult
-	err := workflow.ExecuteActivity(controlOpts(ctx, time.Minute, 0, 3), ca.NodeOff, activities.NodeOffInput{Node: node}).Get(ctx, &r)
+	var r contract.NodeOffResult
+	err := workflow.ExecuteActivity(controlOpts(ctx, time.Minute, 0, 3), ca.NodeOff, contract.NodeOffInput{Node: node}).Get(ctx, &r)
 	t.end(i, r.Why, err)
 	if err != nil || !r.Off {
 		known[node] = ""

@@ -7,6 +7,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -17,11 +18,11 @@ import (
 func TestStageVerifiesInsideEachStageBlock(t *testing.T) {
 	f := newFakeFleet(t)
 	f.env.RegisterWorkflow(Stage)
-	f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Verify: true})
+	f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Verify: true})
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	var res StageResult
+	var res contract.StageResult
 	if err := f.env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestStageVerifiesInsideEachStageBlock(t *testing.T) {
 	f = newFakeFleet(t)
 	f.env.RegisterWorkflow(Stage)
 	f.verifyBad = map[string][]string{"new/rows@b": {"rows/layer3.bin"}}
-	f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Verify: true})
+	f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks(), Verify: true})
 	err := f.env.GetWorkflowError()
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || app.Type() != fault.ContentMismatch || !strings.Contains(err.Error(), "node b block rows: 1 bad") || !strings.Contains(err.Error(), "rows/layer3.bin") {
@@ -63,7 +64,7 @@ func TestStageRefusesAStageBlockWithoutItsVerify(t *testing.T) {
 	f := newFakeFleet(t)
 	f.env.RegisterWorkflow(Stage)
 	f.noVerifyInBlock = true
-	f.env.ExecuteWorkflow(Stage, StageInput{Plan: testPlan("new", "h", "a"), Blocks: testBlocks(), Verify: true})
+	f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a"), Blocks: testBlocks(), Verify: true})
 	err := f.env.GetWorkflowError()
 	if err == nil || !strings.Contains(err.Error(), "returned no verify") || !strings.Contains(err.Error(), "starter fleet upgrade") {
 		t.Fatalf("a StageBlock without its verify: %v", err)

@@ -28,7 +28,7 @@ func (a *App) benchCmd() *cobra.Command {
 		Short: "bench a serving lane (perf sweep + the recipe's harness) and write a report with a verdict",
 	}
 	cmd.RunE = a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
-		in := activities.BenchInput{Recipe: *r, Plan: *plan, BaseURL: activities.BaseURL(cfg, *plan), Label: label,
+		in := contract.BenchInput{Recipe: *r, Plan: *plan, BaseURL: activities.BaseURL(cfg, *plan), Label: label,
 			Parallel: parallel, Tokenizer: tokenizer, Baseline: baseline, Mode: mode}
 		if cmd.Flags().Changed("seed") {
 			in.Seed = &seed
@@ -36,8 +36,8 @@ func (a *App) benchCmd() *cobra.Command {
 		if mode != "" && !slices.Contains(contract.BenchModes, mode) {
 			return exitCode(2, fmt.Errorf("--mode %q: use one of %s", mode, strings.Join(contract.BenchModes, ", ")))
 		}
-		var res activities.BenchResult
-		if err := a.startFollow(ctx, runSpec{ID: workflows.BenchID(r.Name), Workflow: workflows.Bench, Input: in, Lane: r.Name, Cluster: r.Cluster}, &res); err != nil {
+		var res contract.BenchResult
+		if err := a.startFollow(ctx, runSpec{ID: contract.BenchID(r.Name), Workflow: workflows.Bench, Input: in, Lane: r.Name, Cluster: r.Cluster}, &res); err != nil {
 			return err
 		}
 		err := a.output(res, func() {

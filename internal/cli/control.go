@@ -17,11 +17,11 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/engine/relay"
 	"github.com/sparklane/sparklane/internal/pki"
 	"github.com/sparklane/sparklane/internal/workers"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // serviceArgs is the command line of the control service for the config
@@ -431,14 +431,14 @@ func (a *App) attachCmd() *cobra.Command {
 			}
 			switch info.GetType().GetName() {
 			case "Cutover":
-				var res workflows.CutoverResult
+				var res contract.CutoverResult
 				out, err := a.cutoverOutcome(&res, a.follow(ctx, run, &res))
 				if out != nil && !a.JSON {
 					printCutover(a, out)
 				}
 				return err
 			case "Fetch":
-				var res workflows.FetchResult
+				var res contract.FetchResult
 				if err := runFailed(a.follow(ctx, run, &res)); err != nil {
 					return err
 				}
@@ -448,7 +448,7 @@ func (a *App) attachCmd() *cobra.Command {
 				}
 				return a.printFetchResult(node, res)
 			case "Stage":
-				var res workflows.StageResult
+				var res contract.StageResult
 				if err := runFailed(a.follow(ctx, run, &res)); err != nil {
 					return err
 				}
@@ -491,13 +491,13 @@ func (a *App) runID(args []string, cluster, lane string) (string, error) {
 	case len(args) == 1:
 		return args[0], nil
 	case cluster != "":
-		return workflows.CutoverID(cluster), nil
+		return contract.CutoverID(cluster), nil
 	case lane != "":
 		_, r, _, err := a.lane(lane, nil)
 		if err != nil {
 			return "", err
 		}
-		return workflows.CutoverID(r.Cluster), nil
+		return contract.CutoverID(r.Cluster), nil
 	}
 	return "", errors.New("name a workflow ID (e.g. stage/LANE, cutover/CLUSTER), --cluster or --lane")
 }

@@ -37,7 +37,7 @@ func (a *App) cutoverCmd() *cobra.Command {
 		Short: "switch the lane's cluster to it: stage → verify → serve → probe → bench, rolling back on failure",
 		RunE: a.withLane(&f.laneFlags, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
 			if f.dryRun {
-				if f.stage != workflows.StageSkip {
+				if f.stage != contract.StageSkip {
 					fp, err := lane.FetchPlan(cfg, r, lane.FetchOptions{MarkedOnly: !f.fetch})
 					if err != nil {
 						return err
@@ -75,9 +75,9 @@ func recipeMemo(r *contract.Recipe, plan *contract.LanePlan) map[string]any {
 	return map[string]any{"recipe_hash": plan.RecipeHash, "recipe_file": r.File, "runtime": r.Runtime, "image": r.Image, "model": r.Model}
 }
 
-func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, f cutoverFlags) (*workflows.CutoverResult, error) {
+func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, f cutoverFlags) (*contract.CutoverResult, error) {
 	switch f.stage {
-	case workflows.StageAuto, workflows.StageSkip, workflows.StageForce:
+	case contract.StageAuto, contract.StageSkip, contract.StageForce:
 	default:
 		return nil, fmt.Errorf("--stage=%s: use auto, skip or force", f.stage)
 	}
@@ -90,7 +90,7 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Re
 		return nil, err
 	}
 	var fp *contract.FetchPlan
-	if f.stage != workflows.StageSkip {
+	if f.stage != contract.StageSkip {
 		if fp, err = lane.FetchPlan(cfg, r, lane.FetchOptions{MarkedOnly: !f.fetch}); err != nil {
 			return nil, err
 		}
@@ -108,10 +108,10 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Re
 		fmt.Fprintln(a.Err, "warning:", note)
 	}
 	run, err := a.start(ctx, runSpec{
-		ID: workflows.CutoverID(r.Cluster), Workflow: workflows.Cutover, Lane: r.Name, Cluster: r.Cluster,
+		ID: contract.CutoverID(r.Cluster), Workflow: workflows.Cutover, Lane: r.Name, Cluster: r.Cluster,
 		Memo: recipeMemo(r, plan),
 		// --no-wait detaches this command; the workflow still runs every step.
-		Input: workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
+		Input: contract.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
 			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: contract.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: contract.Duration(budget), StopForeign: f.stopForeign, Room: room, Keep: keepPolicy(cfg, r), Fetch: fp},
 	})
 	if err != nil {
@@ -125,13 +125,13 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Re
 			}
 		})
 	}
-	var res workflows.CutoverResult
+	var res contract.CutoverResult
 	return a.cutoverOutcome(&res, a.follow(ctx, run, &res))
 }
 
 // cutoverOutcome turns a followed cutover's end into the result to print
 // and the command's error (exit 2: failed and reported, 1: no report).
-func (a *App) cutoverOutcome(res *workflows.CutoverResult, err error) (*workflows.CutoverResult, error) {
+func (a *App) cutoverOutcome(res *contract.CutoverResult, err error) (*contract.CutoverResult, error) {
 	if err != nil {
 		if !appErrorDetails(err, res) {
 			return nil, exitCode(1, fmt.Errorf("%s", rootMessage(err)))
@@ -155,7 +155,7 @@ func (a *App) runURL(id, runID string) string {
 	return fmt.Sprintf("%s/namespaces/%s/workflows/%s/%s/history", a.env.UIURL, ns, strings.ReplaceAll(id, "/", "%2F"), runID)
 }
 
-func printCutover(a *App, res *workflows.CutoverResult) {
+func printCutover(a *App, res *contract.CutoverResult) {
 	fmt.Fprintln(a.Out)
 	if res.OK {
 		fmt.Fprintf(a.Out, "cutover to %s on %s: ok\n", res.Lane, res.Cluster)
@@ -261,7 +261,7 @@ func allNodes(cfg *config.Config) []string {
 // stageSummary says what staging copied and what it only verified, over
 // every node and block ("copied 0 B, verified 8 files on 4 nodes"): a
 // second run that copies nothing should say so plainly.
-func stageSummary(nodes []workflows.StageNodeResult) string {
+func stageSummary(nodes []contract.StageNodeResult) string {
 	if len(nodes) == 0 {
 		return ""
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/engine/staging"
@@ -105,14 +106,14 @@ func (a *App) demoCmd() *cobra.Command {
 				}
 			}
 			say("  Temporal %s, web UI %s (control service log: %s)\n", env.Address, env.UIURL, control.LogPath(cfg.StateDir))
-			var results []*workflows.CutoverResult
+			var results []*contract.CutoverResult
 			for _, lane := range demo.Lanes {
 				_, r, plan, err := a.lane(lane, nil)
 				if err != nil {
 					return err
 				}
 				say("== cutover --lane %s", lane)
-				res, err := a.runCutover(ctx, cfg, r, plan, cutoverFlags{stage: workflows.StageAuto, bench: true, label: "demo"})
+				res, err := a.runCutover(ctx, cfg, r, plan, cutoverFlags{stage: contract.StageAuto, bench: true, label: "demo"})
 				if res != nil && !a.JSON {
 					printCutover(a, res)
 				}
@@ -214,12 +215,12 @@ func (a *App) demoClean(ctx context.Context, dir string) error {
 	}
 	// Only the demo's own lanes are stopped, wherever they run on its nodes.
 	for _, lane := range demo.Lanes {
-		run, err := a.start(ctx, runSpec{ID: workflows.StopID(lane), Workflow: workflows.Stop, Lane: lane,
-			Input: workflows.StopInput{Nodes: nodes, Lane: lane}})
+		run, err := a.start(ctx, runSpec{ID: contract.StopID(lane), Workflow: workflows.Stop, Lane: lane,
+			Input: contract.StopInput{Nodes: nodes, Lane: lane}})
 		if err != nil {
 			return err
 		}
-		var res workflows.StopResult
+		var res contract.StopResult
 		if err := run.Get(ctx, &res); err != nil {
 			return exitCode(1, fmt.Errorf("stop the demo's lane %s: %s; nothing removed", lane, rootMessage(err)))
 		}

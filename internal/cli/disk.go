@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/staging"
@@ -46,19 +45,19 @@ func diskBlocks(set *config.RecipeSet) []contract.DiskBlock {
 // diskRoom is what a stage may prune: every lane's blocks (so a block
 // short of min_free names the lanes that would free enough), and whether
 // it prunes them itself (--make-room).
-func (a *App) diskRoom(makeRoom bool) (*activities.DiskRoom, error) {
+func (a *App) diskRoom(makeRoom bool) (*contract.DiskRoom, error) {
 	_, set, err := a.recipeSet()
 	if err != nil {
 		return nil, err
 	}
-	return &activities.DiskRoom{Blocks: diskBlocks(set), MakeRoom: makeRoom}, nil
+	return &contract.DiskRoom{Blocks: diskBlocks(set), MakeRoom: makeRoom}, nil
 }
 
 // runDisk runs the Disk workflow on the chosen nodes.
 // With images (starter images, disk prune --lru) the nodes list their
 // images too, each lane's recipe image named by its lanes.
-func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *contract.PruneSpec, images bool) (workflows.DiskResult, string, error) {
-	var res workflows.DiskResult
+func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *contract.PruneSpec, images bool) (contract.DiskResult, string, error) {
+	var res contract.DiskResult
 	if err := a.requireFleet(); err != nil {
 		return res, "", err
 	}
@@ -83,7 +82,7 @@ func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *contract.PruneS
 		}
 	}
 	blocks := diskBlocks(set)
-	in := workflows.DiskInput{Nodes: nodes, Blocks: map[string][]contract.DiskBlock{}, Prune: prune}
+	in := contract.DiskInput{Nodes: nodes, Blocks: map[string][]contract.DiskBlock{}, Prune: prune}
 	if images {
 		in.Images = laneImages(set)
 	}
@@ -180,7 +179,7 @@ func when(t time.Time) string {
 
 // printDisk prints the listing (and a prune's removals); exit 1 when a
 // node did not answer, a removal failed, or --free was not reached.
-func (a *App) printDisk(res workflows.DiskResult, id string, pruned bool) error {
+func (a *App) printDisk(res contract.DiskResult, id string, pruned bool) error {
 	var failures []string
 	for _, n := range res.Nodes {
 		if n.Error != "" {
@@ -217,7 +216,7 @@ func (a *App) printDisk(res workflows.DiskResult, id string, pruned bool) error 
 
 // printDiskText is the listing as a table, then what a prune removed (or
 // would), what it kept and the free space before and after.
-func (a *App) printDiskText(res workflows.DiskResult, pruned bool) {
+func (a *App) printDiskText(res contract.DiskResult, pruned bool) {
 	running := map[string]bool{}
 	for _, l := range res.Running {
 		running[l] = true

@@ -113,7 +113,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 		RecipeFile: r.File, RecipeHash: plan.RecipeHash, TP: plan.TP, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort,
 		Warnings: append([]string{}, plan.Warnings...),
 		PostExec: plan.PostExec, PostCommands: plan.PostCommands, StopAfterPost: plan.StopAfterPost}
-	states := map[string]workflows.NodeState{}
+	states := map[string]contract.NodeState{}
 	reachable := map[string]bool{}
 	var probeErr error
 	notChecked := ""
@@ -122,14 +122,14 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 	} else if why != "" {
 		notChecked = why
 	} else {
-		in := workflows.FleetProbeInput{Nodes: nodesOf(plan), PickupTimeout: contract.Duration(3 * time.Second)}
+		in := contract.FleetProbeInput{Nodes: nodesOf(plan), PickupTimeout: contract.Duration(3 * time.Second)}
 		run, err := a.start(ctx, runSpec{ID: fmt.Sprintf("dry-run/%s/%d", plan.Lane, time.Now().UnixNano()), Workflow: workflows.FleetProbe, Input: in, Lane: plan.Lane, Cluster: plan.Cluster})
 		if err == nil {
-			var res workflows.FleetProbeResult
+			var res contract.FleetProbeResult
 			err = run.Get(ctx, &res)
 			for _, st := range res.Nodes {
 				states[st.Node] = st
-				reachable[st.Node] = st.State == workflows.NodeFree || st.State == workflows.NodeOccupied
+				reachable[st.Node] = st.State == contract.NodeFree || st.State == contract.NodeOccupied
 			}
 		}
 		probeErr = err
@@ -163,9 +163,9 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 			}
 		}
 		if len(sub.Nodes) > 0 {
-			run, err := a.start(ctx, runSpec{ID: workflows.StageID(plan.Lane) + "/dry-run", Workflow: workflows.Stage, Lane: plan.Lane, Cluster: plan.Cluster,
-				Input: workflows.StageInput{Plan: sub, Blocks: r.Staging, Mode: workflows.StageAuto, DryRun: true, Build: laneBuild(r, plan, ""), Pull: lanePull(r, plan, "")}})
-			var res workflows.StageResult
+			run, err := a.start(ctx, runSpec{ID: contract.StageID(plan.Lane) + "/dry-run", Workflow: workflows.Stage, Lane: plan.Lane, Cluster: plan.Cluster,
+				Input: contract.StageInput{Plan: sub, Blocks: r.Staging, Mode: contract.StageAuto, DryRun: true, Build: laneBuild(r, plan, ""), Pull: lanePull(r, plan, "")}})
+			var res contract.StageResult
 			if err == nil {
 				err = run.Get(ctx, &res)
 			}
@@ -248,7 +248,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 
 // dryRunSteps are the steps the run would take, in order; unprobed says
 // the fleet was not probed, so which lanes a cutover stops is not known.
-func dryRunSteps(action string, r *contract.Recipe, plan *contract.LanePlan, states map[string]workflows.NodeState, unprobed bool) []string {
+func dryRunSteps(action string, r *contract.Recipe, plan *contract.LanePlan, states map[string]contract.NodeState, unprobed bool) []string {
 	var steps []string
 	nodes := strings.Join(nodesOf(plan), ", ")
 	if action == "cutover" {

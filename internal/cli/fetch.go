@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/staging"
@@ -41,8 +40,8 @@ a dropped connection resumes from the partial files on the NAS.`,
 			if err != nil {
 				return err
 			}
-			in := workflows.FetchInput{Plan: *fp, DryRun: dryRun, OutageBudget: contract.Duration(budget)}
-			var res workflows.FetchResult
+			in := contract.FetchInput{Plan: *fp, DryRun: dryRun, OutageBudget: contract.Duration(budget)}
+			var res contract.FetchResult
 			if dryRun {
 				id := fmt.Sprintf("dry-run/fetch/%s/%d", r.Name, time.Now().UnixNano())
 				run, err := a.start(ctx, runSpec{ID: id, Workflow: workflows.Fetch, Input: in, Lane: r.Name, Cluster: plan.Cluster})
@@ -54,7 +53,7 @@ a dropped connection resumes from the partial files on the NAS.`,
 				}
 				return a.printFetch(*fp, res)
 			}
-			if err := a.startFollow(ctx, runSpec{ID: workflows.FetchID(r.Name), Workflow: workflows.Fetch, Input: in, Lane: r.Name, Cluster: plan.Cluster}, &res); err != nil {
+			if err := a.startFollow(ctx, runSpec{ID: contract.FetchID(r.Name), Workflow: workflows.Fetch, Input: in, Lane: r.Name, Cluster: plan.Cluster}, &res); err != nil {
 				return err
 			}
 			return a.printFetch(*fp, res)
@@ -70,18 +69,18 @@ a dropped connection resumes from the partial files on the NAS.`,
 type fetchJSON struct {
 	Lane string `json:"lane"`
 	// Node is the worker that fetched: a node's name or "control".
-	Node   string                       `json:"node"`
-	DryRun bool                         `json:"dry_run,omitempty"`
-	Repos  []activities.FetchRepoResult `json:"repos"`
+	Node   string                     `json:"node"`
+	DryRun bool                       `json:"dry_run,omitempty"`
+	Repos  []contract.FetchRepoResult `json:"repos"`
 }
 
-func (a *App) printFetch(p contract.FetchPlan, res workflows.FetchResult) error {
+func (a *App) printFetch(p contract.FetchPlan, res contract.FetchResult) error {
 	return a.printFetchResult(fetchWhere(&p), res)
 }
 
 // printFetchResult prints what a Fetch run did on node (its worker).
-func (a *App) printFetchResult(node string, res workflows.FetchResult) error {
-	out := fetchJSON{Lane: res.Lane, Node: node, Repos: []activities.FetchRepoResult{}}
+func (a *App) printFetchResult(node string, res contract.FetchResult) error {
+	out := fetchJSON{Lane: res.Lane, Node: node, Repos: []contract.FetchRepoResult{}}
 	var rows [][]string
 	dry := false
 	for _, r := range res.Repos {

@@ -14,10 +14,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fleet"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/workers"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // fleetOpts are the flags the fleet subcommands share.
@@ -251,9 +251,9 @@ func (a *App) pollerSource(ctx context.Context) (fleet.PollerSource, error) {
 		return nil, err
 	}
 	return func(ctx context.Context, name string) ([]fleet.Poller, error) {
-		resp, err := env.Client.DescribeTaskQueue(ctx, workflows.NodeQueue(name), enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+		resp, err := env.Client.DescribeTaskQueue(ctx, contract.NodeQueue(name), enumspb.TASK_QUEUE_TYPE_ACTIVITY)
 		if err != nil {
-			return nil, fmt.Errorf("describe task queue %s: %w", workflows.NodeQueue(name), err)
+			return nil, fmt.Errorf("describe task queue %s: %w", contract.NodeQueue(name), err)
 		}
 		var out []fleet.Poller
 		for _, p := range resp.GetPollers() {

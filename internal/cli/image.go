@@ -17,16 +17,16 @@ import (
 
 // laneBuild is how a stage of r builds its image when no node has it:
 // its [build] on only (--node), the recipe's build node or the head.
-func laneBuild(r *contract.Recipe, plan *contract.LanePlan, only string) *workflows.ImageBuild {
+func laneBuild(r *contract.Recipe, plan *contract.LanePlan, only string) *contract.ImageBuild {
 	if r.Build == nil {
 		return nil
 	}
-	return &workflows.ImageBuild{Image: r.Image, Spec: *r.Build, Node: lane.BuildNode(*r, *plan, only)}
+	return &contract.ImageBuild{Image: r.Image, Spec: *r.Build, Node: lane.BuildNode(*r, *plan, only)}
 }
 
 // lanePull is how a stage pulls the recipe's image from its
 // image_registry when no node has it: on --node, else the cluster's head.
-func lanePull(r *contract.Recipe, plan *contract.LanePlan, only string) *workflows.ImagePull {
+func lanePull(r *contract.Recipe, plan *contract.LanePlan, only string) *contract.ImagePull {
 	if r.ImageRegistry == "" || len(plan.Nodes) == 0 {
 		return nil
 	}
@@ -34,7 +34,7 @@ func lanePull(r *contract.Recipe, plan *contract.LanePlan, only string) *workflo
 	if n == "" {
 		n = plan.Nodes[0].Node
 	}
-	return &workflows.ImagePull{Image: r.Image, Registry: r.ImageRegistry, AuthFile: r.ImageRegistryAuthFile, Node: n}
+	return &contract.ImagePull{Image: r.Image, Registry: r.ImageRegistry, AuthFile: r.ImageRegistryAuthFile, Node: n}
 }
 
 func (a *App) imageCmd() *cobra.Command {
@@ -53,9 +53,9 @@ func (a *App) imageCmd() *cobra.Command {
 			}
 			b := laneBuild(r, plan, only)
 			b.Force = true
-			var res workflows.StageResult
-			if err := a.startFollow(ctx, runSpec{ID: workflows.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
-				Input: workflows.StageInput{Plan: *plan, Mode: workflows.StageAuto, Build: b, ImageOnly: true}}, &res); err != nil {
+			var res contract.StageResult
+			if err := a.startFollow(ctx, runSpec{ID: contract.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
+				Input: contract.StageInput{Plan: *plan, Mode: contract.StageAuto, Build: b, ImageOnly: true}}, &res); err != nil {
 				return err
 			}
 			return a.printImageBuild(res)
@@ -69,7 +69,7 @@ func (a *App) imageCmd() *cobra.Command {
 
 // printImageBuild shows the build (its node, image ID and last log lines)
 // and where the image went.
-func (a *App) printImageBuild(res workflows.StageResult) error {
+func (a *App) printImageBuild(res contract.StageResult) error {
 	return a.output(res, func() {
 		if b := res.Built; b != nil {
 			fmt.Fprintf(a.Out, "built on %s: %s\n", b.Node, b.ID)
@@ -122,7 +122,7 @@ func (a *App) imagesCmd() *cobra.Command {
 }
 
 // printImages prints each node's images; exit 1 when a node did not answer.
-func (a *App) printImages(res workflows.DiskResult, id string) error {
+func (a *App) printImages(res contract.DiskResult, id string) error {
 	type nodeImages struct {
 		Node   string                 `json:"node"`
 		Error  string                 `json:"error,omitempty"`

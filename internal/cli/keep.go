@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/workers"
@@ -19,8 +18,8 @@ import (
 
 // keepPolicy is the policy a cutover or up hands the cluster's keeper:
 // the recipe's [keep] key by key over the config's, and the probe grace.
-func keepPolicy(cfg *config.Config, r *contract.Recipe) *activities.KeepPolicy {
-	p := &activities.KeepPolicy{
+func keepPolicy(cfg *config.Config, r *contract.Recipe) *contract.KeepPolicy {
+	p := &contract.KeepPolicy{
 		Interval: contract.Duration(cfg.Keep.Interval), Restarts: cfg.Keep.Restarts, Window: contract.Duration(cfg.Keep.Window),
 		Grace: contract.Duration(cfg.ProbeGrace), Off: cfg.Keep.Off || r.Keep.Off,
 	}
@@ -44,7 +43,7 @@ func (a *App) keepCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: a.withClient(func(ctx context.Context, req *request) error {
 			action := req.args[0]
-			if action != activities.KeepPause && action != activities.KeepResume {
+			if action != contract.KeepPause && action != contract.KeepResume {
 				return fmt.Errorf("starter keep: %q: say off (pause keeping) or on (resume)", action)
 			}
 			if req.cfg.Cluster(cluster) == nil {
@@ -52,10 +51,10 @@ func (a *App) keepCmd() *cobra.Command {
 			}
 			id := workflows.KeeperID(cluster)
 			h, err := req.env.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-				WorkflowID: id, UpdateName: activities.KeeperControlUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
-				Args: []any{activities.KeeperControl{Action: action, By: "starter keep"}},
+				WorkflowID: id, UpdateName: contract.KeeperControlUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
+				Args: []any{contract.KeeperControl{Action: action, By: "starter keep"}},
 			})
-			var st activities.KeeperStatus
+			var st contract.KeeperStatus
 			if err == nil {
 				err = h.Get(ctx, &st)
 			}
@@ -79,13 +78,13 @@ func (a *App) keepCmd() *cobra.Command {
 
 // keepers asks each cluster's keeper how it keeps its lane; clusters
 // without a running keeper are left out.
-func keepers(ctx context.Context, env *workers.Env, cfg *config.Config) []activities.KeeperStatus {
-	var out []activities.KeeperStatus
+func keepers(ctx context.Context, env *workers.Env, cfg *config.Config) []contract.KeeperStatus {
+	var out []contract.KeeperStatus
 	for _, c := range cfg.Clusters {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		v, err := env.Client.QueryWorkflow(qctx, workflows.KeeperID(c.Name), "", activities.KeeperStatusQuery)
-		var st activities.KeeperStatus
-		if err == nil && v.Get(&st) == nil && st.State != activities.KeeperEnded {
+		v, err := env.Client.QueryWorkflow(qctx, workflows.KeeperID(c.Name), "", contract.KeeperStatusQuery)
+		var st contract.KeeperStatus
+		if err == nil && v.Get(&st) == nil && st.State != contract.KeeperEnded {
 			st.Input = nil
 			out = append(out, st)
 		}
@@ -95,7 +94,7 @@ func keepers(ctx context.Context, env *workers.Env, cfg *config.Config) []activi
 }
 
 // printKeepers is status's KEEPER table.
-func printKeepers(a *App, ks []activities.KeeperStatus) {
+func printKeepers(a *App, ks []contract.KeeperStatus) {
 	if len(ks) == 0 {
 		return // no keeper: the fleet table alone, as before keepers
 	}

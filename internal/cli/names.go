@@ -11,7 +11,6 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // knownNodes checks that every node in want (--node) is one of cfg's, and
@@ -58,9 +57,9 @@ func laneNode(plan *contract.LanePlan, node string) error {
 func startWorkerHint(cfg *config.Config, node string) string {
 	n := cfg.Node(node)
 	if n != nil && n.SSH == "" {
-		return fmt.Sprintf("no worker polls %s: %s is a local node, whose worker runs inside the control service — restart it so it loads the node (starter control stop; the next command starts it), or run 'worker node --node %s --config %s' beside an external cluster", workflows.NodeQueue(node), node, node, cfg.File)
+		return fmt.Sprintf("no worker polls %s: %s is a local node, whose worker runs inside the control service — restart it so it loads the node (starter control stop; the next command starts it), or run 'worker node --node %s --config %s' beside an external cluster", contract.NodeQueue(node), node, node, cfg.File)
 	}
-	return fmt.Sprintf("no node service polls %s: install or restart it with: starter fleet install %s (its state: starter fleet status %s)", workflows.NodeQueue(node), node, node)
+	return fmt.Sprintf("no node service polls %s: install or restart it with: starter fleet install %s (its state: starter fleet status %s)", contract.NodeQueue(node), node, node)
 }
 
 // queueIdle says no worker polls node's activity queue now (asked of the
@@ -71,6 +70,6 @@ func (a *App) queueIdle(ctx context.Context, node string) bool {
 	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	d, err := a.env.Client.DescribeTaskQueue(qctx, workflows.NodeQueue(node), enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+	d, err := a.env.Client.DescribeTaskQueue(qctx, contract.NodeQueue(node), enumspb.TASK_QUEUE_TYPE_ACTIVITY)
 	return err == nil && len(d.GetPollers()) == 0
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sparklane/sparklane/workflows"
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // decodeOne parses stdout as exactly one JSON object and fails otherwise.
@@ -131,9 +131,9 @@ func TestWrapAndReasonColumn(t *testing.T) {
 	}
 }
 
-func statusFixture(why string) workflows.FleetProbeResult {
-	return workflows.FleetProbeResult{Attempt: 1, Nodes: []workflows.NodeState{
-		{Node: "n1", State: workflows.NodeFree, SSH: "local", Worker: "polling"},
-		{Node: "n2", State: workflows.NodeUnreachable, Worker: "not polling", Why: why},
+func statusFixture(why string) contract.FleetProbeResult {
+	return contract.FleetProbeResult{Attempt: 1, Nodes: []contract.NodeState{
+		{Node: "n1", State: contract.NodeFree, SSH: "local", Worker: "polling"},
+		{Node: "n2", State: contract.NodeUnreachable, Worker: "not polling", Why: why},
 	}}
 }

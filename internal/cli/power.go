@@ -16,7 +16,7 @@ import (
 
 func (a *App) powerCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "power", Short: "power nodes and network gear on and off (graceful shutdown, then the outlet relay)"}
-	for _, action := range []string{workflows.PowerOff, workflows.PowerOn} {
+	for _, action := range []string{contract.PowerOff, contract.PowerOn} {
 		action := action
 		var cluster string
 		var force bool
@@ -33,7 +33,7 @@ func (a *App) powerCmd() *cobra.Command {
 						return fmt.Errorf("cluster %q is not in %s", cluster, cfg.File)
 					}
 					targets = append(targets, cl.Nodes...)
-					if action == workflows.PowerOff {
+					if action == contract.PowerOff {
 						// The cluster's network gear goes too, after its nodes.
 						for _, d := range cfg.Devices {
 							if slices.ContainsFunc(d.Behind, func(n string) bool { return slices.Contains(cl.Nodes, n) }) && !slices.Contains(targets, d.Name) {
@@ -54,16 +54,16 @@ func (a *App) powerCmd() *cobra.Command {
 						return fmt.Errorf("%q is neither a [[nodes]] nor a [[devices]] entry of %s", t, cfg.File)
 					}
 				}
-				in := workflows.PowerInput{Action: action, Targets: targets, Force: force, WaitBound: contract.Duration(wait)}
-				if action == workflows.PowerOff {
+				in := contract.PowerInput{Action: action, Targets: targets, Force: force, WaitBound: contract.Duration(wait)}
+				if action == contract.PowerOff {
 					// Network gear goes off last, after the nodes behind it.
 					in.Targets, in.Gear = splitGear(cfg, targets)
 				}
-				run, err := a.start(ctx, runSpec{ID: workflows.PowerID(action, strings.Join(targets, ",")), Workflow: workflows.Power, Input: in})
+				run, err := a.start(ctx, runSpec{ID: contract.PowerID(action, strings.Join(targets, ",")), Workflow: workflows.Power, Input: in})
 				if err != nil {
 					return err
 				}
-				var res workflows.PowerResult
+				var res contract.PowerResult
 				err = a.follow(ctx, run, &res)
 				if err != nil && !appErrorDetails(err, &res) {
 					return runFailed(err)
@@ -76,7 +76,7 @@ func (a *App) powerCmd() *cobra.Command {
 		}
 		c.Flags().StringVar(&cluster, "cluster", "", "every node of this cluster (power off: and the network gear its nodes sit behind, last)")
 		c.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for a target to go down / come up")
-		if action == workflows.PowerOff {
+		if action == contract.PowerOff {
 			c.Flags().BoolVar(&force, "force", false, "cut the relay even if the target still answers after its shutdown")
 		}
 		cmd.AddCommand(c)
@@ -86,7 +86,7 @@ func (a *App) powerCmd() *cobra.Command {
 
 // printPower says each target's state after a power run, with its error
 // and warnings.
-func (a *App) printPower(res workflows.PowerResult) {
+func (a *App) printPower(res contract.PowerResult) {
 	for _, r := range res.Targets {
 		fmt.Fprintf(a.Out, "%s: %s", r.Target, r.State)
 		if r.Error != "" {
@@ -102,13 +102,13 @@ func (a *App) printPower(res workflows.PowerResult) {
 // splitGear separates the [[devices]] that have nodes behind them (network
 // gear, switched off after those nodes) from the other targets, keeping
 // the order given.
-func splitGear(cfg *config.Config, targets []string) ([]string, []workflows.PowerGear) {
+func splitGear(cfg *config.Config, targets []string) ([]string, []contract.PowerGear) {
 	var rest []string
-	var gear []workflows.PowerGear
+	var gear []contract.PowerGear
 	for _, t := range targets {
 		i := slices.IndexFunc(cfg.Devices, func(d config.Device) bool { return d.Name == t })
 		if i >= 0 && len(cfg.Devices[i].Behind) > 0 {
-			gear = append(gear, workflows.PowerGear{Name: t, Behind: cfg.Devices[i].Behind})
+			gear = append(gear, contract.PowerGear{Name: t, Behind: cfg.Devices[i].Behind})
 			continue
 		}
 		rest = append(rest, t)

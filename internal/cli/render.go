@@ -8,7 +8,6 @@ import (
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/staging"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // renderer draws a workflow's progress: live bars on a terminal (redrawn in
@@ -59,9 +58,9 @@ func newRenderer(w io.Writer, live, quiet bool) *renderer {
 	return &renderer{w: w, live: live, quiet: quiet, seen: map[string]string{}, rates: map[string]rateSample{}, now: time.Now}
 }
 
-func stepKey(s workflows.Step) string { return s.Name + "@" + s.Node }
+func stepKey(s contract.Step) string { return s.Name + "@" + s.Node }
 
-func (r *renderer) draw(p workflows.Progress, bars map[string]progressSample) {
+func (r *renderer) draw(p contract.Progress, bars map[string]progressSample) {
 	if r.quiet {
 		return
 	}
@@ -112,7 +111,7 @@ func (r *renderer) draw(p workflows.Progress, bars map[string]progressSample) {
 		}
 		var running []string
 		for _, s := range p.Steps {
-			if s.Status == workflows.StepRunning {
+			if s.Status == contract.StepRunning {
 				name := s.Name
 				if s.Node != "" {
 					name += " [" + s.Node + "]"
@@ -187,21 +186,21 @@ func (r *renderer) rate(id string, p progressSample) float64 {
 }
 
 // waitLine is a node the run waits for, with how long it has been gone.
-func waitLine(w workflows.NodeWait, now time.Time) string {
+func waitLine(w contract.NodeWait, now time.Time) string {
 	return fmt.Sprintf("⏸ waiting for node %s (down %s)", w.Node, now.Sub(w.Since).Round(time.Second))
 }
 
-func stepLine(s workflows.Step) string {
+func stepLine(s contract.Step) string {
 	mark := map[string]string{
-		workflows.StepRunning: "…", workflows.StepDone: "✓", workflows.StepFailed: "✗",
-		workflows.StepSkipped: "-", workflows.StepPending: " ", workflows.StepWaiting: "⏸",
+		contract.StepRunning: "…", contract.StepDone: "✓", contract.StepFailed: "✗",
+		contract.StepSkipped: "-", contract.StepPending: " ", contract.StepWaiting: "⏸",
 	}[s.Status]
 	name := s.Name
 	if s.Node != "" {
 		name += " [" + s.Node + "]"
 	}
 	line := fmt.Sprintf("%s %-34s", mark, name)
-	if s.Status == workflows.StepDone || s.Status == workflows.StepFailed {
+	if s.Status == contract.StepDone || s.Status == contract.StepFailed {
 		line += fmt.Sprintf(" %7.1fs", s.Seconds())
 	}
 	if s.Detail != "" {

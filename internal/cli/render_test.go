@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // Plain output (no terminal) prints a step once per state change and,
@@ -19,7 +17,7 @@ func TestPlainProgressLinePerChangeAndEveryFewSeconds(t *testing.T) {
 	r := newRenderer(&buf, false, false)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r.now = func() time.Time { return now }
-	p := workflows.Progress{Steps: []workflows.Step{{Name: "stage demo-4x/weights", Node: "demo1", Status: workflows.StepRunning}}}
+	p := contract.Progress{Steps: []contract.Step{{Name: "stage demo-4x/weights", Node: "demo1", Status: contract.StepRunning}}}
 	bars := map[string]progressSample{"stage/demo-4x/demo1": {StageProgress: contract.StageProgress{BytesDone: 1 << 20, BytesTotal: 100 << 20}}}
 	r.draw(p, bars)
 	first := strings.Count(buf.String(), "\n")
@@ -40,7 +38,7 @@ func TestPlainProgressLinePerChangeAndEveryFewSeconds(t *testing.T) {
 	if !strings.Contains(out, "still running: stage demo-4x/weights [demo1], demo1 1.0 MiB/100.0 MiB") {
 		t.Fatalf("no still-running line after %s:\n%s", plainEvery, out)
 	}
-	p.Steps[0].Status = workflows.StepDone
+	p.Steps[0].Status = contract.StepDone
 	r.draw(p, nil)
 	if !strings.Contains(buf.String(), "✓ stage demo-4x/weights [demo1]") {
 		t.Fatalf("done step not printed:\n%s", buf.String())
@@ -57,7 +55,7 @@ func TestPlainProgressRateIsBytesOverReportInterval(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := t0
 	r.now = func() time.Time { return now }
-	p := workflows.Progress{Steps: []workflows.Step{{Name: "stage mia/weights", Node: "dgx1", Status: workflows.StepRunning}}}
+	p := contract.Progress{Steps: []contract.Step{{Name: "stage mia/weights", Node: "dgx1", Status: contract.StepRunning}}}
 	id := "stage/mia/dgx1"
 	total := int64(3 << 30)
 	sample := progressSample{StageProgress: contract.StageProgress{BytesTotal: total}, At: t0}
@@ -93,11 +91,11 @@ func TestPlainProgressRateIsBytesOverReportInterval(t *testing.T) {
 // A cutover summary lists the steps only when the progress did not, and
 // says what staging copied and what it only verified.
 func TestCutoverSummaryStepsOnceAndStageLine(t *testing.T) {
-	res := &workflows.CutoverResult{Lane: "demo-2x", Cluster: "demo-2x", OK: true,
-		Steps: []workflows.Step{{Name: "stage", Status: workflows.StepDone}},
-		Stage: []workflows.StageNodeResult{{Node: "demo1"}, {Node: "demo2"}}}
+	res := &contract.CutoverResult{Lane: "demo-2x", Cluster: "demo-2x", OK: true,
+		Steps: []contract.Step{{Name: "stage", Status: contract.StepDone}},
+		Stage: []contract.StageNodeResult{{Node: "demo1"}, {Node: "demo2"}}}
 	for i := range res.Stage {
-		res.Stage[i].Blocks = append(res.Stage[i].Blocks, activities.StageBlockResult{Block: "weights", Result: contract.BlockResult{VerifiedFiles: 4}})
+		res.Stage[i].Blocks = append(res.Stage[i].Blocks, contract.StageBlockResult{Block: "weights", Result: contract.BlockResult{VerifiedFiles: 4}})
 	}
 	var buf bytes.Buffer
 	a := &App{Out: &buf, stepsShown: true}

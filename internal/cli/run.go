@@ -17,7 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/workflows"
+	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 )
 
 // runSpec says how to start one workflow.
@@ -44,14 +44,14 @@ func (a *App) start(ctx context.Context, s runSpec) (client.WorkflowRun, error) 
 	a.lanes[s.ID] = s.Lane
 	var sa []temporal.SearchAttributeUpdate
 	if s.Lane != "" {
-		sa = append(sa, temporal.NewSearchAttributeKeyKeyword(workflows.SALane).ValueSet(s.Lane))
+		sa = append(sa, searchattr.LaneKey.ValueSet(s.Lane))
 	}
 	if s.Cluster != "" {
-		sa = append(sa, temporal.NewSearchAttributeKeyKeyword(workflows.SACluster).ValueSet(s.Cluster))
+		sa = append(sa, searchattr.ClusterKey.ValueSet(s.Cluster))
 	}
 	opts := client.StartWorkflowOptions{
 		ID:                       s.ID,
-		TaskQueue:                workflows.ControlQueue,
+		TaskQueue:                contract.ControlQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		TypedSearchAttributes:    temporal.NewSearchAttributes(sa...),
@@ -152,11 +152,11 @@ func (a *App) cancelAndLeave(ctx context.Context, run client.WorkflowRun) error 
 func (a *App) drawOnce(ctx context.Context, c client.Client, run client.WorkflowRun, r *renderer) {
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	v, err := c.QueryWorkflow(qctx, run.GetID(), run.GetRunID(), workflows.ProgressQuery)
+	v, err := c.QueryWorkflow(qctx, run.GetID(), run.GetRunID(), contract.ProgressQuery)
 	if err != nil {
 		return
 	}
-	var p workflows.Progress
+	var p contract.Progress
 	if v.Get(&p) != nil {
 		return
 	}
@@ -173,8 +173,8 @@ func (a *App) drawOnce(ctx context.Context, c client.Client, run client.Workflow
 		if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			continue
 		}
-		if cv, err := c.QueryWorkflow(qctx, child, "", workflows.ProgressQuery); err == nil {
-			var cp workflows.Progress
+		if cv, err := c.QueryWorkflow(qctx, child, "", contract.ProgressQuery); err == nil {
+			var cp contract.Progress
 			if cv.Get(&cp) == nil {
 				p.Waiting = append(p.Waiting, cp.Waiting...)
 			}

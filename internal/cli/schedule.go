@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -136,10 +137,10 @@ func upsertNightlyVerify(ctx context.Context, sc client.ScheduleClient, cron str
 	sa := searchattr.For(lane, "")
 	spec := client.ScheduleSpec{CronExpressions: []string{cron}}
 	action := &client.ScheduleWorkflowAction{
-		ID:                    workflows.VerifyID("nightly"),
+		ID:                    contract.VerifyID("nightly"),
 		Workflow:              workflows.Verify,
-		TaskQueue:             workflows.ControlQueue,
-		Args:                  []any{workflows.VerifyInput{LaneNames: names, Repair: repair, Report: true}},
+		TaskQueue:             contract.ControlQueue,
+		Args:                  []any{contract.VerifyInput{LaneNames: names, Repair: repair, Report: true}},
 		TypedSearchAttributes: sa,
 	}
 	err := sc.GetHandle(ctx, NightlyVerifyID).Update(ctx, client.ScheduleUpdateOptions{

@@ -32,8 +32,8 @@ func (a *App) upCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.runServe(ctx, runSpec{ID: workflows.UpID(r.Cluster), Workflow: workflows.Serve, Lane: r.Name, Cluster: r.Cluster,
-				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: workflows.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait, OutageBudget: contract.Duration(budget),
+			return a.runServe(ctx, runSpec{ID: contract.UpID(r.Cluster), Workflow: workflows.Serve, Lane: r.Name, Cluster: r.Cluster,
+				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: contract.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait, OutageBudget: contract.Duration(budget),
 					Keep: keepPolicy(cfg, r), Grace: contract.Duration(cfg.ProbeGrace)}})
 		}),
 	}
@@ -49,11 +49,11 @@ func (a *App) upCmd() *cobra.Command {
 // like a broken lane. A cutover stops the previous lane itself; up does not.
 func (a *App) refuseHeldNodes(ctx context.Context, cfg *config.Config, lane string, nodes []string) error {
 	run, err := a.start(ctx, runSpec{ID: fmt.Sprintf("fleet-probe/%d", time.Now().UnixNano()), Workflow: workflows.FleetProbe,
-		Input: workflows.FleetProbeInput{Nodes: nodes, Grace: contract.Duration(cfg.ProbeGrace), PickupTimeout: contract.Duration(3 * time.Second)}})
+		Input: contract.FleetProbeInput{Nodes: nodes, Grace: contract.Duration(cfg.ProbeGrace), PickupTimeout: contract.Duration(3 * time.Second)}})
 	if err != nil {
 		return err
 	}
-	var res workflows.FleetProbeResult
+	var res contract.FleetProbeResult
 	if err := run.Get(ctx, &res); err != nil && !appErrorDetails(err, &res) {
 		return err
 	}
@@ -78,7 +78,7 @@ func (a *App) probeCmd() *cobra.Command {
 		Short: "probe a serving lane: ready, smoke prompts, decode tok/s",
 		RunE: a.withLane(&f, func(ctx context.Context, _ *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
 			return a.runServe(ctx, runSpec{ID: "probe/" + r.Name, Workflow: workflows.Probe, Lane: r.Name, Cluster: r.Cluster,
-				Input: workflows.ServeInput{Recipe: *r, Plan: *plan}})
+				Input: contract.ServeInput{Recipe: *r, Plan: *plan}})
 		}),
 	}
 	f.bindLane(cmd)
@@ -87,7 +87,7 @@ func (a *App) probeCmd() *cobra.Command {
 
 // runServe starts a Serve or Probe run, follows it and prints its result.
 func (a *App) runServe(ctx context.Context, spec runSpec) error {
-	var res workflows.ServeResult
+	var res contract.ServeResult
 	if err := a.startFollow(ctx, spec, &res); err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (a *App) runServe(ctx context.Context, spec runSpec) error {
 }
 
 // printServe is a Serve or Probe run's result as text.
-func (a *App) printServe(res workflows.ServeResult) {
+func (a *App) printServe(res contract.ServeResult) {
 	fmt.Fprintf(a.Out, "lane %s", res.Lane)
 	if res.BaseURL != "" {
 		fmt.Fprintf(a.Out, " serving at %s", res.BaseURL)
@@ -131,7 +131,7 @@ func (a *App) stopCmd() *cobra.Command {
 			return nil
 		},
 		RunE: a.withFleet(func(ctx context.Context, req *request) error {
-			var in workflows.StopInput
+			var in contract.StopInput
 			var spec runSpec
 			if lane != "" {
 				_, r, _, err := a.lane(lane, nil)
@@ -141,17 +141,17 @@ func (a *App) stopCmd() *cobra.Command {
 				// A lane is stopped wherever it runs, not only on its cluster.
 				in.Nodes = allNodes(req.cfg)
 				in.Lane = r.Name
-				spec = runSpec{ID: workflows.StopID(r.Name), Lane: r.Name, Cluster: r.Cluster}
+				spec = runSpec{ID: contract.StopID(r.Name), Lane: r.Name, Cluster: r.Cluster}
 			} else {
 				c := req.cfg.Cluster(cluster)
 				if c == nil {
 					return fmt.Errorf("cluster %q is not in %s", cluster, req.cfg.File)
 				}
 				in.Nodes, in.All = c.Nodes, true
-				spec = runSpec{ID: workflows.StopID(cluster), Cluster: cluster}
+				spec = runSpec{ID: contract.StopID(cluster), Cluster: cluster}
 			}
 			spec.Workflow, spec.Input = workflows.Stop, in
-			var res workflows.StopResult
+			var res contract.StopResult
 			if err := a.startFollow(ctx, spec, &res); err != nil {
 				return err
 			}

@@ -23,7 +23,7 @@ func (a *App) stageCmd() *cobra.Command {
 		Use:   "stage --lane L [--cluster C] [--node N] [--dry-run] [--stage=auto|force] [--make-room] [--fetch]",
 		Short: "stage a lane's [[staging]] blocks onto its nodes (resumable, verified)",
 		RunE: a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
-			if mode != workflows.StageAuto && mode != workflows.StageForce {
+			if mode != contract.StageAuto && mode != contract.StageForce {
 				return fmt.Errorf("--stage=%s: use auto or force (skip makes no sense for 'stage')", mode)
 			}
 			if len(r.Staging) == 0 {
@@ -53,9 +53,9 @@ func (a *App) stageCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var res workflows.StageResult
-			if err := a.startFollow(ctx, runSpec{ID: workflows.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
-				Input: workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: contract.Duration(budget), Room: room, Fetch: fp, Build: laneBuild(r, plan, only), Pull: lanePull(r, plan, only)}}, &res); err != nil {
+			var res contract.StageResult
+			if err := a.startFollow(ctx, runSpec{ID: contract.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
+				Input: contract.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: contract.Duration(budget), Room: room, Fetch: fp, Build: laneBuild(r, plan, only), Pull: lanePull(r, plan, only)}}, &res); err != nil {
 				return err
 			}
 			if res.Fetch != nil && !a.JSON && fp != nil {
@@ -81,7 +81,7 @@ type stageJSON struct {
 	Lane  string          `json:"lane"`
 	Nodes []stageNodeJSON `json:"nodes"`
 	// Fetch is what the stage fetched from the Hub first (--fetch).
-	Fetch *workflows.FetchResult `json:"fetch,omitempty"`
+	Fetch *contract.FetchResult `json:"fetch,omitempty"`
 }
 
 type stageNodeJSON struct {
@@ -95,7 +95,7 @@ type stageBlockJSON struct {
 	contract.BlockResult
 }
 
-func (a *App) printStage(res workflows.StageResult) error {
+func (a *App) printStage(res contract.StageResult) error {
 	out := stageJSON{Lane: res.Lane, Nodes: []stageNodeJSON{}, Fetch: res.Fetch}
 	var rows [][]string
 	for _, n := range res.Nodes {
@@ -137,12 +137,12 @@ func (a *App) verifyCmd() *cobra.Command {
 			if err := laneNode(plan, only); err != nil {
 				return err
 			}
-			run, err := a.start(ctx, runSpec{ID: workflows.VerifyID(r.Name), Workflow: workflows.Verify, Lane: r.Name, Cluster: r.Cluster,
-				Input: workflows.VerifyInput{Lanes: []workflows.VerifyLane{{Plan: *plan, Blocks: r.Staging}}, Full: full, Only: only}})
+			run, err := a.start(ctx, runSpec{ID: contract.VerifyID(r.Name), Workflow: workflows.Verify, Lane: r.Name, Cluster: r.Cluster,
+				Input: contract.VerifyInput{Lanes: []contract.VerifyLane{{Plan: *plan, Blocks: r.Staging}}, Full: full, Only: only}})
 			if err != nil {
 				return err
 			}
-			var res workflows.VerifyWorkflowResult
+			var res contract.VerifyWorkflowResult
 			err = a.follow(ctx, run, &res)
 			if err != nil && !appErrorDetails(err, &res) {
 				return err
@@ -190,7 +190,7 @@ type verifyJSON struct {
 
 // noWorker lists the nodes whose blocks were not verified because no
 // worker polled their queue: the workflow's typed result, in plan order.
-func noWorker(res workflows.VerifyWorkflowResult) []string { return res.NoWorker }
+func noWorker(res contract.VerifyWorkflowResult) []string { return res.NoWorker }
 
 // noWorkerMessage says which queue nobody polls and how to start its worker.
 func noWorkerMessage(cfg *config.Config, node string) string {
@@ -199,7 +199,7 @@ func noWorkerMessage(cfg *config.Config, node string) string {
 		file = cfg.File
 	}
 	return fmt.Sprintf("no worker on %s — nothing was verified there; start it with 'worker node --node %s --config %s' on %s, or install it with 'starter fleet install %s'",
-		workflows.NodeQueue(node), node, file, node, node)
+		contract.NodeQueue(node), node, file, node, node)
 }
 
 type verifyBlockJSON struct {
@@ -215,7 +215,7 @@ type verifyBlockJSON struct {
 	Off bool `json:"off,omitempty"`
 }
 
-func (a *App) printVerify(res workflows.VerifyWorkflowResult, failure string) error {
+func (a *App) printVerify(res contract.VerifyWorkflowResult, failure string) error {
 	idle := noWorker(res)
 	out := verifyJSON{OK: !res.Drift && len(idle) == 0, Nodes: []verifyBlockJSON{}, Error: failure, NoWorker: idle, Off: res.Off}
 	var rows [][]string
@@ -238,7 +238,7 @@ func (a *App) printVerify(res workflows.VerifyWorkflowResult, failure string) er
 
 // printVerifyText is verify's table, then the off nodes and each bad or
 // missing path.
-func (a *App) printVerifyText(res workflows.VerifyWorkflowResult, rows [][]string) {
+func (a *App) printVerifyText(res contract.VerifyWorkflowResult, rows [][]string) {
 	table(a.Out, []string{"NODE", "BLOCK", "OK", "BAD", "MISSING"}, rows)
 	for i, n := range res.Off {
 		fmt.Fprintf(a.Out, "off, not verified: %s (%s)\n", n, res.OffWhy[i])

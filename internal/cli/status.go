@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/memfit"
@@ -31,7 +30,7 @@ func (a *App) statusCmd() *cobra.Command {
 			"the named nodes must be usable (free or occupied), else the exit code is 1.",
 		RunE: a.withFleet(func(ctx context.Context, req *request) error {
 			cfg := req.cfg
-			in := workflows.FleetProbeInput{Grace: contract.Duration(cfg.ProbeGrace), PickupTimeout: contract.Duration(pickup)}
+			in := contract.FleetProbeInput{Grace: contract.Duration(cfg.ProbeGrace), PickupTimeout: contract.Duration(pickup)}
 			all, err := knownNodes(cfg, nodes)
 			if err != nil {
 				return err
@@ -52,7 +51,7 @@ func (a *App) statusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var res workflows.FleetProbeResult
+			var res contract.FleetProbeResult
 			err = run.Get(ctx, &res)
 			if err != nil && !appErrorDetails(err, &res) {
 				return err
@@ -65,7 +64,7 @@ func (a *App) statusCmd() *cobra.Command {
 			} else if bad := unusable(res, nodes); len(bad) > 0 {
 				failure = fmt.Sprintf("not usable: %s", strings.Join(bad, "; "))
 			}
-			var ks []activities.KeeperStatus
+			var ks []contract.KeeperStatus
 			if env, cerr := a.connect(ctx); cerr == nil {
 				ks = keepers(ctx, env, cfg)
 			}
@@ -88,17 +87,17 @@ func (a *App) statusCmd() *cobra.Command {
 // the command fails (a required node not usable) so scripts need not
 // parse stderr.
 type statusJSON struct {
-	workflows.FleetProbeResult
+	contract.FleetProbeResult
 	// Keepers are the clusters' keepers: kept lane, health, last check,
 	// restarts in the last 24h and the last reason.
-	Keepers []activities.KeeperStatus `json:"keepers,omitempty"`
-	Error   string                    `json:"error,omitempty"`
+	Keepers []contract.KeeperStatus `json:"keepers,omitempty"`
+	Error   string                  `json:"error,omitempty"`
 }
 
 // workerHints replaces the probe's hint for a node whose worker does not
 // poll (its typed Worker state) with the way to start it that fits the
 // node (startWorkerHint).
-func workerHints(cfg *config.Config, nodes []workflows.NodeState) {
+func workerHints(cfg *config.Config, nodes []contract.NodeState) {
 	for i, n := range nodes {
 		if n.Worker == "not polling" {
 			nodes[i].Why = startWorkerHint(cfg, n.Node)
@@ -108,11 +107,11 @@ func workerHints(cfg *config.Config, nodes []workflows.NodeState) {
 
 // unusable lists "node: state (why)" for each wanted node that is neither
 // free nor occupied.
-func unusable(res workflows.FleetProbeResult, want []string) []string {
+func unusable(res contract.FleetProbeResult, want []string) []string {
 	var bad []string
 	for _, w := range want {
 		for _, n := range res.Nodes {
-			if n.Node == w && n.State != workflows.NodeFree && n.State != workflows.NodeOccupied {
+			if n.Node == w && n.State != contract.NodeFree && n.State != contract.NodeOccupied {
 				bad = append(bad, n.Node+": "+n.String())
 			}
 		}
@@ -132,7 +131,7 @@ func nodesOf(p *contract.LanePlan) []string {
 // whole error message, and one 260-character cell makes the table unreadable.
 const reasonWidth = 60
 
-func printFleet(a *App, cfg *config.Config, res workflows.FleetProbeResult) {
+func printFleet(a *App, cfg *config.Config, res contract.FleetProbeResult) {
 	var rows [][]string
 	for _, n := range res.Nodes {
 		var roots []string
@@ -144,7 +143,7 @@ func printFleet(a *App, cfg *config.Config, res workflows.FleetProbeResult) {
 			roots = append(roots, fmt.Sprintf("%s %s free", r.Root, staging.HumanBytes(r.Free)))
 		}
 		state := n.State
-		if n.State == workflows.NodeOccupied {
+		if n.State == contract.NodeOccupied {
 			state = n.String()
 		}
 		reason := wrap(n.Why, reasonWidth)
@@ -167,7 +166,7 @@ func printFleet(a *App, cfg *config.Config, res workflows.FleetProbeResult) {
 // state_dir, where the memory fit of recipe check and cutover reads it
 // (a node's gpu_memory in the config wins). Failing to write it costs
 // only that record, so it is a warning.
-func rememberMemory(a *App, cfg *config.Config, nodes []workflows.NodeState) {
+func rememberMemory(a *App, cfg *config.Config, nodes []contract.NodeState) {
 	mem := map[string]int64{}
 	for _, n := range nodes {
 		mem[n.Node] = n.Memory

@@ -83,3 +83,62 @@ type DiskRemoval struct {
 	Removed bool   `json:"removed"`
 	Error   string `json:"error,omitempty"`
 }
+
+// NodeDiskInput names the staged blocks the control side knows of for this
+// node (every lane's recipe that places the node); the node worker reads
+// its own disk, so a remote node is listed the same as a local one.
+type NodeDiskInput struct {
+	Blocks []DiskBlock `json:"blocks"`
+	// Prune, when set, removes blocks (DiskPrune only).
+	Prune *PruneSpec `json:"prune,omitempty"`
+	// Images, when set, also lists the node's images: each lane's recipe
+	// image reference → the lanes naming it (an LRU prune with
+	// Prune.Images removes only images no lane names and no container uses).
+	Images map[string][]string `json:"images,omitempty"`
+}
+
+// NodeDiskResult is one node's roots and blocks, and the lanes running here
+// (whose blocks a prune never takes).
+type NodeDiskResult struct {
+	Node    string     `json:"node"`
+	Roots   []DiskRoot `json:"roots"`
+	Running []string   `json:"running,omitempty"`
+	// Prune is the prune's outcome (DiskPrune only).
+	Prune *PruneResult `json:"prune,omitempty"`
+	// Images are the node's images (NodeDiskInput.Images set), ImageError why
+	// they could not be listed, ImagePrune an LRU prune's part on them.
+	Images     []ImageListed `json:"images,omitempty"`
+	ImageError string        `json:"image_error,omitempty"`
+	ImagePrune *ImagePrune   `json:"image_prune,omitempty"`
+}
+
+// DiskInput asks every listed node's worker for its staged blocks and,
+// with Prune, to remove some. Blocks are per node: the blocks of every
+// lane whose recipe places the node (the control side reads the recipes,
+// the node reads its disk).
+type DiskInput struct {
+	Nodes  []string               `json:"nodes"`
+	Blocks map[string][]DiskBlock `json:"blocks"`
+	// Prune, when set, removes blocks on every node (least recently
+	// served first with LRU), never of a lane running on any node.
+	Prune *PruneSpec `json:"prune,omitempty"`
+	// PickupTimeout is how long a node worker may take to answer.
+	PickupTimeout Duration `json:"pickup_timeout,omitempty"`
+	// Images, when set, lists every node's images too (starter images,
+	// disk prune --lru): each lane's recipe image → the lanes naming it.
+	Images map[string][]string `json:"images,omitempty"`
+}
+
+// DiskNode is one node's answer, or why there is none.
+type DiskNode struct {
+	Node  string          `json:"node"`
+	Error string          `json:"error,omitempty"`
+	Disk  *NodeDiskResult `json:"disk,omitempty"`
+}
+
+// DiskResult is the fleet's staged blocks (after a prune, when asked),
+// and the lanes running anywhere (never pruned).
+type DiskResult struct {
+	Nodes   []DiskNode `json:"nodes"`
+	Running []string   `json:"running,omitempty"`
+}

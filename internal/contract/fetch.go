@@ -34,3 +34,81 @@ type FetchRepo struct {
 	// Skip are the block's skip globs: what it skips is never requested.
 	Skip []string `json:"skip,omitempty"`
 }
+
+// FetchRepoInput downloads one repo of a lane's fetch plan from the Hub
+// into the NAS (FetchActivities.FetchRepo, on the fetch node's queue).
+// It carries no token: the worker reads TokenFile, or its environment.
+type FetchRepoInput struct {
+	Lane string    `json:"lane"`
+	Repo FetchRepo `json:"repo"`
+	// Endpoint and TokenFile are the plan's (contract.FetchPlan).
+	Endpoint  string `json:"endpoint,omitempty"`
+	TokenFile string `json:"token_file,omitempty"`
+	// DryRun lists the repo and says what is missing; writes nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// FetchProgress is FetchRepo's heartbeat: files and bytes in place (the
+// same JSON names as contract.StageProgress, so the starter's progress bars read
+// both) and the bytes received over HTTP in this attempt.
+type FetchProgress struct {
+	Repo       string `json:"repo"`
+	FilesTotal int    `json:"files_total"`
+	FilesDone  int    `json:"files_done"`
+	BytesTotal int64  `json:"bytes_total"`
+	BytesDone  int64  `json:"bytes_done"`
+	Downloaded int64  `json:"downloaded"`
+}
+
+// FetchRepoResult is what one repo's fetch found and did (or, in a dry
+// run, would do).
+type FetchRepoResult struct {
+	// Node is the worker that fetched: a node's name, or "control".
+	Node     string `json:"node"`
+	Block    string `json:"block"`
+	Repo     string `json:"repo"`
+	Revision string `json:"revision"`
+	// Commit is the sha the revision resolved to; SnapshotDir is where
+	// its files are linked on the NAS.
+	Commit      string `json:"commit"`
+	SnapshotDir string `json:"snapshot_dir"`
+	// Files and Bytes are the snapshot's files after the skip globs;
+	// Skipped* matched a glob and were never requested.
+	Files        int   `json:"files"`
+	Bytes        int64 `json:"bytes"`
+	SkippedFiles int   `json:"skipped_files"`
+	SkippedBytes int64 `json:"skipped_bytes"`
+	// MissingFiles and MissingBytes are what the NAS lacked when the
+	// fetch began (what a dry run would download).
+	MissingFiles int   `json:"missing_files"`
+	MissingBytes int64 `json:"missing_bytes"`
+	// Downloaded* were received over HTTP by the last attempt; Resumed
+	// kept from partial downloads; Reused blobs already complete.
+	DownloadedFiles int     `json:"downloaded_files"`
+	DownloadedBytes int64   `json:"downloaded_bytes"`
+	ResumedBytes    int64   `json:"resumed_bytes"`
+	ReusedFiles     int     `json:"reused_files"`
+	Seconds         float64 `json:"seconds"`
+	DryRun          bool    `json:"dry_run,omitempty"`
+}
+
+// FetchInput downloads a lane's hub-mirror repos from the Hub into the
+// NAS (starter fetch, or a Stage that fetches first).
+type FetchInput struct {
+	Plan   FetchPlan `json:"plan"`
+	DryRun bool      `json:"dry_run,omitempty"`
+	// Pickup bounds schedule-to-start on a fetch node's queue (0:
+	// DefaultPickup); Heartbeat is FetchRepo's heartbeat timeout, how soon
+	// a killed worker is noticed and the fetch retried (0: one minute);
+	// OutageBudget is how long the fetch node may be gone (0:
+	// DefaultOutageBudget).
+	Pickup       Duration `json:"pickup,omitempty"`
+	Heartbeat    Duration `json:"heartbeat,omitempty"`
+	OutageBudget Duration `json:"outage_budget,omitempty"`
+}
+
+// FetchResult is what each repo's fetch did, in plan order.
+type FetchResult struct {
+	Lane  string            `json:"lane"`
+	Repos []FetchRepoResult `json:"repos"`
+}

@@ -89,3 +89,143 @@ type ImagePrune struct {
 	// DryRun: Removed were chosen, not removed.
 	DryRun bool `json:"dry_run,omitempty"`
 }
+
+// BuildImageInput builds a lane's image on this node from its [build].
+type BuildImageInput struct {
+	// Image is the tag the result gets (the recipe's image).
+	Image string `json:"image"`
+	Build Build  `json:"build"`
+}
+
+// BuildImageResult is the image built and the build log's last lines.
+type BuildImageResult struct {
+	Node string   `json:"node"`
+	ID   string   `json:"id"`
+	Tail []string `json:"tail,omitempty"`
+}
+
+// PullImageInput pulls a lane's image on this node from a registry:
+// Registry and AuthFile (a path on the node, read here) only, never the
+// credentials.
+type PullImageInput struct {
+	// Image is the recipe's image: the tag the pulled image gets and the
+	// digest it must carry when pinned.
+	Image    string `json:"image"`
+	Registry string `json:"registry"`
+	AuthFile string `json:"auth_file,omitempty"`
+}
+
+// PullImageResult is the image pulled.
+type PullImageResult struct {
+	Node string `json:"node"`
+	ImagePulled
+}
+
+// BuildProgress is a build's heartbeat: the log's latest line.
+type BuildProgress struct {
+	Line string `json:"line"`
+}
+
+// EnsureImageInput names the image a node must have.
+type EnsureImageInput struct {
+	Image string `json:"image"`
+	// Build is how the recipe builds the image (builder, build_args), for
+	// the error of a node that lacks it.
+	Build string `json:"build,omitempty"`
+	// Resolve: a pinned repo:tag@sha256:D this node has only under its
+	// tag (moved here: `docker load` sets no repo digest) is reported
+	// Unpinned with its ID instead of missing; the workflow accepts it
+	// only with the ID of the nodes that carry the digest.
+	Resolve bool `json:"resolve,omitempty"`
+}
+
+// EnsureImageResult is the image found.
+type EnsureImageResult struct {
+	Node   string `json:"node"`
+	ID     string `json:"id"`
+	Digest string `json:"digest,omitempty"`
+	// Unpinned: found under the pinned reference's tag without its digest
+	// (EnsureImageInput.Resolve).
+	Unpinned bool `json:"unpinned,omitempty"`
+}
+
+// ImageInventoryInput asks a node what it has of a lane's image.
+type ImageInventoryInput struct {
+	Image string `json:"image"`
+	// DiffIDs, when given (the image's layers, from a node that has it),
+	// ask how many of them a node without the image already has.
+	DiffIDs []string `json:"diff_ids,omitempty"`
+	// Want, when set, is the image ID the run moves (one it just built):
+	// a node with another image under the tag reports it lacks the image.
+	Want string `json:"want,omitempty"`
+}
+
+// ImageInventoryResult is one node's inventory of the image, and where
+// it would serve a transfer to the next node.
+type ImageInventoryResult struct {
+	ImageInventory
+	// Addr is the node's address:image_port ("" when the node has no
+	// address or no fleet identity: it cannot take part in a transfer).
+	Addr string `json:"addr,omitempty"`
+	// NoTransfer says why Addr is empty.
+	NoTransfer string `json:"no_transfer,omitempty"`
+}
+
+// TransferImageInput is one chain member's part of an image transfer
+// (images.Plan): the source sends, the others receive from Upstream and
+// forward to Downstream.
+type TransferImageInput struct {
+	Spec ImageSpec `json:"spec"`
+	// Have is how many of the image's layers this node had when planned.
+	Have         int    `json:"have,omitempty"`
+	Upstream     string `json:"upstream,omitempty"`
+	UpstreamAddr string `json:"upstream_addr,omitempty"`
+	Downstream   string `json:"downstream,omitempty"`
+	// Lane labels the bytes received in sparklane_image_bytes_total (runs
+	// before it: "").
+	Lane string `json:"lane,omitempty"`
+}
+
+// TransferImageResult is what the member moved.
+type TransferImageResult struct {
+	ImageMoved
+}
+
+// ImageBuild is how the image step builds a lane's image.
+type ImageBuild struct {
+	// Image is the recipe's image: the tag the build gives.
+	Image string `json:"image"`
+	Spec  Build  `json:"spec"`
+	// Node builds it (the recipe's [build] node, --node, or the head).
+	Node  string `json:"node"`
+	Force bool   `json:"force,omitempty"`
+}
+
+// ImagePull is how the image step pulls a lane's image from a registry
+// on one node: the registry and the path of its auth file on that node,
+// never credentials.
+type ImagePull struct {
+	Image    string `json:"image"`
+	Registry string `json:"registry"`
+	AuthFile string `json:"auth_file,omitempty"`
+	// Node pulls it (the node the stage is for, or the cluster's head).
+	Node string `json:"node"`
+}
+
+// ImageNodeResult is one node's part of the image step of stage (and so
+// cutover): whether the image was there, what moved to it and from where.
+type ImageNodeResult struct {
+	Node  string `json:"node"`
+	Image string `json:"image"`
+	// State: "present ID", "missing: has N of M layers, K would move" (a
+	// dry run), or "received N layers (B bytes)".
+	State string `json:"state"`
+	ID    string `json:"id,omitempty"`
+	// From is the node it receives from (its upstream in the chain).
+	From     string `json:"from,omitempty"`
+	BytesIn  int64  `json:"bytes_in,omitempty"`
+	BytesOut int64  `json:"bytes_out,omitempty"`
+	Layers   int    `json:"layers,omitempty"`
+	// Error is a dry run's refusal (the run would stop with it).
+	Error string `json:"error,omitempty"`
+}

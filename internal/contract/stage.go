@@ -127,3 +127,223 @@ type FileOffset struct {
 
 // Truncated reports whether the lists carry fewer paths than the counts.
 func (v BlockVerify) Truncated() bool { return v.NBad() > len(v.Bad) || v.NMissing() > len(v.Missing) }
+
+// StageBlockInput runs one [[staging]] block on one node.
+type StageBlockInput struct {
+	Lane   string  `json:"lane"`
+	Block  Staging `json:"block"`
+	Rank   int     `json:"rank"`
+	TP     int     `json:"tp"`
+	Force  bool    `json:"force,omitempty"`
+	DryRun bool    `json:"dry_run,omitempty"`
+	// Resume is the progress an earlier activity heartbeated before its
+	// node went away; the workflow passes it to the new activity it starts
+	// once the node is back (heartbeat details do not cross activities).
+	Resume *StageProgress `json:"resume,omitempty"`
+	// Relay, when set, stages a hub-mirror block through the relay: the
+	// nodes staging it in this run (cluster order) and their relay
+	// servers. It carries addresses only; identities are files on the node.
+	Relay *RelayInput `json:"relay,omitempty"`
+	// Room lists every lane's staged blocks, so a block that would fail
+	// min_free names the lanes whose blocks would free enough (and with
+	// MakeRoom prunes them); nil: the bare NoSpace error. An input field:
+	// no change to the command sequence.
+	Room *DiskRoom `json:"room,omitempty"`
+	// Verify has the activity verify the block without writing once it is
+	// staged (the post-stage verify), returning StageBlockResult.Verified:
+	// one task round trip less than a VerifyBlock after it. Set by
+	// StageNode from versionStageVerifyInBlock on.
+	Verify bool `json:"verify,omitempty"`
+}
+
+// DiskRoom is what a stage may prune to make room for its blocks.
+type DiskRoom struct {
+	// Blocks are every lane's [[staging]] blocks (what `starter disk`
+	// lists).
+	Blocks []DiskBlock `json:"blocks"`
+	// MakeRoom prunes least recently served blocks of other, not running
+	// lanes until min_free is met (--make-room), then stages.
+	MakeRoom bool `json:"make_room,omitempty"`
+}
+
+// RelayInput is a block's relay group.
+type RelayInput struct {
+	Nodes []string          `json:"nodes"`
+	Peers map[string]string `json:"peers"`
+}
+
+// StageBlockResult is one block's outcome on one node.
+type StageBlockResult struct {
+	Node   string      `json:"node"`
+	Block  string      `json:"block"`
+	Kind   string      `json:"kind"`
+	Result BlockResult `json:"result"`
+	// Verified is the post-stage verify when the input asked for it.
+	Verified *VerifyBlockResult `json:"verified,omitempty"`
+}
+
+// VerifyBlockInput verifies one block on one node without writing.
+type VerifyBlockInput struct {
+	Lane  string  `json:"lane"`
+	Block Staging `json:"block"`
+	Rank  int     `json:"rank"`
+	TP    int     `json:"tp"`
+	Full  bool    `json:"full,omitempty"`
+}
+
+// VerifyBlockResult is one block's verify outcome on one node.
+type VerifyBlockResult struct {
+	Lane   string      `json:"lane,omitempty"`
+	Node   string      `json:"node"`
+	Block  string      `json:"block"`
+	Kind   string      `json:"kind"`
+	Result BlockVerify `json:"result"`
+	// NoWorker is set (by the Verify workflow, never by the activity) when
+	// no worker of the node picked the check up within its pickup timeout:
+	// nothing was verified there, so the block is neither clean nor
+	// drifted, and the operator is told to start the worker instead of
+	// hunting for drift that may not exist.
+	NoWorker bool `json:"no_worker,omitempty"`
+	// Off is set (by the Verify workflow) instead of NoWorker when the
+	// unreachable node is off on purpose — its relay is off, or sparklane
+	// powered it down: "off, not verified", neither drift nor a failure.
+	Off bool `json:"off,omitempty"`
+}
+
+// VerifyReportInput is what a verify run found, for its short report.
+type VerifyReportInput struct {
+	Blocks     []VerifyBlockResult `json:"blocks"`
+	Repaired   []StageBlockResult  `json:"repaired,omitempty"`
+	Failures   []string            `json:"failures,omitempty"`
+	WorkflowID string              `json:"workflow_id"`
+	RunID      string              `json:"run_id"`
+}
+
+// Stage modes (--stage).
+const (
+	StageAuto  = "auto"
+	StageSkip  = "skip"
+	StageForce = "force"
+)
+
+// StageNodeInput stages every block of a lane on one node.
+type StageNodeInput struct {
+	Lane   string    `json:"lane"`
+	Node   string    `json:"node"`
+	Rank   int       `json:"rank"`
+	TP     int       `json:"tp"`
+	Blocks []Staging `json:"blocks"`
+	Mode   string    `json:"mode"`
+	DryRun bool      `json:"dry_run,omitempty"`
+	// Verify runs a verify-only pass after staging; a mismatch fails.
+	Verify bool `json:"verify,omitempty"`
+	// PickupTimeout bounds schedule-to-start on the node's queue.
+	PickupTimeout Duration `json:"pickup_timeout,omitempty"`
+	// Heartbeat is the staging activities' heartbeat timeout: how soon a
+	// killed node worker is noticed and its copy retried (0: one minute).
+	Heartbeat Duration `json:"heartbeat,omitempty"`
+	// OutageBudget is how long the node may be gone (no worker) before the
+	// stage fails naming it (0: DefaultOutageBudget).
+	OutageBudget Duration `json:"outage_budget,omitempty"`
+	// Relay, when set, relays the hub-mirror blocks between the nodes of
+	// this run (an input field: no change to the command sequence).
+	Relay *RelayInput `json:"relay,omitempty"`
+	// Room lets a block short of min_free name (or, with MakeRoom, prune)
+	// other lanes' least recently served blocks (an input field: no
+	// change to the command sequence).
+	Room *DiskRoom `json:"room,omitempty"`
+}
+
+// StageNodeResult is what one node's staging did.
+type StageNodeResult struct {
+	Node     string              `json:"node"`
+	Blocks   []StageBlockResult  `json:"blocks"`
+	Verified []VerifyBlockResult `json:"verified,omitempty"`
+}
+
+// StageInput stages a lane on every node of its cluster (or one node).
+type StageInput struct {
+	Plan   LanePlan  `json:"plan"`
+	Blocks []Staging `json:"blocks"`
+	// Only restricts staging to one node (--node).
+	Only   string   `json:"only,omitempty"`
+	Mode   string   `json:"mode"`
+	DryRun bool     `json:"dry_run,omitempty"`
+	Verify bool     `json:"verify,omitempty"`
+	Pickup Duration `json:"pickup,omitempty"`
+	// Heartbeat is passed to every StageNode (0: one minute).
+	Heartbeat Duration `json:"heartbeat,omitempty"`
+	// OutageBudget is passed to every StageNode (0: DefaultOutageBudget).
+	OutageBudget Duration `json:"outage_budget,omitempty"`
+	// Room is passed to every StageNode (stage --make-room).
+	Room *DiskRoom `json:"room,omitempty"`
+	// Fetch, when set, downloads these repos from the Hub into the NAS
+	// first (a Fetch child, fetch/LANE): stage --fetch, or blocks with
+	// fetch = true. Behind versionStageFetch.
+	Fetch *FetchPlan `json:"fetch,omitempty"`
+	// Build, when set, builds the lane's image on Build.Node when no node
+	// of the cluster has it (a recipe with [build]), or first whatever
+	// the nodes have (Force: starter image build); it is then moved to the
+	// other nodes. Behind versionStageBuild.
+	Build *ImageBuild `json:"build,omitempty"`
+	// Pull, when set, pulls the lane's image from a registry on Pull.Node
+	// when no node of the cluster has it (image_registry), before a build.
+	// Behind versionStageRegistry.
+	Pull *ImagePull `json:"pull,omitempty"`
+	// ImageOnly ensures the image and stages no block (starter image build).
+	ImageOnly bool `json:"image_only,omitempty"`
+}
+
+// StageResult collects every node's result.
+type StageResult struct {
+	Lane  string            `json:"lane"`
+	Nodes []StageNodeResult `json:"nodes"`
+	// Built is the image build the image step ran, if any.
+	Built *BuildImageResult `json:"built,omitempty"`
+	// Pulled is the registry pull the image step ran, if any.
+	Pulled *PullImageResult `json:"pulled,omitempty"`
+	// Fetch is the Fetch child's result, when the stage fetched first.
+	Fetch *FetchResult `json:"fetch,omitempty"`
+	// Images is the image step, per node (runs from versionStageImage on).
+	Images []ImageNodeResult `json:"images,omitempty"`
+}
+
+// VerifyLane is one lane's blocks to verify.
+type VerifyLane struct {
+	Plan   LanePlan  `json:"plan"`
+	Blocks []Staging `json:"blocks"`
+}
+
+// VerifyInput verifies staged blocks of several lanes (starter verify and
+// the nightly schedule).
+type VerifyInput struct {
+	Lanes []VerifyLane `json:"lanes"`
+	Full  bool         `json:"full,omitempty"`
+	// Repair re-stages only the blocks that drifted.
+	Repair bool `json:"repair,omitempty"`
+	// LaneNames, when set instead of Lanes, are resolved by the control
+	// worker at run time (schedules keep their input for months; recipes change).
+	LaneNames []string `json:"lane_names,omitempty"`
+	Only      string   `json:"only,omitempty"`
+	Pickup    Duration `json:"pickup,omitempty"`
+	// ReportDir, when set, receives a short drift report.
+	Report bool `json:"report,omitempty"`
+}
+
+// VerifyWorkflowResult lists every block's outcome.
+type VerifyWorkflowResult struct {
+	Blocks   []VerifyBlockResult `json:"blocks"`
+	Repaired []StageBlockResult  `json:"repaired,omitempty"`
+	Drift    bool                `json:"drift"`
+	Report   string              `json:"report,omitempty"`
+	// NoWorker lists, in plan order and once each, the nodes whose worker
+	// never picked up a check (no worker polls node.NAME): their blocks
+	// carry NoWorker and were not verified. Typed, so callers never parse
+	// an error's text to tell "no worker" from drift.
+	NoWorker []string `json:"no_worker,omitempty"`
+	// Off lists the unreachable nodes that are off on purpose (relay off,
+	// or powered down by sparklane), with why: "off, not verified". Not
+	// drift, not a failure: a night with the switch's nodes off passes.
+	Off    []string `json:"off,omitempty"`
+	OffWhy []string `json:"off_why,omitempty"`
+}

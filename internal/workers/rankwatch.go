@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/node"
 )
@@ -57,17 +57,17 @@ func (r *rankWatch) stop() {
 // tell signals the keeper of every cluster holding the node; a cluster
 // without a running keeper is skipped.
 func (r *rankWatch) tell(ctx context.Context, x serve.RankDeath) {
-	sig := activities.KeeperRankDied{Lane: x.Lane, Node: x.Node, Container: x.Container, Rank: x.Rank, ExitCode: x.ExitCode}
+	sig := contract.KeeperRankDied{Lane: x.Lane, Node: x.Node, Container: x.Container, Rank: x.Rank, ExitCode: x.ExitCode}
 	for _, c := range r.cfg.Clusters {
 		if !slices.Contains(c.Nodes, r.node.Name) {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := r.c.SignalWorkflow(sctx, activities.KeeperID(c.Name), "", activities.KeeperRankDiedSignal, sig)
+		err := r.c.SignalWorkflow(sctx, contract.KeeperID(c.Name), "", contract.KeeperRankDiedSignal, sig)
 		cancel()
 		var nf *serviceerror.NotFound
 		if err != nil && !errors.As(err, &nf) && ctx.Err() == nil {
-			r.log.Warn("tell the keeper a rank died", zap.String("keeper", activities.KeeperID(c.Name)), zap.String("container", x.Container), zap.Error(err))
+			r.log.Warn("tell the keeper a rank died", zap.String("keeper", contract.KeeperID(c.Name)), zap.String("container", x.Container), zap.Error(err))
 		}
 	}
 }

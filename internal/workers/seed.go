@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/metrics"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // Commit is the source revision of this build: set with -ldflags
@@ -101,7 +101,7 @@ func seedNodeMetrics(cfg *config.Config, name string, m *metrics.Metrics) {
 // polled says whether a worker polled node.NAME's activity queue in the
 // last 90 s (a live worker long-polls at least every minute).
 func polled(ctx context.Context, c client.Client, node string) bool {
-	resp, err := c.DescribeTaskQueue(ctx, workflows.NodeQueue(node), enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+	resp, err := c.DescribeTaskQueue(ctx, contract.NodeQueue(node), enumspb.TASK_QUEUE_TYPE_ACTIVITY)
 	if err != nil {
 		return false
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/logging"
 	"github.com/sparklane/sparklane/internal/metrics"
@@ -36,7 +37,7 @@ var Version = "0.1.0"
 // the sparklane queue.
 // m records the control activities' metrics (nil: none).
 func NewControlWorker(c client.Client, cfg *config.Config, log *zap.Logger, uiURL string, m *metrics.Metrics) worker.Worker {
-	w := worker.New(c, workflows.ControlQueue, worker.Options{WorkerStopTimeout: 10 * time.Second})
+	w := worker.New(c, contract.ControlQueue, worker.Options{WorkerStopTimeout: 10 * time.Second})
 	for _, wf := range []any{
 		workflows.FleetProbe, workflows.StageNode, workflows.Stage, workflows.Verify,
 		workflows.Serve, workflows.Probe, workflows.Stop, workflows.Cutover, workflows.Bench, workflows.Power, workflows.Disk, workflows.NodeLease, workflows.Keeper, workflows.Fetch,
@@ -66,7 +67,7 @@ func NewNodeWorker(c client.Client, cfg *config.Config, name string, log *zap.Lo
 		}
 		return nil, fmt.Errorf("node %q is not in %s (nodes: %v)", name, cfg.File, names)
 	}
-	w := worker.New(c, workflows.NodeQueue(name), NodeWorkerOptions())
+	w := worker.New(c, contract.NodeQueue(name), NodeWorkerOptions())
 	nlog := log.Named("node." + name)
 	rcv, stop := startRelay(cfg, n, nlog)
 	w.RegisterActivity(&activities.NodeActivities{Node: *n, SharedRoots: cfg.SharedRoots, HFCacheDir: cfg.HFCacheDir, Log: nlog, Metrics: m,

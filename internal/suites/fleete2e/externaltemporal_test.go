@@ -73,14 +73,14 @@ func TestExternalTemporalControlFailover(t *testing.T) {
 	f := newExtFleet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	f.waitPollers(ctx, workflows.ControlQueue, 2)
-	f.waitPollers(ctx, workflows.NodeQueue("h3"), 1)
+	f.waitPollers(ctx, contract.ControlQueue, 2)
+	f.waitPollers(ctx, contract.NodeQueue("h3"), 1)
 
 	code, out, errOut := starter(t, "--config", f.opCfg, "cutover", "--lane", extLane, "--no-wait", "--json")
 	if code != 0 {
 		t.Fatalf("cutover --no-wait: exit %d\n%s\n%s", code, out, errOut)
 	}
-	id := workflows.CutoverID(extCluster)
+	id := contract.CutoverID(extCluster)
 	f.heldMidStage(ctx)
 
 	// The active control service: the one whose worker completed the
@@ -105,7 +105,7 @@ func TestExternalTemporalControlFailover(t *testing.T) {
 	t.Logf("killed the control service on %s (pid %d) at event %d; %s's goes on", active, cmd.Process.Pid, killedAt, survivor)
 	f.release()
 
-	var res workflows.CutoverResult
+	var res contract.CutoverResult
 	if err := f.c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil || !res.OK {
 		t.Fatalf("cutover after the kill: %v %+v\n%s", err, res, f.logs())
 	}
@@ -119,11 +119,11 @@ func TestExternalTemporalControlFailover(t *testing.T) {
 // surviving control service, has checked the lane and found it up.
 func (f *extFleet) kept(ctx context.Context, survivor string) {
 	f.t.Helper()
-	var st activities.KeeperStatus
+	var st contract.KeeperStatus
 	deadline := time.Now().Add(time.Minute)
 	for {
-		v, err := f.c.QueryWorkflow(ctx, workflows.KeeperID(extCluster), "", activities.KeeperStatusQuery)
-		if err == nil && v.Get(&st) == nil && st.Lane == extLane && st.State == activities.KeeperWatching && st.Health == "up" && st.Checks > 0 &&
+		v, err := f.c.QueryWorkflow(ctx, workflows.KeeperID(extCluster), "", contract.KeeperStatusQuery)
+		if err == nil && v.Get(&st) == nil && st.Lane == extLane && st.State == contract.KeeperWatching && st.Health == "up" && st.Checks > 0 &&
 			st.Input != nil && st.Input.BootIDs["h3"] == "boot-1" {
 			f.t.Logf("keeper/%s on %s's control service: %d checks, lane up", extCluster, survivor, st.Checks)
 			return
@@ -378,7 +378,7 @@ func (f *extFleet) waitPollers(ctx context.Context, queue string, n int) {
 // heldMidStage waits until h3's StageBlock holds at the fault point.
 func (f *extFleet) heldMidStage(ctx context.Context) {
 	f.t.Helper()
-	id := workflows.StageNodeID(extLane, "h3")
+	id := contract.StageNodeID(extLane, "h3")
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		d, err := f.c.DescribeWorkflowExecution(ctx, id, "")
@@ -456,7 +456,7 @@ func (f *extFleet) checkAfterKill(ctx context.Context, id string, killedAt int64
 			}
 			tasks = append(tasks, a.GetIdentity())
 		}
-		if a := e.GetActivityTaskStartedEventAttributes(); a != nil && queues[a.GetScheduledEventId()] == workflows.ControlQueue {
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil && queues[a.GetScheduledEventId()] == contract.ControlQueue {
 			if h := f.host(a.GetIdentity()); h != survivor {
 				f.t.Errorf("control activity %s after the kill taken by %q (host %q), want %s", names[a.GetScheduledEventId()], a.GetIdentity(), h, survivor)
 			}

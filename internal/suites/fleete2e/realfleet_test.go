@@ -32,7 +32,6 @@ import (
 	"github.com/sparklane/sparklane/internal/testkit/diskuse"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 	"github.com/sparklane/sparklane/internal/testkit/testfleet"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 const (
@@ -331,9 +330,9 @@ func (f *realFleet) install(nodes ...string) []installRow {
 }
 
 // progress is the latest progress query answer of workflow id.
-func (f *realFleet) progress(ctx context.Context, id string) (workflows.Progress, error) {
-	var p workflows.Progress
-	v, err := f.c.QueryWorkflow(ctx, id, "", workflows.ProgressQuery)
+func (f *realFleet) progress(ctx context.Context, id string) (contract.Progress, error) {
+	var p contract.Progress
+	v, err := f.c.QueryWorkflow(ctx, id, "", contract.ProgressQuery)
 	if err == nil {
 		err = v.Get(&p)
 	}
@@ -356,7 +355,7 @@ func (f *realFleet) until(d time.Duration, what string, cond func() bool) {
 // it holds at the fault point, and returns that progress.
 func (f *realFleet) pausedAt(ctx context.Context, lane, nodeName string) contract.StageProgress {
 	f.t.Helper()
-	id := workflows.StageNodeID(lane, nodeName)
+	id := contract.StageNodeID(lane, nodeName)
 	var held contract.StageProgress
 	f.until(5*time.Minute, id+" holding at the fault point", func() bool {
 		d, err := f.c.DescribeWorkflowExecution(ctx, id, "")
@@ -389,7 +388,7 @@ func (f *realFleet) waiting(ctx context.Context, id, nodeName string) string {
 			return false
 		}
 		for _, s := range p.Steps {
-			if s.Status == workflows.StepWaiting && s.Node == nodeName && len(p.Waiting) == 1 && p.Waiting[0].Node == nodeName {
+			if s.Status == contract.StepWaiting && s.Node == nodeName && len(p.Waiting) == 1 && p.Waiting[0].Node == nodeName {
 				detail = s.Detail
 				return true
 			}
@@ -409,9 +408,9 @@ func (f *realFleet) background(args ...string) <-chan [3]string {
 	return ch
 }
 
-func decodeCutover(t *testing.T, r [3]string) workflows.CutoverResult {
+func decodeCutover(t *testing.T, r [3]string) contract.CutoverResult {
 	t.Helper()
-	var res workflows.CutoverResult
+	var res contract.CutoverResult
 	if err := json.Unmarshal([]byte(r[1]), &res); err != nil {
 		t.Fatalf("cutover: exit %s, no JSON result (%v)\n%s\n%s", r[0], err, r[1], r[2])
 	}
@@ -419,7 +418,7 @@ func decodeCutover(t *testing.T, r [3]string) workflows.CutoverResult {
 }
 
 // stageBlock is node's result for block in a cutover's staging.
-func stageBlock(t *testing.T, res workflows.CutoverResult, nodeName, block string) contract.BlockResult {
+func stageBlock(t *testing.T, res contract.CutoverResult, nodeName, block string) contract.BlockResult {
 	t.Helper()
 	for _, s := range res.Stage {
 		if s.Node != nodeName {
@@ -627,17 +626,17 @@ func (f *realFleet) buildLaneServedOnAllThree(t *testing.T) {
 	}
 	// The build is its own step of the run: in the result's steps, and
 	// one BuildImage activity on h1's queue whose summary says so.
-	var step *workflows.Step
+	var step *contract.Step
 	for i := range res.Steps {
 		if res.Steps[i].Name == "image build "+tag {
 			step = &res.Steps[i]
 		}
 	}
-	if step == nil || step.Node != "h1" || step.Status != workflows.StepDone || step.Detail != res.Built.ID {
+	if step == nil || step.Node != "h1" || step.Status != contract.StepDone || step.Detail != res.Built.ID {
 		t.Fatalf("the build step %+v in %+v, want one done on h1 with the built ID", step, res.Steps)
 	}
 	var builds []string
-	it := f.c.GetWorkflowHistory(ctx, workflows.CutoverID("fl3"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := f.c.GetWorkflowHistory(ctx, contract.CutoverID("fl3"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
 		if err != nil {
@@ -650,7 +649,7 @@ func (f *realFleet) buildLaneServedOnAllThree(t *testing.T) {
 		}
 	}
 	if len(builds) != 1 || builds[0] != "node.h1 h1: build "+tag {
-		t.Fatalf("BuildImage in the history of %s: %q, want one on node.h1", workflows.CutoverID("fl3"), builds)
+		t.Fatalf("BuildImage in the history of %s: %q, want one on node.h1", contract.CutoverID("fl3"), builds)
 	}
 	t.Logf("built %s on h1 in %.1f s (%s), image step %+v", tag, step.Seconds(), res.Built.ID, res.Images)
 }
@@ -720,7 +719,7 @@ func (f *realFleet) nodeServiceStopped90sMidPack(t *testing.T) {
 	}
 	onDisk := diskuse.WrittenBytes(t, dst, sparserows.PackedHeaderSize)
 	f.setRelease(h2, true)
-	detail := f.waiting(ctx, workflows.StageNodeID("fl-b", "h2"), "h2")
+	detail := f.waiting(ctx, contract.StageNodeID("fl-b", "h2"), "h2")
 	if !strings.Contains(detail, "waiting for node h2 (down ") {
 		t.Fatalf("waiting step detail %q", detail)
 	}
@@ -756,7 +755,7 @@ func (f *realFleet) nodeServiceStopped90sMidPack(t *testing.T) {
 	if recopied > chunk {
 		t.Fatalf("re-copied %d bytes after the outage, more than one block (%d)", recopied, chunk)
 	}
-	f.saveHistory(workflows.CutoverID("fl3"), "cutover-node-outage-resumed")
+	f.saveHistory(contract.CutoverID("fl3"), "cutover-node-outage-resumed")
 }
 
 // linkDown45sDuringWaitReady is TestRealFleet's subtest "LinkDown45sDuringWaitReady".
@@ -770,14 +769,14 @@ func (f *realFleet) linkDown45sDuringWaitReady(t *testing.T) {
 	if code, errOut := f.starterJSON(&started, "cutover", "--lane", "fl-e", "--no-wait", "-o", "extra_args=--load-mibps=1"); code != 0 {
 		t.Fatalf("cutover --no-wait: exit %d %v\n%s", code, started, errOut)
 	}
-	id := workflows.CutoverID("fl1")
+	id := contract.CutoverID("fl1")
 	f.until(5*time.Minute, "cutover fl-e in WaitReady", func() bool {
 		p, err := f.progress(ctx, id)
 		if err != nil {
 			return false
 		}
 		for _, s := range p.Steps {
-			if s.Name == "wait ready" && s.Status == workflows.StepRunning {
+			if s.Name == "wait ready" && s.Status == contract.StepRunning {
 				return true
 			}
 		}
@@ -800,13 +799,13 @@ func (f *realFleet) linkDown45sDuringWaitReady(t *testing.T) {
 	// The wait-ready step spans the partition (its last attempt's
 	// own time, Ready.Seconds, may be shorter: an attempt that lost
 	// its heartbeat to the partition is retried).
-	var step *workflows.Step
+	var step *contract.Step
 	for i := range res.Steps {
 		if res.Steps[i].Name == "wait ready" {
 			step = &res.Steps[i]
 		}
 	}
-	if step == nil || step.Status != workflows.StepDone || step.Started.After(downAt) || step.Ended.Before(upAt) {
+	if step == nil || step.Status != contract.StepDone || step.Started.After(downAt) || step.Ended.Before(upAt) {
 		t.Fatalf("the wait-ready step %+v does not span the partition %s–%s", step, downAt.Format(time.TimeOnly), upAt.Format(time.TimeOnly))
 	}
 	t.Logf("link down %s–%s; the lane came up: wait ready took %.1f s (%s, last attempt %.1f s); %s", downAt.Format(time.TimeOnly), upAt.Format(time.TimeOnly),
@@ -840,14 +839,14 @@ func (f *realFleet) serveWaitsForANodeService(t *testing.T) {
 	}
 	f.stopService(h2)
 	run := f.background("--json", "up", "--lane", "fl-c", "--force")
-	id := workflows.UpID("fl2")
+	id := contract.UpID("fl2")
 	detail := f.waiting(ctx, id, "h2")
 	if !strings.Contains(detail, "waiting for node h2 (down ") {
 		t.Fatalf("serve's waiting step: %q", detail)
 	}
 	f.install("h2")
 	r := <-run
-	var res workflows.ServeResult
+	var res contract.ServeResult
 	if err := json.Unmarshal([]byte(r[1]), &res); err != nil || r[0] != "0" || !res.Answers || len(res.Ranks) != 2 {
 		t.Fatalf("up fl-c after h2's service came back: exit %s (%v)\n%s\n%s", r[0], err, r[1], r[2])
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -51,8 +52,8 @@ func (f *extFleet) rebooted(ctx context.Context) {
 		f.t.Fatal(err)
 	}
 	f.writeBootID("boot-2")
-	st := f.keeperUntil(ctx, 2*time.Minute, "waiting for h3", func(s activities.KeeperStatus) bool {
-		return s.State == activities.KeeperWaiting
+	st := f.keeperUntil(ctx, 2*time.Minute, "waiting for h3", func(s contract.KeeperStatus) bool {
+		return s.State == contract.KeeperWaiting
 	})
 	f.t.Logf("h3 down %s: keeper %s (%s)", time.Since(down).Round(time.Second), st.State, st.LastReason)
 	// The outage's length is the fault injected, not a synchronisation:
@@ -71,8 +72,8 @@ func (f *extFleet) rebooted(ctx context.Context) {
 	f.start(h3, filepath.Join(f.dir, "node-h3.toml"), []string{"node", "--node", "h3"}, activities.BootIDTestDirEnv+"="+f.bootDir)
 	back := time.Now()
 	f.t.Logf("h3 back after %s (dockerd and worker started)", back.Sub(down).Round(time.Second))
-	st = f.keeperUntil(ctx, 3*time.Minute, "lane restarted after h3's reboot", func(s activities.KeeperStatus) bool {
-		return len(s.Restarts) == 1 && s.Restarts[0].OK && s.State == activities.KeeperWatching && s.Health == "up"
+	st = f.keeperUntil(ctx, 3*time.Minute, "lane restarted after h3's reboot", func(s contract.KeeperStatus) bool {
+		return len(s.Restarts) == 1 && s.Restarts[0].OK && s.State == contract.KeeperWatching && s.Health == "up"
 	})
 	f.t.Logf("keeper: lane up %s after h3 came back; restart reason %q", time.Since(back).Round(time.Second), st.Restarts[0].Reason)
 	if !strings.Contains(st.Restarts[0].Reason, "node h3 came back") {
@@ -109,7 +110,7 @@ func (f *extFleet) rebootHistory(ctx context.Context) {
 	if len(children) != 1 || !strings.Contains(children[0], "verify-h3") {
 		f.t.Fatalf("keeper's children %v: want one verify-only pass on h3\n%s", children, strings.Join(steps, "\n"))
 	}
-	var r workflows.VerifyWorkflowResult
+	var r contract.VerifyWorkflowResult
 	if err := f.c.GetWorkflow(ctx, children[0], "").Get(ctx, &r); err != nil {
 		f.t.Fatalf("verify-only pass %s: %v", children[0], err)
 	}
@@ -136,12 +137,12 @@ func inOrderSteps(events, want []string) bool {
 }
 
 // keeperUntil polls the keeper-status query until ok holds (within).
-func (f *extFleet) keeperUntil(ctx context.Context, within time.Duration, what string, ok func(activities.KeeperStatus) bool) activities.KeeperStatus {
+func (f *extFleet) keeperUntil(ctx context.Context, within time.Duration, what string, ok func(contract.KeeperStatus) bool) contract.KeeperStatus {
 	f.t.Helper()
-	var st activities.KeeperStatus
+	var st contract.KeeperStatus
 	deadline := time.Now().Add(within)
 	for {
-		v, err := f.c.QueryWorkflow(ctx, workflows.KeeperID(extCluster), "", activities.KeeperStatusQuery)
+		v, err := f.c.QueryWorkflow(ctx, workflows.KeeperID(extCluster), "", contract.KeeperStatusQuery)
 		if err == nil && v.Get(&st) == nil && ok(st) {
 			return st
 		}

@@ -38,16 +38,16 @@ func TestBenchRetryAfterWritingWritesNoSecondBundle(t *testing.T) {
 	f.startControl()
 	ctx := withTimeout(t, 5*time.Minute)
 
-	in := activities.BenchInput{
+	in := contract.BenchInput{
 		Recipe:  contract.Recipe{Name: "benchy", Bench: contract.Bench{PromptLengths: []int{128}, Depths: []int{0}, Concurrency: []int{1}, GenTokens: 8}},
 		Plan:    contract.LanePlan{Lane: "benchy", Cluster: "solo"},
 		BaseURL: eng.URL, Model: "sim-model", Label: "retry",
 	}
-	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BenchID("benchy"), TaskQueue: workflows.ControlQueue}, workflows.Bench, in)
+	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: contract.BenchID("benchy"), TaskQueue: contract.ControlQueue}, workflows.Bench, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res activities.BenchResult
+	var res contract.BenchResult
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatalf("bench: %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -32,14 +32,14 @@ func TestControlServiceKilledRunsAndKeeperResume(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("cutover --no-wait: exit %d\n%s", code, out)
 	}
-	id := workflows.CutoverID("crash-2x")
+	id := contract.CutoverID("crash-2x")
 	c := p.client(ctx)
 	waitPending(ctx, t, c, id, "WaitReady")
 	first := p.kill9Control(ctx)
 	c = p.restartControl(ctx, first)
 
 	code, out = p.run(ctx, "--json", "attach", "--lane", "crash-2x")
-	var res workflows.CutoverResult
+	var res contract.CutoverResult
 	if i := strings.Index(out, "{"); code != 0 || i < 0 || json.Unmarshal([]byte(out[i:]), &res) != nil || !res.OK || res.Serve == nil || !res.Serve.Answers {
 		t.Fatalf("the cutover after the control service's kill -9: exit %d\n%s", code, out)
 	}
@@ -52,8 +52,8 @@ func TestControlServiceKilledRunsAndKeeperResume(t *testing.T) {
 
 	// The keeper watches; the control host goes down again and comes back.
 	kid := workflows.KeeperID("crash-2x")
-	before := waitKeeperOn(ctx, t, c, kid, "watching a healthy lane", func(s activities.KeeperStatus) bool {
-		return s.State == activities.KeeperWatching && s.Health == "up" && s.Checks >= 2
+	before := waitKeeperOn(ctx, t, c, kid, "watching a healthy lane", func(s contract.KeeperStatus) bool {
+		return s.State == contract.KeeperWatching && s.Health == "up" && s.Checks >= 2
 	})
 	d, err := c.DescribeWorkflowExecution(ctx, kid, "")
 	if err != nil {
@@ -66,8 +66,8 @@ func TestControlServiceKilledRunsAndKeeperResume(t *testing.T) {
 	// A check ends after the restart (the one the kill interrupted, its
 	// activity retried, or a later one) and a new one has begun: the
 	// keeper counts a check when it begins it.
-	after := waitKeeperOn(ctx, t, c, kid, "checking again after the restart", func(s activities.KeeperStatus) bool {
-		return s.State == activities.KeeperWatching && s.Health == "up" && s.LastCheck.After(back) && s.Checks > before.Checks
+	after := waitKeeperOn(ctx, t, c, kid, "checking again after the restart", func(s contract.KeeperStatus) bool {
+		return s.State == contract.KeeperWatching && s.Health == "up" && s.LastCheck.After(back) && s.Checks > before.Checks
 	})
 	d, err = c.DescribeWorkflowExecution(ctx, kid, "")
 	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
@@ -120,11 +120,11 @@ func (p *procFleet) restartControl(ctx context.Context, killed int) client.Clien
 }
 
 // waitKeeperOn polls keeper id's status until ok says so.
-func waitKeeperOn(ctx context.Context, t *testing.T, c client.Client, id, what string, ok func(activities.KeeperStatus) bool) activities.KeeperStatus {
+func waitKeeperOn(ctx context.Context, t *testing.T, c client.Client, id, what string, ok func(contract.KeeperStatus) bool) contract.KeeperStatus {
 	t.Helper()
-	var st activities.KeeperStatus
+	var st contract.KeeperStatus
 	for {
-		v, err := c.QueryWorkflow(ctx, id, "", activities.KeeperStatusQuery)
+		v, err := c.QueryWorkflow(ctx, id, "", contract.KeeperStatusQuery)
 		if err == nil && v.Get(&st) == nil && ok(st) {
 			return st
 		}

@@ -28,7 +28,6 @@ import (
 	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/simimage"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // These tests run the real starter binary as separate processes against the
@@ -326,8 +325,8 @@ func TestStarterKilledMidRunGoesOn(t *testing.T) {
 
 	// kill -9 of `starter stage` while every node holds at the pause point.
 	stage, out := p.startStarter("stage", "--lane", "crash-2x")
-	id := workflows.StageID("crash-2x")
-	p.waitPaused(ctx, c, workflows.StageNodeID("crash-2x", "c1"), workflows.StageNodeID("crash-2x", "c2"))
+	id := contract.StageID("crash-2x")
+	p.waitPaused(ctx, c, contract.StageNodeID("crash-2x", "c1"), contract.StageNodeID("crash-2x", "c2"))
 	kill9(t, stage)
 	if st := runStatus(ctx, t, c, id); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		t.Fatalf("after kill -9 of the starter, %s is %v, want still running\nstarter said: %s", id, st, out)
@@ -371,9 +370,9 @@ func TestStarterKilledMidRunGoesOn(t *testing.T) {
 	if err := os.Remove(p.release); err != nil {
 		t.Fatal(err)
 	}
-	id4 := workflows.StageID("crash-4x")
+	id4 := contract.StageID("crash-4x")
 	stage3, _ := p.startStarter("stage", "--lane", "crash-4x", "--node", "c3")
-	p.waitPaused(ctx, c, workflows.StageNodeID("crash-4x", "c3"))
+	p.waitPaused(ctx, c, contract.StageNodeID("crash-4x", "c3"))
 	code, o = p.run(ctx, "cancel", id4)
 	_ = stage3.Wait()
 	if code != 0 || !strings.Contains(o, id4+": Canceled") {
@@ -389,8 +388,8 @@ func TestStarterKilledMidRunGoesOn(t *testing.T) {
 	// kill -9 of `starter cutover` while demo4 stages; a second starter
 	// attaches and prints the cutover's result.
 	cut, cutOut := p.startStarter("cutover", "--lane", "crash-4x")
-	cid := workflows.CutoverID("crash-4x")
-	p.waitPaused(ctx, c, workflows.StageNodeID("crash-4x", "c4"))
+	cid := contract.CutoverID("crash-4x")
+	p.waitPaused(ctx, c, contract.StageNodeID("crash-4x", "c4"))
 	kill9(t, cut)
 	if st := runStatus(ctx, t, c, cid); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		t.Fatalf("after kill -9 of the starter, %s is %v, want still running\nstarter said: %s", cid, st, cutOut)

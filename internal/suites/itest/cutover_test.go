@@ -15,10 +15,10 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	dockerclient "github.com/docker/docker/client"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/simimage"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // demoFleet is a 4-node fleet with the demo's NAS and lanes, the engine-sim
@@ -117,11 +117,11 @@ func laneContainers(t *testing.T, dc *dockerclient.Client, lane string) (running
 	return running, len(cs)
 }
 
-func cutover(t *testing.T, f *fleet, args ...string) (int, workflows.CutoverResult, string) {
+func cutover(t *testing.T, f *fleet, args ...string) (int, contract.CutoverResult, string) {
 	t.Helper()
 	ctx := withTimeout(t, 10*time.Minute)
 	code, out, errOut := f.starter(ctx, append([]string{"cutover", "--json"}, args...)...)
-	var res workflows.CutoverResult
+	var res contract.CutoverResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("cutover %v: exit %d, output is not a CutoverResult: %v\nstdout: %s\nstderr: %s", args, code, err, out, errOut)
 	}
@@ -140,7 +140,7 @@ func TestCutoverServesRollsBackAndStops(t *testing.T) {
 		t.Fatalf("cutover demo-4x: exit %d, %+v\n%s", code, res, errOut)
 	}
 	checkServing(t, f, res, demo.DecodeTPS["demo-4x"])
-	saveHistory(t, f, workflows.CutoverID("demo-4x"), "cutover-ok")
+	saveHistory(t, f, contract.CutoverID("demo-4x"), "cutover-ok")
 	if r, _ := laneContainers(t, dc, "demo-4x"); r != 4 {
 		t.Fatalf("demo-4x: %d containers running, want 4", r)
 	}
@@ -165,8 +165,8 @@ func TestCutoverServesRollsBackAndStops(t *testing.T) {
 	if code != 3 || !strings.Contains(errOut, "cutover/demo-2x is already running") {
 		t.Errorf("second cutover on a busy cluster: exit %d, %q; want exit 3 naming cutover/demo-2x", code, errOut)
 	}
-	var done workflows.CutoverResult
-	if err := f.env.Client.GetWorkflow(ctx, workflows.CutoverID("demo-2x"), "").Get(ctx, &done); err != nil {
+	var done contract.CutoverResult
+	if err := f.env.Client.GetWorkflow(ctx, contract.CutoverID("demo-2x"), "").Get(ctx, &done); err != nil {
 		t.Fatalf("cutover demo-2x: %v", err)
 	}
 	checkServing(t, f, done, demo.DecodeTPS["demo-2x"])
@@ -198,7 +198,7 @@ func TestCutoverServesRollsBackAndStops(t *testing.T) {
 	if code != 2 || res.OK {
 		t.Fatalf("failing cutover: exit %d ok=%v; want exit 2\n%s", code, res.OK, errOut)
 	}
-	saveHistory(t, f, workflows.CutoverID("demo-4x"), "cutover-rolled-back")
+	saveHistory(t, f, contract.CutoverID("demo-4x"), "cutover-rolled-back")
 	if res.FailedStep != "probe" || !strings.Contains(res.Error, "load") {
 		t.Errorf("failed step %q error %q; want probe, with the engine's own message", res.FailedStep, res.Error)
 	}
@@ -248,7 +248,7 @@ func TestCutoverServesRollsBackAndStops(t *testing.T) {
 	}
 }
 
-func checkServing(t *testing.T, f *fleet, res workflows.CutoverResult, decode int) {
+func checkServing(t *testing.T, f *fleet, res contract.CutoverResult, decode int) {
 	t.Helper()
 	if res.Serve == nil || !res.Serve.Answers {
 		t.Fatalf("lane %s does not answer: %+v", res.Lane, res.Serve)
@@ -278,7 +278,7 @@ func checkServing(t *testing.T, f *fleet, res workflows.CutoverResult, decode in
 	for attempt := 0; attempt < 2 && slow(got) && f != nil; attempt++ {
 		t.Logf("lane %s decode %.1f tok/s, under half the configured %d; probing again", res.Lane, got, decode)
 		code, out, errOut := f.starter(withTimeout(t, 2*time.Minute), "probe", "--lane", res.Lane, "--json")
-		var sr workflows.ServeResult
+		var sr contract.ServeResult
 		if code != 0 || json.Unmarshal([]byte(out), &sr) != nil || sr.Decode == nil {
 			t.Fatalf("probe --lane %s: exit %d\n%s\n%s", res.Lane, code, out, errOut)
 		}

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"golang.org/x/sys/unix"
 
-	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/testkit/loopfs"
 	"github.com/sparklane/sparklane/workflows"
@@ -53,10 +53,10 @@ ready = "5m"
 }
 
 type diskJSON struct {
-	WorkflowID string               `json:"workflow_id"`
-	Nodes      []workflows.DiskNode `json:"nodes"`
-	Running    []string             `json:"running"`
-	Error      string               `json:"error"`
+	WorkflowID string              `json:"workflow_id"`
+	Nodes      []contract.DiskNode `json:"nodes"`
+	Running    []string            `json:"running"`
+	Error      string              `json:"error"`
 }
 
 func statfsFree(t *testing.T, path string) int64 {
@@ -176,8 +176,8 @@ func (d *diskRun) prune(t *testing.T, oldBytes int64) {
 	// (the real NodeLease workflow, started here as a stage would), a
 	// prune is refused naming the holder; a dry run removes nothing and
 	// needs no lease.
-	lease, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: activities.NodeLeaseID("n1"), TaskQueue: workflows.ControlQueue},
-		workflows.NodeLease, activities.NodeLeaseHolder{Node: "n1", WorkflowID: "stage/old", Kind: workflows.LeaseStage, Lane: "old"})
+	lease, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: contract.NodeLeaseID("n1"), TaskQueue: contract.ControlQueue},
+		workflows.NodeLease, contract.NodeLeaseHolder{Node: "n1", WorkflowID: "stage/old", Kind: contract.LeaseStage, Lane: "old"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func (d *diskRun) prune(t *testing.T, oldBytes int64) {
 	if _, err := os.Stat(filepath.Join(root, "old", "hf")); err != nil {
 		t.Fatalf("dry run removed the old block: %v", err)
 	}
-	if err := f.env.Client.SignalWorkflow(ctx, lease.GetID(), "", workflows.LeaseReleaseSignal, nil); err != nil {
+	if err := f.env.Client.SignalWorkflow(ctx, lease.GetID(), "", contract.LeaseReleaseSignal, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := lease.Get(ctx, nil); err != nil {

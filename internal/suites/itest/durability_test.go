@@ -223,8 +223,8 @@ layers = [1]
 func startStage(ctx context.Context, t *testing.T, f *fleet, lane string, budget ...time.Duration) client.WorkflowRun {
 	t.Helper()
 	r, plan := f.lanePlan(lane)
-	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.StageID(lane), TaskQueue: workflows.ControlQueue},
-		workflows.Stage, workflows.StageInput{Plan: *plan, Blocks: r.Staging, Only: "n2", Mode: workflows.StageAuto, Verify: true, Heartbeat: contract.Duration(killHeartbeat), OutageBudget: contract.Duration(firstOr(budget, 0))})
+	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: contract.StageID(lane), TaskQueue: contract.ControlQueue},
+		workflows.Stage, contract.StageInput{Plan: *plan, Blocks: r.Staging, Only: "n2", Mode: contract.StageAuto, Verify: true, Heartbeat: contract.Duration(killHeartbeat), OutageBudget: contract.Duration(firstOr(budget, 0))})
 	if err != nil {
 		t.Fatalf("start stage %s: %v", lane, err)
 	}
@@ -279,7 +279,7 @@ func TestNodeWorkerKill9MidStagingResumes(t *testing.T) {
 			proc.start()
 			run := startStage(ctx, t, f, tc.lane)
 			hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-			seen := pendingStage(hctx, t, f.env.Client, workflows.StageNodeID(tc.lane, "n2"), func(p contract.StageProgress) bool { return p.Paused })
+			seen := pendingStage(hctx, t, f.env.Client, contract.StageNodeID(tc.lane, "n2"), func(p contract.StageProgress) bool { return p.Paused })
 			cancel()
 			proc.kill9()
 			if seen.BytesDone < tc.pauseAt || seen.BytesDone > seen.BytesTotal*3/4 {
@@ -290,7 +290,7 @@ func TestNodeWorkerKill9MidStagingResumes(t *testing.T) {
 			proc.env = nil
 			proc.start()
 
-			var res workflows.StageResult
+			var res contract.StageResult
 			if err := run.Get(ctx, &res); err != nil {
 				t.Fatalf("stage %s after kill -9 and restart: %v\nworker log: %s", tc.lane, err, proc.log)
 			}
@@ -434,10 +434,10 @@ func TestServerRestartMidCutoverCompletes(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("cutover --no-wait: exit %d\n%s\n%s", code, out, errOut)
 	}
-	id := workflows.CutoverID("demo-2x")
+	id := contract.CutoverID("demo-2x")
 	// Mid-cutover: n1's staging is under way, held at the fault point.
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	pendingStage(hctx, t, f.env.Client, workflows.StageNodeID("demo-2x", "n1"), func(p contract.StageProgress) bool { return p.Paused })
+	pendingStage(hctx, t, f.env.Client, contract.StageNodeID("demo-2x", "n1"), func(p contract.StageProgress) bool { return p.Paused })
 	cancel()
 	restartServer(t, f, []string{"n1", "n2", "n3", "n4"})
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
@@ -469,7 +469,7 @@ func TestServerRestartMidCutoverCompletes(t *testing.T) {
 // what happened (after), to succeed and checks that it serves.
 func cutoverServesAfter(ctx context.Context, t *testing.T, f *fleet, id, after string) {
 	t.Helper()
-	var res workflows.CutoverResult
+	var res contract.CutoverResult
 	if err := f.env.Client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
 		t.Fatalf("cutover after %s: %v", after, err)
 	}
@@ -490,7 +490,7 @@ func TestControlWorkerRestartDuringWaitReady(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("cutover --no-wait: exit %d\n%s\n%s", code, out, errOut)
 	}
-	id := workflows.CutoverID("demo-2x")
+	id := contract.CutoverID("demo-2x")
 	waitPending(ctx, t, f.env.Client, id, "WaitReady")
 	before, _ := fleetContainers(t, dc, "demo-2x")
 	if len(before) != 2 {

@@ -169,8 +169,8 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 			t.Errorf("a skipped file was requested: %s %s", r.Method, r.Path)
 		}
 	}
-	saveHistory(t, f, workflows.FetchID("fetched"), "fetch-ok")
-	if code, out, errOut = f.starter(ctx, "attach", workflows.FetchID("fetched")); code != 0 || !strings.Contains(out, "already ended") || !strings.Contains(out, "org/fetched") {
+	saveHistory(t, f, contract.FetchID("fetched"), "fetch-ok")
+	if code, out, errOut = f.starter(ctx, "attach", contract.FetchID("fetched")); code != 0 || !strings.Contains(out, "already ended") || !strings.Contains(out, "org/fetched") {
 		t.Errorf("attach fetch/fetched: exit %d\n%s%s", code, out, errOut)
 	}
 
@@ -195,7 +195,7 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 	if b, err := os.ReadFile(staged); err != nil || !bytes.Equal(b, other["config.json"]) {
 		t.Fatalf("staged %s: %q, %v", staged, b, err)
 	}
-	saveHistory(t, f, workflows.StageID("absent"), "stage-fetch")
+	saveHistory(t, f, contract.StageID("absent"), "stage-fetch")
 
 	// A byte corrupted in transit: refused at once, naming the file, and
 	// nothing of it under blobs/ (the other files are kept).
@@ -203,7 +203,7 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "model-00002-of-00002.safetensors") || !strings.Contains(errOut, "the Hub announces") {
 		t.Fatalf("fetch of a corrupted file: exit %d, want 1 naming the file\n%s%s", code, out, errOut)
 	}
-	if n := activityAttemptsOf(t, f, workflows.FetchID("corrupt"), "FetchRepo"); n != 1 {
+	if n := activityAttemptsOf(t, f, contract.FetchID("corrupt"), "FetchRepo"); n != 1 {
 		t.Errorf("a content mismatch was tried %d times: it is permanent", n)
 	}
 	bad := filepath.Join(hub, "models--org--corrupt", "blobs", s.ETag("org/corrupt", "model-00002-of-00002.safetensors"))
@@ -218,7 +218,7 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "org/private") || !strings.Contains(errOut, "unauthorized") || !strings.Contains(errOut, tokenFile) {
 		t.Fatalf("fetch with a wrong token: exit %d, want 1 naming the repo, the refusal and the token file\n%s%s", code, out, errOut)
 	}
-	if n := activityAttemptsOf(t, f, workflows.FetchID("private"), "FetchRepo"); n != 1 {
+	if n := activityAttemptsOf(t, f, contract.FetchID("private"), "FetchRepo"); n != 1 {
 		t.Errorf("a 401 was tried %d times: it is permanent", n)
 	}
 	if err := os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600); err != nil {
@@ -227,7 +227,7 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 	if code, out, errOut = f.starter(ctx, "fetch", "--lane", "private"); code != 0 {
 		t.Fatalf("fetch with the token file: exit %d\n%s%s", code, out, errOut)
 	}
-	if h := historyText(t, f, workflows.FetchID("private")); strings.Contains(h, secret) || !strings.Contains(h, tokenFile) {
+	if h := historyText(t, f, contract.FetchID("private")); strings.Contains(h, secret) || !strings.Contains(h, tokenFile) {
 		t.Errorf("the history of fetch/private holds the token (or not the token file's path)")
 	}
 }
@@ -289,8 +289,8 @@ func TestFetchWorkerKill9MidFileResumes(t *testing.T) {
 	if err != nil || fp == nil || fp.Node != "n1" {
 		t.Fatalf("fetch plan %+v, %v", fp, err)
 	}
-	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.FetchID("big"), TaskQueue: workflows.ControlQueue},
-		workflows.Fetch, workflows.FetchInput{Plan: *fp, Heartbeat: contract.Duration(killHeartbeat)})
+	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: contract.FetchID("big"), TaskQueue: contract.ControlQueue},
+		workflows.Fetch, contract.FetchInput{Plan: *fp, Heartbeat: contract.Duration(killHeartbeat)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestFetchWorkerKill9MidFileResumes(t *testing.T) {
 	}
 	p.env = nil
 	p.start()
-	var res workflows.FetchResult
+	var res contract.FetchResult
 	if err := run.Get(ctx, &res); err != nil {
 		logb, _ := os.ReadFile(p.log)
 		t.Fatalf("fetch after kill -9 and restart: %v\n%s", err, logb)
@@ -347,7 +347,7 @@ func TestFetchWorkerKill9MidFileResumes(t *testing.T) {
 	code, out, errOut := f.starter(ctx, "fetch", "--lane", "big", "--json")
 	var again struct {
 		Node  string
-		Repos []activities.FetchRepoResult
+		Repos []contract.FetchRepoResult
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &again) != nil || len(again.Repos) != 1 || again.Node != "n1" {
 		t.Fatalf("starter fetch again: exit %d\n%s%s", code, out, errOut)
@@ -393,7 +393,7 @@ func TestCutoverFetchOfAnAbsentRepo(t *testing.T) {
 		t.Fatalf("cutover --fetch: exit %d\n%s%s", code, out, errOut)
 	}
 	checkHubTree(t, s, hub, demo.ModelRepo, sha, "main", "", files)
-	saveHistory(t, f, workflows.CutoverID("demo-2x"), "cutover-fetch")
+	saveHistory(t, f, contract.CutoverID("demo-2x"), "cutover-fetch")
 	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
 		t.Errorf("stop: exit %d\n%s%s", code, out, errOut)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/go-connections/nat"
 
-	"github.com/sparklane/sparklane/workflows"
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // An engine started by hand (a real container sparklane did not start,
@@ -86,7 +86,7 @@ func TestForeignEngineOccupiesNodeUntilStopForeign(t *testing.T) {
 	// `status` asks for no lane's port: a container holding no GPU is
 	// not foreign there, and the nodes are free.
 	code, out, errOut := f.starter(ctx, "status", "--json")
-	var probe workflows.FleetProbeResult
+	var probe contract.FleetProbeResult
 	if code != 0 || json.Unmarshal([]byte(out), &probe) != nil {
 		t.Fatalf("status: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -101,7 +101,7 @@ func TestForeignEngineOccupiesNodeUntilStopForeign(t *testing.T) {
 	if code != 0 || !res.OK {
 		t.Fatalf("cutover --stop-foreign: exit %d %+v\n%s", code, res, errOut)
 	}
-	saveHistory(t, f, workflows.CutoverID("demo-2x"), "cutover-stop-foreign")
+	saveHistory(t, f, contract.CutoverID("demo-2x"), "cutover-stop-foreign")
 	if !strings.Contains(strings.Join(res.StoppedForeign, ","), "/"+name) {
 		t.Errorf("stopped foreign %v, want %s", res.StoppedForeign, name)
 	}

@@ -41,16 +41,16 @@ func TestReplayCorpusEveryWorkflowType(t *testing.T) {
 	}
 
 	must("stage", "--lane", "demo-2x")
-	saveHistory(t, f, workflows.StageID("demo-2x"), "stage-ok")
+	saveHistory(t, f, contract.StageID("demo-2x"), "stage-ok")
 	// stagenode-ok was recorded before versionStageVerifyInBlock (a
 	// VerifyBlock after the blocks) and is kept; this run records the
 	// verify inside each StageBlock.
-	if n := activitiesScheduled(t, f, workflows.StageNodeID("demo-2x", "n1"), "VerifyBlock"); n != 0 {
+	if n := activitiesScheduled(t, f, contract.StageNodeID("demo-2x", "n1"), "VerifyBlock"); n != 0 {
 		t.Errorf("stage's per-node run scheduled %d VerifyBlock activities; the verify runs inside StageBlock", n)
 	}
-	saveHistory(t, f, workflows.StageNodeID("demo-2x", "n1"), "stagenode-verify-in-block")
+	saveHistory(t, f, contract.StageNodeID("demo-2x", "n1"), "stagenode-verify-in-block")
 	must("verify", "--lane", "demo-2x")
-	saveHistory(t, f, workflows.VerifyID("demo-2x"), "verify-clean")
+	saveHistory(t, f, contract.VerifyID("demo-2x"), "verify-clean")
 
 	// Drift: a staged blob on n1 changes under the ledger.
 	blob := largestFile(t, filepath.Join(f.dir, "nodes", "n1", "srv", "sparklane", "hf"))
@@ -66,18 +66,18 @@ func TestReplayCorpusEveryWorkflowType(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "n1") {
 		t.Fatalf("verify after drift: exit %d, want 1 naming n1\n%s", code, out)
 	}
-	saveHistory(t, f, workflows.VerifyID("demo-2x"), "verify-drift")
+	saveHistory(t, f, contract.VerifyID("demo-2x"), "verify-drift")
 	must("stage", "--lane", "demo-2x", "--stage=force")
 	must("verify", "--lane", "demo-2x")
 
 	must("up", "--lane", "demo-2x")
-	saveHistory(t, f, workflows.UpID("demo-2x"), "serve-ok")
+	saveHistory(t, f, contract.UpID("demo-2x"), "serve-ok")
 	must("probe", "--lane", "demo-2x")
 	saveHistory(t, f, "probe/demo-2x", "probe-ok")
 	must("bench", "--lane", "demo-2x", "--label", "corpus")
-	saveHistory(t, f, workflows.BenchID("demo-2x"), "bench-ok")
+	saveHistory(t, f, contract.BenchID("demo-2x"), "bench-ok")
 	must("stop", "--lane", "demo-2x")
-	saveHistory(t, f, workflows.StopID("demo-2x"), "stop-ok")
+	saveHistory(t, f, contract.StopID("demo-2x"), "stop-ok")
 	if _, all := laneContainers(t, dc, "demo-2x"); all != 0 {
 		t.Fatalf("stop left %d demo-2x containers", all)
 	}
@@ -86,8 +86,8 @@ func TestReplayCorpusEveryWorkflowType(t *testing.T) {
 	if code != 0 || !res.OK || res.Bench == nil {
 		t.Fatalf("cutover demo-2x --bench: exit %d %+v\n%s", code, res, errOut)
 	}
-	saveHistory(t, f, workflows.CutoverID("demo-2x"), "cutover-bench")
-	saveHistory(t, f, workflows.CutoverID("demo-2x")+"/probe", "fleetprobe-ok")
+	saveHistory(t, f, contract.CutoverID("demo-2x"), "cutover-bench")
+	saveHistory(t, f, contract.CutoverID("demo-2x")+"/probe", "fleetprobe-ok")
 
 	// Cancelled mid-stage: every staging pass of demo-4x holds at its
 	// first byte (the staging fault point) until the cancel reaches it;
@@ -95,9 +95,9 @@ func TestReplayCorpusEveryWorkflowType(t *testing.T) {
 	t.Setenv(staging.TestPauseAtEnv, "1")
 	crun := startCutover(ctx, t, f, "demo-4x")
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	pendingStage(hctx, t, f.env.Client, workflows.StageNodeID("demo-4x", "n3"), func(p contract.StageProgress) bool { return p.Paused })
+	pendingStage(hctx, t, f.env.Client, contract.StageNodeID("demo-4x", "n3"), func(p contract.StageProgress) bool { return p.Paused })
 	cancel()
-	if err := f.env.Client.CancelWorkflow(ctx, workflows.CutoverID("demo-4x"), ""); err != nil {
+	if err := f.env.Client.CancelWorkflow(ctx, contract.CutoverID("demo-4x"), ""); err != nil {
 		t.Fatal(err)
 	}
 	err = crun.Get(ctx, nil)
@@ -107,10 +107,10 @@ func TestReplayCorpusEveryWorkflowType(t *testing.T) {
 	if !temporal.IsCanceledError(err) {
 		t.Fatalf("cancelled cutover: err %v, want canceled", err)
 	}
-	saveHistory(t, f, workflows.CutoverID("demo-4x"), "cutover-cancelled")
+	saveHistory(t, f, contract.CutoverID("demo-4x"), "cutover-cancelled")
 	if r, _ := laneContainers(t, dc, "demo-2x"); r != 2 {
-		var p workflows.Progress
-		if v, err := f.env.Client.QueryWorkflow(ctx, workflows.CutoverID("demo-4x"), "", workflows.ProgressQuery); err == nil {
+		var p contract.Progress
+		if v, err := f.env.Client.QueryWorkflow(ctx, contract.CutoverID("demo-4x"), "", contract.ProgressQuery); err == nil {
 			_ = v.Get(&p)
 		}
 		t.Errorf("demo-2x runs %d containers after the cancelled cutover's rollback, want 2; steps: %+v", r, p.Steps)
@@ -130,8 +130,8 @@ func startCutover(ctx context.Context, t *testing.T, f *fleet, lane string) clie
 	for _, n := range f.cfg.Nodes {
 		fleetNodes = append(fleetNodes, n.Name)
 	}
-	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.CutoverID(plan.Cluster), TaskQueue: workflows.ControlQueue},
-		workflows.Cutover, workflows.CutoverInput{Recipe: *r, Plan: *plan, Stage: workflows.StageAuto, Fleet: fleetNodes, Grace: contract.Duration(time.Second)})
+	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: contract.CutoverID(plan.Cluster), TaskQueue: contract.ControlQueue},
+		workflows.Cutover, contract.CutoverInput{Recipe: *r, Plan: *plan, Stage: contract.StageAuto, Fleet: fleetNodes, Grace: contract.Duration(time.Second)})
 	if err != nil {
 		t.Fatalf("start cutover %s: %v", lane, err)
 	}

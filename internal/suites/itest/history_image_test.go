@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparklane/sparklane/workflows"
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // The stage's image step (versionStageImage) through the real server and
@@ -20,10 +20,10 @@ func TestReplayCorpusStageImage(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("stage: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if n := activitiesScheduled(t, f, workflows.StageID("demo-2x"), "ImageInventory"); n != 2 {
+	if n := activitiesScheduled(t, f, contract.StageID("demo-2x"), "ImageInventory"); n != 2 {
 		t.Fatalf("stage asked %d nodes for the image, want 2", n)
 	}
-	saveHistory(t, f, workflows.StageID("demo-2x"), "stage-image")
+	saveHistory(t, f, contract.StageID("demo-2x"), "stage-image")
 
 	// Then up: the serve step's image check resolves each node's image
 	// ID (versionServeImageID); the history joins the corpus as
@@ -33,5 +33,5 @@ func TestReplayCorpusStageImage(t *testing.T) {
 			t.Fatalf("%v: exit %d\n%s\n%s", args, code, out, errOut)
 		}
 	}
-	saveHistory(t, f, workflows.UpID("demo-2x"), "serve-image-id")
+	saveHistory(t, f, contract.UpID("demo-2x"), "serve-image-id")
 }

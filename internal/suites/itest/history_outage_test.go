@@ -10,7 +10,6 @@ import (
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/staging"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // The replay corpus's outage path: a node worker (its own process) is
@@ -32,7 +31,7 @@ func TestReplayCorpusStageResumedAfterNodeOutage(t *testing.T) {
 	ctx := withTimeout(t, 6*time.Minute)
 
 	run := startStage(ctx, t, f, "small-hub")
-	id := workflows.StageNodeID("small-hub", "n2")
+	id := contract.StageNodeID("small-hub", "n2")
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	pendingStage(hctx, t, f.env.Client, id, func(p contract.StageProgress) bool { return p.Paused })
 	cancel()
@@ -42,13 +41,13 @@ func TestReplayCorpusStageResumedAfterNodeOutage(t *testing.T) {
 	}
 	p.env = nil
 	p.start()
-	var res workflows.StageResult
+	var res contract.StageResult
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatalf("stage after the node came back: %v (worker log %s)", err, p.log)
 	}
 	if len(res.Nodes) != 1 || len(res.Nodes[0].Verified) != 1 || !res.Nodes[0].Verified[0].Result.Clean() {
 		t.Fatalf("stage result after the outage: %+v", res)
 	}
-	saveHistory(t, f, workflows.StageID("small-hub"), "stage-outage-resumed")
+	saveHistory(t, f, contract.StageID("small-hub"), "stage-outage-resumed")
 	saveHistory(t, f, id, "stagenode-outage-resumed")
 }

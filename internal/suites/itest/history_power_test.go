@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/testkit/hatest"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // The replay corpus's Power paths, through the real server and workers: a
@@ -33,12 +33,12 @@ func TestReplayCorpusPower(t *testing.T) {
 	if code != 0 || ha.State("switch.rack_switch") != "off" {
 		t.Fatalf("power off --force: exit %d, relay %s\n%s\n%s", code, ha.State("switch.rack_switch"), out, errOut)
 	}
-	saveHistory(t, f, workflows.PowerID("off", "switch1"), "power-off-forced")
+	saveHistory(t, f, contract.PowerID("off", "switch1"), "power-off-forced")
 
 	t.Setenv(tokenEnv, "refused-token")
 	code, out, errOut = f.starter(ctx, "power", "on", "switch1", "--wait", "3s")
 	if code == 0 || !strings.Contains(out+errOut, "401") {
 		t.Fatalf("power on with a refused token: exit %d, want a 401 failure\n%s\n%s", code, out, errOut)
 	}
-	saveHistory(t, f, workflows.PowerID("on", "switch1"), "power-on-refused")
+	saveHistory(t, f, contract.PowerID("on", "switch1"), "power-on-refused")
 }

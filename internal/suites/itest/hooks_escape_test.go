@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/serve"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // demo2xRenamed reads f's demo-2x recipe and returns it as read and as
@@ -99,7 +99,7 @@ func TestCutoverHookClearEscapeIsRefused(t *testing.T) {
 	if res.FailedStep != "serve" && res.FailedStep != "before_serve" {
 		t.Errorf("failed step %q, want the hook step (serve / before_serve)", res.FailedStep)
 	}
-	var hookStep *workflows.Step
+	var hookStep *contract.Step
 	for i, s := range res.Steps {
 		if s.Name == "before_serve" && s.Error != "" {
 			hookStep = &res.Steps[i]
@@ -113,7 +113,7 @@ func TestCutoverHookClearEscapeIsRefused(t *testing.T) {
 			t.Errorf("cutover error does not say %q: %s", want, res.Error)
 		}
 	}
-	typ, nonRetryable, msg := hookFailure(ctx, t, f, workflows.CutoverID("demo-2x"))
+	typ, nonRetryable, msg := hookFailure(ctx, t, f, contract.CutoverID("demo-2x"))
 	if typ != serve.ClearRefused || !nonRetryable {
 		t.Errorf("BeforeServe failure in history: type %q non-retryable %v (%s); want non-retryable %s", typ, nonRetryable, msg, serve.ClearRefused)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/docker/docker/api/types/build"
 
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // A lane whose image is on no node but whose recipe has [build]: the
@@ -52,10 +51,10 @@ func TestCutoverBuildsAnImageOnNoNode(t *testing.T) {
 	if err != nil || ins.Config == nil || len(ins.Config.Entrypoint) == 0 || ins.Config.Entrypoint[0] != "/engine-sim" {
 		t.Fatalf("built image %s: %v %+v", tag, err, ins.Config)
 	}
-	if n := activitiesScheduled(t, f, workflows.CutoverID("demo-2x"), "BuildImage"); n != 1 {
+	if n := activitiesScheduled(t, f, contract.CutoverID("demo-2x"), "BuildImage"); n != 1 {
 		t.Errorf("cutover built %d times, want 1", n)
 	}
-	saveHistory(t, f, workflows.CutoverID("demo-2x"), "cutover-build")
+	saveHistory(t, f, contract.CutoverID("demo-2x"), "cutover-build")
 	if code, out, errOut = f.starter(ctx, "stop", "--lane", "built-2x"); code != 0 {
 		t.Fatalf("stop: exit %d\n%s\n%s", code, out, errOut)
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/images"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // A lane whose image is on no node of the cluster but in the registry
@@ -81,7 +80,7 @@ func TestCutoverPullsAnImageFromTheRegistry(t *testing.T) {
 	if err != nil || ins.Config == nil || len(ins.Config.Entrypoint) == 0 || ins.Config.Entrypoint[0] != "/engine-sim" {
 		t.Fatalf("pulled image %s: %v", tag, err)
 	}
-	id := workflows.CutoverID("demo-2x")
+	id := contract.CutoverID("demo-2x")
 	if n := activitiesScheduled(t, f, id, "PullImage"); n != 1 {
 		t.Errorf("cutover pulled %d times, want 1", n)
 	}

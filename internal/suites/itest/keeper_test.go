@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/testkit/hatest"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -34,12 +35,12 @@ func keeperFleet(t *testing.T) (*fleet, *dockerclient.Client) {
 }
 
 // keeperStatus asks cluster's keeper how it is (ok false: no keeper runs).
-func keeperStatus(t *testing.T, f *fleet, cluster string) (activities.KeeperStatus, bool) {
+func keeperStatus(t *testing.T, f *fleet, cluster string) (contract.KeeperStatus, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var st activities.KeeperStatus
-	v, err := f.env.Client.QueryWorkflow(ctx, workflows.KeeperID(cluster), "", activities.KeeperStatusQuery)
+	var st contract.KeeperStatus
+	v, err := f.env.Client.QueryWorkflow(ctx, workflows.KeeperID(cluster), "", contract.KeeperStatusQuery)
 	if err != nil || v.Get(&st) != nil {
 		return st, false
 	}
@@ -48,10 +49,10 @@ func keeperStatus(t *testing.T, f *fleet, cluster string) (activities.KeeperStat
 
 // waitKeeper polls the keeper's status until ok says so, or fails the
 // test after within, printing the last status.
-func waitKeeper(t *testing.T, f *fleet, cluster string, within time.Duration, what string, ok func(activities.KeeperStatus) bool) activities.KeeperStatus {
+func waitKeeper(t *testing.T, f *fleet, cluster string, within time.Duration, what string, ok func(contract.KeeperStatus) bool) contract.KeeperStatus {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	var st activities.KeeperStatus
+	var st contract.KeeperStatus
 	for time.Now().Before(deadline) {
 		var running bool
 		if st, running = keeperStatus(t, f, cluster); running && ok(st) {
@@ -172,9 +173,9 @@ func TestKeeperRestartsAKilledRank(t *testing.T) {
 		t.Fatalf("cutover demo-2x: exit %d, %+v\n%s", code, res, errOut)
 	}
 	cold := res.Serve.Ready.Seconds
-	saveHistory(t, f, workflows.CutoverID("demo-2x"), "cutover-starts-keeper")
-	waitKeeper(t, f, "demo-2x", time.Minute, "watching a healthy lane", func(s activities.KeeperStatus) bool {
-		return s.Lane == "demo-2x" && s.State == activities.KeeperWatching && s.Health == "up"
+	saveHistory(t, f, contract.CutoverID("demo-2x"), "cutover-starts-keeper")
+	waitKeeper(t, f, "demo-2x", time.Minute, "watching a healthy lane", func(s contract.KeeperStatus) bool {
+		return s.Lane == "demo-2x" && s.State == contract.KeeperWatching && s.Health == "up"
 	})
 
 	ctx := withTimeout(t, 5*time.Minute)
@@ -184,8 +185,8 @@ func TestKeeperRestartsAKilledRank(t *testing.T) {
 		t.Fatalf("docker kill %s: %v", killed, err)
 	}
 	answering := headBack(t, res.Serve.BaseURL+"/v1/models", killedAt, 2*time.Minute)
-	st := waitKeeper(t, f, "demo-2x", 3*time.Minute, "restarted", func(s activities.KeeperStatus) bool {
-		return len(s.Restarts) == 1 && s.Restarts[0].OK && s.State == activities.KeeperWatching
+	st := waitKeeper(t, f, "demo-2x", 3*time.Minute, "restarted", func(s contract.KeeperStatus) bool {
+		return len(s.Restarts) == 1 && s.Restarts[0].OK && s.State == contract.KeeperWatching
 	})
 	back := time.Since(killedAt)
 	t.Logf("docker kill → head answering /v1/models again: %.2fs; goal 1.2 × cold ready %.2fs + interval 1s = %.2fs", answering.Seconds(), cold, 1.2*cold+1)
@@ -202,7 +203,7 @@ func TestKeeperRestartsAKilledRank(t *testing.T) {
 	events := keeperEvents(t, f, "demo-2x")
 	// The node worker saw the container die (Docker's event) and told
 	// the keeper, which checked at once.
-	if !inOrder(events, []string{"signal " + activities.KeeperRankDiedSignal, "CheckRanks", "StopLane"}) {
+	if !inOrder(events, []string{"signal " + contract.KeeperRankDiedSignal, "CheckRanks", "StopLane"}) {
 		t.Errorf("keeper history has no rank-died signal before the check that restarted:\n%s", strings.Join(events, "\n"))
 	}
 	if !inOrder(events, []string{"CheckRanks", "re-probe CheckRanks", "KeeperMark", "StopLane", "StartRank", "WaitReady", "DecodeProbe", "KeeperMark"}) &&
@@ -226,7 +227,7 @@ func TestKeeperRestartsAKilledRank(t *testing.T) {
 	// status shows the kept lane.
 	code, out, errOut := f.starter(ctx, "status", "--json")
 	var sj struct {
-		Keepers []activities.KeeperStatus `json:"keepers"`
+		Keepers []contract.KeeperStatus `json:"keepers"`
 	}
 	if err := json.Unmarshal([]byte(out), &sj); err != nil || len(sj.Keepers) != 1 || sj.Keepers[0].Lane != "demo-2x" || sj.Keepers[0].Restarts24h != 1 {
 		t.Errorf("status --json: exit %d keepers %+v (%v)\n%s", code, sj.Keepers, err, errOut)
@@ -248,7 +249,7 @@ func TestKeeperRestartsAKilledRank(t *testing.T) {
 	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
 		t.Fatalf("stop: exit %d\n%s\n%s", code, out, errOut)
 	}
-	var kr workflows.KeeperResult
+	var kr contract.KeeperResult
 	if err := f.env.Client.GetWorkflow(ctx, workflows.KeeperID("demo-2x"), "").Get(ctx, &kr); err != nil || !strings.Contains(kr.Ended, "stopped by stop/demo-2x") {
 		t.Errorf("keeper after stop: %+v %v; want ended by the stop", kr, err)
 	}
@@ -257,7 +258,7 @@ func TestKeeperRestartsAKilledRank(t *testing.T) {
 	}
 	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-restart-stopped")
 	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-rank-died-restart")
-	saveHistory(t, f, workflows.StopID("demo-2x"), "stop-ends-keeper")
+	saveHistory(t, f, contract.StopID("demo-2x"), "stop-ends-keeper")
 }
 
 // A lane whose restarts keep failing (a node's staged tree is gone, so the
@@ -268,7 +269,7 @@ func TestKeeperStopsACrashLoop(t *testing.T) {
 	if code != 0 || !res.OK {
 		t.Fatalf("cutover demo-2x: exit %d, %+v\n%s", code, res, errOut)
 	}
-	waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s activities.KeeperStatus) bool { return s.Health == "up" })
+	waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s contract.KeeperStatus) bool { return s.Health == "up" })
 	// The rank's staged weights vanish on n2; then the rank dies.
 	r, _ := f.lanePlan("demo-2x")
 	var n2 string
@@ -284,8 +285,8 @@ func TestKeeperStopsACrashLoop(t *testing.T) {
 	if err := dc.ContainerKill(ctx, res.Serve.Ranks[1].Name, "KILL"); err != nil {
 		t.Fatal(err)
 	}
-	st := waitKeeper(t, f, "demo-2x", 4*time.Minute, "stopped as a crash loop", func(s activities.KeeperStatus) bool {
-		return s.State == activities.KeeperCrashLoop
+	st := waitKeeper(t, f, "demo-2x", 4*time.Minute, "stopped as a crash loop", func(s contract.KeeperStatus) bool {
+		return s.State == contract.KeeperCrashLoop
 	})
 	if len(st.Restarts) != 2 || !strings.Contains(st.LastReason, "stopped: crash loop: 2 restarts within 1h") {
 		t.Errorf("crash loop status %+v, want 2 failed restarts and the reason", st)
@@ -325,24 +326,24 @@ func TestKeeperHandsOverOnCutover(t *testing.T) {
 	if code, res, errOut := cutover(t, f, "--lane", "demo-2x"); code != 0 || !res.OK {
 		t.Fatalf("cutover demo-2x: exit %d, %+v\n%s", code, res, errOut)
 	}
-	waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s activities.KeeperStatus) bool { return s.Health == "up" })
+	waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s contract.KeeperStatus) bool { return s.Health == "up" })
 	// A cutover that fails (nothing staged for demo-4x, verify fails) rolls
 	// back: demo-2x serves again and its keeper keeps it again.
 	if code, res, _ := cutover(t, f, "--lane", "demo-4x", "--stage=skip"); code != 2 || len(res.RolledBack) != 1 {
 		t.Fatalf("cutover demo-4x --stage=skip: exit %d, rolled back %v; want a failure rolled back to demo-2x", code, res.RolledBack)
 	}
-	waitKeeper(t, f, "demo-2x", time.Minute, "keeping demo-2x again after the rollback", func(s activities.KeeperStatus) bool {
+	waitKeeper(t, f, "demo-2x", time.Minute, "keeping demo-2x again after the rollback", func(s contract.KeeperStatus) bool {
 		return s.Lane == "demo-2x" && s.Health == "up" && s.StartedBy == "cutover/demo-4x (rollback)"
 	})
 	if code, res, errOut := cutover(t, f, "--lane", "demo-4x"); code != 0 || !res.OK {
 		t.Fatalf("cutover demo-4x: exit %d, %+v\n%s", code, res, errOut)
 	}
 	ctx := withTimeout(t, 5*time.Minute)
-	var old workflows.KeeperResult
+	var old contract.KeeperResult
 	if err := f.env.Client.GetWorkflow(ctx, workflows.KeeperID("demo-2x"), "").Get(ctx, &old); err != nil || !strings.Contains(old.Ended, "handed over to cutover/demo-4x") {
 		t.Errorf("old keeper: %+v %v; want ended, handed over to cutover/demo-4x", old, err)
 	}
-	waitKeeper(t, f, "demo-4x", time.Minute, "watching demo-4x", func(s activities.KeeperStatus) bool {
+	waitKeeper(t, f, "demo-4x", time.Minute, "watching demo-4x", func(s contract.KeeperStatus) bool {
 		return s.Lane == "demo-4x" && s.Health == "up"
 	})
 	list, err := f.env.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowType = 'Keeper' AND ExecutionStatus = 'Running'"})
@@ -356,7 +357,7 @@ func TestKeeperHandsOverOnCutover(t *testing.T) {
 		t.Fatalf("stop --cluster: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if _, running := keeperStatus(t, f, "demo-4x"); running {
-		if st, _ := keeperStatus(t, f, "demo-4x"); st.State != activities.KeeperEnded {
+		if st, _ := keeperStatus(t, f, "demo-4x"); st.State != contract.KeeperEnded {
 			t.Errorf("keeper/demo-4x after stop --cluster: %+v", st)
 		}
 	}
@@ -375,7 +376,7 @@ func TestKeeperStopWinsWhileHealing(t *testing.T) {
 	if code != 0 || !res.OK {
 		t.Fatalf("cutover demo-2x: exit %d, %+v\n%s", code, res, errOut)
 	}
-	waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s activities.KeeperStatus) bool { return s.Health == "up" })
+	waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s contract.KeeperStatus) bool { return s.Health == "up" })
 	ctx := withTimeout(t, 5*time.Minute)
 	if err := dc.ContainerKill(ctx, res.Serve.Ranks[1].Name, "KILL"); err != nil {
 		t.Fatal(err)
@@ -383,11 +384,11 @@ func TestKeeperStopWinsWhileHealing(t *testing.T) {
 	// Until the restart waits for the lane to be ready.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		v, err := f.env.Client.QueryWorkflow(ctx, workflows.KeeperID("demo-2x"), "", workflows.ProgressQuery)
-		var p workflows.Progress
+		v, err := f.env.Client.QueryWorkflow(ctx, workflows.KeeperID("demo-2x"), "", contract.ProgressQuery)
+		var p contract.Progress
 		if err == nil && v.Get(&p) == nil && len(p.Steps) > 0 {
 			last := p.Steps[len(p.Steps)-1]
-			if last.Name == "wait ready" && last.Status == workflows.StepRunning {
+			if last.Name == "wait ready" && last.Status == contract.StepRunning {
 				break
 			}
 		}
@@ -399,7 +400,7 @@ func TestKeeperStopWinsWhileHealing(t *testing.T) {
 	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
 		t.Fatalf("stop while healing: exit %d\n%s\n%s", code, out, errOut)
 	}
-	var kr workflows.KeeperResult
+	var kr contract.KeeperResult
 	if err := f.env.Client.GetWorkflow(ctx, workflows.KeeperID("demo-2x"), "").Get(ctx, &kr); err != nil || !strings.Contains(kr.Ended, "stopped by stop/demo-2x") {
 		t.Errorf("keeper after stop: %+v %v; want ended by the stop", kr, err)
 	}
@@ -431,7 +432,7 @@ func TestKeeperCheckCost(t *testing.T) {
 	if code, res, errOut := cutover(t, f, "--lane", "demo-2x"); code != 0 || !res.OK {
 		t.Fatalf("cutover demo-2x: exit %d, %+v\n%s", code, res, errOut)
 	}
-	st := waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s activities.KeeperStatus) bool { return s.Health == "up" })
+	st := waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s contract.KeeperStatus) bool { return s.Health == "up" })
 	// Measurement windows of the same length, nothing polled during them.
 	const wall = 20 * time.Second
 	from, c0 := st.Checks, cpuSeconds(t)
@@ -462,7 +463,7 @@ func TestKeeperCheckCost(t *testing.T) {
 	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
 		t.Fatalf("stop: exit %d\n%s\n%s", code, out, errOut)
 	}
-	var kr workflows.KeeperResult
+	var kr contract.KeeperResult
 	if err := f.env.Client.GetWorkflow(ctx, workflows.KeeperID("demo-2x"), "").Get(ctx, &kr); err != nil || kr.Ended == "" {
 		t.Fatalf("keeper after stop: %+v %v; want ended", kr, err)
 	}
@@ -517,15 +518,15 @@ func metricLine(t *testing.T, f *fleet, prefix string) string {
 }
 
 // verifyRuns lists the keeper's verify-only children (Verify runs), closed.
-func verifyRuns(ctx context.Context, t *testing.T, f *fleet) []workflows.VerifyWorkflowResult {
+func verifyRuns(ctx context.Context, t *testing.T, f *fleet) []contract.VerifyWorkflowResult {
 	t.Helper()
 	list, err := f.env.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowType = 'Verify'"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []workflows.VerifyWorkflowResult
+	var out []contract.VerifyWorkflowResult
 	for _, e := range list.GetExecutions() {
-		var r workflows.VerifyWorkflowResult
+		var r contract.VerifyWorkflowResult
 		if err := f.env.Client.GetWorkflow(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId()).Get(ctx, &r); err != nil {
 			t.Errorf("verify run %s: %v", e.GetExecution().GetWorkflowId(), err)
 		}
@@ -550,7 +551,7 @@ func TestKeeperWaitsForARebootedNode(t *testing.T) {
 	if code != 0 || !res.OK {
 		t.Fatalf("cutover demo-2x: exit %d, %+v\n%s", code, res, errOut)
 	}
-	waitKeeper(t, f, "demo-2x", time.Minute, "watching, n2's boot id known", func(s activities.KeeperStatus) bool {
+	waitKeeper(t, f, "demo-2x", time.Minute, "watching, n2's boot id known", func(s contract.KeeperStatus) bool {
 		return s.Health == "up" && s.Input != nil && s.Input.BootIDs["n2"] == "boot-1"
 	})
 	ctx := withTimeout(t, 8*time.Minute)
@@ -564,13 +565,13 @@ func TestKeeperWaitsForARebootedNode(t *testing.T) {
 
 	// The reboot: waited for, verified, restarted.
 	reboot("boot-2")
-	st := waitKeeper(t, f, "demo-2x", 2*time.Minute, "waiting for n2", func(s activities.KeeperStatus) bool {
-		return s.State == activities.KeeperWaiting
+	st := waitKeeper(t, f, "demo-2x", 2*time.Minute, "waiting for n2", func(s contract.KeeperStatus) bool {
+		return s.State == contract.KeeperWaiting
 	})
 	t.Logf("while n2 is away: %s (%s)", st.State, st.LastReason)
 	f.startNode("n2")
-	st = waitKeeper(t, f, "demo-2x", 3*time.Minute, "restarted after the reboot", func(s activities.KeeperStatus) bool {
-		return len(s.Restarts) == 1 && s.Restarts[0].OK && s.State == activities.KeeperWatching
+	st = waitKeeper(t, f, "demo-2x", 3*time.Minute, "restarted after the reboot", func(s contract.KeeperStatus) bool {
+		return len(s.Restarts) == 1 && s.Restarts[0].OK && s.State == contract.KeeperWatching
 	})
 	if !strings.Contains(st.Restarts[0].Reason, "node n2 came back") {
 		t.Errorf("restart reason %q does not say n2 came back", st.Restarts[0].Reason)
@@ -591,8 +592,8 @@ func TestKeeperWaitsForARebootedNode(t *testing.T) {
 
 	// Gone past the budget: healing stops, said everywhere.
 	reboot("boot-3")
-	st = waitKeeper(t, f, "demo-2x", 2*time.Minute, "stopped, n2 gone", func(s activities.KeeperStatus) bool {
-		return s.State == activities.KeeperNodeLost
+	st = waitKeeper(t, f, "demo-2x", 2*time.Minute, "stopped, n2 gone", func(s contract.KeeperStatus) bool {
+		return s.State == contract.KeeperNodeLost
 	})
 	if !strings.Contains(st.LastReason, "past its outage budget of 20s") {
 		t.Errorf("last reason %q does not name the budget", st.LastReason)
@@ -610,8 +611,8 @@ func TestKeeperWaitsForARebootedNode(t *testing.T) {
 	}
 	// Still watching: n2 back, the lane back.
 	f.startNode("n2")
-	waitKeeper(t, f, "demo-2x", 3*time.Minute, "restarted after n2 came back", func(s activities.KeeperStatus) bool {
-		return len(s.Restarts) == 2 && s.Restarts[1].OK && s.State == activities.KeeperWatching && s.Health == "up"
+	waitKeeper(t, f, "demo-2x", 3*time.Minute, "restarted after n2 came back", func(s contract.KeeperStatus) bool {
+		return len(s.Restarts) == 2 && s.Restarts[1].OK && s.State == contract.KeeperWatching && s.Health == "up"
 	})
 	if n := len(verifyRuns(ctx, t, f)); n != 2 {
 		t.Errorf("%d verify-only passes, want 2 (one per return)", n)
@@ -644,11 +645,11 @@ func TestKeeperIdlesOffBySchedule(t *testing.T) {
 			t.Fatalf("%v: exit %d\n%s\n%s", args, code, out, errOut)
 		}
 	}
-	st := waitKeeper(t, f, "demo-2x", time.Minute, "keeping the lane up started", func(s activities.KeeperStatus) bool {
+	st := waitKeeper(t, f, "demo-2x", time.Minute, "keeping the lane up started", func(s contract.KeeperStatus) bool {
 		return s.Health == "up" && s.Input != nil && s.Input.BootIDs["n2"] == "boot-1"
 	})
-	if st.StartedBy != workflows.UpID("demo-2x") {
-		t.Errorf("keeper started by %q, want %s", st.StartedBy, workflows.UpID("demo-2x"))
+	if st.StartedBy != contract.UpID("demo-2x") {
+		t.Errorf("keeper started by %q, want %s", st.StartedBy, contract.UpID("demo-2x"))
 	}
 	_, rank1 := rankNames(t, dc, "demo-2x")
 
@@ -660,16 +661,16 @@ func TestKeeperIdlesOffBySchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeBootID(t, bootDir, "n2", "boot-2")
-	st = waitKeeper(t, f, "demo-2x", 2*time.Minute, "off by schedule", func(s activities.KeeperStatus) bool {
-		return s.State == activities.KeeperOff
+	st = waitKeeper(t, f, "demo-2x", 2*time.Minute, "off by schedule", func(s contract.KeeperStatus) bool {
+		return s.State == contract.KeeperOff
 	})
 	if !strings.Contains(st.LastReason, "relay switch.n2_outlet is off") {
 		t.Errorf("off reason %q does not name the relay", st.LastReason)
 	}
 	// Idle over several checks: no restart, the lane reported down.
 	from := st.Checks
-	st = waitKeeper(t, f, "demo-2x", time.Minute, "idle for three checks", func(s activities.KeeperStatus) bool { return s.Checks >= from+3 })
-	if st.State != activities.KeeperOff || len(st.Restarts) != 0 {
+	st = waitKeeper(t, f, "demo-2x", time.Minute, "idle for three checks", func(s contract.KeeperStatus) bool { return s.Checks >= from+3 })
+	if st.State != contract.KeeperOff || len(st.Restarts) != 0 {
 		t.Errorf("while off: %s, %d restarts; want off by schedule, none", st.State, len(st.Restarts))
 	}
 	if l := metricLine(t, f, `sparklane_lane_up{cluster="demo-2x",lane="demo-2x"}`); !strings.HasSuffix(l, " 0") {
@@ -681,8 +682,8 @@ func TestKeeperIdlesOffBySchedule(t *testing.T) {
 	if code, out, errOut := f.starter(ctx, "power", "on", "--cluster", "demo-2x", "--wait", "1m"); code != 0 {
 		t.Fatalf("power on --cluster: exit %d\n%s\n%s", code, out, errOut)
 	}
-	st = waitKeeper(t, f, "demo-2x", 3*time.Minute, "back after power on", func(s activities.KeeperStatus) bool {
-		return len(s.Restarts) == 1 && s.Restarts[0].OK && s.State == activities.KeeperWatching && s.Health == "up"
+	st = waitKeeper(t, f, "demo-2x", 3*time.Minute, "back after power on", func(s contract.KeeperStatus) bool {
+		return len(s.Restarts) == 1 && s.Restarts[0].OK && s.State == contract.KeeperWatching && s.Health == "up"
 	})
 	events := keeperEvents(t, f, "demo-2x")
 	if !inOrder(events, []string{"NodeOff", "NodeOff", "child Verify", "StopLane", "StartRank", "WaitReady", "DecodeProbe"}) {
@@ -693,7 +694,7 @@ func TestKeeperIdlesOffBySchedule(t *testing.T) {
 	}
 	t.Logf("after power on: %s", st.LastReason)
 	saveHistory(t, f, workflows.KeeperID("demo-2x"), "keeper-off-by-schedule")
-	saveHistory(t, f, workflows.UpID("demo-2x"), "up-starts-keeper")
+	saveHistory(t, f, contract.UpID("demo-2x"), "up-starts-keeper")
 	if code, out, errOut := f.starter(ctx, "stop", "--lane", "demo-2x"); code != 0 {
 		t.Fatalf("stop: exit %d\n%s\n%s", code, out, errOut)
 	}

@@ -9,10 +9,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/staging"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // One mutating run per node across overlapping clusters: demo-4x (n1–n4)
@@ -34,15 +32,15 @@ func TestOverlappingClustersOneMutatingRunPerNode(t *testing.T) {
 	t.Setenv(staging.TestPauseAtEnv, "1")
 	first := startCutover(ctx, t, f, "demo-4x")
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	pendingStage(hctx, t, f.env.Client, workflows.StageNodeID("demo-4x", "n2"), func(p contract.StageProgress) bool { return p.Paused })
+	pendingStage(hctx, t, f.env.Client, contract.StageNodeID("demo-4x", "n2"), func(p contract.StageProgress) bool { return p.Paused })
 	cancel()
 	// The lease of a shared node names its holder on the server.
-	v, err := f.env.Client.QueryWorkflow(ctx, activities.NodeLeaseID("n1"), "", activities.LeaseHolderQuery)
+	v, err := f.env.Client.QueryWorkflow(ctx, contract.NodeLeaseID("n1"), "", contract.LeaseHolderQuery)
 	if err != nil {
 		t.Fatalf("query node-lease.n1 while the demo-4x cutover stages: %v", err)
 	}
-	var h activities.NodeLeaseHolder
-	if err := v.Get(&h); err != nil || h.WorkflowID != workflows.CutoverID("demo-4x") || h.Kind != "cutover" || h.Lane != "demo-4x" {
+	var h contract.NodeLeaseHolder
+	if err := v.Get(&h); err != nil || h.WorkflowID != contract.CutoverID("demo-4x") || h.Kind != "cutover" || h.Lane != "demo-4x" {
 		t.Fatalf("node-lease.n1 holder %+v (%v), want the demo-4x cutover", h, err)
 	}
 
@@ -52,20 +50,20 @@ func TestOverlappingClustersOneMutatingRunPerNode(t *testing.T) {
 	if code == 0 || !strings.Contains(out, holder) || !strings.Contains(out, strings.Replace(todo, "%s", "cutover", 1)) {
 		t.Fatalf("cutover demo-2x while demo-4x's cutover holds n1: exit %d, want a refusal naming the holder\n%s", code, out)
 	}
-	saveHistory(t, f, workflows.CutoverID("demo-2x"), "cutover-node-held")
+	saveHistory(t, f, contract.CutoverID("demo-2x"), "cutover-node-held")
 	code, out = run("stage", "--lane", "demo-2x")
 	if code == 0 || !strings.Contains(out, holder) || !strings.Contains(out, strings.Replace(todo, "%s", "stage", 1)) {
 		t.Fatalf("stage demo-2x while demo-4x's cutover holds n1: exit %d, want a refusal naming the holder\n%s", code, out)
 	}
 	// Refused before touching anything: no per-node stage of demo-2x ran.
 	for _, n := range []string{"n1", "n2"} {
-		if _, err := f.env.Client.DescribeWorkflowExecution(ctx, workflows.StageNodeID("demo-2x", n), ""); err == nil {
-			t.Errorf("the refused runs of demo-2x started %s", workflows.StageNodeID("demo-2x", n))
+		if _, err := f.env.Client.DescribeWorkflowExecution(ctx, contract.StageNodeID("demo-2x", n), ""); err == nil {
+			t.Errorf("the refused runs of demo-2x started %s", contract.StageNodeID("demo-2x", n))
 		}
 	}
 
 	// The first run is cancelled: its rollback runs, then it lets go.
-	if err := f.env.Client.CancelWorkflow(ctx, workflows.CutoverID("demo-4x"), ""); err != nil {
+	if err := f.env.Client.CancelWorkflow(ctx, contract.CutoverID("demo-4x"), ""); err != nil {
 		t.Fatal(err)
 	}
 	err = first.Get(ctx, nil)
@@ -73,7 +71,7 @@ func TestOverlappingClustersOneMutatingRunPerNode(t *testing.T) {
 	if !temporal.IsCanceledError(err) {
 		t.Fatalf("cancelled cutover: err %v, want canceled", err)
 	}
-	saveHistory(t, f, workflows.CutoverID("demo-4x"), "cutover-cancelled-node-leases")
+	saveHistory(t, f, contract.CutoverID("demo-4x"), "cutover-cancelled-node-leases")
 	if _, all := laneContainers(t, dc, "demo-4x"); all != 0 {
 		t.Errorf("the cancelled lane left %d containers", all)
 	}
@@ -81,10 +79,10 @@ func TestOverlappingClustersOneMutatingRunPerNode(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("stage demo-2x after the demo-4x cutover was cancelled: exit %d\n%s", code, out)
 	}
-	saveHistory(t, f, workflows.StageID("demo-2x"), "stage-node-leases")
-	saveHistory(t, f, activities.NodeLeaseID("n1"), "nodelease-ok")
+	saveHistory(t, f, contract.StageID("demo-2x"), "stage-node-leases")
+	saveHistory(t, f, contract.NodeLeaseID("n1"), "nodelease-ok")
 	// The stage released its leases too: the lease of n1 has ended.
-	d, err := f.env.Client.DescribeWorkflowExecution(ctx, activities.NodeLeaseID("n1"), "")
+	d, err := f.env.Client.DescribeWorkflowExecution(ctx, contract.NodeLeaseID("n1"), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // `cutover --no-wait` with the embedded default and no control service
@@ -28,7 +28,7 @@ func TestCutoverNoWaitRunOutlivesItsStarter(t *testing.T) {
 		WorkflowID string `json:"workflow_id"`
 		RunID      string `json:"run_id"`
 	}
-	if i := strings.Index(out, "{"); code != 0 || i < 0 || json.Unmarshal([]byte(out[i:]), &started) != nil || started.WorkflowID != workflows.CutoverID("crash-2x") {
+	if i := strings.Index(out, "{"); code != 0 || i < 0 || json.Unmarshal([]byte(out[i:]), &started) != nil || started.WorkflowID != contract.CutoverID("crash-2x") {
 		t.Fatalf("cutover --no-wait: exit %d\n%s", code, out)
 	}
 	// The starter has exited; the service it started in the background
@@ -38,7 +38,7 @@ func TestCutoverNoWaitRunOutlivesItsStarter(t *testing.T) {
 		t.Fatalf("no background control service after the --no-wait starter exited (%+v, %v)", o, ok)
 	}
 	code, out = p.run(ctx, "--json", "attach", "--lane", "crash-2x")
-	var res workflows.CutoverResult
+	var res contract.CutoverResult
 	i := strings.Index(out, "{")
 	if code != 0 || i < 0 || json.Unmarshal([]byte(out[i:]), &res) != nil {
 		t.Fatalf("attach after the --no-wait starter exited: exit %d\n%s", code, out)

@@ -14,7 +14,6 @@ import (
 	"github.com/sparklane/sparklane/internal/engine/hubmirror"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/testkit/diskuse"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // waitForWaiting queries the stage/LANE/NODE child until its progress says
@@ -22,11 +21,11 @@ import (
 func waitForWaiting(ctx context.Context, t *testing.T, c client.Client, id, node string) string {
 	t.Helper()
 	for {
-		if v, err := c.QueryWorkflow(ctx, id, "", workflows.ProgressQuery); err == nil {
-			var p workflows.Progress
+		if v, err := c.QueryWorkflow(ctx, id, "", contract.ProgressQuery); err == nil {
+			var p contract.Progress
 			if v.Get(&p) == nil {
 				for _, s := range p.Steps {
-					if s.Status == workflows.StepWaiting && len(p.Waiting) == 1 && p.Waiting[0].Node == node {
+					if s.Status == contract.StepWaiting && len(p.Waiting) == 1 && p.Waiting[0].Node == node {
 						return s.Detail
 					}
 				}
@@ -51,7 +50,7 @@ func TestStageWaitsForANodeThatReboots(t *testing.T) {
 	proc.env = []string{fmt.Sprintf("%s=%d", staging.TestPauseAtEnv, 512<<20)}
 	proc.start()
 	run := startStage(ctx, t, f, "big-hub")
-	id := workflows.StageNodeID("big-hub", "n2")
+	id := contract.StageNodeID("big-hub", "n2")
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	seen := pendingStage(hctx, t, f.env.Client, id, func(p contract.StageProgress) bool { return p.Paused })
 	cancel()
@@ -66,7 +65,7 @@ func TestStageWaitsForANodeThatReboots(t *testing.T) {
 	}
 	proc.env = nil
 	proc.start()
-	var res workflows.StageResult
+	var res contract.StageResult
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatalf("stage after the node came back: %v\nworker log: %s", err, proc.log)
 	}
@@ -94,7 +93,7 @@ func TestStageFailsWhenANodeStaysGonePastItsBudget(t *testing.T) {
 	proc.start()
 	run := startStage(ctx, t, f, "big-hub", 20*time.Second)
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	pendingStage(hctx, t, f.env.Client, workflows.StageNodeID("big-hub", "n2"), func(p contract.StageProgress) bool { return p.Paused })
+	pendingStage(hctx, t, f.env.Client, contract.StageNodeID("big-hub", "n2"), func(p contract.StageProgress) bool { return p.Paused })
 	cancel()
 	proc.kill9()
 	err := run.Get(ctx, nil)

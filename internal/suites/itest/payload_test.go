@@ -18,9 +18,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/fault"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // A hub repo of 20,000 small files whose destination was wiped: verify
@@ -44,8 +44,8 @@ func TestVerifyOfAWipedTwentyThousandFileMirrorKeepsHistorySmall(t *testing.T) {
 		t.Fatalf("verify of the wiped mirror: exit %d, want 1 saying what is missing\n%s\n%s", code, out, errOut)
 	}
 
-	id := workflows.VerifyID("many")
-	var res workflows.VerifyWorkflowResult
+	id := contract.VerifyID("many")
+	var res contract.VerifyWorkflowResult
 	err := f.env.Client.GetWorkflow(ctx, id, "").Get(ctx, &res)
 	var ae *temporal.ApplicationError
 	if !errors.As(err, &ae) || ae.Type() != fault.ContentMismatch || ae.Details(&res) != nil {

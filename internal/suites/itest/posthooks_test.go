@@ -13,7 +13,6 @@ import (
 	dockerclient "github.com/docker/docker/client"
 
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // postHookLane writes recipe NAME (demo-2x's, on cluster demo-2x) with the
@@ -87,7 +86,7 @@ stop_after_post = true
 		!strings.Contains(res.Error, "exited 3") || !res.OldLaneAnswers || len(res.RolledBack) != 1 {
 		t.Fatalf("failing post_exec: exit %d, failed at %q: %s; rolled back %v, old lane answers %v\n%s", code, res.FailedStep, res.Error, res.RolledBack, res.OldLaneAnswers, errOut)
 	}
-	saveHistory(t, f, workflows.CutoverID("demo-2x"), "cutover-post-exec-failed")
+	saveHistory(t, f, contract.CutoverID("demo-2x"), "cutover-post-exec-failed")
 	if !strings.Contains(errOut+res.Error, "post_exec") {
 		t.Errorf("the failure does not name post_exec: %s", errOut)
 	}
@@ -99,7 +98,7 @@ stop_after_post = true
 	if code != 0 || !res.OK || res.Serve == nil || res.Serve.PostExec == nil || res.Serve.PostCommands == nil {
 		t.Fatalf("cutover hooks-2x: exit %d %+v\n%s", code, res, errOut)
 	}
-	saveHistory(t, f, workflows.CutoverID("demo-2x"), "cutover-post-hooks")
+	saveHistory(t, f, contract.CutoverID("demo-2x"), "cutover-post-hooks")
 	if n := len(res.Serve.PostExec.Outputs); n != 2 || res.Serve.PostExec.Node != "n1" {
 		t.Errorf("post_exec outputs: %+v", res.Serve.PostExec)
 	}

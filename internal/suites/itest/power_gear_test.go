@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/testkit/hatest"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // power off --cluster through the real CLI, server and workers: the
@@ -42,11 +42,11 @@ func TestReplayCorpusPowerOffClusterGearLast(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("power off --cluster duo: exit %d\n%s\n%s", code, out, errOut)
 	}
-	var res workflows.PowerResult
+	var res contract.PowerResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Targets) != 3 || res.Targets[2].Target != "switch1" || res.Targets[2].State != workflows.NodeOff {
+	if len(res.Targets) != 3 || res.Targets[2].Target != "switch1" || res.Targets[2].State != contract.NodeOff {
 		t.Fatalf("power result %+v, want n1, n2, then switch1 off", res.Targets)
 	}
 	if _, err := os.Stat(marker); err != nil {
@@ -72,5 +72,5 @@ func TestReplayCorpusPowerOffClusterGearLast(t *testing.T) {
 			t.Errorf("node %s relay not switched off before the switch: %v", n, calls)
 		}
 	}
-	saveHistory(t, f, workflows.PowerID("off", "n1,n2,switch1"), "power-off-gear")
+	saveHistory(t, f, contract.PowerID("off", "n1,n2,switch1"), "power-off-gear")
 }

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/testkit/hatest"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // Power off through the real CLI and workflow: graceful shutdown over real
@@ -40,12 +40,12 @@ func TestPowerOffRelayAndTokenStaysOutOfHistory(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status: exit %d\n%s\n%s", code, out, errOut)
 	}
-	var probe workflows.FleetProbeResult
+	var probe contract.FleetProbeResult
 	if err := json.Unmarshal([]byte(out), &probe); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range probe.Nodes {
-		if n.Node == "n2" && (n.State != workflows.NodeOff || !strings.Contains(n.Why, "switch.n2_outlet")) {
+		if n.Node == "n2" && (n.State != contract.NodeOff || !strings.Contains(n.Why, "switch.n2_outlet")) {
 			t.Errorf("n2: %+v, want off naming its relay", n)
 		}
 	}
@@ -62,11 +62,11 @@ func TestPowerOffRelayAndTokenStaysOutOfHistory(t *testing.T) {
 	if got := ha.State("switch.rack_switch"); got != "off" {
 		t.Errorf("relay state %q after power off, want off", got)
 	}
-	var res workflows.PowerResult
+	var res contract.PowerResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Targets) != 1 || res.Targets[0].State != workflows.NodeOff {
+	if len(res.Targets) != 1 || res.Targets[0].State != contract.NodeOff {
 		t.Errorf("power result %+v", res)
 	}
 	if calls := strings.Join(ha.ServiceCalls(), ","); !strings.Contains(calls, "turn_off") {
@@ -85,7 +85,7 @@ func TestPowerOffRelayAndTokenStaysOutOfHistory(t *testing.T) {
 
 	// Read every power run's history back through the client and search it.
 	for _, action := range []string{"off", "on"} {
-		id := workflows.PowerID(action, "switch1")
+		id := contract.PowerID(action, "switch1")
 		events := 0
 		for _, e := range historyEvents(context.Background(), t, f.env.Client, id) {
 			events++

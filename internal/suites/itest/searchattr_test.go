@@ -9,8 +9,8 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/sparklane/sparklane/internal/cli"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // Search attributes come from one definition and reach every run: a stage
@@ -29,7 +29,7 @@ func TestSearchAttributesOnChildrenAndSchedulesUpdatedInPlace(t *testing.T) {
 	if code, out, errOut := f.starter(ctx, "stage", "--lane", "few"); code != 0 {
 		t.Fatalf("stage: exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, id := range []string{workflows.StageID("few"), workflows.StageNodeID("few", "n1")} {
+	for _, id := range []string{contract.StageID("few"), contract.StageNodeID("few", "n1")} {
 		d, err := f.env.Client.DescribeWorkflowExecution(ctx, id, "")
 		if err != nil {
 			t.Fatal(err)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/memfit"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // A 3-node local fleet with one node's worker stopped: that node is
@@ -27,23 +27,23 @@ func TestStatusNamesTheNodeWhoseWorkerIsStopped(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	var res workflows.FleetProbeResult
+	var res contract.FleetProbeResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("status --json is not JSON: %v\n%s", err, out)
 	}
-	got := map[string]workflows.NodeState{}
+	got := map[string]contract.NodeState{}
 	for _, n := range res.Nodes {
 		got[n.Node] = n
 	}
 	for _, n := range []string{"n1", "n2"} {
-		if got[n].State != workflows.NodeFree {
+		if got[n].State != contract.NodeFree {
 			t.Errorf("%s: state %q (%s), want free", n, got[n].State, got[n].Why)
 		}
 		if len(got[n].Roots) != 1 || got[n].Roots[0].Free <= 0 {
 			t.Errorf("%s: roots %+v, want one root with free bytes", n, got[n].Roots)
 		}
 	}
-	if got["n3"].State != workflows.NodeUnreachable || !strings.Contains(got["n3"].Why, "node.n3") {
+	if got["n3"].State != contract.NodeUnreachable || !strings.Contains(got["n3"].Why, "node.n3") {
 		t.Errorf("n3: %+v, want unreachable naming its queue node.n3", got["n3"])
 	}
 	// Each live worker reports this host's memory, and the starter keeps
@@ -85,7 +85,7 @@ command = "/engine-sim /hub --port {port}"
 	if code == 0 {
 		t.Fatalf("status --lane with n2 down exited 0\n%s", out)
 	}
-	var res workflows.FleetProbeResult
+	var res contract.FleetProbeResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("no JSON states on failure: %v\n%s\n%s", err, out, errOut)
 	}

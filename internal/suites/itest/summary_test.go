@@ -48,7 +48,7 @@ func TestHistoryShowsNodeRankSummariesAndHumanDurations(t *testing.T) {
 		node string
 		rank int
 	}{{"n1", 0}, {"n2", 1}} {
-		id := workflows.StageNodeID("sum", n.node)
+		id := contract.StageNodeID("sum", n.node)
 		var got []string
 		for _, e := range history(ctx, t, f, id) {
 			switch e.GetEventType() {
@@ -82,8 +82,8 @@ func TestHistoryShowsNodeRankSummariesAndHumanDurations(t *testing.T) {
 	}
 
 	// status's workflow: the fleet probe's per-node activities and its input.
-	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "fleet-probe/summaries", TaskQueue: workflows.ControlQueue},
-		workflows.FleetProbe, workflows.FleetProbeInput{Nodes: []string{"n1", "n2"}, Grace: contract.Duration(time.Second), PickupTimeout: contract.Duration(5 * time.Second)})
+	run, err := f.env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "fleet-probe/summaries", TaskQueue: contract.ControlQueue},
+		workflows.FleetProbe, contract.FleetProbeInput{Nodes: []string{"n1", "n2"}, Grace: contract.Duration(time.Second), PickupTimeout: contract.Duration(5 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
