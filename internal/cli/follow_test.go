@@ -165,7 +165,12 @@ func TestFollowNoticesTheControlServiceDied(t *testing.T) {
 	if _, ok := control.ExitStatus(owner.PID, time.Minute); !ok {
 		t.Fatal("the stand-in was not reaped")
 	}
-	ticks[serviceCheckEvery] <- time.Now()
+	select {
+	case ticks[serviceCheckEvery] <- time.Now():
+	case err := <-done:
+		// The second tick's check ran after the kill and found it dead.
+		done <- err
+	}
 	err2 := waitExit(t, done, 1, "the dead control service")
 	msg := err2.Error()
 	for _, want := range []string{fmt.Sprintf("the control service (pid %d) of state_dir %s stopped while this starter followed stage/x", owner.PID, state),
