@@ -16,8 +16,8 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/sparklane/sparklane/internal/atomicfile"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/ledger"
 	"github.com/sparklane/sparklane/internal/engine/report"
 )
 
@@ -93,7 +93,7 @@ func writeJSONAtomic(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return ledger.WriteFileAtomic(path, b, 0o644)
+	return atomicfile.Write(path, b, 0o644)
 }
 
 // benchBeat heartbeats the bench's last progress lines on a timer and

@@ -3,10 +3,8 @@ package activities
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,9 +12,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/sparklane/sparklane/internal/atomicfile"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/ledger"
 	"github.com/sparklane/sparklane/internal/engine/memfit"
 	"github.com/sparklane/sparklane/internal/engine/probe"
 	"github.com/sparklane/sparklane/internal/engine/serve"
@@ -145,27 +143,13 @@ func (a *ControlActivities) ResolveLane(ctx context.Context, in contract.Resolve
 	return res, nil
 }
 
-// BaseURL is the lane's OpenAI-compatible API on its head node.
-func BaseURL(cfg *config.Config, plan contract.LanePlan) string {
-	host := plan.HeadAddr
-	for _, n := range cfg.Nodes {
-		if len(plan.Nodes) > 0 && n.Name == plan.Nodes[0].Node && n.Address != "" {
-			host = n.Address
-		}
-	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	return "http://" + net.JoinHostPort(host, strconv.Itoa(plan.APIPort))
-}
-
 // WaitReady polls the head's API until it answers. A refused connection
 // means "still loading" until the head has answered once; any rank
 // container that exits fails it at once with its exit code and last log
 // lines. Heartbeats keep a restarted control worker's retry waiting on the
 // same containers (it never starts a second set).
 func (a *ControlActivities) WaitReady(ctx context.Context, in contract.WaitReadyInput) (contract.WaitReadyResult, error) {
-	base := BaseURL(a.Config, in.Plan)
+	base := lane.BaseURL(a.Config, in.Plan)
 	type conn struct {
 		d     serve.Docker
 		close func()
@@ -337,7 +321,7 @@ func (a *ControlActivities) WriteVerifyReport(ctx context.Context, in contract.V
 	}
 	b.WriteString("\n")
 	path := filepath.Join(dir, now.Format("20060102T150405Z")+"_verify.md")
-	if err := ledger.WriteFileAtomic(path, []byte(b.String()), 0o644); err != nil {
+	if err := atomicfile.Write(path, []byte(b.String()), 0o644); err != nil {
 		return "", classify(err)
 	}
 	return path, nil

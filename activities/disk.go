@@ -12,7 +12,6 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/disk"
 	"github.com/sparklane/sparklane/internal/engine/images"
-	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 )
 
@@ -37,14 +36,14 @@ func (a *NodeActivities) runningLanes(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	cs, err := d.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", serve.LabelLane), filters.Arg("label", serve.LabelNode+"="+a.Node.Name))})
+		filters.Arg("label", contract.LabelLane), filters.Arg("label", contract.LabelNode+"="+a.Node.Name))})
 	if err != nil {
 		return nil, fmt.Errorf("node %s: list containers: %w", a.Node.Name, err)
 	}
 	seen := map[string]bool{}
 	var out []string
 	for _, c := range cs {
-		if l := c.Labels[serve.LabelLane]; !seen[l] {
+		if l := c.Labels[contract.LabelLane]; !seen[l] {
 			seen[l] = true
 			out = append(out, l)
 		}

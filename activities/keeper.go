@@ -20,13 +20,14 @@ import (
 	"github.com/sparklane/sparklane/internal/engine/notify"
 	"github.com/sparklane/sparklane/internal/engine/probe"
 	"github.com/sparklane/sparklane/internal/engine/serve"
+	"github.com/sparklane/sparklane/internal/lane"
 )
 
 // CheckHead asks the lane's head its health path once. A head that does
 // not answer 200 fails LaneDown (retryable: the keeper's retry policy
 // re-probes it after the lane's probe grace).
 func (a *ControlActivities) CheckHead(ctx context.Context, in contract.CheckHeadInput) (contract.CheckHeadResult, error) {
-	url := BaseURL(a.Config, in.Head) + in.Path
+	url := lane.BaseURL(a.Config, in.Head) + in.Path
 	res := contract.CheckHeadResult{URL: url}
 	ctx, err := apiKeyContext(ctx, in.APIKeyEnv)
 	if err != nil {
@@ -143,7 +144,7 @@ func (a *ControlActivities) StartKeeper(ctx context.Context, in contract.KeeperI
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING,
 		TypedSearchAttributes:    searchattr.For(in.Plan.Lane, in.Cluster),
 		StaticSummary:            fmt.Sprintf("keeps lane %s on cluster %s", in.Plan.Lane, in.Cluster),
-	}, contract.KeeperWorkflow, in)
+	}, contract.WorkflowKeeper, in)
 	if err != nil {
 		return contract.StartKeeperResult{}, fmt.Errorf("cluster %s: start keeper %s: %w", in.Cluster, id, err)
 	}

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+
 	"github.com/sparklane/sparklane/internal/contract"
 )
 

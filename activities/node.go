@@ -121,13 +121,13 @@ func (a *NodeActivities) NodeStatus(ctx context.Context, in contract.NodeStatusI
 	}
 	// Only this node's containers: simulated nodes may share one engine.
 	cs, err := d.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", serve.LabelLane), filters.Arg("label", serve.LabelNode+"="+a.Node.Name))})
+		filters.Arg("label", contract.LabelLane), filters.Arg("label", contract.LabelNode+"="+a.Node.Name))})
 	if err != nil {
 		return res, classify(fmt.Errorf("node %s: list containers: %w", a.Node.Name, err))
 	}
 	seen := map[string]bool{}
 	for _, c := range cs {
-		if l := c.Labels[serve.LabelLane]; !seen[l] {
+		if l := c.Labels[contract.LabelLane]; !seen[l] {
 			seen[l] = true
 			res.Lanes = append(res.Lanes, l)
 		}

@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/atomicfile"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/ledger"
 )
 
 // poweredOffRecord is written under STATE_DIR/power when sparklane powers a
@@ -37,7 +37,7 @@ func (a *ControlActivities) markPoweredOff(node string) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("record node %s powered off in %s: %w", node, filepath.Dir(p), err)
 	}
-	if err := ledger.WriteFileAtomic(p, b, 0o644); err != nil {
+	if err := atomicfile.Write(p, b, 0o644); err != nil {
 		return fmt.Errorf("record node %s powered off: %w", node, err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -105,20 +106,28 @@ func goPackageDirs(t *testing.T, repo string) []string {
 	return out
 }
 
-// engines know nothing of Temporal: activities wrap them. Each one's doc.go
-// says so; this holds every one of them to it.
-var engines = []string{
-	"internal/engine/bench", "internal/engine/disk", "internal/fault", "internal/engine/hubfetch", "internal/engine/hubmirror",
-	"internal/engine/ledger", "internal/node", "internal/engine/power", "internal/engine/power/routeros", "internal/engine/probe",
-	"internal/engine/relay", "internal/engine/report", "internal/engine/safetensors", "internal/engine/secretenv", "internal/engine/serve",
-	"internal/sim", "internal/simimage", "internal/engine/sparserows", "internal/engine/staging",
-	"internal/config", "internal/lane", "internal/contract", "internal/strictdecode",
+// temporalFree are the packages that know nothing of Temporal besides the
+// engines (every package under internal/engine/): the file format, the
+// resolver, the wire contract and the small shared pieces. Each one's
+// doc.go says so; this holds them to it.
+var temporalFree = []string{
+	"internal/fault", "internal/node", "internal/sim", "internal/simimage", "internal/config", "internal/lane",
+	"internal/contract", "internal/strictdecode", "internal/ranklogs", "internal/tardir", "internal/atomicfile",
+	"internal/buildinfo", "internal/pki", "internal/syncbuf",
 }
 
-// The import boundaries the package docs state: engines, the file format
-// and the planner import no Temporal, activities, workflows, CLI or worker
-// code; the wire contract imports no sparklane package; production code
-// never imports a test kit.
+// cliMayImport are the engines the CLI may import: reading and plotting
+// report bundles is client-side work. Everything else an engine knows
+// reaches the CLI through internal/lane or a small client-side package.
+var cliMayImport = []string{"internal/engine/report"}
+
+// The import boundaries the package docs state: engines and the other
+// Temporal-free packages import no Temporal, activities, workflows, CLI or
+// worker code; the wire contract imports no sparklane package (so no
+// engine); the CLI, a client only, imports neither activities nor
+// workflows nor the workers nor an engine (but cliMayImport); the
+// resolver does not import the serve engine; production code never
+// imports a test kit.
 func TestImportBoundaries(t *testing.T) {
 	repo, err := filepath.Abs("..")
 	if err != nil {
@@ -126,11 +135,12 @@ func TestImportBoundaries(t *testing.T) {
 	}
 	const mod = "github.com/sparklane/sparklane/"
 	forbiddenForEngines := []string{"go.temporal.io/", mod + "activities", mod + "workflows", mod + "internal/cli", mod + "internal/workers"}
-	checked := 0
+	forbiddenForCLI := []string{mod + "activities", mod + "workflows", mod + "internal/workers", mod + "internal/engine/"}
+	checked, cli := 0, 0
 	for _, pkg := range goPackageDirs(t, repo) {
 		imports := productionImports(t, filepath.Join(repo, pkg))
-		isEngine := false
-		for _, e := range engines {
+		isEngine := strings.HasPrefix(pkg, "internal/engine/") && !strings.Contains(pkg, "/cmd/")
+		for _, e := range temporalFree {
 			isEngine = isEngine || pkg == e
 		}
 		for _, imp := range imports {
@@ -142,8 +152,19 @@ func TestImportBoundaries(t *testing.T) {
 					}
 				}
 			}
+			if pkg == "internal/cli" {
+				cli++
+				for _, f := range forbiddenForCLI {
+					if strings.HasPrefix(imp, f) && !slices.Contains(cliMayImport, strings.TrimPrefix(imp, mod)) {
+						t.Errorf("internal/cli imports %s: the CLI is a client; it reaches engines through internal/lane or a client-side package, and runs by their names in internal/contract", imp)
+					}
+				}
+			}
 			if (pkg == "internal/contract" || pkg == "internal/strictdecode") && strings.HasPrefix(imp, mod) {
 				t.Errorf("%s imports %s: it stands alone (the wire contract; the generic decoder)", pkg, imp)
+			}
+			if pkg == "internal/lane" && imp == mod+"internal/engine/serve" {
+				t.Errorf("internal/lane imports %s: the resolver does not link the serve engine (and the Docker SDK with it)", imp)
 			}
 			testkitUser := strings.HasPrefix(pkg, "internal/testkit/") || pkg == "internal/engine/relay/cmd/relay-bench" ||
 				pkg == "internal/engine/hubfetch/cmd/hubfetch-bench"
@@ -152,8 +173,8 @@ func TestImportBoundaries(t *testing.T) {
 			}
 		}
 	}
-	if checked == 0 {
-		t.Fatal("no engine import was checked: the package walk is wrong")
+	if checked == 0 || cli == 0 {
+		t.Fatal("no engine or CLI import was checked: the package walk is wrong")
 	}
 }
 

@@ -12,9 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparklane/sparklane/internal/buildinfo"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/logging"
 	"github.com/sparklane/sparklane/internal/workers"
+
 	// The embedded Temporal server: this program hosts the control service.
 	_ "github.com/sparklane/sparklane/internal/workers/embedded"
 )
@@ -98,7 +100,7 @@ func newRoot() *cobra.Command {
 		Short: "print this worker's version, commit and Go version (those of sparklane_build_info)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "sparklane %s (commit %s, %s, %s/%s)\n", workers.Version, workers.BuildCommit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintf(cmd.OutOrStdout(), "sparklane %s (commit %s, %s, %s/%s)\n", buildinfo.Version, buildinfo.BuildCommit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return nil
 		},
 	}

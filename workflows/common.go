@@ -23,15 +23,11 @@ var (
 	ca *activities.ControlActivities
 )
 
-// DefaultPickup is how long a node worker may take to pick up a pinned
-// activity before its node is called unreachable.
-const DefaultPickup = 10 * time.Second
-
 // nodeOpts pins activities to node's queue. A node whose worker is not
 // polling fails fast on ScheduleToStart instead of hanging.
 func nodeOpts(ctx workflow.Context, node string, pickup, run, heartbeat time.Duration, attempts int32) workflow.Context {
 	if pickup <= 0 {
-		pickup = DefaultPickup
+		pickup = contract.DefaultPickup
 	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              contract.NodeQueue(node),

@@ -308,7 +308,7 @@ func (k *keeper) check() checked {
 	}
 	pickup := k.in.Pickup.D()
 	if pickup <= 0 {
-		pickup = DefaultPickup
+		pickup = contract.DefaultPickup
 	}
 	var futs []workflow.Future
 	for _, n := range nodes {

@@ -155,7 +155,7 @@ func (k *keeper) stillOff() bool {
 func (k *keeper) waitFor(nodes []string) {
 	budget := k.in.OutageBudget.D()
 	if budget <= 0 {
-		budget = DefaultOutageBudget
+		budget = contract.DefaultOutageBudget
 	}
 	wctx, cancel := workflow.WithCancel(k.ctx)
 	k.cancelProbe = cancel
@@ -200,7 +200,7 @@ func (k *keeper) pickup() time.Duration {
 	if p := k.in.Pickup.D(); p > 0 {
 		return p
 	}
-	return DefaultPickup
+	return contract.DefaultPickup
 }
 
 // ranksOn lists the lane's ranks on node.

@@ -12,11 +12,6 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 )
 
-// DefaultOutageBudget is how long a run waits for a node whose worker went
-// away (a reboot, an upgrade) before it fails naming the node: a node
-// reboots in minutes, and a multi-hour stage must not roll back for that.
-const DefaultOutageBudget = 30 * time.Minute
-
 // nodeRecheck is how often a run waiting for a node asks whether its
 // worker polls again.
 const nodeRecheck = 10 * time.Second
@@ -83,7 +78,7 @@ func onNode(ctx workflow.Context, t *tracker, step int, node string, budget time
 // it directly.
 func waitForNode(ctx workflow.Context, t *tracker, step int, node string, budget time.Duration, call func() error) error {
 	if budget <= 0 {
-		budget = DefaultOutageBudget
+		budget = contract.DefaultOutageBudget
 	}
 	pctx := controlOpts(ctx, 30*time.Second, 0, 3)
 	var since time.Time // when the node went away; kept while it never picks up

@@ -12,17 +12,14 @@ import (
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
-// DefaultGrace is the wait before the fleet probe's one re-probe.
-const DefaultGrace = 5 * time.Second
-
 // ProbeRetryPolicy is "re-probe once before bail" as a plain retry policy:
 // a probe that found too few usable nodes (NotEnoughNodes) runs once more
 // after the grace period, then fails with every node's state.
 func ProbeRetryPolicy(grace time.Duration) *temporal.RetryPolicy {
 	if grace <= 0 {
-		grace = DefaultGrace
+		grace = contract.DefaultGrace
 	}
-	return &temporal.RetryPolicy{InitialInterval: grace, BackoffCoefficient: 1, MaximumAttempts: 2}
+	return &temporal.RetryPolicy{InitialInterval: grace, BackoffCoefficient: 1, MaximumAttempts: contract.ReprobeAttempts}
 }
 
 // FleetProbe asks every node's worker about its containers and disk (pinned

@@ -10,11 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/report"
-	"github.com/sparklane/sparklane/workflows"
+	"github.com/sparklane/sparklane/internal/lane"
 )
 
 func (a *App) benchCmd() *cobra.Command {
@@ -28,7 +27,7 @@ func (a *App) benchCmd() *cobra.Command {
 		Short: "bench a serving lane (perf sweep + the recipe's harness) and write a report with a verdict",
 	}
 	cmd.RunE = a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
-		in := contract.BenchInput{Recipe: *r, Plan: *plan, BaseURL: activities.BaseURL(cfg, *plan), Label: label,
+		in := contract.BenchInput{Recipe: *r, Plan: *plan, BaseURL: lane.BaseURL(cfg, *plan), Label: label,
 			Parallel: parallel, Tokenizer: tokenizer, Baseline: baseline, Mode: mode}
 		if cmd.Flags().Changed("seed") {
 			in.Seed = &seed
@@ -37,7 +36,7 @@ func (a *App) benchCmd() *cobra.Command {
 			return exitCode(2, fmt.Errorf("--mode %q: use one of %s", mode, strings.Join(contract.BenchModes, ", ")))
 		}
 		var res contract.BenchResult
-		if err := a.startFollow(ctx, runSpec{ID: contract.BenchID(r.Name), Workflow: workflows.Bench, Input: in, Lane: r.Name, Cluster: r.Cluster}, &res); err != nil {
+		if err := a.startFollow(ctx, runSpec{ID: contract.BenchID(r.Name), Workflow: contract.WorkflowBench, Input: in, Lane: r.Name, Cluster: r.Cluster}, &res); err != nil {
 			return err
 		}
 		err := a.output(res, func() {

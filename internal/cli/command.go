@@ -10,7 +10,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/workers"
+	"github.com/sparklane/sparklane/internal/control"
 )
 
 // The one preamble of every command. A RunE is built by withConfig,
@@ -26,7 +26,7 @@ type request struct {
 	args []string
 	cfg  *config.Config
 	// env is the Temporal connection (withClient).
-	env *workers.Env
+	env *control.Conn
 }
 
 // body is a command's own work once its preamble ran.
@@ -138,7 +138,7 @@ type runFlags struct {
 
 // runBody is the body of a command on one run: the Temporal connection,
 // the run's workflow ID and its latest execution.
-type runBody func(ctx context.Context, env *workers.Env, id string, info *workflowpb.WorkflowExecutionInfo) error
+type runBody func(ctx context.Context, env *control.Conn, id string, info *workflowpb.WorkflowExecutionInfo) error
 
 // withRun finds the run the argument or f names and describes its latest
 // execution (findRun, which connects) before b.

@@ -19,9 +19,7 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
-	"github.com/sparklane/sparklane/internal/engine/relay"
 	"github.com/sparklane/sparklane/internal/pki"
-	"github.com/sparklane/sparklane/internal/workers"
 )
 
 // serviceArgs is the command line of the control service for the config
@@ -86,9 +84,9 @@ var executable = os.Executable
 // state_dir's control service (started in the background when none runs),
 // otherwise the external cluster. The starter itself never hosts a server
 // or a worker, so killing it at any moment loses nothing.
-func (a *App) connectService(ctx context.Context, cfg *config.Config) (*workers.Env, error) {
+func (a *App) connectService(ctx context.Context, cfg *config.Config) (*control.Conn, error) {
 	if cfg.Temporal.Address != "" {
-		return workers.Connect(ctx, cfg, a.logger(), workers.ConnectOptions{NoEmbedded: true})
+		return control.Dial(ctx, cfg, a.logger(), "", "")
 	}
 	file, err := filepath.Abs(cfg.File)
 	if err != nil {
@@ -107,7 +105,7 @@ func (a *App) connectService(ctx context.Context, cfg *config.Config) (*workers.
 		fmt.Fprintf(a.Err, "warning: the control service (pid %d, since %s) loaded %s before it changed; restart it to apply the change: starter control stop\n", owner.PID, owner.Since.Format(time.RFC3339), owner.Config)
 	}
 	a.service = owner
-	return workers.Dial(ctx, cfg, a.logger(), owner.Frontend, owner.UI)
+	return control.Dial(ctx, cfg, a.logger(), owner.Frontend, owner.UI)
 }
 
 // connectRunning is connect for commands that must start nothing (a dry
@@ -115,7 +113,7 @@ func (a *App) connectService(ctx context.Context, cfg *config.Config) (*workers.
 // control service only if it already runs. When none runs it neither
 // starts one nor builds its program, and why says what could not be
 // checked for want of it.
-func (a *App) connectRunning(ctx context.Context, cfg *config.Config) (env *workers.Env, why string, err error) {
+func (a *App) connectRunning(ctx context.Context, cfg *config.Config) (env *control.Conn, why string, err error) {
 	if a.env != nil || cfg.Temporal.Address != "" {
 		env, err = a.connect(ctx)
 		return env, "", err
@@ -124,7 +122,7 @@ func (a *App) connectRunning(ctx context.Context, cfg *config.Config) (env *work
 	if !ok || owner.Frontend == "" {
 		return nil, fmt.Sprintf("no control service runs for state_dir %s, and a dry run starts none: node reachability, free space and the lanes running on the nodes were not checked (start it with 'starter control start' and run the dry run again to check them)", cfg.StateDir), nil
 	}
-	env, err = workers.Dial(ctx, cfg, a.logger(), owner.Frontend, owner.UI)
+	env, err = control.Dial(ctx, cfg, a.logger(), owner.Frontend, owner.UI)
 	if err != nil {
 		return nil, "", err
 	}
@@ -367,12 +365,12 @@ func (a *App) certsCmd() *cobra.Command {
 			}
 			// Staging relay identities (server and client, for the node's
 			// address): relay-NAME for every node with an address.
-			relayIDs, err := workers.IssueRelayIdentities(dir, cfg.Nodes)
+			relayIDs, err := pki.IssueFleetIdentities(dir, config.FleetHosts(cfg.Nodes))
 			if err != nil {
 				return err
 			}
 			for n, f := range relayIDs {
-				out[relay.PeerPrefix+n] = f
+				out[pki.FleetPeerPrefix+n] = f
 			}
 			return a.output(map[string]any{"ca": ca.File, "certs": out}, func() {
 				fmt.Fprintf(a.Out, "CA %s\n", ca.File)
@@ -424,7 +422,7 @@ func (a *App) attachCmd() *cobra.Command {
 		Use:     "attach [WORKFLOW_ID] | --cluster C | --lane L",
 		Aliases: []string{"follow"},
 		Short:   "follow a run again (a cutover, stage, verify, serve, …) until it ends, and print its result",
-		RunE: a.withRun(&f, func(ctx context.Context, env *workers.Env, id string, info *workflowpb.WorkflowExecutionInfo) error {
+		RunE: a.withRun(&f, func(ctx context.Context, env *control.Conn, id string, info *workflowpb.WorkflowExecutionInfo) error {
 			run := env.Client.GetWorkflow(ctx, id, info.GetExecution().GetRunId())
 			if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && !a.JSON {
 				fmt.Fprintf(a.Out, "%s already ended (%s); its result:\n", id, statusName(info.GetStatus()))
@@ -469,7 +467,7 @@ func (a *App) attachCmd() *cobra.Command {
 
 // findRun resolves the run a command names and describes its latest
 // execution.
-func (a *App) findRun(ctx context.Context, args []string, cluster, lane string) (*workers.Env, string, *workflowpb.WorkflowExecutionInfo, error) {
+func (a *App) findRun(ctx context.Context, args []string, cluster, lane string) (*control.Conn, string, *workflowpb.WorkflowExecutionInfo, error) {
 	id, err := a.runID(args, cluster, lane)
 	if err != nil {
 		return nil, "", nil, err

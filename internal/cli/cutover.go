@@ -12,10 +12,8 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/staging"
+	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/lane"
-	"github.com/sparklane/sparklane/internal/workers"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // cutoverFlags are the flags of `starter cutover`.
@@ -108,7 +106,7 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Re
 		fmt.Fprintln(a.Err, "warning:", note)
 	}
 	run, err := a.start(ctx, runSpec{
-		ID: contract.CutoverID(r.Cluster), Workflow: workflows.Cutover, Lane: r.Name, Cluster: r.Cluster,
+		ID: contract.CutoverID(r.Cluster), Workflow: contract.WorkflowCutover, Lane: r.Name, Cluster: r.Cluster,
 		Memo: recipeMemo(r, plan),
 		// --no-wait detaches this command; the workflow still runs every step.
 		Input: contract.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
@@ -204,7 +202,7 @@ func (a *App) cancelCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cancel [WORKFLOW_ID] | --cluster C | --lane L",
 		Short: "cancel a run (a cutover's cleanup and rollback run) and wait until it has ended",
-		RunE: a.withRun(&f, func(ctx context.Context, env *workers.Env, id string, info *workflowpb.WorkflowExecutionInfo) error {
+		RunE: a.withRun(&f, func(ctx context.Context, env *control.Conn, id string, info *workflowpb.WorkflowExecutionInfo) error {
 			if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				fmt.Fprintf(a.Out, "%s is not running (%s): nothing to cancel\n", id, statusName(info.GetStatus()))
 				return nil
@@ -275,7 +273,7 @@ func stageSummary(nodes []contract.StageNodeResult) string {
 			skipped += int64(b.Result.SkippedFiles)
 		}
 	}
-	s := fmt.Sprintf("copied %s", staging.HumanBytes(copied))
+	s := fmt.Sprintf("copied %s", contract.HumanBytes(copied))
 	if copiedFiles > 0 {
 		s += fmt.Sprintf(" (%d files)", copiedFiles)
 	}

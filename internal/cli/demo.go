@@ -16,10 +16,8 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/demo"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/simimage"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 func (a *App) demoCmd() *cobra.Command {
@@ -78,7 +76,7 @@ func (a *App) demoCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("generate the synthetic NAS in %s: %w", dir, err)
 			}
-			say("  NAS hub %s: %s model + engram tables (%.1fs)", nas.Hub, staging.HumanBytes(bytes), time.Since(t0).Seconds())
+			say("  NAS hub %s: %s model + engram tables (%.1fs)", nas.Hub, contract.HumanBytes(bytes), time.Since(t0).Seconds())
 			fleet, err := demo.WriteFleet(dir, filepath.Join(dir, "state"), nas, image, port, uiPort)
 			if err != nil {
 				return err
@@ -215,7 +213,7 @@ func (a *App) demoClean(ctx context.Context, dir string) error {
 	}
 	// Only the demo's own lanes are stopped, wherever they run on its nodes.
 	for _, lane := range demo.Lanes {
-		run, err := a.start(ctx, runSpec{ID: contract.StopID(lane), Workflow: workflows.Stop, Lane: lane,
+		run, err := a.start(ctx, runSpec{ID: contract.StopID(lane), Workflow: contract.WorkflowStop, Lane: lane,
 			Input: contract.StopInput{Nodes: nodes, Lane: lane}})
 		if err != nil {
 			return err
@@ -244,7 +242,7 @@ func (a *App) demoClean(ctx context.Context, dir string) error {
 	out.FreedBytes = size
 	return a.output(out, func() {
 		fmt.Fprintf(a.Out, "stopped %d demo container(s)%s; removed %s: %s freed\n", len(out.Stopped),
-			map[bool]string{true: " and the demo's control service", false: ""}[found], dir, staging.HumanBytes(size))
+			map[bool]string{true: " and the demo's control service", false: ""}[found], dir, contract.HumanBytes(size))
 	})
 }
 

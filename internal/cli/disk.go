@@ -11,8 +11,6 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/staging"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // diskBlocks are every lane's [[staging]] blocks, one per dst (lanes that
@@ -93,7 +91,7 @@ func (a *App) runDisk(cmd *cobra.Command, nodes []string, prune *contract.PruneS
 	if prune != nil {
 		id = fmt.Sprintf("disk-prune/%d", time.Now().UnixNano())
 	}
-	run, err := a.start(cmd.Context(), runSpec{ID: id, Workflow: workflows.Disk, Input: in})
+	run, err := a.start(cmd.Context(), runSpec{ID: id, Workflow: contract.WorkflowDisk, Input: in})
 	if err != nil {
 		return res, "", err
 	}
@@ -243,11 +241,11 @@ func (a *App) printDiskText(res contract.DiskResult, pruned bool) {
 				if u.Error != "" {
 					state = "error: " + u.Error
 				}
-				rows = append(rows, []string{n.Node, r.Root, staging.HumanBytes(r.Free), strings.Join(u.Lanes, ",") + "/" + u.ID, u.Kind,
-					staging.HumanBytes(u.Bytes), when(u.LastServed), when(u.VerifiedAt), strings.TrimSpace(u.Dst + " " + state)})
+				rows = append(rows, []string{n.Node, r.Root, contract.HumanBytes(r.Free), strings.Join(u.Lanes, ",") + "/" + u.ID, u.Kind,
+					contract.HumanBytes(u.Bytes), when(u.LastServed), when(u.VerifiedAt), strings.TrimSpace(u.Dst + " " + state)})
 			}
 			if present == 0 && r.Error == "" {
-				rows = append(rows, []string{n.Node, r.Root, staging.HumanBytes(r.Free), "-", "-", "-", "-", "-", "no staged blocks"})
+				rows = append(rows, []string{n.Node, r.Root, contract.HumanBytes(r.Free), "-", "-", "-", "-", "-", "no staged blocks"})
 			}
 		}
 	}
@@ -265,7 +263,7 @@ func (a *App) printDiskText(res contract.DiskResult, pruned bool) {
 				} else if r.Error != "" {
 					verb = "FAILED to remove"
 				}
-				fmt.Fprintf(a.Out, "%s: %s %s/%s %s (%s)\n", n.Node, verb, strings.Join(r.Lanes, ","), r.ID, r.Dst, staging.HumanBytes(r.Bytes))
+				fmt.Fprintf(a.Out, "%s: %s %s/%s %s (%s)\n", n.Node, verb, strings.Join(r.Lanes, ","), r.ID, r.Dst, contract.HumanBytes(r.Bytes))
 			}
 			for _, k := range p.Kept {
 				fmt.Fprintf(a.Out, "%s: %s\n", n.Node, k)
@@ -274,7 +272,7 @@ func (a *App) printDiskText(res contract.DiskResult, pruned bool) {
 				fmt.Fprintf(a.Out, "%s: nothing to remove\n", n.Node)
 			}
 			for root, before := range p.FreeBefore {
-				fmt.Fprintf(a.Out, "%s: %s free %s -> %s\n", n.Node, root, staging.HumanBytes(before), staging.HumanBytes(p.FreeAfter[root]))
+				fmt.Fprintf(a.Out, "%s: %s free %s -> %s\n", n.Node, root, contract.HumanBytes(before), contract.HumanBytes(p.FreeAfter[root]))
 			}
 			a.printImagePrune(n.Node, n.Disk.ImagePrune)
 		}

@@ -8,10 +8,8 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/memfit"
 	"github.com/sparklane/sparklane/internal/engine/report"
-	"github.com/sparklane/sparklane/internal/engine/staging"
-	"github.com/sparklane/sparklane/workflows"
+	"github.com/sparklane/sparklane/internal/lane"
 )
 
 // DryRun is the stable JSON of `starter cutover|up|stage --dry-run --json`.
@@ -46,9 +44,9 @@ type DryRun struct {
 	// Memory is the lane's memory fit (weights and KV cache against each
 	// node's memory); nil when it could not be estimated, MemoryNote says
 	// why. MemoryError is the refusal a run would meet (without --force).
-	Memory      *memfit.Estimate `json:"memory,omitempty"`
-	MemoryNote  string           `json:"memory_note,omitempty"`
-	MemoryError string           `json:"memory_error,omitempty"`
+	Memory      *lane.FitEstimate `json:"memory,omitempty"`
+	MemoryNote  string            `json:"memory_note,omitempty"`
+	MemoryError string            `json:"memory_error,omitempty"`
 }
 
 // DryRunNode is one node's part of a dry run.
@@ -123,7 +121,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 		notChecked = why
 	} else {
 		in := contract.FleetProbeInput{Nodes: nodesOf(plan), PickupTimeout: contract.Duration(3 * time.Second)}
-		run, err := a.start(ctx, runSpec{ID: fmt.Sprintf("dry-run/%s/%d", plan.Lane, time.Now().UnixNano()), Workflow: workflows.FleetProbe, Input: in, Lane: plan.Lane, Cluster: plan.Cluster})
+		run, err := a.start(ctx, runSpec{ID: fmt.Sprintf("dry-run/%s/%d", plan.Lane, time.Now().UnixNano()), Workflow: contract.WorkflowFleetProbe, Input: in, Lane: plan.Lane, Cluster: plan.Cluster})
 		if err == nil {
 			var res contract.FleetProbeResult
 			err = run.Get(ctx, &res)
@@ -163,7 +161,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 			}
 		}
 		if len(sub.Nodes) > 0 {
-			run, err := a.start(ctx, runSpec{ID: contract.StageID(plan.Lane) + "/dry-run", Workflow: workflows.Stage, Lane: plan.Lane, Cluster: plan.Cluster,
+			run, err := a.start(ctx, runSpec{ID: contract.StageID(plan.Lane) + "/dry-run", Workflow: contract.WorkflowStage, Lane: plan.Lane, Cluster: plan.Cluster,
 				Input: contract.StageInput{Plan: sub, Blocks: r.Staging, Mode: contract.StageAuto, DryRun: true, Build: laneBuild(r, plan, ""), Pull: lanePull(r, plan, "")}})
 			var res contract.StageResult
 			if err == nil {
@@ -344,8 +342,8 @@ func printDryRun(a *App, d DryRun) {
 			}
 			p := b.Plan
 			fmt.Fprintf(a.Out, "  staging %s (%s): copy %d files / %s, verify %d, adopt %d, skip %d (%s), links %d, total %s",
-				b.Block, b.Kind, p.CopiedFiles, staging.HumanBytes(p.CopiedBytes), p.VerifiedFiles, p.AdoptedFiles, p.SkippedFiles,
-				staging.HumanBytes(p.SkippedBytes), p.Links, staging.HumanBytes(p.TotalBytes))
+				b.Block, b.Kind, p.CopiedFiles, contract.HumanBytes(p.CopiedBytes), p.VerifiedFiles, p.AdoptedFiles, p.SkippedFiles,
+				contract.HumanBytes(p.SkippedBytes), p.Links, contract.HumanBytes(p.TotalBytes))
 			if p.Rows > 0 {
 				fmt.Fprintf(a.Out, ", rows %d", p.Rows)
 			}

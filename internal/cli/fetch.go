@@ -9,9 +9,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/lane"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 func (a *App) fetchCmd() *cobra.Command {
@@ -44,7 +42,7 @@ a dropped connection resumes from the partial files on the NAS.`,
 			var res contract.FetchResult
 			if dryRun {
 				id := fmt.Sprintf("dry-run/fetch/%s/%d", r.Name, time.Now().UnixNano())
-				run, err := a.start(ctx, runSpec{ID: id, Workflow: workflows.Fetch, Input: in, Lane: r.Name, Cluster: plan.Cluster})
+				run, err := a.start(ctx, runSpec{ID: id, Workflow: contract.WorkflowFetch, Input: in, Lane: r.Name, Cluster: plan.Cluster})
 				if err != nil {
 					return err
 				}
@@ -53,7 +51,7 @@ a dropped connection resumes from the partial files on the NAS.`,
 				}
 				return a.printFetch(*fp, res)
 			}
-			if err := a.startFollow(ctx, runSpec{ID: contract.FetchID(r.Name), Workflow: workflows.Fetch, Input: in, Lane: r.Name, Cluster: plan.Cluster}, &res); err != nil {
+			if err := a.startFollow(ctx, runSpec{ID: contract.FetchID(r.Name), Workflow: contract.WorkflowFetch, Input: in, Lane: r.Name, Cluster: plan.Cluster}, &res); err != nil {
 				return err
 			}
 			return a.printFetch(*fp, res)
@@ -90,11 +88,11 @@ func (a *App) printFetchResult(node string, res contract.FetchResult) error {
 		if len(commit) > 12 {
 			commit = commit[:12]
 		}
-		row := []string{r.Repo, r.Revision, commit, fmt.Sprint(r.Files), staging.HumanBytes(r.Bytes), fmt.Sprintf("%d (%s)", r.SkippedFiles, staging.HumanBytes(r.SkippedBytes))}
+		row := []string{r.Repo, r.Revision, commit, fmt.Sprint(r.Files), contract.HumanBytes(r.Bytes), fmt.Sprintf("%d (%s)", r.SkippedFiles, contract.HumanBytes(r.SkippedBytes))}
 		if r.DryRun {
-			row = append(row, fmt.Sprint(r.MissingFiles), staging.HumanBytes(r.MissingBytes))
+			row = append(row, fmt.Sprint(r.MissingFiles), contract.HumanBytes(r.MissingBytes))
 		} else {
-			row = append(row, staging.HumanBytes(r.DownloadedBytes), staging.HumanBytes(r.ResumedBytes), fmt.Sprint(r.ReusedFiles), fmt.Sprintf("%.1f", r.Seconds))
+			row = append(row, contract.HumanBytes(r.DownloadedBytes), contract.HumanBytes(r.ResumedBytes), fmt.Sprint(r.ReusedFiles), fmt.Sprintf("%.1f", r.Seconds))
 		}
 		rows = append(rows, row)
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/memfit"
 	"github.com/sparklane/sparklane/internal/lane"
 )
 
@@ -15,17 +14,10 @@ import (
 // the refusal, nil when it fits or --force (a.fitForce) overrides it.
 // fresh is node memory a fleet probe just reported; it wins over the
 // record of earlier probes and is added to it.
-func (a *App) laneFit(cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, fresh map[string]int64) (*memfit.Estimate, string, error) {
-	if len(fresh) > 0 {
-		if err := memfit.SaveDiscovered(cfg.StateDir, fresh); err != nil {
-			fmt.Fprintf(a.Err, "warning: record node memory under %s: %v\n", cfg.StateDir, err)
-		}
-	}
-	known := memfit.LoadDiscovered(cfg.StateDir)
-	for n, b := range fresh {
-		if b > 0 {
-			known[n] = b
-		}
+func (a *App) laneFit(cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, fresh map[string]int64) (*lane.FitEstimate, string, error) {
+	known, err := lane.KnownNodeMemory(cfg.StateDir, fresh)
+	if err != nil {
+		fmt.Fprintf(a.Err, "warning: record node memory under %s: %v\n", cfg.StateDir, err)
 	}
 	est, note := lane.Fit(cfg, r, plan, known)
 	if est == nil {
@@ -41,7 +33,7 @@ func (a *App) laneFit(cfg *config.Config, r *contract.Recipe, plan *contract.Lan
 }
 
 // printFit prints an estimate's arithmetic (dry run).
-func printFit(a *App, est *memfit.Estimate, note string) {
+func printFit(a *App, est *lane.FitEstimate, note string) {
 	if est != nil {
 		fmt.Fprintln(a.Out, "memory fit (weights from the safetensors headers, KV cache from the engine flags):")
 		for _, l := range est.Lines() {

@@ -17,7 +17,7 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fleet"
 	"github.com/sparklane/sparklane/internal/node"
-	"github.com/sparklane/sparklane/internal/workers"
+	"github.com/sparklane/sparklane/internal/pki"
 )
 
 // fleetOpts are the flags the fleet subcommands share.
@@ -367,9 +367,9 @@ func (a *App) fleetInstallNode(ctx context.Context, cfg *config.Config, o *fleet
 	if pollers != nil {
 		before, _ = pollers(ctx, n.Name)
 	}
-	creds, err := relayCredentials(cfg, eng, n)
+	creds, err := fleetCredentials(cfg, eng, n)
 	if err != nil {
-		return rep, &fleet.StepError{Node: n.Name, Step: "issue the relay identity", Err: err, Hint: "check that " + workers.RelayPKIDir(cfg.StateDir) + " is writable (starter control certs issues the same files)"}
+		return rep, &fleet.StepError{Node: n.Name, Step: "issue the fleet identity", Err: err, Hint: "check that " + pki.FleetDir(cfg.StateDir) + " is writable (starter control certs issues the same files)"}
 	}
 	res, err := eng.Install(ctx, h, fleet.Spec{Node: n.Name, Binary: bin, Config: nodeCfg, Credentials: creds})
 	rep.InstallResult = res
@@ -395,7 +395,7 @@ func printInstall(a *App, r fleetInstallReport) {
 	}
 	fmt.Fprintf(a.Out, "%s: binary %s (build %s), config %s, service %s (%s), %s", r.Node, r.Binary, short(r.BuildID), r.Config, r.Service, r.Manager, r.Run)
 	if r.Credentials != "" {
-		fmt.Fprintf(a.Out, ", relay identity %s", r.Credentials)
+		fmt.Fprintf(a.Out, ", fleet identity %s", r.Credentials)
 	}
 	if r.Poller != "" {
 		fmt.Fprintf(a.Out, ", polling node.%s (%s, after %s)", r.Node, r.Poller, r.PollWait.Round(100*time.Millisecond))
@@ -575,24 +575,25 @@ func (a *App) fleetUninstall(ctx context.Context, cfg *config.Config, o *fleetOp
 	return a.fleetEnd(rows, errs)
 }
 
-// relayCredentials are the node's staging relay identity (the fleet CA's
+// fleetCredentials are the node's fleet identity (the fleet CA's
 // certificate and its relay-NODE pair, issued from the CA under the
 // control's STATE_DIR/pki when absent) for Install to put under the node's
-// state_dir; none when the relay is off or the node has no address.
-func relayCredentials(cfg *config.Config, eng *fleet.Engine, n config.Node) ([]fleet.File, error) {
-	if (cfg.Relay != nil && !*cfg.Relay) || n.Address == "" {
+// state_dir: the staging relay and image transfers between nodes both use
+// it, so every node with an address gets one, whatever `relay` says.
+func fleetCredentials(cfg *config.Config, eng *fleet.Engine, n config.Node) ([]fleet.File, error) {
+	if n.Address == "" {
 		return nil, nil
 	}
-	dir := workers.RelayPKIDir(cfg.StateDir)
-	ids, err := workers.IssueRelayIdentities(dir, []config.Node{n})
+	dir := pki.FleetDir(cfg.StateDir)
+	ids, err := pki.IssueFleetIdentities(dir, config.FleetHosts([]config.Node{n}))
 	if err != nil {
 		return nil, err
 	}
 	id, ok := ids[n.Name]
 	if !ok {
-		return nil, fmt.Errorf("no relay identity issued for node %s", n.Name)
+		return nil, fmt.Errorf("no fleet identity issued for node %s", n.Name)
 	}
-	dst := fleet.RelayIdentityFiles(engineLayout(eng).StateDir, n.Name)
+	dst := fleet.FleetIdentityFiles(engineLayout(eng).StateDir, n.Name)
 	var out []fleet.File
 	for i, src := range []string{filepath.Join(dir, "ca.pem"), id.Cert, id.Key} {
 		b, err := os.ReadFile(src)

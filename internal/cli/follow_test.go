@@ -20,7 +20,6 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/control"
-	"github.com/sparklane/sparklane/internal/workers"
 )
 
 // fakeRun is a run that never ends while followed: follow must leave it
@@ -64,7 +63,7 @@ func followApp(fc *fakeClient, errw *lineWriter) (*App, chan os.Signal, map[time
 	ints := make(chan os.Signal, 2)
 	ticks := map[time.Duration]chan time.Time{drawEvery: make(chan time.Time), serviceCheckEvery: make(chan time.Time)}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	a := &App{Out: &bytes.Buffer{}, Err: errw, Interrupts: ints, JSON: true, env: &workers.Env{Client: fc},
+	a := &App{Out: &bytes.Buffer{}, Err: errw, Interrupts: ints, JSON: true, env: &control.Conn{Client: fc},
 		now: func() time.Time { return now },
 		newTicker: func(d time.Duration) (<-chan time.Time, func()) {
 			return ticks[d], func() {}

@@ -10,9 +10,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/lane"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // laneBuild is how a stage of r builds its image when no node has it:
@@ -54,7 +52,7 @@ func (a *App) imageCmd() *cobra.Command {
 			b := laneBuild(r, plan, only)
 			b.Force = true
 			var res contract.StageResult
-			if err := a.startFollow(ctx, runSpec{ID: contract.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
+			if err := a.startFollow(ctx, runSpec{ID: contract.StageID(r.Name), Workflow: contract.WorkflowStage, Lane: r.Name, Cluster: r.Cluster,
 				Input: contract.StageInput{Plan: *plan, Mode: contract.StageAuto, Build: b, ImageOnly: true}}, &res); err != nil {
 				return err
 			}
@@ -144,7 +142,7 @@ func (a *App) printImages(res contract.DiskResult, id string) error {
 			rows = append(rows, []string{n.Node, "-", "-", "-", "-", "error: " + ni.Error})
 		}
 		for _, l := range ni.Images {
-			rows = append(rows, []string{n.Node, imageName(l), staging.HumanBytes(l.Size), when(l.LastUsed), usedBy(l), strings.TrimPrefix(l.ID, "sha256:")[:12]})
+			rows = append(rows, []string{n.Node, imageName(l), contract.HumanBytes(l.Size), when(l.LastUsed), usedBy(l), strings.TrimPrefix(l.ID, "sha256:")[:12]})
 		}
 		out = append(out, ni)
 	}
@@ -195,10 +193,10 @@ func (a *App) printImagePrune(node string, p *contract.ImagePrune) {
 		verb = "would remove"
 	}
 	for _, l := range p.Removed {
-		fmt.Fprintf(a.Out, "%s: %s image %s (%s, last used %s)\n", node, verb, imageName(l), staging.HumanBytes(l.Size), when(l.LastUsed))
+		fmt.Fprintf(a.Out, "%s: %s image %s (%s, last used %s)\n", node, verb, imageName(l), contract.HumanBytes(l.Size), when(l.LastUsed))
 	}
 	for _, k := range p.Kept {
 		fmt.Fprintf(a.Out, "%s: %s\n", node, k)
 	}
-	fmt.Fprintf(a.Out, "%s: %s (Docker) free %s -> %s\n", node, p.Root, staging.HumanBytes(p.FreeBefore), staging.HumanBytes(p.FreeAfter))
+	fmt.Fprintf(a.Out, "%s: %s (Docker) free %s -> %s\n", node, p.Root, contract.HumanBytes(p.FreeBefore), contract.HumanBytes(p.FreeAfter))
 }

@@ -16,11 +16,11 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/term"
 
+	"github.com/sparklane/sparklane/internal/atomicfile"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/discover"
-	"github.com/sparklane/sparklane/internal/engine/ledger"
-	"github.com/sparklane/sparklane/internal/engine/memfit"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/node"
 )
 
@@ -118,7 +118,7 @@ func (a *App) initCmd() *cobra.Command {
 			res.Diff = discover.Diff(string(old), text)
 			res.Changed = !exists || res.Diff != ""
 			if res.Changed && (!exists || write) {
-				if err := ledger.WriteFileAtomic(out, []byte(text), 0o644); err != nil {
+				if err := atomicfile.Write(out, []byte(text), 0o644); err != nil {
 					return fmt.Errorf("write %s: %w", out, err)
 				}
 				res.Written = true
@@ -177,10 +177,10 @@ func (a *App) printInit(res initJSON, existed bool) {
 	for _, n := range res.Nodes {
 		mem := "-"
 		if n.Memory > 0 {
-			mem = memfit.GB(n.Memory)
+			mem = lane.MemoryGB(n.Memory)
 		}
 		fmt.Fprintf(a.Out, "%s: root %s (%s free), address %s, docker %v (nvidia runtime %v), %d GPU(s), RDMA %s, memory %s\n",
-			n.Name, dash(n.Root), staging.HumanBytes(n.RootFree), dash(n.Address), n.Docker, n.NvidiaRuntime, len(n.GPUs), dash(strings.Join(n.RDMA, ",")), mem)
+			n.Name, dash(n.Root), contract.HumanBytes(n.RootFree), dash(n.Address), n.Docker, n.NvidiaRuntime, len(n.GPUs), dash(strings.Join(n.RDMA, ",")), mem)
 	}
 	switch {
 	case !res.Changed:

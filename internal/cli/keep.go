@@ -12,8 +12,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/workers"
-	"github.com/sparklane/sparklane/workflows"
+	"github.com/sparklane/sparklane/internal/control"
 )
 
 // keepPolicy is the policy a cutover or up hands the cluster's keeper:
@@ -49,7 +48,7 @@ func (a *App) keepCmd() *cobra.Command {
 			if req.cfg.Cluster(cluster) == nil {
 				return fmt.Errorf("cluster %q is not in %s", cluster, req.cfg.File)
 			}
-			id := workflows.KeeperID(cluster)
+			id := contract.KeeperID(cluster)
 			h, err := req.env.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 				WorkflowID: id, UpdateName: contract.KeeperControlUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
 				Args: []any{contract.KeeperControl{Action: action, By: "starter keep"}},
@@ -78,11 +77,11 @@ func (a *App) keepCmd() *cobra.Command {
 
 // keepers asks each cluster's keeper how it keeps its lane; clusters
 // without a running keeper are left out.
-func keepers(ctx context.Context, env *workers.Env, cfg *config.Config) []contract.KeeperStatus {
+func keepers(ctx context.Context, env *control.Conn, cfg *config.Config) []contract.KeeperStatus {
 	var out []contract.KeeperStatus
 	for _, c := range cfg.Clusters {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		v, err := env.Client.QueryWorkflow(qctx, workflows.KeeperID(c.Name), "", contract.KeeperStatusQuery)
+		v, err := env.Client.QueryWorkflow(qctx, contract.KeeperID(c.Name), "", contract.KeeperStatusQuery)
 		var st contract.KeeperStatus
 		if err == nil && v.Get(&st) == nil && st.State != contract.KeeperEnded {
 			st.Input = nil

@@ -13,8 +13,8 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/node"
+	"github.com/sparklane/sparklane/internal/ranklogs"
 )
 
 // logsCmd prints a lane's rank logs from every node. Each node's Docker
@@ -93,8 +93,8 @@ func nonEmpty(s string) []string {
 // laneLogs prints lane's rank logs from nodes.
 func (a *App) laneLogs(ctx context.Context, lane string, nodes []config.Node, rank int, tail string, follow bool) error {
 	type found struct {
-		d   serve.Docker
-		src serve.LogSource
+		d   ranklogs.Docker
+		src ranklogs.LogSource
 	}
 	var srcs []found
 	var looked, failed []string
@@ -116,7 +116,7 @@ func (a *App) laneLogs(ctx context.Context, lane string, nodes []config.Node, ra
 			continue
 		}
 		defer c.Close()
-		ss, err := serve.LaneLogSources(ctx, c, lane, n.Name, rank)
+		ss, err := ranklogs.LaneLogSources(ctx, c, lane, n.Name, rank)
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("node %s: %v", n.Name, err))
 			continue
@@ -147,7 +147,7 @@ func (a *App) laneLogs(ctx context.Context, lane string, nodes []config.Node, ra
 		for _, f := range srcs {
 			var buf bytes.Buffer
 			var mu sync.Mutex
-			err := serve.CopyLogs(ctx, f.d, f.src, tail, false, &mu, &buf)
+			err := ranklogs.CopyLogs(ctx, f.d, f.src, tail, false, &mu, &buf)
 			errs = append(errs, err)
 			lines := []string{}
 			if s := strings.TrimRight(buf.String(), "\n"); s != "" {
@@ -170,13 +170,13 @@ func (a *App) laneLogs(ctx context.Context, lane string, nodes []config.Node, ra
 	for i, f := range srcs {
 		if !follow {
 			// One rank after the other: a whole log per rank reads best.
-			errs[i] = serve.CopyLogs(ctx, f.d, f.src, tail, false, &mu, a.Out)
+			errs[i] = ranklogs.CopyLogs(ctx, f.d, f.src, tail, false, &mu, a.Out)
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = serve.CopyLogs(ctx, f.d, f.src, tail, true, &mu, a.Out)
+			errs[i] = ranklogs.CopyLogs(ctx, f.d, f.src, tail, true, &mu, a.Out)
 		}()
 	}
 	wg.Wait()

@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 )
@@ -82,7 +83,7 @@ func TestLogsAcrossNodes(t *testing.T) {
 	_, _ = rand.Read(b)
 	lane := "t-logs-" + hex.EncodeToString(b)
 	t.Cleanup(func() {
-		cs, _ := d.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", serve.LabelLane+"="+lane))})
+		cs, _ := d.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", contract.LabelLane+"="+lane))})
 		for _, c := range cs {
 			_ = d.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
 		}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 func (a *App) powerCmd() *cobra.Command {
@@ -59,7 +58,7 @@ func (a *App) powerCmd() *cobra.Command {
 					// Network gear goes off last, after the nodes behind it.
 					in.Targets, in.Gear = splitGear(cfg, targets)
 				}
-				run, err := a.start(ctx, runSpec{ID: contract.PowerID(action, strings.Join(targets, ",")), Workflow: workflows.Power, Input: in})
+				run, err := a.start(ctx, runSpec{ID: contract.PowerID(action, strings.Join(targets, ",")), Workflow: contract.WorkflowPower, Input: in})
 				if err != nil {
 					return err
 				}

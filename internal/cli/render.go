@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 )
 
 // renderer draws a workflow's progress: live bars on a terminal (redrawn in
@@ -122,9 +121,9 @@ func (r *renderer) draw(p contract.Progress, bars map[string]progressSample) {
 		for _, id := range sortedMapKeys(bars) {
 			pr := bars[id]
 			if pr.BytesTotal > 0 {
-				line := fmt.Sprintf("%s %s/%s", shortID(id), staging.HumanBytes(pr.BytesDone), staging.HumanBytes(pr.BytesTotal))
+				line := fmt.Sprintf("%s %s/%s", shortID(id), contract.HumanBytes(pr.BytesDone), contract.HumanBytes(pr.BytesTotal))
 				if rate := r.rates[id].rate; rate > 0 {
-					line += " at " + staging.HumanBytes(int64(rate)) + "/s"
+					line += " at " + contract.HumanBytes(int64(rate)) + "/s"
 				}
 				running = append(running, line)
 			}
@@ -229,7 +228,7 @@ func barLine(id string, p contract.StageProgress, rate float64) string {
 	}
 	name := shortID(id)
 	return fmt.Sprintf("  %-10s [%s] %3.0f%% %s/%s %s/s ETA %s%s", name, bar, frac*100,
-		staging.HumanBytes(p.BytesDone), staging.HumanBytes(p.BytesTotal), staging.HumanBytes(int64(rate)), eta, sourcesText(p.ByteSources, " · "))
+		contract.HumanBytes(p.BytesDone), contract.HumanBytes(p.BytesTotal), contract.HumanBytes(int64(rate)), eta, sourcesText(p.ByteSources, " · "))
 }
 
 // sourcesText says where a relayed node's bytes came from ("NAS 1.2 GiB,
@@ -238,9 +237,9 @@ func sourcesText(s contract.ByteSources, sep string) string {
 	if s.FromNAS == 0 && len(s.FromPeers) == 0 {
 		return ""
 	}
-	parts := []string{"NAS " + staging.HumanBytes(s.FromNAS)}
+	parts := []string{"NAS " + contract.HumanBytes(s.FromNAS)}
 	for _, n := range sortedMapKeys(s.FromPeers) {
-		parts = append(parts, n+" "+staging.HumanBytes(s.FromPeers[n]))
+		parts = append(parts, n+" "+contract.HumanBytes(s.FromPeers[n]))
 	}
 	return sep + strings.Join(parts, ", ")
 }

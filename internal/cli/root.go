@@ -24,7 +24,6 @@ import (
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/logging"
-	"github.com/sparklane/sparklane/internal/workers"
 )
 
 // App holds what every command shares.
@@ -56,7 +55,7 @@ type App struct {
 	viper *viper.Viper
 	log   *zap.Logger
 	// env is the Temporal connection, opened on first use.
-	env *workers.Env
+	env *control.Conn
 	// service is the control service env reaches (embedded mode): who a
 	// followed run depends on (see watchService).
 	service control.Owner
@@ -483,7 +482,7 @@ func parseOverrides(kv []string) (map[string]string, error) {
 
 // connect opens the Temporal connection: an external cluster, or the
 // state_dir's control service (started in the background when none runs).
-func (a *App) connect(ctx context.Context) (*workers.Env, error) {
+func (a *App) connect(ctx context.Context) (*control.Conn, error) {
 	if a.env != nil {
 		return a.env, nil
 	}

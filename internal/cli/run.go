@@ -23,7 +23,7 @@ import (
 // runSpec says how to start one workflow.
 type runSpec struct {
 	ID       string
-	Workflow any
+	Workflow string
 	Input    any
 	Lane     string
 	Cluster  string

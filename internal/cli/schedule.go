@@ -12,7 +12,6 @@ import (
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/devserver/searchattr"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 // NightlyVerifyID is the schedule created by `starter schedule nightly-verify`.
@@ -138,7 +137,7 @@ func upsertNightlyVerify(ctx context.Context, sc client.ScheduleClient, cron str
 	spec := client.ScheduleSpec{CronExpressions: []string{cron}}
 	action := &client.ScheduleWorkflowAction{
 		ID:                    contract.VerifyID("nightly"),
-		Workflow:              workflows.Verify,
+		Workflow:              contract.WorkflowVerify,
 		TaskQueue:             contract.ControlQueue,
 		Args:                  []any{contract.VerifyInput{LaneNames: names, Repair: repair, Report: true}},
 		TypedSearchAttributes: sa,

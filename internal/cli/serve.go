@@ -10,7 +10,6 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 func (a *App) upCmd() *cobra.Command {
@@ -32,7 +31,7 @@ func (a *App) upCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.runServe(ctx, runSpec{ID: contract.UpID(r.Cluster), Workflow: workflows.Serve, Lane: r.Name, Cluster: r.Cluster,
+			return a.runServe(ctx, runSpec{ID: contract.UpID(r.Cluster), Workflow: contract.WorkflowServe, Lane: r.Name, Cluster: r.Cluster,
 				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: contract.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait, OutageBudget: contract.Duration(budget),
 					Keep: keepPolicy(cfg, r), Grace: contract.Duration(cfg.ProbeGrace)}})
 		}),
@@ -48,7 +47,7 @@ func (a *App) upCmd() *cobra.Command {
 // serves on any of them: two engines on one GPU fail in ways that look
 // like a broken lane. A cutover stops the previous lane itself; up does not.
 func (a *App) refuseHeldNodes(ctx context.Context, cfg *config.Config, lane string, nodes []string) error {
-	run, err := a.start(ctx, runSpec{ID: fmt.Sprintf("fleet-probe/%d", time.Now().UnixNano()), Workflow: workflows.FleetProbe,
+	run, err := a.start(ctx, runSpec{ID: fmt.Sprintf("fleet-probe/%d", time.Now().UnixNano()), Workflow: contract.WorkflowFleetProbe,
 		Input: contract.FleetProbeInput{Nodes: nodes, Grace: contract.Duration(cfg.ProbeGrace), PickupTimeout: contract.Duration(3 * time.Second)}})
 	if err != nil {
 		return err
@@ -77,7 +76,7 @@ func (a *App) probeCmd() *cobra.Command {
 		Use:   "probe --lane L",
 		Short: "probe a serving lane: ready, smoke prompts, decode tok/s",
 		RunE: a.withLane(&f, func(ctx context.Context, _ *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
-			return a.runServe(ctx, runSpec{ID: "probe/" + r.Name, Workflow: workflows.Probe, Lane: r.Name, Cluster: r.Cluster,
+			return a.runServe(ctx, runSpec{ID: "probe/" + r.Name, Workflow: contract.WorkflowProbe, Lane: r.Name, Cluster: r.Cluster,
 				Input: contract.ServeInput{Recipe: *r, Plan: *plan}})
 		}),
 	}
@@ -150,7 +149,7 @@ func (a *App) stopCmd() *cobra.Command {
 				in.Nodes, in.All = c.Nodes, true
 				spec = runSpec{ID: contract.StopID(cluster), Cluster: cluster}
 			}
-			spec.Workflow, spec.Input = workflows.Stop, in
+			spec.Workflow, spec.Input = contract.WorkflowStop, in
 			var res contract.StopResult
 			if err := a.startFollow(ctx, spec, &res); err != nil {
 				return err

@@ -10,9 +10,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/lane"
-	"github.com/sparklane/sparklane/workflows"
 )
 
 func (a *App) stageCmd() *cobra.Command {
@@ -54,7 +52,7 @@ func (a *App) stageCmd() *cobra.Command {
 				return err
 			}
 			var res contract.StageResult
-			if err := a.startFollow(ctx, runSpec{ID: contract.StageID(r.Name), Workflow: workflows.Stage, Lane: r.Name, Cluster: r.Cluster,
+			if err := a.startFollow(ctx, runSpec{ID: contract.StageID(r.Name), Workflow: contract.WorkflowStage, Lane: r.Name, Cluster: r.Cluster,
 				Input: contract.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: contract.Duration(budget), Room: room, Fetch: fp, Build: laneBuild(r, plan, only), Pull: lanePull(r, plan, only)}}, &res); err != nil {
 				return err
 			}
@@ -116,7 +114,7 @@ func (a *App) printStage(res contract.StageResult) error {
 					src = "NAS 0 B"
 				}
 			}
-			rows = append(rows, []string{n.Node, b.Block, fmt.Sprint(r.CopiedFiles), staging.HumanBytes(r.CopiedBytes),
+			rows = append(rows, []string{n.Node, b.Block, fmt.Sprint(r.CopiedFiles), contract.HumanBytes(r.CopiedBytes),
 				fmt.Sprint(r.VerifiedFiles), fmt.Sprint(r.AdoptedFiles), fmt.Sprint(r.SkippedFiles), fmt.Sprint(r.Links), fmt.Sprintf("%.1f", r.Seconds), src})
 		}
 		out.Nodes = append(out.Nodes, nj)
@@ -137,7 +135,7 @@ func (a *App) verifyCmd() *cobra.Command {
 			if err := laneNode(plan, only); err != nil {
 				return err
 			}
-			run, err := a.start(ctx, runSpec{ID: contract.VerifyID(r.Name), Workflow: workflows.Verify, Lane: r.Name, Cluster: r.Cluster,
+			run, err := a.start(ctx, runSpec{ID: contract.VerifyID(r.Name), Workflow: contract.WorkflowVerify, Lane: r.Name, Cluster: r.Cluster,
 				Input: contract.VerifyInput{Lanes: []contract.VerifyLane{{Plan: *plan, Blocks: r.Staging}}, Full: full, Only: only}})
 			if err != nil {
 				return err

@@ -8,12 +8,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/memfit"
-	"github.com/sparklane/sparklane/internal/engine/staging"
-	"github.com/sparklane/sparklane/workflows"
+	"github.com/sparklane/sparklane/internal/lane"
 )
 
 func (a *App) statusCmd() *cobra.Command {
@@ -36,7 +35,7 @@ func (a *App) statusCmd() *cobra.Command {
 				return err
 			}
 			in.Nodes = all
-			spec := runSpec{ID: fmt.Sprintf("fleet-probe/%d", time.Now().UnixNano()), Workflow: workflows.FleetProbe}
+			spec := runSpec{ID: fmt.Sprintf("fleet-probe/%d", time.Now().UnixNano()), Workflow: contract.WorkflowFleetProbe}
 			if lane != "" {
 				_, r, plan, err := a.lane(lane, nil)
 				if err != nil {
@@ -44,7 +43,7 @@ func (a *App) statusCmd() *cobra.Command {
 				}
 				in.Lane, in.Require = r.Name, nodesOf(plan)
 				spec.Lane, spec.Cluster = r.Name, r.Cluster
-				spec.Retry = workflows.ProbeRetryPolicy(cfg.ProbeGrace)
+				spec.Retry = reprobePolicy(cfg.ProbeGrace)
 			}
 			spec.Input = in
 			run, err := a.start(ctx, spec)
@@ -140,7 +139,7 @@ func printFleet(a *App, cfg *config.Config, res contract.FleetProbeResult) {
 				roots = append(roots, r.Root+" ?")
 				continue
 			}
-			roots = append(roots, fmt.Sprintf("%s %s free", r.Root, staging.HumanBytes(r.Free)))
+			roots = append(roots, fmt.Sprintf("%s %s free", r.Root, contract.HumanBytes(r.Free)))
 		}
 		state := n.State
 		if n.State == contract.NodeOccupied {
@@ -152,7 +151,7 @@ func printFleet(a *App, cfg *config.Config, res contract.FleetProbeResult) {
 		}
 		mem := "-"
 		if n.Memory > 0 {
-			mem = memfit.GB(n.Memory)
+			mem = lane.MemoryGB(n.Memory)
 		}
 		rows = append(rows, []string{n.Node, state, dash(n.SSH), dash(n.Worker), mem, dash(strings.Join(roots, ", ")), reason[0]})
 		for _, more := range reason[1:] {
@@ -171,7 +170,7 @@ func rememberMemory(a *App, cfg *config.Config, nodes []contract.NodeState) {
 	for _, n := range nodes {
 		mem[n.Node] = n.Memory
 	}
-	if err := memfit.SaveDiscovered(cfg.StateDir, mem); err != nil {
+	if err := lane.RecordNodeMemory(cfg.StateDir, mem); err != nil {
 		fmt.Fprintf(a.Err, "warning: record node memory under %s: %v\n", cfg.StateDir, err)
 	}
 }
@@ -203,4 +202,14 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// reprobePolicy is "re-probe once before bail" for a fleet probe the
+// starter runs: contract.ReprobeAttempts attempts, grace apart (0:
+// contract.DefaultGrace), as a cutover's own probe retries.
+func reprobePolicy(grace time.Duration) *temporal.RetryPolicy {
+	if grace <= 0 {
+		grace = contract.DefaultGrace
+	}
+	return &temporal.RetryPolicy{InitialInterval: grace, BackoffCoefficient: 1, MaximumAttempts: contract.ReprobeAttempts}
 }

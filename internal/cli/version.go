@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparklane/sparklane/internal/buildinfo"
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/fleet"
-	"github.com/sparklane/sparklane/internal/workers"
 )
 
 // versionInfo is what `starter version` prints: the same version and
@@ -33,7 +33,7 @@ func (a *App) versionCmd() *cobra.Command {
 		Short: "print this starter's version, commit and Go version (and the release directory it runs from)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := versionInfo{Version: workers.Version, Commit: workers.BuildCommit(), GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
+			v := versionInfo{Version: buildinfo.Version, Commit: buildinfo.BuildCommit(), GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
 			if dir := selfRelease(); dir != "" {
 				v.Release = dir
 			}

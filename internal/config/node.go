@@ -3,6 +3,8 @@ package config
 import (
 	"path/filepath"
 	"strings"
+
+	"github.com/sparklane/sparklane/internal/pki"
 )
 
 // LocalPath maps a recipe path to the path the node's worker touches:
@@ -47,4 +49,15 @@ func RelayOn(cfg *Config, recipe *bool) bool {
 		return *cfg.Relay
 	}
 	return true
+}
+
+// FleetHosts are nodes as the fleet CA issues their identities for: each
+// name with the address its peers reach it at (pki.IssueFleetIdentities
+// skips a node without one).
+func FleetHosts(nodes []Node) []pki.FleetHost {
+	out := make([]pki.FleetHost, len(nodes))
+	for i, n := range nodes {
+		out[i] = pki.FleetHost{Name: n.Name, Address: n.Address}
+	}
+	return out
 }

@@ -57,3 +57,24 @@ const LeaseReleaseSignal = "release"
 
 // NodeHeld is the error type of a run refused a node another run holds.
 const NodeHeld = "NodeHeld"
+
+// Workflow type names, as the control worker registers them: runs are
+// started by name, so the starter starts them without linking the
+// workflows (workflows/names_test.go holds these to the registered
+// functions).
+const (
+	WorkflowCutover    = "Cutover"
+	WorkflowStage      = "Stage"
+	WorkflowStageNode  = "StageNode"
+	WorkflowVerify     = "Verify"
+	WorkflowServe      = "Serve"
+	WorkflowStop       = "Stop"
+	WorkflowProbe      = "Probe"
+	WorkflowFleetProbe = "FleetProbe"
+	WorkflowBench      = "Bench"
+	WorkflowPower      = "Power"
+	WorkflowDisk       = "Disk"
+	WorkflowKeeper     = "Keeper"
+	WorkflowNodeLease  = "NodeLease"
+	WorkflowFetch      = "Fetch"
+)

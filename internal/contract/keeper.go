@@ -233,10 +233,6 @@ type KeeperMarkInput struct {
 // cluster is Temporal's one-running-workflow-per-ID rule.
 func KeeperID(cluster string) string { return "keeper/" + cluster }
 
-// KeeperWorkflow is the keeper's workflow type name (activities start it
-// by name: workflows imports this package, not the other way round).
-const KeeperWorkflow = "Keeper"
-
 // Keeper check failures (retryable: the retry policy is the re-probe).
 const (
 	// LaneDown: the head does not answer its health path.

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/sparklane/sparklane/internal/engine/ledger"
+	"github.com/sparklane/sparklane/internal/atomicfile"
 )
 
 // Lanes are the demo's two lanes.
@@ -51,7 +51,7 @@ func WriteFleet(dir, stateDir string, nas NAS, image string, port, uiPort int) (
 	if err := os.MkdirAll(filepath.Join(dir, "recipes"), 0o755); err != nil {
 		return f, err
 	}
-	if err := ledger.WriteFileAtomic(f.ConfigFile, []byte(b.String()), 0o644); err != nil {
+	if err := atomicfile.Write(f.ConfigFile, []byte(b.String()), 0o644); err != nil {
 		return f, err
 	}
 	if err := WriteRecipes(filepath.Join(dir, "recipes"), image, nas, 18080); err != nil {
@@ -68,7 +68,7 @@ func WriteRecipes(dir, image string, nas NAS, apiPort int) error {
 		apiPort     int
 		decode      int
 	}{{"demo-4x", "d4", apiPort, DecodeTPS["demo-4x"]}, {"demo-2x", "d2", apiPort + 10, DecodeTPS["demo-2x"]}} {
-		if err := ledger.WriteFileAtomic(filepath.Join(dir, l.name+".toml"), []byte(recipe(l.name, l.alias, image, nas, l.apiPort, l.decode)), 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, l.name+".toml"), []byte(recipe(l.name, l.alias, image, nas, l.apiPort, l.decode)), 0o644); err != nil {
 			return err
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/sparklane/sparklane/internal/engine/ledger"
+	"github.com/sparklane/sparklane/internal/atomicfile"
 	"github.com/sparklane/sparklane/internal/engine/safetensors"
 )
 
@@ -102,7 +102,7 @@ func GenerateNAS(dir string, modelBytes int64) (NAS, error) {
 		return nas, err
 	}
 	b, _ := json.Marshal(nas)
-	return nas, ledger.WriteFileAtomic(marker, b, 0o644)
+	return nas, atomicfile.Write(marker, b, 0o644)
 }
 
 type genFile struct {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sparklane/sparklane/internal/engine/staging"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/node"
 )
 
@@ -43,7 +43,7 @@ func Render(hosts []Host) string {
 				// Free space is printed by init, not written here: it
 				// changes by the minute, and a re-run must show no diff
 				// when the node did not change.
-				w("# disk %s on %s: %s\n", d.Device, d.Mount, staging.HumanBytes(d.Size))
+				w("# disk %s on %s: %s\n", d.Device, d.Mount, contract.HumanBytes(d.Size))
 			}
 		}
 		root, disk, ok := f.Root()

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/pki"
 )
 
 // Service managers a node service can run under.
@@ -73,7 +74,7 @@ type Spec struct {
 	// Config is the node's sparklane.toml (NodeConfig).
 	Config []byte
 	// Credentials are files the node worker reads at start, such as its
-	// staging relay identity (the fleet CA and its relay-NODE pair under
+	// fleet identity (the fleet CA and its relay-NODE pair under
 	// STATE_DIR/pki): written only when their sha256 differs, keys 0600.
 	// They travel over the SSH session's stdin, never on a command line.
 	Credentials []File
@@ -774,11 +775,11 @@ func (e *Engine) Uninstall(ctx context.Context, h Host) (UninstallResult, error)
 	for _, p := range files {
 		fmt.Fprintf(&b, "if [ -e %s ] || [ -L %s ]; then rm -f %s && echo %s; fi\n", quote(p), quote(p), quote(p), quote(p))
 	}
-	// The relay identity Install put under STATE_DIR/pki. ca.pem goes only
+	// The fleet identity Install put under STATE_DIR/pki. ca.pem goes only
 	// where no CA key sits beside it: that directory is a CA's home (the
 	// control host's own state_dir), not a copy Install made.
-	pkiDir := RelayPKIDir(l.StateDir)
-	for _, p := range RelayIdentityFiles(l.StateDir, h.Name())[1:] {
+	pkiDir := pki.FleetDir(l.StateDir)
+	for _, p := range FleetIdentityFiles(l.StateDir, h.Name())[1:] {
 		fmt.Fprintf(&b, "if [ -e %s ] || [ -L %s ]; then rm -f %s && echo %s; fi\n", quote(p), quote(p), quote(p), quote(p))
 	}
 	ca, caKey := filepath.Join(pkiDir, "ca.pem"), filepath.Join(pkiDir, "ca-key.pem")
@@ -802,16 +803,13 @@ func (e *Engine) Uninstall(ctx context.Context, h Host) (UninstallResult, error)
 	return res, nil
 }
 
-// RelayPKIDir is where a node worker looks for its staging relay identity:
-// STATE_DIR/pki.
-func RelayPKIDir(stateDir string) string { return filepath.Join(stateDir, "pki") }
-
-// RelayIdentityFiles are the node's relay identity paths under its
-// state_dir: the fleet CA's certificate, then relay-NODE.pem and
-// relay-NODE-key.pem (as workers.RelayIdentity reads them).
-func RelayIdentityFiles(stateDir, node string) []string {
-	d := RelayPKIDir(stateDir)
-	return []string{filepath.Join(d, "ca.pem"), filepath.Join(d, "relay-"+node+".pem"), filepath.Join(d, "relay-"+node+"-key.pem")}
+// FleetIdentityFiles are the node's fleet identity paths under its
+// state_dir: the fleet CA's certificate, then its relay-NODE pair (as the
+// node worker loads them for the staging relay and image transfers).
+func FleetIdentityFiles(stateDir, node string) []string {
+	d := pki.FleetDir(stateDir)
+	f := pki.FleetIdentity(d, node)
+	return []string{pki.CAFile(d), f.Cert, f.Key}
 }
 
 // Poller is one worker polling a node's queue, as the Temporal server sees it.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/pki"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 )
 
@@ -790,7 +791,7 @@ func TestRelayIdentityInstalledKeptAndRemoved(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	l := r.eng.Layout
-	paths := RelayIdentityFiles(l.StateDir, "dgx2")
+	paths := FleetIdentityFiles(l.StateDir, "dgx2")
 	spec := func(key string) Spec {
 		s := r.spec()
 		s.Credentials = []File{{Path: paths[0], Mode: "0644", Data: []byte("CA CERT\n")}, {Path: paths[1], Mode: "0644", Data: []byte("RELAY CERT\n")}, {Path: paths[2], Mode: "0600", Data: []byte(key)}}
@@ -841,12 +842,12 @@ func TestRelayIdentityInstalledKeptAndRemoved(t *testing.T) {
 			t.Fatalf("%s left after uninstall (removed %v)", p, res.Removed)
 		}
 	}
-	if _, err := os.Stat(RelayPKIDir(l.StateDir)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(pki.FleetDir(l.StateDir)); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the emptied pki dir is left: %v", err)
 	}
 
 	// A CA's home: ca.pem with ca-key.pem beside it stays.
-	home := RelayPKIDir(l.StateDir)
+	home := pki.FleetDir(l.StateDir)
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)
 	}

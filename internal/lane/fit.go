@@ -114,3 +114,32 @@ func modelDir(cfg *config.Config, r *contract.Recipe) (string, string) {
 	}
 	return "", fmt.Sprintf("model %s is not on the NAS yet (looked at %s)", r.Model, strings.Join(tried, ", "))
 }
+
+// FitEstimate is a lane's memory fit as the starter prints it (the engine's
+// estimate: weights, KV cache and each node's memory, with the arithmetic).
+type FitEstimate = memfit.Estimate
+
+// RecordNodeMemory keeps the memory nodes' workers reported (bytes by
+// node) under stateDir, where the fit of recipe check and cutover reads it.
+func RecordNodeMemory(stateDir string, mem map[string]int64) error {
+	return memfit.SaveDiscovered(stateDir, mem)
+}
+
+// KnownNodeMemory is the node memory recorded under stateDir, with fresh
+// (just reported) winning and recorded too; record is the recording's
+// failure, which costs only the record.
+func KnownNodeMemory(stateDir string, fresh map[string]int64) (known map[string]int64, record error) {
+	if len(fresh) > 0 {
+		record = memfit.SaveDiscovered(stateDir, fresh)
+	}
+	known = memfit.LoadDiscovered(stateDir)
+	for n, b := range fresh {
+		if b > 0 {
+			known[n] = b
+		}
+	}
+	return known, record
+}
+
+// MemoryGB is a memory size as the fit writes it ("121.6 GB").
+func MemoryGB(b int64) string { return memfit.GB(b) }

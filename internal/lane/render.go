@@ -18,8 +18,8 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/secretenv"
-	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/tardir"
 )
 
 // Rendering defaults for the built-in placeholders.
@@ -527,7 +527,7 @@ func carryMods(plan *contract.LanePlan) []string {
 				continue // not here: the node reads it (and says so when it lacks it too)
 			}
 			var buf bytes.Buffer
-			err := serve.TarDir(&limitWriter{w: &buf, n: budget}, p.Copy, p.Dest)
+			err := tardir.Write(&limitWriter{w: &buf, n: budget}, p.Copy, p.Dest)
 			if err != nil {
 				bad[key] = true
 				warns = append(warns, fmt.Sprintf("pre_exec copy %s: not carried in the plan (%v): each node reads it at that path", p.Copy, err))

@@ -192,3 +192,52 @@ func newKey(name string, validity time.Duration) (*ecdsa.PrivateKey, *x509.Certi
 		NotAfter:     time.Now().Add(validity),
 	}, nil
 }
+
+// FleetPeerPrefix starts the common name of a node's fleet identity
+// (FleetPeerPrefix+NODE): the mTLS identity nodes present to each other for
+// the staging relay and image transfers. The name predates image transfers,
+// so certificates already issued keep working.
+const FleetPeerPrefix = "relay-"
+
+// FleetDir is where the fleet CA and the nodes' identities live:
+// STATE_DIR/pki (the same CA `starter control certs` keeps).
+func FleetDir(stateDir string) string { return filepath.Join(stateDir, "pki") }
+
+// FleetIdentity is node's identity files under dir: the fleet CA's
+// certificate and the node's FleetPeerPrefix+NODE pair.
+func FleetIdentity(dir, node string) Files {
+	return Files{Cert: filepath.Join(dir, FleetPeerPrefix+node+".pem"), Key: filepath.Join(dir, FleetPeerPrefix+node+"-key.pem")}
+}
+
+// CAFile is the fleet CA's certificate under dir.
+func CAFile(dir string) string { return filepath.Join(dir, "ca.pem") }
+
+// FleetHost is a node a fleet identity is issued for: its name and the
+// address its peers reach it at.
+type FleetHost struct{ Name, Address string }
+
+// IssueFleetIdentities issues (or keeps) the fleet identity of each host
+// with an address from the CA under dir (created when absent). Every node
+// with an address gets one, whatever the relay setting: image transfers
+// between nodes need it too.
+func IssueFleetIdentities(dir string, hosts []FleetHost) (map[string]Files, error) {
+	out := map[string]Files{}
+	var ca *CA
+	for _, h := range hosts {
+		if h.Address == "" {
+			continue
+		}
+		if ca == nil {
+			var err error
+			if ca, err = LoadOrCreateCA(dir, "sparklane fleet CA"); err != nil {
+				return nil, err
+			}
+		}
+		f, err := ca.Peer(FleetPeerPrefix+h.Name, []string{h.Address})
+		if err != nil {
+			return nil, fmt.Errorf("fleet identity of node %s: %w", h.Name, err)
+		}
+		out[h.Name] = f
+	}
+	return out, nil
+}

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/safetensors"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 )
 
 const indexName = "model.safetensors.index.json"
@@ -49,7 +49,7 @@ func (e *engine) load(ctx context.Context) (loadStats, error) {
 	}
 	lim := &limiter{bytesPerSec: e.cfg.LoadMiBps * (1 << 20), start: time.Now(), every: 5 * time.Second}
 	lim.report = func(done int64, el time.Duration) {
-		e.logf("rank %d loading: %s of %s read (%.0f MiB/s)", e.cfg.NodeRank, staging.HumanBytes(done), staging.HumanBytes(total), float64(done)/el.Seconds()/(1<<20))
+		e.logf("rank %d loading: %s of %s read (%.0f MiB/s)", e.cfg.NodeRank, contract.HumanBytes(done), contract.HumanBytes(total), float64(done)/el.Seconds()/(1<<20))
 	}
 	buf := make([]byte, 1<<20)
 	tensorsIn := map[string]map[string]bool{}

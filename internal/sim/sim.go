@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/engine/staging"
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // Fail-at phases make the engine fail on purpose, so tests can exercise
@@ -216,7 +216,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	e.loadSeconds = time.Since(start).Seconds()
 	e.loadBytes = st.bytes
-	e.logf("loaded %d safetensors files (%d tensors, %s) in %.2fs from %s", st.files, st.tensors, staging.HumanBytes(st.bytes), e.loadSeconds, st.dir)
+	e.logf("loaded %d safetensors files (%d tensors, %s) in %.2fs from %s", st.files, st.tensors, contract.HumanBytes(st.bytes), e.loadSeconds, st.dir)
 	e.logMu.Lock()
 	for _, l := range cfg.BootLines {
 		fmt.Fprintln(e.log, l)

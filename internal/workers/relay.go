@@ -2,11 +2,9 @@ package workers
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 
@@ -19,40 +17,12 @@ import (
 	"github.com/sparklane/sparklane/internal/pki"
 )
 
-// RelayPKIDir is where a node's relay identity lives: STATE_DIR/pki, the
-// same CA `starter control certs` keeps.
-func RelayPKIDir(stateDir string) string { return filepath.Join(stateDir, "pki") }
-
-// RelayIdentity is node's relay identity files under dir: the fleet CA and
-// relay-NODE.pem / relay-NODE-key.pem (pki.CA.Peer).
-func RelayIdentity(dir, node string) relay.Identity {
-	return relay.Identity{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, relay.PeerPrefix+node+".pem"), Key: filepath.Join(dir, relay.PeerPrefix+node+"-key.pem")}
-}
-
-// IssueRelayIdentities issues (or keeps) a relay identity for each node
-// with an address from the CA under dir (created when absent). The
-// control service does it for its local nodes before starting their
-// workers; `starter control certs` for all nodes.
-func IssueRelayIdentities(dir string, nodes []config.Node) (map[string]pki.Files, error) {
-	out := map[string]pki.Files{}
-	var ca *pki.CA
-	for _, n := range nodes {
-		if n.Address == "" {
-			continue
-		}
-		if ca == nil {
-			var err error
-			if ca, err = pki.LoadOrCreateCA(dir, "sparklane fleet CA"); err != nil {
-				return nil, err
-			}
-		}
-		f, err := ca.Peer(relay.PeerPrefix+n.Name, []string{n.Address})
-		if err != nil {
-			return nil, fmt.Errorf("relay identity of node %s: %w", n.Name, err)
-		}
-		out[n.Name] = f
-	}
-	return out, nil
+// fleetIdentity is node's fleet identity under STATE_DIR/pki, as the
+// relay and image transfers load it.
+func fleetIdentity(stateDir, node string) relay.Identity {
+	dir := pki.FleetDir(stateDir)
+	f := pki.FleetIdentity(dir, node)
+	return relay.Identity{CA: pki.CAFile(dir), Cert: f.Cert, Key: f.Key}
 }
 
 // localRelays are the relay servers node workers of this process bound,
@@ -83,10 +53,10 @@ func startRelay(cfg *config.Config, n *config.Node, log *zap.Logger) (*relay.Rec
 	if !config.RelayOn(cfg, nil) || n.Address == "" {
 		return nil, nil
 	}
-	id := RelayIdentity(RelayPKIDir(cfg.StateDir), n.Name)
+	id := fleetIdentity(cfg.StateDir, n.Name)
 	for _, p := range []string{id.CA, id.Cert, id.Key} {
 		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-			log.Info("relay off on this node: no relay identity; issue it with `starter control certs` and copy it here, or let `starter fleet install` do", zap.String("missing", p))
+			log.Info("relay off on this node: no fleet identity; issue it with `starter control certs` and copy it here, or let `starter fleet install` do", zap.String("missing", p))
 			return nil, nil
 		}
 	}
@@ -168,7 +138,7 @@ func imageTLS(cfg *config.Config, n *config.Node, log *zap.Logger) *activities.I
 	if n.Address == "" {
 		return nil
 	}
-	id := RelayIdentity(RelayPKIDir(cfg.StateDir), n.Name)
+	id := fleetIdentity(cfg.StateDir, n.Name)
 	for _, p := range []string{id.CA, id.Cert, id.Key} {
 		if _, err := os.Stat(p); err != nil {
 			log.Info("image transfers off on this node: no fleet identity; issue it with `starter control certs`, or let `starter fleet install` do", zap.String("missing", p))

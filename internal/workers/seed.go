@@ -2,7 +2,6 @@ package workers
 
 import (
 	"context"
-	"runtime/debug"
 	"slices"
 	"time"
 
@@ -13,37 +12,6 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/metrics"
 )
-
-// Commit is the source revision of this build: set with -ldflags
-// "-X github.com/sparklane/sparklane/internal/workers.Commit=REV" by a
-// release build, else read from the Go toolchain's VCS stamp.
-var Commit = ""
-
-// BuildCommit is Commit, the VCS revision the binary was built from, or
-// "unknown" (a test binary, or a build outside a git checkout).
-func BuildCommit() string {
-	if Commit != "" {
-		return Commit
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		rev, dirty := "", false
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				dirty = s.Value == "true"
-			}
-		}
-		if rev != "" {
-			if dirty {
-				rev += "-dirty"
-			}
-			return rev
-		}
-	}
-	return "unknown"
-}
 
 // seedControlMetrics gives the control service's dashboards series from
 // the first scrape: sparklane_node_up for every node of the fleet (is a

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"runtime"
 	"strconv"
 	"time"
@@ -19,19 +18,17 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sparklane/sparklane/activities"
+	"github.com/sparklane/sparklane/internal/buildinfo"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
-	"github.com/sparklane/sparklane/internal/logging"
 	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/node"
+	"github.com/sparklane/sparklane/internal/pki"
 	"github.com/sparklane/sparklane/internal/tclient"
 	"github.com/sparklane/sparklane/internal/tunnel"
 	"github.com/sparklane/sparklane/workflows"
 )
-
-// Version is sparklane's version, stamped into reports.
-var Version = "0.1.0"
 
 // NewControlWorker registers every workflow and the control activities on
 // the sparklane queue.
@@ -44,7 +41,7 @@ func NewControlWorker(c client.Client, cfg *config.Config, log *zap.Logger, uiUR
 	} {
 		w.RegisterWorkflow(wf)
 	}
-	w.RegisterActivity(&activities.ControlActivities{Config: cfg, Log: log.Named("control"), Version: Version, UIURL: uiURL, Temporal: c, Metrics: m})
+	w.RegisterActivity(&activities.ControlActivities{Config: cfg, Log: log.Named("control"), Version: buildinfo.Version, UIURL: uiURL, Temporal: c, Metrics: m})
 	// Hub fetches run here when fetch_node is "control" (the default).
 	w.RegisterActivity(&activities.FetchActivities{Where: config.FetchControl, Log: log.Named("fetch"), Metrics: m})
 	seedControlMetrics(c, cfg, m)
@@ -224,31 +221,14 @@ type ConnectOptions struct {
 	Metrics *metrics.Metrics
 }
 
-// dialOptions are the client options every connection of this config uses.
-func dialOptions(cfg *config.Config, log *zap.Logger) (tclient.DialOptions, error) {
-	dial := tclient.DialOptions{Address: cfg.Temporal.Address, Namespace: cfg.Temporal.Namespace, TLSCert: cfg.Temporal.TLSCert, TLSKey: cfg.Temporal.TLSKey, TLSCA: cfg.Temporal.TLSCA, Logger: logging.SDK(log.Named("sdk"))}
-	if cfg.Temporal.APIKeyEnv != "" {
-		dial.APIKey = os.Getenv(cfg.Temporal.APIKeyEnv)
-		if dial.APIKey == "" {
-			return dial, fmt.Errorf("temporal.api_key_env names %s, but it is empty: export the API key in it", cfg.Temporal.APIKeyEnv)
-		}
-	}
-	return dial, nil
-}
-
 // Dial connects to the Temporal frontend at address (a running control
 // service's), hosting nothing in this process.
 func Dial(ctx context.Context, cfg *config.Config, log *zap.Logger, address, uiURL string) (*Env, error) {
-	dial, err := dialOptions(cfg, log)
+	c, err := control.Dial(ctx, cfg, log, address, uiURL)
 	if err != nil {
 		return nil, err
 	}
-	dial.Address = address
-	c, err := tclient.Dial(ctx, dial)
-	if err != nil {
-		return nil, err
-	}
-	return &Env{Cfg: cfg, Log: log, Client: c, Address: address, UIURL: uiURL}, nil
+	return &Env{Cfg: cfg, Log: log, Client: c.Client, Address: c.Address, UIURL: uiURL}, nil
 }
 
 // Connect reaches Temporal as the config says. With temporal.address empty
@@ -257,7 +237,7 @@ func Dial(ctx context.Context, cfg *config.Config, log *zap.Logger, address, uiU
 // runs show in the UI later.
 func Connect(ctx context.Context, cfg *config.Config, log *zap.Logger, opt ConnectOptions) (*Env, error) {
 	e := &Env{Cfg: cfg, Log: log, Metrics: opt.Metrics}
-	dial, err := dialOptions(cfg, log)
+	dial, err := control.DialOptions(cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -327,18 +307,17 @@ func Connect(ctx context.Context, cfg *config.Config, log *zap.Logger, opt Conne
 // in this process.
 func (e *Env) StartLocalWorkers() error {
 	ws := []worker.Worker{NewControlWorker(e.Client, e.Cfg, e.Log, e.UIURL, e.Metrics)}
-	// The control issues its local nodes' relay identities from the CA
-	// under state_dir/pki (kept when present).
-	if config.RelayOn(e.Cfg, nil) {
-		var local []config.Node
-		for _, n := range e.Cfg.Nodes {
-			if n.SSH == "" {
-				local = append(local, n)
-			}
+	// The control issues its local nodes' fleet identities (the relay's
+	// and image transfers') from the CA under state_dir/pki (kept when
+	// present), whatever the relay setting.
+	var local []config.Node
+	for _, n := range e.Cfg.Nodes {
+		if n.SSH == "" {
+			local = append(local, n)
 		}
-		if _, err := IssueRelayIdentities(RelayPKIDir(e.Cfg.StateDir), local); err != nil {
-			e.Log.Warn("relay identities for the local nodes not issued: their staging reads the NAS", zap.Error(err))
-		}
+	}
+	if _, err := pki.IssueFleetIdentities(pki.FleetDir(e.Cfg.StateDir), config.FleetHosts(local)); err != nil {
+		e.Log.Warn("fleet identities for the local nodes not issued: their staging reads the NAS and they move no image", zap.Error(err))
 	}
 	for _, n := range LocalNodes(e.Cfg) {
 		w, err := NewNodeWorker(e.Client, e.Cfg, n, e.Log, e.Metrics)
@@ -387,7 +366,7 @@ func portOpen(addr string) bool {
 // ends. It holds state_dir's control lock for its whole life, so there is
 // one per state_dir and every starter finds it (internal/control).
 func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
-	lock, err := control.Acquire(cfg.StateDir, control.Owner{Config: cfg.File, ConfigHash: control.HashFile(cfg.File), Version: Version, Nodes: LocalNodes(cfg)})
+	lock, err := control.Acquire(cfg.StateDir, control.Owner{Config: cfg.File, ConfigHash: control.HashFile(cfg.File), Version: buildinfo.Version, Nodes: LocalNodes(cfg)})
 	if err != nil {
 		return err
 	}
@@ -449,7 +428,7 @@ func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 // The address served is returned ("" when none).
 func ServeMetrics(ctx context.Context, cfg *config.Config, log *zap.Logger) (*metrics.Metrics, string) {
 	m := metrics.New()
-	m.BuildInfo(Version, BuildCommit(), runtime.Version())
+	m.BuildInfo(buildinfo.Version, buildinfo.BuildCommit(), runtime.Version())
 	addr := cfg.MetricsAddress
 	if addr == "off" {
 		return m, ""

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 )
 
@@ -170,14 +171,14 @@ func (r Room) Lanes() []string {
 // free enough and the prune command, or, when none would, so, with what
 // the blocks that may be pruned would free and what to do instead.
 func (r Room) Hint(node string) string {
-	where := fmt.Sprintf("on the filesystem of %s (need %s free, have %s)", r.Path, staging.HumanBytes(r.Need), staging.HumanBytes(r.Free))
+	where := fmt.Sprintf("on the filesystem of %s (need %s free, have %s)", r.Path, contract.HumanBytes(r.Need), contract.HumanBytes(r.Free))
 	if r.Free >= r.Need {
 		return fmt.Sprintf("there is enough free now %s: stage again", where)
 	}
 	if r.Enough && len(r.Take) > 0 {
 		lanes := r.Lanes()
 		return fmt.Sprintf("the blocks of lanes %s would free enough (%s %s): starter disk prune --lane %s --node %s, or stage again with --make-room",
-			strings.Join(lanes, ", "), staging.HumanBytes(r.Frees), where, strings.Join(lanes, " --lane "), node)
+			strings.Join(lanes, ", "), contract.HumanBytes(r.Frees), where, strings.Join(lanes, " --lane "), node)
 	}
 	var zero string
 	if len(r.Nothing) > 0 {
@@ -187,5 +188,5 @@ func (r Room) Hint(node string) string {
 		return fmt.Sprintf("no lane's blocks would free any space %s%s: free space there by hand (see starter disk --node %s) or lower min_free", where, zero, node)
 	}
 	return fmt.Sprintf("no lane's blocks would free enough %s: even the blocks of every lane not staging or running here would free only %s%s: free space there by hand (see starter disk --node %s) or lower min_free",
-		where, staging.HumanBytes(r.All), zero, node)
+		where, contract.HumanBytes(r.All), zero, node)
 }

@@ -106,7 +106,7 @@ func newFleetNet(t testing.TB, name string, nodes int) *fleetNet {
 		t.Fatal(err)
 	}
 	for _, n := range f.Nodes() {
-		if _, err := ca.Peer(relay.PeerPrefix+n.Name, []string{n.IP}); err != nil {
+		if _, err := ca.Peer(pki.FleetPeerPrefix+n.Name, []string{n.IP}); err != nil {
 			t.Fatal(err)
 		}
 		c, err := client.NewClientWithOpts(client.WithHost("unix://"+n.DockerSocket), client.WithAPIVersionNegotiation())
@@ -214,7 +214,7 @@ func (fn *fleetNet) transferKilling(ref contract.ImageRef, p contract.ImagePlan,
 		n := fn.node(h.Node)
 		j := memberJob{Node: h.Node, Upstream: h.Upstream, Downstream: h.Downstream, ListenAddr: n.IP + ":7291", Spec: spec, Have: have[h.Node],
 			DockerHost: "unix://" + testfleet.NodeDockerSocket, KillAfter: kill[h.Node],
-			Identity: relay.Identity{CA: filepath.Join(fn.pki, "ca.pem"), Cert: filepath.Join(fn.pki, relay.PeerPrefix+h.Node+".pem"), Key: filepath.Join(fn.pki, relay.PeerPrefix+h.Node+"-key.pem")}}
+			Identity: relay.Identity{CA: filepath.Join(fn.pki, "ca.pem"), Cert: filepath.Join(fn.pki, pki.FleetPeerPrefix+h.Node+".pem"), Key: filepath.Join(fn.pki, pki.FleetPeerPrefix+h.Node+"-key.pem")}}
 		if h.Upstream != "" {
 			j.UpstreamAddr = fn.node(h.Upstream).IP + ":7291"
 		}

@@ -285,7 +285,7 @@ func identity(t *testing.T, dir, node string) relay.Identity {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := ca.Peer(relay.PeerPrefix+node, []string{"127.0.0.1"})
+	f, err := ca.Peer(pki.FleetPeerPrefix+node, []string{"127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}

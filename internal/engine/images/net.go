@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"net"
 	"time"
-)
 
-// PeerPrefix starts the common name of the fleet identities a transfer
-// accepts ("relay-NODE", the relay's identities from the fleet CA).
-const PeerPrefix = "relay-"
+	"github.com/sparklane/sparklane/internal/pki"
+)
 
 // Listener is a chain member's server for its one downstream node: bound
 // on the node's fleet address for the transfer only, TLS 1.3 with the
@@ -63,7 +61,7 @@ func (l *Listener) Accept(ctx context.Context, wait time.Duration) (*tls.Conn, e
 		hcancel()
 		if err == nil {
 			certs := tc.ConnectionState().PeerCertificates
-			if len(certs) > 0 && certs[0].Subject.CommonName == PeerPrefix+l.peer {
+			if len(certs) > 0 && certs[0].Subject.CommonName == pki.FleetPeerPrefix+l.peer {
 				return tc, nil
 			}
 		}

@@ -12,12 +12,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sparklane/sparklane/internal/atomicfile"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 )
 
@@ -242,57 +242,13 @@ func (l *Ledger) Save(path string) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, b, 0o644)
+	return atomicfile.Write(path, b, 0o644)
 }
 
 // encode stamps the ledger with the time it is saved and marshals it.
 func (l *Ledger) encode() ([]byte, error) {
 	l.UpdatedAt = time.Now().UTC()
 	return json.Marshal(l)
-}
-
-// WriteFileAtomic writes data to a temp name beside path, fsyncs it and
-// renames it into place, so a crash leaves either the old or the new file.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	if op, err := fill(f, data, perm); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("%s %s: %w", op, path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("rename into %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
-}
-
-// fill writes data to the new temp file f, gives it perm, makes it durable
-// and closes it (also when a step fails), for both atomic writers; op names
-// the step that failed ("write" or "fsync") for their messages.
-func fill(f *os.File, data []byte, perm os.FileMode) (op string, err error) {
-	defer f.Close() // a second close after the one below only errs
-	if _, err := f.Write(data); err != nil {
-		return "write", err
-	}
-	if err := f.Chmod(perm); err != nil {
-		return "write", err
-	}
-	if err := f.Sync(); err != nil {
-		return "fsync", err
-	}
-	if err := f.Close(); err != nil {
-		return "write", err
-	}
-	return "", nil
 }
 
 // LoadIn is Load for the ledger file name inside d, a staging directory
@@ -329,7 +285,7 @@ func WriteFileAtomicIn(d *staging.Dir, name string, data []byte, perm os.FileMod
 	if err != nil {
 		return staging.ClassifyWrite(d.Join(name), fmt.Errorf("write %s: %w", d.Join(name), err))
 	}
-	if op, err := fill(f, data, perm); err != nil {
+	if op, err := atomicfile.Fill(f, data, perm); err != nil {
 		d.Remove(tmp)
 		return staging.ClassifyWrite(d.Join(name), fmt.Errorf("%s %s: %w", op, d.Join(name), err))
 	}

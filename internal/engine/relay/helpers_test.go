@@ -69,7 +69,7 @@ func newFleet(t *testing.T, n int, sizes ...int) *fleet {
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("n%d", i+1)
 		host := fmt.Sprintf("127.0.0.%d", 20+i)
-		files, err := ca.Peer(PeerPrefix+name, []string{host})
+		files, err := ca.Peer(pki.FleetPeerPrefix+name, []string{host})
 		must(t, err)
 		nd := &tnode{name: name, root: filepath.Join(f.dir, name), id: Identity{CA: ca.File, Cert: files.Cert, Key: files.Key}}
 		nd.mirror = filepath.Join(nd.root, "stage", "hub")

@@ -239,7 +239,7 @@ func TestServerRequiresARelayClientCertificate(t *testing.T) {
 	}
 	other, err := pki.LoadOrCreateCA(filepath.Join(t.TempDir(), "other"), "other CA")
 	must(t, err)
-	of, err := other.Peer(PeerPrefix+"intruder", []string{"127.0.0.1"})
+	of, err := other.Peer(pki.FleetPeerPrefix+"intruder", []string{"127.0.0.1"})
 	must(t, err)
 	cert, err := tls.LoadX509KeyPair(of.Cert, of.Key)
 	must(t, err)

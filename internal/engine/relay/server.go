@@ -13,13 +13,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-)
 
-// PeerPrefix starts the common name of every relay identity the fleet CA
-// issues ("relay-NODE"): a server hands files only to clients whose
-// verified certificate carries it, not to every identity of the CA (the
-// operator's or the UI's).
-const PeerPrefix = "relay-"
+	"github.com/sparklane/sparklane/internal/pki"
+)
 
 // Server serves a node's Registry to its peers over mTLS. It binds the
 // node's fleet address and requires a client certificate from the fleet CA
@@ -104,7 +100,7 @@ const streamBuf = 1 << 20
 // failed or stalled) is aborted, so the peer sees an error, never a short
 // clean body.
 func (s *Server) file(w http.ResponseWriter, r *http.Request) {
-	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 || !strings.HasPrefix(r.TLS.PeerCertificates[0].Subject.CommonName, PeerPrefix) {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 || !strings.HasPrefix(r.TLS.PeerCertificates[0].Subject.CommonName, pki.FleetPeerPrefix) {
 		http.Error(w, "relay: a fleet node's relay certificate is required", http.StatusForbidden)
 		return
 	}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/bench"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 )
 
 // ParallelNote is what a report says about a harness run with --parallel
@@ -252,7 +252,7 @@ func (m *page) evidence(e Evidence) {
 			if !s.VerifiedAt.IsZero() {
 				ver = s.VerifiedAt.UTC().Format("2006-01-02 15:04 UTC")
 			}
-			m.w("| %s | %s | %d | %s | %s |\n", s.Node, s.Block, s.Files, staging.HumanBytes(s.Bytes), ver)
+			m.w("| %s | %s | %d | %s | %s |\n", s.Node, s.Block, s.Files, contract.HumanBytes(s.Bytes), ver)
 		}
 		m.w("\n")
 	}

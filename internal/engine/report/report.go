@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/atomicfile"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/bench"
 	"github.com/sparklane/sparklane/internal/engine/ledger"
@@ -328,7 +329,7 @@ func Write(dir string, b Bundle) (Paths, error) {
 			return Paths{}, fmt.Errorf("report: copy recipe %s: %w", b.RecipeFile, err)
 		}
 		name := "recipe" + filepath.Ext(b.RecipeFile)
-		if err := ledger.WriteFileAtomic(filepath.Join(tmp, name), []byte(scrub(string(data), secrets)), 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(tmp, name), []byte(scrub(string(data), secrets)), 0o644); err != nil {
 			return Paths{}, err
 		}
 		r.Evidence.RecipeCopy = filepath.ToSlash(filepath.Join(r.ID, name))
@@ -358,7 +359,7 @@ func Write(dir string, b Bundle) (Paths, error) {
 	}
 	history = append(append([]Report(nil), history...), r)
 	if svg, err := PlotSVG(history); err == nil {
-		if err := ledger.WriteFileAtomic(filepath.Join(tmp, "history.svg"), svg, 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(tmp, "history.svg"), svg, 0o644); err != nil {
 			return Paths{}, err
 		}
 		r.Evidence.PlotFile = r.ID + "/history.svg"
@@ -371,7 +372,7 @@ func Write(dir string, b Bundle) (Paths, error) {
 	if err := writeJSON(paths.JSON, r, secrets); err != nil {
 		return Paths{}, err
 	}
-	if err := ledger.WriteFileAtomic(paths.MD, []byte(scrub(Markdown(r), secrets)), 0o644); err != nil {
+	if err := atomicfile.Write(paths.MD, []byte(scrub(Markdown(r), secrets)), 0o644); err != nil {
 		os.Remove(paths.JSON)
 		return Paths{}, err
 	}
@@ -398,7 +399,7 @@ func writeJSON(path string, v any, secrets []string) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	return ledger.WriteFileAtomic(path, []byte(scrub(string(b), secrets)+"\n"), 0o644)
+	return atomicfile.Write(path, []byte(scrub(string(b), secrets)+"\n"), 0o644)
 }
 
 func exists(p string) bool {
@@ -573,7 +574,7 @@ func WritePlot(dir string) (string, error) {
 		return "", fmt.Errorf("plot reports in %s: %w", dir, err)
 	}
 	p := filepath.Join(dir, "history.svg")
-	if err := ledger.WriteFileAtomic(p, svg, 0o644); err != nil {
+	if err := atomicfile.Write(p, svg, 0o644); err != nil {
 		return "", err
 	}
 	return p, nil

@@ -1,15 +1,12 @@
 package serve
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -22,6 +19,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/tardir"
 )
 
 // containerConfig is the Docker create request of one rank: the rendered
@@ -42,14 +40,14 @@ func containerConfig(ctx context.Context, d Docker, spec RankSpec) (*container.C
 	for k, v := range spec.ExtraLabels {
 		labels[k] = v
 	}
-	labels[LabelLane] = spec.Lane
-	labels[LabelNode] = spec.Node
-	labels[LabelRank] = strconv.Itoa(spec.Rank)
-	labels[LabelRecipeHash] = spec.RecipeHash
+	labels[contract.LabelLane] = spec.Lane
+	labels[contract.LabelNode] = spec.Node
+	labels[contract.LabelRank] = strconv.Itoa(spec.Rank)
+	labels[contract.LabelRecipeHash] = spec.RecipeHash
 	if len(spec.SecretEnv) > 0 {
 		names := slices.Clone(spec.SecretEnv)
 		sort.Strings(names)
-		labels[LabelSecretEnv] = strings.Join(slices.Compact(names), ",")
+		labels[contract.LabelSecretEnv] = strings.Join(slices.Compact(names), ",")
 	}
 	env := make([]string, 0, len(spec.Env))
 	for k, v := range spec.Env {
@@ -59,7 +57,7 @@ func containerConfig(ctx context.Context, d Docker, spec RankSpec) (*container.C
 	img := spec.Image
 	if spec.ImageID != "" {
 		img = spec.ImageID
-		labels[LabelImage] = spec.Image
+		labels[contract.LabelImage] = spec.Image
 	}
 	cfg := &container.Config{Image: img, Cmd: spec.Argv, Env: env, Labels: labels, User: c.User}
 	if c.Entrypoint != nil {
@@ -192,7 +190,7 @@ func copyPreExec(ctx context.Context, d Docker, id string, spec RankSpec) error 
 			return fault.Permanent(fault.SourceMissing, fmt.Errorf("container %s on node %s: pre_exec[%d]: copy source %s is not a directory on this node (%v): put the recipe's registry clone (its mods) at the same path on every node, e.g. on a shared root", name, spec.Node, i, p.Copy, err))
 		}
 		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(tarDir(pw, p.Copy, strings.TrimPrefix(p.Dest, "/"))) }()
+		go func() { pw.CloseWithError(tardir.Write(pw, p.Copy, p.Dest)) }()
 		err = d.CopyToContainer(ctx, id, "/", pr, container.CopyToContainerOptions{})
 		pr.CloseWithError(err)
 		if err != nil {
@@ -200,72 +198,4 @@ func copyPreExec(ctx context.Context, d Docker, id string, spec RankSpec) error 
 		}
 	}
 	return nil
-}
-
-// TarDir is tarDir: dir as a tar whose entries lie under the container
-// path dest (parents included), for a plan that carries a mod.
-func TarDir(w io.Writer, dir, dest string) error {
-	return tarDir(w, dir, strings.TrimPrefix(dest, "/"))
-}
-
-// tarDir writes dir as a tar stream whose entries lie under prefix (the
-// destination path without its leading slash), parents included. Symlinks
-// are copied as links, never followed.
-func tarDir(w io.Writer, dir, prefix string) error {
-	tw := tar.NewWriter(w)
-	// Parent directories of the destination, so it exists in the image.
-	parts := strings.Split(path.Dir(prefix), "/")
-	for i := range parts {
-		if parts[i] == "." || parts[i] == "" {
-			continue
-		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.Join(parts[:i+1], "/") + "/", Mode: 0o755}); err != nil {
-			return err
-		}
-	}
-	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		info, err := e.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		if info.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		}
-		h, err := tar.FileInfoHeader(info, link)
-		if err != nil {
-			return err
-		}
-		h.Name = path.Join(prefix, filepath.ToSlash(rel))
-		if info.IsDir() {
-			h.Name += "/"
-		}
-		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if !info.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(tw, f)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/serve"
+	"github.com/sparklane/sparklane/internal/tardir"
 )
 
 // fakeInfiniband makes DIR/dev/infiniband holding uverbs0, a character
@@ -82,7 +83,7 @@ func TestStartRankContainerShape(t *testing.T) {
 		SecurityOpt: []string{"no-new-privileges"},
 		Ulimits:     []contract.Ulimit{{Name: "memlock", Soft: memlock, Hard: memlock}, {Name: "stack", Soft: 67108864, Hard: 67108864}},
 		Devices:     []string{ib + ":/dev/infiniband"},
-		Labels:      []string{"com.example.team=ml", serve.LabelLane + "=not-this"},
+		Labels:      []string{"com.example.team=ml", contract.LabelLane + "=not-this"},
 	}
 	ctx := context.Background()
 	r, err := serve.StartRank(ctx, d, s)
@@ -126,7 +127,7 @@ func TestStartRankContainerShape(t *testing.T) {
 	if ins.Config.User != "1000:1000" {
 		t.Errorf("user %q, want 1000:1000", ins.Config.User)
 	}
-	if ins.Config.Labels["com.example.team"] != "ml" || ins.Config.Labels[serve.LabelLane] != lane {
+	if ins.Config.Labels["com.example.team"] != "ml" || ins.Config.Labels[contract.LabelLane] != lane {
 		t.Errorf("labels %v: want the recipe's label and sparklane's lane label winning", ins.Config.Labels)
 	}
 	for _, want := range []string{"uid=1000 gid=1000", "ls uverbs0 char", fmt.Sprintf("Max locked memory %d %d bytes", memlock, memlock), "Max stack size 67108864 67108864 bytes"} {
@@ -252,7 +253,7 @@ func TestStartRankPreExec(t *testing.T) {
 	// A mod carried in the plan (read on the control host) is copied from
 	// the plan: the node need not have the directory.
 	var archive bytes.Buffer
-	if err := serve.TarDir(&archive, mod, dest); err != nil {
+	if err := tardir.Write(&archive, mod, dest); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(mod); err != nil {

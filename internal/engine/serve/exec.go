@@ -11,6 +11,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/engine/secretenv"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/ranklogs"
 )
 
 // ExecDocker is what ExecHooks needs of a Docker client (docker exec, and
@@ -53,7 +54,7 @@ func ExecHooks(ctx context.Context, d ExecDocker, in ExecInput) ([]HookOutput, e
 	if err != nil {
 		return nil, fmt.Errorf("post_exec in container %s on node %s: %w", in.Container, in.Node, err)
 	}
-	secrets := append(secretValues(ins.Config), in.Secrets...)
+	secrets := append(ranklogs.SecretValues(ins.Config), in.Secrets...)
 	var outs []HookOutput
 	for i, command := range in.Commands {
 		out, err := execOne(ctx, d, in.Container, command, timeout)

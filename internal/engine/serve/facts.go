@@ -10,6 +10,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // ContainerFacts is what a running rank container really runs, read back
@@ -36,7 +38,7 @@ type ContainerFacts struct {
 // rank.
 func LaneFacts(ctx context.Context, d Docker, lane, node string) ([]ContainerFacts, error) {
 	cs, err := d.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", LabelLane+"="+lane), filters.Arg("label", LabelNode+"="+node), filters.Arg("status", "running"))})
+		filters.Arg("label", contract.LabelLane+"="+lane), filters.Arg("label", contract.LabelNode+"="+node), filters.Arg("status", "running"))})
 	if err != nil {
 		return nil, fmt.Errorf("node %s: list lane %s containers: %w", node, lane, err)
 	}
@@ -52,10 +54,10 @@ func LaneFacts(ctx context.Context, d Docker, lane, node string) ([]ContainerFac
 		f := ContainerFacts{Node: node, Name: strings.TrimPrefix(ins.Name, "/"), ImageID: ins.Image}
 		if ins.Config != nil {
 			f.Image = ins.Config.Image
-			if l := ins.Config.Labels[LabelImage]; l != "" {
+			if l := ins.Config.Labels[contract.LabelImage]; l != "" {
 				f.Image = l
 			}
-			f.Rank, _ = strconv.Atoi(ins.Config.Labels[LabelRank])
+			f.Rank, _ = strconv.Atoi(ins.Config.Labels[contract.LabelRank])
 		}
 		f.Args = append([]string{ins.Path}, ins.Args...)
 		img, err := d.ImageInspect(ctx, ins.Image)

@@ -12,6 +12,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // Foreign is a running container sparklane did not start that holds what a
@@ -44,7 +46,7 @@ func FindForeign(ctx context.Context, d Docker, ports []int, listening func(port
 	}
 	var out []Foreign
 	for _, c := range cs {
-		if _, ours := c.Labels[LabelLane]; ours {
+		if _, ours := c.Labels[contract.LabelLane]; ours {
 			continue
 		}
 		ins, err := d.ContainerInspect(ctx, c.ID)
@@ -70,7 +72,7 @@ func FindForeign(ctx context.Context, d Docker, ports []int, listening func(port
 		f := Foreign{Name: strings.TrimPrefix(ins.Name, "/"), ID: ins.ID, Why: strings.Join(why, ", ")}
 		if ins.Config != nil {
 			f.Image = ins.Config.Image
-			if l := ins.Config.Labels[LabelImage]; l != "" {
+			if l := ins.Config.Labels[contract.LabelImage]; l != "" {
 				f.Image = l
 			}
 		}
@@ -167,8 +169,8 @@ func StopForeign(ctx context.Context, d Docker, names []string) ([]string, error
 			return stopped, fmt.Errorf("inspect foreign container %s: %w", n, err)
 		}
 		if ins.Config != nil {
-			if _, ours := ins.Config.Labels[LabelLane]; ours {
-				return stopped, fmt.Errorf("container %s belongs to lane %s: stop the lane, not a foreign container", n, ins.Config.Labels[LabelLane])
+			if _, ours := ins.Config.Labels[contract.LabelLane]; ours {
+				return stopped, fmt.Errorf("container %s belongs to lane %s: stop the lane, not a foreign container", n, ins.Config.Labels[contract.LabelLane])
 			}
 		}
 		secs := 30

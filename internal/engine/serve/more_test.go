@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/node"
+	"github.com/sparklane/sparklane/internal/ranklogs"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 )
 
@@ -149,15 +152,15 @@ func TestSecretEnvIsMaskedForEveryLogReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ins.Config.Labels[serve.LabelSecretEnv]; got != "HF_TOKEN" {
-		t.Errorf("label %s = %q, want the names only", serve.LabelSecretEnv, got)
+	if got := ins.Config.Labels[contract.LabelSecretEnv]; got != "HF_TOKEN" {
+		t.Errorf("label %s = %q, want the names only", contract.LabelSecretEnv, got)
 	}
-	srcs, err := serve.LaneLogSources(ctx, d, lane, "serve-n1", -1)
+	srcs, err := ranklogs.LaneLogSources(ctx, d, lane, "serve-n1", -1)
 	if err != nil || len(srcs) != 1 {
 		t.Fatalf("LaneLogSources = %v, %v", srcs, err)
 	}
 	var out bytes.Buffer
-	if err := serve.CopyLogs(ctx, d, srcs[0], "all", false, &sync.Mutex{}, &out); err != nil {
+	if err := ranklogs.CopyLogs(ctx, d, srcs[0], "all", false, &sync.Mutex{}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), secret) || !strings.Contains(out.String(), "[serve-n1 r0] HF_TOKEN=***") || !strings.Contains(out.String(), "PLAIN=visible-value") {

@@ -17,29 +17,11 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sys/unix"
+
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/fault"
-	"golang.org/x/sys/unix"
-)
-
-// Labels every sparklane container carries; they are how stop, inspect and
-// the fleet probe find a lane's containers without remembering IDs.
-const (
-	LabelLane       = "sparklane.lane"
-	LabelNode       = "sparklane.node"
-	LabelRank       = "sparklane.rank"
-	LabelRecipeHash = "sparklane.recipe-hash"
-	// LabelSecretEnv names the container variables whose values are
-	// secrets (the plan's env_from), comma-separated: names only, never a
-	// value. Whoever reads a rank's log through this package (InspectLane,
-	// CopyLogs) gets those values masked, read from the container's own
-	// env — so the control service, which never resolves a secret, and a
-	// restarted node worker mask them too.
-	LabelSecretEnv = "sparklane.secret-env"
-	// LabelImage is the recipe's image reference on a container created
-	// from an image ID (RankSpec.ImageID): what reports show as its image.
-	LabelImage = "sparklane.image"
 )
 
 // Docker is the part of the Docker API this package uses; *client.Client
@@ -182,10 +164,10 @@ func StartRank(ctx context.Context, d Docker, spec RankSpec) (RankStarted, error
 		ex, err := d.ContainerInspect(ctx, name)
 		switch {
 		case err == nil:
-			if ex.Config == nil || ex.Config.Labels[LabelLane] == "" {
-				return RankStarted{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: container %s exists but was not made by sparklane (no %s label): remove or rename it by hand (docker rm -f %s)", spec.Node, name, LabelLane, name))
+			if ex.Config == nil || ex.Config.Labels[contract.LabelLane] == "" {
+				return RankStarted{}, fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: container %s exists but was not made by sparklane (no %s label): remove or rename it by hand (docker rm -f %s)", spec.Node, name, contract.LabelLane, name))
 			}
-			sameHash := ex.Config.Labels[LabelRecipeHash] == spec.RecipeHash
+			sameHash := ex.Config.Labels[contract.LabelRecipeHash] == spec.RecipeHash
 			if ex.State != nil && ex.State.Running && sameHash {
 				return RankStarted{ID: ex.ID, Name: name}, nil
 			}
@@ -198,7 +180,7 @@ func StartRank(ctx context.Context, d Docker, spec RankSpec) (RankStarted, error
 				return RankStarted{ID: ex.ID, Name: name}, nil
 			}
 			if err := d.ContainerRemove(ctx, ex.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
-				return RankStarted{}, fmt.Errorf("node %s: remove stale container %s (recipe hash %s, want %s): %w", spec.Node, name, ex.Config.Labels[LabelRecipeHash], spec.RecipeHash, err)
+				return RankStarted{}, fmt.Errorf("node %s: remove stale container %s (recipe hash %s, want %s): %w", spec.Node, name, ex.Config.Labels[contract.LabelRecipeHash], spec.RecipeHash, err)
 			}
 		case !cerrdefs.IsNotFound(err):
 			return RankStarted{}, fmt.Errorf("node %s: inspect container %s: %w", spec.Node, name, err)
@@ -328,7 +310,7 @@ func createSource(spec RankSpec, m contract.Mount) error {
 }
 
 func laneFilter(lane string) container.ListOptions {
-	return container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelLane+"="+lane))}
+	return container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", contract.LabelLane+"="+lane))}
 }
 
 func containerName(c container.Summary) string {

@@ -23,6 +23,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
+
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/fault"
@@ -189,7 +190,7 @@ func newLane(t *testing.T, d *client.Client) string {
 func removeLane(d *client.Client, lane string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, _ := d.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", serve.LabelLane+"="+lane))})
+	cs, _ := d.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", contract.LabelLane+"="+lane))})
 	for _, c := range cs {
 		_ = d.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
 	}
@@ -197,7 +198,7 @@ func removeLane(d *client.Client, lane string) {
 
 func listLane(t *testing.T, d *client.Client, lane string) []container.Summary {
 	t.Helper()
-	cs, err := d.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", serve.LabelLane+"="+lane))})
+	cs, err := d.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", contract.LabelLane+"="+lane))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +288,7 @@ func TestStartRankIdempotentAndRecreates(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := ins.Config.Labels
-	if l[serve.LabelLane] != lane || l[serve.LabelNode] != "serve-n1" || l[serve.LabelRank] != "0" || l[serve.LabelRecipeHash] != "hash-a" || l["sparklane.test"] != "1" {
+	if l[contract.LabelLane] != lane || l[contract.LabelNode] != "serve-n1" || l[contract.LabelRank] != "0" || l[contract.LabelRecipeHash] != "hash-a" || l["sparklane.test"] != "1" {
 		t.Errorf("labels = %v", l)
 	}
 	if !ins.HostConfig.NetworkMode.IsHost() || string(ins.HostConfig.IpcMode) != "host" || ins.HostConfig.RestartPolicy.Name != "no" {
@@ -314,7 +315,7 @@ func TestStartRankIdempotentAndRecreates(t *testing.T) {
 		t.Errorf("StartRank with a new hash = %+v, want a new container", changed)
 	}
 	cs := listLane(t, d, lane)
-	if len(cs) != 1 || cs[0].ID != changed.ID || cs[0].Labels[serve.LabelRecipeHash] != "hash-b" {
+	if len(cs) != 1 || cs[0].ID != changed.ID || cs[0].Labels[contract.LabelRecipeHash] != "hash-b" {
 		t.Errorf("after recreate the lane has %d containers (%+v), want only the new one", len(cs), cs)
 	}
 
@@ -492,7 +493,7 @@ func TestStopAllByNode(t *testing.T) {
 		t.Errorf("lane %s on %s survived StopAll", a, n1)
 	}
 	left := listLane(t, d, b)
-	if len(left) != 1 || left[0].Labels[serve.LabelNode] != n2 {
+	if len(left) != 1 || left[0].Labels[contract.LabelNode] != n2 {
 		t.Errorf("after StopAll(%s) lane %s has %+v, want only its %s rank", n1, b, left, n2)
 	}
 }

@@ -18,8 +18,11 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/secretenv"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/ranklogs"
 )
 
 // StopResult lists the containers a stop removed.
@@ -57,14 +60,14 @@ type StopFilter struct {
 // several simulated nodes share one engine.
 // Like StopLane it looks again afterwards.
 func StopAll(ctx context.Context, d Docker, f StopFilter) (StopResult, error) {
-	opts := container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelLane))}
+	opts := container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", contract.LabelLane))}
 	what := "all lanes"
 	if f.Lane != "" {
 		opts, what = laneFilter(f.Lane), "lane "+f.Lane
 	}
 	var keep func(container.Summary) bool
 	if len(f.Nodes) > 0 {
-		keep = func(c container.Summary) bool { return slices.Contains(f.Nodes, c.Labels[LabelNode]) }
+		keep = func(c container.Summary) bool { return slices.Contains(f.Nodes, c.Labels[contract.LabelNode]) }
 	}
 	if len(f.Nodes) > 0 {
 		what += " on nodes " + strings.Join(f.Nodes, ",")
@@ -99,10 +102,10 @@ func stopMatching(ctx context.Context, d Docker, opts container.ListOptions, kee
 			defer wg.Done()
 			name := containerName(c)
 			if err := d.ContainerStop(ctx, c.ID, container.StopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
-				errs[i] = fmt.Errorf("stop container %s (node %s): %w", name, c.Labels[LabelNode], err)
+				errs[i] = fmt.Errorf("stop container %s (node %s): %w", name, c.Labels[contract.LabelNode], err)
 			}
 			if err := d.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
-				errs[i] = errors.Join(errs[i], fmt.Errorf("remove container %s (node %s): %w", name, c.Labels[LabelNode], err))
+				errs[i] = errors.Join(errs[i], fmt.Errorf("remove container %s (node %s): %w", name, c.Labels[contract.LabelNode], err))
 			}
 		}()
 	}
@@ -121,7 +124,7 @@ func stopMatching(ctx context.Context, d Docker, opts container.ListOptions, kee
 	if len(left) > 0 {
 		var names []string
 		for _, c := range left {
-			names = append(names, fmt.Sprintf("%s (node %s, %s)", containerName(c), c.Labels[LabelNode], c.State))
+			names = append(names, fmt.Sprintf("%s (node %s, %s)", containerName(c), c.Labels[contract.LabelNode], c.State))
 		}
 		sort.Strings(names)
 		msg := fmt.Sprintf("stop %s: still present after stop and remove: %s: check `docker ps -a` on the node and remove them by hand (docker rm -f) before starting anything on that GPU",
@@ -195,8 +198,8 @@ func inspectOne(ctx context.Context, d Docker, id string, tailLines int) (RankSt
 	tty := false
 	if ins.Config != nil {
 		l := ins.Config.Labels
-		rs.Lane, rs.Node, rs.RecipeHash = l[LabelLane], l[LabelNode], l[LabelRecipeHash]
-		rs.Rank, _ = strconv.Atoi(l[LabelRank])
+		rs.Lane, rs.Node, rs.RecipeHash = l[contract.LabelLane], l[contract.LabelNode], l[contract.LabelRecipeHash]
+		rs.Rank, _ = strconv.Atoi(l[contract.LabelRank])
 		tty = ins.Config.Tty
 	}
 	if st := ins.State; st != nil {
@@ -216,7 +219,7 @@ func inspectOne(ctx context.Context, d Docker, id string, tailLines int) (RankSt
 		if err != nil && !cerrdefs.IsNotFound(err) {
 			return rs, fmt.Errorf("logs: %w", err)
 		}
-		if secrets := secretValues(ins.Config); len(secrets) > 0 {
+		if secrets := ranklogs.SecretValues(ins.Config); len(secrets) > 0 {
 			for i, l := range rs.Logs {
 				rs.Logs[i] = secretenv.Mask(l, secrets)
 			}
@@ -254,27 +257,17 @@ func tailLogs(ctx context.Context, d Docker, id string, n int, tty bool) ([]stri
 // for the fleet probe's "occupied (lane X)". Exited containers hold no GPU
 // and are not listed.
 func LaneContainers(ctx context.Context, d Docker) (map[string][]string, error) {
-	cs, err := d.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelLane))})
+	cs, err := d.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", contract.LabelLane))})
 	if err != nil {
 		return nil, fmt.Errorf("list sparklane containers: %w", err)
 	}
 	out := map[string][]string{}
 	for _, c := range cs {
-		lane := c.Labels[LabelLane]
+		lane := c.Labels[contract.LabelLane]
 		out[lane] = append(out[lane], containerName(c))
 	}
 	for _, names := range out {
 		sort.Strings(names)
 	}
 	return out, nil
-}
-
-// secretValues are the values of the variables a container's
-// LabelSecretEnv names, read from its own env (nil when it has none).
-func secretValues(cfg *container.Config) []string {
-	if cfg == nil || cfg.Labels[LabelSecretEnv] == "" {
-		return nil
-	}
-	names := strings.Split(cfg.Labels[LabelSecretEnv], ",")
-	return secretenv.EnvValues(cfg.Env, func(k string) bool { return slices.Contains(names, k) })
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
+
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // EventSource is the part of the Docker API that streams events.
@@ -29,7 +31,7 @@ type RankDeath struct {
 // once instead of at its next interval. Deaths from since on are told.
 func WatchRankDeaths(ctx context.Context, d EventSource, node string, since time.Time, retry time.Duration, died func(RankDeath)) {
 	f := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("event", string(events.ActionDie)),
-		filters.Arg("label", LabelNode+"="+node), filters.Arg("label", LabelLane))
+		filters.Arg("label", contract.LabelNode+"="+node), filters.Arg("label", contract.LabelLane))
 	for ctx.Err() == nil {
 		// From since: what died while the stream was not open yet (or
 		// broken) is still told.
@@ -44,11 +46,11 @@ func WatchRankDeaths(ctx context.Context, d EventSource, node string, since time
 				break stream
 			case m := <-msgs:
 				a := m.Actor.Attributes
-				rank, err := strconv.Atoi(a[LabelRank])
-				if err != nil || a[LabelLane] == "" {
+				rank, err := strconv.Atoi(a[contract.LabelRank])
+				if err != nil || a[contract.LabelLane] == "" {
 					continue
 				}
-				died(RankDeath{Lane: a[LabelLane], Node: node, Container: a["name"], Rank: rank, ExitCode: a["exitCode"]})
+				died(RankDeath{Lane: a[contract.LabelLane], Node: node, Container: a["name"], Rank: rank, ExitCode: a["exitCode"]})
 			}
 		}
 		select {

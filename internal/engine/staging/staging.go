@@ -9,9 +9,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/docker/go-units"
 	"golang.org/x/sys/unix"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -295,7 +295,7 @@ func CheckFree(path string, need int64) error {
 	}
 	if free < need {
 		return fault.Permanent(fault.NoSpace, &ShortError{Path: path, Need: need, Free: free,
-			Err: fmt.Errorf("%s: need %s free, have %s: free space or lower min_free", path, HumanBytes(need), HumanBytes(free))})
+			Err: fmt.Errorf("%s: need %s free, have %s: free space or lower min_free", path, contract.HumanBytes(need), contract.HumanBytes(free))})
 	}
 	return nil
 }
@@ -331,7 +331,7 @@ func CheckFreeToWrite(path string, minFree, total, toWrite int64) error {
 	}
 	if free < need {
 		return fault.Permanent(fault.NoSpace, &ShortError{Path: path, Need: need, Free: free,
-			Err: fmt.Errorf("%s: need %s free (%s to write of the block's %s, min_free %s), have %s: free space or lower min_free", path, HumanBytes(need), HumanBytes(toWrite), HumanBytes(total), HumanBytes(minFree), HumanBytes(free))})
+			Err: fmt.Errorf("%s: need %s free (%s to write of the block's %s, min_free %s), have %s: free space or lower min_free", path, contract.HumanBytes(need), contract.HumanBytes(toWrite), contract.HumanBytes(total), contract.HumanBytes(minFree), contract.HumanBytes(free))})
 	}
 	return nil
 }
@@ -349,17 +349,5 @@ func ShortAfterFull(path string, minFree, total, toWrite int64, err error) error
 	}
 	need := toWrite + max(0, minFree-total)
 	return &ShortError{Path: path, Need: need, Free: free,
-		Err: fmt.Errorf("%w (the block still needs %s free to finish, have %s; what it wrote is kept)", err, HumanBytes(need), HumanBytes(free))}
-}
-
-// binaryUnits are the IEC units HumanBytes prints.
-var binaryUnits = []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-
-// HumanBytes prints n in binary units (1.5 GiB), through docker/go-units
-// (the one byte formatter of the project: CLI, reports, engine-sim).
-func HumanBytes(n int64) string {
-	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	return units.CustomSize("%.1f %s", float64(n), 1024, binaryUnits)
+		Err: fmt.Errorf("%w (the block still needs %s free to finish, have %s; what it wrote is kept)", err, contract.HumanBytes(need), contract.HumanBytes(free))}
 }

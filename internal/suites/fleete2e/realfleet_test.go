@@ -723,7 +723,7 @@ func (f *realFleet) nodeServiceStopped90sMidPack(t *testing.T) {
 	if !strings.Contains(detail, "waiting for node h2 (down ") {
 		t.Fatalf("waiting step detail %q", detail)
 	}
-	t.Logf("held at %s of %s; service stopped; progress: %q", staging.HumanBytes(held.BytesDone), staging.HumanBytes(held.BytesTotal), detail)
+	t.Logf("held at %s of %s; service stopped; progress: %q", contract.HumanBytes(held.BytesDone), contract.HumanBytes(held.BytesTotal), detail)
 	// The outage lasts 90 s, then the service is started again the
 	// only way workers get onto these hosts: fleet install.
 	time.Sleep(time.Until(down.Add(90 * time.Second)))
@@ -748,7 +748,7 @@ func (f *realFleet) nodeServiceStopped90sMidPack(t *testing.T) {
 	b := stageBlock(t, res, "h2", "engram")
 	recopied := onDisk + b.CopiedBytes - b.TotalBytes
 	t.Logf("MEASURE re-copied after the 90 s outage: %s (%d bytes) of a %s pack; %s on disk when the service stopped, the resumed attempt packed %s",
-		staging.HumanBytes(max(0, recopied)), recopied, staging.HumanBytes(b.TotalBytes), staging.HumanBytes(onDisk), staging.HumanBytes(b.CopiedBytes))
+		contract.HumanBytes(max(0, recopied)), recopied, contract.HumanBytes(b.TotalBytes), contract.HumanBytes(onDisk), contract.HumanBytes(b.CopiedBytes))
 	if onDisk < chunk || b.CopiedBytes >= b.TotalBytes {
 		t.Fatalf("not a resumed pack: %d bytes on disk at the stop, the last attempt packed %d of %d", onDisk, b.CopiedBytes, b.TotalBytes)
 	}

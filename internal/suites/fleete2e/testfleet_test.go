@@ -17,6 +17,7 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/fleet"
+	"github.com/sparklane/sparklane/internal/pki"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 	"github.com/sparklane/sparklane/internal/testkit/testfleet"
 	"github.com/sparklane/sparklane/internal/workers"
@@ -68,7 +69,7 @@ func TestFleetOnTestFleetThroughTheTunnel(t *testing.T) {
 			t.Fatalf("node %s files: %v\n%s", n.Name, err, out)
 		}
 		// Its staging relay identity, from the control's CA, key 0600.
-		id := fleet.RelayIdentityFiles(l.StateDir, n.Name)
+		id := fleet.FleetIdentityFiles(l.StateDir, n.Name)
 		out, err = tf.SSH(n, "stat -c '%a %n' "+strings.Join(id, " "))
 		if want := fmt.Sprintf("600 %s", id[2]); err != nil || !strings.Contains(string(out), want) {
 			t.Fatalf("node %s relay identity: %v, want %q\n%s", n.Name, err, want, out)
@@ -122,7 +123,7 @@ func TestFleetOnTestFleetThroughTheTunnel(t *testing.T) {
 	for _, n := range tf.Nodes() {
 		// The directories themselves are the test hosts' mount points
 		// (node-local), so they stay; nothing install wrote may be left.
-		out, _ := tf.SSH(n, "ls -A "+l.LibDir+" "+l.ConfDir+" "+l.RunDir+" | grep -v -e '^/' -e '^$' || true; ls -d "+fleet.RelayPKIDir(l.StateDir)+" 2>/dev/null || true")
+		out, _ := tf.SSH(n, "ls -A "+l.LibDir+" "+l.ConfDir+" "+l.RunDir+" | grep -v -e '^/' -e '^$' || true; ls -d "+pki.FleetDir(l.StateDir)+" 2>/dev/null || true")
 		if strings.TrimSpace(string(out)) != "" {
 			t.Fatalf("node %s after uninstall:\n%s", n.Name, out)
 		}

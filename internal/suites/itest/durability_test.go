@@ -25,7 +25,6 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/engine/hubmirror"
-	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/engine/sparserows"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/testkit/blobtest"
@@ -304,8 +303,8 @@ func TestNodeWorkerKill9MidStagingResumes(t *testing.T) {
 			total := b.TotalBytes
 			recopied := onDisk + b.CopiedBytes - total
 			t.Logf("%s: total %s, on disk at kill %s, last heartbeat %s done (%d in flight), final attempt copied %s: re-copied %s (%d bytes)",
-				tc.lane, staging.HumanBytes(total), staging.HumanBytes(onDisk), staging.HumanBytes(max(seen.BytesDone, seen.RowsDone*256)), len(seen.InFlight),
-				staging.HumanBytes(b.CopiedBytes), staging.HumanBytes(max(0, recopied)), recopied)
+				tc.lane, contract.HumanBytes(total), contract.HumanBytes(onDisk), contract.HumanBytes(max(seen.BytesDone, seen.RowsDone*256)), len(seen.InFlight),
+				contract.HumanBytes(b.CopiedBytes), contract.HumanBytes(max(0, recopied)), recopied)
 			if onDisk < chunk {
 				t.Fatalf("only %d bytes were on disk at the kill: not mid-copy", onDisk)
 			}
@@ -360,12 +359,12 @@ func restartServer(t *testing.T, f *fleet, nodes []string) {
 // those up.
 func fleetContainers(t *testing.T, dc *dockerclient.Client, lane string) (ids []string, running int) {
 	t.Helper()
-	cs, err := dc.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", serve.LabelLane+"="+lane))})
+	cs, err := dc.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", contract.LabelLane+"="+lane))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range cs {
-		switch c.Labels[serve.LabelNode] {
+		switch c.Labels[contract.LabelNode] {
 		case "n1", "n2", "n3", "n4":
 			ids = append(ids, c.ID)
 			if c.State == "running" {

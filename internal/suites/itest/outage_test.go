@@ -74,7 +74,7 @@ func TestStageWaitsForANodeThatReboots(t *testing.T) {
 		t.Fatalf("verify after the outage: %d bad, %d missing", len(v.Bad), len(v.Missing))
 	}
 	recopied := onDisk + b.CopiedBytes - b.TotalBytes
-	t.Logf("held at %s; %s on disk when the node went away; re-copied %s after it came back (%s)", staging.HumanBytes(seen.BytesDone), staging.HumanBytes(onDisk), staging.HumanBytes(max(0, recopied)), detail)
+	t.Logf("held at %s; %s on disk when the node went away; re-copied %s after it came back (%s)", contract.HumanBytes(seen.BytesDone), contract.HumanBytes(onDisk), contract.HumanBytes(max(0, recopied)), detail)
 	// The worker was killed, the machine was not: within the boot its temp
 	// files were written in, nothing of a big file is copied again, a small
 	// file in flight may be.

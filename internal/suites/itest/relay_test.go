@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/engine/relay"
-	"github.com/sparklane/sparklane/internal/engine/staging"
-	"github.com/sparklane/sparklane/internal/workers"
+	"github.com/sparklane/sparklane/internal/pki"
 )
 
 // `starter stage` of a 3-node lane through the real server: the node
@@ -49,7 +49,7 @@ verify = "sha256"
 			"relayed": recipe("relayed", "/srv/relayed", ""),
 			"own":     recipe("own", "/srv/own", "relay = false"),
 		}})
-	if _, err := workers.IssueRelayIdentities(workers.RelayPKIDir(f.cfg.StateDir), f.cfg.Nodes); err != nil {
+	if _, err := pki.IssueFleetIdentities(pki.FleetDir(f.cfg.StateDir), config.FleetHosts(f.cfg.Nodes)); err != nil {
 		t.Fatal(err)
 	}
 	f.startControl()
@@ -99,7 +99,7 @@ verify = "sha256"
 	var peers int64
 	for _, n := range o.Nodes {
 		r := n.Blocks[0].BlockResult
-		t.Logf("%s: copied %s, from NAS %s, from peers %v, relay %+v", n.Node, staging.HumanBytes(r.CopiedBytes), staging.HumanBytes(r.FromNAS), r.FromPeers, r.Relay)
+		t.Logf("%s: copied %s, from NAS %s, from peers %v, relay %+v", n.Node, contract.HumanBytes(r.CopiedBytes), contract.HumanBytes(r.FromNAS), r.FromPeers, r.Relay)
 		if r.Relay == nil || r.Relay.Error != "" || len(r.Relay.PeerFailures) > 0 {
 			t.Errorf("%s: relay report %+v", n.Node, r.Relay)
 		}

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sparklane/sparklane/internal/atomicfile"
 	"github.com/sparklane/sparklane/internal/engine/hubmirror"
-	"github.com/sparklane/sparklane/internal/engine/ledger"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 )
 
@@ -175,7 +175,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 	if *progress != "" {
 		opts.OnProgress = func(p staging.Progress) {
 			b, _ := json.Marshal(p)
-			ledger.WriteFileAtomic(*progress, b, 0o644)
+			atomicfile.Write(*progress, b, 0o644)
 		}
 	}
 	res, err := hubmirror.Stage(ctx, sp, opts)

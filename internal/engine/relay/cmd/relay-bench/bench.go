@@ -75,7 +75,7 @@ func benchMain(args []string) error {
 		return err
 	}
 	for _, nd := range b.nodes {
-		if _, err := ca.Peer(relay.PeerPrefix+nd.Name, []string{nd.IP}); err != nil {
+		if _, err := ca.Peer(pki.FleetPeerPrefix+nd.Name, []string{nd.IP}); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sparklane/sparklane/internal/engine/ledger"
 	"github.com/sparklane/sparklane/internal/engine/relay"
 	"github.com/sparklane/sparklane/internal/engine/staging"
+	"github.com/sparklane/sparklane/internal/pki"
 )
 
 const repo = "bench/relay-model"
@@ -66,7 +67,7 @@ func nodeMain(args []string) error {
 	var res staging.Result
 	var err error
 	if *useRelay {
-		id := relay.Identity{CA: filepath.Join(*pkiDir, "ca.pem"), Cert: filepath.Join(*pkiDir, relay.PeerPrefix+*name+".pem"), Key: filepath.Join(*pkiDir, relay.PeerPrefix+*name+"-key.pem")}
+		id := relay.Identity{CA: filepath.Join(*pkiDir, "ca.pem"), Cert: filepath.Join(*pkiDir, pki.FleetPeerPrefix+*name+".pem"), Key: filepath.Join(*pkiDir, pki.FleetPeerPrefix+*name+"-key.pem")}
 		stls, err := relay.ServerTLS(id)
 		if err != nil {
 			return err
