@@ -284,9 +284,13 @@ type Build struct {
 // Restarts whole-lane restarts are allowed within Window (default 3 per
 // 1h) before a crash-looping lane is stopped; Off = true starts no keeper.
 type Keep struct {
-	Interval time.Duration `mapstructure:"interval" json:"interval,omitempty"`
+	// Interval and Window have floors (the min tags): a keeper that checks
+	// more often than every second only costs CPU, and a restart budget
+	// over less than a minute never holds a crash loop (a written "0s" is
+	// refused; leave the key out for the default).
+	Interval time.Duration `mapstructure:"interval" json:"interval,omitempty" min:"1s"`
 	Restarts int           `mapstructure:"restarts" json:"restarts,omitempty"`
-	Window   time.Duration `mapstructure:"window" json:"window,omitempty"`
+	Window   time.Duration `mapstructure:"window" json:"window,omitempty" min:"1m"`
 	Off      bool          `mapstructure:"off" json:"off,omitempty"`
 	// Notify (config only) is told when a keeper stops healing: a command run on the control host, or a webhook URL.
 	Notify string `mapstructure:"notify" json:"notify,omitempty"`

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/secretenv"
@@ -727,14 +726,9 @@ func uniqueName(cfg *Config, seen map[string]int, kind, key, name string, i int,
 // keepErrs checks a [keep] table: each finding is {key, message}.
 func keepErrs(k Keep) [][2]string {
 	var out [][2]string
-	if k.Interval < 0 || (k.Interval > 0 && k.Interval < time.Second) {
-		out = append(out, [2]string{"keep.interval", fmt.Sprintf("%s: write how often the keeper checks the lane, at least 1s, like \"30s\"", k.Interval)})
-	}
+	// interval and window have floors the loader enforces (Keep's min tags).
 	if k.Restarts < 0 {
 		out = append(out, [2]string{"keep.restarts", fmt.Sprintf("%d is negative: write how many restarts keep.window allows, like 3", k.Restarts)})
-	}
-	if k.Window < 0 {
-		out = append(out, [2]string{"keep.window", fmt.Sprintf("%s is negative: write the restart budget's window, like \"1h\"", k.Window)})
 	}
 	return out
 }

@@ -77,7 +77,7 @@ func envKeys(t reflect.Type, prefix string) []string {
 // (ErrorUnused, as viper's UnmarshalExact), no weak typing beyond what the
 // hooks allow.
 func decoderConfig(c *mapstructure.DecoderConfig, fromEnv bool) {
-	c.DecodeHook = mapstructure.ComposeDecodeHookFunc(sizeHook, durationHook, typeHook(fromEnv))
+	c.DecodeHook = mapstructure.ComposeDecodeHookFunc(sizeHook, minDurationHook, durationHook, typeHook(fromEnv))
 	c.ErrorUnused = true
 	c.WeaklyTypedInput = false
 	c.ZeroFields = false

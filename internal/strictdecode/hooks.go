@@ -219,3 +219,53 @@ func typeHook(fromEnv bool) mapstructure.DecodeHookFuncValue {
 		return v, nil
 	}
 }
+
+// minDurationHook refuses a written duration below its field's floor
+// (tag min:"1s"). It runs on the table holding the field, so it sees what
+// the file wrote: an unwritten field keeps its zero (the default), while
+// a written "0s" is below the floor and refused, naming the key.
+func minDurationHook(from, to reflect.Value) (any, error) {
+	t := to.Type()
+	if t.Kind() != reflect.Struct || t == durationType {
+		return from.Interface(), nil
+	}
+	m, ok := from.Interface().(map[string]any)
+	if !ok {
+		return from.Interface(), nil
+	}
+	var errs []error
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		floor := f.Tag.Get("min")
+		if floor == "" || f.Type != durationType {
+			continue
+		}
+		minD, err := time.ParseDuration(floor)
+		if err != nil {
+			return nil, fmt.Errorf("field %s: bad min tag %q: %w", f.Name, floor, err)
+		}
+		key := fieldKey(f)
+		v, present := m[key]
+		if !present || v == nil {
+			continue
+		}
+		var d time.Duration
+		switch x := v.(type) {
+		case time.Duration:
+			d = x
+		case string:
+			if d, err = time.ParseDuration(strings.TrimSpace(x)); err != nil {
+				continue // durationHook says what is wrong with it
+			}
+		default:
+			continue
+		}
+		if d < minD {
+			errs = append(errs, &subKeyError{Key: key, Msg: fmt.Sprintf("%s is below its floor of %s: write at least %s (leave it out for the default)", d, minD, floor)})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return m, nil
+}
