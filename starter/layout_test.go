@@ -202,3 +202,23 @@ func productionImports(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// Every package says in its doc.go what it owns (and, by the project's
+// rule, what it must not import): a newcomer reads the tree through them.
+func TestEveryPackageHasADocFile(t *testing.T) {
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, pkg := range goPackageDirs(t, repo) {
+		f, err := parser.ParseFile(fset, filepath.Join(repo, pkg, "doc.go"), nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			t.Errorf("%s has no readable doc.go: %v", pkg, err)
+			continue
+		}
+		if f.Doc == nil || len(strings.TrimSpace(f.Doc.Text())) < 40 {
+			t.Errorf("%s/doc.go has no package comment saying what the package owns", pkg)
+		}
+	}
+}

@@ -4,7 +4,8 @@
 // (every error at once, each naming its file and key) and loads recipe
 // sets. It does not plan: internal/lane resolves a lane, checks it on the
 // fleet and renders what each node runs, into internal/contract's wire
-// types. It knows nothing of Temporal.
+// types. It knows nothing of Temporal, and must not import activities,
+// workflows, the workers, the CLI or the lane resolver.
 //
 // The fleet config (sparklane.toml) is read with viper. Each value comes from
 // the first of these that sets it:

@@ -1,7 +1,3 @@
-// Package workers wires sparklane's Temporal workers (control, node, dev)
-// and the connection every command needs: an external cluster, an already
-// running embedded server, or an embedded server started in-process with
-// the local workers (only in programs that link it in: see Embedded).
 package workers
 
 import (

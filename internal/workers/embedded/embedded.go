@@ -1,8 +1,3 @@
-// Package embedded links the embedded Temporal server (internal/devserver)
-// into a program: importing it for its side effect lets workers.Connect
-// and workers.RunDev start the server in-process. The control service
-// (worker dev, which `starter control start` runs) and the end-to-end
-// tests import it; the starter, only a client, does not.
 package embedded
 
 import (

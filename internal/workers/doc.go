@@ -1,0 +1,10 @@
+// Package workers wires sparklane's Temporal workers (control, node, dev)
+// and the connection every command needs: an external cluster, an already
+// running embedded server, or an embedded server started in-process with
+// the local workers (only in programs that link it in: see Embedded).
+//
+// It owns the worker processes' wiring: which workflows and activities
+// each queue serves, the node worker's relay and rank watch, the metrics
+// it serves. It is the one package that joins workflows, activities and
+// the engines; the CLI must not import it (the starter is a client only).
+package workers
