@@ -90,9 +90,13 @@ func CheckRecipes(cfg *config.Config, recipes []*config.Recipe) (errs []error, n
 }
 
 // checkFit is recipe check's memory fit: each recipe rendered on its
-// cluster and estimated (Fit); one that does not fit is an error with the
-// arithmetic, one that fits a notice; one that cannot be estimated (its
-// weights not on the NAS yet) is left to cutover --dry-run, which says why.
+// cluster and estimated (fit); one that does not fit is an error with the
+// arithmetic, one that fits a notice. One that cannot be estimated is a
+// notice saying why (a command flag, a config.json or a safetensors
+// header that does not read, naming it) — except when its weights are
+// only not on the NAS yet, which cutover --dry-run reports. The notices
+// are the same with FILEs and without: CheckFiles and CheckSet both come
+// here.
 func checkFit(cfg *config.Config, recipes []*config.Recipe, discovered map[string]int64) (errs []error, notices []string) {
 	for _, r := range recipes {
 		plan, err := RenderOn(cfg, r, "", nil)
@@ -100,8 +104,10 @@ func checkFit(cfg *config.Config, recipes []*config.Recipe, discovered map[strin
 			continue // Validate reported it
 		}
 		w := Wire(r)
-		est, _ := Fit(cfg, &w, plan, discovered) // not estimated (not on the NAS yet): cutover --dry-run says why
+		est, note, pending := fit(cfg, &w, plan, discovered)
 		switch {
+		case est == nil && !pending:
+			notices = append(notices, fmt.Sprintf("%s: %s", r.File, note))
 		case est == nil:
 		case est.Err() != nil:
 			errs = append(errs, fmt.Errorf("%s: %w", r.File, est.Err()))

@@ -1,7 +1,9 @@
 package lane
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,28 +22,46 @@ var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 // gpu_memory in the config, else discovered (the starter's record of
 // what node workers read from /proc/meminfo), else a DGX Spark's 128 GB.
 // When it cannot be made — the weights are not where the lane reads them
-// (no snapshot on the NAS yet), or their headers do not read — the
-// estimate is nil and the string says why: the fit refuses only a lane it
-// knows cannot fit. A config.json that does not give the KV cache's shape
-// leaves the KV cache uncounted (the estimate says so).
+// (no snapshot on the NAS yet), their headers or config.json do not read
+// or hold values no model has (a length field past the limits, a shape or
+// num_hidden_layers whose sizes pass int64), or the command's flags are
+// not what the engine takes — the estimate is nil and the string says
+// why, naming the file, key or flag: the fit refuses only a lane it knows
+// cannot fit. A config.json that is absent or does not give the KV
+// cache's shape leaves the KV cache uncounted (the estimate says so).
 func Fit(cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, discovered map[string]int64) (*memfit.Estimate, string) {
-	notEstimated := func(format string, a ...any) (*memfit.Estimate, string) {
-		return nil, fmt.Sprintf("memory fit of lane %s not estimated: ", r.Name) + fmt.Sprintf(format, a...)
+	est, note, _ := fit(cfg, r, plan, discovered)
+	return est, note
+}
+
+// fit is Fit, also saying whether a missing estimate is only pending: the
+// lane names no model, or its weights are not on the NAS yet (a fetch
+// will put them there), as opposed to input that will not read.
+func fit(cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, discovered map[string]int64) (est *memfit.Estimate, note string, pending bool) {
+	notEstimated := func(format string, a ...any) (*memfit.Estimate, string, bool) {
+		return nil, fmt.Sprintf("memory fit of lane %s not estimated: ", r.Name) + fmt.Sprintf(format, a...), false
 	}
 	if r.Model == "" {
-		return notEstimated("it names no model")
+		est, note, _ = notEstimated("it names no model")
+		return est, note, true
 	}
 	dir, why := modelDir(cfg, r)
 	if dir == "" {
-		return notEstimated("%s", why)
+		est, note, _ = notEstimated("%s", why)
+		return est, note, true
 	}
 	w, err := memfit.ReadWeights(dir)
 	if err != nil {
 		return notEstimated("%v", err)
 	}
 	var m *memfit.Model
-	if mm, err := memfit.ReadModel(dir); err == nil {
+	switch mm, err := memfit.ReadModel(dir); {
+	case err == nil:
 		m = &mm
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, memfit.ErrNoKVShape):
+		// the estimate counts the weights alone, saying so
+	default:
+		return notEstimated("%v", err)
 	}
 	var argv []string
 	if len(plan.Nodes) > 0 {
@@ -61,11 +81,11 @@ func Fit(cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, discov
 		}
 		nodes = append(nodes, n)
 	}
-	est, err := memfit.Compute(r.Name, w, m, e, nodes)
+	est, err = memfit.Compute(r.Name, w, m, e, nodes)
 	if err != nil {
 		return notEstimated("%v", err)
 	}
-	return est, ""
+	return est, "", false
 }
 
 // modelDir is the snapshot directory of the lane's model on the NAS: a

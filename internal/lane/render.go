@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
 	"net"
 	"os"
 	"slices"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/engine/memfit"
 	"github.com/sparklane/sparklane/internal/engine/secretenv"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/tardir"
@@ -187,6 +190,12 @@ func (rd *renderer) pickNodes() error {
 			return fmt.Errorf("-o %s: %s is set per node by sparklane and cannot be overridden", k, k)
 		}
 	}
+	if v, ok := rd.overrides["max_model_len"]; ok && !config.Placeholder.MatchString(v) {
+		// The rule [defaults] max_model_len and the memory fit read it by.
+		if _, err := memfit.ParseMaxModelLen(v); err != nil {
+			return fmt.Errorf("-o max_model_len=%s: %v", v, err)
+		}
+	}
 	for k := range r.Defaults {
 		if slices.Contains(config.FixedKeys, k) {
 			return recipeErr(r, "defaults."+k, "%s is set per node by sparklane: rename this default", k)
@@ -220,8 +229,12 @@ func (rd *renderer) worldShape() error {
 	dp, _ := worldInt(r, overrides, "data_parallel")
 	pp, dp = max(pp, 1), max(dp, 1)
 	rd.dp = dp
-	if need := max(tp*pp*dp, r.MinNodes); tpOK && tp > 0 && need < len(rd.nodes) {
-		why := fmt.Sprintf("tensor_parallel %d × pipeline_parallel %d × data_parallel %d = %d", tp, pp, dp, tp*pp*dp)
+	world, ok := worldSize(tp, pp, dp)
+	if tpOK && tp > 0 && !ok {
+		return recipeErr(r, "defaults.tensor_parallel", "tensor_parallel %d × pipeline_parallel %d × data_parallel %d passes 2^63-1 nodes: not a world any cluster has; lower them", tp, pp, dp)
+	}
+	if need := max(world, r.MinNodes); tpOK && tp > 0 && need < len(rd.nodes) {
+		why := fmt.Sprintf("tensor_parallel %d × pipeline_parallel %d × data_parallel %d = %d", tp, pp, dp, world)
 		if need > tp*pp*dp {
 			why = fmt.Sprintf("min_nodes %d", need)
 		}
@@ -231,6 +244,24 @@ func (rd *renderer) worldShape() error {
 		return recipeErr(r, "defaults.tensor_parallel", "tensor_parallel %d × pipeline_parallel %d × data_parallel %d = %d nodes, but cluster %s has %d (one GPU each): pick a bigger cluster or lower them with -o", tp, pp, dp, need, rd.cluster.Name, len(rd.nodes))
 	}
 	return nil
+}
+
+// worldSize is tp × pp × dp, checked: values from a recipe or -o whose
+// product passes int64 would wrap to a world of 0 nodes (or a negative
+// one) and leave the render no node to run on.
+func worldSize(tp, pp, dp int) (int, bool) {
+	n := uint64(1)
+	for _, f := range []int{tp, pp, dp} {
+		if f < 0 {
+			return 0, false
+		}
+		hi, lo := bits.Mul64(n, uint64(f))
+		if hi != 0 || lo > math.MaxInt64 {
+			return 0, false
+		}
+		n = lo
+	}
+	return int(n), true
 }
 
 // modelPath is the {model_path} default: the export mount of the model's

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/sparklane/sparklane/internal/engine/memfit"
 )
 
 // Env names of the simulation knobs, so recipes can set them without
@@ -120,7 +122,7 @@ func (p *argParser) specs() map[string]flagSpec {
 		"master-port":          {kString, setString(&p.masterPort)},
 		"headless":             {kBool, setBool("headless", &c.Headless)},
 		"context-length":       {kInt, setInt("context-length", &c.ContextLength)},
-		"max-model-len":        {kInt, setInt("max-model-len", &c.ContextLength)},
+		"max-model-len":        {kInt, setMaxModelLen(&c.ContextLength)},
 		"served-model-name":    {kString, setString(&c.ServedModelName)},
 		"load-mibps":           {kFloat, setFloat("load-mibps", &c.LoadMiBps)},
 		"prefill-tps":          {kFloat, setFloat("prefill-tps", &c.PrefillTPS)},
@@ -144,6 +146,20 @@ func setInt(name string, p *int) func(string) error {
 			return fmt.Errorf("--%s %q: not an integer", name, v)
 		}
 		*p = n
+		return nil
+	}
+}
+
+// setMaxModelLen reads --max-model-len as vLLM does (32k = 32000, 32K =
+// 32768, auto: the default length), by the rule the memory fit reads the
+// same flag with.
+func setMaxModelLen(p *int) func(string) error {
+	return func(v string) error {
+		n, err := memfit.ParseMaxModelLen(v)
+		if err != nil {
+			return fmt.Errorf("--max-model-len %q: %v", v, err)
+		}
+		*p = int(max(n, 0)) // auto (-1): the default
 		return nil
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,13 +53,18 @@ func ReadWeights(dir string) (Weights, error) {
 		if err != nil {
 			return w, fmt.Errorf("memory fit: %w", err)
 		}
-		for _, t := range h.Tensors {
-			n := int64(1)
-			for _, d := range t.Shape {
-				n *= d
+		for _, name := range h.Names() {
+			t := h.Tensors[name]
+			n, err := elements(t.Shape)
+			if err != nil {
+				return w, fmt.Errorf("memory fit: %s: tensor %s: %w", f, name, err)
 			}
-			w.Params += n
-			w.Bytes += t.End - t.Begin
+			var okP, okB bool
+			w.Params, okP = add(w.Params, n)
+			w.Bytes, okB = add(w.Bytes, t.End-t.Begin)
+			if !okP || !okB {
+				return w, fmt.Errorf("memory fit: %s: tensor %s: the model's parameters or bytes pass 2^63-1 in total: not a real model", f, name)
+			}
 			dtypes[t.DType] = true
 		}
 		w.Files++
@@ -71,6 +75,33 @@ func ReadWeights(dir string) (Weights, error) {
 	sort.Strings(w.DTypes)
 	return w, nil
 }
+
+// elements is the element count of a shape, checked: a shape like
+// [2^62, 4] passes 2^63-1 and is an error, never a wrapped 0.
+func elements(shape []int64) (int64, error) {
+	fs := make([]factor, len(shape))
+	for i, d := range shape {
+		if d == 0 {
+			return 0, nil
+		}
+		fs[i] = factor{d, fmt.Sprintf("dimension %d (%d)", i, d)}
+	}
+	n, err := product(fmt.Sprintf("the element count of shape %v", shape), fs...)
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// MaxConfigLen bounds the config.json the fit reads: the Hub serves it,
+// so its size is the repo owner's choice; a real one is a few kB (a
+// multimodal model's tens of kB).
+const MaxConfigLen = 16 << 20
+
+// ErrNoKVShape is ReadModel's error for a config.json that reads but does
+// not give the KV cache's shape: the fit then counts the weights alone,
+// saying so, where a config.json that does not read is an error.
+var ErrNoKVShape = errors.New("the KV cache cannot be sized")
 
 // Model is what the KV cache size depends on, from the model's config.json.
 type Model struct {
@@ -86,13 +117,18 @@ type Model struct {
 	MaxLen int `json:"max_len"`
 	// DType is torch_dtype, what "auto" KV caches store.
 	DType string `json:"dtype"`
+	// File is the config.json read, for messages.
+	File string `json:"file,omitempty"`
 }
 
 // ReadModel reads dir/config.json; a multimodal model's text_config (or
-// llm_config) is where its language model's shape is.
+// llm_config) is where its language model's shape is. A file over
+// MaxConfigLen is refused unread, a value that is negative or past int64
+// is an error naming its key, and a config.json without the shape is
+// ErrNoKVShape.
 func ReadModel(dir string) (Model, error) {
 	p := filepath.Join(dir, "config.json")
-	b, err := os.ReadFile(p)
+	b, err := safetensors.ReadBounded(p, MaxConfigLen)
 	if err != nil {
 		return Model{}, err
 	}
@@ -112,14 +148,24 @@ func ReadModel(dir string) (Model, error) {
 	}
 	var c shape
 	if err := json.Unmarshal(b, &c); err != nil {
-		return Model{}, fmt.Errorf("%s: not JSON: %v", p, err)
+		return Model{}, fmt.Errorf("%s: %v", p, err)
 	}
+	prefix := ""
 	if c.Layers == 0 && c.Text != nil {
-		c = *c.Text
+		c, prefix = *c.Text, "text_config."
 	} else if c.Layers == 0 && c.LLMConfig != nil {
-		c = *c.LLMConfig
+		c, prefix = *c.LLMConfig, "llm_config."
 	}
-	m := Model{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, MaxLen: c.MaxPos, DType: cmp(c.DType, c.DTypeNew)}
+	for _, kv := range []struct {
+		key string
+		v   int
+	}{{"num_hidden_layers", c.Layers}, {"num_attention_heads", c.Heads}, {"num_key_value_heads", c.KVHeads}, {"head_dim", c.HeadDim},
+		{"hidden_size", c.Hidden}, {"kv_lora_rank", c.KVLora}, {"qk_rope_head_dim", c.Rope}, {"max_position_embeddings", c.MaxPos}} {
+		if kv.v < 0 {
+			return Model{}, fmt.Errorf("%s: %s%s = %d: negative; not a model's shape", p, prefix, kv.key, kv.v)
+		}
+	}
+	m := Model{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, MaxLen: c.MaxPos, DType: cmp(c.DType, c.DTypeNew), File: p}
 	if m.KVHeads == 0 {
 		m.KVHeads = c.Heads
 	}
@@ -127,10 +173,14 @@ func ReadModel(dir string) (Model, error) {
 		m.HeadDim = c.Hidden / c.Heads
 	}
 	if c.KVLora > 0 {
-		m.MLA = c.KVLora + c.Rope
+		mla, ok := add(int64(c.KVLora), int64(c.Rope))
+		if !ok {
+			return m, fmt.Errorf("%s: %skv_lora_rank %d + qk_rope_head_dim %d passes 2^63-1: not a model's shape", p, prefix, c.KVLora, c.Rope)
+		}
+		m.MLA = int(mla)
 	}
 	if m.Layers <= 0 || (m.MLA == 0 && (m.KVHeads <= 0 || m.HeadDim <= 0)) {
-		return m, fmt.Errorf("%s: no num_hidden_layers, num_key_value_heads/num_attention_heads and head_dim/hidden_size: the KV cache cannot be sized", p)
+		return m, fmt.Errorf("%s: no num_hidden_layers, num_key_value_heads/num_attention_heads and head_dim/hidden_size: %w", p, ErrNoKVShape)
 	}
 	return m, nil
 }
@@ -143,21 +193,22 @@ func cmp(a, b string) string {
 }
 
 // kvBytes is the size of one KV cache element for an engine's
-// kv_cache_dtype ("auto" or empty: the model's dtype).
-func kvBytes(kvDType, modelDType string) (float64, string, error) {
+// kv_cache_dtype ("auto" or empty: the model's dtype), as num ÷ den bytes
+// (fp4 is ½), and the dtype's name.
+func kvBytes(kvDType, modelDType string) (num, den int64, name string, err error) {
 	d := strings.ToLower(kvDType)
 	if d == "" || d == "auto" {
 		d = strings.ToLower(modelDType)
 	}
 	switch {
 	case d == "" || slices.Contains([]string{"bfloat16", "bf16", "float16", "fp16", "half"}, d):
-		return 2, cmp(d, "bf16"), nil
+		return 2, 1, cmp(d, "bf16"), nil
 	case strings.HasPrefix(d, "fp8") || strings.HasPrefix(d, "float8") || d == "int8":
-		return 1, d, nil
+		return 1, 1, d, nil
 	case strings.HasPrefix(d, "fp4") || strings.HasPrefix(d, "nvfp4"):
-		return 0.5, d, nil
+		return 1, 2, d, nil
 	case d == "float32" || d == "fp32" || d == "float":
-		return 4, d, nil
+		return 4, 1, d, nil
 	}
-	return math.NaN(), d, fmt.Errorf("kv_cache_dtype %q: unknown: write auto, bf16, fp16, fp8 or fp8_e4m3", kvDType)
+	return 0, 1, d, fmt.Errorf("kv_cache_dtype %q: unknown: write auto, bf16, fp16, fp8 or fp8_e4m3", kvDType)
 }

@@ -6,12 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
 	"os"
 	"sort"
+	"syscall"
 )
 
-// MaxHeaderLen bounds the JSON header (the format's own limit is 100 MB).
-const MaxHeaderLen = 100 << 20
+// Limits on what a Hub snapshot makes this package read, checked before
+// anything is read or allocated: a header or an index is a file someone
+// else wrote, and a length field or a file size must not decide how much
+// memory a check takes.
+const (
+	// MaxHeaderLen bounds the JSON header (the format's own limit is 100 MB).
+	MaxHeaderLen = 100 << 20
+	// MaxIndexLen bounds model.safetensors.index.json: the largest Hub
+	// models' indexes (a trillion parameters, ~10^5 tensors) are ~10 MiB.
+	MaxIndexLen = 64 << 20
+)
 
 // Tensor is one tensor entry of a header.
 type Tensor struct {
@@ -33,11 +45,35 @@ func (t Tensor) RowBytes() (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("tensor %s: %w", t.Name, err)
 	}
-	n := int64(es)
-	for _, d := range t.Shape[1:] {
-		n *= d
+	n, err := shapeBytes(es, t.Shape[1:])
+	if err != nil {
+		return 0, fmt.Errorf("tensor %s: row of shape %v: %w", t.Name, t.Shape, err)
 	}
 	return n, nil
+}
+
+// shapeBytes is elemSize × the product of dims, checked: a dimension is
+// never negative and the size never passes 2^63-1 bytes (a shape like
+// [2^62, 4] would otherwise wrap to 0 and match empty data_offsets). A
+// zero dimension makes it 0 whatever the others are.
+func shapeBytes(elemSize int, dims []int64) (int64, error) {
+	for _, d := range dims {
+		if d < 0 {
+			return 0, fmt.Errorf("negative dimension in shape %v", dims)
+		}
+		if d == 0 {
+			return 0, nil
+		}
+	}
+	n := uint64(elemSize)
+	for _, d := range dims {
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > math.MaxInt64 {
+			return 0, fmt.Errorf("shape %v of %d-byte elements passes 2^63-1 bytes: not a real tensor", dims, elemSize)
+		}
+		n = lo
+	}
+	return int64(n), nil
 }
 
 // Rows is the first dimension.
@@ -89,17 +125,64 @@ func DTypeSize(dt string) (int, error) {
 // ReadHeader parses the header of the safetensors file at path and checks
 // every tensor's offsets against the file size and its shape.
 func ReadHeader(path string) (*Header, error) {
-	f, err := os.Open(path)
+	f, st, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return Parse(f, st.Size(), path)
+}
+
+// openRegular opens path for reading without ever blocking on a FIFO or
+// a device (non-blocking open) and refuses anything but a regular file
+// (links are followed: a Hub snapshot's files are links into blobs/).
+func openRegular(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
 	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: not a regular file (%s)", path, st.Mode().Type())
+	}
+	return f, st, nil
+}
+
+// ReadBounded reads the regular file at path whole when it holds at most
+// limit bytes, and refuses a larger one — naming the file and the limit —
+// before reading any of it (and stops at limit+1 bytes should the file
+// grow meanwhile). It is how the JSON files of a Hub snapshot (the index
+// here, config.json in memfit) are read: their size is someone else's
+// choice, the memory a check takes is not.
+func ReadBounded(path string, limit int64) ([]byte, error) {
+	f, st, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(f, st.Size(), path)
+	defer f.Close()
+	over := func(size string) error {
+		return fmt.Errorf("%s: %s, over the %d-byte (%s) limit for this file: refused unread; a real one is far smaller, so the snapshot is damaged or not a model's", path, size, limit, mib(limit))
+	}
+	if st.Size() > limit {
+		return nil, over(fmt.Sprintf("%d bytes", st.Size()))
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, over("grew while read")
+	}
+	return b, nil
 }
+
+// mib names a byte limit in MiB for messages.
+func mib(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
 
 // Parse reads a header from r, a file of size bytes named name (for errors).
 func Parse(r io.ReaderAt, size int64, name string) (*Header, error) {
@@ -111,7 +194,10 @@ func Parse(r io.ReaderAt, size int64, name string) (*Header, error) {
 		return nil, fmt.Errorf("%s: read header length: %w", name, err)
 	}
 	hl := binary.LittleEndian.Uint64(lb[:])
-	if hl > MaxHeaderLen || int64(hl) > size-8 {
+	if hl > MaxHeaderLen {
+		return nil, fmt.Errorf("%s: header length %d is over the %d-byte (%s) limit of a safetensors header: not read; the file is damaged or not a safetensors file", name, hl, MaxHeaderLen, mib(MaxHeaderLen))
+	}
+	if int64(hl) > size-8 {
 		return nil, fmt.Errorf("%s: header length %d reaches beyond the file (%d bytes): truncated or not a safetensors file", name, hl, size)
 	}
 	raw := make([]byte, 8+hl)
@@ -146,18 +232,15 @@ func Parse(r io.ReaderAt, size int64, name string) (*Header, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: tensor %s: %w", name, k, err)
 		}
-		want := int64(es)
-		for _, d := range t.Shape {
-			if d < 0 {
-				return nil, fmt.Errorf("%s: tensor %s: negative dimension in shape %v", name, k, t.Shape)
-			}
-			want *= d
+		want, err := shapeBytes(es, t.Shape)
+		if err != nil {
+			return nil, fmt.Errorf("%s: tensor %s: %s: %w", name, k, t.DType, err)
 		}
 		if t.Begin < 0 || t.End < t.Begin || t.End-t.Begin != want {
 			return nil, fmt.Errorf("%s: tensor %s: data_offsets [%d,%d] do not match shape %v of %s (%d bytes)", name, k, t.Begin, t.End, t.Shape, t.DType, want)
 		}
-		if h.DataStart+t.End > size {
-			return nil, fmt.Errorf("%s: tensor %s: data ends at byte %d but the file has %d bytes: truncated shard", name, k, h.DataStart+t.End, size)
+		if t.End > size-h.DataStart { // never DataStart+End: it could wrap
+			return nil, fmt.Errorf("%s: tensor %s: data ends at byte %d but the file has %d bytes: truncated shard", name, k, uint64(h.DataStart)+uint64(t.End), size)
 		}
 		h.Tensors[k] = t
 	}
@@ -172,7 +255,7 @@ type Index struct {
 
 // ReadIndex reads an index file.
 func ReadIndex(path string) (*Index, error) {
-	b, err := os.ReadFile(path)
+	b, err := ReadBounded(path, MaxIndexLen)
 	if err != nil {
 		return nil, err
 	}
@@ -215,9 +298,12 @@ func Encode(tensors []Tensor, metadata map[string]string) ([]byte, []Tensor, err
 		if err != nil {
 			return nil, nil, fmt.Errorf("tensor %s: %w", t.Name, err)
 		}
-		n := int64(es)
-		for _, d := range t.Shape {
-			n *= d
+		n, err := shapeBytes(es, t.Shape)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tensor %s: %w", t.Name, err)
+		}
+		if off > math.MaxInt64-n {
+			return nil, nil, fmt.Errorf("tensor %s: data passes 2^63-1 bytes", t.Name)
 		}
 		t.Begin, t.End = off, off+n
 		off += n

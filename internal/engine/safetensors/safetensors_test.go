@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -89,7 +90,7 @@ func TestBadFiles(t *testing.T) {
 		{"header length beyond limit", func(b []byte) []byte {
 			binary.LittleEndian.PutUint64(b, MaxHeaderLen+1)
 			return b
-		}, "reaches beyond the file"},
+		}, "header length 104857601 is over the 104857600-byte (100 MiB) limit of a safetensors header"},
 		{"header not JSON", func(b []byte) []byte { b[8] = '['; b[9] = '!'; return b }, "not JSON"},
 		{"offsets do not match shape", func(b []byte) []byte { return bytes.Replace(b, []byte("[16,4]"), []byte("[16,5]"), 1) }, "do not match shape"},
 		{"offsets of wrong arity", func(b []byte) []byte {
@@ -126,5 +127,73 @@ func TestReadIndex(t *testing.T) {
 	os.WriteFile(p, []byte(`not json`), 0o644)
 	if _, err := ReadIndex(p); err == nil || !strings.Contains(err.Error(), p) {
 		t.Fatalf("index not JSON: %v", err)
+	}
+}
+
+// rawFile writes a safetensors file of header hdr and dataLen bytes of
+// data (a hole), as a hostile writer would: no Encode to keep it honest.
+func rawFile(t *testing.T, hdr string, dataLen int64) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "model.safetensors")
+	b := binary.LittleEndian.AppendUint64(nil, uint64(len(hdr)))
+	if err := os.WriteFile(p, append(b, hdr...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, int64(8+len(hdr))+dataLen); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Sizes from a header are checked, never wrapped: a shape whose bytes pass
+// int64 ([2^62, 4] of BF16 wrapped to 0 and matched offsets [0,0]), and
+// an end offset that DataStart + End would wrap past the file's size.
+func TestHeaderSizesNeverWrap(t *testing.T) {
+	for hdr, want := range map[string]string{
+		`{"w":{"dtype":"BF16","shape":[4611686018427387904,4],"data_offsets":[0,0]}}`:                                                  "tensor w: BF16: shape [4611686018427387904 4] of 2-byte elements passes 2^63-1 bytes",
+		`{"w":{"dtype":"U8","shape":[4611686018427387904,4],"data_offsets":[0,0]}}`:                                                    "passes 2^63-1 bytes",
+		`{"w":{"dtype":"U8","shape":[16],"data_offsets":[9223372036854775790,9223372036854775806]}}`:                                   "data ends at byte 9223372036854775904 but the file has 99 bytes: truncated shard", // past 2^63: no wrap
+		`{"w":{"dtype":"U8","shape":[4611686018427387904,0],"data_offsets":[0,0]},"v":{"dtype":"U8","shape":[],"data_offsets":[0,1]}}`: "",
+	} {
+		h, err := ReadHeader(rawFile(t, hdr, 1))
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", hdr, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: header %+v, error %v; want %q", hdr, h, err, want)
+		}
+	}
+	if _, err := (Tensor{Name: "r", DType: "F32", Shape: []int64{2, 1 << 61, 2}}).RowBytes(); err == nil || !strings.Contains(err.Error(), "passes 2^63-1 bytes") {
+		t.Errorf("row bytes of a wrapping shape: %v", err)
+	}
+	if _, _, err := Encode([]Tensor{{Name: "e", DType: "BF16", Shape: []int64{1 << 62, 4}}}, nil); err == nil {
+		t.Error("Encode laid out a tensor whose size wraps")
+	}
+}
+
+// An index over MaxIndexLen is refused before it is read (a sparse 1 GiB
+// file costs no disk), naming the file and the limit; a FIFO is refused,
+// not waited on.
+func TestBoundedReads(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "model.safetensors.index.json")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadIndex(p); err == nil || !strings.Contains(err.Error(), p+": 1073741824 bytes, over the 67108864-byte (64 MiB) limit") {
+		t.Errorf("1 GiB index: %v", err)
+	}
+	fifo := filepath.Join(dir, "fifo.safetensors")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadHeader(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FIFO shard: %v", err)
+	}
+	if _, err := ReadBounded(fifo, 1<<20); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FIFO: %v", err)
 	}
 }
