@@ -1,10 +1,11 @@
 package config
 
 import (
-	"github.com/sparklane/sparklane/internal/testkit/conftest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparklane/sparklane/internal/testkit/conftest"
 )
 
 // [keep] loads in the config and in a recipe; bad values and unknown keys

@@ -1,9 +1,10 @@
 package config
 
 import (
-	"github.com/sparklane/sparklane/internal/testkit/conftest"
 	"strings"
 	"testing"
+
+	"github.com/sparklane/sparklane/internal/testkit/conftest"
 )
 
 func TestRelayKeysLoadAndValidate(t *testing.T) {

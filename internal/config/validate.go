@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/memfit"
 	"github.com/sparklane/sparklane/internal/engine/secretenv"
 	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/strictdecode"
@@ -288,27 +287,6 @@ func intDefault(r *Recipe, key string) (int, bool, error) {
 	return int(n), true, nil
 }
 
-// maxModelLenErr checks [defaults] max_model_len (sparkrun's key for the
-// engine's context length) by the one rule the memory fit and the engines
-// read it with (memfit.ParseMaxModelLen: vLLM's 32768, 32k = 32000,
-// 32K = 32768, 25.6k, auto): a value no engine takes is an error here,
-// not a lane that starts and dies. A value holding a placeholder is left
-// to the render.
-func maxModelLenErr(r *Recipe) error {
-	v, ok := r.Defaults["max_model_len"]
-	if !ok {
-		return nil
-	}
-	s := ValueString(v)
-	if Placeholder.MatchString(s) {
-		return nil
-	}
-	if _, err := memfit.ParseMaxModelLen(s); err != nil {
-		return recipeErr(r, "defaults.max_model_len", "%v", err)
-	}
-	return nil
-}
-
 // DefaultInt is [defaults] key as an integer, ok=false when the key is
 // absent or not an integer (RecipeErrors reports that): how the fleet
 // checks read tensor_parallel.
@@ -362,9 +340,6 @@ func RecipeErrors(r *Recipe) []error {
 		} else if ok && (k == "port" || k == "dist_port" || k == "master_port") && (n < 1 || n > 65535) {
 			errs = append(errs, recipeErr(r, "defaults."+k, "%d is not a port in 1..65535", n))
 		}
-	}
-	if err := maxModelLenErr(r); err != nil {
-		errs = append(errs, err)
 	}
 	if r.Bench.Runs < 0 || r.Bench.Runs > MaxBenchRuns {
 		errs = append(errs, recipeErr(r, "bench.runs", "%d is out of range: write how many times the sweep repeats, 1..%d (0 or absent: 3)", r.Bench.Runs, MaxBenchRuns))

@@ -1,10 +1,11 @@
 package config
 
 import (
-	"github.com/sparklane/sparklane/internal/testkit/conftest"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/sparklane/sparklane/internal/testkit/conftest"
 )
 
 func TestResolve(t *testing.T) {

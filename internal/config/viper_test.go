@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/testkit/conftest"
 	"github.com/spf13/pflag"
+
+	"github.com/sparklane/sparklane/internal/testkit/conftest"
 )
 
 // flagViper is what starter does: --config bound to the "config" key.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/engine/memfit"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/fault"
 )
@@ -30,6 +31,9 @@ func Validate(cfg *config.Config, recipes []*config.Recipe) error {
 	errs = append(errs, config.NameErrors(recipes)...)
 	for _, r := range recipes {
 		rerrs := config.RecipeErrors(r)
+		if err := maxModelLenErr(r); err != nil {
+			rerrs = append(rerrs, err)
+		}
 		if cfg != nil && r.Cluster == "" && cfg.DefaultCluster != "" && cfg.Cluster(cfg.DefaultCluster) != nil {
 			// A recipe without a cluster (every sparkrun recipe) is checked
 			// where it will run: the default cluster.
@@ -159,6 +163,28 @@ func checkUnderRoots(p string, n *config.Node) error {
 			return fmt.Errorf("%s escapes node %s's roots %v via \"..\" (it cleans to %s): remove the \"..\"", p, n.Name, n.Roots, filepath.Clean(p))
 		}
 		return fmt.Errorf("%s is outside node %s's roots %v: add a root to the node or change the path", p, n.Name, n.Roots)
+	}
+	return nil
+}
+
+// maxModelLenErr checks [defaults] max_model_len (sparkrun's key for the
+// engine's context length) by the one rule the memory fit and the engines
+// read it with (memfit.ParseMaxModelLen: vLLM's 32768, 32k = 32000,
+// 32K = 32768, 25.6k, auto): a value no engine takes is an error here,
+// not a lane that starts and dies (the resolver checks it: the file
+// format knows no engine). A value holding a placeholder is left to the
+// render.
+func maxModelLenErr(r *config.Recipe) error {
+	v, ok := r.Defaults["max_model_len"]
+	if !ok {
+		return nil
+	}
+	s := config.ValueString(v)
+	if config.Placeholder.MatchString(s) {
+		return nil
+	}
+	if _, err := memfit.ParseMaxModelLen(s); err != nil {
+		return fileErr(r.File, "defaults.max_model_len", "%v", err)
 	}
 	return nil
 }
