@@ -96,3 +96,57 @@ func TestRecipesDirSkipsWhatIsNotARecipe(t *testing.T) {
 		t.Fatalf("Load(fifo): %v", err)
 	}
 }
+
+// A recipes_dirs entry is read from inside itself (a clone made by hand is
+// someone else's text too), a recipes_dirs entry inside a registry clone
+// from inside the clone: a link out is broken naming the link, a link to
+// a recipe elsewhere in the same tree loads, and recipes_dir (the
+// operator's own directory) still follows links.
+func TestRecipeTreesAreReadFromInside(t *testing.T) {
+	dir := t.TempDir()
+	const recipe = "model: m\nruntime: vllm\ncontainer: i\ncommand: vllm serve m\n"
+	clone, hand, own := filepath.Join(dir, "clone"), filepath.Join(dir, "hand"), filepath.Join(dir, "own")
+	for _, d := range []string{filepath.Join(dir, "outside"), filepath.Join(clone, "common"), filepath.Join(clone, "recipes"), hand, own} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outside := conftest.WriteFile(t, filepath.Join(dir, "outside"), "x.yaml", recipe)
+	conftest.WriteFile(t, filepath.Join(clone, "common"), "base.yaml", recipe)
+	links := map[string]string{
+		filepath.Join(clone, "recipes", "shared.yaml"): "../common/base.yaml", // inside the clone, outside recipes_dirs: fine
+		filepath.Join(clone, "recipes", "leak.yaml"):   outside,
+		filepath.Join(hand, "leak2.yaml"):              "../outside/x.yaml",
+		filepath.Join(own, "mine.yaml"):                outside,
+	}
+	for l, target := range links {
+		if err := os.Symlink(target, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := &Config{RecipesDir: own, RecipesDirs: []string{filepath.Join(clone, "recipes"), hand}, Registries: map[string]string{"ext": clone}}
+	set, err := LoadRecipeSet(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range set.Recipes {
+		names = append(names, r.Name)
+	}
+	if strings.Join(names, ",") != "mine,shared" {
+		t.Errorf("recipes: %v, want mine (recipes_dir) and shared (a link inside the clone)", names)
+	}
+	want := map[string]string{
+		filepath.Join(clone, "recipes", "leak.yaml"): "which links outside registry ext's clone " + clone,
+		filepath.Join(hand, "leak2.yaml"):            "which links outside recipes_dirs entry " + hand,
+	}
+	for _, b := range set.Broken {
+		if w, ok := want[b.File]; !ok || !strings.Contains(b.Error, b.File+": is a symlink to ") || !strings.Contains(b.Error, w) {
+			t.Errorf("broken %s: %s", b.File, b.Error)
+		}
+		delete(want, b.File)
+	}
+	if len(want) > 0 {
+		t.Errorf("not reported broken: %v", want)
+	}
+}

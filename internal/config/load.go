@@ -261,11 +261,58 @@ func LoadRecipe(path string) (*Recipe, error) { return LoadRecipeWith(path, nil)
 // LoadRecipeWith is LoadRecipe with the fleet's registries (name → clone),
 // where a recipe's mods are also looked for (resolveMods).
 func LoadRecipeWith(path string, registries map[string]string) (*Recipe, error) {
+	return loadRecipe(recipeTree{}, path, registries)
+}
+
+// recipeTree is the tree a recipe file was found in, when it must be read
+// from inside it: a registry clone or a recipes_dirs entry, someone
+// else's text whose symlinks may point anywhere. The zero value is no
+// bound (recipes_dir, a path the operator named).
+type recipeTree struct {
+	// Root is the tree's top; What names it in messages ("registry clone").
+	Root, What string
+}
+
+// treeOf is the tree a recipes directory dir reads its files in: the
+// registry clone (enabled or disabled) it lies in, else dir itself when
+// it is a recipes_dirs entry (deep), else no bound.
+func treeOf(cfg *Config, dir string, deep bool) recipeTree {
+	for _, regs := range []map[string]string{cfg.Registries, cfg.DisabledRegistries} {
+		for _, name := range slices.Sorted(maps.Keys(regs)) {
+			if within(dir, regs[name]) {
+				return recipeTree{Root: regs[name], What: "registry " + name + "'s clone"}
+			}
+		}
+	}
+	if deep {
+		return recipeTree{Root: dir, What: "recipes_dirs entry"}
+	}
+	return recipeTree{}
+}
+
+// loadRecipe is LoadRecipeWith reading path from inside tree (when it has
+// a root): a file that is, or lies under, a symlink leading out of the
+// tree is never opened, and the error says so without a word of it.
+func loadRecipe(tree recipeTree, path string, registries map[string]string) (*Recipe, error) {
 	ext := strings.ToLower(filepath.Ext(path))
 	if ext != ".toml" && ext != ".yaml" && ext != ".yml" {
 		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: unknown recipe format: name it NAME.toml (sparklane) or NAME.yaml (sparkrun v2)", path))
 	}
-	data, err := strictdecode.ReadFile(path, "recipe")
+	var data []byte
+	var err error
+	if tree.Root == "" {
+		data, err = strictdecode.ReadFile(path, "recipe")
+	} else {
+		data, err = strictdecode.ReadFileIn(tree.Root, path, "recipe")
+	}
+	var out *strictdecode.OutsideRootError
+	if errors.As(err, &out) {
+		what := fmt.Sprintf("is a symlink to %q", out.Target)
+		if out.Link != path {
+			what = fmt.Sprintf("lies under %s, a symlink to %q", out.Link, out.Target)
+		}
+		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: %s, which links outside %s %s: a recipe there is read only from inside it (absolute links are never followed), so this one was not opened: replace the link with the recipe itself, or a relative link to a file inside", path, what, tree.What, tree.Root))
+	}
 	if err != nil {
 		return nil, fault.Permanent(fault.InvalidSpec, err)
 	}

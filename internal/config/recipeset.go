@@ -68,7 +68,7 @@ func LoadRecipeSet(cfg *Config, skip ...string) (*RecipeSet, error) {
 			errs = append(errs, err)
 		}
 		set.Warnings = append(set.Warnings, warns...)
-		for _, r := range set.load(files, cfg.Registries) {
+		for _, r := range set.load(treeOf(cfg, dir, deep), files, cfg.Registries) {
 			root := ""
 			if deep {
 				root = dir
@@ -126,10 +126,10 @@ func Broken(file string, err error) BrokenRecipe {
 	return BrokenRecipe{File: file, Err: err, Error: unwrapFault(err).Error()}
 }
 
-func (s *RecipeSet) load(files []string, registries map[string]string) []*Recipe {
+func (s *RecipeSet) load(tree recipeTree, files []string, registries map[string]string) []*Recipe {
 	var out []*Recipe
 	for _, p := range files {
-		r, err := LoadRecipeWith(p, registries)
+		r, err := loadRecipe(tree, p, registries)
 		switch {
 		case errors.Is(err, ErrNotRecipe):
 			s.Warnings = append(s.Warnings, fmt.Sprintf("%v: skipped", unwrapFault(err)))
@@ -225,7 +225,8 @@ func recipeFiles(dir string, deep bool, skip []string) ([]string, []string, erro
 // ResolveRecipeRef loads a recipe named @REGISTRY/NAME (sparkrun's scoped
 // reference) from the local clone the config's [registries] names: the
 // file NAME.yaml, NAME.yml or NAME.toml anywhere under it (mod
-// directories aside). A ref without @ is a path.
+// directories aside), read from inside the clone (a symlink out of it is
+// an error, never followed). A ref without @ is a path.
 func ResolveRecipeRef(cfg *Config, ref string) (*Recipe, error) {
 	if !strings.HasPrefix(ref, "@") {
 		return LoadRecipeWith(ref, cfg.Registries)
@@ -258,7 +259,7 @@ func ResolveRecipeRef(cfg *Config, ref string) (*Recipe, error) {
 	case 0:
 		return bad("%s: no recipe %s.yaml under registry %s (%s): check the name with `starter lanes`", ref, name, reg, root)
 	case 1:
-		return LoadRecipeWith(hits[0], cfg.Registries)
+		return loadRecipe(recipeTree{Root: root, What: "registry " + reg + "'s clone"}, hits[0], cfg.Registries)
 	}
 	return bad("%s: %d recipes are named %s under registry %s (%s): name the file instead", ref, len(hits), name, reg, strings.Join(hits, ", "))
 }

@@ -2,8 +2,8 @@ package config
 
 import (
 	"encoding/json"
-	"regexp"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/strictdecode"
 )
 
@@ -20,8 +20,10 @@ var FixedKeys = []string{"lane", "node", "node_rank", "nnodes", "head_addr", "no
 // one.
 var BuiltinKeys = []string{"model", "image", "port", "dist_port", "master_port", "tensor_parallel", "expert_parallel", "model_path"}
 
-// Placeholder matches one {key} of a template; group 1 is the key.
-var Placeholder = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+// Placeholder matches one {key} of a template; group 1 is the key. It is
+// contract.Placeholder, which the shell renderer (contract.RenderShell)
+// reads hooks with: one pattern for every template.
+var Placeholder = contract.Placeholder
 
 // ValueString is the text a [defaults] value stands for in a template: a
 // scalar as written (8000, true, 0.5), anything else as JSON.

@@ -23,8 +23,10 @@
 //
 // Files by family: plan.go and recipe.go (the recipe as a run carries it
 // and the per-node plan rendered from it), ids.go (workflow IDs, queues,
-// lease kinds), progress.go (the steps every workflow answers its progress
-// query with), node.go (fleet probe, node status, leases), stage.go
+// lease kinds), shell.go (the one owner of shell words: splitting a
+// command, quoting a word, filling placeholders into shell text),
+// progress.go (the steps every workflow answers its progress query with),
+// node.go (fleet probe, node status, leases), stage.go
 // (staging, verify), images.go and imageref.go (the lane's image, the one
 // owner of "is this image on this node, and under which ID"), serve.go
 // (hooks, ranks, probes, up and stop), keeper.go, control.go (cutover,

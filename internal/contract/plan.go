@@ -3,9 +3,6 @@ package contract
 import (
 	"fmt"
 	"strconv"
-	"strings"
-
-	"github.com/kballard/go-shellquote"
 )
 
 // NodePlan is what one node runs for a lane: the rendered result of a
@@ -206,26 +203,4 @@ func pickStr(v, def string) string {
 		return v
 	}
 	return def
-}
-
-// SplitArgs splits a command into words by sh's rules (go-shellquote):
-// whitespace separates words, a backslash-newline continues the line,
-// single quotes are literal, double quotes allow \" \\ \$ \` escapes, a bare
-// backslash escapes the next character. No expansion of any kind is done.
-// It is how a recipe's command template and a spec's Entrypoint are read
-// into argv, by the loader, the renderer and the node worker alike.
-func SplitArgs(s string) ([]string, error) {
-	words, err := shellquote.Split(strings.ReplaceAll(s, "\r\n", "\n"))
-	if err != nil {
-		return nil, fmt.Errorf("%v: close the quote or drop the trailing backslash", strings.ToLower(err.Error()[:1])+err.Error()[1:])
-	}
-	return words, nil
-}
-
-// JoinArgs is the inverse of SplitArgs (go-shellquote's Join): one line,
-// each argument quoted only when it needs to be, so the printed command
-// (NodePlan.Command) can be pasted into a shell and splits back into the
-// same argv.
-func JoinArgs(argv []string) string {
-	return shellquote.Join(argv...)
 }

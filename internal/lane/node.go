@@ -1,10 +1,12 @@
 package lane
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -60,6 +62,79 @@ func (v *vars) expand(s string, chain []string) (string, error) {
 		return val
 	})
 	return out, firstErr
+}
+
+// renderShell renders cmds, the shell commands of the recipe's list key
+// (cmds[i] is key[at[i]]; at nil: key[i]), with every placeholder value
+// one literal word wherever it lands (contract.RenderShell, the one owner
+// of shell quoting; `command` is quoted by the same contract.QuoteWord).
+// script says the commands run as one script (pre_exec); else each runs
+// alone (post hooks: sh -c each). keep leaves a {NAME} without a value as
+// written (a hook's own shell text) instead of failing. Errors name the
+// file and key[i].
+func (v *vars) renderShell(key string, cmds []string, at []int, script, keep bool) ([]string, error) {
+	if len(cmds) == 0 {
+		return nil, nil
+	}
+	value := func(_ int, k string) (string, bool, error) {
+		if _, ok := v.raw[k]; !ok && keep {
+			return "", false, nil
+		}
+		s, err := v.get(k, nil)
+		return s, err == nil, err
+	}
+	wrap := func(i int, err error) error { // i: the index of cmds[0] rendered
+		var pe *contract.ShellPartError
+		if errors.As(err, &pe) {
+			i, err = i+pe.Part, pe.Err
+		}
+		if at != nil {
+			i = at[i]
+		}
+		return fmt.Errorf("%s: %s[%d]: %w", v.file, key, i, err)
+	}
+	if script {
+		out, err := contract.RenderShell(cmds, value)
+		if err != nil {
+			return nil, wrap(0, err)
+		}
+		return out, nil
+	}
+	out := make([]string, 0, len(cmds))
+	for i, c := range cmds {
+		one, err := contract.RenderShell([]string{c}, value)
+		if err != nil {
+			return nil, wrap(i, err)
+		}
+		out = append(out, one[0])
+	}
+	return out, nil
+}
+
+// renderPreExec renders the recipe's pre_exec: its run commands, which
+// the node joins into one script in the container's entrypoint, as one
+// shell text; its copies as they are.
+func renderPreExec(r *contract.Recipe, v *vars) ([]contract.PreExec, error) {
+	var runs []string
+	var at []int
+	for i, p := range r.PreExec {
+		if p.Run != "" {
+			runs, at = append(runs, p.Run), append(at, i)
+		}
+	}
+	out, err := v.renderShell("pre_exec", runs, at, true, false)
+	if err != nil {
+		return nil, err
+	}
+	var pre []contract.PreExec
+	for i, p := range r.PreExec {
+		run := p.Run
+		if k := slices.Index(at, i); k >= 0 {
+			run = out[k]
+		}
+		pre = append(pre, contract.PreExec{Run: run, Copy: p.Copy, Dest: p.Dest})
+	}
+	return pre, nil
 }
 
 // render expands s found at key in the recipe, naming file and key on error.
@@ -123,13 +198,9 @@ func renderNode(cfg *config.Config, r *contract.Recipe, v *vars, nodes []*config
 	if err != nil {
 		return nil, err
 	}
-	var pre []contract.PreExec
-	for i, p := range r.PreExec {
-		run, err := v.render(fmt.Sprintf("pre_exec[%d]", i), p.Run)
-		if err != nil {
-			return nil, err
-		}
-		pre = append(pre, contract.PreExec{Run: run, Copy: p.Copy, Dest: p.Dest})
+	pre, err := renderPreExec(r, v)
+	if err != nil {
+		return nil, err
 	}
 
 	// World shape last: engine adapters read these, so they are never left

@@ -472,8 +472,9 @@ func sortedStrings(m map[string]string) []string {
 // plan with the head's placeholders plus what sparkrun's hooks get:
 // {head_ip}, {head_host}, {base_url} (http://HEAD_IP:PORT/v1),
 // {container_name} (the head rank's), {cache_dir} (hf_cache_dir) and
-// {cluster_id} (the cluster's name). A hook is shell, so a {NAME} no value
-// has (a shell's ${HOME}) is left as written, as sparkrun leaves it.
+// {cluster_id} (the cluster's name). A hook is shell: every value is put
+// in as one literal word (vars.renderShell), and a {NAME} no value has is
+// left as written, as sparkrun leaves it.
 func (rd *renderer) postHooks(plan *contract.LanePlan, v *vars) error {
 	r := rd.r
 	plan.StopAfterPost = r.StopAfterPost
@@ -490,37 +491,12 @@ func (rd *renderer) postHooks(plan *contract.LanePlan, v *vars) error {
 	set("container_name", plan.Nodes[0].ContainerName)
 	set("cache_dir", rd.cfg.HFCacheDir)
 	set("cluster_id", plan.Cluster)
-	render := func(key, s string) (string, error) {
-		var firstErr error
-		out := config.Placeholder.ReplaceAllStringFunc(s, func(m string) string {
-			k := m[1 : len(m)-1]
-			if _, ok := v.raw[k]; !ok || firstErr != nil {
-				return m
-			}
-			val, err := v.get(k, nil)
-			if err != nil {
-				firstErr = fmt.Errorf("%s: %s: %w", r.File, key, err)
-				return m
-			}
-			return val
-		})
-		return out, firstErr
+	var err error
+	if plan.PostExec, err = v.renderShell("post_exec", r.PostExec, nil, false, true); err != nil {
+		return err
 	}
-	for i, c := range r.PostExec {
-		out, err := render(fmt.Sprintf("post_exec[%d]", i), c)
-		if err != nil {
-			return err
-		}
-		plan.PostExec = append(plan.PostExec, out)
-	}
-	for i, c := range r.PostCommands {
-		out, err := render(fmt.Sprintf("post_commands[%d]", i), c)
-		if err != nil {
-			return err
-		}
-		plan.PostCommands = append(plan.PostCommands, out)
-	}
-	return nil
+	plan.PostCommands, err = v.renderShell("post_commands", r.PostCommands, nil, false, true)
+	return err
 }
 
 // carryMods reads each pre_exec copy (a mod directory, found on this,

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/regset"
@@ -55,6 +56,12 @@ func Add(ctx context.Context, stateDir, name, url, ref string) (Registry, error)
 	if err := config.ValidName(name); err != nil {
 		return Registry{}, fmt.Errorf("registry name %q: %w", name, err)
 	}
+	if err := CheckURL(url); err != nil {
+		return Registry{}, fmt.Errorf("registry %s: %w", name, err)
+	}
+	if err := CheckRef(ref); err != nil {
+		return Registry{}, fmt.Errorf("registry %s: --ref %w", name, err)
+	}
 	dir := filepath.Join(Dir(stateDir), name)
 	if _, err := os.Stat(dir); err == nil {
 		return Registry{}, fmt.Errorf("registry %s is already at %s: `starter registry update %s`, or remove it first", name, dir, name)
@@ -67,11 +74,11 @@ func Add(ctx context.Context, stateDir, name, url, ref string) (Registry, error)
 		return Registry{}, err
 	}
 	defer os.RemoveAll(tmp)
-	if _, err := git(ctx, tmp, "clone", "--quiet", "--", url, "clone"); err != nil {
+	if _, err := git(ctx, tmp, "clone", "--quiet", "--end-of-options", url, "clone"); err != nil {
 		return Registry{}, fmt.Errorf("registry %s: %w", name, err)
 	}
 	clone := filepath.Join(tmp, "clone")
-	if _, err := git(ctx, clone, "config", "sparklane.ref", ref); err != nil {
+	if _, err := git(ctx, clone, "config", "--end-of-options", "sparklane.ref", ref); err != nil {
 		return Registry{}, err
 	}
 	if err := checkout(ctx, clone, ref); err != nil {
@@ -84,24 +91,77 @@ func Add(ctx context.Context, stateDir, name, url, ref string) (Registry, error)
 }
 
 // checkout moves the clone to ref as the remote has it: a branch's
-// remote head, else a tag or a commit.
+// remote head, else a tag or a commit. The ref is checked again (one read
+// back from the clone's config may have been edited) and resolved with
+// --end-of-options; checkout then gets the commit's hash, which no option
+// starts like (git 2.39's checkout takes --end-of-options for a path).
 func checkout(ctx context.Context, dir, ref string) error {
+	if err := CheckRef(ref); err != nil {
+		return fmt.Errorf("ref %w: fix sparklane.ref in %s", err, filepath.Join(dir, ".git", "config"))
+	}
 	target := "origin/HEAD"
 	if ref != "" {
 		target = ref
-		if _, err := git(ctx, dir, "rev-parse", "--verify", "--quiet", "origin/"+ref+"^{commit}"); err == nil {
+		if _, err := git(ctx, dir, "rev-parse", "--verify", "--quiet", "--end-of-options", "origin/"+ref+"^{commit}"); err == nil {
 			target = "origin/" + ref
 		}
 	}
-	if _, err := git(ctx, dir, "checkout", "--quiet", "--detach", target+"^{commit}"); err != nil {
+	commit, err := git(ctx, dir, "rev-parse", "--verify", "--quiet", "--end-of-options", target+"^{commit}")
+	if err == nil {
+		_, err = git(ctx, dir, "checkout", "--quiet", "--detach", commit)
+	}
+	if err != nil {
 		return fmt.Errorf("ref %q: %w", cmp.Or(ref, "the remote's default branch"), err)
 	}
 	return nil
 }
 
+// CheckURL refuses a registry URL git could take for something else: one
+// starting with '-' (an option), holding a control character, or naming
+// git's ext:: or fd:: transports (they run commands). Any other git URL
+// or local path is git's to judge.
+func CheckURL(url string) error {
+	switch {
+	case url == "":
+		return errors.New("empty URL: give the registry's git URL or a local path")
+	case strings.HasPrefix(url, "-"):
+		return fmt.Errorf("URL %q starts with '-', which git would read as an option: give the registry's git URL (https://…, git@host:…) or a path (./%s)", url, url)
+	case strings.IndexFunc(url, unicode.IsControl) >= 0:
+		return fmt.Errorf("URL %q holds a control character: give the registry's git URL", url)
+	case strings.HasPrefix(url, "ext::"), strings.HasPrefix(url, "fd::"):
+		return fmt.Errorf("URL %q uses git's %s transport, which runs a command: give an https://, ssh or file URL, or a path", url, url[:strings.Index(url, "::")+2])
+	}
+	return nil
+}
+
+// CheckRef refuses a --ref that is no branch, tag or commit name by git's
+// rules (git check-ref-format, plus a commit hash): in particular one
+// starting with '-', which git would read as an option. Empty is the
+// remote's default branch.
+func CheckRef(ref string) error {
+	bad := ""
+	switch {
+	case ref == "":
+		return nil
+	case strings.HasPrefix(ref, "-"):
+		bad = "starts with '-', which git would read as an option"
+	case strings.IndexFunc(ref, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }) >= 0:
+		bad = "holds a space or control character"
+	case strings.ContainsAny(ref, "~^:?*[\\"), strings.Contains(ref, ".."), strings.Contains(ref, "@{"), strings.Contains(ref, "//"),
+		strings.HasSuffix(ref, "/"), strings.HasSuffix(ref, "."), strings.HasSuffix(ref, ".lock"), strings.HasPrefix(ref, "/"), ref == "@":
+		bad = "is not a valid git ref name"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%q %s: give a branch, tag or commit (e.g. main, v1.2, 3f2a9c1)", ref, bad)
+}
+
 // Update fetches registry name and checks out its ref again (a branch
 // moves to its new head; a tag or commit stays).
 func Update(ctx context.Context, stateDir, name string) (Registry, error) {
+	if err := config.ValidName(name); err != nil {
+		return Registry{}, fmt.Errorf("registry name %q: %w", name, err)
+	}
 	dir := filepath.Join(Dir(stateDir), name)
 	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
 		return Registry{}, fmt.Errorf("no registry %s (%s): `starter registry list` shows them", name, dir)
@@ -120,6 +180,9 @@ func Update(ctx context.Context, stateDir, name string) (Registry, error) {
 
 // Get describes registry name.
 func Get(ctx context.Context, stateDir, name string) (Registry, error) {
+	if err := config.ValidName(name); err != nil {
+		return Registry{}, fmt.Errorf("registry name %q: %w", name, err)
+	}
 	dir := filepath.Join(Dir(stateDir), name)
 	r := Registry{Name: name, Path: dir}
 	var err error
@@ -143,8 +206,8 @@ func List(ctx context.Context, stateDir string) ([]Registry, error) {
 	}
 	var out []Registry
 	for _, e := range ents {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-			continue
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || config.ValidName(e.Name()) != nil {
+			continue // not a clone Add made (regset.Resolve skips it too)
 		}
 		r, err := Get(ctx, stateDir, e.Name())
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -34,6 +35,93 @@ func ReadFile(path, what string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
 	}
 	defer f.Close()
+	return readOpened(f, path, what)
+}
+
+// OutsideRootError is ReadFileIn's refusal of a file whose path leaves its
+// root through a symlink: nothing outside the root was opened, so nothing
+// of what lies there can reach a message.
+type OutsideRootError struct {
+	// Path is the file asked for, Root the tree it must lie in.
+	Path, Root string
+	// Link is the symlink on the way out (Path itself or a directory
+	// above it) and Target its text.
+	Link, Target string
+}
+
+func (e *OutsideRootError) Error() string {
+	if filepath.IsAbs(e.Target) {
+		return fmt.Sprintf("%s: %s is an absolute symlink to %q (only relative links that stay inside %s are followed)", e.Path, e.Link, e.Target, e.Root)
+	}
+	return fmt.Sprintf("%s: %s is a symlink to %q, which leads outside %s", e.Path, e.Link, e.Target, e.Root)
+}
+
+// ReadFileIn is ReadFile for a file that must lie inside root (a tree
+// someone else wrote, such as a registry clone): it is opened through
+// os.Root, so a symlink on the way — the file itself or a directory above
+// it — is followed only while it stays inside root, and an absolute one
+// not at all. A path leaving root is an *OutsideRootError, and the file
+// it leads to is never opened.
+func ReadFileIn(root, path, what string) ([]byte, error) {
+	rel, err := filepath.Rel(root, path)
+	if err != nil || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("%s: not inside %s: a %s here is read only from inside it", path, root, what)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
+	}
+	defer r.Close()
+	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if out := linkOut(root, rel); out != nil {
+			out.Path = path
+			return nil, out
+		}
+		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
+	}
+	defer f.Close()
+	return readOpened(f, path, what)
+}
+
+// linkOut finds the first symlink on rel's way below root that leads out
+// of it (or is absolute), for ReadFileIn's message; nil when none does.
+func linkOut(root, rel string) *OutsideRootError {
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		realRoot = root
+	}
+	p := root
+	for _, c := range strings.Split(rel, string(filepath.Separator)) {
+		p = filepath.Join(p, c)
+		st, err := os.Lstat(p)
+		if err != nil {
+			return nil
+		}
+		if st.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			return nil
+		}
+		out := &OutsideRootError{Root: root, Link: p, Target: target}
+		if filepath.IsAbs(target) {
+			return out
+		}
+		dest, base := "", realRoot
+		if dest, err = filepath.EvalSymlinks(p); err != nil {
+			dest, base = filepath.Join(filepath.Dir(p), target), root // dangling: where its text points
+		}
+		if r, err := filepath.Rel(base, dest); err != nil || !filepath.IsLocal(r) {
+			return out
+		}
+	}
+	return nil
+}
+
+// readOpened is ReadFile's checks and read on f, opened from path.
+func readOpened(f *os.File, path, what string) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("read %s %s: %w", what, path, err)

@@ -1,6 +1,10 @@
 package strictdecode
 
 import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -148,4 +152,59 @@ func errText(errs []error) string {
 		b.WriteString(e.Error() + "\n")
 	}
 	return b.String()
+}
+
+// ReadFileIn follows a symlink only while it stays inside its root: a
+// file linked from inside works, one linked (or under a directory linked)
+// to outside, or by an absolute link, is an *OutsideRootError naming the
+// link, and the outside file is never read.
+func TestReadFileInStaysInsideRoot(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "clone")
+	for _, d := range []string{filepath.Join(root, "sub"), filepath.Join(dir, "out")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p, body string) {
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(root, "a.yaml"), "inside")
+	write(filepath.Join(dir, "out", "secret"), "SECRET")
+	links := map[string]string{
+		"rel.yaml":     "a.yaml",
+		"sub/up.yaml":  "../a.yaml",
+		"out.yaml":     "../out/secret",
+		"abs.yaml":     filepath.Join(dir, "out", "secret"),
+		"absin.yaml":   filepath.Join(root, "a.yaml"),
+		"outdir":       "../out",
+		"dangle.yaml":  "../nowhere",
+		"sub/in2.yaml": "../rel.yaml",
+	}
+	for l, target := range links {
+		if err := os.Symlink(target, filepath.Join(root, l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ok := range []string{"a.yaml", "rel.yaml", "sub/up.yaml", "sub/in2.yaml"} {
+		if b, err := ReadFileIn(root, filepath.Join(root, ok), "recipe"); err != nil || string(b) != "inside" {
+			t.Errorf("%s: %q, %v", ok, b, err)
+		}
+	}
+	for name, link := range map[string]string{"out.yaml": "out.yaml", "abs.yaml": "abs.yaml", "absin.yaml": "absin.yaml", "outdir/secret": "outdir", "dangle.yaml": "dangle.yaml"} {
+		p := filepath.Join(root, name)
+		_, err := ReadFileIn(root, p, "recipe")
+		var out *OutsideRootError
+		if !errors.As(err, &out) || out.Path != p || out.Link != filepath.Join(root, link) || out.Target != links[link] || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("%s: %v (%+v), want an OutsideRootError naming link %s", name, err, out, link)
+		}
+	}
+	if _, err := ReadFileIn(root, filepath.Join(dir, "out", "secret"), "recipe"); err == nil || !strings.Contains(err.Error(), "not inside") {
+		t.Errorf("a path outside the root: %v", err)
+	}
+	if _, err := ReadFileIn(root, filepath.Join(root, "missing.yaml"), "recipe"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing file: %v", err)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -117,7 +118,9 @@ func RunHarness(ctx context.Context, in HarnessInput) (HarnessResult, error) {
 	if err := checkFormat(in.Format); err != nil {
 		return res, fault.Permanent(fault.InvalidSpec, err)
 	}
-	res.Command = RenderTemplate(in.Template, in.Vars)
+	if res.Command, err = RenderTemplate(in.Template, in.Vars); err != nil {
+		return res, err
+	}
 	dir := in.Dir
 	if dir == "" {
 		dir = out
@@ -265,19 +268,31 @@ func cmpErr(first, next error) error {
 	return next
 }
 
-// RenderTemplate replaces the known {key} placeholders with shell-quoted
-// values; anything else in braces is left as written.
-func RenderTemplate(tmpl string, v HarnessVars) string {
-	return strings.NewReplacer(
-		"{base_url}", ShellQuote(v.BaseURL),
-		"{model}", ShellQuote(v.Model),
-		"{output_dir}", ShellQuote(v.OutputDir),
-		"{seed}", ShellQuote(strconv.FormatInt(v.Seed, 10)),
-		"{mode_flags}", ModeFlags(v.Mode),
-		"{mode}", ShellQuote(v.Mode),
-		"{parallel}", ShellQuote(strconv.Itoa(max(v.Parallel, 1))),
-		"{tokenizer}", ShellQuote(v.Tokenizer),
-	).Replace(tmpl)
+// RenderTemplate fills the known {key} placeholders of a harness
+// template, each value one literal word wherever it lands
+// (contract.RenderShell: the project's one shell quoter, as post hooks
+// use); anything else in braces is left as written. A value with shell
+// characters where no quoting makes it one word (inside ${...}, say) is an
+// InvalidSpec error naming the placeholder.
+func RenderTemplate(tmpl string, v HarnessVars) (string, error) {
+	vals := map[string]string{
+		"base_url":   v.BaseURL,
+		"model":      v.Model,
+		"output_dir": v.OutputDir,
+		"seed":       strconv.FormatInt(v.Seed, 10),
+		"mode_flags": ModeFlags(v.Mode),
+		"mode":       v.Mode,
+		"parallel":   strconv.Itoa(max(v.Parallel, 1)),
+		"tokenizer":  v.Tokenizer,
+	}
+	out, err := contract.RenderShell([]string{tmpl}, func(_ int, k string) (string, bool, error) {
+		val, ok := vals[k]
+		return val, ok, nil
+	})
+	if err != nil {
+		return "", fault.Permanent(fault.InvalidSpec, fmt.Errorf("bench harness (recipe [bench] harness): %w", err))
+	}
+	return out[0], nil
 }
 
 // ModeFlags are tool-eval-bench's flags for a [bench] mode: --hardmode
@@ -291,16 +306,4 @@ func ModeFlags(mode string) string {
 		return "--short"
 	}
 	return ""
-}
-
-// ShellQuote quotes s for sh: plain words stay bare, anything else is
-// single-quoted with embedded quotes escaped, so values can never inject
-// commands.
-func ShellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@,+%", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -99,7 +100,7 @@ func writeHarnessScript(t *testing.T, dir string, report []byte, code int) strin
 	body := "#!/bin/sh\n" +
 		"echo \"scenario_start base=$2 model=$3 parallel=$4\"\n" +
 		"echo '{\"event\": \"scenario_result\", \"status\": \"pass\"}' >&2\n" +
-		"cp " + ShellQuote(src) + " \"$1\"\n" +
+		"cp " + contract.QuoteWord(src) + " \"$1\"\n" +
 		"echo done\n" +
 		"exit " + strconv.Itoa(code) + "\n"
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
@@ -118,7 +119,7 @@ func TestRunHarnessIngestsToolEvalBenchReport(t *testing.T) {
 	var lines []string
 	model := "org/Model It's \"big\"; $(touch pwned)"
 	res, err := RunHarness(context.Background(), HarnessInput{
-		Template: ShellQuote(script) + " {output_dir}/result.json {base_url} {model} {parallel}",
+		Template: contract.QuoteWord(script) + " {output_dir}/result.json {base_url} {model} {parallel}",
 		Vars:     HarnessVars{BaseURL: "http://127.0.0.1:8000/v1", Model: model, OutputDir: filepath.Join(dir, "out"), Seed: 42, Parallel: 4},
 		Dir:      dir,
 		OnLine:   func(s string) { mu.Lock(); lines = append(lines, s); mu.Unlock() },
@@ -164,7 +165,7 @@ func TestRunHarnessMalformedReportNamesFieldAndFile(t *testing.T) {
 	b, _ := json.Marshal(rep)
 	script := writeHarnessScript(t, dir, b, 0)
 	_, err := RunHarness(context.Background(), HarnessInput{
-		Template: ShellQuote(script) + " {output_dir}/r.json", Vars: HarnessVars{OutputDir: filepath.Join(dir, "o")},
+		Template: contract.QuoteWord(script) + " {output_dir}/r.json", Vars: HarnessVars{OutputDir: filepath.Join(dir, "o")},
 	})
 	if err == nil {
 		t.Fatal("malformed report accepted")
@@ -188,7 +189,7 @@ func TestRunHarnessNonZeroExitWithReportIsKept(t *testing.T) {
 	dir := t.TempDir()
 	b, _ := json.Marshal(toolEvalReport(t, map[string]string{"K-01": "fail", "A-01": "pass"}, true))
 	script := writeHarnessScript(t, dir, b, 2)
-	res, err := RunHarness(context.Background(), HarnessInput{Template: ShellQuote(script) + " {output_dir}/r.json", Vars: HarnessVars{OutputDir: dir}})
+	res, err := RunHarness(context.Background(), HarnessInput{Template: contract.QuoteWord(script) + " {output_dir}/r.json", Vars: HarnessVars{OutputDir: dir}})
 	if err != nil {
 		t.Fatalf("RunHarness: %v", err)
 	}
@@ -210,7 +211,7 @@ func TestRunHarnessCancelKillsProcessGroup(t *testing.T) {
 	}()
 	begin := time.Now()
 	_, err := RunHarness(ctx, HarnessInput{
-		Template: "sleep 60 & echo $! > " + ShellQuote(pidFile) + "; echo started; sleep 60",
+		Template: "sleep 60 & echo $! > " + contract.QuoteWord(pidFile) + "; echo started; sleep 60",
 		Vars:     HarnessVars{OutputDir: dir},
 		OnLine:   func(string) { once.Do(func() { close(started) }) },
 	})
@@ -255,11 +256,21 @@ func TestRunHarnessRejectsBadSpec(t *testing.T) {
 }
 
 func TestRenderTemplateQuotesAndKeepsOtherBraces(t *testing.T) {
-	got := RenderTemplate("run --url {base_url} --model {model} --seed {seed} --p {parallel} --tok {tokenizer} ${HOME} {unknown}",
+	got, err := RenderTemplate("run --url {base_url} --model {model} --seed {seed} --p {parallel} --tok '{tokenizer}' {mode_flags} ${HOME} {unknown}",
 		HarnessVars{BaseURL: "http://h:1/v1", Model: "a b'c", Seed: 9, Parallel: 0})
-	want := `run --url http://h:1/v1 --model 'a b'\''c' --seed 9 --p 1 --tok '' ${HOME} {unknown}`
-	if got != want {
-		t.Errorf("got  %s\nwant %s", got, want)
+	want := `run --url http://h:1/v1 --model 'a b'\''c' --seed 9 --p 1 --tok ''  ${HOME} {unknown}`
+	if err != nil || got != want {
+		t.Errorf("got  %s, %v\nwant %s", got, err, want)
+	}
+	// A placeholder the template put inside quotes stays one word: the
+	// model's $(...) is never run.
+	got, err = RenderTemplate(`run --model '{model}' --out "{output_dir}/r.json"`, HarnessVars{Model: "m'$(touch x)'", OutputDir: "/o d/$(id)"})
+	want = `run --model '''m'\''$(touch x)'\''' --out ""'/o d/$(id)'"/r.json"`
+	if err != nil || got != want {
+		t.Errorf("quoted placeholders: got  %s, %v\nwant %s", got, err, want)
+	}
+	if _, err := RenderTemplate(`run ${X:-{model}}`, HarnessVars{Model: "a;b"}); err == nil || !strings.Contains(err.Error(), "placeholder {model}") {
+		t.Errorf("a value inside ${...}: %v", err)
 	}
 }
 
@@ -362,14 +373,14 @@ func TestToolEvalBenchTemplateRunsAsWritten(t *testing.T) {
 	}
 	args := filepath.Join(dir, "args")
 	stub := "#!/bin/sh\n" +
-		"printf '%s\\n' \"$@\" > " + ShellQuote(args) + "\n" +
+		"printf '%s\\n' \"$@\" > " + contract.QuoteWord(args) + "\n" +
 		"json=0; warm=1\n" +
 		"for a in \"$@\"; do case \"$a\" in\n" +
 		"  --json) json=1;; --no-warmup) warm=0;;\n" +
 		"  --json-file) echo 'tool-eval-bench: error: unrecognized arguments: --json-file' >&2; exit 2;;\n" +
 		"esac; done\n" +
 		"[ $warm = 1 ] && echo '  ✓ Warm-up complete (12 ms)'\n" +
-		"[ $json = 1 ] && cat " + ShellQuote(fixture) + "\n" +
+		"[ $json = 1 ] && cat " + contract.QuoteWord(fixture) + "\n" +
 		"exit 0\n"
 	if err := os.WriteFile(filepath.Join(bin, "tool-eval-bench"), []byte(stub), 0o755); err != nil {
 		t.Fatal(err)

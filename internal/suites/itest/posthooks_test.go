@@ -59,10 +59,13 @@ func TestPostHooksRunAndStopAfterPost(t *testing.T) {
 	f, dc := demoFleet(t, 8<<20)
 	t.Cleanup(func() { removeLaneContainers(dc, "hooks-2x", "once-2x") })
 	mark := filepath.Join(f.dir, "control-mark")
+	// served is hostile (issue 52): the hooks print it, never run it.
+	pwned := filepath.Join(f.dir, "pwned")
+	served := "x$(touch " + pwned + ")$(touch /pwned)'\"`touch /pwned`"
 	postHookLane(t, f, "hooks-2x",
-		`post_exec = ["echo ready {model} {port} {container_name} > /post-exec-mark", "exit {post_rc}"]
-post_commands = ["echo {base_url} {head_ip} {cluster_id} {cache_dir} $SPARKLANE_LANE > `+mark+`"]
-`, "post_rc = 0\n")
+		`post_exec = ["echo ready {model} {port} {container_name} > /post-exec-mark", "exit {post_rc}", "printf '%s\\n' {served} \"{served}\" > /served"]
+post_commands = ["echo {base_url} {head_ip} {cluster_id} {cache_dir} $SPARKLANE_LANE > `+mark+`", "printf '%s\\n' {served} '{served}' > `+mark+`.served"]
+`, "post_rc = 0\nserved = '''"+served+"'''\n")
 	postHookLane(t, f, "once-2x", `post_commands = ["echo once > `+mark+`.once"]
 stop_after_post = true
 `, "")
@@ -99,7 +102,7 @@ stop_after_post = true
 		t.Fatalf("cutover hooks-2x: exit %d %+v\n%s", code, res, errOut)
 	}
 	saveHistory(t, f, contract.CutoverID("demo-2x"), "cutover-post-hooks")
-	if n := len(res.Serve.PostExec.Outputs); n != 2 || res.Serve.PostExec.Node != "n1" {
+	if n := len(res.Serve.PostExec.Outputs); n != 3 || res.Serve.PostExec.Node != "n1" {
 		t.Errorf("post_exec outputs: %+v", res.Serve.PostExec)
 	}
 	port := res.Serve.BaseURL[strings.LastIndex(res.Serve.BaseURL, ":")+1:]
@@ -112,6 +115,18 @@ stop_after_post = true
 	want := "http://127.0.0.1:" + port + "/v1 127.0.0.1 demo-2x " + f.cfg.HFCacheDir + " hooks-2x\n"
 	if err != nil || string(b) != want {
 		t.Errorf("the file post_commands wrote on the control host: %q, %v; want %q", b, err, want)
+	}
+	if got := containerFile(t, dc, ctr, "/served"); got != served+"\n"+served+"\n" {
+		t.Errorf("post_exec printed the hostile value as %q, want it twice as written: %q", got, served)
+	}
+	if b, err := os.ReadFile(mark + ".served"); err != nil || string(b) != served+"\n"+served+"\n" {
+		t.Errorf("post_commands printed the hostile value as %q (%v), want it twice as written: %q", b, err, served)
+	}
+	if _, err := os.Lstat(pwned); err == nil {
+		t.Errorf("a post hook ran a placeholder value as shell on the control host: %s exists", pwned)
+	}
+	if _, err := dc.ContainerStatPath(ctx, ctr, "/pwned"); err == nil {
+		t.Errorf("post_exec ran a placeholder value as shell in %s: /pwned exists", ctr)
 	}
 	if r, _ := laneContainers(t, dc, "hooks-2x"); r != 2 {
 		t.Errorf("hooks-2x: %d containers running after its post hooks, want 2", r)
