@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/bench"
 	"github.com/sparklane/sparklane/internal/engine/probe"
 	"github.com/sparklane/sparklane/internal/engine/report"
 	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/lane"
 )
 
 // Bench runs the built-in perf sweep (and the recipe's external harness, if
@@ -29,7 +29,7 @@ import (
 // stops at its next heartbeat once the server has given up on it (the SDK
 // cancels its context).
 func (a *ControlActivities) Bench(ctx context.Context, in contract.BenchInput) (contract.BenchResult, error) {
-	dir, err := config.ReportsDir(a.Config, in.Plan.Lane)
+	dir, err := lane.ReportsDir(a.Config, in.Plan.Lane)
 	if err != nil {
 		return contract.BenchResult{}, classify(err)
 	}

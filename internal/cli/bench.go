@@ -72,7 +72,7 @@ func (a *App) reportCmd() *cobra.Command {
 		Use:   "report --lane L [--list | --show ID | --plot]",
 		Short: "list, show or plot a lane's bench reports",
 		RunE: a.withLane(&f, func(_ context.Context, cfg *config.Config, r *contract.Recipe, _ *contract.LanePlan) error {
-			dir, err := config.ReportsDir(cfg, r.Name)
+			dir, err := lane.ReportsDir(cfg, r.Name)
 			if err != nil {
 				return err
 			}

@@ -38,7 +38,7 @@ func (a *App) lanesCmd() *cobra.Command {
 				out["broken"] = []config.BrokenRecipe{}
 			}
 			return a.output(out, func() {
-				rows := config.FormatLanes(set.Recipes)
+				rows := FormatLanes(set.Recipes)
 				for _, b := range set.Broken {
 					rows = append(rows, []string{"BROKEN " + b.File, "-", "-", "-", firstLine(b.Error)})
 				}

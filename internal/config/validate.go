@@ -205,24 +205,6 @@ func ValidName(name string) error {
 	return nil
 }
 
-// LaneDir is the one place a per-lane path is derived: base/LANE, refused
-// unless lane is a valid name (so "../x" or "a/b" never leave base).
-func LaneDir(base, lane string) (string, error) {
-	if err := ValidName(lane); err != nil {
-		return "", fault.Permanent(fault.InvalidSpec, fmt.Errorf("lane %q: %w", lane, err))
-	}
-	return filepath.Join(base, lane), nil
-}
-
-// ReportsDir is where a lane's bench reports live: RECIPES_DIR/LANE/reports.
-func ReportsDir(cfg *Config, lane string) (string, error) {
-	d, err := LaneDir(cfg.RecipesDir, lane)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(d, "reports"), nil
-}
-
 // NameErrors catches names that are not names and two recipes answering
 // to one lane name or alias: what no recipe can fix alone.
 func NameErrors(recipes []*Recipe) []error {
@@ -649,41 +631,6 @@ func Resolve(recipes []*Recipe, laneOrAlias string) (*Recipe, error) {
 		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("unknown lane %q: no recipes loaded: check recipes_dir", laneOrAlias))
 	}
 	return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("unknown lane %q%s known lanes: %s", laneOrAlias, hint, strings.Join(known, "; ")))
-}
-
-// LaneColumns are the headers of FormatLanes' rows.
-var LaneColumns = []string{"NAME", "ALIASES", "CLUSTER", "RUNTIME", "STAGING"}
-
-// FormatLanes gives `starter lanes` one row per recipe, sorted by name:
-// name, aliases, cluster, runtime, staging blocks (kind:id).
-func FormatLanes(recipes []*Recipe) [][]string {
-	sorted := append([]*Recipe(nil), recipes...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	var rows [][]string
-	for _, r := range sorted {
-		var blocks []string
-		for _, s := range r.Staging {
-			b := s.Kind
-			if s.ID != "" {
-				b += ":" + s.ID
-			}
-			blocks = append(blocks, b)
-		}
-		cluster := r.Cluster
-		if cluster == "" {
-			cluster = "-"
-		}
-		aliases := strings.Join(r.Aliases, ",")
-		if aliases == "" {
-			aliases = "-"
-		}
-		st := strings.Join(blocks, ", ")
-		if st == "" {
-			st = "-"
-		}
-		rows = append(rows, []string{r.Name, aliases, cluster, r.Runtime, st})
-	}
-	return rows
 }
 
 // envNameRE is a portable environment variable name.

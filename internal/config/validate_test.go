@@ -2,7 +2,6 @@ package config
 
 import (
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/sparklane/sparklane/internal/testkit/conftest"
@@ -26,30 +25,6 @@ func TestResolve(t *testing.T) {
 	_, err = Resolve(rs, "qwen")
 	if err == nil || err.Error() != `unknown lane "qwen" — known lanes: aiden16; dsv41-flash-4x-mia (mia)` {
 		t.Fatalf("Resolve(qwen): %v", err)
-	}
-}
-
-func TestFormatLanes(t *testing.T) {
-	rs, err := LoadRecipes(conftest.ShippedRecipes(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := FormatLanes(rs)
-	var mia []string
-	for _, r := range rows {
-		if len(r) != len(LaneColumns) {
-			t.Fatalf("row %v has %d columns", r, len(r))
-		}
-		if r[0] == "dsv41-flash-4x-mia" {
-			mia = r
-		}
-	}
-	want := []string{"dsv41-flash-4x-mia", "mia", "4nodes-switch", "sglang", "sparse-rows:engram"}
-	if strings.Join(mia, "|") != strings.Join(want, "|") {
-		t.Fatalf("mia row %v, want %v", mia, want)
-	}
-	if rows[0][0] != "aiden16" {
-		t.Fatalf("rows not sorted: %v", rows)
 	}
 }
 

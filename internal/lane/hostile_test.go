@@ -47,15 +47,15 @@ func TestLaneNamesAreNames(t *testing.T) {
 		t.Fatalf("Render with a path for a name: %v", err)
 	}
 	for _, lane := range []string{"../x", "a/b", "..", "", "x\ny"} {
-		if d, err := config.LaneDir("/srv/recipes", lane); err == nil {
+		if d, err := LaneDir("/srv/recipes", lane); err == nil {
 			t.Errorf("LaneDir accepted %q: %s", lane, d)
 		}
 	}
-	d, err := config.ReportsDir(&config.Config{RecipesDir: "/srv/recipes"}, "dsv41-flash-4x-mia")
+	d, err := ReportsDir(&config.Config{RecipesDir: "/srv/recipes"}, "dsv41-flash-4x-mia")
 	if err != nil || d != "/srv/recipes/dsv41-flash-4x-mia/reports" {
 		t.Fatalf("ReportsDir = %s, %v", d, err)
 	}
-	if _, err := config.ReportsDir(&config.Config{RecipesDir: "/srv/recipes"}, "../../etc"); err == nil {
+	if _, err := ReportsDir(&config.Config{RecipesDir: "/srv/recipes"}, "../../etc"); err == nil {
 		t.Fatal("ReportsDir let a lane name climb out of recipes_dir")
 	}
 }

@@ -23,8 +23,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/devserver"
+	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/syncbuf"
 )
 
@@ -121,7 +121,7 @@ func TestEnvFromSecretsReachTheContainerAndNothingElse(t *testing.T) {
 	if !bytes.Contains(append(db, wal...), []byte(`"SIM_LANE":"demo-2x"`)) {
 		t.Errorf("positive control: the DB files do not hold the plan's plain env value SIM_LANE; the scan would miss a secret there too")
 	}
-	reports, err := config.ReportsDir(f.cfg, "demo-2x")
+	reports, err := lane.ReportsDir(f.cfg, "demo-2x")
 	if err != nil {
 		t.Fatal(err)
 	}
