@@ -170,7 +170,7 @@ func (c *cutover) releaseNodes() {
 // leaseNodes holds the lane's nodes for this run alone (lease.go): a run
 // on an overlapping cluster that holds one of them refuses this one.
 func (c *cutover) leaseNodes() error {
-	l, err := holdNodes(c.ctx, c.t, contract.LeaseCutover, c.in.Plan.Lane, c.in.Plan.Cluster, c.nodes)
+	l, err := holdNodes(c.ctx, c.t, contract.NodeLeaseHolder{Kind: contract.LeaseCutover, Lane: c.in.Plan.Lane, Cluster: c.in.Plan.Cluster}, c.nodes)
 	if err != nil {
 		return failedAt("hold nodes", err)
 	}
@@ -277,7 +277,7 @@ func (c *cutover) leasePreviousNodes() error {
 	if c.leases[0] == nil || len(extra) == 0 {
 		return nil
 	}
-	more, err := holdNodes(c.ctx, c.t, contract.LeaseCutover, c.in.Plan.Lane, c.in.Plan.Cluster, extra)
+	more, err := holdNodes(c.ctx, c.t, contract.NodeLeaseHolder{Kind: contract.LeaseCutover, Lane: c.in.Plan.Lane, Cluster: c.in.Plan.Cluster}, extra)
 	if err != nil {
 		return failedAt("hold nodes", err)
 	}
@@ -317,7 +317,7 @@ func (c *cutover) stopForeign() error {
 		}
 		i := c.t.start("stop foreign", st.Node)
 		var sf contract.StopForeignResult
-		err := workflow.ExecuteActivity(nodeOpts(c.ctx, st.Node, c.in.Pickup.D(), 2*time.Minute, 0, 2), na.StopForeign,
+		err := workflow.ExecuteActivity(nodeOpts(c.ctx, st.Node, c.in.Pickup.D(), callBudget{run: 2 * time.Minute, attempts: 2}), na.StopForeign,
 			contract.StopForeignInput{Names: st.ForeignNames}).Get(c.ctx, &sf)
 		c.t.end(i, strings.Join(sf.Stopped, ", "), err)
 		if err != nil {
@@ -422,9 +422,9 @@ func (c *cutover) verify() error {
 	wait := workflow.GetVersion(c.ctx, versionVerifyOutageWait, workflow.DefaultVersion, 1) >= 1
 	verified := make([]contract.VerifyBlockResult, len(items))
 	lane, tp := c.in.Plan.Lane, c.in.Plan.TP
-	errs := perNode(c.ctx, c.t, wait, c.in.OutageBudget.D(), steps, itemNodes, func(ctx workflow.Context, k int) workflow.Future {
+	errs := perNode(c.ctx, nodeFan{t: c.t, wait: wait, budget: c.in.OutageBudget.D(), steps: steps, nodes: itemNodes}, func(ctx workflow.Context, k int) workflow.Future {
 		n, b := items[k].n, items[k].b
-		vctx := nodeOpts(ctx, n.Node, c.in.Pickup.D(), verifyRunTimeout, stageHeartbeat, 3)
+		vctx := nodeOpts(ctx, n.Node, c.in.Pickup.D(), callBudget{run: verifyRunTimeout, heartbeat: stageHeartbeat, attempts: 3})
 		return workflow.ExecuteActivity(summarize(vctx, n.Node, n.Rank, "verify "+lane+"/"+b.ID), na.VerifyBlock, contract.VerifyBlockInput{Lane: lane, Block: b, Rank: n.Rank, TP: tp})
 	}, func(ctx workflow.Context, k int, f workflow.Future) error { return f.Get(ctx, &verified[k]) })
 	if err := c.verifiedClean(items, verified, errs); err != nil {

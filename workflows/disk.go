@@ -17,7 +17,7 @@ func Disk(ctx workflow.Context, in contract.DiskInput) (contract.DiskResult, err
 	t := newTracker(ctx, "Disk", "")
 	pickup := in.PickupTimeout.D()
 	run := func(n, what string) workflow.Context {
-		return summarize(nodeOpts(ctx, n, pickup, 30*time.Minute, time.Minute, 1), n, -1, what)
+		return summarize(nodeOpts(ctx, n, pickup, callBudget{run: 30 * time.Minute, heartbeat: time.Minute, attempts: 1}), n, -1, what)
 	}
 	futs := make([]workflow.Future, len(in.Nodes))
 	for i, n := range in.Nodes {
@@ -56,7 +56,7 @@ func Disk(ctx workflow.Context, in contract.DiskInput) (contract.DiskResult, err
 				held = append(held, n)
 			}
 		}
-		leases, err := holdNodes(ctx, t, contract.LeasePrune, "", "", held)
+		leases, err := holdNodes(ctx, t, contract.NodeLeaseHolder{Kind: contract.LeasePrune}, held)
 		if err != nil {
 			return res, err
 		}

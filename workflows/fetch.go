@@ -51,7 +51,7 @@ func fetchRepos(ctx workflow.Context, t *tracker, in contract.FetchInput) (contr
 		where = fetchControl
 		actx = controlOpts(ctx, fetchRunTimeout, hb, fetchAttempts)
 	} else {
-		actx = nodeOpts(ctx, where, in.Pickup.D(), fetchRunTimeout, hb, fetchAttempts)
+		actx = nodeOpts(ctx, where, in.Pickup.D(), callBudget{run: fetchRunTimeout, heartbeat: hb, attempts: fetchAttempts})
 	}
 	verb := "fetch "
 	if in.DryRun {
@@ -69,7 +69,7 @@ func fetchRepos(ctx workflow.Context, t *tracker, in contract.FetchInput) (contr
 		if in.Plan.Node == "" {
 			err = call()
 		} else {
-			err = waitForNode(ctx, t, i, where, in.OutageBudget.D(), call)
+			err = waitForNode(ctx, nodeStep{t: t, step: i, node: where, budget: in.OutageBudget.D()}, call)
 		}
 		detail := fmt.Sprintf("%s: %d files, %d bytes downloaded, %d resumed, %d blobs reused", short(out.Commit), out.Files, out.DownloadedBytes, out.ResumedBytes, out.ReusedFiles)
 		if in.DryRun {

@@ -306,7 +306,7 @@ func builtID(built **contract.BuildImageResult) string {
 func buildImage(ctx workflow.Context, t *tracker, b contract.ImageBuild, pickup time.Duration, built **contract.BuildImageResult) error {
 	i := t.start("image build "+b.Image, b.Node)
 	var r contract.BuildImageResult
-	err := workflow.ExecuteActivity(summarize(nodeOpts(ctx, b.Node, pickup, imageTransferTimeout, imageTransferBeat, 1), b.Node, -1, "build "+b.Image), na.BuildImage,
+	err := workflow.ExecuteActivity(summarize(nodeOpts(ctx, b.Node, pickup, callBudget{run: imageTransferTimeout, heartbeat: imageTransferBeat, attempts: 1}), b.Node, -1, "build "+b.Image), na.BuildImage,
 		contract.BuildImageInput{Image: b.Image, Build: b.Spec}).Get(ctx, &r)
 	t.end(i, r.ID, err)
 	if err != nil {
@@ -324,7 +324,7 @@ func buildImage(ctx workflow.Context, t *tracker, b contract.ImageBuild, pickup 
 func pullImage(ctx workflow.Context, t *tracker, p contract.ImagePull, pickup time.Duration, pulled **contract.PullImageResult) error {
 	i := t.start("image pull "+p.Image+" from "+p.Registry, p.Node)
 	var r contract.PullImageResult
-	err := workflow.ExecuteActivity(summarize(nodeOpts(ctx, p.Node, pickup, imageTransferTimeout, imageTransferBeat, 3), p.Node, -1, "pull "+p.Image+" from "+p.Registry), na.PullImage,
+	err := workflow.ExecuteActivity(summarize(nodeOpts(ctx, p.Node, pickup, callBudget{run: imageTransferTimeout, heartbeat: imageTransferBeat, attempts: 3}), p.Node, -1, "pull "+p.Image+" from "+p.Registry), na.PullImage,
 		contract.PullImageInput{Image: p.Image, Registry: p.Registry, AuthFile: p.AuthFile}).Get(ctx, &r)
 	t.end(i, r.ID, err)
 	if err != nil {
@@ -341,7 +341,7 @@ func imageInventory(ctx workflow.Context, ref contract.ImageRef, nodes, diffIDs 
 	futs := make([]workflow.Future, len(nodes))
 	for k, n := range nodes {
 		what := "image inventory " + ref.String()
-		futs[k] = workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, pickup, imageInventoryTimeout, 0, 3), n, -1, what), na.ImageInventory,
+		futs[k] = workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, pickup, callBudget{run: imageInventoryTimeout, attempts: 3}), n, -1, what), na.ImageInventory,
 			contract.ImageInventoryInput{Image: ref.String(), DiffIDs: diffIDs, Want: want})
 	}
 	var first error
@@ -382,7 +382,7 @@ func transferImage(ctx workflow.Context, lane string, ref contract.ImageRef, p c
 		default:
 			what += " ← " + h.Upstream
 		}
-		futs[k] = workflow.ExecuteActivity(summarize(nodeOpts(ctx, h.Node, pickup, imageTransferTimeout, imageTransferBeat, 1), h.Node, -1, what), na.TransferImage, in)
+		futs[k] = workflow.ExecuteActivity(summarize(nodeOpts(ctx, h.Node, pickup, callBudget{run: imageTransferTimeout, heartbeat: imageTransferBeat, attempts: 1}), h.Node, -1, what), na.TransferImage, in)
 	}
 	moved := map[string]contract.ImageMoved{}
 	var errs []string

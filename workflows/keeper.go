@@ -433,7 +433,7 @@ func (k *keeper) heal(reason string) {
 	// Healing from before the leases are asked for: an "end" arriving
 	// meanwhile waits until they are let go again.
 	k.healing = true
-	leases, err := holdNodes(k.ctx, k.t, LeaseKeeper, k.in.Plan.Lane, k.in.Cluster, k.nodes)
+	leases, err := holdNodes(k.ctx, k.t, contract.NodeLeaseHolder{Kind: LeaseKeeper, Lane: k.in.Plan.Lane, Cluster: k.in.Cluster}, k.nodes)
 	if err != nil {
 		k.healing = false
 		// Another run holds a node (a stage, a prune, a hand run): it

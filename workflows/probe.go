@@ -41,7 +41,7 @@ func FleetProbe(ctx workflow.Context, in contract.FleetProbeInput) (contract.Fle
 	futs := make([]pending, len(in.Nodes))
 	for i, n := range in.Nodes {
 		futs[i].ssh = workflow.ExecuteActivity(summarize(controlOpts(ctx, 30*time.Second, 0, 1), n, -1, "ssh check"), ca.CheckSSH, contract.SSHCheckInput{Node: n})
-		futs[i].status = workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, pickup, 30*time.Second, 0, 1), n, -1, "node status"), na.NodeStatus, contract.NodeStatusInput{Ports: in.Ports})
+		futs[i].status = workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, pickup, callBudget{run: 30 * time.Second, attempts: 1}), n, -1, "node status"), na.NodeStatus, contract.NodeStatusInput{Ports: in.Ports})
 	}
 	res := contract.FleetProbeResult{Attempt: int(workflow.GetInfo(ctx).Attempt)}
 	for i, n := range in.Nodes {

@@ -28,7 +28,7 @@ func Serve(ctx workflow.Context, in contract.ServeInput) (contract.ServeResult, 
 			return contract.ServeResult{Lane: in.Plan.Lane}, err
 		}
 	}
-	leases, lerr := holdNodes(ctx, t, contract.LeaseUp, in.Plan.Lane, in.Plan.Cluster, planNodes(in.Plan))
+	leases, lerr := holdNodes(ctx, t, contract.NodeLeaseHolder{Kind: contract.LeaseUp, Lane: in.Plan.Lane, Cluster: in.Plan.Cluster}, planNodes(in.Plan))
 	if lerr != nil {
 		// Nothing was touched: every keeper ended keeps again.
 		keepAgain(ctx, t, ended, "")
@@ -93,8 +93,8 @@ func serveLane(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contra
 		steps = append(steps, t.start(fmt.Sprintf("start rank %d", n.Rank), n.Node))
 	}
 	ranks := make([]contract.StartRankResult, len(plan.Nodes))
-	errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
-		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 5*time.Minute, 0, 3), nodes[i], plan.Nodes[i].Rank, "start "+plan.Lane), na.StartRank, contract.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: plan.Nodes[i], ImageID: imageIDs[i]})
+	errs := perNode(ctx, nodeFan{t: t, wait: true, budget: budget, steps: steps, nodes: nodes}, func(ctx workflow.Context, i int) workflow.Future {
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, callBudget{run: 5 * time.Minute, attempts: 3}), nodes[i], plan.Nodes[i].Rank, "start "+plan.Lane), na.StartRank, contract.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: plan.Nodes[i], ImageID: imageIDs[i]})
 	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &ranks[i]) })
 	var startErr error
 	for i, err := range errs {
@@ -141,11 +141,11 @@ func serveImages(ctx workflow.Context, t *tracker, rc contract.Recipe, plan cont
 		steps = append(steps, t.start("image", n.Node))
 	}
 	found := make([]contract.EnsureImageResult, len(plan.Nodes))
-	errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
+	errs := perNode(ctx, nodeFan{t: t, wait: true, budget: budget, steps: steps, nodes: nodes}, func(ctx workflow.Context, i int) workflow.Future {
 		// BuildHint marshals build_args with encoding/json, which writes map
 		// keys sorted: the same recipe gives the same text on every replay.
 		build := rc.BuildHint() //workflowcheck:ignore
-		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 2*time.Minute, 0, 3), nodes[i], plan.Nodes[i].Rank, "image "+plan.Nodes[i].Image), na.EnsureImage,
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, callBudget{run: 2 * time.Minute, attempts: 3}), nodes[i], plan.Nodes[i].Rank, "image "+plan.Nodes[i].Image), na.EnsureImage,
 			contract.EnsureImageInput{Image: plan.Nodes[i].Image, Build: build, Resolve: resolve})
 	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &found[i]) })
 	for i, err := range errs {
@@ -221,7 +221,7 @@ func postHooks(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contra
 		i := t.start("post_exec", head.Node)
 		var r contract.PostHooksResult
 		run := per*time.Duration(len(plan.PostExec)) + time.Minute
-		err := workflow.ExecuteActivity(summarize(nodeOpts(ctx, head.Node, pickup, run, 0, 1), head.Node, head.Rank, "post_exec "+plan.Lane), na.PostExec,
+		err := workflow.ExecuteActivity(summarize(nodeOpts(ctx, head.Node, pickup, callBudget{run: run, attempts: 1}), head.Node, head.Rank, "post_exec "+plan.Lane), na.PostExec,
 			contract.PostExecInput{Lane: plan.Lane, Container: head.ContainerName, Commands: plan.PostExec, Timeout: contract.Duration(per)}).Get(ctx, &r)
 		t.end(i, fmt.Sprintf("%d commands", len(r.Outputs)), err)
 		if err != nil {
@@ -268,9 +268,9 @@ func serveHooks(ctx workflow.Context, t *tracker, rc contract.Recipe, plan contr
 		steps = append(steps, t.start("before_serve", n.Node))
 	}
 	hooks := make([]contract.BeforeServeResult, len(plan.Nodes))
-	errs := perNode(ctx, t, true, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
+	errs := perNode(ctx, nodeFan{t: t, wait: true, budget: budget, steps: steps, nodes: nodes}, func(ctx workflow.Context, i int) workflow.Future {
 		n := plan.Nodes[i]
-		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, run, 0, 1), n.Node, n.Rank, "before_serve "+plan.Lane), na.BeforeServe, contract.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging})
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, callBudget{run: run, attempts: 1}), n.Node, n.Rank, "before_serve "+plan.Lane), na.BeforeServe, contract.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging})
 	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &hooks[i]) })
 	for i, err := range errs {
 		r := hooks[i]
@@ -293,7 +293,7 @@ func serveLaneV0(ctx workflow.Context, t *tracker, rc contract.Recipe, plan cont
 	var steps []int
 	for _, n := range plan.Nodes {
 		steps = append(steps, t.start("image", n.Node))
-		futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, 2*time.Minute, 0, 3), n.Node, n.Rank, "image "+n.Image), na.EnsureImage, contract.EnsureImageInput{Image: n.Image}))
+		futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, callBudget{run: 2 * time.Minute, attempts: 3}), n.Node, n.Rank, "image "+n.Image), na.EnsureImage, contract.EnsureImageInput{Image: n.Image}))
 	}
 	for i, f := range futs {
 		var r contract.EnsureImageResult
@@ -314,7 +314,7 @@ func serveLaneV0(ctx workflow.Context, t *tracker, rc contract.Recipe, plan cont
 		futs, steps = nil, nil
 		for _, n := range plan.Nodes {
 			steps = append(steps, t.start("before_serve", n.Node))
-			futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, run, 0, 1), n.Node, n.Rank, "before_serve "+plan.Lane), na.BeforeServe, contract.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging}))
+			futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, callBudget{run: run, attempts: 1}), n.Node, n.Rank, "before_serve "+plan.Lane), na.BeforeServe, contract.BeforeServeInput{Lane: plan.Lane, Rank: n.Rank, Hooks: rc.Hooks, Staging: rc.Staging}))
 		}
 		for i, f := range futs {
 			var r contract.BeforeServeResult
@@ -332,7 +332,7 @@ func serveLaneV0(ctx workflow.Context, t *tracker, rc contract.Recipe, plan cont
 	futs, steps = nil, nil
 	for _, n := range plan.Nodes {
 		steps = append(steps, t.start(fmt.Sprintf("start rank %d", n.Rank), n.Node))
-		futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, 5*time.Minute, 0, 3), n.Node, n.Rank, "start "+plan.Lane), na.StartRank, contract.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: n}))
+		futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(ctx, n.Node, pickup, callBudget{run: 5 * time.Minute, attempts: 3}), n.Node, n.Rank, "start "+plan.Lane), na.StartRank, contract.StartRankInput{Lane: plan.Lane, RecipeHash: plan.RecipeHash, Plan: n}))
 	}
 	var startErr error
 	for i, f := range futs {
@@ -450,7 +450,7 @@ func Stop(ctx workflow.Context, in contract.StopInput) (contract.StopResult, err
 			return contract.StopResult{}, err
 		}
 	}
-	leases, lerr := holdNodes(ctx, t, contract.LeaseStop, in.Lane, "", in.Nodes)
+	leases, lerr := holdNodes(ctx, t, contract.NodeLeaseHolder{Kind: contract.LeaseStop, Lane: in.Lane}, in.Nodes)
 	if lerr != nil {
 		return contract.StopResult{}, lerr
 	}
@@ -483,8 +483,8 @@ func stopNodes(ctx workflow.Context, t *tracker, lane string, nodes []string, al
 	}
 	results := make([]contract.StopLaneResult, len(nodes))
 	wait := serveWaits(ctx) && budget >= 0
-	errs := perNode(ctx, t, wait, budget, steps, nodes, func(ctx workflow.Context, i int) workflow.Future {
-		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, 3*time.Minute, 0, 3), nodes[i], -1, label), na.StopLane, contract.StopLaneInput{Lane: lane, All: all, Timeout: contract.Duration(30 * time.Second)})
+	errs := perNode(ctx, nodeFan{t: t, wait: wait, budget: budget, steps: steps, nodes: nodes}, func(ctx workflow.Context, i int) workflow.Future {
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], pickup, callBudget{run: 3 * time.Minute, attempts: 3}), nodes[i], -1, label), na.StopLane, contract.StopLaneInput{Lane: lane, All: all, Timeout: contract.Duration(30 * time.Second)})
 	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &results[i]) })
 	var firstErr error
 	for i, err := range errs {

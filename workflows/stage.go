@@ -72,7 +72,7 @@ type stageNodeRun struct {
 // came back with it).
 func (s *stageNodeRun) stage(b contract.Staging) error {
 	in := s.in
-	actx := nodeOpts(s.ctx, in.Node, in.PickupTimeout.D(), stageRunTimeout, s.hb, stageAttempts)
+	actx := nodeOpts(s.ctx, in.Node, in.PickupTimeout.D(), callBudget{run: stageRunTimeout, heartbeat: s.hb, attempts: stageAttempts})
 	i := s.t.start("stage "+b.ID, in.Node)
 	var r contract.StageBlockResult
 	bin := contract.StageBlockInput{
@@ -86,7 +86,7 @@ func (s *stageNodeRun) stage(b contract.Staging) error {
 	// A node gone mid-copy (reboot, upgrade) is waited for within the
 	// outage budget; the block then resumes from its last heartbeat
 	// and the fsynced bytes on the node's disk.
-	err := onNode(s.ctx, s.t, i, in.Node, in.OutageBudget.D(), func() error {
+	err := onNode(s.ctx, nodeStep{t: s.t, step: i, node: in.Node, budget: in.OutageBudget.D()}, func() error {
 		what := "stage "
 		if s.inBlock {
 			what = "stage + verify "
@@ -125,10 +125,10 @@ func (s *stageNodeRun) stage(b contract.Staging) error {
 // blocks: runs recorded before versionStageVerifyInBlock).
 func (s *stageNodeRun) verify(b contract.Staging) error {
 	in := s.in
-	vctx := nodeOpts(s.ctx, in.Node, in.PickupTimeout.D(), verifyRunTimeout, s.hb, 3)
+	vctx := nodeOpts(s.ctx, in.Node, in.PickupTimeout.D(), callBudget{run: verifyRunTimeout, heartbeat: s.hb, attempts: 3})
 	i := s.t.start("verify "+b.ID, in.Node)
 	var v contract.VerifyBlockResult
-	err := onNode(s.ctx, s.t, i, in.Node, in.OutageBudget.D(), func() error {
+	err := onNode(s.ctx, nodeStep{t: s.t, step: i, node: in.Node, budget: in.OutageBudget.D()}, func() error {
 		return workflow.ExecuteActivity(summarize(vctx, in.Node, in.Rank, "verify "+in.Lane+"/"+b.ID), na.VerifyBlock, contract.VerifyBlockInput{
 			Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP,
 		}).Get(s.ctx, &v)
@@ -261,7 +261,7 @@ func Stage(ctx workflow.Context, in contract.StageInput) (contract.StageResult, 
 		if in.Only != "" {
 			held = []string{in.Only}
 		}
-		leases, err := holdNodes(ctx, t, contract.LeaseStage, in.Plan.Lane, in.Plan.Cluster, held)
+		leases, err := holdNodes(ctx, t, contract.NodeLeaseHolder{Kind: contract.LeaseStage, Lane: in.Plan.Lane, Cluster: in.Plan.Cluster}, held)
 		if err != nil {
 			return contract.StageResult{Lane: in.Plan.Lane}, err
 		}
@@ -370,7 +370,7 @@ func (v *verifyRun) start(lanes []contract.VerifyLane) []verifyPend {
 			if v.in.Only != "" && n.Node != v.in.Only {
 				continue
 			}
-			vctx := nodeOpts(v.ctx, n.Node, v.in.Pickup.D(), verifyRunTimeout, stageHeartbeat, 3)
+			vctx := nodeOpts(v.ctx, n.Node, v.in.Pickup.D(), callBudget{run: verifyRunTimeout, heartbeat: stageHeartbeat, attempts: 3})
 			for _, b := range l.Blocks {
 				ps = append(ps, verifyPend{lane: l.Plan.Lane, node: n.Node, rank: n.Rank, tp: l.Plan.TP, block: b,
 					step: v.t.start("verify "+l.Plan.Lane+"/"+b.ID, n.Node),
@@ -445,7 +445,7 @@ func (v *verifyRun) repair() *nodeLeases {
 			held = append(held, p.node)
 		}
 	}
-	leases, err := holdNodes(v.ctx, v.t, contract.LeaseRepair, v.drifted[0].lane, "", held)
+	leases, err := holdNodes(v.ctx, v.t, contract.NodeLeaseHolder{Kind: contract.LeaseRepair, Lane: v.drifted[0].lane}, held)
 	if err != nil {
 		v.failures = append(v.failures, "repair: "+errMessage(err))
 		v.drifted = nil
@@ -453,7 +453,7 @@ func (v *verifyRun) repair() *nodeLeases {
 	for _, p := range v.drifted {
 		i := v.t.start("repair "+p.lane+"/"+p.block.ID, p.node)
 		var r contract.StageBlockResult
-		actx := nodeOpts(v.ctx, p.node, v.in.Pickup.D(), stageRunTimeout, stageHeartbeat, stageAttempts)
+		actx := nodeOpts(v.ctx, p.node, v.in.Pickup.D(), callBudget{run: stageRunTimeout, heartbeat: stageHeartbeat, attempts: stageAttempts})
 		err := workflow.ExecuteActivity(summarize(actx, p.node, p.rank, "repair "+p.lane+"/"+p.block.ID), na.StageBlock, contract.StageBlockInput{Lane: p.lane, Block: p.block, Rank: p.rank, TP: p.tp}).Get(v.ctx, &r)
 		v.t.end(i, fmt.Sprintf("%d files re-copied", r.Result.CopiedFiles), err)
 		if err != nil {
