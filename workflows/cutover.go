@@ -383,7 +383,9 @@ func (c *cutover) stage() error {
 			}
 		}
 		i := c.t.start("stage", "")
-		st, err := stageChildren(c.ctx, c.t, c.in.Plan, c.in.Recipe.Staging, "", c.in.Stage, false, false, c.in.Pickup.D(), c.in.OutageBudget.D(), c.in.Room)
+		st, err := stageChildren(c.ctx, c.t, contract.StageInput{
+			Plan: c.in.Plan, Blocks: c.in.Recipe.Staging, Mode: c.in.Stage, Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget, Room: c.in.Room,
+		})
 		c.t.end(i, "", err)
 		c.res.Stage = st
 		return failedAt("stage", err)
