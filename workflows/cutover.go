@@ -359,8 +359,10 @@ func (c *cutover) stopPrevious() error {
 // stage stages every block on every node, in parallel.
 func (c *cutover) stage() error {
 	if workflow.GetVersion(c.ctx, versionStageImage, workflow.DefaultVersion, 1) >= 1 {
-		imgs, err := ensureImages(c.ctx, c.t, c.in.Plan, "", false, c.in.Pickup.D(), imageSources{build: recipeBuild(c.in.Recipe, c.in.Plan), built: &c.res.Built, pull: recipePull(c.in.Recipe, c.in.Plan), pulled: &c.res.Pulled})
-		c.res.Images = imgs
+		img := &imageStep{ctx: c.ctx, t: c.t, plan: c.in.Plan, pickup: c.in.Pickup.D(),
+			src: imageSources{build: recipeBuild(c.in.Recipe, c.in.Plan), pull: recipePull(c.in.Recipe, c.in.Plan)}}
+		err := img.run()
+		c.res.Images, c.res.Built, c.res.Pulled = img.res, img.built, img.pulled
 		if err != nil {
 			return failedAt("image", err)
 		}

@@ -348,8 +348,9 @@ func (s *stageRun) image() error {
 		return nil
 	}
 	in := s.in
-	imgs, err := ensureImages(s.ctx, s.t, in.Plan, in.Only, in.DryRun, in.Pickup.D(), imageSources{build: in.Build, built: &s.res.Built, pull: in.Pull, pulled: &s.res.Pulled})
-	s.res.Images = imgs
+	img := &imageStep{ctx: s.ctx, t: s.t, plan: in.Plan, only: in.Only, dryRun: in.DryRun, pickup: in.Pickup.D(), src: imageSources{build: in.Build, pull: in.Pull}}
+	err := img.run()
+	s.res.Images, s.res.Built, s.res.Pulled = img.res, img.built, img.pulled
 	return err
 }
 
