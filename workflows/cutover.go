@@ -345,7 +345,7 @@ func (c *cutover) stopPrevious() error {
 	c.undo.add(c.stopNew)
 	c.stopping = true
 	for _, l := range c.res.Previous {
-		if err := stopLane(c.ctx, c.t, l, c.prevNodes[l], c.in.Pickup.D(), c.in.OutageBudget.D()); err != nil {
+		if err := stopLane(c.ctx, c.t, c.stopOf(l, c.prevNodes[l])); err != nil {
 			if workflow.GetVersion(c.ctx, versionStopRollback, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 				// Runs recorded before the change failed without a rollback.
 				c.undo = nil
@@ -467,7 +467,7 @@ func (c *cutover) verifiedClean(items []verifyItem, verified []contract.VerifyBl
 // serve starts the lane and probes it. A failure once every rank started
 // is the probe's.
 func (c *cutover) serve() error {
-	sr, err := serveLane(c.ctx, c.t, c.in.Recipe, c.in.Plan, c.in.NoWait, c.in.Pickup.D(), c.in.OutageBudget.D())
+	sr, err := serveLane(c.ctx, c.t, c.serveOf(c.in.Recipe, c.in.Plan, c.in.NoWait))
 	c.res.Serve = &sr
 	if err != nil {
 		step := "serve"
@@ -519,7 +519,7 @@ func (c *cutover) bench() error {
 // stopNew (an undo) removes whatever of the new lane was started on its
 // nodes, so the previous lanes get them back.
 func (c *cutover) stopNew(ctx workflow.Context) error {
-	return failedAt("stopping "+c.in.Plan.Lane, stopLane(ctx, c.t, c.in.Plan.Lane, c.nodes, c.in.Pickup.D(), c.in.OutageBudget.D()))
+	return failedAt("stopping "+c.in.Plan.Lane, stopLane(ctx, c.t, c.stopOf(c.in.Plan.Lane, c.nodes)))
 }
 
 // skipRollback (the undo under --no-rollback) leaves the previous lanes
@@ -543,12 +543,12 @@ func (c *cutover) servePrevious(ctx workflow.Context) error {
 			continue
 		}
 		i := c.t.start("rollback "+l, "")
-		sr, err := serveLane(ctx, c.t, r.Recipe, r.Plan, false, c.in.Pickup.D(), c.in.OutageBudget.D())
+		sr, err := serveLane(ctx, c.t, c.serveOf(r.Recipe, r.Plan, false))
 		c.t.end(i, "", err)
 		if err != nil {
 			answers = false
 			errs = append(errs, failedAt("serving "+l+" again", err))
-			serr := stopLane(ctx, c.t, l, planNodes(r.Plan), c.in.Pickup.D(), c.in.OutageBudget.D())
+			serr := stopLane(ctx, c.t, c.stopOf(l, planNodes(r.Plan)))
 			errs = append(errs, failedAt("stopping "+l+" after its failed rollback", serr))
 			continue
 		}
@@ -557,6 +557,18 @@ func (c *cutover) servePrevious(ctx workflow.Context) error {
 	}
 	c.res.OldLaneAnswers = answers
 	return errors.Join(append(errs, c.unresolved...)...)
+}
+
+// serveOf is the serve of a lane (the new one, or a previous one rolled
+// back) with this run's pickup and outage budget.
+func (c *cutover) serveOf(rc contract.Recipe, plan contract.LanePlan, noWait bool) contract.ServeInput {
+	return contract.ServeInput{Recipe: rc, Plan: plan, NoWait: noWait, Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget}
+}
+
+// stopOf is the stop of lane on nodes with this run's pickup and outage
+// budget.
+func (c *cutover) stopOf(lane string, nodes []string) contract.StopInput {
+	return contract.StopInput{Lane: lane, Nodes: nodes, Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget}
 }
 
 func contains(list []string, s string) bool {

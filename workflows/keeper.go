@@ -448,10 +448,10 @@ func (k *keeper) heal(reason string) {
 	if k.ended {
 		return
 	}
-	pickup, budget := k.in.Pickup.D(), k.in.OutageBudget.D()
+	stop := contract.StopInput{Lane: k.in.Plan.Lane, Nodes: k.nodes, Pickup: k.in.Pickup, OutageBudget: k.in.OutageBudget}
 	if n := k.restartsInWindow(); n >= k.pol.Restarts {
 		i := k.t.start("crash loop: stop lane", "")
-		err := stopLane(k.ctx, k.t, k.in.Plan.Lane, k.nodes, pickup, budget)
+		err := stopLane(k.ctx, k.t, stop)
 		k.t.end(i, "", err)
 		k.in.Stopped = fmt.Sprintf("%d restarts within %s, still failing: %s", n, k.pol.Window.D(), reason)
 		k.in.LastReason = "stopped: crash loop: " + k.in.Stopped
@@ -467,10 +467,10 @@ func (k *keeper) heal(reason string) {
 	r := contract.KeeperRestart{At: workflow.Now(k.ctx), Reason: reason}
 	k.mark(contract.KeeperMarkInput{Restart: true})
 	i := k.t.start("restart lane", "")
-	err = stopLane(k.ctx, k.t, k.in.Plan.Lane, k.nodes, pickup, budget)
-	var sr contract.ServeResult
+	err = stopLane(k.ctx, k.t, stop)
+	sr := newLaneServe(k.ctx, k.t, contract.ServeInput{Recipe: k.in.Recipe, Plan: k.in.Plan, NoWait: true, Pickup: k.in.Pickup, OutageBudget: k.in.OutageBudget})
 	if err == nil && !k.ended {
-		sr, err = serveLane(k.ctx, k.t, k.in.Recipe, k.in.Plan, true, pickup, budget)
+		err = sr.run()
 		if n := len(k.t.p.Steps); err == nil && n > 0 && k.t.p.Steps[n-1].Status == contract.StepSkipped {
 			// serveLane's "probe skipped (--no-wait)" row: the keeper probes next.
 			k.t.p.Steps = k.t.p.Steps[:n-1]
@@ -479,7 +479,7 @@ func (k *keeper) heal(reason string) {
 	if err == nil && !k.ended {
 		pctx, cancel := workflow.WithCancel(k.ctx)
 		k.cancelProbe = cancel
-		sr, err = probeLane(pctx, k.t, k.in.Recipe, k.in.Plan, sr)
+		err = sr.probe(pctx)
 		k.cancelProbe = nil
 		cancel()
 	}
