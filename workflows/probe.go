@@ -45,11 +45,10 @@ func FleetProbe(ctx workflow.Context, in contract.FleetProbeInput) (contract.Fle
 	}
 	res := contract.FleetProbeResult{Attempt: int(workflow.GetInfo(ctx).Attempt)}
 	for i, n := range in.Nodes {
-		var ssh contract.SSHCheckResult
-		sshErr := futs[i].ssh.Get(ctx, &ssh)
-		var ns contract.NodeStatusResult
-		serr := futs[i].status.Get(ctx, &ns)
-		res.Nodes = append(res.Nodes, probedState(n, pickup, ssh, sshErr, ns, serr))
+		p := nodeProbe{node: n}
+		p.sshErr = futs[i].ssh.Get(ctx, &p.ssh)
+		p.statusErr = futs[i].status.Get(ctx, &p.status)
+		res.Nodes = append(res.Nodes, p.state(pickup))
 	}
 	if missing := unusable(in, res.Nodes); len(missing) > 0 {
 		var lines []string
@@ -69,9 +68,20 @@ func FleetProbe(ctx workflow.Context, in contract.FleetProbeInput) (contract.Fle
 	return res, nil
 }
 
-// probedState is node n's state from its SSH check and its worker's
-// status (each with the error its activity returned).
-func probedState(n string, pickup time.Duration, ssh contract.SSHCheckResult, sshErr error, ns contract.NodeStatusResult, serr error) contract.NodeState {
+// nodeProbe is what the fleet probe heard from one node: its SSH check
+// and its worker's status, each with the error its activity returned.
+type nodeProbe struct {
+	node      string
+	ssh       contract.SSHCheckResult
+	sshErr    error
+	status    contract.NodeStatusResult
+	statusErr error
+}
+
+// state is the node's state from its SSH check and its worker's status
+// (pickup: how long the worker had to pick the status up).
+func (p nodeProbe) state(pickup time.Duration) contract.NodeState {
+	n, ssh, sshErr, ns, serr := p.node, p.ssh, p.sshErr, p.status, p.statusErr
 	st := contract.NodeState{Node: n}
 	if sshErr != nil {
 		ssh.Why = errMessage(sshErr)
