@@ -92,6 +92,7 @@ func (c *cutover) run() error {
 		c.resolvePrevious,    // their recipes, for the rollback
 		c.stopForeign,        // --stop-foreign
 		c.stopPrevious,       // registers the rollback
+		c.image,              // the lane's image on every node
 		c.stage,
 		c.verify,
 		c.serve, // and probe
@@ -356,17 +357,23 @@ func (c *cutover) stopPrevious() error {
 	return nil
 }
 
-// stage stages every block on every node, in parallel.
-func (c *cutover) stage() error {
-	if workflow.GetVersion(c.ctx, versionStageImage, workflow.DefaultVersion, 1) >= 1 {
-		img := &imageStep{ctx: c.ctx, t: c.t, plan: c.in.Plan, pickup: c.in.Pickup.D(),
-			src: imageSources{build: recipeBuild(c.in.Recipe, c.in.Plan), pull: recipePull(c.in.Recipe, c.in.Plan)}}
-		err := img.run()
-		c.res.Images, c.res.Built, c.res.Pulled = img.res, img.built, img.pulled
-		if err != nil {
-			return failedAt("image", err)
-		}
+// image puts the lane's image on every node first (images.go): pulled
+// from the recipe's image_registry or built from its [build] when no node
+// has it. Runs recorded before versionStageImage had no image step.
+func (c *cutover) image() error {
+	if workflow.GetVersion(c.ctx, versionStageImage, workflow.DefaultVersion, 1) < 1 {
+		return nil
 	}
+	img := &imageStep{ctx: c.ctx, t: c.t, plan: c.in.Plan, pickup: c.in.Pickup.D(),
+		src: imageSources{build: recipeBuild(c.in.Recipe, c.in.Plan), pull: recipePull(c.in.Recipe, c.in.Plan)}}
+	err := img.run()
+	c.res.Images, c.res.Built, c.res.Pulled = img.res, img.built, img.pulled
+	return failedAt("image", err)
+}
+
+// stage stages every block on every node, in parallel (after fetching
+// its repos into the NAS, when asked).
+func (c *cutover) stage() error {
 	switch {
 	case len(c.in.Recipe.Staging) == 0:
 		c.t.skip("stage", "", "no [[staging]] blocks")
