@@ -149,7 +149,8 @@ const (
 )
 
 // ensure puts the image on its nodes: up to imageRounds transfer rounds,
-// each planned from a fresh inventory.
+// each planned from a fresh inventory, besides at most one pull round and
+// one build round (each source is tried once).
 func (r *imageRun) ensure() ([]contract.ImageNodeResult, error) {
 	if err := r.prepare(); err != nil {
 		return nil, err
@@ -159,6 +160,8 @@ func (r *imageRun) ensure() ([]contract.ImageNodeResult, error) {
 		switch next {
 		case imageDone:
 			return res, err
+		case imageSourced:
+			// Pulled or built: planned again, the same transfer round.
 		case imageRetry:
 			round++
 		}
