@@ -23,18 +23,25 @@ var (
 	ca *activities.ControlActivities
 )
 
+// callBudget is one activity's budget: how long an attempt may run, its
+// heartbeat timeout (0: none) and its attempts (0: unlimited).
+type callBudget struct {
+	run, heartbeat time.Duration
+	attempts       int32
+}
+
 // nodeOpts pins activities to node's queue. A node whose worker is not
 // polling fails fast on ScheduleToStart instead of hanging.
-func nodeOpts(ctx workflow.Context, node string, pickup, run, heartbeat time.Duration, attempts int32) workflow.Context {
+func nodeOpts(ctx workflow.Context, node string, pickup time.Duration, b callBudget) workflow.Context {
 	if pickup <= 0 {
 		pickup = contract.DefaultPickup
 	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              contract.NodeQueue(node),
 		ScheduleToStartTimeout: pickup,
-		StartToCloseTimeout:    run,
-		HeartbeatTimeout:       heartbeat,
-		RetryPolicy:            backoff(attempts),
+		StartToCloseTimeout:    b.run,
+		HeartbeatTimeout:       b.heartbeat,
+		RetryPolicy:            backoff(b.attempts),
 	})
 }
 

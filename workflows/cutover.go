@@ -92,6 +92,7 @@ func (c *cutover) run() error {
 		c.resolvePrevious,    // their recipes, for the rollback
 		c.stopForeign,        // --stop-foreign
 		c.stopPrevious,       // registers the rollback
+		c.image,              // the lane's image on every node
 		c.stage,
 		c.verify,
 		c.serve, // and probe
@@ -170,7 +171,7 @@ func (c *cutover) releaseNodes() {
 // leaseNodes holds the lane's nodes for this run alone (lease.go): a run
 // on an overlapping cluster that holds one of them refuses this one.
 func (c *cutover) leaseNodes() error {
-	l, err := holdNodes(c.ctx, c.t, contract.LeaseCutover, c.in.Plan.Lane, c.in.Plan.Cluster, c.nodes)
+	l, err := holdNodes(c.ctx, c.t, contract.NodeLeaseHolder{Kind: contract.LeaseCutover, Lane: c.in.Plan.Lane, Cluster: c.in.Plan.Cluster}, c.nodes)
 	if err != nil {
 		return failedAt("hold nodes", err)
 	}
@@ -277,7 +278,7 @@ func (c *cutover) leasePreviousNodes() error {
 	if c.leases[0] == nil || len(extra) == 0 {
 		return nil
 	}
-	more, err := holdNodes(c.ctx, c.t, contract.LeaseCutover, c.in.Plan.Lane, c.in.Plan.Cluster, extra)
+	more, err := holdNodes(c.ctx, c.t, contract.NodeLeaseHolder{Kind: contract.LeaseCutover, Lane: c.in.Plan.Lane, Cluster: c.in.Plan.Cluster}, extra)
 	if err != nil {
 		return failedAt("hold nodes", err)
 	}
@@ -317,7 +318,7 @@ func (c *cutover) stopForeign() error {
 		}
 		i := c.t.start("stop foreign", st.Node)
 		var sf contract.StopForeignResult
-		err := workflow.ExecuteActivity(nodeOpts(c.ctx, st.Node, c.in.Pickup.D(), 2*time.Minute, 0, 2), na.StopForeign,
+		err := workflow.ExecuteActivity(nodeOpts(c.ctx, st.Node, c.in.Pickup.D(), callBudget{run: 2 * time.Minute, attempts: 2}), na.StopForeign,
 			contract.StopForeignInput{Names: st.ForeignNames}).Get(c.ctx, &sf)
 		c.t.end(i, strings.Join(sf.Stopped, ", "), err)
 		if err != nil {
@@ -345,7 +346,7 @@ func (c *cutover) stopPrevious() error {
 	c.undo.add(c.stopNew)
 	c.stopping = true
 	for _, l := range c.res.Previous {
-		if err := stopLane(c.ctx, c.t, l, c.prevNodes[l], c.in.Pickup.D(), c.in.OutageBudget.D()); err != nil {
+		if err := stopLane(c.ctx, c.t, c.stopOf(l, c.prevNodes[l])); err != nil {
 			if workflow.GetVersion(c.ctx, versionStopRollback, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 				// Runs recorded before the change failed without a rollback.
 				c.undo = nil
@@ -356,15 +357,23 @@ func (c *cutover) stopPrevious() error {
 	return nil
 }
 
-// stage stages every block on every node, in parallel.
-func (c *cutover) stage() error {
-	if workflow.GetVersion(c.ctx, versionStageImage, workflow.DefaultVersion, 1) >= 1 {
-		imgs, err := ensureImages(c.ctx, c.t, c.in.Plan, "", false, c.in.Pickup.D(), imageSources{build: recipeBuild(c.in.Recipe, c.in.Plan), built: &c.res.Built, pull: recipePull(c.in.Recipe, c.in.Plan), pulled: &c.res.Pulled})
-		c.res.Images = imgs
-		if err != nil {
-			return failedAt("image", err)
-		}
+// image puts the lane's image on every node first (images.go): pulled
+// from the recipe's image_registry or built from its [build] when no node
+// has it. Runs recorded before versionStageImage had no image step.
+func (c *cutover) image() error {
+	if workflow.GetVersion(c.ctx, versionStageImage, workflow.DefaultVersion, 1) < 1 {
+		return nil
 	}
+	img := &imageStep{ctx: c.ctx, t: c.t, plan: c.in.Plan, pickup: c.in.Pickup.D(),
+		src: imageSources{build: recipeBuild(c.in.Recipe, c.in.Plan), pull: recipePull(c.in.Recipe, c.in.Plan)}}
+	err := img.run()
+	c.res.Images, c.res.Built, c.res.Pulled = img.res, img.built, img.pulled
+	return failedAt("image", err)
+}
+
+// stage stages every block on every node, in parallel (after fetching
+// its repos into the NAS, when asked).
+func (c *cutover) stage() error {
 	switch {
 	case len(c.in.Recipe.Staging) == 0:
 		c.t.skip("stage", "", "no [[staging]] blocks")
@@ -383,7 +392,9 @@ func (c *cutover) stage() error {
 			}
 		}
 		i := c.t.start("stage", "")
-		st, err := stageChildren(c.ctx, c.t, c.in.Plan, c.in.Recipe.Staging, "", c.in.Stage, false, false, c.in.Pickup.D(), c.in.OutageBudget.D(), c.in.Room)
+		st, err := stageChildren(c.ctx, c.t, contract.StageInput{
+			Plan: c.in.Plan, Blocks: c.in.Recipe.Staging, Mode: c.in.Stage, Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget, Room: c.in.Room,
+		})
 		c.t.end(i, "", err)
 		c.res.Stage = st
 		return failedAt("stage", err)
@@ -422,9 +433,9 @@ func (c *cutover) verify() error {
 	wait := workflow.GetVersion(c.ctx, versionVerifyOutageWait, workflow.DefaultVersion, 1) >= 1
 	verified := make([]contract.VerifyBlockResult, len(items))
 	lane, tp := c.in.Plan.Lane, c.in.Plan.TP
-	errs := perNode(c.ctx, c.t, wait, c.in.OutageBudget.D(), steps, itemNodes, func(ctx workflow.Context, k int) workflow.Future {
+	errs := perNode(c.ctx, nodeFan{t: c.t, wait: wait, budget: c.in.OutageBudget.D(), steps: steps, nodes: itemNodes}, func(ctx workflow.Context, k int) workflow.Future {
 		n, b := items[k].n, items[k].b
-		vctx := nodeOpts(ctx, n.Node, c.in.Pickup.D(), verifyRunTimeout, stageHeartbeat, 3)
+		vctx := nodeOpts(ctx, n.Node, c.in.Pickup.D(), callBudget{run: verifyRunTimeout, heartbeat: stageHeartbeat, attempts: 3})
 		return workflow.ExecuteActivity(summarize(vctx, n.Node, n.Rank, "verify "+lane+"/"+b.ID), na.VerifyBlock, contract.VerifyBlockInput{Lane: lane, Block: b, Rank: n.Rank, TP: tp})
 	}, func(ctx workflow.Context, k int, f workflow.Future) error { return f.Get(ctx, &verified[k]) })
 	if err := c.verifiedClean(items, verified, errs); err != nil {
@@ -463,7 +474,7 @@ func (c *cutover) verifiedClean(items []verifyItem, verified []contract.VerifyBl
 // serve starts the lane and probes it. A failure once every rank started
 // is the probe's.
 func (c *cutover) serve() error {
-	sr, err := serveLane(c.ctx, c.t, c.in.Recipe, c.in.Plan, c.in.NoWait, c.in.Pickup.D(), c.in.OutageBudget.D())
+	sr, err := serveLane(c.ctx, c.t, c.serveOf(c.in.Recipe, c.in.Plan, c.in.NoWait))
 	c.res.Serve = &sr
 	if err != nil {
 		step := "serve"
@@ -515,7 +526,7 @@ func (c *cutover) bench() error {
 // stopNew (an undo) removes whatever of the new lane was started on its
 // nodes, so the previous lanes get them back.
 func (c *cutover) stopNew(ctx workflow.Context) error {
-	return failedAt("stopping "+c.in.Plan.Lane, stopLane(ctx, c.t, c.in.Plan.Lane, c.nodes, c.in.Pickup.D(), c.in.OutageBudget.D()))
+	return failedAt("stopping "+c.in.Plan.Lane, stopLane(ctx, c.t, c.stopOf(c.in.Plan.Lane, c.nodes)))
 }
 
 // skipRollback (the undo under --no-rollback) leaves the previous lanes
@@ -539,12 +550,12 @@ func (c *cutover) servePrevious(ctx workflow.Context) error {
 			continue
 		}
 		i := c.t.start("rollback "+l, "")
-		sr, err := serveLane(ctx, c.t, r.Recipe, r.Plan, false, c.in.Pickup.D(), c.in.OutageBudget.D())
+		sr, err := serveLane(ctx, c.t, c.serveOf(r.Recipe, r.Plan, false))
 		c.t.end(i, "", err)
 		if err != nil {
 			answers = false
 			errs = append(errs, failedAt("serving "+l+" again", err))
-			serr := stopLane(ctx, c.t, l, planNodes(r.Plan), c.in.Pickup.D(), c.in.OutageBudget.D())
+			serr := stopLane(ctx, c.t, c.stopOf(l, planNodes(r.Plan)))
 			errs = append(errs, failedAt("stopping "+l+" after its failed rollback", serr))
 			continue
 		}
@@ -553,6 +564,18 @@ func (c *cutover) servePrevious(ctx workflow.Context) error {
 	}
 	c.res.OldLaneAnswers = answers
 	return errors.Join(append(errs, c.unresolved...)...)
+}
+
+// serveOf is the serve of a lane (the new one, or a previous one rolled
+// back) with this run's pickup and outage budget.
+func (c *cutover) serveOf(rc contract.Recipe, plan contract.LanePlan, noWait bool) contract.ServeInput {
+	return contract.ServeInput{Recipe: rc, Plan: plan, NoWait: noWait, Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget}
+}
+
+// stopOf is the stop of lane on nodes with this run's pickup and outage
+// budget.
+func (c *cutover) stopOf(lane string, nodes []string) contract.StopInput {
+	return contract.StopInput{Lane: lane, Nodes: nodes, Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget}
 }
 
 func contains(list []string, s string) bool {

@@ -123,6 +123,7 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 	f.mockProbe()
 	f.mockStaging()
 	f.mockServe()
+	f.mockLaneProbe()
 	f.mockPower()
 	f.mockKeeper()
 	f.mockImages()
@@ -193,35 +194,7 @@ func (f *fakeFleet) mockKeeper() {
 func (f *fakeFleet) mockImages() {
 	f.imageLack, f.imageSent, f.imageAsked, f.imageStale = map[string]int{}, map[string]contract.TransferImageInput{}, map[string]int{}, map[string]bool{}
 	f.imageFail = map[string]int{}
-	layers := []string{"sha256:l1", "sha256:l2"}
-	f.env.OnActivity("ImageInventory", any2...).Return(func(ctx context.Context, in contract.ImageInventoryInput) (contract.ImageInventoryResult, error) {
-		n := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node.")
-		f.mu.Lock()
-		have, lacks := f.imageLack[n]
-		f.imageAsked[n]++
-		f.mu.Unlock()
-		r := contract.ImageInventoryResult{Addr: n + ":7291"}
-		r.Node = n
-		if lacks {
-			if len(in.DiffIDs) > 0 {
-				r.HaveLayers = have
-			}
-			return r, nil
-		}
-		r.Present, r.ID, r.DiffIDs = true, "sha256:"+in.Image, layers
-		if f.imageStale[n] {
-			r.ID = "sha256:old-" + in.Image
-		}
-		if in.Want != "" && r.ID != in.Want {
-			// A stale image under the tag: lacks the one moved, has its base.
-			r = contract.ImageInventoryResult{Addr: r.Addr}
-			r.Node = n
-			if len(in.DiffIDs) > 0 {
-				r.HaveLayers = 1
-			}
-		}
-		return r, nil
-	})
+	f.env.OnActivity("ImageInventory", any2...).Return(f.imageInventory)
 	f.env.OnActivity("BuildImage", any2...).Return(func(ctx context.Context, in contract.BuildImageInput) (contract.BuildImageResult, error) {
 		n := f.record(ctx, "BuildImage "+in.Image)
 		f.mu.Lock()
@@ -232,31 +205,68 @@ func (f *fakeFleet) mockImages() {
 		f.mu.Unlock()
 		return contract.BuildImageResult{Node: n, ID: "sha256:" + in.Image, Tail: []string{"Successfully built"}}, nil
 	})
-	f.env.OnActivity("TransferImage", any2...).Return(func(ctx context.Context, in contract.TransferImageInput) (contract.TransferImageResult, error) {
-		n := f.record(ctx, "TransferImage "+in.Spec.Tag)
-		f.mu.Lock()
-		f.imageSent[n] = in
-		keep, fail := f.imageFail[n]
-		if fail {
-			delete(f.imageFail, n)
-			f.imageLack[n] = keep
-		} else if f.imageResume && in.Upstream != "" {
-			delete(f.imageLack, n)
-		}
-		f.mu.Unlock()
-		r := contract.TransferImageResult{}
-		r.Node = n
-		if fail {
-			return r, temporal.NewApplicationError("node "+n+": image transfer: worker stopped", "Transient")
-		}
-		if in.Upstream != "" {
-			r.BytesIn, r.Layers = 1000, len(in.Spec.DiffIDs)-in.Spec.From
-		}
-		if in.Downstream != "" {
-			r.BytesOut = 1000
+	f.env.OnActivity("TransferImage", any2...).Return(f.transferImage)
+}
+
+// imageInventory is the double of ImageInventory: a node lacks the image
+// (imageLack: how many of its layers it has), has a stale one under the
+// tag (imageStale), or has it.
+func (f *fakeFleet) imageInventory(ctx context.Context, in contract.ImageInventoryInput) (contract.ImageInventoryResult, error) {
+	layers := []string{"sha256:l1", "sha256:l2"}
+	n := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node.")
+	f.mu.Lock()
+	have, lacks := f.imageLack[n]
+	f.imageAsked[n]++
+	f.mu.Unlock()
+	r := contract.ImageInventoryResult{Addr: n + ":7291"}
+	r.Node = n
+	if lacks {
+		if len(in.DiffIDs) > 0 {
+			r.HaveLayers = have
 		}
 		return r, nil
-	})
+	}
+	r.Present, r.ID, r.DiffIDs = true, "sha256:"+in.Image, layers
+	if f.imageStale[n] {
+		r.ID = "sha256:old-" + in.Image
+	}
+	if in.Want != "" && r.ID != in.Want {
+		// A stale image under the tag: lacks the one moved, has its base.
+		r = contract.ImageInventoryResult{Addr: r.Addr}
+		r.Node = n
+		if len(in.DiffIDs) > 0 {
+			r.HaveLayers = 1
+		}
+	}
+	return r, nil
+}
+
+// transferImage is the double of TransferImage (recorded): a node in
+// imageFail fails once, keeping the layers it had.
+func (f *fakeFleet) transferImage(ctx context.Context, in contract.TransferImageInput) (contract.TransferImageResult, error) {
+	n := f.record(ctx, "TransferImage "+in.Spec.Tag)
+	f.mu.Lock()
+	f.imageSent[n] = in
+	keep, fail := f.imageFail[n]
+	if fail {
+		delete(f.imageFail, n)
+		f.imageLack[n] = keep
+	} else if f.imageResume && in.Upstream != "" {
+		delete(f.imageLack, n)
+	}
+	f.mu.Unlock()
+	r := contract.TransferImageResult{}
+	r.Node = n
+	if fail {
+		return r, temporal.NewApplicationError("node "+n+": image transfer: worker stopped", "Transient")
+	}
+	if in.Upstream != "" {
+		r.BytesIn, r.Layers = 1000, len(in.Spec.DiffIDs)-in.Spec.From
+	}
+	if in.Downstream != "" {
+		r.BytesOut = 1000
+	}
+	return r, nil
 }
 
 // any2 matches any activity context and input.
@@ -346,7 +356,7 @@ func (f *fakeFleet) mockStaging() {
 	})
 }
 
-// mockServe mocks the serve, probe and stop activities.
+// mockServe mocks the serve and stop activities.
 func (f *fakeFleet) mockServe() {
 	env := f.env
 	env.OnActivity("StopLane", any2...).Return(func(ctx context.Context, in contract.StopLaneInput) (contract.StopLaneResult, error) {
@@ -389,6 +399,11 @@ func (f *fakeFleet) mockServe() {
 		}
 		return contract.StartRankResult{Node: n, Rank: in.Plan.Rank, ID: "id-" + in.Plan.ContainerName, Name: in.Plan.ContainerName, Created: true}, nil
 	})
+}
+
+// mockLaneProbe mocks the probe's and the post hooks' activities.
+func (f *fakeFleet) mockLaneProbe() {
+	env := f.env
 	env.OnActivity("WaitReady", any2...).AfterFn(func() time.Duration {
 		f.mu.Lock()
 		defer f.mu.Unlock()

@@ -32,59 +32,86 @@ var fa *activities.FetchActivities
 // ranges in parallel), on the worker fetch_node names: a node's queue
 // (waited for within the outage budget, like staging) or the control
 // queue. ID fetch/LANE.
+//
+// Its steps are fetchRun's: one repo step per repo, in plan order.
 func Fetch(ctx workflow.Context, in contract.FetchInput) (contract.FetchResult, error) {
-	t := newTracker(ctx, "Fetch", in.Plan.Lane)
-	return fetchRepos(ctx, t, in)
+	f := newFetchRun(ctx, newTracker(ctx, "Fetch", in.Plan.Lane), in)
+	err := f.run()
+	return f.res, err
 }
 
-// fetchRepos runs FetchRepo for every repo of in.Plan, stopping at the
-// first failure (its type kept: HubNotFound, NASFull, ...).
-func fetchRepos(ctx workflow.Context, t *tracker, in contract.FetchInput) (contract.FetchResult, error) {
-	res := contract.FetchResult{Lane: in.Plan.Lane}
+// fetchRun is one Fetch run: its input, where it runs (a node, or
+// fetchControl) with which activity options, and its result so far.
+type fetchRun struct {
+	ctx   workflow.Context
+	t     *tracker
+	in    contract.FetchInput
+	res   contract.FetchResult
+	where string
+	actx  workflow.Context
+}
+
+func newFetchRun(ctx workflow.Context, t *tracker, in contract.FetchInput) *fetchRun {
+	f := &fetchRun{ctx: ctx, t: t, in: in, res: contract.FetchResult{Lane: in.Plan.Lane}, where: in.Plan.Node}
 	hb := in.Heartbeat.D()
 	if hb <= 0 {
 		hb = stageHeartbeat
 	}
-	where := in.Plan.Node
-	var actx workflow.Context
-	if where == "" {
-		where = fetchControl
-		actx = controlOpts(ctx, fetchRunTimeout, hb, fetchAttempts)
+	if f.where == "" {
+		f.where = fetchControl
+		f.actx = controlOpts(ctx, fetchRunTimeout, hb, fetchAttempts)
 	} else {
-		actx = nodeOpts(ctx, where, in.Pickup.D(), fetchRunTimeout, hb, fetchAttempts)
+		f.actx = nodeOpts(ctx, f.where, in.Pickup.D(), callBudget{run: fetchRunTimeout, heartbeat: hb, attempts: fetchAttempts})
 	}
+	return f
+}
+
+// run fetches every repo of the plan, stopping at the first failure (its
+// type kept: HubNotFound, NASFull, ...).
+func (f *fetchRun) run() error {
+	for _, r := range f.in.Plan.Repos {
+		if err := f.repo(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// repo runs FetchRepo for one repo (a dry run: what it would download)
+// where the fetch runs; a fetch node gone is waited for within the outage
+// budget.
+func (f *fetchRun) repo(r contract.FetchRepo) error {
+	in := f.in
 	verb := "fetch "
 	if in.DryRun {
 		verb = "plan fetch "
 	}
-	for _, r := range in.Plan.Repos {
-		what := verb + r.Repo + "@" + r.Revision
-		i := t.start(what, where)
-		ain := contract.FetchRepoInput{Lane: in.Plan.Lane, Repo: r, Endpoint: in.Plan.Endpoint, TokenFile: in.Plan.TokenFile, DryRun: in.DryRun}
-		var out contract.FetchRepoResult
-		call := func() error {
-			return workflow.ExecuteActivity(summarize(actx, where, -1, what), fa.FetchRepo, ain).Get(ctx, &out)
-		}
-		var err error
-		if in.Plan.Node == "" {
-			err = call()
-		} else {
-			err = waitForNode(ctx, t, i, where, in.OutageBudget.D(), call)
-		}
-		detail := fmt.Sprintf("%s: %d files, %d bytes downloaded, %d resumed, %d blobs reused", short(out.Commit), out.Files, out.DownloadedBytes, out.ResumedBytes, out.ReusedFiles)
-		if in.DryRun {
-			detail = fmt.Sprintf("%s: %d of %d files missing, %d bytes to download", short(out.Commit), out.MissingFiles, out.Files, out.MissingBytes)
-		}
-		t.end(i, detail, err)
-		if err != nil {
-			if in.Plan.Node != "" {
-				return res, nodeErr(where, what, err)
-			}
-			return res, err
-		}
-		res.Repos = append(res.Repos, out)
+	what := verb + r.Repo + "@" + r.Revision
+	i := f.t.start(what, f.where)
+	ain := contract.FetchRepoInput{Lane: in.Plan.Lane, Repo: r, Endpoint: in.Plan.Endpoint, TokenFile: in.Plan.TokenFile, DryRun: in.DryRun}
+	var out contract.FetchRepoResult
+	call := func() error {
+		return workflow.ExecuteActivity(summarize(f.actx, f.where, -1, what), fa.FetchRepo, ain).Get(f.ctx, &out)
 	}
-	return res, nil
+	var err error
+	if in.Plan.Node == "" {
+		err = call()
+	} else {
+		err = waitForNode(f.ctx, nodeStep{t: f.t, step: i, node: f.where, budget: in.OutageBudget.D()}, call)
+	}
+	detail := fmt.Sprintf("%s: %d files, %d bytes downloaded, %d resumed, %d blobs reused", short(out.Commit), out.Files, out.DownloadedBytes, out.ResumedBytes, out.ReusedFiles)
+	if in.DryRun {
+		detail = fmt.Sprintf("%s: %d of %d files missing, %d bytes to download", short(out.Commit), out.MissingFiles, out.Files, out.MissingBytes)
+	}
+	f.t.end(i, detail, err)
+	if err != nil {
+		if in.Plan.Node != "" {
+			return nodeErr(f.where, what, err)
+		}
+		return err
+	}
+	f.res.Repos = append(f.res.Repos, out)
+	return nil
 }
 
 // short is a commit's first 12 characters (what the step detail shows).

@@ -25,40 +25,67 @@ const (
 	imageRounds = 3
 )
 
-// ensureImages puts each image of plan on every node that runs it, before
-// any container starts (stage, and so cutover): nodes that lack it receive
-// only the layers they lack from a node of the cluster that has it, in a
-// chain (contract.ImagePlan). With only, only that node receives. A dry run
-// reports per node whether the image is there and what would move.
+// imageStep is the image step of a stage (and so of a cutover): each
+// image of plan on every node that runs it, before any container starts.
+// Nodes that lack it receive only the layers they lack from a node of the
+// cluster that has it, in a chain (contract.ImagePlan). With only, only
+// that node receives. A dry run reports per node whether the image is
+// there and what would move.
 //
 // src.build, when set, builds its image first (Force) or when no node of
 // the cluster has it (versionStageBuild); src.pull, when set, pulls it
-// from a registry on one node before that (versionStageRegistry).
-func ensureImages(ctx workflow.Context, t *tracker, plan contract.LanePlan, only string, dryRun bool, pickup time.Duration, src imageSources) ([]contract.ImageNodeResult, error) {
+// from a registry on one node before that (versionStageRegistry). What
+// the step found and did is in res, built and pulled.
+type imageStep struct {
+	ctx    workflow.Context
+	t      *tracker
+	plan   contract.LanePlan
+	only   string
+	dryRun bool
+	pickup time.Duration
+	src    imageSources
+
+	// res is each node's image as the step left it, image after image;
+	// built and pulled are what the build and the pull did (nil: none
+	// ran).
+	res    []contract.ImageNodeResult
+	built  *contract.BuildImageResult
+	pulled *contract.PullImageResult
+}
+
+// imageSources are the image step's sources besides the cluster's nodes:
+// a registry pull and a build.
+type imageSources struct {
+	pull  *contract.ImagePull
+	build *contract.ImageBuild
+}
+
+// run ensures each image of the plan in turn (in plan order), stopping at
+// the first that fails.
+func (s *imageStep) run() error {
 	var order []string
 	byImage := map[string][]string{}
-	for _, n := range plan.Nodes {
+	for _, n := range s.plan.Nodes {
 		if _, ok := byImage[n.Image]; !ok {
 			order = append(order, n.Image)
 		}
 		byImage[n.Image] = append(byImage[n.Image], n.Node)
 	}
-	var out []contract.ImageNodeResult
 	for _, img := range order {
-		s := src
-		if s.build != nil && s.build.Image != img {
-			s.build = nil
+		r := &imageRun{imageStep: s, img: img, nodes: byImage[img], src: s.src}
+		if r.src.build != nil && r.src.build.Image != img {
+			r.src.build = nil
 		}
-		if s.pull != nil && s.pull.Image != img {
-			s.pull = nil
+		if r.src.pull != nil && r.src.pull.Image != img {
+			r.src.pull = nil
 		}
-		r, err := ensureImage(ctx, t, plan.Lane, img, byImage[img], only, dryRun, pickup, s)
-		out = append(out, r...)
+		res, err := r.ensure()
+		s.res = append(s.res, res...)
 		if err != nil {
-			return out, err
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // recipeBuild is how a cutover builds the recipe's image when no node
@@ -72,15 +99,6 @@ func recipeBuild(rc contract.Recipe, plan contract.LanePlan) *contract.ImageBuil
 		b.Node = plan.Nodes[0].Node
 	}
 	return b
-}
-
-// imageSources are the image step's sources besides the cluster's nodes:
-// a registry pull and a build, and where each reports what it did.
-type imageSources struct {
-	pull   *contract.ImagePull
-	pulled **contract.PullImageResult
-	build  *contract.ImageBuild
-	built  **contract.BuildImageResult
 }
 
 // recipePull is how a cutover pulls the recipe's image when no node has
@@ -106,144 +124,228 @@ func permanent(err error) error {
 	return temporal.NewNonRetryableApplicationError(err.Error(), typ, nil)
 }
 
-func ensureImage(ctx workflow.Context, t *tracker, lane, img string, nodes []string, only string, dryRun bool, pickup time.Duration, src imageSources) ([]contract.ImageNodeResult, error) {
-	build, built, pull := src.build, src.built, src.pull
-	ref, err := contract.ParseImageRef(img)
-	if err != nil {
-		i := t.start("image "+img, "")
-		err = permanent(fault.Permanent(fault.InvalidSpec, err))
-		t.end(i, "", err)
+// imageRun is the image step for one image: the nodes that run it and
+// the sources (of the step's) still to try for it.
+type imageRun struct {
+	*imageStep
+	img   string
+	ref   contract.ImageRef
+	nodes []string
+	src   imageSources
+}
+
+// imageNext is what follows one round of an image.
+type imageNext int
+
+const (
+	// imageDone: the round's results and error are the image's.
+	imageDone imageNext = iota
+	// imageSourced: the image was pulled or built on one node; it is
+	// planned again (that round is not a transfer round).
+	imageSourced
+	// imageRetry: a transfer failed and is planned again from a fresh
+	// inventory (the nodes that got the image are sources then).
+	imageRetry
+)
+
+// ensure puts the image on its nodes: up to imageRounds transfer rounds,
+// each planned from a fresh inventory, besides at most one pull round and
+// one build round (each source is tried once).
+func (r *imageRun) ensure() ([]contract.ImageNodeResult, error) {
+	if err := r.prepare(); err != nil {
 		return nil, err
 	}
-	if build != nil && workflow.GetVersion(ctx, versionStageBuild, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		build = nil
-	}
-	if pull != nil && workflow.GetVersion(ctx, versionStageRegistry, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		pull = nil
-	}
-	if build != nil && build.Force && !dryRun {
-		if err := buildImage(ctx, t, *build, pickup, built); err != nil {
-			return nil, err
-		}
-		build = nil
-	}
-	for round := 1; ; round++ {
-		i := t.start("image "+img, "")
-		res, p, invs, err := planImage(ctx, ref, nodes, only, builtID(built), pickup)
-		if pull != nil && errType(err) == fault.ImageMissing && len(p.Present) == 0 {
-			// On no node, and a registry is named: one node pulls it.
-			if dryRun {
-				for k := range res {
-					res[k].State += "; would be pulled from " + pull.Registry + " on " + pull.Node + " and moved from there"
-				}
-				t.end(i, imageSummary(res), nil)
-				return res, nil
-			}
-			t.end(i, "missing everywhere: pulling from "+pull.Registry+" on "+pull.Node, nil)
-			perr := pullImage(ctx, t, *pull, pickup, src.pulled)
-			if perr != nil && (build == nil || errType(perr) != fault.ImageMissing) {
-				return res, perr
-			}
-			pull, round = nil, round-1 // the pull round is not a transfer round
-			continue
-		}
-		if build != nil && errType(err) == fault.ImageMissing && len(p.Present) == 0 {
-			// On no node, and the recipe says how to build it.
-			if dryRun {
-				for k := range res {
-					res[k].State += "; would be built on " + build.Node + " and moved from there"
-				}
-				t.end(i, imageSummary(res), nil)
-				return res, nil
-			}
-			t.end(i, "missing everywhere: building on "+build.Node, nil)
-			if err := buildImage(ctx, t, *build, pickup, built); err != nil {
-				return res, err
-			}
-			build, round = nil, round-1 // the build round is not a transfer round
-			continue
-		}
-		if err != nil || dryRun || len(p.Chain) == 0 {
-			if dryRun && err != nil {
-				// A dry run reports the refusal per node and goes on.
-				for k := range res {
-					res[k].Error = errMessage(err)
-				}
-				err = nil
-			}
-			t.end(i, imageSummary(res), err)
+	for round := 1; ; {
+		res, next, err := r.round(round)
+		switch next {
+		case imageDone:
 			return res, err
-		}
-		moved, err := transferImage(ctx, lane, ref, p, invs, pickup)
-		for k := range res {
-			if m, ok := moved[res[k].Node]; ok {
-				res[k].BytesIn, res[k].BytesOut, res[k].Layers = m.BytesIn, m.BytesOut, m.Layers
-				if m.BytesIn > 0 || res[k].Node != p.Source() {
-					res[k].State = fmt.Sprintf("received %d layers (%d bytes)", m.Layers, m.BytesIn)
-					res[k].ID = p.ID
-				}
-			}
-		}
-		t.end(i, imageSummary(res), err)
-		if err == nil {
-			return res, nil
-		}
-		var app *temporal.ApplicationError
-		if round >= imageRounds || (asApp(err, &app) && app.NonRetryable()) {
-			return res, err
+		case imageSourced:
+			// Pulled or built: planned again, the same transfer round.
+		case imageRetry:
+			round++
 		}
 	}
 }
 
-func asApp(err error, app **temporal.ApplicationError) bool {
-	for e := err; e != nil; {
-		if a, ok := e.(*temporal.ApplicationError); ok {
-			*app = a
-			return true
-		}
-		u, ok := e.(interface{ Unwrap() error })
-		if !ok {
-			return false
-		}
-		e = u.Unwrap()
+// prepare parses the image's reference, drops the sources this run's
+// history does not know (versionStageBuild, versionStageRegistry) and
+// builds first when the build is forced.
+func (r *imageRun) prepare() error {
+	ref, err := contract.ParseImageRef(r.img)
+	if err != nil {
+		i := r.t.start("image "+r.img, "")
+		err = permanent(fault.Permanent(fault.InvalidSpec, err))
+		r.t.end(i, "", err)
+		return err
 	}
-	return false
+	r.ref = ref
+	if r.src.build != nil && workflow.GetVersion(r.ctx, versionStageBuild, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		r.src.build = nil
+	}
+	if r.src.pull != nil && workflow.GetVersion(r.ctx, versionStageRegistry, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		r.src.pull = nil
+	}
+	if r.src.build != nil && r.src.build.Force && !r.dryRun {
+		if err := r.buildImage(*r.src.build); err != nil {
+			return err
+		}
+		r.src.build = nil
+	}
+	return nil
 }
 
-// planImage asks every node what it has (twice for those that lack the
-// image: how many of its layers they have) and plans the transfer. With
-// only, that node is asked first and the others (the sources) only when
-// it lacks the image: a stage --node N does not wait on the other nodes'
+// round is one "image IMG" step: plan from every node's inventory, then
+// pull or build it when no node has it, or move it along the plan's
+// chain.
+func (r *imageRun) round(round int) ([]contract.ImageNodeResult, imageNext, error) {
+	i := r.t.start("image "+r.img, "")
+	pl := r.planMove()
+	missing := errType(pl.err) == fault.ImageMissing && len(pl.plan.Present) == 0
+	if r.src.pull != nil && missing {
+		return r.pullFirst(i, pl)
+	}
+	if r.src.build != nil && missing {
+		return r.buildFirst(i, pl)
+	}
+	if pl.err != nil || r.dryRun || len(pl.plan.Chain) == 0 {
+		if r.dryRun && pl.err != nil {
+			// A dry run reports the refusal per node and goes on.
+			for k := range pl.res {
+				pl.res[k].Error = errMessage(pl.err)
+			}
+			pl.err = nil
+		}
+		r.t.end(i, imageSummary(pl.res), pl.err)
+		return pl.res, imageDone, pl.err
+	}
+	res, err := r.move(i, pl)
+	var app *temporal.ApplicationError
+	if err == nil || round >= imageRounds || (errors.As(err, &app) && app.NonRetryable()) {
+		return res, imageDone, err
+	}
+	return res, imageRetry, err
+}
+
+// pullFirst (step i): the image is on no node, and a registry is named:
+// one node pulls it (a dry run says it would).
+func (r *imageRun) pullFirst(i int, pl imagePlanned) ([]contract.ImageNodeResult, imageNext, error) {
+	pull := r.src.pull
+	if r.dryRun {
+		wouldBe(pl.res, "pulled from "+pull.Registry+" on "+pull.Node)
+		r.t.end(i, imageSummary(pl.res), nil)
+		return pl.res, imageDone, nil
+	}
+	r.t.end(i, "missing everywhere: pulling from "+pull.Registry+" on "+pull.Node, nil)
+	perr := r.pullImage(*pull)
+	if perr != nil && (r.src.build == nil || errType(perr) != fault.ImageMissing) {
+		return pl.res, imageDone, perr
+	}
+	r.src.pull = nil
+	return pl.res, imageSourced, nil
+}
+
+// buildFirst (step i): the image is on no node, and the recipe says how
+// to build it: its build node builds it (a dry run says it would).
+func (r *imageRun) buildFirst(i int, pl imagePlanned) ([]contract.ImageNodeResult, imageNext, error) {
+	build := r.src.build
+	if r.dryRun {
+		wouldBe(pl.res, "built on "+build.Node)
+		r.t.end(i, imageSummary(pl.res), nil)
+		return pl.res, imageDone, nil
+	}
+	r.t.end(i, "missing everywhere: building on "+build.Node, nil)
+	if err := r.buildImage(*build); err != nil {
+		return pl.res, imageDone, err
+	}
+	r.src.build = nil
+	return pl.res, imageSourced, nil
+}
+
+// wouldBe tells a dry run's every node how the image would come.
+func wouldBe(res []contract.ImageNodeResult, how string) {
+	for k := range res {
+		res[k].State += "; would be " + how + " and moved from there"
+	}
+}
+
+// move (step i) moves the image along the plan's chain and records what
+// each node received.
+func (r *imageRun) move(i int, pl imagePlanned) ([]contract.ImageNodeResult, error) {
+	res, p := pl.res, pl.plan
+	moved, err := r.transfer(p, pl.invs)
+	for k := range res {
+		if m, ok := moved[res[k].Node]; ok {
+			res[k].BytesIn, res[k].BytesOut, res[k].Layers = m.BytesIn, m.BytesOut, m.Layers
+			if m.BytesIn > 0 || res[k].Node != p.Source() {
+				res[k].State = fmt.Sprintf("received %d layers (%d bytes)", m.Layers, m.BytesIn)
+				res[k].ID = p.ID
+			}
+		}
+	}
+	r.t.end(i, imageSummary(res), err)
+	return res, err
+}
+
+// imagePlanned is one planning of an image: what each node has (res),
+// the transfer plan, every node asked's inventory, and why there is no
+// plan (err).
+type imagePlanned struct {
+	res  []contract.ImageNodeResult
+	plan contract.ImagePlan
+	invs map[string]contract.ImageInventoryResult
+	err  error
+}
+
+// planMove asks every node what it has (twice for those that lack the image:
+// how many of its layers they have) and plans the transfer. With only,
+// that node is asked first and the others (the sources) only when it
+// lacks the image: a stage --node N does not wait on the other nodes'
 // workers when N has it.
 //
-// want, when set, is the image ID the run moves (the one it just built):
-// a node with another image under the tag lacks it, and its layers count.
-func planImage(ctx workflow.Context, ref contract.ImageRef, nodes []string, only, want string, pickup time.Duration) ([]contract.ImageNodeResult, contract.ImagePlan, map[string]contract.ImageInventoryResult, error) {
-	invs := map[string]contract.ImageInventoryResult{}
-	if only != "" {
-		if !slices.Contains(nodes, only) {
-			return nil, contract.ImagePlan{}, invs, nil
+// The image the run built, if any, is the one moved: a node with another
+// image under the tag lacks it, and its layers count.
+func (r *imageRun) planMove() imagePlanned {
+	want := r.builtID()
+	pl := imagePlanned{invs: map[string]contract.ImageInventoryResult{}}
+	nodes := r.nodes
+	if r.only != "" {
+		if !slices.Contains(nodes, r.only) {
+			return pl
 		}
-		if err := imageInventory(ctx, ref, []string{only}, nil, want, pickup, invs); err != nil {
-			return []contract.ImageNodeResult{{Node: only, Image: ref.String()}}, contract.ImagePlan{}, invs, err
+		if pl.err = r.inventory([]string{r.only}, nil, want, pl.invs); pl.err != nil {
+			pl.res = []contract.ImageNodeResult{{Node: r.only, Image: r.ref.String()}}
+			return pl
 		}
-		if invs[only].Present {
-			nodes = []string{only}
+		if pl.invs[r.only].Present {
+			nodes = []string{r.only}
 		}
 	}
-	res := make([]contract.ImageNodeResult, len(nodes))
+	pl.res = make([]contract.ImageNodeResult, len(nodes))
 	var ask []string
 	for k, n := range nodes {
-		res[k] = contract.ImageNodeResult{Node: n, Image: ref.String()}
-		if _, asked := invs[n]; !asked {
+		pl.res[k] = contract.ImageNodeResult{Node: n, Image: r.ref.String()}
+		if _, asked := pl.invs[n]; !asked {
 			ask = append(ask, n)
 		}
 	}
-	if err := imageInventory(ctx, ref, ask, nil, want, pickup, invs); err != nil {
-		return res, contract.ImagePlan{}, invs, err
+	if pl.err = r.inventory(ask, nil, want, pl.invs); pl.err != nil {
+		return pl
 	}
-	var diff []string
-	var lack []string
+	diff, lack := layersToAsk(nodes, pl.invs)
+	if len(lack) > 0 {
+		if pl.err = r.inventory(lack, diff, want, pl.invs); pl.err != nil {
+			return pl
+		}
+	}
+	pl.plan, pl.err = r.chain(&pl, nodes, diff)
+	return pl
+}
+
+// layersToAsk are the layers of the image as the first node that has it
+// lists them (diff; nil when no node has it), and the nodes that lack it
+// (asked again: how many of those layers they have).
+func layersToAsk(nodes []string, invs map[string]contract.ImageInventoryResult) (diff, lack []string) {
 	for _, n := range nodes {
 		if invs[n].Present && diff == nil {
 			diff = invs[n].DiffIDs
@@ -254,11 +356,14 @@ func planImage(ctx workflow.Context, ref contract.ImageRef, nodes []string, only
 			lack = append(lack, n)
 		}
 	}
-	if len(lack) > 0 {
-		if err := imageInventory(ctx, ref, lack, diff, want, pickup, invs); err != nil {
-			return res, contract.ImagePlan{}, invs, err
-		}
-	}
+	return diff, lack
+}
+
+// chain describes each node's image in pl.res and plans the transfer
+// from the nodes' inventories: which node sends and the chain the
+// layers go down; a chain member with no transfer address refuses it.
+func (r *imageRun) chain(pl *imagePlanned, nodes, diff []string) (contract.ImagePlan, error) {
+	res, invs := pl.res, pl.invs
 	var planned []contract.ImageInventory
 	for k, n := range nodes {
 		inv := invs[n]
@@ -269,18 +374,18 @@ func planImage(ctx workflow.Context, ref contract.ImageRef, nodes []string, only
 		} else {
 			res[k].State = "missing"
 		}
-		if inv.Present || only == "" || n == only {
+		if inv.Present || r.only == "" || n == r.only {
 			planned = append(planned, inv.ImageInventory)
 		}
 	}
-	p, err := contract.PlanImage(ref, planned)
+	p, err := contract.PlanImage(r.ref, planned)
 	if err != nil {
-		return res, p, invs, permanent(err)
+		return p, permanent(err)
 	}
 	for k, n := range p.Chain {
 		if invs[n].Addr == "" {
-			return res, p, invs, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("image %s cannot move to %s: %s", ref, strings.Join(p.Chain[1:], ", "), invs[n].NoTransfer), fault.ImageMissing, nil)
+			return p, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("image %s cannot move to %s: %s", r.ref, strings.Join(p.Chain[1:], ", "), invs[n].NoTransfer), fault.ImageMissing, nil)
 		}
 		if k > 0 {
 			for j := range res {
@@ -290,88 +395,88 @@ func planImage(ctx workflow.Context, ref contract.ImageRef, nodes []string, only
 			}
 		}
 	}
-	return res, p, invs, nil
+	return p, nil
 }
 
 // builtID is the ID of the image the run built, "" before a build.
-func builtID(built **contract.BuildImageResult) string {
-	if built == nil || *built == nil {
+func (s *imageStep) builtID() string {
+	if s.built == nil {
 		return ""
 	}
-	return (*built).ID
+	return s.built.ID
 }
 
 // buildImage runs BuildImage on the build's node: one attempt (a failing
-// Dockerfile step fails the same way again), heartbeating its log.
-func buildImage(ctx workflow.Context, t *tracker, b contract.ImageBuild, pickup time.Duration, built **contract.BuildImageResult) error {
-	i := t.start("image build "+b.Image, b.Node)
+// Dockerfile step fails the same way again), heartbeating its log. Its
+// result is kept in built.
+func (s *imageStep) buildImage(b contract.ImageBuild) error {
+	i := s.t.start("image build "+b.Image, b.Node)
 	var r contract.BuildImageResult
-	err := workflow.ExecuteActivity(summarize(nodeOpts(ctx, b.Node, pickup, imageTransferTimeout, imageTransferBeat, 1), b.Node, -1, "build "+b.Image), na.BuildImage,
-		contract.BuildImageInput{Image: b.Image, Build: b.Spec}).Get(ctx, &r)
-	t.end(i, r.ID, err)
+	err := workflow.ExecuteActivity(summarize(nodeOpts(s.ctx, b.Node, s.pickup, callBudget{run: imageTransferTimeout, heartbeat: imageTransferBeat, attempts: 1}), b.Node, -1, "build "+b.Image), na.BuildImage,
+		contract.BuildImageInput{Image: b.Image, Build: b.Spec}).Get(s.ctx, &r)
+	s.t.end(i, r.ID, err)
 	if err != nil {
 		return nodeErr(b.Node, "image build", err)
 	}
-	if built != nil {
-		*built = &r
-	}
+	s.built = &r
 	return nil
 }
 
 // pullImage runs PullImage on the pull's node: one attempt per activity
 // retry policy of three (a network blip passes; a registry without the
 // image or with another digest is permanent), heartbeating its progress.
-func pullImage(ctx workflow.Context, t *tracker, p contract.ImagePull, pickup time.Duration, pulled **contract.PullImageResult) error {
-	i := t.start("image pull "+p.Image+" from "+p.Registry, p.Node)
+// Its result is kept in pulled.
+func (s *imageStep) pullImage(p contract.ImagePull) error {
+	i := s.t.start("image pull "+p.Image+" from "+p.Registry, p.Node)
 	var r contract.PullImageResult
-	err := workflow.ExecuteActivity(summarize(nodeOpts(ctx, p.Node, pickup, imageTransferTimeout, imageTransferBeat, 3), p.Node, -1, "pull "+p.Image+" from "+p.Registry), na.PullImage,
-		contract.PullImageInput{Image: p.Image, Registry: p.Registry, AuthFile: p.AuthFile}).Get(ctx, &r)
-	t.end(i, r.ID, err)
+	err := workflow.ExecuteActivity(summarize(nodeOpts(s.ctx, p.Node, s.pickup, callBudget{run: imageTransferTimeout, heartbeat: imageTransferBeat, attempts: 3}), p.Node, -1, "pull "+p.Image+" from "+p.Registry), na.PullImage,
+		contract.PullImageInput{Image: p.Image, Registry: p.Registry, AuthFile: p.AuthFile}).Get(s.ctx, &r)
+	s.t.end(i, r.ID, err)
 	if err != nil {
 		return nodeErr(p.Node, "image pull", err)
 	}
-	if pulled != nil {
-		*pulled = &r
-	}
+	s.pulled = &r
 	return nil
 }
 
-// imageInventory runs ImageInventory on nodes in parallel into invs.
-func imageInventory(ctx workflow.Context, ref contract.ImageRef, nodes, diffIDs []string, want string, pickup time.Duration, invs map[string]contract.ImageInventoryResult) error {
+// inventory runs ImageInventory on nodes in parallel into invs.
+func (r *imageRun) inventory(nodes, diffIDs []string, want string, invs map[string]contract.ImageInventoryResult) error {
+	ref := r.ref
 	futs := make([]workflow.Future, len(nodes))
 	for k, n := range nodes {
 		what := "image inventory " + ref.String()
-		futs[k] = workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, pickup, imageInventoryTimeout, 0, 3), n, -1, what), na.ImageInventory,
+		futs[k] = workflow.ExecuteActivity(summarize(nodeOpts(r.ctx, n, r.pickup, callBudget{run: imageInventoryTimeout, attempts: 3}), n, -1, what), na.ImageInventory,
 			contract.ImageInventoryInput{Image: ref.String(), DiffIDs: diffIDs, Want: want})
 	}
 	var first error
 	for k, n := range nodes {
-		var r contract.ImageInventoryResult
-		if err := futs[k].Get(ctx, &r); err != nil {
+		var res contract.ImageInventoryResult
+		if err := futs[k].Get(r.ctx, &res); err != nil {
 			if first == nil {
 				first = nodeErr(n, "image inventory", err)
 			}
 			continue
 		}
-		r.Node = n // the node asked, whatever an old worker reports
-		if want != "" && r.Present && r.ID != want {
+		res.Node = n // the node asked, whatever an old worker reports
+		if want != "" && res.Present && res.ID != want {
 			// Another image under the tag (a worker older than Want
 			// reports it present): it lacks the one moved.
-			r.Present, r.Unpinned = false, false
+			res.Present, res.Unpinned = false, false
 		}
-		invs[n] = r
+		invs[n] = res
 	}
 	return first
 }
 
-// transferImage runs every chain member's TransferImage at once and
-// waits for all of them.
-func transferImage(ctx workflow.Context, lane string, ref contract.ImageRef, p contract.ImagePlan, invs map[string]contract.ImageInventoryResult, pickup time.Duration) (map[string]contract.ImageMoved, error) {
+// transfer runs every chain member's TransferImage at once and waits for
+// all of them.
+func (r *imageRun) transfer(p contract.ImagePlan, invs map[string]contract.ImageInventoryResult) (map[string]contract.ImageMoved, error) {
+	ref := r.ref
 	spec := contract.ImageSpec{ID: p.ID, DiffIDs: p.DiffIDs, From: p.From, Tag: ref.Name}
 	hops := p.Hops()
 	futs := make([]workflow.Future, len(hops))
 	for k, h := range hops {
-		in := contract.TransferImageInput{Spec: spec, Have: invs[h.Node].HaveLayers, Upstream: h.Upstream, Downstream: h.Downstream, Lane: lane}
+		in := contract.TransferImageInput{Spec: spec, Have: invs[h.Node].HaveLayers, Upstream: h.Upstream, Downstream: h.Downstream, Lane: r.plan.Lane}
 		if h.Upstream != "" {
 			in.UpstreamAddr = invs[h.Upstream].Addr
 		}
@@ -382,33 +487,38 @@ func transferImage(ctx workflow.Context, lane string, ref contract.ImageRef, p c
 		default:
 			what += " ← " + h.Upstream
 		}
-		futs[k] = workflow.ExecuteActivity(summarize(nodeOpts(ctx, h.Node, pickup, imageTransferTimeout, imageTransferBeat, 1), h.Node, -1, what), na.TransferImage, in)
+		futs[k] = workflow.ExecuteActivity(summarize(nodeOpts(r.ctx, h.Node, r.pickup, callBudget{run: imageTransferTimeout, heartbeat: imageTransferBeat, attempts: 1}), h.Node, -1, what), na.TransferImage, in)
 	}
 	moved := map[string]contract.ImageMoved{}
 	var errs []string
 	var first error
 	for k, h := range hops {
-		var r contract.TransferImageResult
-		if err := futs[k].Get(ctx, &r); err != nil {
+		var res contract.TransferImageResult
+		if err := futs[k].Get(r.ctx, &res); err != nil {
 			errs = append(errs, h.Node+": "+errMessage(err))
 			if first == nil {
 				first = err
 			}
 			continue
 		}
-		moved[h.Node] = r.ImageMoved
+		moved[h.Node] = res.ImageMoved
 	}
 	if first != nil {
-		msg := fmt.Sprintf("image %s transfer %s: %s", ref, strings.Join(p.Chain, " → "), strings.Join(errs, "; "))
-		if typ := errType(first); typ != "" && typ != "Transient" {
-			var app *temporal.ApplicationError
-			if asApp(first, &app) && app.NonRetryable() {
-				return moved, temporal.NewNonRetryableApplicationError(msg, typ, nil)
-			}
-		}
-		return moved, temporal.NewApplicationError(msg, "ImageTransfer")
+		return moved, transferFailed(fmt.Sprintf("image %s transfer %s: %s", ref, strings.Join(p.Chain, " → "), strings.Join(errs, "; ")), first)
 	}
 	return moved, nil
+}
+
+// transferFailed is a failed transfer's error: permanent when the first
+// failure was (its type kept), else a retryable ImageTransfer.
+func transferFailed(msg string, first error) error {
+	if typ := errType(first); typ != "" && typ != "Transient" {
+		var app *temporal.ApplicationError
+		if errors.As(first, &app) && app.NonRetryable() {
+			return temporal.NewNonRetryableApplicationError(msg, typ, nil)
+		}
+	}
+	return temporal.NewApplicationError(msg, "ImageTransfer")
 }
 
 // imageSummary is the image step's one-line detail.

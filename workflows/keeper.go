@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -291,95 +292,134 @@ type checked struct {
 
 // check looks at every rank's container (on its node) and the head's
 // health path at once; each failed look is asked again after the grace
-// (retry policy). Each node's answer carries its boot id (sawBoot).
+// (retry policy). Each node's answer carries its boot id (sawBoot). The
+// rank checks are all awaited, in node order, then the head check —
+// unless a rank is down already (versionKeeperFastDown): the lane is down
+// whatever the head answers, and its re-probe is not awaited.
 func (k *keeper) check() checked {
-	var c checked
 	retry := &temporal.RetryPolicy{InitialInterval: k.pol.Grace.D(), BackoffCoefficient: 1, MaximumAttempts: 2}
+	ranks := k.startRankChecks(retry)
+	head := k.startHeadCheck(retry)
+	var c checkTally
+	for _, rc := range ranks {
+		k.rankChecked(&c, rc)
+	}
+	if k.fastV && len(c.downs) > 0 && c.gone == "" {
+		// A rank is down (Docker says so, re-probed): the lane is
+		// down whatever the head answers; its re-probe is not awaited.
+		head.cancel()
+	} else {
+		k.headChecked(&c, head)
+	}
+	if c.gone != "" {
+		return c.checked
+	}
+	if len(c.downs) > 0 {
+		i := k.t.start("check", "")
+		k.t.end(i, "failed after a re-probe", errors.New(strings.Join(c.downs, ", ")))
+		c.down = c.downs[0]
+	}
+	return c.checked
+}
+
+// rankCheck is one node's CheckRanks, under way.
+type rankCheck struct {
+	node string
+	f    workflow.Future
+}
+
+// headCheck is the head's health check, under way; cancel abandons it
+// (its re-probe).
+type headCheck struct {
+	f      workflow.Future
+	cancel workflow.CancelFunc
+}
+
+// checkTally is a check's looks filed as they come back: the outcome so
+// far, and why the lane is down as each look that found it down said.
+type checkTally struct {
+	checked
+	downs []string
+}
+
+// failed files a failed look (where: "node N" or "the head check"): a
+// rank or the lane found down, or the check itself failed (a Docker
+// socket that does not answer, a node worker too old to know CheckRanks):
+// that is not a lane found down, and restarting on it could turn a
+// rolling upgrade into a crash loop.
+func (c *checkTally) failed(where string, err error) {
+	switch {
+	case errType(err) == contract.RankDown || errType(err) == contract.LaneDown:
+		c.downs = append(c.downs, errMessage(err))
+	case c.gone == "":
+		c.gone = fmt.Sprintf("%s: could not check the lane: %s", where, errMessage(err))
+	}
+}
+
+// startRankChecks starts CheckRanks on every node of the lane (its
+// ranks there, in plan order) at once.
+func (k *keeper) startRankChecks(retry *temporal.RetryPolicy) []rankCheck {
+	lane := k.in.Plan.Lane
+	var out []rankCheck
+	for _, n := range k.nodes {
+		if slices.ContainsFunc(out, func(c rankCheck) bool { return c.node == n }) {
+			continue
+		}
+		actx := workflow.WithActivityOptions(k.ctx, workflow.ActivityOptions{
+			TaskQueue: contract.NodeQueue(n), ScheduleToStartTimeout: k.pickup(), StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry,
+		})
+		out = append(out, rankCheck{node: n, f: workflow.ExecuteActivity(summarize(actx, n, -1, "check "+lane), na.CheckRanks, contract.CheckRanksInput{Lane: lane, Ranks: k.ranksOn(n)})})
+	}
+	return out
+}
+
+// startHeadCheck starts the check of the head's health path: a local
+// activity on the keeper's own worker (versionKeeperLocalHead: one marker
+// event instead of an activity's three and its own workflow task), or a
+// control-queue activity.
+func (k *keeper) startHeadCheck(retry *temporal.RetryPolicy) headCheck {
 	plan := k.in.Plan
 	lane := plan.Lane
-	// Ranks grouped by node, in plan order.
-	var nodes []string
-	ranks := map[string][]int{}
-	for _, n := range plan.Nodes {
-		if _, ok := ranks[n.Node]; !ok {
-			nodes = append(nodes, n.Node)
-		}
-		ranks[n.Node] = append(ranks[n.Node], n.Rank)
-	}
-	pickup := k.in.Pickup.D()
-	if pickup <= 0 {
-		pickup = contract.DefaultPickup
-	}
-	var futs []workflow.Future
-	for _, n := range nodes {
-		actx := workflow.WithActivityOptions(k.ctx, workflow.ActivityOptions{
-			TaskQueue: contract.NodeQueue(n), ScheduleToStartTimeout: pickup, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry,
-		})
-		futs = append(futs, workflow.ExecuteActivity(summarize(actx, n, -1, "check "+lane), na.CheckRanks, contract.CheckRanksInput{Lane: lane, Ranks: ranks[n]}))
-	}
 	// Cancelled only on the fast path: a cancel of a completed activity
 	// is no command, but old runs never see one at all.
-	hbase, cancelHead := workflow.WithCancel(k.ctx)
+	hbase, cancel := workflow.WithCancel(k.ctx)
 	// Only what names the head's URL: every check is in the history.
 	head := contract.LanePlan{Lane: lane, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort, Nodes: []contract.NodePlan{{Node: plan.Nodes[0].Node, Rank: plan.Nodes[0].Rank}}}
 	hin := contract.CheckHeadInput{Lane: lane, Head: head, Path: keeperHealthPath(k.in.Recipe), APIKeyEnv: k.in.Recipe.Probe.APIKeyEnv}
 	what := plan.Nodes[0].Node + ": check head of " + lane
 	if k.localHeadV {
-		// One marker event instead of an activity's three and its own
-		// workflow task: the head check runs in the keeper's worker.
 		lctx := workflow.WithLocalActivityOptions(hbase, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: what})
-		futs = append(futs, workflow.ExecuteLocalActivity(lctx, ca.CheckHead, hin))
-	} else {
-		hctx := workflow.WithActivityOptions(hbase, workflow.ActivityOptions{TaskQueue: contract.ControlQueue, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: what})
-		futs = append(futs, workflow.ExecuteActivity(hctx, ca.CheckHead, hin))
+		return headCheck{f: workflow.ExecuteLocalActivity(lctx, ca.CheckHead, hin), cancel: cancel}
 	}
-	var downs []string
-	for i, f := range futs {
-		if k.fastV && i == len(nodes) && len(downs) > 0 && c.gone == "" {
-			// A rank is down (Docker says so, re-probed): the lane is
-			// down whatever the head answers; its re-probe is not awaited.
-			cancelHead()
-			break
+	hctx := workflow.WithActivityOptions(hbase, workflow.ActivityOptions{TaskQueue: contract.ControlQueue, StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: what})
+	return headCheck{f: workflow.ExecuteActivity(hctx, ca.CheckHead, hin), cancel: cancel}
+}
+
+// rankChecked waits for one node's rank check and files it: its boot id
+// seen, a node whose worker did not pick it up gone (nothing can be
+// restarted there), else failed.
+func (k *keeper) rankChecked(c *checkTally, rc rankCheck) {
+	var r contract.CheckRanksResult
+	err := rc.f.Get(k.ctx, &r)
+	k.sawBoot(rc.node, r, err)
+	switch {
+	case err == nil:
+	case isPickupTimeout(err):
+		c.goneNodes = append(c.goneNodes, rc.node)
+		if c.gone == "" {
+			c.gone = fmt.Sprintf("node %s: its worker did not pick up the check within %s; waiting for it (no restart while a node is gone)", rc.node, k.pickup())
 		}
-		var r contract.CheckRanksResult
-		err := f.Get(k.ctx, &r)
-		if i < len(nodes) {
-			k.sawBoot(nodes[i], r, err)
-		}
-		if err == nil {
-			continue
-		}
-		where := "the head check"
-		if i < len(nodes) {
-			where = "node " + nodes[i]
-		}
-		switch {
-		case i < len(nodes) && isPickupTimeout(err):
-			c.goneNodes = append(c.goneNodes, nodes[i])
-			if c.gone == "" {
-				c.gone = fmt.Sprintf("node %s: its worker did not pick up the check within %s; waiting for it (no restart while a node is gone)", nodes[i], pickup)
-			}
-		case errType(err) == contract.RankDown || errType(err) == contract.LaneDown:
-			downs = append(downs, errMessage(err))
-		default:
-			// The check itself failed (a Docker socket that does not
-			// answer, a node worker too old to know CheckRanks): that is
-			// not a lane found down, and restarting on it could turn a
-			// rolling upgrade into a crash loop.
-			if c.gone == "" {
-				c.gone = fmt.Sprintf("%s: could not check the lane: %s", where, errMessage(err))
-			}
-		}
+	default:
+		c.failed("node "+rc.node, err)
 	}
-	if c.gone != "" {
-		return c
+}
+
+// headChecked waits for the head check and files it.
+func (k *keeper) headChecked(c *checkTally, h headCheck) {
+	var r contract.CheckHeadResult
+	if err := h.f.Get(k.ctx, &r); err != nil {
+		c.failed("the head check", err)
 	}
-	if len(downs) > 0 {
-		i := k.t.start("check", "")
-		k.t.end(i, "failed after a re-probe", errors.New(strings.Join(downs, ", ")))
-		c.down = downs[0]
-	}
-	return c
 }
 
 // keeperHealthPath is the head's cheap check: the recipe's probe path,
@@ -433,7 +473,7 @@ func (k *keeper) heal(reason string) {
 	// Healing from before the leases are asked for: an "end" arriving
 	// meanwhile waits until they are let go again.
 	k.healing = true
-	leases, err := holdNodes(k.ctx, k.t, LeaseKeeper, k.in.Plan.Lane, k.in.Cluster, k.nodes)
+	leases, err := holdNodes(k.ctx, k.t, contract.NodeLeaseHolder{Kind: LeaseKeeper, Lane: k.in.Plan.Lane, Cluster: k.in.Cluster}, k.nodes)
 	if err != nil {
 		k.healing = false
 		// Another run holds a node (a stage, a prune, a hand run): it
@@ -448,41 +488,44 @@ func (k *keeper) heal(reason string) {
 	if k.ended {
 		return
 	}
-	pickup, budget := k.in.Pickup.D(), k.in.OutageBudget.D()
 	if n := k.restartsInWindow(); n >= k.pol.Restarts {
-		i := k.t.start("crash loop: stop lane", "")
-		err := stopLane(k.ctx, k.t, k.in.Plan.Lane, k.nodes, pickup, budget)
-		k.t.end(i, "", err)
-		k.in.Stopped = fmt.Sprintf("%d restarts within %s, still failing: %s", n, k.pol.Window.D(), reason)
-		k.in.LastReason = "stopped: crash loop: " + k.in.Stopped
-		if err != nil {
-			k.in.LastReason += "; stopping it failed: " + errMessage(err)
-		}
-		k.health = "down"
-		if k.nodesV {
-			k.notify(contract.KeeperCrashLoop, k.in.LastReason)
-		}
+		k.stopCrashLoop(n, reason)
 		return
 	}
+	k.in.Restarts = append(k.in.Restarts, k.restart(reason))
+}
+
+// stopInput is the stop of the kept lane on its nodes.
+func (k *keeper) stopInput() contract.StopInput {
+	return contract.StopInput{Lane: k.in.Plan.Lane, Nodes: k.nodes, Pickup: k.in.Pickup, OutageBudget: k.in.OutageBudget}
+}
+
+// stopCrashLoop stops the lane after n restarts within the budget's
+// window, still failing (reason): the keeper stays open in that state
+// until an operator looks.
+func (k *keeper) stopCrashLoop(n int, reason string) {
+	i := k.t.start("crash loop: stop lane", "")
+	err := stopLane(k.ctx, k.t, k.stopInput())
+	k.t.end(i, "", err)
+	k.in.Stopped = fmt.Sprintf("%d restarts within %s, still failing: %s", n, k.pol.Window.D(), reason)
+	k.in.LastReason = "stopped: crash loop: " + k.in.Stopped
+	if err != nil {
+		k.in.LastReason += "; stopping it failed: " + errMessage(err)
+	}
+	k.health = "down"
+	if k.nodesV {
+		k.notify(contract.KeeperCrashLoop, k.in.LastReason)
+	}
+}
+
+// restart restarts the lane whole (the "restart lane" step) and returns
+// the restart as it is recorded: interrupted by an "end", failed, or OK
+// (the lane is up).
+func (k *keeper) restart(reason string) contract.KeeperRestart {
 	r := contract.KeeperRestart{At: workflow.Now(k.ctx), Reason: reason}
 	k.mark(contract.KeeperMarkInput{Restart: true})
 	i := k.t.start("restart lane", "")
-	err = stopLane(k.ctx, k.t, k.in.Plan.Lane, k.nodes, pickup, budget)
-	var sr contract.ServeResult
-	if err == nil && !k.ended {
-		sr, err = serveLane(k.ctx, k.t, k.in.Recipe, k.in.Plan, true, pickup, budget)
-		if n := len(k.t.p.Steps); err == nil && n > 0 && k.t.p.Steps[n-1].Status == contract.StepSkipped {
-			// serveLane's "probe skipped (--no-wait)" row: the keeper probes next.
-			k.t.p.Steps = k.t.p.Steps[:n-1]
-		}
-	}
-	if err == nil && !k.ended {
-		pctx, cancel := workflow.WithCancel(k.ctx)
-		k.cancelProbe = cancel
-		sr, err = probeLane(pctx, k.t, k.in.Recipe, k.in.Plan, sr)
-		k.cancelProbe = nil
-		cancel()
-	}
+	err := k.restartLane()
 	switch {
 	case k.ended:
 		r.Error = "interrupted: " + k.endReason
@@ -495,7 +538,33 @@ func (k *keeper) heal(reason string) {
 		k.setHealth("up")
 	}
 	k.t.end(i, r.Reason, err)
-	k.in.Restarts = append(k.in.Restarts, r)
+	return r
+}
+
+// restartLane stops every rank, serves the lane again (hooks and clears,
+// every rank started) and probes it; an "end" arriving meanwhile stops it
+// after the step under way, and cancels the probe.
+func (k *keeper) restartLane() error {
+	if err := stopLane(k.ctx, k.t, k.stopInput()); err != nil || k.ended {
+		return err
+	}
+	sr := newLaneServe(k.ctx, k.t, contract.ServeInput{Recipe: k.in.Recipe, Plan: k.in.Plan, NoWait: true, Pickup: k.in.Pickup, OutageBudget: k.in.OutageBudget})
+	if err := sr.run(); err != nil {
+		return err
+	}
+	if n := len(k.t.p.Steps); n > 0 && k.t.p.Steps[n-1].Status == contract.StepSkipped {
+		// serveLane's "probe skipped (--no-wait)" row: the keeper probes next.
+		k.t.p.Steps = k.t.p.Steps[:n-1]
+	}
+	if k.ended {
+		return nil
+	}
+	pctx, cancel := workflow.WithCancel(k.ctx)
+	k.cancelProbe = cancel
+	err := sr.probe(pctx)
+	k.cancelProbe = nil
+	cancel()
+	return err
 }
 
 // keeperVersion records (once per run) whether this run's code ends and

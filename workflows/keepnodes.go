@@ -163,7 +163,7 @@ func (k *keeper) waitFor(nodes []string) {
 	for _, n := range nodes {
 		k.waiting = n
 		i := k.t.start("wait for node "+n, n)
-		err := waitForNode(wctx, k.t, i, n, budget, func() error {
+		err := waitForNode(wctx, nodeStep{t: k.t, step: i, node: n, budget: budget}, func() error {
 			var r contract.CheckRanksResult
 			actx := workflow.WithActivityOptions(wctx, workflow.ActivityOptions{
 				TaskQueue: contract.NodeQueue(n), ScheduleToStartTimeout: k.pickup(), StartToCloseTimeout: 30 * time.Second,

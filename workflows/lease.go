@@ -70,10 +70,11 @@ func (l *nodeLeases) release() {
 
 // holdNodes takes the lease of every node (in node order) for this run, or
 // fails NodeHeld naming the run that holds the first node already held
-// (after releasing what it took). Child runs (their parent holds the
-// nodes) and runs recorded before versionNodeLease take none. The caller
-// defers release.
-func holdNodes(ctx workflow.Context, t *tracker, kind, lane, cluster string, nodes []string) (*nodeLeases, error) {
+// (after releasing what it took). who says what holds them (its Kind,
+// Lane and Cluster; the node and this run's ID are filled in per lease).
+// Child runs (their parent holds the nodes) and runs recorded before
+// versionNodeLease take none. The caller defers release.
+func holdNodes(ctx workflow.Context, t *tracker, who contract.NodeLeaseHolder, nodes []string) (*nodeLeases, error) {
 	info := workflow.GetInfo(ctx)
 	if info.ParentWorkflowExecution != nil || len(nodes) == 0 {
 		return nil, nil
@@ -95,15 +96,15 @@ func holdNodes(ctx workflow.Context, t *tracker, kind, lane, cluster string, nod
 			TaskQueue:             contract.ControlQueue,
 			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_TERMINATE,
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			StaticSummary:         fmt.Sprintf("%s held by %s %s", n, kind, info.WorkflowExecution.ID),
-			TypedSearchAttributes: searchattr.For(lane, cluster),
+			StaticSummary:         fmt.Sprintf("%s held by %s %s", n, who.Kind, info.WorkflowExecution.ID),
+			TypedSearchAttributes: searchattr.For(who.Lane, who.Cluster),
 		})
-		f := workflow.ExecuteChildWorkflow(cctx, NodeLease, contract.NodeLeaseHolder{
-			Node: n, WorkflowID: info.WorkflowExecution.ID, Kind: kind, Lane: lane, Cluster: cluster,
-		})
+		holder := who
+		holder.Node, holder.WorkflowID = n, info.WorkflowExecution.ID
+		f := workflow.ExecuteChildWorkflow(cctx, NodeLease, holder)
 		if err := f.GetChildWorkflowExecution().Get(dctx, nil); err != nil {
 			l.release()
-			err = heldBy(dctx, n, kind, err)
+			err = heldBy(dctx, n, who.Kind, err)
 			t.end(i, "", err)
 			return nil, err
 		}

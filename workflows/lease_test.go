@@ -26,12 +26,12 @@ import (
 func leaseTrial(ctx workflow.Context) ([]string, error) {
 	t := newTracker(ctx, "trial", "")
 	var out []string
-	a, err := holdNodes(ctx, t, contract.LeaseCutover, "mia", "2nodes-dac", []string{"dgx2", "dgx1"})
+	a, err := holdNodes(ctx, t, contract.NodeLeaseHolder{Kind: contract.LeaseCutover, Lane: "mia", Cluster: "2nodes-dac"}, []string{"dgx2", "dgx1"})
 	if err != nil {
 		return nil, err
 	}
 	out = append(out, "A holds")
-	if _, err := holdNodes(ctx, t, contract.LeaseStage, "kimi", "4nodes-switch", []string{"dgx1", "dgx0"}); err != nil {
+	if _, err := holdNodes(ctx, t, contract.NodeLeaseHolder{Kind: contract.LeaseStage, Lane: "kimi", Cluster: "4nodes-switch"}, []string{"dgx1", "dgx0"}); err != nil {
 		if !temporal.IsApplicationError(err) {
 			return out, err
 		}
@@ -40,7 +40,7 @@ func leaseTrial(ctx workflow.Context) ([]string, error) {
 		out = append(out, "B admitted")
 	}
 	a.release()
-	c, err := holdNodes(ctx, t, contract.LeaseStage, "kimi", "4nodes-switch", []string{"dgx0", "dgx1", "dgx2"})
+	c, err := holdNodes(ctx, t, contract.NodeLeaseHolder{Kind: contract.LeaseStage, Lane: "kimi", Cluster: "4nodes-switch"}, []string{"dgx0", "dgx1", "dgx2"})
 	if err != nil {
 		return out, err
 	}

@@ -60,23 +60,33 @@ func lastProgress(err error) *contract.StageProgress {
 	return nil
 }
 
-// onNode runs call, a step pinned to node's queue. When the node's worker
-// is gone (pickup or heartbeat timeout), it waits for a worker to poll
-// node.NAME again — showing "waiting for node N (down 2m10s)" on the step
-// — and runs call again, until budget is spent since the node went away;
-// then it fails naming the node and how long it was gone. Runs recorded
-// before the wait existed fail at once, as they did.
-func onNode(ctx workflow.Context, t *tracker, step int, node string, budget time.Duration, call func() error) error {
+// nodeStep is a tracked step (t's step) pinned to node's queue, and how
+// long the node may be gone while it runs (0: DefaultOutageBudget).
+type nodeStep struct {
+	t      *tracker
+	step   int
+	node   string
+	budget time.Duration
+}
+
+// onNode runs call, a step pinned to s.node's queue. When the node's
+// worker is gone (pickup or heartbeat timeout), it waits for a worker to
+// poll node.NAME again — showing "waiting for node N (down 2m10s)" on the
+// step — and runs call again, until the budget is spent since the node
+// went away; then it fails naming the node and how long it was gone. Runs
+// recorded before the wait existed fail at once, as they did.
+func onNode(ctx workflow.Context, s nodeStep, call func() error) error {
 	if workflow.GetVersion(ctx, versionOutageWait, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return call()
 	}
-	return waitForNode(ctx, t, step, node, budget, call)
+	return waitForNode(ctx, s, call)
 }
 
 // waitForNode is onNode's loop without its version gate: callers that gate
 // it themselves (the serve-phase steps, behind versionServeOutageWait) run
 // it directly.
-func waitForNode(ctx workflow.Context, t *tracker, step int, node string, budget time.Duration, call func() error) error {
+func waitForNode(ctx workflow.Context, s nodeStep, call func() error) error {
+	budget, node := s.budget, s.node
 	if budget <= 0 {
 		budget = contract.DefaultOutageBudget
 	}
@@ -101,7 +111,7 @@ func waitForNode(ctx workflow.Context, t *tracker, step int, node string, budget
 						node, down.Round(time.Second), budget, contract.NodeQueue(node), node),
 					"NodeUnreachable", err)
 			}
-			t.wait(step, node, since, fmt.Sprintf("waiting for node %s (down %s, budget %s)", node, down.Round(time.Second), budget))
+			s.t.wait(s.step, node, since, fmt.Sprintf("waiting for node %s (down %s, budget %s)", node, down.Round(time.Second), budget))
 			var p contract.NodePollingResult
 			if perr := workflow.ExecuteActivity(summarize(pctx, node, -1, "is a worker polling again?"), ca.NodePolling, contract.NodePollingInput{Node: node, DownSeconds: down.Seconds()}).Get(ctx, &p); perr == nil && p.Polling {
 				break
@@ -110,7 +120,7 @@ func waitForNode(ctx workflow.Context, t *tracker, step int, node string, budget
 				return serr
 			}
 		}
-		t.resume(step)
+		s.t.resume(s.step)
 	}
 }
 
@@ -130,19 +140,31 @@ func serveWaits(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, versionServeOutageWait, workflow.DefaultVersion, 1) >= 1
 }
 
-// perNode runs one node-pinned step per node, all at once, and returns each
+// nodeFan is one node-pinned step per node, run all at once (perNode):
+// steps[i] is the tracked step of nodes[i]; with wait a node that went
+// away is waited for within budget (waitForNode).
+type nodeFan struct {
+	t      *tracker
+	wait   bool
+	budget time.Duration
+	steps  []int
+	nodes  []string
+}
+
+// perNode runs fan's steps, one per node, all at once, and returns each
 // one's error in node order. call(ctx, i) starts node i's activity and
 // get(ctx, i, f) waits for and decodes its result (both with the context
-// they are given: the node's coroutine's, on the waiting path). Without wait it is exactly the old command
-// sequence (every activity scheduled, then each awaited in order); with
-// wait each node's step runs in its own coroutine under waitForNode, so a
-// node whose worker is gone (a reboot, an upgrade) is waited for within
-// budget — its step shows "waiting for node N (down …)" — while the others
-// go on.
-func perNode(ctx workflow.Context, t *tracker, wait bool, budget time.Duration, steps []int, nodes []string,
+// they are given: the node's coroutine's, on the waiting path). Without
+// wait it is exactly the old command sequence (every activity scheduled,
+// then each awaited in order); with wait each node's step runs in its own
+// coroutine under waitForNode, so a node whose worker is gone (a reboot,
+// an upgrade) is waited for within budget — its step shows "waiting for
+// node N (down …)" — while the others go on.
+func perNode(ctx workflow.Context, fan nodeFan,
 	call func(ctx workflow.Context, i int) workflow.Future, get func(ctx workflow.Context, i int, f workflow.Future) error) []error {
+	nodes := fan.nodes
 	errs := make([]error, len(nodes))
-	if !wait {
+	if !fan.wait {
 		futs := make([]workflow.Future, len(nodes))
 		for i := range nodes {
 			futs[i] = call(ctx, i)
@@ -156,8 +178,9 @@ func perNode(ctx workflow.Context, t *tracker, wait bool, budget time.Duration, 
 	futs := make([]workflow.Future, len(nodes))
 	for i := range nodes {
 		futs[i], done[i] = workflow.NewFuture(ctx)
+		step := nodeStep{t: fan.t, step: fan.steps[i], node: nodes[i], budget: fan.budget}
 		workflow.Go(ctx, func(gctx workflow.Context) {
-			done[i].Set(nil, waitForNode(gctx, t, steps[i], nodes[i], budget, func() error { return get(gctx, i, call(gctx, i)) }))
+			done[i].Set(nil, waitForNode(gctx, step, func() error { return get(gctx, i, call(gctx, i)) }))
 		})
 	}
 	for i, f := range futs {

@@ -38,15 +38,14 @@ func FleetProbe(ctx workflow.Context, in contract.FleetProbeInput) (contract.Fle
 	futs := make([]pending, len(in.Nodes))
 	for i, n := range in.Nodes {
 		futs[i].ssh = workflow.ExecuteActivity(summarize(controlOpts(ctx, 30*time.Second, 0, 1), n, -1, "ssh check"), ca.CheckSSH, contract.SSHCheckInput{Node: n})
-		futs[i].status = workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, pickup, 30*time.Second, 0, 1), n, -1, "node status"), na.NodeStatus, contract.NodeStatusInput{Ports: in.Ports})
+		futs[i].status = workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, pickup, callBudget{run: 30 * time.Second, attempts: 1}), n, -1, "node status"), na.NodeStatus, contract.NodeStatusInput{Ports: in.Ports})
 	}
 	res := contract.FleetProbeResult{Attempt: int(workflow.GetInfo(ctx).Attempt)}
 	for i, n := range in.Nodes {
-		var ssh contract.SSHCheckResult
-		sshErr := futs[i].ssh.Get(ctx, &ssh)
-		var ns contract.NodeStatusResult
-		serr := futs[i].status.Get(ctx, &ns)
-		res.Nodes = append(res.Nodes, probedState(n, pickup, ssh, sshErr, ns, serr))
+		p := nodeProbe{node: n}
+		p.sshErr = futs[i].ssh.Get(ctx, &p.ssh)
+		p.statusErr = futs[i].status.Get(ctx, &p.status)
+		res.Nodes = append(res.Nodes, p.state(pickup))
 	}
 	if missing := unusable(in, res.Nodes); len(missing) > 0 {
 		var lines []string
@@ -66,9 +65,20 @@ func FleetProbe(ctx workflow.Context, in contract.FleetProbeInput) (contract.Fle
 	return res, nil
 }
 
-// probedState is node n's state from its SSH check and its worker's
-// status (each with the error its activity returned).
-func probedState(n string, pickup time.Duration, ssh contract.SSHCheckResult, sshErr error, ns contract.NodeStatusResult, serr error) contract.NodeState {
+// nodeProbe is what the fleet probe heard from one node: its SSH check
+// and its worker's status, each with the error its activity returned.
+type nodeProbe struct {
+	node      string
+	ssh       contract.SSHCheckResult
+	sshErr    error
+	status    contract.NodeStatusResult
+	statusErr error
+}
+
+// state is the node's state from its SSH check and its worker's status
+// (pickup: how long the worker had to pick the status up).
+func (p nodeProbe) state(pickup time.Duration) contract.NodeState {
+	n, ssh, sshErr, ns, serr := p.node, p.ssh, p.sshErr, p.status, p.statusErr
 	st := contract.NodeState{Node: n}
 	if sshErr != nil {
 		ssh.Why = errMessage(sshErr)

@@ -72,7 +72,7 @@ type stageNodeRun struct {
 // came back with it).
 func (s *stageNodeRun) stage(b contract.Staging) error {
 	in := s.in
-	actx := nodeOpts(s.ctx, in.Node, in.PickupTimeout.D(), stageRunTimeout, s.hb, stageAttempts)
+	actx := nodeOpts(s.ctx, in.Node, in.PickupTimeout.D(), callBudget{run: stageRunTimeout, heartbeat: s.hb, attempts: stageAttempts})
 	i := s.t.start("stage "+b.ID, in.Node)
 	var r contract.StageBlockResult
 	bin := contract.StageBlockInput{
@@ -86,7 +86,7 @@ func (s *stageNodeRun) stage(b contract.Staging) error {
 	// A node gone mid-copy (reboot, upgrade) is waited for within the
 	// outage budget; the block then resumes from its last heartbeat
 	// and the fsynced bytes on the node's disk.
-	err := onNode(s.ctx, s.t, i, in.Node, in.OutageBudget.D(), func() error {
+	err := onNode(s.ctx, nodeStep{t: s.t, step: i, node: in.Node, budget: in.OutageBudget.D()}, func() error {
 		what := "stage "
 		if s.inBlock {
 			what = "stage + verify "
@@ -125,10 +125,10 @@ func (s *stageNodeRun) stage(b contract.Staging) error {
 // blocks: runs recorded before versionStageVerifyInBlock).
 func (s *stageNodeRun) verify(b contract.Staging) error {
 	in := s.in
-	vctx := nodeOpts(s.ctx, in.Node, in.PickupTimeout.D(), verifyRunTimeout, s.hb, 3)
+	vctx := nodeOpts(s.ctx, in.Node, in.PickupTimeout.D(), callBudget{run: verifyRunTimeout, heartbeat: s.hb, attempts: 3})
 	i := s.t.start("verify "+b.ID, in.Node)
 	var v contract.VerifyBlockResult
-	err := onNode(s.ctx, s.t, i, in.Node, in.OutageBudget.D(), func() error {
+	err := onNode(s.ctx, nodeStep{t: s.t, step: i, node: in.Node, budget: in.OutageBudget.D()}, func() error {
 		return workflow.ExecuteActivity(summarize(vctx, in.Node, in.Rank, "verify "+in.Lane+"/"+b.ID), na.VerifyBlock, contract.VerifyBlockInput{
 			Lane: in.Lane, Block: b, Rank: in.Rank, TP: in.TP,
 		}).Get(s.ctx, &v)
@@ -186,30 +186,33 @@ func nodeErr(node, step string, err error) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s, %s: %s", node, step, errMessage(err)), typ, err)
 }
 
-// stageChildren starts StageNode on every node of plan (or only one) in
-// parallel and waits for all; the first error is returned after all ended.
-// An optional heartbeat overrides the staging heartbeat timeout.
-func stageChildren(ctx workflow.Context, t *tracker, plan contract.LanePlan, blocks []contract.Staging, only, mode string, dryRun, verify bool, pickup, budget time.Duration, room *contract.DiskRoom, heartbeat ...time.Duration) ([]contract.StageNodeResult, error) {
-	var hb time.Duration
-	if len(heartbeat) > 0 {
-		hb = heartbeat[0]
+// stageChildren starts StageNode on every node of in.Plan (or only
+// in.Only) in parallel and waits for all; the first error is returned
+// after all ended. Every node's StageNode gets in's blocks, mode, dry run,
+// verify, pickup, heartbeat (0: the staging default), outage budget and
+// room.
+func stageChildren(ctx workflow.Context, t *tracker, in contract.StageInput) ([]contract.StageNodeResult, error) {
+	kids := startStageNodes(ctx, t, in)
+	if in.Only != "" && len(kids) == 0 {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s is not in lane %s's cluster %s", in.Only, in.Plan.Lane, in.Plan.Cluster), fault.InvalidSpec, nil)
 	}
-	type child struct {
-		node string
-		f    workflow.ChildWorkflowFuture
-	}
-	var kids []child
-	// The relay group is every node of the lane; staging one node alone
-	// (--node) reads the NAS, as there is no peer to share with.
-	var rin *contract.RelayInput
-	if plan.Relay != nil && only == "" && len(plan.Nodes) > 1 {
-		rin = &contract.RelayInput{Peers: plan.Relay.Peers}
-		for _, n := range plan.Nodes {
-			rin.Nodes = append(rin.Nodes, n.Node)
-		}
-	}
+	return waitStageNodes(ctx, kids)
+}
+
+// stageKid is one node's StageNode child, under way.
+type stageKid struct {
+	node string
+	f    workflow.ChildWorkflowFuture
+}
+
+// startStageNodes starts the StageNode child of every node in.Plan
+// stages on, in plan order.
+func startStageNodes(ctx workflow.Context, t *tracker, in contract.StageInput) []stageKid {
+	plan := in.Plan
+	rin := relayGroup(plan, in.Only)
+	var kids []stageKid
 	for _, n := range plan.Nodes {
-		if only != "" && n.Node != only {
+		if in.Only != "" && n.Node != in.Only {
 			continue
 		}
 		id := contract.StageNodeID(plan.Lane, n.Node)
@@ -224,14 +227,32 @@ func stageChildren(ctx workflow.Context, t *tracker, plan contract.LanePlan, blo
 			TypedSearchAttributes: searchattr.For(plan.Lane, plan.Cluster),
 		})
 		t.child(id)
-		kids = append(kids, child{n.Node, workflow.ExecuteChildWorkflow(cctx, StageNode, contract.StageNodeInput{
-			Lane: plan.Lane, Node: n.Node, Rank: n.Rank, TP: plan.TP, Blocks: blocks, Mode: mode,
-			DryRun: dryRun, Verify: verify, PickupTimeout: contract.Duration(pickup), Heartbeat: contract.Duration(hb), OutageBudget: contract.Duration(budget), Relay: rin, Room: room,
+		kids = append(kids, stageKid{n.Node, workflow.ExecuteChildWorkflow(cctx, StageNode, contract.StageNodeInput{
+			Lane: plan.Lane, Node: n.Node, Rank: n.Rank, TP: plan.TP, Blocks: in.Blocks, Mode: in.Mode,
+			DryRun: in.DryRun, Verify: in.Verify, PickupTimeout: in.Pickup, Heartbeat: in.Heartbeat, OutageBudget: in.OutageBudget, Relay: rin, Room: in.Room,
 		})})
 	}
-	if only != "" && len(kids) == 0 {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s is not in lane %s's cluster %s", only, plan.Lane, plan.Cluster), fault.InvalidSpec, nil)
+	return kids
+}
+
+// relayGroup is the relay group of a stage: every node of the lane.
+// Staging one node alone (--node, only) reads the NAS, as there is no
+// peer to share with.
+func relayGroup(plan contract.LanePlan, only string) *contract.RelayInput {
+	if plan.Relay == nil || only != "" || len(plan.Nodes) <= 1 {
+		return nil
 	}
+	rin := &contract.RelayInput{Peers: plan.Relay.Peers}
+	for _, n := range plan.Nodes {
+		rin.Nodes = append(rin.Nodes, n.Node)
+	}
+	return rin
+}
+
+// waitStageNodes waits for every StageNode child, in order, and returns
+// their results; the first failure (its type kept), naming every one,
+// once all ended.
+func waitStageNodes(ctx workflow.Context, kids []stageKid) ([]contract.StageNodeResult, error) {
 	var out []contract.StageNodeResult
 	var errs []string
 	var firstErr error
@@ -254,50 +275,97 @@ func stageChildren(ctx workflow.Context, t *tracker, plan contract.LanePlan, blo
 
 // Stage stages a lane's blocks on every node of its cluster in parallel
 // (starter stage). Verify runs a verify-only pass after the copy.
+//
+// Its steps are the methods of stageRun, in the order run lists them.
 func Stage(ctx workflow.Context, in contract.StageInput) (contract.StageResult, error) {
-	t := newTracker(ctx, "Stage", in.Plan.Lane)
-	if !in.DryRun {
-		held := planNodes(in.Plan)
-		if in.Only != "" {
-			held = []string{in.Only}
-		}
-		leases, err := holdNodes(ctx, t, contract.LeaseStage, in.Plan.Lane, in.Plan.Cluster, held)
-		if err != nil {
-			return contract.StageResult{Lane: in.Plan.Lane}, err
-		}
-		defer leases.release()
-	}
-	res := contract.StageResult{Lane: in.Plan.Lane}
-	// From versionStageFetch on, a stage that names a fetch plan (stage
-	// --fetch, blocks with fetch = true) downloads the repos into the NAS
-	// first. Runs recorded before it carried no plan and never ask.
-	if in.Fetch != nil && len(in.Fetch.Repos) > 0 &&
-		workflow.GetVersion(ctx, versionStageFetch, workflow.DefaultVersion, 1) >= 1 {
-		fr, err := fetchChild(ctx, t, contract.FetchInput{Plan: *in.Fetch, DryRun: in.DryRun, Pickup: in.Pickup, Heartbeat: in.Heartbeat, OutageBudget: in.OutageBudget}, in.Plan.Cluster)
-		res.Fetch = fr
-		if err != nil {
-			return res, err
-		}
-	}
-	var imgs []contract.ImageNodeResult
-	if workflow.GetVersion(ctx, versionStageImage, workflow.DefaultVersion, 1) >= 1 {
-		var err error
-		if imgs, err = ensureImages(ctx, t, in.Plan, in.Only, in.DryRun, in.Pickup.D(), imageSources{build: in.Build, built: &res.Built, pull: in.Pull, pulled: &res.Pulled}); err != nil {
-			res.Images = imgs
-			return res, err
+	s := &stageRun{ctx: ctx, in: in, t: newTracker(ctx, "Stage", in.Plan.Lane), res: contract.StageResult{Lane: in.Plan.Lane}}
+	// Leases are released on every exit, last.
+	defer func() { s.leases.release() }()
+	err := s.run()
+	return s.res, err
+}
+
+// stageRun is one Stage run: its input, its result so far and the node
+// leases it holds. Each step is a method; the first failure ends the run
+// (nothing a stage wrote is undone: a second stage resumes it).
+type stageRun struct {
+	ctx    workflow.Context
+	in     contract.StageInput
+	t      *tracker
+	res    contract.StageResult
+	leases *nodeLeases
+}
+
+// run takes the steps in order and returns the first failure.
+func (s *stageRun) run() error {
+	for _, step := range []func() error{
+		s.leaseNodes, // the nodes staged (not for a dry run)
+		s.fetch,      // the repos into the NAS first, when asked
+		s.image,      // the lane's image on every node
+		s.stageNodes, // a StageNode child per node
+	} {
+		if err := step(); err != nil {
+			return err
 		}
 	}
-	if in.ImageOnly {
-		// starter image build: the image, no block (a new input: runs
-		// recorded before it never carry it).
-		res.Images = imgs
-		return res, nil
+	return nil
+}
+
+// leaseNodes holds the nodes the stage writes (every node of the plan,
+// or only in.Only) for this run alone; a dry run writes nothing and
+// holds none.
+func (s *stageRun) leaseNodes() error {
+	if s.in.DryRun {
+		return nil
 	}
-	i := t.start("stage", "")
-	nodes, err := stageChildren(ctx, t, in.Plan, in.Blocks, in.Only, in.Mode, in.DryRun, in.Verify, in.Pickup.D(), in.OutageBudget.D(), in.Room, in.Heartbeat.D())
-	t.end(i, "", err)
-	res.Nodes, res.Images = nodes, imgs
-	return res, err
+	held := planNodes(s.in.Plan)
+	if s.in.Only != "" {
+		held = []string{s.in.Only}
+	}
+	leases, err := holdNodes(s.ctx, s.t, contract.NodeLeaseHolder{Kind: contract.LeaseStage, Lane: s.in.Plan.Lane, Cluster: s.in.Plan.Cluster}, held)
+	s.leases = leases
+	return err
+}
+
+// fetch downloads the fetch plan's repos into the NAS first (stage
+// --fetch, blocks with fetch = true), from versionStageFetch on. Runs
+// recorded before it carried no plan and never ask.
+func (s *stageRun) fetch() error {
+	in := s.in
+	if in.Fetch == nil || len(in.Fetch.Repos) == 0 ||
+		workflow.GetVersion(s.ctx, versionStageFetch, workflow.DefaultVersion, 1) < 1 {
+		return nil
+	}
+	fr, err := fetchChild(s.ctx, s.t, contract.FetchInput{Plan: *in.Fetch, DryRun: in.DryRun, Pickup: in.Pickup, Heartbeat: in.Heartbeat, OutageBudget: in.OutageBudget}, in.Plan.Cluster)
+	s.res.Fetch = fr
+	return err
+}
+
+// image puts the lane's image on every node (images.go), from
+// versionStageImage on.
+func (s *stageRun) image() error {
+	if workflow.GetVersion(s.ctx, versionStageImage, workflow.DefaultVersion, 1) < 1 {
+		return nil
+	}
+	in := s.in
+	img := &imageStep{ctx: s.ctx, t: s.t, plan: in.Plan, only: in.Only, dryRun: in.DryRun, pickup: in.Pickup.D(), src: imageSources{build: in.Build, pull: in.Pull}}
+	err := img.run()
+	s.res.Images, s.res.Built, s.res.Pulled = img.res, img.built, img.pulled
+	return err
+}
+
+// stageNodes stages the blocks on every node (or only one), each node
+// a StageNode child. starter image build (ImageOnly: a new input, runs
+// recorded before it never carry it) stops after the image.
+func (s *stageRun) stageNodes() error {
+	if s.in.ImageOnly {
+		return nil
+	}
+	i := s.t.start("stage", "")
+	nodes, err := stageChildren(s.ctx, s.t, s.in)
+	s.t.end(i, "", err)
+	s.res.Nodes = nodes
+	return err
 }
 
 // Verify checks the staged blocks of lanes on every node without writing
@@ -370,7 +438,7 @@ func (v *verifyRun) start(lanes []contract.VerifyLane) []verifyPend {
 			if v.in.Only != "" && n.Node != v.in.Only {
 				continue
 			}
-			vctx := nodeOpts(v.ctx, n.Node, v.in.Pickup.D(), verifyRunTimeout, stageHeartbeat, 3)
+			vctx := nodeOpts(v.ctx, n.Node, v.in.Pickup.D(), callBudget{run: verifyRunTimeout, heartbeat: stageHeartbeat, attempts: 3})
 			for _, b := range l.Blocks {
 				ps = append(ps, verifyPend{lane: l.Plan.Lane, node: n.Node, rank: n.Rank, tp: l.Plan.TP, block: b,
 					step: v.t.start("verify "+l.Plan.Lane+"/"+b.ID, n.Node),
@@ -445,7 +513,7 @@ func (v *verifyRun) repair() *nodeLeases {
 			held = append(held, p.node)
 		}
 	}
-	leases, err := holdNodes(v.ctx, v.t, contract.LeaseRepair, v.drifted[0].lane, "", held)
+	leases, err := holdNodes(v.ctx, v.t, contract.NodeLeaseHolder{Kind: contract.LeaseRepair, Lane: v.drifted[0].lane}, held)
 	if err != nil {
 		v.failures = append(v.failures, "repair: "+errMessage(err))
 		v.drifted = nil
@@ -453,7 +521,7 @@ func (v *verifyRun) repair() *nodeLeases {
 	for _, p := range v.drifted {
 		i := v.t.start("repair "+p.lane+"/"+p.block.ID, p.node)
 		var r contract.StageBlockResult
-		actx := nodeOpts(v.ctx, p.node, v.in.Pickup.D(), stageRunTimeout, stageHeartbeat, stageAttempts)
+		actx := nodeOpts(v.ctx, p.node, v.in.Pickup.D(), callBudget{run: stageRunTimeout, heartbeat: stageHeartbeat, attempts: stageAttempts})
 		err := workflow.ExecuteActivity(summarize(actx, p.node, p.rank, "repair "+p.lane+"/"+p.block.ID), na.StageBlock, contract.StageBlockInput{Lane: p.lane, Block: p.block, Rank: p.rank, TP: p.tp}).Get(v.ctx, &r)
 		v.t.end(i, fmt.Sprintf("%d files re-copied", r.Result.CopiedFiles), err)
 		if err != nil {

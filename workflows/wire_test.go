@@ -127,72 +127,100 @@ func TestHistoriesDecodeIntoTheContract(t *testing.T) {
 // check decodes every payload of one history's events; it returns how
 // many it checked and what failed.
 func (w wireTypes) check(events []*historypb.HistoryEvent) (int, []error) {
-	activityOf := map[int64]string{}
-	childOf := map[int64]string{}
-	var wfType string
-	var errs []error
-	n := 0
-	try := func(what string, p *commonpb.Payload, typ reflect.Type) {
-		if p == nil || string(p.GetMetadata()["encoding"]) == "binary/null" {
-			return
-		}
-		if typ == nil {
-			errs = append(errs, fmt.Errorf("%s: no contract type known for it", what))
-			return
-		}
-		n++
-		if err := decodeStrict(p, typ); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", what, err))
-		}
-	}
+	c := &historyCheck{w: w, activityOf: map[int64]string{}, childOf: map[int64]string{}}
 	for _, e := range events {
-		id := e.GetEventId()
-		switch {
-		case e.GetWorkflowExecutionStartedEventAttributes() != nil:
-			a := e.GetWorkflowExecutionStartedEventAttributes()
-			wfType = a.GetWorkflowType().GetName()
-			try("input of "+wfType, first(a.GetInput()), w.workflows[wfType][0])
-		case e.GetWorkflowExecutionCompletedEventAttributes() != nil:
-			try("result of "+wfType, first(e.GetWorkflowExecutionCompletedEventAttributes().GetResult()), w.workflows[wfType][1])
-		case e.GetActivityTaskScheduledEventAttributes() != nil:
-			a := e.GetActivityTaskScheduledEventAttributes()
-			activityOf[id] = a.GetActivityType().GetName()
-			try("input of activity "+activityOf[id], first(a.GetInput()), w.activities[activityOf[id]][0])
-		case e.GetActivityTaskCompletedEventAttributes() != nil:
-			a := e.GetActivityTaskCompletedEventAttributes()
-			name := activityOf[a.GetScheduledEventId()]
-			try("result of activity "+name, first(a.GetResult()), w.activities[name][1])
-		case e.GetStartChildWorkflowExecutionInitiatedEventAttributes() != nil:
-			a := e.GetStartChildWorkflowExecutionInitiatedEventAttributes()
-			childOf[id] = a.GetWorkflowType().GetName()
-			try("input of child "+childOf[id], first(a.GetInput()), w.workflows[childOf[id]][0])
-		case e.GetChildWorkflowExecutionCompletedEventAttributes() != nil:
-			a := e.GetChildWorkflowExecutionCompletedEventAttributes()
-			name := childOf[a.GetInitiatedEventId()]
-			try("result of child "+name, first(a.GetResult()), w.workflows[name][1])
-		case e.GetWorkflowExecutionSignaledEventAttributes() != nil:
-			a := e.GetWorkflowExecutionSignaledEventAttributes()
-			try("signal "+a.GetSignalName(), first(a.GetInput()), w.signals[a.GetSignalName()])
-		case e.GetSignalExternalWorkflowExecutionInitiatedEventAttributes() != nil:
-			a := e.GetSignalExternalWorkflowExecutionInitiatedEventAttributes()
-			try("signal "+a.GetSignalName(), first(a.GetInput()), w.signals[a.GetSignalName()])
-		case e.GetWorkflowExecutionUpdateAcceptedEventAttributes() != nil:
-			in := e.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput()
-			try("update "+in.GetName(), first(in.GetArgs()), w.updates[in.GetName()][0])
-			activityOf[id] = in.GetName()
-		case e.GetWorkflowExecutionUpdateCompletedEventAttributes() != nil:
-			a := e.GetWorkflowExecutionUpdateCompletedEventAttributes()
-			name := activityOf[a.GetAcceptedEventId()]
-			try("update result "+name, first(a.GetOutcome().GetSuccess()), w.updates[name][1])
-		case e.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity":
-			d := e.GetMarkerRecordedEventAttributes().GetDetails()
-			var meta struct{ ActivityType string }
-			if err := json.Unmarshal(first(d["data"]).GetData(), &meta); err != nil {
-				errs = append(errs, fmt.Errorf("local activity marker: %w", err))
-				continue
-			}
-			try("result of local activity "+meta.ActivityType, first(d["result"]), w.activities[meta.ActivityType][1])
+		if !c.runEvent(e) {
+			c.messageEvent(e)
 		}
 	}
-	return n, errs
+	return c.n, c.errs
+}
+
+// historyCheck is one history's walk: the activity (or update) and child
+// each scheduling event ID names, the workflow's type, what failed and
+// how many payloads were checked.
+type historyCheck struct {
+	w                   wireTypes
+	activityOf, childOf map[int64]string
+	wfType              string
+	errs                []error
+	n                   int
+}
+
+// try decodes payload p (what) strictly into typ.
+func (c *historyCheck) try(what string, p *commonpb.Payload, typ reflect.Type) {
+	if p == nil || string(p.GetMetadata()["encoding"]) == "binary/null" {
+		return
+	}
+	if typ == nil {
+		c.errs = append(c.errs, fmt.Errorf("%s: no contract type known for it", what))
+		return
+	}
+	c.n++
+	if err := decodeStrict(p, typ); err != nil {
+		c.errs = append(c.errs, fmt.Errorf("%s: %w", what, err))
+	}
+}
+
+// runEvent checks the payloads of a workflow's, an activity's or a
+// child's start or completion; false: e is none of those.
+func (c *historyCheck) runEvent(e *historypb.HistoryEvent) bool {
+	id, w := e.GetEventId(), c.w
+	switch {
+	case e.GetWorkflowExecutionStartedEventAttributes() != nil:
+		a := e.GetWorkflowExecutionStartedEventAttributes()
+		c.wfType = a.GetWorkflowType().GetName()
+		c.try("input of "+c.wfType, first(a.GetInput()), w.workflows[c.wfType][0])
+	case e.GetWorkflowExecutionCompletedEventAttributes() != nil:
+		c.try("result of "+c.wfType, first(e.GetWorkflowExecutionCompletedEventAttributes().GetResult()), w.workflows[c.wfType][1])
+	case e.GetActivityTaskScheduledEventAttributes() != nil:
+		a := e.GetActivityTaskScheduledEventAttributes()
+		c.activityOf[id] = a.GetActivityType().GetName()
+		c.try("input of activity "+c.activityOf[id], first(a.GetInput()), w.activities[c.activityOf[id]][0])
+	case e.GetActivityTaskCompletedEventAttributes() != nil:
+		a := e.GetActivityTaskCompletedEventAttributes()
+		name := c.activityOf[a.GetScheduledEventId()]
+		c.try("result of activity "+name, first(a.GetResult()), w.activities[name][1])
+	case e.GetStartChildWorkflowExecutionInitiatedEventAttributes() != nil:
+		a := e.GetStartChildWorkflowExecutionInitiatedEventAttributes()
+		c.childOf[id] = a.GetWorkflowType().GetName()
+		c.try("input of child "+c.childOf[id], first(a.GetInput()), w.workflows[c.childOf[id]][0])
+	case e.GetChildWorkflowExecutionCompletedEventAttributes() != nil:
+		a := e.GetChildWorkflowExecutionCompletedEventAttributes()
+		name := c.childOf[a.GetInitiatedEventId()]
+		c.try("result of child "+name, first(a.GetResult()), w.workflows[name][1])
+	default:
+		return false
+	}
+	return true
+}
+
+// messageEvent checks the payloads of a signal, an update or a local
+// activity's marker.
+func (c *historyCheck) messageEvent(e *historypb.HistoryEvent) {
+	id, w := e.GetEventId(), c.w
+	switch {
+	case e.GetWorkflowExecutionSignaledEventAttributes() != nil:
+		a := e.GetWorkflowExecutionSignaledEventAttributes()
+		c.try("signal "+a.GetSignalName(), first(a.GetInput()), w.signals[a.GetSignalName()])
+	case e.GetSignalExternalWorkflowExecutionInitiatedEventAttributes() != nil:
+		a := e.GetSignalExternalWorkflowExecutionInitiatedEventAttributes()
+		c.try("signal "+a.GetSignalName(), first(a.GetInput()), w.signals[a.GetSignalName()])
+	case e.GetWorkflowExecutionUpdateAcceptedEventAttributes() != nil:
+		in := e.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput()
+		c.try("update "+in.GetName(), first(in.GetArgs()), w.updates[in.GetName()][0])
+		c.activityOf[id] = in.GetName()
+	case e.GetWorkflowExecutionUpdateCompletedEventAttributes() != nil:
+		a := e.GetWorkflowExecutionUpdateCompletedEventAttributes()
+		name := c.activityOf[a.GetAcceptedEventId()]
+		c.try("update result "+name, first(a.GetOutcome().GetSuccess()), w.updates[name][1])
+	case e.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity":
+		d := e.GetMarkerRecordedEventAttributes().GetDetails()
+		var meta struct{ ActivityType string }
+		if err := json.Unmarshal(first(d["data"]).GetData(), &meta); err != nil {
+			c.errs = append(c.errs, fmt.Errorf("local activity marker: %w", err))
+			return
+		}
+		c.try("result of local activity "+meta.ActivityType, first(d["result"]), w.activities[meta.ActivityType][1])
+	}
 }
