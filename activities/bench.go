@@ -216,7 +216,7 @@ func (a *ControlActivities) inspectContainers(ctx context.Context, in contract.B
 
 func firstImage(in contract.BenchInput) string {
 	if len(in.Plan.Nodes) > 0 {
-		return in.Plan.Nodes[0].Image
+		return in.Plan.Nodes[0].Image.String()
 	}
 	return in.Recipe.Image
 }

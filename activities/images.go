@@ -54,9 +54,9 @@ func (a *NodeActivities) imageAddr() (addr, why string) {
 // A pinned digest the node's image does not carry is a permanent
 // ImageDigestMismatch naming the node.
 func (a *NodeActivities) ImageInventory(ctx context.Context, in contract.ImageInventoryInput) (contract.ImageInventoryResult, error) {
-	ref, err := contract.ParseImageRef(in.Image)
-	if err != nil {
-		return contract.ImageInventoryResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: %w", a.Node.Name, err)))
+	ref := in.Image
+	if ref.IsZero() {
+		return contract.ImageInventoryResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: image inventory without an image", a.Node.Name)))
 	}
 	d, err := a.imageDocker(ctx)
 	if err != nil {
@@ -122,9 +122,9 @@ func (a *NodeActivities) TransferImage(ctx context.Context, in contract.Transfer
 // refused, or a git URL), heartbeating the build log line by line. A
 // failing step is a permanent ImageBuildFailed carrying the last lines.
 func (a *NodeActivities) BuildImage(ctx context.Context, in contract.BuildImageInput) (contract.BuildImageResult, error) {
-	ref, err := contract.ParseImageRef(in.Image)
-	if err != nil || ref.Name == "" {
-		return contract.BuildImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: image %q cannot tag a build: give repo:tag", a.Node.Name, in.Image)))
+	ref := in.Image
+	if ref.Name == "" {
+		return contract.BuildImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: image %q cannot tag a build: give repo:tag", a.Node.Name, ref)))
 	}
 	d, err := a.dockerClient(ctx)
 	if err != nil {
@@ -153,10 +153,8 @@ func (a *NodeActivities) BuildImage(ctx context.Context, in contract.BuildImageI
 // this node only), heartbeating the pull's progress, tags it as the
 // recipe's reference and checks a pinned digest.
 func (a *NodeActivities) PullImage(ctx context.Context, in contract.PullImageInput) (contract.PullImageResult, error) {
-	ref, err := contract.ParseImageRef(in.Image)
-	if err == nil {
-		err = images.CheckRegistry(in.Registry, in.AuthFile)
-	}
+	ref := in.Image
+	err := images.CheckRegistry(in.Registry, in.AuthFile)
 	if err != nil {
 		return contract.PullImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: %w", a.Node.Name, err)))
 	}
@@ -182,7 +180,7 @@ func (a *NodeActivities) PullImage(ctx context.Context, in contract.PullImageInp
 		return res, classify(err)
 	}
 	if a.Log != nil {
-		a.Log.Info("image pulled", zap.String("image", in.Image), zap.String("from", pulled.From), zap.String("id", pulled.ID))
+		a.Log.Info("image pulled", zap.Stringer("image", in.Image), zap.String("from", pulled.From), zap.String("id", pulled.ID))
 	}
 	return res, nil
 }

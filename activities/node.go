@@ -457,7 +457,7 @@ func (a *NodeActivities) EnsureImage(ctx context.Context, in contract.EnsureImag
 	}
 	if in.Resolve {
 		// A pinned image moved here is under its tag without the digest.
-		if ref, err := contract.ParseImageRef(in.Image); err == nil && ref.Digest != "" && ref.Name != "" {
+		if ref := in.Image; ref.Digest != "" && ref.Name != "" {
 			id, err := a.imageDocker(ctx)
 			if err != nil {
 				return contract.EnsureImageResult{}, classify(err)
@@ -477,7 +477,7 @@ func (a *NodeActivities) EnsureImage(ctx context.Context, in contract.EnsureImag
 			}
 		}
 	}
-	info, err := serve.EnsureImage(ctx, d, in.Image, a.Node.Name, in.Build)
+	info, err := serve.EnsureImage(ctx, d, in.Image.String(), a.Node.Name, in.Build)
 	if err != nil {
 		return contract.EnsureImageResult{}, classify(err)
 	}
@@ -599,7 +599,7 @@ func (a *NodeActivities) StartRank(ctx context.Context, in contract.StartRankInp
 		return contract.StartRankResult{}, classify(fmt.Errorf("node %s rank %d: %w", a.Node.Name, in.Plan.Rank, err))
 	}
 	r, err := serve.StartRank(ctx, d, serve.RankSpec{
-		Lane: in.Lane, Node: a.Node.Name, Rank: in.Plan.Rank, RecipeHash: in.RecipeHash, Image: in.Plan.Image, ImageID: in.ImageID,
+		Lane: in.Lane, Node: a.Node.Name, Rank: in.Plan.Rank, RecipeHash: in.RecipeHash, Image: in.Plan.Image.String(), ImageID: in.ImageID,
 		Argv: in.Plan.Argv, Env: env, SecretEnv: slices.Sorted(maps.Keys(in.Plan.EnvFrom)), Mounts: mounts, GPUs: in.Plan.GPUs,
 		Roots: roots, SharedRoots: a.SharedRoots, CreateSources: create, CreateOwner: owner,
 		Container: ctr, PreExec: in.Plan.PreExec,

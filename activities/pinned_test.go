@@ -41,7 +41,7 @@ func TestEnsureImageResolvesAPinnedImageUnderItsTag(t *testing.T) {
 	a := &NodeActivities{Node: config.Node{Name: "n1"}, SharedRoots: []string{shared}, Log: zap.NewNop()}
 	ctx := context.Background()
 	tag := "sparklane-test/pinned:" + hex.EncodeToString(b)
-	built, err := a.BuildImage(ctx, contract.BuildImageInput{Image: tag, Build: contract.Build{Context: dir}})
+	built, err := a.BuildImage(ctx, contract.BuildImageInput{Image: contract.MustImageRef(tag), Build: contract.Build{Context: dir}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestEnsureImageResolvesAPinnedImageUnderItsTag(t *testing.T) {
 			_, _ = st.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true})
 		}
 	})
-	pinned := tag + "@sha256:" + strings.Repeat("5a", 32)
+	pinned := contract.MustImageRef(tag + "@sha256:" + strings.Repeat("5a", 32))
 	var app *temporal.ApplicationError
 	if _, err := a.EnsureImage(ctx, contract.EnsureImageInput{Image: pinned}); !errors.As(err, &app) || app.Type() != fault.ImageMissing {
 		t.Fatalf("EnsureImage of the pin without Resolve: %v, want ImageMissing", err)

@@ -365,7 +365,7 @@ func (c *cutover) image() error {
 		return nil
 	}
 	img := &imageStep{ctx: c.ctx, t: c.t, plan: c.in.Plan, pickup: c.in.Pickup.D(),
-		src: imageSources{build: recipeBuild(c.in.Recipe, c.in.Plan), pull: recipePull(c.in.Recipe, c.in.Plan)}}
+		src: imageSources{build: c.in.Recipe.BuildFor(c.in.Plan, ""), pull: c.in.Recipe.PullFor(c.in.Plan, "")}}
 	err := img.run()
 	c.res.Images, c.res.Built, c.res.Pulled = img.res, img.built, img.pulled
 	return failedAt("image", err)

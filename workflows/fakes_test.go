@@ -196,14 +196,14 @@ func (f *fakeFleet) mockImages() {
 	f.imageFail = map[string]int{}
 	f.env.OnActivity("ImageInventory", any2...).Return(f.imageInventory)
 	f.env.OnActivity("BuildImage", any2...).Return(func(ctx context.Context, in contract.BuildImageInput) (contract.BuildImageResult, error) {
-		n := f.record(ctx, "BuildImage "+in.Image)
+		n := f.record(ctx, "BuildImage "+in.Image.String())
 		f.mu.Lock()
 		delete(f.imageLack, n) // built: the node has it now
 		f.mu.Unlock()
 		f.mu.Lock()
 		delete(f.imageStale, n)
 		f.mu.Unlock()
-		return contract.BuildImageResult{Node: n, ID: "sha256:" + in.Image, Tail: []string{"Successfully built"}}, nil
+		return contract.BuildImageResult{Node: n, ID: "sha256:" + in.Image.String(), Tail: []string{"Successfully built"}}, nil
 	})
 	f.env.OnActivity("TransferImage", any2...).Return(f.transferImage)
 }
@@ -226,9 +226,9 @@ func (f *fakeFleet) imageInventory(ctx context.Context, in contract.ImageInvento
 		}
 		return r, nil
 	}
-	r.Present, r.ID, r.DiffIDs = true, "sha256:"+in.Image, layers
+	r.Present, r.ID, r.DiffIDs = true, "sha256:"+in.Image.String(), layers
 	if f.imageStale[n] {
-		r.ID = "sha256:old-" + in.Image
+		r.ID = "sha256:old-" + in.Image.String()
 	}
 	if in.Want != "" && r.ID != in.Want {
 		// A stale image under the tag: lacks the one moved, has its base.
@@ -370,14 +370,14 @@ func (f *fakeFleet) mockServe() {
 		if err := f.goneErr(ctx); err != nil {
 			return contract.EnsureImageResult{}, err
 		}
-		n := f.record(ctx, "EnsureImage "+in.Image)
+		n := f.record(ctx, "EnsureImage "+in.Image.String())
 		if id, ok := f.imageUnpinned[n]; ok {
 			if !in.Resolve {
-				return contract.EnsureImageResult{}, newAppErr("image "+in.Image+" missing on node "+n, fault.ImageMissing)
+				return contract.EnsureImageResult{}, newAppErr("image "+in.Image.String()+" missing on node "+n, fault.ImageMissing)
 			}
 			return contract.EnsureImageResult{Node: n, ID: id, Unpinned: true}, nil
 		}
-		return contract.EnsureImageResult{Node: n, ID: "sha256:" + in.Image}, nil
+		return contract.EnsureImageResult{Node: n, ID: "sha256:" + in.Image.String()}, nil
 	})
 	env.OnActivity("BeforeServe", any2...).Return(func(ctx context.Context, in contract.BeforeServeInput) (contract.BeforeServeResult, error) {
 		n := f.record(ctx, "BeforeServe "+in.Lane)
@@ -576,7 +576,7 @@ func appErr(t *testing.T, err error) *temporal.ApplicationError {
 func testPlan(lane, hash string, nodes ...string) contract.LanePlan {
 	p := contract.LanePlan{Lane: lane, Cluster: "c1", Runtime: "sim", Model: "model-" + lane, RecipeHash: hash, APIPort: 8000, TP: len(nodes)}
 	for i, n := range nodes {
-		p.Nodes = append(p.Nodes, contract.NodePlan{Node: n, Rank: i, Head: i == 0, ContainerName: fmt.Sprintf("sparklane-%s-r%d", lane, i), Image: "img-" + lane, Command: "serve " + lane})
+		p.Nodes = append(p.Nodes, contract.NodePlan{Node: n, Rank: i, Head: i == 0, ContainerName: fmt.Sprintf("sparklane-%s-r%d", lane, i), Image: contract.MustImageRef("img-" + lane), Command: "serve " + lane})
 	}
 	return p
 }

@@ -63,8 +63,8 @@ type imageSources struct {
 // run ensures each image of the plan in turn (in plan order), stopping at
 // the first that fails.
 func (s *imageStep) run() error {
-	var order []string
-	byImage := map[string][]string{}
+	var order []contract.ImageRef
+	byImage := map[contract.ImageRef][]string{}
 	for _, n := range s.plan.Nodes {
 		if _, ok := byImage[n.Image]; !ok {
 			order = append(order, n.Image)
@@ -72,7 +72,7 @@ func (s *imageStep) run() error {
 		byImage[n.Image] = append(byImage[n.Image], n.Node)
 	}
 	for _, img := range order {
-		r := &imageRun{imageStep: s, img: img, nodes: byImage[img], src: s.src}
+		r := &imageRun{imageStep: s, ref: img, nodes: byImage[img], src: s.src}
 		if r.src.build != nil && r.src.build.Image != img {
 			r.src.build = nil
 		}
@@ -86,28 +86,6 @@ func (s *imageStep) run() error {
 		}
 	}
 	return nil
-}
-
-// recipeBuild is how a cutover builds the recipe's image when no node
-// has it: its [build], on the [build] node or the cluster's head.
-func recipeBuild(rc contract.Recipe, plan contract.LanePlan) *contract.ImageBuild {
-	if rc.Build == nil || len(plan.Nodes) == 0 {
-		return nil
-	}
-	b := &contract.ImageBuild{Image: rc.Image, Spec: *rc.Build, Node: rc.Build.Node}
-	if b.Node == "" {
-		b.Node = plan.Nodes[0].Node
-	}
-	return b
-}
-
-// recipePull is how a cutover pulls the recipe's image when no node has
-// it: from its image_registry, on the cluster's head.
-func recipePull(rc contract.Recipe, plan contract.LanePlan) *contract.ImagePull {
-	if rc.ImageRegistry == "" || len(plan.Nodes) == 0 {
-		return nil
-	}
-	return &contract.ImagePull{Image: rc.Image, Registry: rc.ImageRegistry, AuthFile: rc.ImageRegistryAuthFile, Node: plan.Nodes[0].Node}
 }
 
 // permanent turns an engine's or the image plan's typed error into the
@@ -128,7 +106,6 @@ func permanent(err error) error {
 // the sources (of the step's) still to try for it.
 type imageRun struct {
 	*imageStep
-	img   string
 	ref   contract.ImageRef
 	nodes []string
 	src   imageSources
@@ -172,14 +149,13 @@ func (r *imageRun) ensure() ([]contract.ImageNodeResult, error) {
 // history does not know (versionStageBuild, versionStageRegistry) and
 // builds first when the build is forced.
 func (r *imageRun) prepare() error {
-	ref, err := contract.ParseImageRef(r.img)
-	if err != nil {
-		i := r.t.start("image "+r.img, "")
+	if err := r.ref.Pinned(); err != nil {
+		// A digest given in part pins nothing sparklane can check.
+		i := r.t.start("image "+r.ref.String(), "")
 		err = permanent(fault.Permanent(fault.InvalidSpec, err))
 		r.t.end(i, "", err)
 		return err
 	}
-	r.ref = ref
 	if r.src.build != nil && workflow.GetVersion(r.ctx, versionStageBuild, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		r.src.build = nil
 	}
@@ -199,7 +175,7 @@ func (r *imageRun) prepare() error {
 // pull or build it when no node has it, or move it along the plan's
 // chain.
 func (r *imageRun) round(round int) ([]contract.ImageNodeResult, imageNext, error) {
-	i := r.t.start("image "+r.img, "")
+	i := r.t.start("image "+r.ref.String(), "")
 	pl := r.planMove()
 	missing := errType(pl.err) == fault.ImageMissing && len(pl.plan.Present) == 0
 	if r.src.pull != nil && missing {
@@ -314,7 +290,7 @@ func (r *imageRun) planMove() imagePlanned {
 			return pl
 		}
 		if pl.err = r.inventory([]string{r.only}, nil, want, pl.invs); pl.err != nil {
-			pl.res = []contract.ImageNodeResult{{Node: r.only, Image: r.ref.String()}}
+			pl.res = []contract.ImageNodeResult{{Node: r.only, Image: r.ref}}
 			return pl
 		}
 		if pl.invs[r.only].Present {
@@ -324,7 +300,7 @@ func (r *imageRun) planMove() imagePlanned {
 	pl.res = make([]contract.ImageNodeResult, len(nodes))
 	var ask []string
 	for k, n := range nodes {
-		pl.res[k] = contract.ImageNodeResult{Node: n, Image: r.ref.String()}
+		pl.res[k] = contract.ImageNodeResult{Node: n, Image: r.ref}
 		if _, asked := pl.invs[n]; !asked {
 			ask = append(ask, n)
 		}
@@ -410,9 +386,9 @@ func (s *imageStep) builtID() string {
 // Dockerfile step fails the same way again), heartbeating its log. Its
 // result is kept in built.
 func (s *imageStep) buildImage(b contract.ImageBuild) error {
-	i := s.t.start("image build "+b.Image, b.Node)
+	i := s.t.start("image build "+b.Image.String(), b.Node)
 	var r contract.BuildImageResult
-	err := workflow.ExecuteActivity(summarize(nodeOpts(s.ctx, b.Node, s.pickup, callBudget{run: imageTransferTimeout, heartbeat: imageTransferBeat, attempts: 1}), b.Node, -1, "build "+b.Image), na.BuildImage,
+	err := workflow.ExecuteActivity(summarize(nodeOpts(s.ctx, b.Node, s.pickup, callBudget{run: imageTransferTimeout, heartbeat: imageTransferBeat, attempts: 1}), b.Node, -1, "build "+b.Image.String()), na.BuildImage,
 		contract.BuildImageInput{Image: b.Image, Build: b.Spec}).Get(s.ctx, &r)
 	s.t.end(i, r.ID, err)
 	if err != nil {
@@ -427,9 +403,9 @@ func (s *imageStep) buildImage(b contract.ImageBuild) error {
 // image or with another digest is permanent), heartbeating its progress.
 // Its result is kept in pulled.
 func (s *imageStep) pullImage(p contract.ImagePull) error {
-	i := s.t.start("image pull "+p.Image+" from "+p.Registry, p.Node)
+	i := s.t.start("image pull "+p.Image.String()+" from "+p.Registry, p.Node)
 	var r contract.PullImageResult
-	err := workflow.ExecuteActivity(summarize(nodeOpts(s.ctx, p.Node, s.pickup, callBudget{run: imageTransferTimeout, heartbeat: imageTransferBeat, attempts: 3}), p.Node, -1, "pull "+p.Image+" from "+p.Registry), na.PullImage,
+	err := workflow.ExecuteActivity(summarize(nodeOpts(s.ctx, p.Node, s.pickup, callBudget{run: imageTransferTimeout, heartbeat: imageTransferBeat, attempts: 3}), p.Node, -1, "pull "+p.Image.String()+" from "+p.Registry), na.PullImage,
 		contract.PullImageInput{Image: p.Image, Registry: p.Registry, AuthFile: p.AuthFile}).Get(s.ctx, &r)
 	s.t.end(i, r.ID, err)
 	if err != nil {
@@ -446,7 +422,7 @@ func (r *imageRun) inventory(nodes, diffIDs []string, want string, invs map[stri
 	for k, n := range nodes {
 		what := "image inventory " + ref.String()
 		futs[k] = workflow.ExecuteActivity(summarize(nodeOpts(r.ctx, n, r.pickup, callBudget{run: imageInventoryTimeout, attempts: 3}), n, -1, what), na.ImageInventory,
-			contract.ImageInventoryInput{Image: ref.String(), DiffIDs: diffIDs, Want: want})
+			contract.ImageInventoryInput{Image: ref, DiffIDs: diffIDs, Want: want})
 	}
 	var first error
 	for k, n := range nodes {

@@ -118,7 +118,7 @@ func TestStageOnlyAsksTheOtherNodesWhenItsNodeLacksTheImage(t *testing.T) {
 // other nodes, and only then stages; starter image build (Force,
 // ImageOnly) builds even when a node has it and stages nothing.
 func TestStageBuildsAnImageOnNoNodeThenMovesIt(t *testing.T) {
-	build := &contract.ImageBuild{Image: "img-new", Spec: contract.Build{Context: "/nas/e1"}, Node: "a"}
+	build := &contract.ImageBuild{Image: contract.MustImageRef("img-new"), Spec: contract.Build{Context: "/nas/e1"}, Node: "a"}
 	f := newFakeFleet(t)
 	f.env.RegisterWorkflow(Stage)
 	f.imageLack["a"], f.imageLack["b"] = 0, 0
@@ -159,5 +159,25 @@ func TestStageBuildsAnImageOnNoNodeThenMovesIt(t *testing.T) {
 	}
 	if h.count("BuildImage") != 1 || h.count("StageBlock") != 0 || h.imageSent["b"].Upstream != "a" || h.imageSent["b"].Spec.From != 1 {
 		t.Fatalf("image build: calls %v, b got %+v; want one build, b receiving the new image's top layer from a, no block staged", h.callList(), h.imageSent["b"])
+	}
+}
+
+// An image pinned by a digest given in part renders (the lane lists and
+// its dry run shows) but no run moves or starts it: the image step fails
+// before it asks any node, saying how many digits the pin has.
+func TestStageRefusesAnIncompletePin(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.RegisterWorkflow(Stage)
+	p := testPlan("new", "h", "a", "b")
+	for i := range p.Nodes {
+		p.Nodes[i].Image = contract.MustImageRef("img-new:1@sha256:3dbc3130")
+	}
+	f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: p, Blocks: testBlocks()})
+	err := f.env.GetWorkflowError()
+	if err == nil || !strings.Contains(err.Error(), "has 8 of 64 hex digits") || errType(err) != fault.InvalidSpec {
+		t.Fatalf("stage of an incomplete pin: %v, want InvalidSpec naming the digits", err)
+	}
+	if n := strings.Count(strings.Join(f.callList(), "\n"), "ImageInventory"); n != 0 {
+		t.Fatalf("%d inventories asked of an incomplete pin, want none", n)
 	}
 }

@@ -204,7 +204,7 @@ func (s *laneServe) images() error {
 		// BuildHint marshals build_args with encoding/json, which writes map
 		// keys sorted: the same recipe gives the same text on every replay.
 		build := rc.BuildHint() //workflowcheck:ignore
-		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], s.in.Pickup.D(), callBudget{run: 2 * time.Minute, attempts: 3}), nodes[i], plan.Nodes[i].Rank, "image "+plan.Nodes[i].Image), na.EnsureImage,
+		return workflow.ExecuteActivity(summarize(nodeOpts(ctx, nodes[i], s.in.Pickup.D(), callBudget{run: 2 * time.Minute, attempts: 3}), nodes[i], plan.Nodes[i].Rank, "image "+plan.Nodes[i].Image.String()), na.EnsureImage,
 			contract.EnsureImageInput{Image: plan.Nodes[i].Image, Build: build, Resolve: resolve})
 	}, func(ctx workflow.Context, i int, f workflow.Future) error { return f.Get(ctx, &found[i]) })
 	for i, err := range errs {
@@ -222,7 +222,7 @@ func (s *laneServe) images() error {
 		return err
 	}
 	for i, n := range plan.Nodes {
-		if ref, err := contract.ParseImageRef(n.Image); err == nil && ref.Digest != "" {
+		if n.Image.Digest != "" {
 			s.imageIDs[i] = found[i].ID
 		}
 	}
@@ -230,23 +230,22 @@ func (s *laneServe) images() error {
 }
 
 // checkPinned refuses a node that has a pinned image only under its tag
-// with another ID than the nodes carrying the digest (images.MakePlan's
-// rule, the same as the stage's image step).
+// with another ID than the nodes carrying the digest (contract.PlanImage,
+// the one owner of that rule, as the stage's image step asks it).
 func checkPinned(plan contract.LanePlan, found []contract.EnsureImageResult) error {
-	byImage := map[string][]contract.ImageInventory{}
-	var order []string
+	byImage := map[contract.ImageRef][]contract.ImageInventory{}
+	var order []contract.ImageRef
 	for i, n := range plan.Nodes {
 		if _, ok := byImage[n.Image]; !ok {
 			order = append(order, n.Image)
 		}
 		byImage[n.Image] = append(byImage[n.Image], contract.ImageInventory{Node: n.Node, Present: true, ID: found[i].ID, Unpinned: found[i].Unpinned})
 	}
-	for _, img := range order {
-		ref, err := contract.ParseImageRef(img)
-		if err != nil || ref.Digest == "" {
+	for _, ref := range order {
+		if ref.Digest == "" {
 			continue
 		}
-		if _, err := contract.PlanImage(ref, byImage[img]); err != nil {
+		if _, err := contract.PlanImage(ref, byImage[ref]); err != nil {
 			return permanent(err)
 		}
 	}
@@ -444,7 +443,7 @@ func (s *laneServe) imagesV0() error {
 	var steps []int
 	for _, n := range plan.Nodes {
 		steps = append(steps, s.t.start("image", n.Node))
-		futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(s.ctx, n.Node, s.in.Pickup.D(), callBudget{run: 2 * time.Minute, attempts: 3}), n.Node, n.Rank, "image "+n.Image), na.EnsureImage, contract.EnsureImageInput{Image: n.Image}))
+		futs = append(futs, workflow.ExecuteActivity(summarize(nodeOpts(s.ctx, n.Node, s.in.Pickup.D(), callBudget{run: 2 * time.Minute, attempts: 3}), n.Node, n.Rank, "image "+n.Image.String()), na.EnsureImage, contract.EnsureImageInput{Image: n.Image}))
 	}
 	for i, f := range futs {
 		var r contract.EnsureImageResult

@@ -275,7 +275,7 @@ func TestServeStartsAPinnedImageMovedToANode(t *testing.T) {
 		rc, p := testRecipe(lane, nil, false), testPlan(lane, "h", "a", "b")
 		rc.Image = pin
 		for i := range p.Nodes {
-			p.Nodes[i].Image = pin
+			p.Nodes[i].Image = contract.MustImageRef(pin)
 		}
 		return rc, p
 	}

@@ -162,7 +162,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 		}
 		if len(sub.Nodes) > 0 {
 			run, err := a.start(ctx, runSpec{ID: contract.StageID(plan.Lane) + "/dry-run", Workflow: contract.WorkflowStage, Lane: plan.Lane, Cluster: plan.Cluster,
-				Input: contract.StageInput{Plan: sub, Blocks: r.Staging, Mode: contract.StageAuto, DryRun: true, Build: laneBuild(r, plan, ""), Pull: lanePull(r, plan, "")}})
+				Input: contract.StageInput{Plan: sub, Blocks: r.Staging, Mode: contract.StageAuto, DryRun: true, Build: r.BuildFor(*plan, ""), Pull: r.PullFor(*plan, "")}})
 			var res contract.StageResult
 			if err == nil {
 				err = run.Get(ctx, &res)
@@ -198,7 +198,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 	// values and --token style argv values become ***.
 	masked, _ := report.MaskPlan(*plan)
 	for _, n := range masked.Nodes {
-		dn := DryRunNode{Node: n.Node, Rank: n.Rank, Head: n.Head, Container: n.ContainerName, Image: n.Image,
+		dn := DryRunNode{Node: n.Node, Rank: n.Rank, Head: n.Head, Container: n.ContainerName, Image: n.Image.String(),
 			Command: n.Command, Argv: n.Argv, Env: map[string]string{}, EnvFrom: n.EnvFrom, Mounts: []DryRunMount{}, Staging: stagePlans[n.Node],
 			Docker: n.Container.DockerArgs(), DetectRDMA: n.Container.DetectRDMA, PreExec: n.PreExec, ImageState: imageStates[n.Node]}
 		if st, ok := states[n.Node]; ok {
@@ -265,7 +265,7 @@ func dryRunSteps(action string, r *contract.Recipe, plan *contract.LanePlan, sta
 		}
 	}
 	if action != "up" {
-		steps = append(steps, "image "+plan.Nodes[0].Image+" on "+nodes+": a node that lacks it receives the layers it lacks from one that has it (chain)")
+		steps = append(steps, "image "+plan.Nodes[0].Image.String()+" on "+nodes+": a node that lacks it receives the layers it lacks from one that has it (chain)")
 		for _, b := range r.Staging {
 			steps = append(steps, fmt.Sprintf("stage %s (%s) on %s in parallel", b.ID, b.Kind, nodes))
 		}
@@ -276,7 +276,7 @@ func dryRunSteps(action string, r *contract.Recipe, plan *contract.LanePlan, sta
 	if action == "stage" {
 		return steps
 	}
-	steps = append(steps, "ensure image "+plan.Nodes[0].Image+" on "+nodes)
+	steps = append(steps, "ensure image "+plan.Nodes[0].Image.String()+" on "+nodes)
 	if len(r.Hooks.BeforeServe) > 0 || len(r.Hooks.Clear) > 0 {
 		steps = append(steps, fmt.Sprintf("before_serve hooks on %s: clear %v, run %v", nodes, r.Hooks.Clear, r.Hooks.BeforeServe))
 	}

@@ -10,30 +10,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/lane"
 )
-
-// laneBuild is how a stage of r builds its image when no node has it:
-// its [build] on only (--node), the recipe's build node or the head.
-func laneBuild(r *contract.Recipe, plan *contract.LanePlan, only string) *contract.ImageBuild {
-	if r.Build == nil {
-		return nil
-	}
-	return &contract.ImageBuild{Image: r.Image, Spec: *r.Build, Node: lane.BuildNode(*r, *plan, only)}
-}
-
-// lanePull is how a stage pulls the recipe's image from its
-// image_registry when no node has it: on --node, else the cluster's head.
-func lanePull(r *contract.Recipe, plan *contract.LanePlan, only string) *contract.ImagePull {
-	if r.ImageRegistry == "" || len(plan.Nodes) == 0 {
-		return nil
-	}
-	n := only
-	if n == "" {
-		n = plan.Nodes[0].Node
-	}
-	return &contract.ImagePull{Image: r.Image, Registry: r.ImageRegistry, AuthFile: r.ImageRegistryAuthFile, Node: n}
-}
 
 func (a *App) imageCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "image", Short: "a lane's engine image: build it from the recipe's [build]"}
@@ -49,7 +26,7 @@ func (a *App) imageCmd() *cobra.Command {
 			if err := laneNode(plan, only); err != nil {
 				return err
 			}
-			b := laneBuild(r, plan, only)
+			b := r.BuildFor(*plan, only)
 			b.Force = true
 			var res contract.StageResult
 			if err := a.startFollow(ctx, runSpec{ID: contract.StageID(r.Name), Workflow: contract.WorkflowStage, Lane: r.Name, Cluster: r.Cluster,

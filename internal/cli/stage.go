@@ -53,7 +53,7 @@ func (a *App) stageCmd() *cobra.Command {
 			}
 			var res contract.StageResult
 			if err := a.startFollow(ctx, runSpec{ID: contract.StageID(r.Name), Workflow: contract.WorkflowStage, Lane: r.Name, Cluster: r.Cluster,
-				Input: contract.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: contract.Duration(budget), Room: room, Fetch: fp, Build: laneBuild(r, plan, only), Pull: lanePull(r, plan, only)}}, &res); err != nil {
+				Input: contract.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: contract.Duration(budget), Room: room, Fetch: fp, Build: r.BuildFor(*plan, only), Pull: r.PullFor(*plan, only)}}, &res); err != nil {
 				return err
 			}
 			if res.Fetch != nil && !a.JSON && fp != nil {

@@ -23,7 +23,10 @@ type ImageRef struct {
 }
 
 // ParseImageRef splits image (a recipe's `image`) into name and pinned
-// digest. The error says what a reference looks like.
+// digest. The error says what a reference looks like. A digest of fewer
+// than 64 hex digits is kept, marked Incomplete: operators' logs give
+// digests in part, such a lane still renders and lists, and recipe check
+// and every run that would move or start the image refuse it (Pinned).
 func ParseImageRef(image string) (ImageRef, error) {
 	if image == "" || strings.ContainsAny(image, " \t\n") {
 		return ImageRef{}, fmt.Errorf("image %q is not an image reference: give repo[:tag][@sha256:HEX]", image)
@@ -35,7 +38,7 @@ func ParseImageRef(image string) (ImageRef, error) {
 	}
 	if pinned {
 		hexd, ok := strings.CutPrefix(dig, "sha256:")
-		if !ok || len(hexd) != 64 || !IsHex(hexd) {
+		if !ok || len(hexd) > 64 || !IsHex(hexd) {
 			return ImageRef{}, fmt.Errorf("image %s: the pinned digest %q is not sha256:<64 hex digits>", image, dig)
 		}
 		r.Digest = dig
@@ -79,6 +82,22 @@ func (r ImageRef) String() string {
 	default:
 		return r.Name + "@" + r.Digest
 	}
+}
+
+// Incomplete reports whether the pinned digest has fewer than 64 hex
+// digits (a pin copied in part from a log).
+func (r ImageRef) Incomplete() bool {
+	return r.Digest != "" && len(strings.TrimPrefix(r.Digest, "sha256:")) != 64
+}
+
+// Pinned is nil unless the reference pins an incomplete digest, which no
+// run may move or start: the error says how many digits it has and where
+// to read the whole digest.
+func (r ImageRef) Pinned() error {
+	if !r.Incomplete() {
+		return nil
+	}
+	return fmt.Errorf("image %s: the pinned digest has %d of 64 hex digits: complete it in the recipe (docker image inspect --format '{{index .RepoDigests 0}}' on a node that runs the image)", r, len(strings.TrimPrefix(r.Digest, "sha256:")))
 }
 
 // IsZero reports whether no image is named.

@@ -28,7 +28,7 @@ func TestParseImageRef(t *testing.T) {
 			t.Errorf("ParseImageRef(%q) = %+v, %v", tc.in, r, err)
 		}
 	}
-	for _, bad := range []string{"", "a@sha256:12", "a@md5:" + strings.Repeat("0", 64)} {
+	for _, bad := range []string{"", "a@sha256:xyz", "a@sha256:" + strings.Repeat("0", 65), "a@md5:" + strings.Repeat("0", 64)} {
 		if _, err := ParseImageRef(bad); err == nil {
 			t.Errorf("ParseImageRef(%q) accepted", bad)
 		}
@@ -86,7 +86,24 @@ func TestImageRefJSONIsItsString(t *testing.T) {
 		}
 	}
 	var r ImageRef
-	if err := json.Unmarshal([]byte(`"a@sha256:12"`), &r); err == nil {
+	if err := json.Unmarshal([]byte(`"a@sha256:xyz"`), &r); err == nil {
 		t.Fatal("a bad reference decoded")
+	}
+}
+
+// A digest given in part (a log's first digits) parses, marked
+// Incomplete, so the lane renders; Pinned refuses it for a run, saying how
+// many digits it has.
+func TestIncompletePinParsesAndIsRefusedForARun(t *testing.T) {
+	r, err := ParseImageRef("lmsysorg/sglang:dev@sha256:3dbc3130")
+	if err != nil || !r.Incomplete() || r.String() != "lmsysorg/sglang:dev@sha256:3dbc3130" {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if err := r.Pinned(); err == nil || !strings.Contains(err.Error(), "has 8 of 64 hex digits") {
+		t.Fatalf("Pinned: %v", err)
+	}
+	whole := MustImageRef("a:1@sha256:" + strings.Repeat("ab", 32))
+	if whole.Incomplete() || whole.Pinned() != nil || MustImageRef("a:1").Pinned() != nil {
+		t.Fatal("a whole pin, or none, is refused")
 	}
 }

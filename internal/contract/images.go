@@ -93,8 +93,8 @@ type ImagePrune struct {
 // BuildImageInput builds a lane's image on this node from its [build].
 type BuildImageInput struct {
 	// Image is the tag the result gets (the recipe's image).
-	Image string `json:"image"`
-	Build Build  `json:"build"`
+	Image ImageRef `json:"image"`
+	Build Build    `json:"build"`
 }
 
 // BuildImageResult is the image built and the build log's last lines.
@@ -110,9 +110,9 @@ type BuildImageResult struct {
 type PullImageInput struct {
 	// Image is the recipe's image: the tag the pulled image gets and the
 	// digest it must carry when pinned.
-	Image    string `json:"image"`
-	Registry string `json:"registry"`
-	AuthFile string `json:"auth_file,omitempty"`
+	Image    ImageRef `json:"image"`
+	Registry string   `json:"registry"`
+	AuthFile string   `json:"auth_file,omitempty"`
 }
 
 // PullImageResult is the image pulled.
@@ -128,7 +128,7 @@ type BuildProgress struct {
 
 // EnsureImageInput names the image a node must have.
 type EnsureImageInput struct {
-	Image string `json:"image"`
+	Image ImageRef `json:"image"`
 	// Build is how the recipe builds the image (builder, build_args), for
 	// the error of a node that lacks it.
 	Build string `json:"build,omitempty"`
@@ -151,7 +151,7 @@ type EnsureImageResult struct {
 
 // ImageInventoryInput asks a node what it has of a lane's image.
 type ImageInventoryInput struct {
-	Image string `json:"image"`
+	Image ImageRef `json:"image"`
 	// DiffIDs, when given (the image's layers, from a node that has it),
 	// ask how many of them a node without the image already has.
 	DiffIDs []string `json:"diff_ids,omitempty"`
@@ -194,8 +194,8 @@ type TransferImageResult struct {
 // ImageBuild is how the image step builds a lane's image.
 type ImageBuild struct {
 	// Image is the recipe's image: the tag the build gives.
-	Image string `json:"image"`
-	Spec  Build  `json:"spec"`
+	Image ImageRef `json:"image"`
+	Spec  Build    `json:"spec"`
 	// Node builds it (the recipe's [build] node, --node, or the head).
 	Node  string `json:"node"`
 	Force bool   `json:"force,omitempty"`
@@ -205,9 +205,9 @@ type ImageBuild struct {
 // on one node: the registry and the path of its auth file on that node,
 // never credentials.
 type ImagePull struct {
-	Image    string `json:"image"`
-	Registry string `json:"registry"`
-	AuthFile string `json:"auth_file,omitempty"`
+	Image    ImageRef `json:"image"`
+	Registry string   `json:"registry"`
+	AuthFile string   `json:"auth_file,omitempty"`
 	// Node pulls it (the node the stage is for, or the cluster's head).
 	Node string `json:"node"`
 }
@@ -215,8 +215,8 @@ type ImagePull struct {
 // ImageNodeResult is one node's part of the image step of stage (and so
 // cutover): whether the image was there, what moved to it and from where.
 type ImageNodeResult struct {
-	Node  string `json:"node"`
-	Image string `json:"image"`
+	Node  string   `json:"node"`
+	Image ImageRef `json:"image"`
 	// State: "present ID", "missing: has N of M layers, K would move" (a
 	// dry run), or "received N layers (B bytes)".
 	State string `json:"state"`
@@ -228,4 +228,37 @@ type ImageNodeResult struct {
 	Layers   int    `json:"layers,omitempty"`
 	// Error is a dry run's refusal (the run would stop with it).
 	Error string `json:"error,omitempty"`
+}
+
+// BuildFor is how a run builds r's image when no node of plan has it: its
+// [build] on only (stage --node), else the recipe's build node, else the
+// plan's head; tagged as the plan's image (rendered and parsed). Nil when
+// the recipe has no [build] or the plan no node.
+func (r Recipe) BuildFor(plan LanePlan, only string) *ImageBuild {
+	if r.Build == nil || len(plan.Nodes) == 0 {
+		return nil
+	}
+	node := only
+	switch {
+	case node != "":
+	case r.Build.Node != "":
+		node = r.Build.Node
+	default:
+		node = plan.Nodes[0].Node
+	}
+	return &ImageBuild{Image: plan.Nodes[0].Image, Spec: *r.Build, Node: node}
+}
+
+// PullFor is how a run pulls r's image from its image_registry when no
+// node of plan has it: on only (stage --node), else the plan's head. Nil
+// when the recipe names no registry or the plan no node.
+func (r Recipe) PullFor(plan LanePlan, only string) *ImagePull {
+	if r.ImageRegistry == "" || len(plan.Nodes) == 0 {
+		return nil
+	}
+	node := only
+	if node == "" {
+		node = plan.Nodes[0].Node
+	}
+	return &ImagePull{Image: plan.Nodes[0].Image, Registry: r.ImageRegistry, AuthFile: r.ImageRegistryAuthFile, Node: node}
 }

@@ -8,11 +8,11 @@ import (
 // NodePlan is what one node runs for a lane: the rendered result of a
 // recipe on a cluster. It is plain data so it can travel in workflow inputs.
 type NodePlan struct {
-	Node          string `json:"node"`
-	Rank          int    `json:"rank"`
-	Head          bool   `json:"head"`
-	ContainerName string `json:"container_name"`
-	Image         string `json:"image"`
+	Node          string   `json:"node"`
+	Rank          int      `json:"rank"`
+	Head          bool     `json:"head"`
+	ContainerName string   `json:"container_name"`
+	Image         ImageRef `json:"image"`
 	// Command is the rendered command line; Argv the same split for exec.
 	Command string            `json:"command"`
 	Argv    []string          `json:"argv"`

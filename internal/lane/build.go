@@ -84,15 +84,3 @@ func checkBuild(cfg *config.Config, r *config.Recipe, plan *contract.LanePlan, b
 }
 
 // BuildNode is the node that builds the lane's image: only (--node) when
-// given, else the recipe's [build] node, else the cluster's head.
-func BuildNode(r contract.Recipe, plan contract.LanePlan, only string) string {
-	switch {
-	case only != "":
-		return only
-	case r.Build != nil && r.Build.Node != "":
-		return r.Build.Node
-	case len(plan.Nodes) > 0:
-		return plan.Nodes[0].Node
-	}
-	return ""
-}

@@ -23,8 +23,8 @@ func TestRecipeBuildIsWiredAndChecked(t *testing.T) {
 	if w.Build == nil || w.Build.Context != "/mnt/nas/engines/e1" || w.Build.Dockerfile != "docker/Dockerfile" || w.Build.Args["CUDA"] != "12.4" {
 		t.Fatalf("wired build %+v", w.Build)
 	}
-	if got := BuildNode(w, *plan, ""); got != "dgx2" {
-		t.Errorf("build node %s, want the recipe's dgx2", got)
+	if got := w.BuildFor(*plan, ""); got == nil || got.Node != "dgx2" {
+		t.Errorf("build %+v, want it on the recipe's dgx2", got)
 	}
 	for _, c := range []struct{ build, want string }{
 		{"context = \"/srv/e1\"", "[build] context /srv/e1 is under no shared root (/mnt/nas)"},

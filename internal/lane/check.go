@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/memfit"
 	"github.com/sparklane/sparklane/internal/fault"
 )
@@ -125,7 +126,6 @@ func checkFit(cfg *config.Config, recipes []*config.Recipe, discovered map[strin
 const IncompleteDigest = "complete this digest"
 
 var (
-	imageDigestRE = regexp.MustCompile(`@sha256:([^\s]*)$`)
 	snapshotRevRE = regexp.MustCompile(`/snapshots/([^/]+)`)
 	fullSHA256RE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	fullCommitRE  = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -140,13 +140,15 @@ var (
 func PinErrors(r *config.Recipe) []error {
 	var errs []error
 	zero := func(s string) bool { return strings.Trim(s, "0") == "" }
-	if m := imageDigestRE.FindStringSubmatch(r.Image); m != nil {
-		h := strings.TrimRight(m[1], ".…")
+	// The image is parsed by the one parser (contract.ParseImageRef); one
+	// with a placeholder is checked when it renders.
+	if ref, err := contract.ParseImageRef(r.Image); err == nil && ref.Digest != "" && !strings.ContainsAny(r.Image, "{}") {
+		h := strings.TrimPrefix(ref.Digest, "sha256:")
 		switch {
 		case zero(h):
-			errs = append(errs, fileErr(r.File, "image", "digest sha256:%s is a zero placeholder: %s (docker image inspect --format '{{index .RepoDigests 0}}' on a node that runs the image)", m[1], IncompleteDigest))
-		case !fullSHA256RE.MatchString(h):
-			errs = append(errs, fileErr(r.File, "image", "digest sha256:%s has %d of 64 hex digits: %s (docker image inspect --format '{{index .RepoDigests 0}}' on a node that runs the image)", m[1], len(h), IncompleteDigest))
+			errs = append(errs, fileErr(r.File, "image", "digest %s is a zero placeholder: %s (docker image inspect --format '{{index .RepoDigests 0}}' on a node that runs the image)", ref.Digest, IncompleteDigest))
+		case ref.Incomplete():
+			errs = append(errs, fileErr(r.File, "image", "digest %s has %d of 64 hex digits: %s (docker image inspect --format '{{index .RepoDigests 0}}' on a node that runs the image)", ref.Digest, len(h), IncompleteDigest))
 		}
 	}
 	rev := func(key, v string) {

@@ -161,7 +161,7 @@ func (v *vars) intValue(key string) (int, error) {
 // nodeWorld is what rank's command and env are built around: its image
 // and the world-shape values the placeholders give, each checked.
 type nodeWorld struct {
-	image            string
+	image            contract.ImageRef
 	tp, distPort, ep int
 }
 
@@ -242,7 +242,10 @@ func renderWorld(r *contract.Recipe, v *vars, nnodes int) (nodeWorld, error) {
 	if strings.TrimSpace(image) == "" {
 		return w, recipeErr(r, "image", "missing: pin the container image the lane runs")
 	}
-	w.image = image
+	// Parsed once, here: the plan carries it typed from now on.
+	if w.image, err = contract.ParseImageRef(image); err != nil {
+		return w, recipeErr(r, "image", "%v", err)
+	}
 	if w.tp, err = v.intValue("tensor_parallel"); err != nil {
 		return w, err
 	}

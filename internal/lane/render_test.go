@@ -322,7 +322,7 @@ func TestRenderSubstitution(t *testing.T) {
 	if np.Command != "engine-sim --model org/m --listen 127.0.0.1:9000 --rank 1 --dist-init-addr 10.0.0.1:31000 --nnodes 2 --node-rank 1" {
 		t.Errorf("command: %s", np.Command)
 	}
-	if np.Image != "sim:v1" || np.GPUs || plan.APIPort != 9000 || plan.TP != 2 {
+	if np.Image.String() != "sim:v1" || np.GPUs || plan.APIPort != 9000 || plan.TP != 2 {
 		t.Errorf("image %s gpus %v port %d tp %d", np.Image, np.GPUs, plan.APIPort, plan.TP)
 	}
 	if np.Env["WHO"] != "b@demo" || np.Env["EP_SIZE"] != "2" || np.Env["MASTER_PORT"] != "31000" {

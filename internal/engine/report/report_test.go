@@ -40,7 +40,7 @@ func testBundle(t *testing.T, dir string, at time.Time) Bundle {
 	}
 	plan := contract.LanePlan{Lane: "mia", Cluster: "duo", Runtime: "sglang", Model: "org/m", RecipeHash: "abc123", APIPort: 30000, TP: 2,
 		Nodes: []contract.NodePlan{{
-			Node: "dgx1", Rank: 0, Head: true, Image: "sglang:0.5", ContainerName: "sparklane-mia-0",
+			Node: "dgx1", Rank: 0, Head: true, Image: contract.MustImageRef("sglang:0.5"), ContainerName: "sparklane-mia-0",
 			Command: "python -m sglang.launch_server --api-key " + apiKey + " --tp 2",
 			Argv:    []string{"python", "-m", "sglang.launch_server", "--api-key", apiKey, "--tp", "2"},
 			Env:     map[string]string{"HF_TOKEN": hfToken, "NCCL_DEBUG": "WARN", "TP_SIZE": "2"},
