@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"time"
 )
 
 // Fetch downloads Repo at Revision into CacheDir in the Hugging Face hub
@@ -202,7 +203,13 @@ type reporter struct {
 	mu       sync.Mutex
 	p        Progress
 	lastEmit int64
+	lastAt   time.Time
 }
+
+// emitEvery is how often bytes landing are reported even when less than a
+// chunk landed: on a slow link a heartbeat (and a wrapper's stall watch)
+// hears of every byte within a second, not once per 64 MiB.
+var emitEvery = time.Second
 
 // emit reports now (force) or once another chunk is done.
 func (r *reporter) emit(force bool) {
@@ -213,10 +220,15 @@ func (r *reporter) emit(force bool) {
 
 // emitLocked calls Progress (under r.mu: one call at a time, in order).
 func (r *reporter) emitLocked(force bool) {
-	if r.fn == nil || !force && r.p.BytesDone-r.lastEmit < r.chunk {
+	if r.fn == nil {
 		return
 	}
-	r.lastEmit = r.p.BytesDone
+	now := time.Now()
+	due := r.p.BytesDone-r.lastEmit >= r.chunk || r.p.BytesDone != r.lastEmit && now.Sub(r.lastAt) >= emitEvery
+	if !force && !due {
+		return
+	}
+	r.lastEmit, r.lastAt = r.p.BytesDone, now
 	r.fn(r.p)
 }
 

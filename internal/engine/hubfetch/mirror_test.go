@@ -202,3 +202,30 @@ func TestNonJSONListingSaysWhy(t *testing.T) {
 	}
 	t.Log(fmt.Sprint(err))
 }
+
+// TestProgressWhileBytesLandSlowly: bytes landing are reported within
+// emitEvery even when far less than a chunk landed (a slow link), so a
+// heartbeat — and a wrapper's stall watch — hears of every byte, not once
+// per chunk; here with emitEvery at zero every piece written is reported.
+func TestProgressWhileBytesLandSlowly(t *testing.T) {
+	defer func(d time.Duration) { emitEvery = d }(emitEvery)
+	emitEvery = 0
+	want := map[string][]byte{"w.bin": randBytes(7, 5<<20)}
+	s, _ := serve(t, want)
+	req := request(s, t.TempDir())
+	req.ChunkSize = 64 << 20 // one chunk: the old rule reported only the end
+	var pl progressLog
+	req.Progress = pl.add
+	if _, err := fetch(t, req); err != nil {
+		t.Fatal(err)
+	}
+	var mid int
+	for _, p := range pl.all {
+		if p.BytesDone > 0 && p.BytesDone < 5<<20 {
+			mid++
+		}
+	}
+	if mid < 3 {
+		t.Fatalf("%d progress reports before the 5 MiB file was done, want one per piece written", mid)
+	}
+}

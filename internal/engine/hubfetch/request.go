@@ -108,7 +108,8 @@ type Request struct {
 	// attempt, not by a second attempt started beside it.
 	ReadIdle time.Duration
 	// Progress, when set, is called with the running totals after each
-	// chunk and each finished file, after each HEAD of the metadata
+	// chunk (at least every second while bytes land) and each finished
+	// file, after each HEAD of the metadata
 	// fallback, and each time a request is retried, one call at a time,
 	// from the fetch's goroutines: report it as a heartbeat. It must
 	// return quickly. A fetch that stays silent longer than ReadIdle plus
