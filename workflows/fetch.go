@@ -13,10 +13,16 @@ import (
 
 // Hub fetch budgets: a 400 GB checkpoint over a slow link runs for hours;
 // the heartbeat timeout notices a dead worker, and the retry resumes from
-// the partial files on the NAS.
+// the partial files on the NAS. The heartbeat timeout is longer than the
+// engine's read-idle abort (FetchRepo keeps 2/5 of it for that, and ends
+// an attempt silent for 4/5 of it), so a stalled request is aborted and
+// resumed inside its attempt and no attempt outlives its heartbeat: two
+// never run side by side. (An activity option, not a command: no version
+// gate.)
 const (
 	fetchRunTimeout = 48 * time.Hour
 	fetchAttempts   = 20
+	fetchHeartbeat  = 5 * time.Minute
 )
 
 // fetchControl names the control service's worker in fetch steps and
@@ -55,7 +61,7 @@ func newFetchRun(ctx workflow.Context, t *tracker, in contract.FetchInput) *fetc
 	f := &fetchRun{ctx: ctx, t: t, in: in, res: contract.FetchResult{Lane: in.Plan.Lane}, where: in.Plan.Node}
 	hb := in.Heartbeat.D()
 	if hb <= 0 {
-		hb = stageHeartbeat
+		hb = fetchHeartbeat
 	}
 	if f.where == "" {
 		f.where = fetchControl

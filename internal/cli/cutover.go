@@ -36,7 +36,7 @@ func (a *App) cutoverCmd() *cobra.Command {
 		RunE: a.withLane(&f.laneFlags, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
 			if f.dryRun {
 				if f.stage != contract.StageSkip {
-					fp, err := lane.FetchPlan(cfg, r, lane.FetchOptions{MarkedOnly: !f.fetch})
+					fp, err := a.fetchPlan(cfg, r, lane.FetchOptions{MarkedOnly: !f.fetch})
 					if err != nil {
 						return err
 					}
@@ -89,7 +89,7 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Re
 	}
 	var fp *contract.FetchPlan
 	if f.stage != contract.StageSkip {
-		if fp, err = lane.FetchPlan(cfg, r, lane.FetchOptions{MarkedOnly: !f.fetch}); err != nil {
+		if fp, err = a.fetchPlan(cfg, r, lane.FetchOptions{MarkedOnly: !f.fetch}); err != nil {
 			return nil, err
 		}
 	}

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,11 +25,16 @@ func (a *App) fetchCmd() *cobra.Command {
 revision into the block's src (the NAS hub root), in the Hugging Face cache
 layout, skipping what the block's skip globs skip. It runs on the worker
 fetch_node names (a node that mounts the NAS, or the control service),
-from hf_endpoint (else the worker's HF_ENDPOINT, else the public Hub), with
-the token in hf_token_file (else the worker's HF_TOKEN). A killed worker or
-a dropped connection resumes from the partial files on the NAS.`,
+from hf_endpoint, else this shell's HF_ENDPOINT (it travels with the run;
+the token does not), else the worker's HF_ENDPOINT, else the public Hub —
+the endpoint is printed before anything starts — with the token in
+hf_token_file (else the worker's HF_TOKEN). An endpoint whose listing
+carries no file metadata (a mirror without ?blobs=true) is read as
+'hf download' reads it: a HEAD per file. A killed worker or a dropped
+connection resumes from the partial files on the NAS. Repeating the
+command while the same fetch runs follows that run.`,
 		RunE: a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
-			fp, err := lane.FetchPlan(cfg, r, lane.FetchOptions{Repo: repo})
+			fp, err := a.fetchPlan(cfg, r, lane.FetchOptions{Repo: repo})
 			if err != nil {
 				return err
 			}
@@ -51,7 +58,7 @@ a dropped connection resumes from the partial files on the NAS.`,
 				}
 				return a.printFetch(*fp, res)
 			}
-			if err := a.startFollow(ctx, runSpec{ID: contract.FetchID(r.Name), Workflow: contract.WorkflowFetch, Input: in, Lane: r.Name, Cluster: plan.Cluster}, &res); err != nil {
+			if err := a.startFollow(ctx, runSpec{ID: contract.FetchID(r.Name), Workflow: contract.WorkflowFetch, Input: in, Lane: r.Name, Cluster: plan.Cluster, FollowSame: true}, &res); err != nil {
 				return err
 			}
 			return a.printFetch(*fp, res)
@@ -61,6 +68,42 @@ a dropped connection resumes from the partial files on the NAS.`,
 	cmd.Flags().StringVar(&repo, "repo", "", "fetch only this repo (org/name) of the lane's hub-mirror blocks")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list each repo's revision, commit, files and bytes after the skip globs, and what the NAS lacks; download nothing")
 	return cmd
+}
+
+// fetchPlan is lane.FetchPlan with this shell's HF_ENDPOINT (the plan's
+// endpoint when the config sets no hf_endpoint); before anything starts it
+// prints which endpoint the fetch will use, and why.
+func (a *App) fetchPlan(cfg *config.Config, r *contract.Recipe, o lane.FetchOptions) (*contract.FetchPlan, error) {
+	getenv := a.getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	o.Endpoint = getenv("HF_ENDPOINT")
+	fp, err := lane.FetchPlan(cfg, r, o)
+	if err != nil || fp == nil {
+		return fp, err
+	}
+	fmt.Fprintln(a.Out, endpointLine(cfg, fp, o.Endpoint))
+	return fp, nil
+}
+
+// endpointLine says where a fetch plan downloads from and why: the
+// user's hf_endpoint or HF_ENDPOINT, or, when neither is set, what the
+// fetching worker will use.
+func endpointLine(cfg *config.Config, fp *contract.FetchPlan, env string) string {
+	where := fetchWhere(fp)
+	env = strings.TrimRight(strings.TrimSpace(env), "/")
+	switch {
+	case cfg.HFEndpoint != "":
+		line := fmt.Sprintf("fetch endpoint: %s (hf_endpoint in %s), fetching on %s", fp.Endpoint, cfg.File, where)
+		if env != "" && env != fp.Endpoint {
+			line += fmt.Sprintf("; this shell's HF_ENDPOINT=%s is not used: hf_endpoint comes first", env)
+		}
+		return line
+	case fp.Endpoint != "":
+		return fmt.Sprintf("fetch endpoint: %s (this shell's HF_ENDPOINT, sent with the run; the token is not), fetching on %s", fp.Endpoint, where)
+	}
+	return fmt.Sprintf("fetch endpoint: %s's HF_ENDPOINT if its service sets one, else the public Hub %s (neither hf_endpoint nor HF_ENDPOINT is set here)", where, contract.DefaultHubEndpoint)
 }
 
 // fetchJSON is the stable JSON of `starter fetch --json`.
@@ -98,6 +141,7 @@ func (a *App) printFetchResult(node string, res contract.FetchResult) error {
 	}
 	out.DryRun = dry
 	return a.output(out, func() {
+		defer printHeadNotes(a, res)
 		head := []string{"REPO", "REVISION", "COMMIT", "FILES", "BYTES", "SKIPPED"}
 		if dry {
 			fmt.Fprintf(a.Out, "dry run: nothing downloaded; fetch node %s\n", node)
@@ -107,4 +151,14 @@ func (a *App) printFetchResult(node string, res contract.FetchResult) error {
 		}
 		table(a.Out, head, rows)
 	})
+}
+
+// printHeadNotes says, under the table, which repos came from an endpoint
+// whose listing carries no file metadata, and from where.
+func printHeadNotes(a *App, res contract.FetchResult) {
+	for _, r := range res.Repos {
+		if r.HeadFiles > 0 {
+			fmt.Fprintf(a.Out, "%s: %s lists no file metadata (no ?blobs=true): the size and etag of %d files were read by a HEAD each, as 'hf download' reads them\n", r.Repo, r.Endpoint, r.HeadFiles)
+		}
+	}
 }

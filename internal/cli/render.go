@@ -51,6 +51,22 @@ type rateSample struct {
 type progressSample struct {
 	contract.StageProgress
 	At time.Time
+	// Retry is why the source is retrying (a fetch's request, or its
+	// activity's last failed attempt): shown with its progress, so minutes
+	// of retries never read as just "still running".
+	Retry string
+}
+
+// retryShown is how much of a retry's reason a progress line shows.
+const retryShown = 240
+
+// clip cuts s to n runes, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 func newRenderer(w io.Writer, live, quiet bool) *renderer {
@@ -64,74 +80,7 @@ func (r *renderer) draw(p contract.Progress, bars map[string]progressSample) {
 		return
 	}
 	if !r.live {
-		now := r.now()
-		if r.lastLine.IsZero() {
-			r.lastLine = now
-		}
-		printed := false
-		for _, s := range p.Steps {
-			k := stepKey(s)
-			if r.seen[k] == s.Status {
-				continue
-			}
-			r.seen[k] = s.Status
-			fmt.Fprintln(r.w, stepLine(s))
-			r.shownSteps, printed = true, true
-		}
-		for _, w := range p.Waiting {
-			// One line when the wait starts (plain output has no redraw).
-			k := "wait@" + w.Node + "@" + w.Since.String()
-			if r.seen[k] == "" {
-				r.seen[k] = "y"
-				fmt.Fprintln(r.w, waitLine(w, r.now()))
-			}
-		}
-		for _, id := range sortedMapKeys(bars) {
-			pr := bars[id]
-			k := "bar@" + id
-			line := barLine(id, pr.StageProgress, r.rate(id, pr))
-			// Print byte progress at most every 10%.
-			bucket := ""
-			if pr.BytesTotal > 0 {
-				bucket = fmt.Sprint(pr.BytesDone * 10 / pr.BytesTotal)
-			}
-			if r.seen[k] != bucket {
-				r.seen[k] = bucket
-				fmt.Fprintln(r.w, line)
-				printed = true
-			}
-		}
-		if printed {
-			r.lastLine = now
-			return
-		}
-		if now.Sub(r.lastLine) < plainEvery {
-			return
-		}
-		var running []string
-		for _, s := range p.Steps {
-			if s.Status == contract.StepRunning {
-				name := s.Name
-				if s.Node != "" {
-					name += " [" + s.Node + "]"
-				}
-				running = append(running, name)
-			}
-		}
-		for _, id := range sortedMapKeys(bars) {
-			pr := bars[id]
-			if pr.BytesTotal > 0 {
-				line := fmt.Sprintf("%s %s/%s", shortID(id), contract.HumanBytes(pr.BytesDone), contract.HumanBytes(pr.BytesTotal))
-				if rate := r.rates[id].rate; rate > 0 {
-					line += " at " + contract.HumanBytes(int64(rate)) + "/s"
-				}
-				running = append(running, line)
-			}
-		}
-		if len(running) > 0 {
-			fmt.Fprintf(r.w, "  still running: %s\n", strings.Join(running, ", "))
-			r.lastLine = now
-		}
+		r.drawPlain(p, bars)
 		return
 	}
 	var out []string
@@ -141,6 +90,9 @@ func (r *renderer) draw(p contract.Progress, bars map[string]progressSample) {
 	}
 	for _, id := range sortedMapKeys(bars) {
 		out = append(out, barLine(id, bars[id].StageProgress, r.rate(id, bars[id])))
+		if why := bars[id].Retry; why != "" {
+			out = append(out, "    retrying: "+clip(why, 100))
+		}
 	}
 	for _, w := range p.Waiting {
 		out = append(out, waitLine(w, r.now()))
@@ -152,6 +104,92 @@ func (r *renderer) draw(p contract.Progress, bars map[string]progressSample) {
 		fmt.Fprintf(r.w, "\033[2K%s\n", l)
 	}
 	r.lines = len(out)
+}
+
+// drawPlain is draw off a terminal: a line per change (a step, a wait, a
+// tenth of the bytes, a new reason for retrying) and, while nothing
+// changes, one "still running" line every plainEvery.
+func (r *renderer) drawPlain(p contract.Progress, bars map[string]progressSample) {
+	now := r.now()
+	if r.lastLine.IsZero() {
+		r.lastLine = now
+	}
+	printed := false
+	for _, s := range p.Steps {
+		k := stepKey(s)
+		if r.seen[k] == s.Status {
+			continue
+		}
+		r.seen[k] = s.Status
+		fmt.Fprintln(r.w, stepLine(s))
+		r.shownSteps, printed = true, true
+	}
+	for _, w := range p.Waiting {
+		// One line when the wait starts (plain output has no redraw).
+		k := "wait@" + w.Node + "@" + w.Since.String()
+		if r.seen[k] == "" {
+			r.seen[k] = "y"
+			fmt.Fprintln(r.w, waitLine(w, r.now()))
+		}
+	}
+	for _, id := range sortedMapKeys(bars) {
+		pr := bars[id]
+		k := "bar@" + id
+		line := barLine(id, pr.StageProgress, r.rate(id, pr))
+		// Print byte progress at most every 10%.
+		bucket := ""
+		if pr.BytesTotal > 0 {
+			bucket = fmt.Sprint(pr.BytesDone * 10 / pr.BytesTotal)
+		}
+		if r.seen[k] != bucket && (pr.BytesTotal > 0 || pr.Retry == "") {
+			r.seen[k] = bucket
+			fmt.Fprintln(r.w, line)
+			printed = true
+		}
+		// One line each time the reason for retrying changes.
+		if k := "retry@" + id; pr.Retry != "" && r.seen[k] != pr.Retry {
+			r.seen[k] = pr.Retry
+			fmt.Fprintf(r.w, "  %s retrying: %s\n", shortID(id), clip(pr.Retry, retryShown))
+			printed = true
+		}
+	}
+	if printed {
+		r.lastLine = now
+		return
+	}
+	if now.Sub(r.lastLine) < plainEvery {
+		return
+	}
+	var running []string
+	for _, s := range p.Steps {
+		if s.Status == contract.StepRunning {
+			name := s.Name
+			if s.Node != "" {
+				name += " [" + s.Node + "]"
+			}
+			running = append(running, name)
+		}
+	}
+	for _, id := range sortedMapKeys(bars) {
+		pr := bars[id]
+		line := shortID(id)
+		if pr.BytesTotal > 0 {
+			line += fmt.Sprintf(" %s/%s", contract.HumanBytes(pr.BytesDone), contract.HumanBytes(pr.BytesTotal))
+			if rate := r.rates[id].rate; rate > 0 {
+				line += " at " + contract.HumanBytes(int64(rate)) + "/s"
+			}
+		}
+		if pr.Retry != "" {
+			line += " (retrying: " + clip(pr.Retry, retryShown) + ")"
+		}
+		if pr.BytesTotal > 0 || pr.Retry != "" {
+			running = append(running, line)
+		}
+	}
+	if len(running) > 0 {
+		fmt.Fprintf(r.w, "  still running: %s\n", strings.Join(running, ", "))
+		r.lastLine = now
+	}
 }
 
 // rate is a smoothed bytes/s of progress source id: the bytes added

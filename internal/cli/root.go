@@ -87,6 +87,9 @@ type App struct {
 	lanes map[string]string
 	// inLines reads In line by line for interactive prompts (init).
 	inLines *bufio.Reader
+	// getenv reads this shell's environment (nil: os.Getenv): the
+	// HF_ENDPOINT a fetch plan takes when the config sets no hf_endpoint.
+	getenv func(string) string
 	// now and newTicker are the clock of progress lines and waits (nil:
 	// the real one); tests drive them instead of sleeping.
 	now       func() time.Time

@@ -10,6 +10,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -29,6 +30,11 @@ type runSpec struct {
 	Cluster  string
 	Memo     map[string]any
 	Retry    *temporal.RetryPolicy
+	// FollowSame: when the ID is already running with the same input (the
+	// command repeated, say after the control service died), follow that
+	// run instead of refusing; with another input, refuse saying how the
+	// inputs differ.
+	FollowSame bool
 }
 
 // start starts a workflow, refusing a second run with the same ID while
@@ -64,7 +70,7 @@ func (a *App) start(ctx context.Context, s runSpec) (client.WorkflowRun, error) 
 	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {
-			return nil, exitCode(3, fmt.Errorf("%s is already running (run %s): follow it with 'starter attach %s', or cancel it with 'starter cancel %s'", s.ID, started.RunId, s.ID, s.ID))
+			return a.alreadyRunning(ctx, env.Client, s, started.RunId)
 		}
 		return nil, fmt.Errorf("start %s: %w", s.ID, err)
 	}
@@ -190,41 +196,79 @@ func (a *App) drawOnce(ctx context.Context, c client.Client, run client.Workflow
 }
 
 // pendingProgress reads byte progress from the heartbeat details of a
-// described workflow's pending staging activities, and when the latest
-// of those heartbeats reached the server (what a rate is measured over).
+// described workflow's pending staging and fetch activities, when the
+// latest of those heartbeats reached the server (what a rate is measured
+// over), and why one of them is retrying: its heartbeat's reason (a fetch
+// retrying a request), else its last attempt's failure.
 func pendingProgress(d *workflowservice.DescribeWorkflowExecutionResponse) (progressSample, bool) {
 	var total contract.StageProgress
 	var at time.Time
+	var retry string
 	found := false
 	dc := converter.GetDefaultDataConverter()
 	for _, pa := range d.GetPendingActivities() {
 		// FetchRepo heartbeats files and bytes under contract.StageProgress's names.
-		if n := pa.GetActivityType().GetName(); n != "StageBlock" && n != "FetchRepo" || pa.GetHeartbeatDetails() == nil {
+		if n := pa.GetActivityType().GetName(); n != "StageBlock" && n != "FetchRepo" {
+			continue
+		}
+		why := attemptFailure(pa)
+		if pa.GetHeartbeatDetails() == nil {
+			if why != "" {
+				retry, found = firstNonEmpty(retry, why), true
+			}
 			continue
 		}
 		var pr contract.StageProgress
 		if err := dc.FromPayloads(pa.GetHeartbeatDetails(), &pr); err != nil {
 			continue
 		}
-		total.BytesDone += pr.BytesDone
-		total.BytesTotal += pr.BytesTotal
-		total.FilesDone += pr.FilesDone
-		total.FilesTotal += pr.FilesTotal
-		total.RowsDone += pr.RowsDone
-		total.RowsTotal += pr.RowsTotal
-		total.FromNAS += pr.FromNAS
-		for n, b := range pr.FromPeers {
-			if total.FromPeers == nil {
-				total.FromPeers = map[string]int64{}
-			}
-			total.FromPeers[n] += b
+		var fp struct {
+			Retry string `json:"retry"`
 		}
+		if dc.FromPayloads(pa.GetHeartbeatDetails(), &fp) == nil && fp.Retry != "" {
+			why = fp.Retry
+		}
+		retry = firstNonEmpty(retry, why)
+		addStage(&total, pr)
 		if t := pa.GetLastHeartbeatTime(); t != nil && t.AsTime().After(at) {
 			at = t.AsTime()
 		}
 		found = true
 	}
-	return progressSample{StageProgress: total, At: at}, found
+	return progressSample{StageProgress: total, At: at, Retry: retry}, found
+}
+
+// addStage adds one activity's staging progress to total.
+func addStage(total *contract.StageProgress, pr contract.StageProgress) {
+	total.BytesDone += pr.BytesDone
+	total.BytesTotal += pr.BytesTotal
+	total.FilesDone += pr.FilesDone
+	total.FilesTotal += pr.FilesTotal
+	total.RowsDone += pr.RowsDone
+	total.RowsTotal += pr.RowsTotal
+	total.FromNAS += pr.FromNAS
+	for n, b := range pr.FromPeers {
+		if total.FromPeers == nil {
+			total.FromPeers = map[string]int64{}
+		}
+		total.FromPeers[n] += b
+	}
+}
+
+// attemptFailure is why a pending activity is on a later attempt ("" on
+// its first): its last attempt's failure.
+func attemptFailure(pa *workflowpb.PendingActivityInfo) string {
+	if pa.GetAttempt() <= 1 || pa.GetLastFailure() == nil {
+		return ""
+	}
+	return fmt.Sprintf("attempt %d; the last one failed: %s", pa.GetAttempt(), pa.GetLastFailure().GetMessage())
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // isTerminal reports whether w is a terminal (golang.org/x/term).

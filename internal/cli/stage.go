@@ -32,7 +32,7 @@ func (a *App) stageCmd() *cobra.Command {
 			}
 			// --fetch fetches every hub-mirror block's repos into the NAS
 			// first; without it, the blocks with fetch = true.
-			fp, err := lane.FetchPlan(cfg, r, lane.FetchOptions{MarkedOnly: !fetch})
+			fp, err := a.fetchPlan(cfg, r, lane.FetchOptions{MarkedOnly: !fetch})
 			if err != nil {
 				return err
 			}
@@ -52,7 +52,7 @@ func (a *App) stageCmd() *cobra.Command {
 				return err
 			}
 			var res contract.StageResult
-			if err := a.startFollow(ctx, runSpec{ID: contract.StageID(r.Name), Workflow: contract.WorkflowStage, Lane: r.Name, Cluster: r.Cluster,
+			if err := a.startFollow(ctx, runSpec{ID: contract.StageID(r.Name), Workflow: contract.WorkflowStage, Lane: r.Name, Cluster: r.Cluster, FollowSame: true,
 				Input: contract.StageInput{Plan: *plan, Blocks: r.Staging, Only: only, Mode: mode, Verify: verify, OutageBudget: contract.Duration(budget), Room: room, Fetch: fp, Build: r.BuildFor(*plan, only), Pull: r.PullFor(*plan, only)}}, &res); err != nil {
 				return err
 			}
@@ -135,7 +135,7 @@ func (a *App) verifyCmd() *cobra.Command {
 			if err := laneNode(plan, only); err != nil {
 				return err
 			}
-			run, err := a.start(ctx, runSpec{ID: contract.VerifyID(r.Name), Workflow: contract.WorkflowVerify, Lane: r.Name, Cluster: r.Cluster,
+			run, err := a.start(ctx, runSpec{ID: contract.VerifyID(r.Name), Workflow: contract.WorkflowVerify, Lane: r.Name, Cluster: r.Cluster, FollowSame: true,
 				Input: contract.VerifyInput{Lanes: []contract.VerifyLane{{Plan: *plan, Blocks: r.Staging}}, Full: full, Only: only}})
 			if err != nil {
 				return err

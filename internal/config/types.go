@@ -28,8 +28,9 @@ type Config struct {
 	// HFCacheDir is the NAS hub root (models--org--name/...) that staging reads.
 	HFCacheDir string `mapstructure:"hf_cache_dir" json:"hf_cache_dir"`
 	// HFEndpoint is the Hub `starter fetch` downloads from (a mirror, an
-	// air-gapped endpoint). Empty: the fetching worker's HF_ENDPOINT, as
-	// the Hub's own tools read it, else the public Hub.
+	// air-gapped endpoint). Empty: the HF_ENDPOINT of the shell running
+	// the starter (it travels with the run), else the fetching worker's,
+	// as the Hub's own tools read it, else the public Hub.
 	HFEndpoint string `mapstructure:"hf_endpoint" json:"hf_endpoint,omitempty"`
 	// HFTokenFile is a file on the fetching worker's host holding the Hub
 	// token for private and gated repos. Only its path travels in a run;

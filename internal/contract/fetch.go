@@ -10,8 +10,10 @@ type FetchPlan struct {
 	// Node is the node whose worker fetches (its queue node.NAME); ""
 	// is the control service's worker (config fetch_node = "control").
 	Node string `json:"node,omitempty"`
-	// Endpoint is the Hub's base URL (hf_endpoint); "" lets the fetching
-	// worker use its HF_ENDPOINT, else the public Hub.
+	// Endpoint is the Hub's base URL the user named: hf_endpoint, else the
+	// starter's HF_ENDPOINT (an address, not a secret: it travels so the
+	// fetch goes where `hf download` in that shell would); "" lets the
+	// fetching worker use its HF_ENDPOINT, else the public Hub.
 	Endpoint string `json:"endpoint,omitempty"`
 	// TokenFile is the token file's path on the fetching worker's host
 	// (hf_token_file); "" lets it use its HF_TOKEN or the Hub tools'
@@ -58,6 +60,14 @@ type FetchProgress struct {
 	BytesTotal int64  `json:"bytes_total"`
 	BytesDone  int64  `json:"bytes_done"`
 	Downloaded int64  `json:"downloaded"`
+	// Retry is why the fetch is retrying a request (which one, which try,
+	// the error), until bytes flow again: the starter's progress line
+	// shows it, so minutes of retries are never just "still running".
+	Retry string `json:"retry,omitempty"`
+	// HeadDone of HeadFiles files had their size and etag read by a HEAD
+	// (an endpoint whose listing carries no file metadata).
+	HeadDone  int `json:"head_done,omitempty"`
+	HeadFiles int `json:"head_files,omitempty"`
 }
 
 // FetchRepoResult is what one repo's fetch found and did (or, in a dry
@@ -90,6 +100,12 @@ type FetchRepoResult struct {
 	ReusedFiles     int     `json:"reused_files"`
 	Seconds         float64 `json:"seconds"`
 	DryRun          bool    `json:"dry_run,omitempty"`
+	// Endpoint is the Hub the worker fetched from (the plan's, else its
+	// HF_ENDPOINT, else the public Hub).
+	Endpoint string `json:"endpoint,omitempty"`
+	// HeadFiles had their size and etag read by a HEAD each, because the
+	// endpoint's listing carried no file metadata.
+	HeadFiles int `json:"head_files,omitempty"`
 }
 
 // FetchInput downloads a lane's hub-mirror repos from the Hub into the
@@ -99,7 +115,9 @@ type FetchInput struct {
 	DryRun bool      `json:"dry_run,omitempty"`
 	// Pickup bounds schedule-to-start on a fetch node's queue (0:
 	// DefaultPickup); Heartbeat is FetchRepo's heartbeat timeout, how soon
-	// a killed worker is noticed and the fetch retried (0: one minute);
+	// a killed worker is noticed and the fetch retried (0: five minutes;
+	// the attempt aborts a stalled request well within it, so an attempt
+	// never outlives its heartbeat and two never run side by side);
 	// OutageBudget is how long the fetch node may be gone (0:
 	// DefaultOutageBudget).
 	Pickup       Duration `json:"pickup,omitempty"`
@@ -112,3 +130,7 @@ type FetchResult struct {
 	Lane  string            `json:"lane"`
 	Repos []FetchRepoResult `json:"repos"`
 }
+
+// DefaultHubEndpoint is the public Hugging Face Hub: where a fetch goes
+// when neither hf_endpoint nor HF_ENDPOINT names another.
+const DefaultHubEndpoint = "https://huggingface.co"

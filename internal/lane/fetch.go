@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
@@ -22,18 +23,29 @@ type FetchOptions struct {
 	// MarkedOnly keeps only blocks with fetch = true (what a stage without
 	// --fetch fetches first).
 	MarkedOnly bool
+	// Endpoint is the HF_ENDPOINT of the shell that asks (the starter's):
+	// the plan's endpoint when the config sets no hf_endpoint, so the
+	// fetch goes where `hf download` in that shell would, whatever the
+	// fetching worker's environment says.
+	Endpoint string
 }
 
 // FetchPlan resolves what `starter fetch` (or a stage that fetches first)
 // downloads for lane r: each repo of its hub-mirror blocks at the block's
 // revision, into the block's src, with its skip globs; and which worker
-// fetches (fetch_node), from which endpoint, with which token file. It
-// reads no files. nil, nil: nothing to fetch (no block qualifies).
+// fetches (fetch_node), from which endpoint (hf_endpoint, else
+// o.Endpoint), with which token file. It reads no files. nil, nil: nothing to fetch (no block qualifies).
 func FetchPlan(cfg *config.Config, r *contract.Recipe, o FetchOptions) (*contract.FetchPlan, error) {
 	bad := func(format string, a ...any) (*contract.FetchPlan, error) {
 		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf(format, a...))
 	}
 	p := &contract.FetchPlan{Lane: r.Name, Endpoint: cfg.HFEndpoint, TokenFile: cfg.HFTokenFile}
+	if p.Endpoint == "" {
+		p.Endpoint = strings.TrimRight(strings.TrimSpace(o.Endpoint), "/")
+		if e := p.Endpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+			return bad("HF_ENDPOINT %q is not an http(s) URL: set it to the Hub's (or the mirror's) base URL, like \"https://huggingface.co\", or set hf_endpoint in %s", o.Endpoint, cfg.File)
+		}
+	}
 	if n := cfg.FetchNode; n != "" && n != config.FetchControl {
 		if cfg.Node(n) == nil {
 			return bad("%s: fetch_node: unknown node %q: name a node that mounts the NAS, or %q", cfg.File, n, config.FetchControl)

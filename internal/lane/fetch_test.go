@@ -46,3 +46,26 @@ func TestFetchPlan(t *testing.T) {
 		t.Fatalf("no block marked: %+v, %v", p, err)
 	}
 }
+
+// The plan's endpoint is hf_endpoint, else the asking shell's
+// HF_ENDPOINT (trailing slash dropped), else "" (the worker's own); a
+// shell's HF_ENDPOINT that is not an http(s) URL is refused, naming it.
+func TestFetchPlanEndpoint(t *testing.T) {
+	cfg := simFleet(t)
+	r := &contract.Recipe{File: "lane.toml", Name: "demo", Staging: []contract.Staging{{Kind: "hub-mirror", ID: "w", Src: "/nas/hub", Repos: []string{"org/a"}}}}
+	for _, c := range []struct{ config, env, want string }{
+		{"", "", ""},
+		{"", " http://mirror:8080/ ", "http://mirror:8080"},
+		{"https://hub.example", "http://mirror:8080", "https://hub.example"},
+	} {
+		cfg.HFEndpoint = c.config
+		p, err := FetchPlan(cfg, r, FetchOptions{Endpoint: c.env})
+		if err != nil || p.Endpoint != c.want {
+			t.Errorf("hf_endpoint %q, HF_ENDPOINT %q: endpoint %q (%v), want %q", c.config, c.env, p.Endpoint, err, c.want)
+		}
+	}
+	cfg.HFEndpoint = ""
+	if _, err := FetchPlan(cfg, r, FetchOptions{Endpoint: "mirror.local"}); err == nil || !strings.Contains(err.Error(), `HF_ENDPOINT "mirror.local" is not an http(s) URL`) {
+		t.Fatalf("a bad HF_ENDPOINT: %v", err)
+	}
+}

@@ -30,7 +30,9 @@ import (
 // the sparklane queue.
 // m records the control activities' metrics (nil: none).
 func NewControlWorker(c client.Client, cfg *config.Config, log *zap.Logger, uiURL string, m *metrics.Metrics) worker.Worker {
-	w := worker.New(c, contract.ControlQueue, worker.Options{WorkerStopTimeout: 10 * time.Second})
+	// Heartbeats (a fetch's bytes, why it retries) reach the server within
+	// ProgressEvery, as a node worker's do.
+	w := worker.New(c, contract.ControlQueue, worker.Options{WorkerStopTimeout: 10 * time.Second, MaxHeartbeatThrottleInterval: ProgressEvery})
 	for _, wf := range []any{
 		workflows.FleetProbe, workflows.StageNode, workflows.Stage, workflows.Verify,
 		workflows.Serve, workflows.Probe, workflows.Stop, workflows.Cutover, workflows.Bench, workflows.Power, workflows.Disk, workflows.NodeLease, workflows.Keeper, workflows.Fetch,
@@ -73,9 +75,10 @@ func NewNodeWorker(c client.Client, cfg *config.Config, name string, log *zap.Lo
 	return nodeWorker{Worker: w, stopRelay: stop, watch: &rankWatch{c: c, cfg: cfg, node: *n, log: nlog}}, nil
 }
 
-// ProgressEvery bounds how long a node activity's progress (its
-// heartbeat details: bytes staged) waits before it reaches the server,
-// where starters read it. The SDK's default holds heartbeats for 80% of
+// ProgressEvery bounds how long an activity's progress (its heartbeat
+// details: bytes staged or fetched, why a fetch retries) waits before it
+// reaches the server, where starters read it, on node and control
+// workers alike. The SDK's default holds heartbeats for 80% of
 // the heartbeat timeout — 48 s for staging — so a starter showed 0 B for
 // most of a minute and then a burst.
 const ProgressEvery = 5 * time.Second

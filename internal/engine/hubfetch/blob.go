@@ -118,13 +118,18 @@ func (f *fetcher) download(ctx context.Context, b *blob, src *source, final stri
 	if err := unix.Flock(int(file.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return false, fmt.Errorf("%s is being written by another fetch (%w): retry when it is done", inc, err)
 	}
+	parts := inc + partsSuffix
+	defer func() {
+		if err != nil {
+			dropEmpty(inc, parts) // still under the lock (the deferred Close comes after)
+		}
+	}()
 	if fi, err := os.Lstat(final); err == nil && fi.Mode().IsRegular() && fi.Size() == b.size && !replace {
 		// Another fetch finished it since the plan: take theirs.
 		os.Remove(inc)
 		f.reused(b)
 		return false, nil
 	}
-	parts := inc + partsSuffix
 	var sum []byte
 	if _, serr := os.Lstat(parts); serr == nil || b.size > f.r.ChunkSize {
 		sum, resumed, err = f.segmented(ctx, file, b, src, inc)
@@ -160,6 +165,26 @@ func (f *fetcher) download(ctx context.Context, b *blob, src *source, final stri
 	f.dirs.add(f.p.blobsDir)
 	f.downloaded(b)
 	return resumed, nil
+}
+
+// dropEmpty removes a partial download that holds no byte of its blob —
+// its first request was refused (an etag other than the listing's, a
+// 404) — so a refused file leaves nothing in blobs/; one holding bytes is
+// kept for the retry to resume.
+func dropEmpty(inc, parts string) {
+	fi, err := os.Lstat(inc)
+	if err != nil || !fi.Mode().IsRegular() {
+		return
+	}
+	if _, err := os.Lstat(parts); err == nil {
+		if partsHoldBytes(parts) {
+			return
+		}
+	} else if fi.Size() > 0 {
+		return
+	}
+	os.Remove(parts)
+	os.Remove(inc)
 }
 
 // whole downloads a blob of at most one chunk in one stream, continuing

@@ -11,7 +11,12 @@
 //	  refs/<revision>                 the commit, when the revision is a branch or tag
 //
 // It owns that download: listing the revision (GET /api/models/{repo}/
-// revision/{rev}?blobs=true), skip globs (hub-mirror's semantics),
+// revision/{rev}?blobs=true; from an endpoint whose listing carries no
+// file metadata — it ignores or refuses the parameter, as mirrors and
+// air-gapped proxies that implement only what `hf download` reads do —
+// each file's size and etag come from a HEAD of its /resolve URL, read as
+// huggingface_hub's get_hf_file_metadata reads them), skip globs
+// (hub-mirror's semantics),
 // the free-space and read-only checks before any write, parallel files
 // and parallel ranges, verification while streaming (sha256 against
 // X-Linked-Etag, git blob sha1 against ETag), drop-behind of written
@@ -35,7 +40,11 @@
 //     for the retry, and every failure is returned (errors.Join).
 //
 // One struct in, one struct out: Fetch(ctx, Request) (Result, error), with
-// a Progress callback for heartbeats. All state is on disk, so a retry of
+// a Progress callback for heartbeats that also says why a request is being
+// retried. A request that delivers nothing for Request.ReadIdle is
+// aborted and retried from the bytes on disk, within the call; a partial
+// file that got no byte (its first answer was refused: a wrong etag) is
+// removed. All state is on disk, so a retry of
 // the same Request resumes wherever the last attempt stopped; heartbeat
 // details are for display only. EndpointFromEnv and TokenFromEnv read
 // HF_ENDPOINT and the token as the Hub's tools do; the token only ever
@@ -44,5 +53,6 @@
 // It must not import Temporal (go.temporal.io/...), cobra/viper, or the
 // packages that wrap it (activities, workflows, internal/cli,
 // internal/config): the Temporal activity is a thin wrapper over Fetch.
-// Of sparklane it imports only internal/fault.
+// Of sparklane it imports only internal/fault and internal/contract (the
+// public Hub's address, DefaultHubEndpoint).
 package hubfetch

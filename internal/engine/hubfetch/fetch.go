@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"time"
 )
 
 // Fetch downloads Repo at Revision into CacheDir in the Hugging Face hub
@@ -35,8 +36,10 @@ func Fetch(ctx context.Context, req Request) (Result, error) {
 			return res, classifyWrite(p.snapDir, err)
 		}
 	}
-	f := &fetcher{r: r, h: h, p: p, res: &res}
-	f.prog.Files, f.prog.Bytes = p.files, p.bytes
+	f := &fetcher{r: r, h: h, p: p, res: &res, rep: h.rep}
+	f.rep.mu.Lock()
+	f.rep.p.Files, f.rep.p.Bytes = p.files, p.bytes
+	f.rep.mu.Unlock()
 	err = forEach(ctx, r.ParallelFiles, p.blobs, f.fetchBlob)
 	if err == nil && p.ref != "" {
 		res.RefWritten, err = writeRef(p.ref, p.commit, &f.dirs)
@@ -44,7 +47,7 @@ func Fetch(ctx context.Context, req Request) (Result, error) {
 	if serr := f.dirs.sync(); err == nil {
 		err = serr
 	}
-	f.emit(true)
+	f.rep.emit(true)
 	return res, err
 }
 
@@ -64,13 +67,16 @@ func planned(ctx context.Context, req Request) (*Request, *hub, *plan, Result, e
 	if err != nil {
 		return nil, nil, nil, Result{}, err
 	}
-	res := Result{Repo: r.Repo, Revision: r.Revision}
+	res := Result{Repo: r.Repo, Revision: r.Revision, Endpoint: r.Endpoint}
 	h, err := newHub(&r)
 	if err != nil {
 		return nil, nil, nil, res, err
 	}
 	l, err := h.revision(ctx)
 	if err != nil {
+		return nil, nil, nil, res, err
+	}
+	if res.HeadFiles, err = h.fillMetadata(ctx, l); err != nil {
 		return nil, nil, nil, res, err
 	}
 	p, err := makePlan(&r, l)
@@ -122,82 +128,124 @@ func forEach(ctx context.Context, n int, items []*blob, fn func(context.Context,
 	return errors.Join(errs...)
 }
 
-// fetcher carries one Fetch's state between its goroutines.
+// fetcher carries one Fetch's state between its goroutines. Its counts
+// and res are guarded by rep.mu, so a Progress call sees them as one.
 type fetcher struct {
 	r    *Request
 	h    *hub
 	p    *plan
 	dirs dirSet
-
-	mu       sync.Mutex
-	res      *Result
-	prog     Progress
-	lastEmit int64
+	rep  *reporter
+	res  *Result
 }
 
 // add counts n bytes put in place (downloaded: received over HTTP) and
-// reports progress each time another chunk is done.
+// reports progress each time another chunk is done. Bytes landing clear
+// the last retry's reason: the fetch moves again.
 func (f *fetcher) add(n int64, downloaded bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.prog.BytesDone += n
+	f.rep.mu.Lock()
+	defer f.rep.mu.Unlock()
+	f.rep.p.BytesDone += n
 	if downloaded {
-		f.prog.Downloaded += n
+		f.rep.p.Downloaded += n
 		f.res.DownloadedBytes += n
+		f.rep.p.Retry = ""
 	}
-	f.emitLocked(false)
+	f.rep.emitLocked(false)
 }
 
 func (f *fetcher) resumedBytes(n int64) {
-	f.mu.Lock()
+	f.rep.mu.Lock()
 	f.res.ResumedBytes += n
-	f.mu.Unlock()
+	f.rep.mu.Unlock()
 	f.add(n, false)
 }
 
 // unprogress takes back a blob's bytes when its download is thrown away
 // (hash mismatch): the only time progress goes backwards.
 func (f *fetcher) unprogress(b *blob) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.prog.BytesDone -= b.size
-	f.prog.BytesDone = max(f.prog.BytesDone, 0)
+	f.rep.mu.Lock()
+	defer f.rep.mu.Unlock()
+	f.rep.p.BytesDone -= b.size
+	f.rep.p.BytesDone = max(f.rep.p.BytesDone, 0)
 }
 
 func (f *fetcher) reused(b *blob) {
-	f.mu.Lock()
+	f.rep.mu.Lock()
 	f.res.ReusedFiles++
-	f.mu.Unlock()
+	f.rep.mu.Unlock()
 	f.add(b.size, false)
 }
 
 func (f *fetcher) downloaded(b *blob) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.rep.mu.Lock()
+	defer f.rep.mu.Unlock()
 	f.res.DownloadedFiles++
 }
 
 // fileDone counts the files of a blob in place (a blob several files
 // share counts once per file).
 func (f *fetcher) fileDone(b *blob) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.prog.FilesDone += len(b.paths)
-	f.prog.BytesDone += int64(len(b.paths)-1) * b.size
-	f.emitLocked(true)
+	f.rep.mu.Lock()
+	defer f.rep.mu.Unlock()
+	f.rep.p.FilesDone += len(b.paths)
+	f.rep.p.BytesDone += int64(len(b.paths)-1) * b.size
+	f.rep.emitLocked(true)
 }
 
-func (f *fetcher) emit(force bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.emitLocked(force)
+// reporter calls Request.Progress one call at a time, in order, with the
+// running totals: the planning (HEADs, retries of the listing) and the
+// downloads report through the same one.
+type reporter struct {
+	fn    func(Progress)
+	chunk int64
+
+	mu       sync.Mutex
+	p        Progress
+	lastEmit int64
+	lastAt   time.Time
 }
 
-// emitLocked calls Progress (under f.mu: one call at a time, in order).
-func (f *fetcher) emitLocked(force bool) {
-	if f.r.Progress == nil || !force && f.prog.BytesDone-f.lastEmit < f.r.ChunkSize {
+// emitEvery is how often bytes landing are reported even when less than a
+// chunk landed: on a slow link a heartbeat (and a wrapper's stall watch)
+// hears of every byte within a second, not once per 64 MiB.
+var emitEvery = time.Second
+
+// emit reports now (force) or once another chunk is done.
+func (r *reporter) emit(force bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.emitLocked(force)
+}
+
+// emitLocked calls Progress (under r.mu: one call at a time, in order).
+func (r *reporter) emitLocked(force bool) {
+	if r.fn == nil {
 		return
 	}
-	f.lastEmit = f.prog.BytesDone
-	f.r.Progress(f.prog)
+	now := time.Now()
+	due := r.p.BytesDone-r.lastEmit >= r.chunk || r.p.BytesDone != r.lastEmit && now.Sub(r.lastAt) >= emitEvery
+	if !force && !due {
+		return
+	}
+	r.lastEmit, r.lastAt = r.p.BytesDone, now
+	r.fn(r.p)
+}
+
+// retrying reports why a request is tried again (a transient failure),
+// at once: a fetch that retries for minutes says why while it does.
+func (r *reporter) retrying(why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.p.Retry = why
+	r.emitLocked(true)
+}
+
+// headed reports one more file whose metadata a HEAD read.
+func (r *reporter) headed(total int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.p.HeadFiles = total
+	r.p.HeadDone++
+	r.emitLocked(true)
 }

@@ -22,17 +22,23 @@ type hub struct {
 	r      *Request
 	base   *url.URL
 	client *http.Client
+	rep    *reporter
 }
 
 const maxHops = 8
+
+// DefaultReadIdle is Request.ReadIdle's default: how long a request may
+// deliver nothing before it is aborted and retried.
+const DefaultReadIdle = 2 * time.Minute
 
 // Knobs a test turns down; the defaults suit a WAN and a CDN.
 var (
 	backoffBase = 500 * time.Millisecond
 	backoffMax  = 15 * time.Second
-	// readIdle aborts a body read that delivers nothing for this long, so a
-	// stalled connection becomes a retried, resumed transient error.
-	readIdle = 2 * time.Minute
+	// readIdle is Request.ReadIdle's default: a body read that delivers
+	// nothing for this long is aborted, so a stalled connection becomes a
+	// retried, resumed transient error.
+	readIdle = DefaultReadIdle
 )
 
 func newHub(r *Request) (*hub, error) {
@@ -44,7 +50,7 @@ func newHub(r *Request) (*hub, error) {
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSHandshakeTimeout:   20 * time.Second,
-		ResponseHeaderTimeout: time.Minute,
+		ResponseHeaderTimeout: min(time.Minute, r.ReadIdle),
 		IdleConnTimeout:       90 * time.Second,
 		MaxIdleConnsPerHost:   r.ParallelFiles*r.ParallelRanges + 4,
 		// The sizes and hashes are those of the bytes, not of an encoding.
@@ -59,7 +65,7 @@ func newHub(r *Request) (*hub, error) {
 		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return &hub{r: r, base: base, client: client}, nil
+	return &hub{r: r, base: base, client: client, rep: &reporter{fn: r.Progress, chunk: r.ChunkSize}}, nil
 }
 
 // send makes one request, with the token only when u is on the endpoint's
@@ -91,21 +97,30 @@ type listing struct {
 	Siblings []listedFile `json:"siblings"`
 }
 
-// listedFile is a sibling of GET /api/models/{repo}/revision/{rev}?blobs=true.
+// listedFile is a sibling of GET /api/models/{repo}/revision/{rev}?blobs=true
+// (without the parameter, or from a mirror that ignores it, only
+// rfilename: fillMetadata then completes it).
 type listedFile struct {
-	RFilename string `json:"rfilename"`
-	Size      *int64 `json:"size"`
-	BlobID    string `json:"blobId"`
-	LFS       *struct {
-		SHA256 string `json:"sha256"`
-		Size   int64  `json:"size"`
-	} `json:"lfs"`
+	RFilename string   `json:"rfilename"`
+	Size      *int64   `json:"size"`
+	BlobID    string   `json:"blobId"`
+	LFS       *lfsInfo `json:"lfs"`
+}
+
+// lfsInfo is a listed LFS file's content hash and size.
+type lfsInfo struct {
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
 }
 
 // revision lists the repo at the request's revision, with blob sizes and
-// ids, following relative redirects (a renamed repo).
+// ids when the endpoint gives them (?blobs=true), following relative
+// redirects (a renamed repo). An endpoint that refuses the parameter (400,
+// 422) is asked again without it: the files' metadata then comes from a
+// HEAD each (fillMetadata), as huggingface_hub's snapshot_download gets it.
 func (h *hub) revision(ctx context.Context) (*listing, error) {
-	u, err := url.Parse(fmt.Sprintf("%s/api/models/%s/revision/%s?blobs=true", h.r.Endpoint, h.r.Repo, url.PathEscape(h.r.Revision)))
+	base := fmt.Sprintf("%s/api/models/%s/revision/%s", h.r.Endpoint, h.r.Repo, url.PathEscape(h.r.Revision))
+	u, err := url.Parse(base + "?blobs=true")
 	if err != nil {
 		return nil, fault.Permanent(fault.InvalidSpec, err)
 	}
@@ -113,10 +128,20 @@ func (h *hub) revision(ctx context.Context) (*listing, error) {
 	err = h.retry(ctx, "list "+h.what(), func() (bool, error) {
 		var err error
 		out, err = h.getListing(ctx, u)
+		var refused *blobsRefused
+		if errors.As(err, &refused) && u.RawQuery != "" {
+			u.RawQuery = ""
+			out, err = h.getListing(ctx, u)
+		}
 		return false, err
 	})
 	return out, err
 }
+
+// blobsRefused is an endpoint's refusal of ?blobs=true (HTTP 400 or 422).
+type blobsRefused struct{ said string }
+
+func (e *blobsRefused) Error() string { return "the endpoint refused ?blobs=true (" + e.said + ")" }
 
 func (h *hub) getListing(ctx context.Context, u *url.URL) (*listing, error) {
 	for range maxHops {
@@ -132,18 +157,34 @@ func (h *hub) getListing(ctx context.Context, u *url.URL) (*listing, error) {
 			u = next
 			continue
 		}
+		defer resp.Body.Close()
+		if (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity) && u.RawQuery != "" {
+			return nil, &blobsRefused{said: fmt.Sprintf("HTTP %d: %s", resp.StatusCode, hubMessage(resp))}
+		}
 		if resp.StatusCode != http.StatusOK {
-			defer resp.Body.Close()
 			return nil, h.statusError(resp, "")
 		}
-		defer resp.Body.Close()
-		var l listing
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 256<<20)).Decode(&l); err != nil {
-			return nil, fmt.Errorf("list %s: read the listing: %w", h.what(), err)
-		}
-		return &l, nil
+		return h.decodeListing(resp)
 	}
 	return nil, fault.Permanent(HubBadResponse, fmt.Errorf("list %s: more than %d redirects", h.what(), maxHops))
+}
+
+// decodeListing reads a listing's JSON. An answer that is not JSON (a
+// proxy's login page, a web server's index, a wrong endpoint) is a
+// transient error that says what came back instead, so the progress line
+// of a fetch that keeps retrying it says why.
+func (h *hub) decodeListing(resp *http.Response) (*listing, error) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return nil, fmt.Errorf("list %s: read the listing: %w", h.what(), err)
+	}
+	var l listing
+	if err := json.Unmarshal(body, &l); err != nil {
+		head := strings.Join(strings.Fields(string(body[:min(len(body), 80)])), " ")
+		return nil, fmt.Errorf("list %s: the answer is not the Hub's JSON (HTTP %d, Content-Type %q, begins %q: %v): is %s a Hub, or a mirror of its API? a proxy's login page answers like this",
+			h.what(), resp.StatusCode, resp.Header.Get("Content-Type"), head, err, h.r.Endpoint)
+	}
+	return &l, nil
 }
 
 func isRedirect(code int) bool {
@@ -243,6 +284,11 @@ func (h *hub) retry(ctx context.Context, what string, fn func() (bool, error)) e
 		if failures >= h.r.MaxAttempts {
 			return fmt.Errorf("%s: gave up after %d tries in a row: %w", what, failures, err)
 		}
+		why := err.Error()
+		if !strings.HasPrefix(why, what) {
+			why = what + ": " + why
+		}
+		h.rep.retrying(fmt.Sprintf("try %d of %d failed, retrying: %s", failures, h.r.MaxAttempts, why))
 		d := min(backoffMax, backoffBase<<min(failures-1, 10))
 		t := time.NewTimer(d)
 		select {

@@ -78,17 +78,21 @@ func makePlan(r *Request, l *listing) (*plan, error) {
 			return bad("file %s listed twice", f.RFilename)
 		}
 		seen[f.RFilename] = true
+		if r.skipped(f.RFilename) {
+			p.skippedFiles++
+			if f.LFS != nil {
+				p.skippedBytes += f.LFS.Size
+			} else if f.Size != nil {
+				p.skippedBytes += *f.Size // unknown (not asked) without ?blobs=true
+			}
+			continue
+		}
 		if f.Size == nil || f.BlobID == "" {
-			return bad("file %s has no size or blobId: the endpoint does not support ?blobs=true", f.RFilename)
+			return bad("file %s has no size or blobId, and no HEAD was made for it", f.RFilename)
 		}
 		etag, size, lfs := f.BlobID, *f.Size, false
 		if f.LFS != nil {
 			etag, size, lfs = f.LFS.SHA256, f.LFS.Size, true
-		}
-		if r.skipped(f.RFilename) {
-			p.skippedFiles++
-			p.skippedBytes += size
-			continue
 		}
 		if lfs && !sha256Pattern.MatchString(etag) || !lfs && !commitPattern.MatchString(etag) || size < 0 {
 			return bad("file %s: etag %q / size %d is not a sha256 (LFS) or git sha1", f.RFilename, etag, size)

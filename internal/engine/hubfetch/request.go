@@ -5,9 +5,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -39,7 +41,7 @@ const (
 )
 
 // DefaultEndpoint is the public Hub, used when Request.Endpoint is empty.
-const DefaultEndpoint = "https://huggingface.co"
+const DefaultEndpoint = contract.DefaultHubEndpoint
 
 // Secret is a token. It prints and marshals as "<redacted>", so logging a
 // Request or sending it through a workflow history cannot leak it; it is
@@ -99,9 +101,20 @@ type Request struct {
 	// VerifyExisting re-hashes blobs already complete in the cache instead
 	// of trusting their size (see Result.ReusedFiles).
 	VerifyExisting bool
+	// ReadIdle bounds how long a request may deliver nothing — its
+	// response's headers (at most a minute), or its body's next byte —
+	// before it is aborted and retried from the bytes on disk (default 2
+	// minutes). A wrapper whose liveness check is shorter (a heartbeat
+	// timeout) sets it below that, so a stall is handled here, in one
+	// attempt, not by a second attempt started beside it.
+	ReadIdle time.Duration
 	// Progress, when set, is called with the running totals after each
-	// chunk and each finished file, one call at a time, from the fetch's
-	// goroutines: report it as a heartbeat. It must return quickly.
+	// chunk (at least every second while bytes land) and each finished
+	// file, after each HEAD of the metadata
+	// fallback, and each time a request is retried, one call at a time,
+	// from the fetch's goroutines: report it as a heartbeat. It must
+	// return quickly. A fetch that stays silent longer than ReadIdle plus
+	// the retry backoff is stuck outside the network (a hung disk).
 	Progress func(Progress)
 }
 
@@ -112,6 +125,13 @@ type Progress struct {
 	Bytes, BytesDone int64
 	// Downloaded counts the bytes received over HTTP in this call.
 	Downloaded int64
+	// Retry is why the last retried request failed (which request, which
+	// try, the error), until bytes arrive again: what a progress line
+	// shows while a fetch retries.
+	Retry string
+	// HeadDone of HeadFiles files had their size and etag read by a HEAD
+	// (the listing carried none: see Result.HeadFiles).
+	HeadDone, HeadFiles int
 }
 
 // Result says what a fetch found and did.
@@ -144,6 +164,15 @@ type Result struct {
 	// without fetching.
 	MissingFiles int
 	MissingBytes int64
+	// Endpoint is the Hub the fetch used (Request.Endpoint, or
+	// DefaultEndpoint).
+	Endpoint string
+	// HeadFiles is how many files had their size and etag read by a HEAD
+	// of their /resolve URL, as huggingface_hub's snapshot_download does,
+	// because the endpoint's listing carried no file metadata (it ignored
+	// or refused ?blobs=true). Skipped files are never asked, so
+	// SkippedBytes does not count them then.
+	HeadFiles int
 }
 
 // Defaults of the tuning fields.
@@ -198,6 +227,9 @@ func (r Request) withDefaults() (Request, error) {
 	}
 	if r.MaxAttempts <= 0 {
 		r.MaxAttempts = defaultMaxAttempts
+	}
+	if r.ReadIdle <= 0 {
+		r.ReadIdle = readIdle
 	}
 	return r, nil
 }

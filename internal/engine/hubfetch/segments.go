@@ -125,6 +125,26 @@ func loadSegments(parts string, file *os.File, size int64) (*segments, error) {
 	return s, nil
 }
 
+// partsHoldBytes says whether a parts file counts any byte written (an
+// unreadable one is taken to: keep what is not known to be empty).
+func partsHoldBytes(parts string) bool {
+	f, err := os.Open(parts)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	b, err := readAllAt(f)
+	if err != nil || len(b) < partsHeader || [8]byte(b[:8]) != partsMagic {
+		return true
+	}
+	for i := partsHeader; i+8 <= len(b); i += 8 {
+		if binary.LittleEndian.Uint64(b[i:]) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func readAllAt(f *os.File) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil || fi.Size() > 1<<26 {

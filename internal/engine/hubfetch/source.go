@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sparklane/sparklane/internal/fault"
@@ -26,14 +27,17 @@ type source struct {
 	loc *url.URL // an LFS file's content URL, after the first resolve
 }
 
-// resolveURL is the file's /resolve URL at the pinned commit, its path
-// escaped segment by segment.
-func (s *source) resolveURL() *url.URL {
-	segs := strings.Split(s.b.path, "/")
+// resolveURL is the file's /resolve URL at the pinned commit.
+func (s *source) resolveURL() *url.URL { return resolveURL(s.h.r, s.commit, s.b.path) }
+
+// resolveURL is path's /resolve URL at commit, the path escaped segment
+// by segment.
+func resolveURL(r *Request, commit, path string) *url.URL {
+	segs := strings.Split(path, "/")
 	for i, p := range segs {
 		segs[i] = url.PathEscape(p)
 	}
-	u, _ := url.Parse(fmt.Sprintf("%s/%s/resolve/%s/%s", s.h.r.Endpoint, s.h.r.Repo, s.commit, strings.Join(segs, "/")))
+	u, _ := url.Parse(fmt.Sprintf("%s/%s/resolve/%s/%s", r.Endpoint, r.Repo, commit, strings.Join(segs, "/")))
 	return u
 }
 
@@ -137,8 +141,11 @@ func normalizeETag(e string) string {
 // exactly [from, to): a server that ignored the Range (200) has its
 // first from bytes skipped.
 func (s *source) body(resp *http.Response, cancel context.CancelFunc, from, to int64) (io.ReadCloser, error) {
-	rc := &idleBody{rc: resp.Body, cancel: cancel}
-	rc.t = time.AfterFunc(readIdle, cancel)
+	rc := &idleBody{rc: resp.Body, cancel: cancel, idle: s.h.r.ReadIdle}
+	rc.t = time.AfterFunc(rc.idle, func() {
+		rc.stalled.Store(true)
+		cancel()
+	})
 	if resp.StatusCode == http.StatusPartialContent {
 		var a, b, total int64
 		if _, err := fmt.Sscanf(resp.Header.Get("Content-Range"), "bytes %d-%d/%d", &a, &b, &total); err != nil || a != from || b < to-1 || total != s.b.size {
@@ -154,17 +161,23 @@ func (s *source) body(resp *http.Response, cancel context.CancelFunc, from, to i
 	return &exactReader{r: rc, c: rc, left: to - from}, nil
 }
 
-// idleBody cancels its request when no byte arrives for readIdle.
+// idleBody cancels its request when no byte arrives for idle
+// (Request.ReadIdle).
 type idleBody struct {
-	rc     io.ReadCloser
-	t      *time.Timer
-	cancel context.CancelFunc
+	rc      io.ReadCloser
+	t       *time.Timer
+	idle    time.Duration
+	cancel  context.CancelFunc
+	stalled atomic.Bool // the timer aborted the request
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if n > 0 {
-		b.t.Reset(readIdle)
+		b.t.Reset(b.idle)
+	}
+	if err != nil && err != io.EOF && b.stalled.Load() {
+		err = fmt.Errorf("no byte for %s, the connection stalled: aborted to resume from the bytes on disk (%w)", b.idle, err)
 	}
 	return n, err
 }

@@ -28,9 +28,14 @@
 // and keeps a request log (the Authorization value is never logged, only
 // whether one was sent). Hooks corrupt a served byte, cut a file's
 // responses after N bytes (a dropped connection or a killed worker at a
-// chosen point, deterministic, no sleeps) and fail the next requests with
-// a status. Options.RateLimit caps each connection's bytes per second
-// (for the benchmark).
+// chosen point, deterministic, no sleeps), hold a response open after N
+// bytes until released or until its client goes away (a stalled link;
+// listings arriving meanwhile are counted: a second fetch attempt beside
+// a stalled one), make /resolve announce a wrong etag, and fail the next
+// requests with a status. SetListing makes the revision listing answer as
+// mirrors and proxies do: ignoring ?blobs=true, refusing it with a 400,
+// or an HTML page. Options.RateLimit caps each connection's bytes per
+// second (for the benchmark).
 //
 // Content is either given (File.Data) or generated from a seed
 // (File.Size, File.Seed), so a bench repo of several GiB costs no memory.

@@ -170,6 +170,23 @@ func (s *Server) serveRevision(w http.ResponseWriter, r *http.Request, rest stri
 		return
 	}
 	blobs := r.URL.Query().Get("blobs") == "true" || r.URL.Query().Get("blobs") == "True"
+	s.mu.Lock()
+	mode := s.listing
+	if s.holding > 0 {
+		s.heldOverlaps++
+	}
+	s.mu.Unlock()
+	switch {
+	case mode == ListingHTML:
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, "<!DOCTYPE html>\n<html><head><title>Sign in to the proxy</title></head><body>Sign in to continue.</body></html>\n")
+		return
+	case mode == ListingRefuseBlobs && r.URL.Query().Has("blobs"):
+		hubError(w, http.StatusBadRequest, "", `unknown query parameter "blobs"`)
+		return
+	case mode != ListingHub:
+		blobs = false
+	}
 	sib := make([]sibling, 0, len(c.order))
 	for _, p := range c.order {
 		e := sibling{RFilename: p}
@@ -211,19 +228,39 @@ func (s *Server) serveResolve(w http.ResponseWriter, r *http.Request, p string) 
 		hubError(w, http.StatusNotFound, "EntryNotFound", fmt.Sprintf("%s does not exist on %q", file, rev))
 		return
 	}
+	s.mu.Lock()
+	wrong := s.wrongETag[id+"\x00"+file]
+	s.mu.Unlock()
+	gitSHA1, sha := ct.gitSHA1, ct.sha256
+	if wrong {
+		gitSHA1, sha = flipHex(gitSHA1), flipHex(sha)
+	}
 	h := w.Header()
 	h.Set("X-Repo-Commit", c.sha)
 	h.Set("Accept-Ranges", "bytes")
 	if ct.lfs {
-		h.Set("ETag", strconv.Quote(ct.gitSHA1))
-		h.Set("X-Linked-Etag", strconv.Quote(ct.sha256))
+		h.Set("ETag", strconv.Quote(gitSHA1))
+		h.Set("X-Linked-Etag", strconv.Quote(sha))
 		h.Set("X-Linked-Size", strconv.FormatInt(ct.size, 10))
 		h.Set("Location", s.CDNURL+"/lfs/"+ct.sha256)
 		w.WriteHeader(http.StatusFound)
 		return
 	}
-	h.Set("ETag", strconv.Quote(ct.gitSHA1))
+	h.Set("ETag", strconv.Quote(gitSHA1))
 	s.serveContent(w, r, ct)
+}
+
+// flipHex changes a hex digest's first digit (a wrong etag of the right
+// shape).
+func flipHex(h string) string {
+	if h == "" {
+		return h
+	}
+	d := "1"
+	if h[0] == '1' {
+		d = "2"
+	}
+	return d + h[1:]
 }
 
 // serveBlob is HEAD/GET /lfs/{sha256}, the CDN's side of an LFS file.
@@ -294,12 +331,12 @@ func (s *Server) serveContent(w http.ResponseWriter, r *http.Request, ct *conten
 	if r.Method == http.MethodHead {
 		return
 	}
-	s.writeBody(w, ct, start, end)
+	s.writeBody(w, r, ct, start, end)
 }
 
 // writeBody sends [start, end) of ct, counting, corrupting and cutting as
 // the hooks say. An abort closes the connection mid-body.
-func (s *Server) writeBody(w http.ResponseWriter, ct *content, start, end int64) {
+func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, ct *content, start, end int64) {
 	key := ct.key()
 	s.mu.Lock()
 	ch := s.cuts[key]
@@ -313,6 +350,10 @@ func (s *Server) writeBody(w http.ResponseWriter, ct *content, start, end int64)
 			if o >= off && o < off+n {
 				buf[o-off] ^= 0xff
 			}
+		}
+		held := s.holdAt(key, off, n)
+		if held != nil {
+			n = max(0, held.at-off)
 		}
 		abort := false
 		if ch != nil {
@@ -336,6 +377,9 @@ func (s *Server) writeBody(w http.ResponseWriter, ct *content, start, end int64)
 		if abort {
 			w.(http.Flusher).Flush()
 			panic(http.ErrAbortHandler)
+		}
+		if held != nil && !s.wait(r.Context(), w, held) {
+			return
 		}
 		off += n
 	}

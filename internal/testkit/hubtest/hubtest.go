@@ -95,6 +95,12 @@ type Server struct {
 	fails   []int
 	commits int
 
+	listing      ListingMode
+	holds        map[string]*hold // by content key
+	holding      int              // responses held open now
+	heldOverlaps int              // listings that arrived while one was held
+	wrongETag    map[string]bool  // repo + "\x00" + path
+
 	// logMu guards log apart from mu: a request is logged as its status
 	// is written, which some handlers do while holding mu.
 	logMu sync.Mutex
@@ -126,6 +132,7 @@ func New(o Options) *Server {
 	s := &Server{
 		repos: map[string]*repo{}, blobs: map[string]*content{}, served: map[string]int64{},
 		cuts: map[string]*cut{}, corrupt: map[string]map[int64]bool{}, vanish: map[string]bool{},
+		holds: map[string]*hold{}, wrongETag: map[string]bool{},
 	}
 	start := func(h http.HandlerFunc) *httptest.Server {
 		ts := httptest.NewUnstartedServer(h)
