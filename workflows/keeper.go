@@ -53,6 +53,7 @@ func Keeper(ctx workflow.Context, in contract.KeeperInput) (contract.KeeperResul
 		k.listenRankDied()
 	}
 	k.localHeadV = workflow.GetVersion(ctx, versionKeeperLocalHead, workflow.DefaultVersion, 1) >= 1
+	k.signalFastV = workflow.GetVersion(ctx, versionKeeperSignalNoReprobe, workflow.DefaultVersion, 1) >= 1
 	res, err := k.run()
 	// An "end" waits in its handler until the heal has let go; let it
 	// answer before the run closes.
@@ -92,6 +93,11 @@ type keeper struct {
 	// localHeadV: the head check is a local activity on the keeper's own
 	// worker (versionKeeperLocalHead).
 	localHeadV bool
+	// signalFastV: a check a rank-died signal woke does not re-probe the
+	// ranks (versionKeeperSignalNoReprobe); checking: a check is under
+	// way (status says so).
+	signalFastV bool
+	checking    bool
 }
 
 // listenRankDied files each KeeperRankDiedSignal for the kept lane: a
@@ -174,6 +180,7 @@ func (k *keeper) status() contract.KeeperStatus {
 	st := contract.KeeperStatus{
 		Cluster: k.in.Cluster, Lane: k.in.Plan.Lane, PlanHash: k.in.Plan.RecipeHash, State: k.state(),
 		Health: k.health, LastCheck: k.lastCheck, Checks: k.in.Checks, LastReason: k.in.LastReason, StartedBy: k.in.StartedBy,
+		Checking: k.checking,
 		Restarts: append([]contract.KeeperRestart(nil), k.in.Restarts...),
 	}
 	day := workflow.Now(k.ctx).Add(-24 * time.Hour)
@@ -227,6 +234,7 @@ func (k *keeper) run() (contract.KeeperResult, error) {
 			continue
 		}
 		// A rank that died (its node worker said so) is checked now.
+		signaled := k.died != ""
 		k.died = ""
 		k.runChecks++
 		k.in.Checks++
@@ -234,7 +242,9 @@ func (k *keeper) run() (contract.KeeperResult, error) {
 			k.lastCheck = workflow.Now(k.ctx)
 			continue
 		}
-		c := k.check()
+		k.checking = true
+		c := k.check(signaled)
+		k.checking = false
 		down, gone := c.down, c.gone
 		k.lastCheck = workflow.Now(k.ctx)
 		if k.nodesV {
@@ -295,10 +305,17 @@ type checked struct {
 // (retry policy). Each node's answer carries its boot id (sawBoot). The
 // rank checks are all awaited, in node order, then the head check —
 // unless a rank is down already (versionKeeperFastDown): the lane is down
-// whatever the head answers, and its re-probe is not awaited.
-func (k *keeper) check() checked {
+// whatever the head answers, and its re-probe is not awaited. A check a
+// rank-died signal woke (signaled) does not re-probe the ranks either
+// (versionKeeperSignalNoReprobe): Docker itself reported the death, so
+// waiting the probe grace to ask again only delays the heal.
+func (k *keeper) check(signaled bool) checked {
 	retry := &temporal.RetryPolicy{InitialInterval: k.pol.Grace.D(), BackoffCoefficient: 1, MaximumAttempts: 2}
-	ranks := k.startRankChecks(retry)
+	rankRetry := retry
+	if signaled && k.signalFastV {
+		rankRetry = &temporal.RetryPolicy{MaximumAttempts: 1}
+	}
+	ranks := k.startRankChecks(rankRetry)
 	head := k.startHeadCheck(retry)
 	var c checkTally
 	for _, rc := range ranks {

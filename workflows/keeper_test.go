@@ -337,3 +337,25 @@ func TestKeeperIdlesOffByScheduleAndComesBack(t *testing.T) {
 		t.Errorf("want a restart after power on and the lane reported down while off:\n%s", calls)
 	}
 }
+
+// A check woken by a rank-died signal asks the ranks once: Docker itself
+// reported the death, so no probe-grace re-probe delays the heal (one
+// failing look, which a timer's check would re-probe away, restarts the
+// lane at once).
+func TestKeeperSignaledCheckDoesNotReprobe(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.rankDown["b"] = 1
+		f.mu.Unlock()
+		f.env.SignalWorkflow(contract.KeeperRankDiedSignal, contract.KeeperRankDied{Lane: "k", Node: "b", Container: "sparklane-k-r1", Rank: 1, ExitCode: "137"})
+	}, 40*time.Second)
+	var restartedBy41 int
+	f.env.RegisterDelayedCallback(func() { restartedBy41 = f.count("KeeperMark restart") }, 41*time.Second)
+	control(f, 100*time.Second, contract.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", contract.KeepPolicy{}, "a", "b"))
+	res := keeperResult(t, f)
+	if res.Restarts != 1 || restartedBy41 != 1 {
+		t.Errorf("result %+v, %d restart(s) within a second of the signal; want the lane restarted at once, without the grace's re-probe:\n%s", res, restartedBy41, strings.Join(f.callList(), "\n"))
+	}
+}

@@ -140,4 +140,9 @@ const (
 	// check) instead of a control-queue activity (three events and a
 	// workflow task of its own): the keeper's own cost per check.
 	versionKeeperLocalHead = "keeper-local-head"
+
+	// versionKeeperSignalNoReprobe: a check woken by a rank-died signal
+	// asks each node's CheckRanks once, without the probe-grace re-probe
+	// (Docker itself reported the death), so the heal starts at once.
+	versionKeeperSignalNoReprobe = "keeper-signal-no-reprobe"
 )

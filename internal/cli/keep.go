@@ -103,6 +103,9 @@ func printKeepers(a *App, ks []contract.KeeperStatus) {
 		if !k.LastCheck.IsZero() {
 			last = k.LastCheck.UTC().Format("15:04:05Z")
 		}
+		if k.Checking {
+			last = "checking (last " + last + ")"
+		}
 		reason := wrap(k.LastReason, reasonWidth)
 		if len(reason) == 0 {
 			reason = []string{"-"}

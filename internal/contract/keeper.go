@@ -146,6 +146,9 @@ type KeeperStatus struct {
 	Restarts24h int    `json:"restarts_24h"`
 	LastReason  string `json:"last_reason,omitempty"`
 	StartedBy   string `json:"started_by,omitempty"`
+	// Checking is true while a check is under way (a rank-died signal
+	// starts one at once): status shows it beside the last check.
+	Checking bool `json:"checking,omitempty"`
 	// Input is what the keeper keeps, so a run that ended it can start it
 	// again (a cutover that rolled back).
 	Input *KeeperInput `json:"input,omitempty"`
