@@ -1,10 +1,15 @@
 package activities
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
+
+	dockerclient "github.com/docker/docker/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/disk"
@@ -122,4 +127,18 @@ func TestConvertersKeepEveryField(t *testing.T) {
 	sameJSON(t, "serve.Cleared", c, cleared(c))
 	pool := filled[probe.PoolResult]()
 	sameJSON(t, "probe.PoolResult", pool, poolProbe(pool))
+}
+
+// A Docker client that cannot reach its daemon is DockerUnreachable (the
+// image step waits for it), not a plain transient failure.
+func TestClassifyDockerUnreachable(t *testing.T) {
+	c, err := dockerclient.NewClientWithOpts(dockerclient.WithHost("unix://"+t.TempDir()+"/no-docker.sock"), dockerclient.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.ImageInspect(context.Background(), "x")
+	var app *temporal.ApplicationError
+	if !errors.As(classify(err), &app) || app.Type() != contract.DockerUnreachable || app.NonRetryable() {
+		t.Fatalf("classify(%v) = %v, want a retryable DockerUnreachable", err, classify(err))
+	}
 }

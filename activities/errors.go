@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 
+	dockerclient "github.com/docker/docker/client"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
@@ -23,7 +25,19 @@ func classify(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	if dockerUnreachable(err) {
+		// The node's Docker daemon does not answer (restarting, or the
+		// node half way through a reboot): retryable, and the image step
+		// waits for it within the node outage budget.
+		return temporal.NewApplicationError(err.Error(), contract.DockerUnreachable)
+	}
 	return temporal.NewApplicationError(err.Error(), "Transient")
+}
+
+// dockerUnreachable reports an error of a Docker client that could not
+// reach its daemon at all (the socket refuses or is gone).
+func dockerUnreachable(err error) bool {
+	return dockerclient.IsErrConnectionFailed(err)
 }
 
 // heartbeatEvery sends progress as heartbeat details; Temporal throttles

@@ -364,7 +364,7 @@ func (c *cutover) image() error {
 	if workflow.GetVersion(c.ctx, versionStageImage, workflow.DefaultVersion, 1) < 1 {
 		return nil
 	}
-	img := &imageStep{ctx: c.ctx, t: c.t, plan: c.in.Plan, pickup: c.in.Pickup.D(),
+	img := &imageStep{ctx: c.ctx, t: c.t, plan: c.in.Plan, pickup: c.in.Pickup.D(), budget: c.in.OutageBudget.D(),
 		src: imageSources{build: c.in.Recipe.BuildFor(c.in.Plan, ""), pull: c.in.Recipe.PullFor(c.in.Plan, "")}}
 	err := img.run()
 	c.res.Images, c.res.Built, c.res.Pulled = img.res, img.built, img.pulled

@@ -99,6 +99,12 @@ type fakeFleet struct {
 	// receiver that succeeds has the image from then on.
 	imageFail   map[string]int
 	imageResume bool
+	// imageGoneMid: a node whose next TransferImage calls fail that many
+	// times as a node gone mid-stream (a heartbeat timeout), keeping one
+	// more layer each time; dockerDown: inventories that find the node's
+	// Docker not answering (DockerUnreachable) that many times.
+	imageGoneMid map[string]int
+	dockerDown   map[string]int
 	// imageUnpinned: node → the ID its EnsureImage reports for a pinned
 	// image it has only under its tag (EnsureImageInput.Resolve).
 	imageUnpinned map[string]string
@@ -193,7 +199,7 @@ func (f *fakeFleet) mockKeeper() {
 // TransferImage (recorded).
 func (f *fakeFleet) mockImages() {
 	f.imageLack, f.imageSent, f.imageAsked, f.imageStale = map[string]int{}, map[string]contract.TransferImageInput{}, map[string]int{}, map[string]bool{}
-	f.imageFail = map[string]int{}
+	f.imageFail, f.imageGoneMid, f.dockerDown = map[string]int{}, map[string]int{}, map[string]int{}
 	f.env.OnActivity("ImageInventory", any2...).Return(f.imageInventory)
 	f.env.OnActivity("BuildImage", any2...).Return(func(ctx context.Context, in contract.BuildImageInput) (contract.BuildImageResult, error) {
 		n := f.record(ctx, "BuildImage "+in.Image.String())
@@ -213,11 +219,21 @@ func (f *fakeFleet) mockImages() {
 // tag (imageStale), or has it.
 func (f *fakeFleet) imageInventory(ctx context.Context, in contract.ImageInventoryInput) (contract.ImageInventoryResult, error) {
 	layers := []string{"sha256:l1", "sha256:l2"}
+	if err := f.goneErr(ctx); err != nil {
+		return contract.ImageInventoryResult{}, err
+	}
 	n := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node.")
 	f.mu.Lock()
 	have, lacks := f.imageLack[n]
 	f.imageAsked[n]++
+	down := f.dockerDown[n] > 0
+	if down {
+		f.dockerDown[n]--
+	}
 	f.mu.Unlock()
+	if down {
+		return contract.ImageInventoryResult{}, temporal.NewApplicationError("node "+n+": Cannot connect to the Docker daemon", contract.DockerUnreachable)
+	}
 	r := contract.ImageInventoryResult{Addr: n + ":7291"}
 	r.Node = n
 	if lacks {
@@ -248,10 +264,15 @@ func (f *fakeFleet) transferImage(ctx context.Context, in contract.TransferImage
 	f.mu.Lock()
 	f.imageSent[n] = in
 	keep, fail := f.imageFail[n]
-	if fail {
+	goneMid := f.imageGoneMid[n] > 0
+	switch {
+	case fail:
 		delete(f.imageFail, n)
 		f.imageLack[n] = keep
-	} else if f.imageResume && in.Upstream != "" {
+	case goneMid:
+		f.imageGoneMid[n]--
+		f.imageLack[n] = min(in.Spec.From+1, len(in.Spec.DiffIDs)-1) // it loaded a layer more
+	case f.imageResume && in.Upstream != "":
 		delete(f.imageLack, n)
 	}
 	f.mu.Unlock()
@@ -259,6 +280,9 @@ func (f *fakeFleet) transferImage(ctx context.Context, in contract.TransferImage
 	r.Node = n
 	if fail {
 		return r, temporal.NewApplicationError("node "+n+": image transfer: worker stopped", "Transient")
+	}
+	if goneMid {
+		return r, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
 	}
 	if in.Upstream != "" {
 		r.BytesIn, r.Layers = 1000, len(in.Spec.DiffIDs)-in.Spec.From

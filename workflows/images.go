@@ -23,6 +23,9 @@ const (
 	// imageRounds: a failed transfer is planned again from a fresh
 	// inventory (the nodes that got the image are sources then).
 	imageRounds = 3
+	// imageOutageRounds bounds the rounds a member whose node went away
+	// mid-stream may cost (each waits for the node within the budget).
+	imageOutageRounds = 5
 )
 
 // imageStep is the image step of a stage (and so of a cutover): each
@@ -44,6 +47,11 @@ type imageStep struct {
 	dryRun bool
 	pickup time.Duration
 	src    imageSources
+	// budget is how long a node may be gone (its worker or its Docker)
+	// before the step fails naming it; waitV: the step waits for such a
+	// node at all (versionImageOutageWait).
+	budget time.Duration
+	waitV  bool
 
 	// res is each node's image as the step left it, image after image;
 	// built and pulled are what the build and the pull did (nil: none
@@ -63,6 +71,7 @@ type imageSources struct {
 // run ensures each image of the plan in turn (in plan order), stopping at
 // the first that fails.
 func (s *imageStep) run() error {
+	s.waitV = workflow.GetVersion(s.ctx, versionImageOutageWait, workflow.DefaultVersion, 1) >= 1
 	var order []contract.ImageRef
 	byImage := map[contract.ImageRef][]string{}
 	for _, n := range s.plan.Nodes {
@@ -109,6 +118,10 @@ type imageRun struct {
 	ref   contract.ImageRef
 	nodes []string
 	src   imageSources
+	// step is the round's tracked step (a node waited for shows there);
+	// outages counts the rounds a gone node failed (not transfer rounds).
+	step    int
+	outages int
 }
 
 // imageNext is what follows one round of an image.
@@ -176,6 +189,7 @@ func (r *imageRun) prepare() error {
 // chain.
 func (r *imageRun) round(round int) ([]contract.ImageNodeResult, imageNext, error) {
 	i := r.t.start("image "+r.ref.String(), "")
+	r.step = i
 	pl := r.planMove()
 	missing := errType(pl.err) == fault.ImageMissing && len(pl.plan.Present) == 0
 	if r.src.pull != nil && missing {
@@ -195,8 +209,15 @@ func (r *imageRun) round(round int) ([]contract.ImageNodeResult, imageNext, erro
 		r.t.end(i, imageSummary(pl.res), pl.err)
 		return pl.res, imageDone, pl.err
 	}
-	res, err := r.move(i, pl)
+	res, gone, err := r.move(i, pl)
 	var app *temporal.ApplicationError
+	if err != nil && gone && r.waitV && r.outages < imageOutageRounds && !(errors.As(err, &app) && app.NonRetryable()) {
+		// A member's node went away mid-stream: the next round's
+		// inventory waits for it (what it loaded stays: the stream
+		// resumes above it), and the round does not count.
+		r.outages++
+		return res, imageSourced, err
+	}
 	if err == nil || round >= imageRounds || (errors.As(err, &app) && app.NonRetryable()) {
 		return res, imageDone, err
 	}
@@ -247,9 +268,9 @@ func wouldBe(res []contract.ImageNodeResult, how string) {
 
 // move (step i) moves the image along the plan's chain and records what
 // each node received.
-func (r *imageRun) move(i int, pl imagePlanned) ([]contract.ImageNodeResult, error) {
+func (r *imageRun) move(i int, pl imagePlanned) ([]contract.ImageNodeResult, bool, error) {
 	res, p := pl.res, pl.plan
-	moved, err := r.transfer(p, pl.invs)
+	moved, gone, err := r.transfer(p, pl.invs)
 	for k := range res {
 		if m, ok := moved[res[k].Node]; ok {
 			res[k].BytesIn, res[k].BytesOut, res[k].Layers = m.BytesIn, m.BytesOut, m.Layers
@@ -260,7 +281,7 @@ func (r *imageRun) move(i int, pl imagePlanned) ([]contract.ImageNodeResult, err
 		}
 	}
 	r.t.end(i, imageSummary(res), err)
-	return res, err
+	return res, gone, err
 }
 
 // imagePlanned is one planning of an image: what each node has (res),
@@ -418,16 +439,25 @@ func (s *imageStep) pullImage(p contract.ImagePull) error {
 // inventory runs ImageInventory on nodes in parallel into invs.
 func (r *imageRun) inventory(nodes, diffIDs []string, want string, invs map[string]contract.ImageInventoryResult) error {
 	ref := r.ref
-	futs := make([]workflow.Future, len(nodes))
-	for k, n := range nodes {
-		what := "image inventory " + ref.String()
-		futs[k] = workflow.ExecuteActivity(summarize(nodeOpts(r.ctx, n, r.pickup, callBudget{run: imageInventoryTimeout, attempts: 3}), n, -1, what), na.ImageInventory,
-			contract.ImageInventoryInput{Image: ref, DiffIDs: diffIDs, Want: want})
+	got := make([]contract.ImageInventoryResult, len(nodes))
+	steps := make([]int, len(nodes))
+	for k := range steps {
+		steps[k] = r.step
 	}
+	// With waitV a node whose worker or Docker is gone (a reboot) is
+	// waited for within the budget, as staging waits; else the old
+	// sequence (every inventory scheduled, then each awaited).
+	errs := perNode(r.ctx, nodeFan{t: r.t, wait: r.waitV, budget: r.budget, steps: steps, nodes: nodes, docker: true},
+		func(ctx workflow.Context, k int) workflow.Future {
+			n := nodes[k]
+			return workflow.ExecuteActivity(summarize(nodeOpts(ctx, n, r.pickup, callBudget{run: imageInventoryTimeout, attempts: 3}), n, -1, "image inventory "+ref.String()), na.ImageInventory,
+				contract.ImageInventoryInput{Image: ref, DiffIDs: diffIDs, Want: want})
+		},
+		func(ctx workflow.Context, k int, f workflow.Future) error { return f.Get(ctx, &got[k]) })
 	var first error
 	for k, n := range nodes {
-		var res contract.ImageInventoryResult
-		if err := futs[k].Get(r.ctx, &res); err != nil {
+		res := got[k]
+		if err := errs[k]; err != nil {
 			if first == nil {
 				first = nodeErr(n, "image inventory", err)
 			}
@@ -446,7 +476,7 @@ func (r *imageRun) inventory(nodes, diffIDs []string, want string, invs map[stri
 
 // transfer runs every chain member's TransferImage at once and waits for
 // all of them.
-func (r *imageRun) transfer(p contract.ImagePlan, invs map[string]contract.ImageInventoryResult) (map[string]contract.ImageMoved, error) {
+func (r *imageRun) transfer(p contract.ImagePlan, invs map[string]contract.ImageInventoryResult) (map[string]contract.ImageMoved, bool, error) {
 	ref := r.ref
 	spec := contract.ImageSpec{ID: p.ID, DiffIDs: p.DiffIDs, From: p.From, Tag: ref.Name}
 	hops := p.Hops()
@@ -468,6 +498,7 @@ func (r *imageRun) transfer(p contract.ImagePlan, invs map[string]contract.Image
 	moved := map[string]contract.ImageMoved{}
 	var errs []string
 	var first error
+	gone := false
 	for k, h := range hops {
 		var res contract.TransferImageResult
 		if err := futs[k].Get(r.ctx, &res); err != nil {
@@ -475,14 +506,15 @@ func (r *imageRun) transfer(p contract.ImagePlan, invs map[string]contract.Image
 			if first == nil {
 				first = err
 			}
+			gone = gone || nodeGone(err) || errType(err) == contract.DockerUnreachable
 			continue
 		}
 		moved[h.Node] = res.ImageMoved
 	}
 	if first != nil {
-		return moved, transferFailed(fmt.Sprintf("image %s transfer %s: %s", ref, strings.Join(p.Chain, " → "), strings.Join(errs, "; ")), first)
+		return moved, gone, transferFailed(fmt.Sprintf("image %s transfer %s: %s", ref, strings.Join(p.Chain, " → "), strings.Join(errs, "; ")), first)
 	}
-	return moved, nil
+	return moved, false, nil
 }
 
 // transferFailed is a failed transfer's error: permanent when the first

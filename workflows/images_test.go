@@ -181,3 +181,58 @@ func TestStageRefusesAnIncompletePin(t *testing.T) {
 		t.Fatalf("%d inventories asked of an incomplete pin, want none", n)
 	}
 }
+
+// A node whose worker is gone when the image step asks it (a reboot) is
+// waited for within the outage budget, as staging waits, and the stage
+// completes once it is back.
+func TestImageStepWaitsForAGoneNode(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.RegisterWorkflow(Stage)
+	f.imageLack["c"] = 0
+	f.gone["c"] = 2 // its first two calls meet no worker
+	f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b", "c"), Blocks: testBlocks()})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatalf("stage with c rebooting: %v", err)
+	}
+	if f.imageAsked["c"] < 2 || f.imageSent["c"].Upstream == "" {
+		t.Fatalf("c asked %d times, sent %+v: want it waited for, asked again and sent the image", f.imageAsked["c"], f.imageSent["c"])
+	}
+}
+
+// A node whose Docker does not answer (DockerUnreachable) is waited for
+// too: its worker polls, its daemon is restarting.
+func TestImageStepWaitsForANodesDocker(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.RegisterWorkflow(Stage)
+	f.imageLack["b"] = 0
+	f.dockerDown["b"] = 5
+	f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks()})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatalf("stage with b's Docker restarting: %v", err)
+	}
+	if f.dockerDown["b"] != 0 || f.imageSent["b"].Upstream != "a" {
+		t.Fatalf("b's Docker down %d more times, sent %+v: want it waited for and the image sent", f.dockerDown["b"], f.imageSent["b"])
+	}
+}
+
+// A receiver whose node goes away mid-stream, more times than a failed
+// transfer may be planned again, costs no transfer round: each time the
+// next inventory waits for it, and the stream resumes above the layers it
+// kept (images/durable.go).
+func TestImageTransferOutagesDoNotCountAsRounds(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.RegisterWorkflow(Stage)
+	f.imageLack["b"] = 0
+	f.imageGoneMid["b"] = imageRounds + 1
+	f.imageResume = true
+	f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks()})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatalf("stage with b gone %d times mid-stream: %v", imageRounds+1, err)
+	}
+	if last := f.imageSent["b"]; last.Spec.From != 1 || last.Have != 1 {
+		t.Fatalf("last stream to b %+v: want it to start above the layer b kept", last)
+	}
+	if n := f.count("TransferImage img-new@b"); n != imageRounds+2 {
+		t.Fatalf("%d transfers to b, want %d (every outage, then the one that finished)", n, imageRounds+2)
+	}
+}

@@ -67,6 +67,10 @@ type nodeStep struct {
 	step   int
 	node   string
 	budget time.Duration
+	// docker: a node whose Docker does not answer (DockerUnreachable: a
+	// daemon restarting, a node half way through a reboot) is waited for
+	// like one whose worker is gone (the image step's calls).
+	docker bool
 }
 
 // onNode runs call, a step pinned to s.node's queue. When the node's
@@ -94,7 +98,8 @@ func waitForNode(ctx workflow.Context, s nodeStep, call func() error) error {
 	var since time.Time // when the node went away; kept while it never picks up
 	for {
 		err := call()
-		if err == nil || !nodeGone(err) {
+		dockerDown := s.docker && errType(err) == contract.DockerUnreachable
+		if err == nil || !(nodeGone(err) || dockerDown) {
 			return err
 		}
 		var to *temporal.TimeoutError
@@ -112,6 +117,13 @@ func waitForNode(ctx workflow.Context, s nodeStep, call func() error) error {
 					"NodeUnreachable", err)
 			}
 			s.t.wait(s.step, node, since, fmt.Sprintf("waiting for node %s (down %s, budget %s)", node, down.Round(time.Second), budget))
+			if dockerDown {
+				// Its worker polls; its Docker does not answer yet.
+				if serr := workflow.Sleep(ctx, nodeRecheck); serr != nil {
+					return serr
+				}
+				break
+			}
 			var p contract.NodePollingResult
 			if perr := workflow.ExecuteActivity(summarize(pctx, node, -1, "is a worker polling again?"), ca.NodePolling, contract.NodePollingInput{Node: node, DownSeconds: down.Seconds()}).Get(ctx, &p); perr == nil && p.Polling {
 				break
@@ -149,6 +161,9 @@ type nodeFan struct {
 	budget time.Duration
 	steps  []int
 	nodes  []string
+	// docker: a node whose Docker does not answer is waited for too
+	// (nodeStep.docker).
+	docker bool
 }
 
 // perNode runs fan's steps, one per node, all at once, and returns each
@@ -178,7 +193,7 @@ func perNode(ctx workflow.Context, fan nodeFan,
 	futs := make([]workflow.Future, len(nodes))
 	for i := range nodes {
 		futs[i], done[i] = workflow.NewFuture(ctx)
-		step := nodeStep{t: fan.t, step: fan.steps[i], node: nodes[i], budget: fan.budget}
+		step := nodeStep{t: fan.t, step: fan.steps[i], node: nodes[i], budget: fan.budget, docker: fan.docker}
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			done[i].Set(nil, waitForNode(gctx, step, func() error { return get(gctx, i, call(gctx, i)) }))
 		})

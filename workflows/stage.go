@@ -348,7 +348,7 @@ func (s *stageRun) image() error {
 		return nil
 	}
 	in := s.in
-	img := &imageStep{ctx: s.ctx, t: s.t, plan: in.Plan, only: in.Only, dryRun: in.DryRun, pickup: in.Pickup.D(), src: imageSources{build: in.Build, pull: in.Pull}}
+	img := &imageStep{ctx: s.ctx, t: s.t, plan: in.Plan, only: in.Only, dryRun: in.DryRun, pickup: in.Pickup.D(), budget: in.OutageBudget.D(), src: imageSources{build: in.Build, pull: in.Pull}}
 	err := img.run()
 	s.res.Images, s.res.Built, s.res.Pulled = img.res, img.built, img.pulled
 	return err

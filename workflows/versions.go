@@ -145,4 +145,11 @@ const (
 	// asks each node's CheckRanks once, without the probe-grace re-probe
 	// (Docker itself reported the death), so the heal starts at once.
 	versionKeeperSignalNoReprobe = "keeper-signal-no-reprobe"
+
+	// versionImageOutageWait: the image step waits for a node whose worker
+	// or Docker is gone (a reboot) within the node outage budget, as
+	// staging does: its inventories run under waitForNode (each node in
+	// its own coroutine), and a transfer whose member's node went away is
+	// planned again once the node is back, without counting the round.
+	versionImageOutageWait = "image-outage-wait"
 )

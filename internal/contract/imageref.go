@@ -139,6 +139,10 @@ func (r *ImageRef) UnmarshalJSON(b []byte) error {
 const (
 	ImageMissing   = "ImageMissing"
 	DigestMismatch = "ImageDigestMismatch"
+	// DockerUnreachable: a node's Docker daemon does not answer (it is
+	// restarting, or the node is half way through a reboot): retryable,
+	// and the image step waits for it within the node outage budget.
+	DockerUnreachable = "DockerUnreachable"
 )
 
 // ImageError is a refusal of PlanImage, with its error type.
