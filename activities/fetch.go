@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,13 +29,9 @@ type FetchActivities struct {
 	Log   *zap.Logger
 	// Metrics records sparklane_fetch_bytes_total (nil: none).
 	Metrics *metrics.Metrics
+	// Seams are a test's fault points (nil in production).
+	Seams *Seams
 }
-
-// TestFetchKillAtEnv, set to a byte count in a worker's environment (tests
-// only), has FetchRepo kill its own process with SIGKILL once that many
-// bytes were received over HTTP: a worker killed -9 mid-download, at a
-// point the test chooses, with no deferred cleanup run.
-const TestFetchKillAtEnv = "SPARKLANE_TEST_FETCH_KILL_AT"
 
 // FetchRepo downloads one repo at its revision into its cache dir,
 // heartbeating files and bytes as they land. All its state is on disk
@@ -56,17 +50,12 @@ func (a *FetchActivities) FetchRepo(ctx context.Context, in contract.FetchRepoIn
 	if resumeFrom(ctx, &prev) {
 		a.Log.Info("resuming fetch: partial downloads on disk are kept", zap.String("repo", in.Repo.Repo), zap.Int64("bytes_done", prev.BytesDone))
 	}
-	killAt, _ := strconv.ParseInt(os.Getenv(TestFetchKillAtEnv), 10, 64)
 	var counted int64
 	req.Progress = func(p hubfetch.Progress) {
 		a.Metrics.Fetched(in.Lane, in.Repo.Repo, p.Downloaded-counted)
 		counted = p.Downloaded
 		heartbeat(ctx, contract.FetchProgress{Repo: in.Repo.Repo, FilesTotal: p.Files, FilesDone: p.FilesDone, BytesTotal: p.Bytes, BytesDone: p.BytesDone, Downloaded: p.Downloaded})
-		if killAt > 0 && p.Downloaded >= killAt {
-			a.Log.Warn("test fault point: killing this worker mid-download", zap.Int64("downloaded", p.Downloaded))
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
-		}
+		a.Seams.fetchProgress(ctx, in.Repo.Repo, p.Downloaded)
 	}
 	start := time.Now()
 	var r hubfetch.Result
@@ -74,6 +63,7 @@ func (a *FetchActivities) FetchRepo(ctx context.Context, in contract.FetchRepoIn
 		r, err = hubfetch.Plan(ctx, req)
 	} else {
 		heartbeat(ctx, contract.FetchProgress{Repo: in.Repo.Repo})
+		a.Seams.fetchProgress(ctx, in.Repo.Repo, 0)
 		r, err = hubfetch.Fetch(ctx, req)
 	}
 	out.Seconds = time.Since(start).Seconds()
