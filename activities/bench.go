@@ -54,10 +54,8 @@ func (a *ControlActivities) Bench(ctx context.Context, in contract.BenchInput) (
 		if res, err = a.bench(ctx, in, dir, hb.progress); err != nil {
 			return res, err
 		}
-		if TestHookBenchWritten != nil {
-			if err := TestHookBenchWritten(ctx); err != nil {
-				return contract.BenchResult{}, err
-			}
+		if err := a.Seams.benchWritten(ctx); err != nil {
+			return contract.BenchResult{}, err
 		}
 	}
 	if err := writeJSONAtomic(filepath.Join(runs, key+".json"), res); err != nil {

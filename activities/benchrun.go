@@ -43,11 +43,6 @@ func benchRunKey(ctx context.Context, in contract.BenchInput) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// TestHookBenchWritten, when set (tests only), runs after an attempt wrote
-// its bundle and before it recorded it; an error it returns fails the
-// attempt there, as a worker lost at that moment would.
-var TestHookBenchWritten func(ctx context.Context) error
-
 // bundleOfRun finds the bundle an earlier attempt of this run wrote but
 // did not record: the lane's latest report, when it names this workflow run
 // (a run benches once).

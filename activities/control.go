@@ -42,6 +42,8 @@ type ControlActivities struct {
 	// Metrics records readiness, probe, bench and node outage figures
 	// (nil: none).
 	Metrics *metrics.Metrics
+	// Seams are a test's fault points (nil in production).
+	Seams *Seams
 }
 
 func (a *ControlActivities) node(name string) (config.Node, error) {

@@ -52,7 +52,7 @@ func stageProgress(p staging.Progress) contract.StageProgress {
 	return contract.StageProgress{
 		FilesTotal: p.FilesTotal, FilesDone: p.FilesDone, BytesTotal: p.BytesTotal, BytesDone: p.BytesDone,
 		InFlight:  each(p.InFlight, func(f staging.FileOffset) contract.FileOffset { return contract.FileOffset(f) }),
-		RowsTotal: p.RowsTotal, RowsDone: p.RowsDone, Layer: p.Layer, NextRow: p.NextRow, Paused: p.Paused,
+		RowsTotal: p.RowsTotal, RowsDone: p.RowsDone, Layer: p.Layer, NextRow: p.NextRow,
 		ByteSources: byteSources(p.Sources),
 	}
 }
@@ -62,7 +62,7 @@ func engineProgress(p contract.StageProgress) staging.Progress {
 	return staging.Progress{
 		FilesTotal: p.FilesTotal, FilesDone: p.FilesDone, BytesTotal: p.BytesTotal, BytesDone: p.BytesDone,
 		InFlight:  each(p.InFlight, func(f contract.FileOffset) staging.FileOffset { return staging.FileOffset(f) }),
-		RowsTotal: p.RowsTotal, RowsDone: p.RowsDone, Layer: p.Layer, NextRow: p.NextRow, Paused: p.Paused,
+		RowsTotal: p.RowsTotal, RowsDone: p.RowsDone, Layer: p.Layer, NextRow: p.NextRow,
 		Sources: staging.Sources{FromNAS: p.FromNAS, FromPeers: p.FromPeers},
 	}
 }

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -42,13 +40,9 @@ type FetchActivities struct {
 	// test environment's listener gets to one per 30 s).
 	testTimers func() (readIdle, stall time.Duration)
 	testBeat   func(contract.FetchProgress)
+	// Seams are a test's fault points (nil in production).
+	Seams *Seams
 }
-
-// TestFetchKillAtEnv, set to a byte count in a worker's environment (tests
-// only), has FetchRepo kill its own process with SIGKILL once that many
-// bytes were received over HTTP: a worker killed -9 mid-download, at a
-// point the test chooses, with no deferred cleanup run.
-const TestFetchKillAtEnv = "SPARKLANE_TEST_FETCH_KILL_AT"
 
 // FetchRepo downloads one repo at its revision into its cache dir,
 // heartbeating files and bytes as they land (and, while it retries a
@@ -80,7 +74,6 @@ func (a *FetchActivities) FetchRepo(ctx context.Context, in contract.FetchRepoIn
 	req.ReadIdle = idle
 	fctx, watch := watchStall(ctx, stall)
 	defer watch.stop()
-	killAt, _ := strconv.ParseInt(os.Getenv(TestFetchKillAtEnv), 10, 64)
 	var counted int64
 	req.Progress = func(p hubfetch.Progress) {
 		watch.poke(p.Retry)
@@ -92,11 +85,7 @@ func (a *FetchActivities) FetchRepo(ctx context.Context, in contract.FetchRepoIn
 		if a.testBeat != nil {
 			a.testBeat(d)
 		}
-		if killAt > 0 && p.Downloaded >= killAt {
-			a.Log.Warn("test fault point: killing this worker mid-download", zap.Int64("downloaded", p.Downloaded))
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
-		}
+		a.Seams.fetchProgress(ctx, in.Repo.Repo, p.Downloaded)
 	}
 	a.Log.Info("fetching", zap.String("repo", in.Repo.Repo), zap.String("revision", in.Repo.Revision), zap.String("endpoint", req.Endpoint), zap.Duration("read_idle", idle), zap.Duration("stall_abort", stall))
 	start := time.Now()
@@ -105,6 +94,7 @@ func (a *FetchActivities) FetchRepo(ctx context.Context, in contract.FetchRepoIn
 		r, err = hubfetch.Plan(fctx, req)
 	} else {
 		heartbeat(ctx, contract.FetchProgress{Repo: in.Repo.Repo})
+		a.Seams.fetchProgress(ctx, in.Repo.Repo, 0)
 		r, err = hubfetch.Fetch(fctx, req)
 	}
 	out.Seconds = time.Since(start).Seconds()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -92,20 +91,14 @@ func (a *NodeActivities) CheckRanks(ctx context.Context, in contract.CheckRanksI
 	return res, nil
 }
 
-// BootIDTestDirEnv is a test hook: when set, node N's boot id is read
-// from the file N in that directory instead of the kernel's, so a test
-// can simulate a reboot of a node worker running in its own process
-// (which shares the test machine's kernel and boot).
-const BootIDTestDirEnv = "SPARKLANE_TEST_BOOT_ID_DIR"
-
 // bootID is this node's boot id ("" when unreadable): it changes on
-// every boot, so the keeper tells a reboot from a worker restart.
+// every boot, so the keeper tells a reboot from a worker restart. A test
+// simulates a reboot through the BootID seam.
 func (a *NodeActivities) bootID() string {
-	path := "/proc/sys/kernel/random/boot_id"
-	if dir := os.Getenv(BootIDTestDirEnv); dir != "" {
-		path = filepath.Join(dir, a.Node.Name)
+	if id := a.Seams.bootID(a.Node.Name); id != "" {
+		return id
 	}
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return ""
 	}

@@ -70,6 +70,8 @@ type NodeActivities struct {
 	// on its address while it sends one (0: 7291).
 	ImageTLS  *ImageTLS
 	ImagePort int
+	// Seams are a test's fault points (nil in production).
+	Seams *Seams
 
 	mu      sync.Mutex
 	docker  serve.Docker
@@ -212,10 +214,12 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in contract.StageBlockI
 	}
 	var last time.Time
 	var lastP staging.Progress
-	pause := staging.TestPauseFromEnv() // nil outside tests
+	held := false
 	opts.OnProgress = func(p staging.Progress) {
 		lastP = p
-		pause.Hold(ctx, p, func(q staging.Progress) { heartbeat(ctx, stageProgress(q)) })
+		if !held && a.Seams != nil {
+			held = a.Seams.stageHold(ctx, in.Lane, in.Block.ID, stageProgress(p))
+		}
 		if time.Since(last) < 500*time.Millisecond && len(p.InFlight) == 0 && p.NextRow == 0 {
 			return
 		}

@@ -8,6 +8,9 @@
 // command line follows the starter's conventions (cobra: --help on every
 // mode exits 0, errors are one line prefixed "worker:").
 //
-// A thin main over internal/workers; it links the embedded server through
-// internal/workers/embedded.
+// A thin main over internal/workers (workers.Execute holds the command
+// tree), with no test seams; it links the embedded server through
+// internal/workers/embedded. The test worker
+// (internal/testkit/testworker/cmd/testworker) is the same command line
+// with the fault points the process-level tests need.
 package main

@@ -26,10 +26,29 @@ import (
 	"github.com/sparklane/sparklane/workflows"
 )
 
+// Deps are what the workers of one process are built from: the client,
+// the config, the logger, the metrics registry and the test seams.
+type Deps struct {
+	Client client.Client
+	Config *config.Config
+	Log    *zap.Logger
+	// Metrics records the activities' metrics (nil: none).
+	Metrics *metrics.Metrics
+	// Seams are the activities' fault points, set only by tests (nil in
+	// production: see activities.Seams).
+	Seams *activities.Seams
+}
+
+// deps are the Deps of e's workers.
+func (e *Env) deps() Deps {
+	return Deps{Client: e.Client, Config: e.Cfg, Log: e.Log, Metrics: e.Metrics, Seams: e.Seams}
+}
+
 // NewControlWorker registers every workflow and the control activities on
-// the sparklane queue.
-// m records the control activities' metrics (nil: none).
-func NewControlWorker(c client.Client, cfg *config.Config, log *zap.Logger, uiURL string, m *metrics.Metrics) worker.Worker {
+// the sparklane queue; uiURL is the web UI base for links in reports ("":
+// none).
+func NewControlWorker(d Deps, uiURL string) worker.Worker {
+	c, cfg, log, m := d.Client, d.Config, d.Log, d.Metrics
 	// Heartbeats (a fetch's bytes, why it retries) reach the server within
 	// ProgressEvery, as a node worker's do.
 	w := worker.New(c, contract.ControlQueue, worker.Options{WorkerStopTimeout: 10 * time.Second, MaxHeartbeatThrottleInterval: ProgressEvery})
@@ -39,16 +58,17 @@ func NewControlWorker(c client.Client, cfg *config.Config, log *zap.Logger, uiUR
 	} {
 		w.RegisterWorkflow(wf)
 	}
-	w.RegisterActivity(&activities.ControlActivities{Config: cfg, Log: log.Named("control"), Version: buildinfo.Version, UIURL: uiURL, Temporal: c, Metrics: m})
+	w.RegisterActivity(&activities.ControlActivities{Config: cfg, Log: log.Named("control"), Version: buildinfo.Version, UIURL: uiURL, Temporal: c, Metrics: m, Seams: d.Seams})
 	// Hub fetches run here when fetch_node is "control" (the default).
-	w.RegisterActivity(&activities.FetchActivities{Where: config.FetchControl, Log: log.Named("fetch"), Metrics: m})
+	w.RegisterActivity(&activities.FetchActivities{Where: config.FetchControl, Log: log.Named("fetch"), Metrics: m, Seams: d.Seams})
 	seedControlMetrics(c, cfg, m)
 	return w
 }
 
 // NewNodeWorker registers the node activities of node name on node.NAME;
-// m records their staging and verify metrics (nil: none).
-func NewNodeWorker(c client.Client, cfg *config.Config, name string, log *zap.Logger, m *metrics.Metrics) (worker.Worker, error) {
+// d.Metrics records their staging and verify metrics (nil: none).
+func NewNodeWorker(d Deps, name string) (worker.Worker, error) {
+	c, cfg, log, m := d.Client, d.Config, d.Log, d.Metrics
 	var n *config.Node
 	for i := range cfg.Nodes {
 		if cfg.Nodes[i].Name == name {
@@ -66,10 +86,10 @@ func NewNodeWorker(c client.Client, cfg *config.Config, name string, log *zap.Lo
 	nlog := log.Named("node." + name)
 	rcv, stop := startRelay(cfg, n, nlog)
 	w.RegisterActivity(&activities.NodeActivities{Node: *n, SharedRoots: cfg.SharedRoots, HFCacheDir: cfg.HFCacheDir, Log: nlog, Metrics: m,
-		Relay: rcv, RelayAddr: relayAddr(cfg.StateDir), ImageTLS: imageTLS(cfg, n, nlog), ImagePort: cfg.ImagePort})
+		Relay: rcv, RelayAddr: relayAddr(cfg.StateDir), ImageTLS: imageTLS(cfg, n, nlog), ImagePort: cfg.ImagePort, Seams: d.Seams})
 	// Hub fetches run here when fetch_node names this node.
 	node := *n
-	w.RegisterActivity(&activities.FetchActivities{Where: name, Log: nlog.Named("fetch"), Metrics: m,
+	w.RegisterActivity(&activities.FetchActivities{Where: name, Log: nlog.Named("fetch"), Metrics: m, Seams: d.Seams,
 		Local: func(p string) string { return node.LocalPath(p, cfg.SharedRoots) }})
 	seedNodeMetrics(cfg, name, m)
 	return nodeWorker{Worker: w, stopRelay: stop, watch: &rankWatch{c: c, cfg: cfg, node: *n, log: nlog}}, nil
@@ -111,12 +131,12 @@ func runUntilDone(ctx context.Context, ws ...worker.Worker) error {
 // RunControl runs the control worker until ctx ends (e from Connect with
 // ConnectOptions.Metrics, so its metrics are served).
 func RunControl(ctx context.Context, e *Env) error {
-	return runUntilDone(ctx, NewControlWorker(e.Client, e.Cfg, e.Log, "", e.Metrics))
+	return runUntilDone(ctx, NewControlWorker(e.deps(), ""))
 }
 
 // RunNode runs node name's worker until ctx ends.
 func RunNode(ctx context.Context, e *Env, name string) error {
-	w, err := NewNodeWorker(e.Client, e.Cfg, name, e.Log, e.Metrics)
+	w, err := NewNodeWorker(e.deps(), name)
 	if err != nil {
 		return err
 	}
@@ -169,7 +189,10 @@ type Env struct {
 	Metrics *metrics.Metrics
 	// MetricsAddress is where Metrics is served (/metrics), when it is.
 	MetricsAddress string
-	workers        []worker.Worker
+	// Seams are the fault points of the workers this process starts
+	// (ConnectOptions.Seams; nil in production).
+	Seams   *activities.Seams
+	workers []worker.Worker
 }
 
 // EmbeddedServer is an embedded Temporal server (internal/devserver) this
@@ -218,6 +241,9 @@ type ConnectOptions struct {
 	// in-process workers its recorders (worker processes pass
 	// ServeMetrics's registry; starter commands none).
 	Metrics *metrics.Metrics
+	// Seams are the fault points of the workers this process starts
+	// (Options.Seams: tests only; nil in production).
+	Seams *activities.Seams
 }
 
 // Dial connects to the Temporal frontend at address (a running control
@@ -235,7 +261,7 @@ func Dial(ctx context.Context, cfg *config.Config, log *zap.Logger, address, uiU
 // (worker dev); failing that it starts one over the same SQLite file, so
 // runs show in the UI later.
 func Connect(ctx context.Context, cfg *config.Config, log *zap.Logger, opt ConnectOptions) (*Env, error) {
-	e := &Env{Cfg: cfg, Log: log, Metrics: opt.Metrics}
+	e := &Env{Cfg: cfg, Log: log, Metrics: opt.Metrics, Seams: opt.Seams}
 	dial, err := control.DialOptions(cfg, log)
 	if err != nil {
 		return nil, err
@@ -305,7 +331,7 @@ func Connect(ctx context.Context, cfg *config.Config, log *zap.Logger, opt Conne
 // StartLocalWorkers starts the control worker and every local node's worker
 // in this process.
 func (e *Env) StartLocalWorkers() error {
-	ws := []worker.Worker{NewControlWorker(e.Client, e.Cfg, e.Log, e.UIURL, e.Metrics)}
+	ws := []worker.Worker{NewControlWorker(e.deps(), e.UIURL)}
 	// The control issues its local nodes' fleet identities (the relay's
 	// and image transfers') from the CA under state_dir/pki (kept when
 	// present), whatever the relay setting.
@@ -319,7 +345,7 @@ func (e *Env) StartLocalWorkers() error {
 		e.Log.Warn("fleet identities for the local nodes not issued: their staging reads the NAS and they move no image", zap.Error(err))
 	}
 	for _, n := range LocalNodes(e.Cfg) {
-		w, err := NewNodeWorker(e.Client, e.Cfg, n, e.Log, e.Metrics)
+		w, err := NewNodeWorker(e.deps(), n)
 		if err != nil {
 			return err
 		}
@@ -363,8 +389,9 @@ func portOpen(addr string) bool {
 // embedded server and web UI (or the external cluster of temporal.address),
 // the control worker and a node worker for every local node, until ctx
 // ends. It holds state_dir's control lock for its whole life, so there is
-// one per state_dir and every starter finds it (internal/control).
-func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
+// one per state_dir and every starter finds it (internal/control). o's
+// seams reach every worker it starts (none in production).
+func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger, o Options) error {
 	lock, err := control.Acquire(cfg.StateDir, control.Owner{Config: cfg.File, ConfigHash: control.HashFile(cfg.File), Version: buildinfo.Version, Nodes: LocalNodes(cfg)})
 	if err != nil {
 		return err
@@ -373,7 +400,7 @@ func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	m, maddr := ServeMetrics(ctx, cfg, log)
 	var e *Env
 	if cfg.Temporal.Address != "" {
-		if e, err = Connect(ctx, cfg, log, ConnectOptions{NoEmbedded: true, Metrics: m}); err == nil {
+		if e, err = Connect(ctx, cfg, log, ConnectOptions{NoEmbedded: true, Metrics: m, Seams: o.Seams}); err == nil {
 			err = e.StartLocalWorkers()
 		}
 	} else {
@@ -381,7 +408,7 @@ func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		if cfg.Temporal.Port != 0 && portOpen(local) {
 			return errors.New("something else already listens on " + local + " (not the control service of state_dir " + cfg.StateDir + "): stop it, or set [temporal] port and ui_port to free ports")
 		}
-		e, err = Connect(ctx, cfg, log, ConnectOptions{LocalWorkers: true, Metrics: m})
+		e, err = Connect(ctx, cfg, log, ConnectOptions{LocalWorkers: true, Metrics: m, Seams: o.Seams})
 	}
 	if err != nil {
 		if e != nil {

@@ -28,11 +28,6 @@ import (
 // image listings ignore them.
 const PartialRepo = "sparklane-partial/"
 
-// testHookDurable, when set (tests only), runs after a receiver made the
-// image's first layers durable (a helper tag holds them); an error ends the
-// receive there, as a killed worker would.
-var testHookDurable func(spec Spec, layers int) error
-
 // durable reports whether a receive loads layer by layer: when the node
 // lacks more than one of the image's layers (with one, the final load is
 // the only one).
@@ -54,6 +49,8 @@ type stager struct {
 	n     int
 	items chan stagedLayer
 	done  chan error
+	// durable is the receiver's Member.Durable seam (nil: none).
+	durable func(spec Spec, layers int) error
 
 	mu     sync.Mutex
 	config string         // spool path of the config
@@ -66,8 +63,9 @@ type stagedLayer struct {
 	path  string
 }
 
-func newStager(ctx context.Context, d Docker, spec Spec, have int, dir string) *stager {
-	st := &stager{ctx: ctx, d: d, spec: spec, dir: dir, n: len(spec.DiffIDs), next: have,
+func newStager(ctx context.Context, rc receiver, dir string) *stager {
+	spec := rc.spec
+	st := &stager{ctx: ctx, d: rc.d, spec: spec, dir: dir, n: len(spec.DiffIDs), next: rc.have, durable: rc.durable,
 		items: make(chan stagedLayer, len(spec.DiffIDs)+1), done: make(chan error, 1), layers: map[int]string{}}
 	go func() { st.done <- st.loadInOrder() }()
 	return st
@@ -127,8 +125,8 @@ func (st *stager) loadInOrder() error {
 			st.mu.Lock()
 			st.next = k + 1
 			st.mu.Unlock()
-			if testHookDurable != nil {
-				if err := testHookDurable(st.spec, k+1); err != nil {
+			if st.durable != nil {
+				if err := st.durable(st.spec, k+1); err != nil {
 					for range st.items {
 					}
 					return err
@@ -287,11 +285,12 @@ func dropStaleSpools(spool string) {
 	}
 }
 
-// receiveDurable is Receive for a node that lacks more than one layer:
+// runDurable is Receive for a node that lacks more than one layer:
 // the stream's files are spooled under spool as they are verified, and
 // each layer is loaded as soon as the layers below it are (see stager),
 // so an interrupted transfer leaves the loaded prefix in the daemon.
-func receiveDurable(ctx context.Context, d Docker, spec Spec, have int, r io.Reader, fwd io.Writer, from, spool string) (Received, error) {
+func (rc receiver) runDurable(ctx context.Context, r io.Reader, fwd io.Writer) (Received, error) {
+	d, spec, from, spool := rc.d, rc.spec, rc.from, rc.spool
 	var got Received
 	dropStaleSpools(spool)
 	dir, err := os.MkdirTemp(spool, spoolPrefix)
@@ -299,7 +298,7 @@ func receiveDurable(ctx context.Context, d Docker, spec Spec, have int, r io.Rea
 		return got, fmt.Errorf("image %s: spool for the stream from %s: %w", spec.ID, from, err)
 	}
 	defer os.RemoveAll(dir)
-	st := newStager(ctx, d, spec, have, dir)
+	st := newStager(ctx, rc, dir)
 	cr := &countReader{r: r}
 	var src io.Reader = cr
 	if fwd != nil {

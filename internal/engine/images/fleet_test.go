@@ -68,8 +68,10 @@ func runMember(job string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	m := Member{Docker: d, Node: j.Node, Spec: j.Spec, Have: j.Have, Upstream: j.Upstream, UpstreamAddr: j.UpstreamAddr, Downstream: j.Downstream,
+		ListenAddr: j.ListenAddr, ServerTLS: srv, ClientTLS: cli, Wait: 2 * time.Minute}
 	if j.KillAfter > 0 {
-		testHookDurable = func(_ Spec, layers int) error {
+		m.Durable = func(_ Spec, layers int) error {
 			if layers >= j.KillAfter {
 				fmt.Fprintf(os.Stderr, "killed after %d durable layers\n", layers)
 				os.Exit(3)
@@ -77,8 +79,6 @@ func runMember(job string) int {
 			return nil
 		}
 	}
-	m := Member{Docker: d, Node: j.Node, Spec: j.Spec, Have: j.Have, Upstream: j.Upstream, UpstreamAddr: j.UpstreamAddr, Downstream: j.Downstream,
-		ListenAddr: j.ListenAddr, ServerTLS: srv, ClientTLS: cli, Wait: 2 * time.Minute}
 	moved, err := m.Run(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -31,6 +31,11 @@ type Member struct {
 	// Spool is where a receiver keeps the stream's files until their
 	// layer is loaded ("": the system's temporary directory).
 	Spool string
+	// Durable, when set (a test's fault point; nil in production), runs
+	// after a receiver made the image's first layers durable (a helper
+	// tag holds them); an error it returns ends the receive there, as a
+	// killed worker would.
+	Durable func(spec Spec, layers int) error
 }
 
 // Moved is what one member's transfer moved.
@@ -87,7 +92,8 @@ func (m Member) Run(ctx context.Context) (Moved, error) {
 	defer up.Close()
 	stop := context.AfterFunc(ctx, func() { up.Close() })
 	defer stop()
-	got, err := Receive(ctx, m.Docker, m.Spec, m.Have, up, down, "node "+m.Upstream, m.Spool)
+	rc := receiver{d: m.Docker, spec: m.Spec, have: m.Have, from: "node " + m.Upstream, spool: m.Spool, durable: m.Durable}
+	got, err := rc.run(ctx, up, down)
 	out.BytesIn, out.Layers = got.Bytes, got.Layers
 	if cw != nil {
 		out.BytesOut = cw.n

@@ -313,6 +313,25 @@ type Received struct {
 // verified (spooled under spool, "" the system's temporary directory), so
 // an interrupted transfer keeps what it loaded (see PartialRepo).
 func Receive(ctx context.Context, d Docker, spec Spec, have int, r io.Reader, fwd io.Writer, from, spool string) (Received, error) {
+	return receiver{d: d, spec: spec, have: have, from: from, spool: spool}.run(ctx, r, fwd)
+}
+
+// receiver is one node's side of an image stream: Receive's arguments
+// but the stream's two ends, and a Member's Durable seam.
+type receiver struct {
+	d     Docker
+	spec  Spec
+	have  int
+	from  string
+	spool string
+	// durable runs after each layer is made durable (Member.Durable; nil:
+	// nothing).
+	durable func(spec Spec, layers int) error
+}
+
+// run is Receive.
+func (rc receiver) run(ctx context.Context, r io.Reader, fwd io.Writer) (Received, error) {
+	d, spec, have, from := rc.d, rc.spec, rc.have, rc.from
 	var got Received
 	if err := spec.check(); err != nil {
 		return got, err
@@ -321,7 +340,7 @@ func Receive(ctx context.Context, d Docker, spec Spec, have int, r io.Reader, fw
 		return got, fmt.Errorf("image %s: this node has %d of its layers, the stream from %s starts at layer %d: plan again", spec.ID, have, from, spec.From+1)
 	}
 	if durable(spec, have) {
-		return receiveDurable(ctx, d, spec, have, r, fwd, from, spool)
+		return rc.runDurable(ctx, r, fwd)
 	}
 	pr, pw := io.Pipe()
 	loaded := make(chan error, 1)

@@ -64,8 +64,6 @@ type Progress struct {
 	// Layer and NextRow: where a sparse-rows pack resumes.
 	Layer   int   `json:"layer,omitempty"`
 	NextRow int64 `json:"next_row,omitempty"`
-	// Paused is set while a test fault point holds the pass (TestPause).
-	Paused bool `json:"paused,omitempty"`
 	// Sources: where the bytes came from when the block is relayed
 	// between nodes (internal/engine/relay), so an operator sees that the NAS
 	// is read about once per lane and which peers carried the rest.

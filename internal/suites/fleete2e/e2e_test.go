@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,6 +28,34 @@ func starter(t *testing.T, args ...string) (int, string, string) {
 	var out, errw bytes.Buffer
 	code := cli.Execute(context.Background(), args, strings.NewReader(""), &out, &errw, nil)
 	return code, out.String(), errw.String()
+}
+
+// testWorkerPkg is the test worker's package: the worker command line
+// with the fault points of internal/testkit/testworker, armed from its
+// environment (a node service's from its node.env).
+const testWorkerPkg = "internal/testkit/testworker/cmd/testworker"
+
+// buildTestWorker builds the test worker into dir in the background (the
+// module root is three levels up); wait returns the binary.
+func buildTestWorker(t *testing.T, dir string) (wait func() string) {
+	bin := filepath.Join(dir, "testworker")
+	done := make(chan error, 1)
+	go func() {
+		cmd := exec.Command("go", "build", "-o", bin, "./"+testWorkerPkg)
+		cmd.Dir = filepath.Join("..", "..", "..")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("go build ./%s: %v\n%s", testWorkerPkg, err, out)
+		}
+		done <- err
+	}()
+	return func() string {
+		t.Helper()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return bin
+	}
 }
 
 func readPID(path string) int {

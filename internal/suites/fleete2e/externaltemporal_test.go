@@ -23,16 +23,15 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/demo"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/pki"
 	"github.com/sparklane/sparklane/internal/simimage"
 	"github.com/sparklane/sparklane/internal/tclient"
 	"github.com/sparklane/sparklane/internal/testkit/pgtest"
 	"github.com/sparklane/sparklane/internal/testkit/testfleet"
+	"github.com/sparklane/sparklane/internal/testkit/testworker"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -41,21 +40,25 @@ import (
 // bridge behind mutual TLS (the certificates of `starter control certs`),
 // `worker control` on hosts h1 and h2, `worker node` on h3 (its own
 // dockerd), the starter here. Everything runs as docs/operations.md's "An
-// external Temporal" says, by hand.
+// external Temporal" says, by hand; h3 runs the test worker (the worker
+// command line with the fault points of internal/testkit/testworker),
+// the control hosts the worker itself.
 type extFleet struct {
-	t      *testing.T
-	tf     *testfleet.Fleet
-	dir    string
-	bin    string
-	srv    *pgtest.Temporal
-	addr   string
-	caFile string
-	certs  map[string]pki.Files
-	opCfg  string
-	c      client.Client
-	procs  map[string]*exec.Cmd
-	recipe string
-	// bootDir holds h3's boot id for its worker (activities.BootIDTestDirEnv).
+	t   *testing.T
+	tf  *testfleet.Fleet
+	dir string
+	bin string
+	// testBin is the test worker, h3's.
+	testBin string
+	srv     *pgtest.Temporal
+	addr    string
+	caFile  string
+	certs   map[string]pki.Files
+	opCfg   string
+	c       client.Client
+	procs   map[string]*exec.Cmd
+	recipe  string
+	// bootDir holds h3's boot id for its worker (testworker.BootIDDirEnv).
 	bootDir string
 }
 
@@ -142,15 +145,17 @@ func newExtFleet(t *testing.T) *extFleet {
 	f := &extFleet{t: t, tf: tf, dir: t.TempDir(), procs: map[string]*exec.Cmd{}, bootDir: t.TempDir()}
 	f.writeBootID("boot-1")
 	built := make(chan error, 1)
-	f.bin = filepath.Join(f.dir, "worker")
+	f.bin, f.testBin = filepath.Join(f.dir, "worker"), filepath.Join(f.dir, "testworker")
 	go func() {
-		cmd := exec.Command("go", "build", "-o", f.bin, "./worker")
-		cmd.Dir = filepath.Join("..", "..", "..")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			err = fmt.Errorf("go build ./worker: %v\n%s", err, out)
+		for bin, pkg := range map[string]string{f.bin: "./worker", f.testBin: "./" + testWorkerPkg} {
+			cmd := exec.Command("go", "build", "-o", bin, pkg)
+			cmd.Dir = filepath.Join("..", "..", "..")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				built <- fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+				return
+			}
 		}
-		built <- err
+		built <- nil
 	}()
 	h3 := tf.Node(3)
 	if err := tf.StartDocker(ctx, h3); err != nil {
@@ -201,19 +206,20 @@ func newExtFleet(t *testing.T) *extFleet {
 	}
 	t.Cleanup(f.c.Close)
 
-	// The fault point on h3: its staging passes hold at their first byte
-	// until the release file exists.
+	// The fault points on h3 (the test worker's): its staging passes hold
+	// at their first byte until the release file exists; its boot id is
+	// read from bootDir.
 	if err := <-built; err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.stopAll)
 	for _, n := range tf.Nodes() {
 		if n.Index == 3 {
-			f.start(n, f.config("node-h3", "/var/lib/sparklane"), []string{"node", "--node", "h3"},
-				staging.TestPauseAtEnv+"=1", staging.TestReleaseEnv+"="+releaseFile, activities.BootIDTestDirEnv+"="+f.bootDir)
+			f.start(n, f.testBin, f.config("node-h3", "/var/lib/sparklane"), []string{"node", "--node", "h3"},
+				testworker.PauseAtEnv+"=1", testworker.ReleaseEnv+"="+releaseFile, testworker.BootIDDirEnv+"="+f.bootDir)
 			continue
 		}
-		f.start(n, f.config("control-"+n.Name, "/var/lib/sparklane"), []string{"control"})
+		f.start(n, f.bin, f.config("control-"+n.Name, "/var/lib/sparklane"), []string{"control"})
 	}
 	return f
 }
@@ -304,14 +310,16 @@ func (f *extFleet) loadImage(ctx context.Context, n *testfleet.Node) string {
 
 // start runs the worker with args on host n, at its console, logging to
 // (the end of) a file of the test's.
-func (f *extFleet) start(n *testfleet.Node, cfg string, args []string, env ...string) {
+// start runs bin ARGS --config cfg on host n, env added to its
+// environment.
+func (f *extFleet) start(n *testfleet.Node, bin, cfg string, args []string, env ...string) {
 	f.t.Helper()
 	lf, err := os.OpenFile(filepath.Join(f.dir, n.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	defer lf.Close()
-	cmd := f.tf.Command(n, append([]string{f.bin}, append(args, "--config", cfg, "--log", "json")...)...)
+	cmd := f.tf.Command(n, append([]string{bin}, append(args, "--config", cfg, "--log", "json")...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {

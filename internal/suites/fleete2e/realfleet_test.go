@@ -24,7 +24,6 @@ import (
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/engine/sparserows"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/fleet"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/simimage"
@@ -32,6 +31,7 @@ import (
 	"github.com/sparklane/sparklane/internal/testkit/diskuse"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 	"github.com/sparklane/sparklane/internal/testkit/testfleet"
+	"github.com/sparklane/sparklane/internal/testkit/testworker"
 )
 
 const (
@@ -52,7 +52,9 @@ const (
 // realFleet is a 3-host network-namespace fleet, each host with its own
 // dockerd holding the engine-sim image, the control service of this test
 // in this process (embedded server, reverse SSH tunnels to the hosts), and
-// node workers put on the hosts only by `starter fleet install`.
+// node workers put on the hosts only by `starter fleet install`: the test
+// worker (--worker-binary), whose staging fault point each host's node.env
+// arms.
 type realFleet struct {
 	t       *testing.T
 	tf      *testfleet.Fleet
@@ -61,6 +63,8 @@ type realFleet struct {
 	state   string
 	image   string
 	c       client.Client
+	// worker is the test worker binary `fleet install` puts on the hosts.
+	worker string
 }
 
 func (f *realFleet) starter(args ...string) (int, string, string) {
@@ -150,6 +154,7 @@ func newRealFleet(t *testing.T) *realFleet {
 	tf := testfleet.New(t, testfleet.Options{Name: "flreal", Nodes: 3, Docker: true})
 	f := &realFleet{t: t, tf: tf, dir: t.TempDir()}
 	f.state = filepath.Join(f.dir, "state")
+	built := buildTestWorker(t, f.dir)
 
 	// The engine-sim image, built from source on this machine's engine
 	// and loaded into h1's own dockerd only (docker save | docker load):
@@ -182,11 +187,11 @@ func newRealFleet(t *testing.T) *realFleet {
 		}
 		// Each host's staging root and the fault point's release file
 		// (present: passes go through), with the node service's
-		// environment file arming the fault point.
+		// environment file arming the test worker's fault point.
 		for p, body := range map[string]string{
 			"/mnt/nvme/sl/.keep":            "",
 			releaseFile:                     "",
-			fleet.DefaultLayout().EnvFile(): fmt.Sprintf("%s=%d\n%s=%s\n", staging.TestPauseAtEnv, pauseAt, staging.TestReleaseEnv, releaseFile),
+			fleet.DefaultLayout().EnvFile(): fmt.Sprintf("%s=%d\n%s=%s\n", testworker.PauseAtEnv, pauseAt, testworker.ReleaseEnv, releaseFile),
 		} {
 			hp, err := tf.HostPath(n, p)
 			if err != nil {
@@ -238,6 +243,7 @@ func newRealFleet(t *testing.T) *realFleet {
 	if err := os.WriteFile(f.cfgFile, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	f.worker = built()
 	// The control service of this state_dir, in this process.
 	done := runControl(t, f.cfgFile)
 	waitControl(t, f.state, done)
@@ -313,11 +319,12 @@ func (f *realFleet) stopService(n *testfleet.Node) {
 	}
 }
 
-// install runs `starter fleet install [NODE...]` and checks every node polls.
+// install runs `starter fleet --worker-binary TESTWORKER install [NODE...]`
+// and checks every node polls.
 func (f *realFleet) install(nodes ...string) []installRow {
 	f.t.Helper()
 	var rows []installRow
-	code, errOut := f.starterJSON(&rows, append([]string{"fleet", "install", "--wait", "120s"}, nodes...)...)
+	code, errOut := f.starterJSON(&rows, append([]string{"fleet", "--worker-binary", f.worker, "install", "--wait", "120s"}, nodes...)...)
 	if code != 0 {
 		f.t.Fatalf("fleet install %v: exit %d: %+v\n%s", nodes, code, rows, errOut)
 	}
@@ -480,11 +487,9 @@ func TestRealFleet(t *testing.T) {
 // installStatusCutover is TestRealFleet's subtest "InstallStatusCutover".
 func (f *realFleet) installStatusCutover(t *testing.T) {
 	h1 := f.tf.Node(1)
-	// Status before anything is installed: not installed anywhere (and
-	// the worker is built into STATE_DIR/bin, so the install below is
-	// timed without the build).
+	// Status before anything is installed: not installed anywhere.
 	var pre []fleet.NodeStatus
-	if code, errOut := f.starterJSON(&pre, "fleet", "status"); len(pre) != 3 || pre[0].Installed {
+	if code, errOut := f.starterJSON(&pre, "fleet", "--worker-binary", f.worker, "status"); len(pre) != 3 || pre[0].Installed {
 		t.Fatalf("fleet status before install: exit %d %+v\n%s", code, pre, errOut)
 	}
 	start := time.Now()
@@ -503,7 +508,7 @@ func (f *realFleet) installStatusCutover(t *testing.T) {
 		}
 		t.Logf("install on %s: %.1f s (%s), polling after %.1f s", r.Node, r.Took.Seconds(), strings.Join(steps, ", "), r.PollWait.Seconds())
 	}
-	t.Logf("MEASURE fleet install on 3 nodes (%d MiB worker uploaded, config and supervisor written, started, polling): %.1f s", fileSize(t, filepath.Join(f.state, "bin", "worker"))>>20, took.Seconds())
+	t.Logf("MEASURE fleet install on 3 nodes (%d MiB worker uploaded, config and supervisor written, started, polling): %.1f s", fileSize(t, f.worker)>>20, took.Seconds())
 	start = time.Now()
 	rows = f.install()
 	for _, r := range rows {
@@ -517,7 +522,7 @@ func (f *realFleet) installStatusCutover(t *testing.T) {
 		Mismatch bool      `json:"mismatch"`
 		LastPoll time.Time `json:"last_poll"`
 	}
-	if code, errOut := f.starterJSON(&st, "fleet", "status"); code != 0 || len(st) != 3 {
+	if code, errOut := f.starterJSON(&st, "fleet", "--worker-binary", f.worker, "status"); code != 0 || len(st) != 3 {
 		t.Fatalf("fleet status: exit %d %+v\n%s", code, st, errOut)
 	}
 	for _, s := range st {
@@ -656,7 +661,7 @@ func (f *realFleet) buildLaneServedOnAllThree(t *testing.T) {
 
 // upgradeWhileIdle is TestRealFleet's subtest "UpgradeWhileIdle".
 func (f *realFleet) upgradeWhileIdle(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(f.state, "bin", "worker"))
+	b, err := os.ReadFile(f.worker)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -689,9 +694,10 @@ func (f *realFleet) upgradeWhileIdle(t *testing.T) {
 			t.Fatalf("status after the upgrade, against the new build: %+v", s)
 		}
 	}
-	// Against the control's own build the nodes now differ: said so.
+	// Against the build they were installed with the nodes now differ:
+	// said so.
 	st = nil
-	f.starterJSON(&st, "fleet", "status")
+	f.starterJSON(&st, "fleet", "--worker-binary", f.worker, "status")
 	for _, s := range st {
 		if s.BuildID != id2 || s.ControlBuildID == id2 || !s.Mismatch {
 			t.Fatalf("status against the control's build: %+v", s)

@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/testkit/testworker"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -20,8 +20,9 @@ import (
 const extOutage, extOutageBudget = 60 * time.Second, 3 * time.Minute
 
 // writeBootID sets h3's boot id as its worker reads it. The netns hosts
-// share this machine's kernel, and so its boot id: the boot id test hook
-// (activities.BootIDTestDirEnv) is the one simulated part of the reboot.
+// share this machine's kernel, and so its boot id: the test worker's boot
+// id seam (testworker.BootIDDirEnv) is the one simulated part of the
+// reboot.
 func (f *extFleet) writeBootID(id string) {
 	f.t.Helper()
 	if err := os.WriteFile(filepath.Join(f.bootDir, "h3"), []byte(id+"\n"), 0o644); err != nil {
@@ -69,7 +70,7 @@ func (f *extFleet) rebooted(ctx context.Context) {
 	if err := f.tf.StartDocker(ctx, h3); err != nil {
 		f.t.Fatal(err)
 	}
-	f.start(h3, filepath.Join(f.dir, "node-h3.toml"), []string{"node", "--node", "h3"}, activities.BootIDTestDirEnv+"="+f.bootDir)
+	f.start(h3, f.testBin, filepath.Join(f.dir, "node-h3.toml"), []string{"node", "--node", "h3"}, testworker.BootIDDirEnv+"="+f.bootDir)
 	back := time.Now()
 	f.t.Logf("h3 back after %s (dockerd and worker started)", back.Sub(down).Round(time.Second))
 	st = f.keeperUntil(ctx, 3*time.Minute, "lane restarted after h3's reboot", func(s contract.KeeperStatus) bool {

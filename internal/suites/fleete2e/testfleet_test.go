@@ -157,7 +157,7 @@ func runControl(t *testing.T, cfgFile string) chan error {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- workers.RunDev(ctx, cfg, zap.NewNop()) }()
+	go func() { done <- workers.RunDev(ctx, cfg, zap.NewNop(), workers.Options{}) }()
 	t.Cleanup(func() {
 		stop()
 		select {

@@ -18,7 +18,7 @@ import (
 	"github.com/sparklane/sparklane/workflows"
 )
 
-// A Bench attempt lost right after it wrote its bundle (the test hook fails
+// A Bench attempt lost right after it wrote its bundle (the BenchWritten seam fails
 // it there, as a worker dying at that moment would) is retried by the real
 // server; the retry finds the bundle of its run and returns it: one bundle,
 // the result names it, the history shows the second attempt.
@@ -27,14 +27,13 @@ func TestBenchRetryAfterWritingWritesNoSecondBundle(t *testing.T) {
 	eng := simtest.Start(t, sim.Config{ModelPath: model, ServedModelName: "sim-model", PrefillTPS: 4000, DecodeTPS: 200, ContextLength: 16384})
 	eng.WaitServing(t, 30*time.Second)
 	var attempts atomic.Int32
-	activities.TestHookBenchWritten = func(context.Context) error {
+	written := func(context.Context) error {
 		if attempts.Add(1) == 1 {
 			return errors.New("fault point: attempt lost after writing its bundle")
 		}
 		return nil
 	}
-	t.Cleanup(func() { activities.TestHookBenchWritten = nil })
-	f := newFleet(t, fleetOptions{nodes: 1, clusters: map[string][]string{"solo": {"n1"}}})
+	f := newFleet(t, fleetOptions{nodes: 1, clusters: map[string][]string{"solo": {"n1"}}, seams: &activities.Seams{BenchWritten: written}})
 	f.startControl()
 	ctx := withTimeout(t, 5*time.Minute)
 

@@ -25,9 +25,9 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/demo"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/simimage"
+	"github.com/sparklane/sparklane/internal/testkit/testworker"
 )
 
 // These tests run the real starter binary as separate processes against the
@@ -84,8 +84,16 @@ func controlEnv(t *testing.T) string {
 	return "SPARKLANE_CONTROL_EXE=" + buildBinary(t, "worker")
 }
 
+// testControlEnv is controlEnv with the test worker (its fault points
+// armed from the environment the starter passes on) as the control
+// service.
+func testControlEnv(t *testing.T) string {
+	return "SPARKLANE_CONTROL_EXE=" + buildBinary(t, testWorkerPkg)
+}
+
 // procFleet is a 4-node fleet in embedded mode, driven through
-// starter processes, with the staging pause hook armed for its service.
+// starter processes, with the staging fault point armed for its service
+// (the test worker's, testworker.PauseAtEnv).
 type procFleet struct {
 	t       *testing.T
 	dir     string
@@ -163,9 +171,9 @@ func newProcFleet(t *testing.T, pauseAt int64, extra ...string) *procFleet {
 		t.Fatal(err)
 	}
 	p := &procFleet{t: t, dir: dir, cfgFile: cfgFile, state: filepath.Join(dir, "state"), starter: bin, release: filepath.Join(dir, "release")}
-	p.env = append(os.Environ(), controlEnv(t),
-		staging.TestPauseAtEnv+"="+fmt.Sprint(pauseAt),
-		staging.TestReleaseEnv+"="+p.release)
+	p.env = append(os.Environ(), testControlEnv(t),
+		testworker.PauseAtEnv+"="+fmt.Sprint(pauseAt),
+		testworker.ReleaseEnv+"="+p.release)
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()

@@ -21,14 +21,15 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/engine/hubmirror"
 	"github.com/sparklane/sparklane/internal/engine/sparserows"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/testkit/blobtest"
 	"github.com/sparklane/sparklane/internal/testkit/diskuse"
+	"github.com/sparklane/sparklane/internal/testkit/testworker"
 	"github.com/sparklane/sparklane/internal/workers"
 	"github.com/sparklane/sparklane/workflows"
 )
@@ -47,8 +48,10 @@ const (
 	killHeartbeat = 2 * time.Second
 )
 
-// nodeProc is a node worker running as its own OS process (cmd/worker), so
-// it can be killed with SIGKILL like a crashed machine's worker.
+// nodeProc is a node worker running as its own OS process (the test
+// worker: the worker command line with the fault points of
+// internal/testkit/testworker), so it can be killed with SIGKILL like a
+// crashed machine's worker.
 type nodeProc struct {
 	t    *testing.T
 	bin  string
@@ -56,17 +59,21 @@ type nodeProc struct {
 	node string
 	log  string
 	cmd  *exec.Cmd
-	// env is added to the worker's environment at the next start (the
-	// staging fault point, staging.TestPauseAtEnv).
+	// env is added to the worker's environment at the next start (its
+	// fault points: testworker.PauseAtEnv, …).
 	env []string
 }
 
-// buildWorker builds ./worker into dir (the module root is three levels up)
-// in the background; wait returns the binary.
+// testWorkerPkg is the test worker's package: ./worker's command line with
+// the fault points armed from its environment (testworker.FromEnv).
+const testWorkerPkg = "internal/testkit/testworker/cmd/testworker"
+
+// buildWorker builds the test worker into dir (the module root is three
+// levels up) in the background; wait returns the binary.
 func buildWorker(t *testing.T, dir string) (wait func() string) {
 	t.Helper()
-	bin := filepath.Join(dir, "worker")
-	cmd := exec.Command("go", "build", "-o", bin, "./worker")
+	bin := filepath.Join(dir, "testworker")
+	cmd := exec.Command("go", "build", "-o", bin, "./"+testWorkerPkg)
 	cmd.Dir = filepath.Join("..", "..", "..")
 	type result struct {
 		out []byte
@@ -78,7 +85,7 @@ func buildWorker(t *testing.T, dir string) (wait func() string) {
 		t.Helper()
 		r := <-done
 		if r.err != nil {
-			t.Fatalf("go build ./worker: %v\n%s", r.err, r.out)
+			t.Fatalf("go build ./%s: %v\n%s", testWorkerPkg, r.err, r.out)
 		}
 		return bin
 	}
@@ -246,7 +253,7 @@ func firstOr[T any](v []T, def T) T {
 // (sparse-rows).
 //
 // The kill point is deterministic: the worker starts with the staging
-// fault point (staging.TestPauseAtEnv) set to a byte count a third of the
+// fault point (testworker.PauseAtEnv) set to a byte count a third of the
 // way in, so the copy holds there, heartbeating Paused, until the test has
 // seen that heartbeat and killed the worker. It restarts without it. (The
 // 1 GiB pack once finished before a test that raced it could kill it.)
@@ -274,7 +281,7 @@ func TestNodeWorkerKill9MidStagingResumes(t *testing.T) {
 		t.Run(tc.lane, func(t *testing.T) {
 			ctx := withTimeout(t, 4*time.Minute)
 			proc.stop()
-			proc.env = []string{fmt.Sprintf("%s=%d", staging.TestPauseAtEnv, tc.pauseAt)}
+			proc.env = []string{fmt.Sprintf("%s=%d", testworker.PauseAtEnv, tc.pauseAt)}
 			proc.start()
 			run := startStage(ctx, t, f, tc.lane)
 			hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
@@ -424,10 +431,8 @@ func TestServerRestartMidCutoverCompletes(t *testing.T) {
 	// The nodes' staging holds at its first byte (the staging fault point)
 	// until the release file exists, so the restart lands mid-stage
 	// however fast this machine copies the demo's NAS.
-	release := filepath.Join(t.TempDir(), "release")
-	t.Setenv(staging.TestPauseAtEnv, "1")
-	t.Setenv(staging.TestReleaseEnv, release)
-	f, dc := demoFleet(t, 24<<20)
+	pause := testworker.NewStagePause(1, "")
+	f, dc := demoFleet(t, 24<<20, func(o *fleetOptions) { o.seams = &activities.Seams{StageHold: pause.Hold} })
 	ctx := withTimeout(t, 5*time.Minute)
 	code, out, errOut := f.starter(ctx, "cutover", "--lane", "demo-2x", "--no-wait", "--json", "-o", "extra_args=--load-mibps=8")
 	if code != 0 {
@@ -439,9 +444,7 @@ func TestServerRestartMidCutoverCompletes(t *testing.T) {
 	pendingStage(hctx, t, f.env.Client, contract.StageNodeID("demo-2x", "n1"), func(p contract.StageProgress) bool { return p.Paused })
 	cancel()
 	restartServer(t, f, []string{"n1", "n2", "n3", "n4"})
-	if err := os.WriteFile(release, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pause.Release()
 
 	cutoverServesAfter(ctx, t, f, id, "the server restart")
 	if ids, r := fleetContainers(t, dc, "demo-2x"); r != 2 || len(ids) != 2 {

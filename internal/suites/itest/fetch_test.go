@@ -9,18 +9,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/testkit/hubtest"
+	"github.com/sparklane/sparklane/internal/testkit/testworker"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -232,6 +231,28 @@ func TestStarterFetchAndStageFetch(t *testing.T) {
 	}
 }
 
+// waitFetchMarker waits for the test worker's fetch fault point to write
+// its marker (the fetch now blocks there) and returns the byte count it
+// reached.
+func waitFetchMarker(ctx context.Context, t *testing.T, p *nodeProc, marker string) int64 {
+	t.Helper()
+	for {
+		n, ok, err := testworker.ReadMarker(marker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return n
+		}
+		select {
+		case <-ctx.Done():
+			logb, _ := os.ReadFile(p.log)
+			t.Fatalf("the fetch never reached its fault point (no %s): %v\n%s", marker, ctx.Err(), logb)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // activityAttemptsOf is how many times activities of type name started in
 // the workflow's latest run (retries included).
 func activityAttemptsOf(t *testing.T, f *fleet, id, name string) int {
@@ -259,10 +280,12 @@ func historyText(t *testing.T, f *fleet, id string) string {
 	return b.String()
 }
 
-// kill -9 of the fetch node's worker at half a large file (a test fault
-// point at a byte count, no sleeps): after a restart the retried FetchRepo
-// resumes from the partial file on the NAS, the tree is complete, and the
-// Hub double served at most one chunk more than the repo holds.
+// kill -9 of the fetch node's worker at half a large file (the test
+// worker's fetch fault point at a byte count, no sleeps: the fetch blocks
+// there and says so in a marker file, and the test sends SIGKILL): after a
+// restart the retried FetchRepo resumes from the partial file on the NAS,
+// the tree is complete, and the Hub double served at most one chunk more
+// than the repo holds.
 func TestFetchWorkerKill9MidFileResumes(t *testing.T) {
 	const size = 256 << 20
 	s := hubtest.New(hubtest.Options{})
@@ -278,8 +301,9 @@ func TestFetchWorkerKill9MidFileResumes(t *testing.T) {
 		extra:   fmt.Sprintf("hf_endpoint = %q\nfetch_node = \"n1\"\n", s.URL),
 		recipes: map[string]string{"big": fetchRecipe("big", hub, "org/big", "")}})
 	f.startControl()
+	marker := filepath.Join(base, "fetch-marker")
 	p := &nodeProc{t: t, bin: built(), cfg: f.cfgFile, node: "n1", log: filepath.Join(base, "worker-n1.log"),
-		env: []string{fmt.Sprintf("%s=%d", activities.TestFetchKillAtEnv, size/2)}}
+		env: []string{fmt.Sprintf("%s=%d", testworker.FetchHoldAtEnv, size/2), testworker.FetchMarkerEnv + "=" + marker}}
 	t.Cleanup(p.stop)
 	p.start()
 	ctx := withTimeout(t, 5*time.Minute)
@@ -294,14 +318,13 @@ func TestFetchWorkerKill9MidFileResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The worker kills itself at the fault point.
-	werr := p.cmd.Wait()
-	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		logb, _ := os.ReadFile(p.log)
-		t.Fatalf("the fetch node's worker was not killed by SIGKILL at the fault point: %v\n%s", werr, logb)
+	// The worker's fetch holds at the fault point and says so; the test
+	// kills it there.
+	held := waitFetchMarker(ctx, t, p, marker)
+	p.kill9()
+	if held < size/2 {
+		t.Fatalf("the fetch fault point fired at %d bytes downloaded, before %d", held, size/2)
 	}
-	p.cmd = nil
 	atKill := s.Served("org/big", "model.safetensors")
 	var partial int64
 	filepath.WalkDir(hub, func(path string, d os.DirEntry, err error) error {

@@ -13,12 +13,14 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
+	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/cli"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/workers"
+
 	// The embedded Temporal server: these tests host control services in-process.
 	_ "github.com/sparklane/sparklane/internal/workers/embedded"
 )
@@ -37,6 +39,8 @@ type fleet struct {
 	// metricsAddr is where the fleet's workers serve /metrics (with
 	// fleetOptions.metrics).
 	metricsAddr string
+	// seams are the fault points of the workers the test starts.
+	seams *activities.Seams
 }
 
 // fleetOptions shape a test fleet.
@@ -55,6 +59,9 @@ type fleetOptions struct {
 	metrics bool
 	// log receives every log line of the server, the SDK and the workers.
 	log *zap.Logger
+	// seams are the fault points the fleet's in-process workers get
+	// (testworker.StagePause, testworker.BootIDs; nil: none).
+	seams *activities.Seams
 }
 
 // newFleet writes a config, starts the embedded server (no UI) and returns;
@@ -62,7 +69,7 @@ type fleetOptions struct {
 func newFleet(t *testing.T, o fleetOptions) *fleet {
 	t.Helper()
 	dir := t.TempDir()
-	f := &fleet{t: t, dir: dir, nodeWs: map[string]worker.Worker{}}
+	f := &fleet{t: t, dir: dir, nodeWs: map[string]worker.Worker{}, seams: o.seams}
 	f.log = zap.NewNop()
 	if os.Getenv("SPARKLANE_TEST_LOG") != "" {
 		f.log, _ = zap.NewDevelopment()
@@ -127,7 +134,7 @@ func newFleet(t *testing.T, o fleetOptions) *fleet {
 
 func (f *fleet) startControl() {
 	f.t.Helper()
-	f.control = workers.NewControlWorker(f.env.Client, f.cfg, f.log, "", f.env.Metrics)
+	f.control = workers.NewControlWorker(f.deps(), "")
 	if err := f.control.Start(); err != nil {
 		f.t.Fatalf("start control worker: %v", err)
 	}
@@ -135,7 +142,7 @@ func (f *fleet) startControl() {
 
 func (f *fleet) startNode(name string) {
 	f.t.Helper()
-	w, err := workers.NewNodeWorker(f.env.Client, f.cfg, name, f.log, f.env.Metrics)
+	w, err := workers.NewNodeWorker(f.deps(), name)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -143,6 +150,12 @@ func (f *fleet) startNode(name string) {
 		f.t.Fatalf("start node worker %s: %v", name, err)
 	}
 	f.nodeWs[name] = w
+}
+
+// deps are what the fleet's workers are built from: its client, config,
+// logger, metrics and seams.
+func (f *fleet) deps() workers.Deps {
+	return workers.Deps{Client: f.env.Client, Config: f.cfg, Log: f.log, Metrics: f.env.Metrics, Seams: f.seams}
 }
 
 func (f *fleet) stopNode(name string) {

@@ -12,8 +12,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/staging"
+	"github.com/sparklane/sparklane/internal/testkit/testworker"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -26,7 +27,8 @@ import (
 // a cutover cancelled mid-stage that rolls back to the lane it stopped.
 // Power has its own fleet (TestReplayCorpusPower).
 func TestReplayCorpusEveryWorkflowType(t *testing.T) {
-	f, dc := demoFleet(t, 24<<20)
+	pause := testworker.NewStagePause(0, "") // armed for the cancelled cutover below
+	f, dc := demoFleet(t, 24<<20, func(o *fleetOptions) { o.seams = &activities.Seams{StageHold: pause.Hold} })
 	ctx := withTimeout(t, 15*time.Minute)
 	run := func(args ...string) (int, string) {
 		t.Helper()
@@ -92,7 +94,7 @@ func TestReplayCorpusEveryWorkflowType(t *testing.T) {
 	// Cancelled mid-stage: every staging pass of demo-4x holds at its
 	// first byte (the staging fault point) until the cancel reaches it;
 	// the rollback serves demo-2x again.
-	t.Setenv(staging.TestPauseAtEnv, "1")
+	pause.Arm(1)
 	crun := startCutover(ctx, t, f, "demo-4x")
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	pendingStage(hctx, t, f.env.Client, contract.StageNodeID("demo-4x", "n3"), func(p contract.StageProgress) bool { return p.Paused })
@@ -101,7 +103,7 @@ func TestReplayCorpusEveryWorkflowType(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = crun.Get(ctx, nil)
-	os.Unsetenv(staging.TestPauseAtEnv)
+	pause.Arm(0)
 	// A cancelled run ends cancelled (its rollback ran under a
 	// disconnected context first: checked on the containers below).
 	if !temporal.IsCanceledError(err) {

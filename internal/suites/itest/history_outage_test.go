@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/staging"
+	"github.com/sparklane/sparklane/internal/testkit/testworker"
 )
 
 // The replay corpus's outage path: a node worker (its own process) is
@@ -26,7 +26,7 @@ func TestReplayCorpusStageResumedAfterNodeOutage(t *testing.T) {
 	f.startControl()
 	p := &nodeProc{t: t, bin: built(), cfg: f.cfgFile, node: "n2", log: filepath.Join(base, "worker-n2.log")}
 	t.Cleanup(p.stop)
-	p.env = []string{fmt.Sprintf("%s=1", staging.TestPauseAtEnv)}
+	p.env = []string{fmt.Sprintf("%s=1", testworker.PauseAtEnv)}
 	p.start()
 	ctx := withTimeout(t, 6*time.Minute)
 

@@ -22,6 +22,7 @@ import (
 	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/testkit/hatest"
+	"github.com/sparklane/sparklane/internal/testkit/testworker"
 	"github.com/sparklane/sparklane/workflows"
 )
 
@@ -471,20 +472,20 @@ func TestKeeperCheckCost(t *testing.T) {
 }
 
 // keeperNodesFleet is the keeper fleet with a short node outage budget, a
-// [keep] notify command appending each notice to a file, and the boot id
-// test hook (activities.BootIDTestDirEnv) pointed at a directory holding
-// each node's boot id, all "boot-1".
+// [keep] notify command appending each notice to a file, and the workers'
+// boot id seam (testworker.BootIDs) reading each node's boot id from a
+// directory, all "boot-1".
 func keeperNodesFleet(t *testing.T, budget string, opts ...func(*fleetOptions)) (*fleet, *dockerclient.Client, string, string) {
 	bootDir := t.TempDir()
 	for _, n := range []string{"n1", "n2", "n3", "n4"} {
 		writeBootID(t, bootDir, n, "boot-1")
 	}
-	t.Setenv(activities.BootIDTestDirEnv, bootDir)
 	notices := filepath.Join(t.TempDir(), "notices")
 	notify := fmt.Sprintf(`printf '%%s|%%s|%%s\n' "$SPARKLANE_STATE" "$SPARKLANE_LANE" "$SPARKLANE_REASON" >> %s`, notices)
 	f, dc := demoFleet(t, 8<<20, func(o *fleetOptions) {
 		o.extra += fmt.Sprintf("node_outage_budget = %q\nkeep = { interval = \"1s\", restarts = 5, window = \"1h\", notify = %q }\n", budget, notify)
 		o.metrics = true
+		o.seams = &activities.Seams{BootID: testworker.BootIDs(bootDir)}
 		for _, opt := range opts {
 			opt(o)
 		}
@@ -492,7 +493,7 @@ func keeperNodesFleet(t *testing.T, budget string, opts ...func(*fleetOptions)) 
 	return f, dc, bootDir, notices
 }
 
-// writeBootID sets the boot id node reports (the test hook's file).
+// writeBootID sets the boot id node reports (the boot id seam's file).
 func writeBootID(t *testing.T, dir, node, id string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, node), []byte(id+"\n"), 0o644); err != nil {
@@ -537,8 +538,8 @@ func verifyRuns(ctx context.Context, t *testing.T, f *fleet) []contract.VerifyWo
 
 // A node reboots, then a node does not come back. The reboot is
 // simulated, not a netns host's: n2's worker is stopped, its rank's
-// container removed and its boot id changed through the test hook
-// (activities.BootIDTestDirEnv), then the worker starts again — what a
+// container removed and its boot id changed through the boot id seam
+// (the workers' boot id seam), then the worker starts again — what a
 // reboot looks like to the keeper. The keeper waits for n2 within the
 // outage budget, runs a verify-only pass of the lane's blocks on it
 // (nothing re-copied), restarts the lane, and it answers. Then n2 stays

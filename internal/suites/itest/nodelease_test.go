@@ -2,15 +2,15 @@ package itest
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sparklane/sparklane/activities"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/staging"
+	"github.com/sparklane/sparklane/internal/testkit/testworker"
 )
 
 // One mutating run per node across overlapping clusters: demo-4x (n1–n4)
@@ -21,7 +21,8 @@ import (
 // first is cancelled (its rollback done under its leases), the stage of
 // demo-2x runs.
 func TestOverlappingClustersOneMutatingRunPerNode(t *testing.T) {
-	f, dc := demoFleet(t, 24<<20)
+	pause := testworker.NewStagePause(0, "")
+	f, dc := demoFleet(t, 24<<20, func(o *fleetOptions) { o.seams = &activities.Seams{StageHold: pause.Hold} })
 	ctx := withTimeout(t, 10*time.Minute)
 	run := func(args ...string) (int, string) {
 		t.Helper()
@@ -29,7 +30,7 @@ func TestOverlappingClustersOneMutatingRunPerNode(t *testing.T) {
 		return code, out + errOut
 	}
 
-	t.Setenv(staging.TestPauseAtEnv, "1")
+	pause.Arm(1) // every staging pass holds at its first byte
 	first := startCutover(ctx, t, f, "demo-4x")
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	pendingStage(hctx, t, f.env.Client, contract.StageNodeID("demo-4x", "n2"), func(p contract.StageProgress) bool { return p.Paused })
@@ -67,7 +68,7 @@ func TestOverlappingClustersOneMutatingRunPerNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = first.Get(ctx, nil)
-	os.Unsetenv(staging.TestPauseAtEnv)
+	pause.Arm(0)
 	if !temporal.IsCanceledError(err) {
 		t.Fatalf("cancelled cutover: err %v, want canceled", err)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/hubmirror"
-	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/testkit/diskuse"
+	"github.com/sparklane/sparklane/internal/testkit/testworker"
 )
 
 // waitForWaiting queries the stage/LANE/NODE child until its progress says
@@ -47,7 +47,7 @@ func TestStageWaitsForANodeThatReboots(t *testing.T) {
 	f, proc := killFleet(t)
 	ctx := withTimeout(t, 8*time.Minute)
 	proc.stop()
-	proc.env = []string{fmt.Sprintf("%s=%d", staging.TestPauseAtEnv, 512<<20)}
+	proc.env = []string{fmt.Sprintf("%s=%d", testworker.PauseAtEnv, 512<<20)}
 	proc.start()
 	run := startStage(ctx, t, f, "big-hub")
 	id := contract.StageNodeID("big-hub", "n2")
@@ -89,7 +89,7 @@ func TestStageFailsWhenANodeStaysGonePastItsBudget(t *testing.T) {
 	f, proc := killFleet(t)
 	ctx := withTimeout(t, 6*time.Minute)
 	proc.stop()
-	proc.env = []string{fmt.Sprintf("%s=%d", staging.TestPauseAtEnv, 256<<20)}
+	proc.env = []string{fmt.Sprintf("%s=%d", testworker.PauseAtEnv, 256<<20)}
 	proc.start()
 	run := startStage(ctx, t, f, "big-hub", 20*time.Second)
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Minute)

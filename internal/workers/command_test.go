@@ -1,4 +1,4 @@
-package main
+package workers
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 
 func runWorker(args ...string) (int, string, string) {
 	var out, errw bytes.Buffer
-	code := execute(context.Background(), args, &out, &errw)
+	code := Execute(context.Background(), args, &out, &errw, Options{})
 	return code, out.String(), errw.String()
 }
 
