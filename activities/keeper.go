@@ -184,7 +184,7 @@ func (a *ControlActivities) EndKeepers(ctx context.Context, in contract.EndKeepe
 		}
 		h, err := a.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 			WorkflowID: id, UpdateName: contract.KeeperControlUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
-			Args: []any{contract.KeeperControl{Action: contract.KeepEnd, By: in.By, Reason: in.Reason}},
+			Args: []any{contract.KeeperControl{Action: nonEmptyOr(in.Action, contract.KeepEnd), By: in.By, Reason: in.Reason}},
 		})
 		if notRunning(err) {
 			continue
@@ -198,6 +198,10 @@ func (a *ControlActivities) EndKeepers(ctx context.Context, in contract.EndKeepe
 				continue
 			}
 			return res, fmt.Errorf("cluster %s: end keeper %s: %w", c.Name, id, err)
+		}
+		if in.Action != "" && in.Action != contract.KeepEnd {
+			res.Ended = append(res.Ended, st)
+			continue
 		}
 		// Closed, so the next run for these nodes is admitted.
 		if err := a.Temporal.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil && !notRunning(err) {

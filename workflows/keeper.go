@@ -156,6 +156,14 @@ func (k *keeper) handlers() error {
 				if err := workflow.Await(ctx, func() bool { return !k.healing }); err != nil {
 					return k.status(), err
 				}
+			case contract.KeepHold:
+				k.in.Held = nonEmpty(c.By, "a run")
+				// The caller takes the nodes next: the heal lets go first.
+				if err := workflow.Await(ctx, func() bool { return !k.healing }); err != nil {
+					return k.status(), err
+				}
+			case contract.KeepRelease:
+				k.in.Held = ""
 			case contract.KeepPause:
 				k.in.Paused = true
 			case contract.KeepResume:
@@ -168,7 +176,7 @@ func (k *keeper) handlers() error {
 			return k.status(), nil
 		}, workflow.UpdateHandlerOptions{Validator: func(c contract.KeeperControl) error {
 			switch c.Action {
-			case contract.KeepEnd, contract.KeepPause, contract.KeepResume:
+			case contract.KeepEnd, contract.KeepPause, contract.KeepResume, contract.KeepHold, contract.KeepRelease:
 				return nil
 			}
 			return fmt.Errorf("keeper %s: unknown action %q: use %s, %s or %s", KeeperID(k.in.Cluster), c.Action, contract.KeepEnd, contract.KeepPause, contract.KeepResume)
@@ -210,6 +218,8 @@ func (k *keeper) state() string {
 		return contract.KeeperWaiting
 	case k.in.Paused:
 		return contract.KeeperPaused
+	case k.in.Held != "":
+		return contract.KeeperHeld
 	}
 	return contract.KeeperWatching
 }
@@ -261,7 +271,7 @@ func (k *keeper) run() (contract.KeeperResult, error) {
 		default:
 			k.setHealth("down")
 			k.in.LastReason = down
-			if !k.ended && !k.in.Paused {
+			if !k.ended && !k.in.Paused && !k.heldOff(down) {
 				k.heal(down)
 			}
 		}
@@ -652,4 +662,14 @@ func keepAgain(ctx workflow.Context, t *tracker, ended []contract.KeeperStatus, 
 		in.StartedBy = workflow.GetInfo(ctx).WorkflowExecution.ID + " (failed; keeping again)"
 		startKeeper(dctx, t, in)
 	}
+}
+
+// heldOff reports whether a hold (KeepHold) keeps the keeper from healing
+// the lane found down for reason, and says so in the status.
+func (k *keeper) heldOff(reason string) bool {
+	if k.in.Held == "" {
+		return false
+	}
+	k.in.LastReason = reason + " (not healed: " + k.in.Held + " holds the lane's nodes)"
+	return true
 }

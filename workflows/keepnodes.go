@@ -58,7 +58,7 @@ func (k *keeper) react(c checked) {
 	}
 	k.setHealth("down")
 	k.in.LastReason = reason
-	if k.ended || k.in.Paused {
+	if k.ended || k.in.Paused || k.heldOff(reason) {
 		return
 	}
 	if len(k.in.Verify) > 0 && !k.verifyNodes() {

@@ -95,7 +95,20 @@ type CutoverInput struct {
 	// before the stage step (a Fetch child, fetch/LANE): cutover --fetch,
 	// or blocks with fetch = true. Behind versionCutoverFetch.
 	Fetch *FetchPlan `json:"fetch,omitempty"`
+	// StageAhead is when the next lane is staged and verified while the
+	// previous one still serves (behind versionStageAhead): StageAheadAuto
+	// ("" too) when every node has room beside the running lane, else
+	// after the stop; StageAheadAlways refuses a node without room before
+	// anything stops; StageAheadNever stages after the stop.
+	StageAhead string `json:"stage_ahead,omitempty"`
 }
+
+// Stage-ahead modes (cutover --stage-ahead).
+const (
+	StageAheadAuto   = "auto"
+	StageAheadAlways = "always"
+	StageAheadNever  = "never"
+)
 
 // CutoverResult says what happened, step by step; on failure it is also
 // the failure's details.
@@ -129,4 +142,15 @@ type CutoverResult struct {
 	Serve  *ServeResult        `json:"serve,omitempty"`
 	Bench  *BenchResult        `json:"bench,omitempty"`
 	Steps  []Step              `json:"steps"`
+	// StageOrder is how the lane was staged beside the previous one:
+	// "ahead" (staged and verified while it served), "after stop: WHY"
+	// (no room beside it, or --stage-ahead=never), or "" when no lane was
+	// serving on the nodes. Room is each node's answer that decided it.
+	StageOrder string            `json:"stage_order,omitempty"`
+	Room       []StageRoomResult `json:"room,omitempty"`
+	// SwitchSeconds is the clients' gap: the previous lane's stop to the
+	// new lane's probe passed (workflow time); StageSeconds the image,
+	// stage and verify steps, beside it.
+	SwitchSeconds float64 `json:"switch_seconds,omitempty"`
+	StageSeconds  float64 `json:"stage_seconds,omitempty"`
 }

@@ -46,10 +46,13 @@ type KeeperInput struct {
 	StartedBy string `json:"started_by,omitempty"`
 	// Carried across continue-as-new: restarts of the last day, the
 	// paused and stopped states and the last reason.
-	Restarts   []KeeperRestart `json:"restarts,omitempty"`
-	Paused     bool            `json:"paused,omitempty"`
-	Stopped    string          `json:"stopped,omitempty"`
-	LastReason string          `json:"last_reason,omitempty"`
+	Restarts []KeeperRestart `json:"restarts,omitempty"`
+	Paused   bool            `json:"paused,omitempty"`
+	Stopped  string          `json:"stopped,omitempty"`
+	// Held names the run that holds the keeper (KeepHold): checks go on,
+	// no heal starts.
+	Held       string `json:"held,omitempty"`
+	LastReason string `json:"last_reason,omitempty"`
 	// BudgetFrom: restarts before it do not count against the budget
 	// (keep on after a crash loop starts a fresh budget).
 	BudgetFrom time.Time `json:"budget_from,omitempty"`
@@ -79,6 +82,11 @@ const (
 	KeepEnd    = "end"
 	KeepPause  = "off"
 	KeepResume = "on"
+	// KeepHold: keep checking and reporting, but heal nothing: a run holds
+	// the lane's nodes (a cutover staging the next lane ahead) and stops
+	// the lane or releases the hold (KeepRelease) when it is done.
+	KeepHold    = "hold"
+	KeepRelease = "release"
 )
 
 // KeeperControlUpdate is the keeper's update: KeeperControl in,
@@ -128,6 +136,9 @@ const (
 	// keeper stopped healing, said so, and watches for the node.
 	KeeperNodeLost = "stopped: node gone"
 	KeeperEnded    = "ended"
+	// KeeperHeld: watching, healing held while a run holds the lane's
+	// nodes (KeepHold).
+	KeeperHeld = "watching, heal held"
 )
 
 // KeeperStatus is what a keeper says about itself (status, starter keep).
@@ -215,6 +226,10 @@ type EndKeepersInput struct {
 	Lane   string   `json:"lane,omitempty"`
 	By     string   `json:"by"`
 	Reason string   `json:"reason"`
+	// Action is what each keeper is told: KeepEnd ("": runs recorded
+	// before the field), or KeepHold / KeepRelease (a cutover that stages
+	// ahead holds the keepers while the lane they keep still serves).
+	Action string `json:"action,omitempty"`
 }
 
 // EndKeepersResult lists the keepers ended, as they were.

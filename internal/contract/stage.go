@@ -347,3 +347,40 @@ type VerifyWorkflowResult struct {
 	Off    []string `json:"off,omitempty"`
 	OffWhy []string `json:"off_why,omitempty"`
 }
+
+// StageRoomInput asks a node whether the lane's blocks fit beside what is
+// there (a cutover that would stage the next lane ahead, while the
+// current one serves): the bytes each block still has to write, against
+// the free space of its filesystem.
+type StageRoomInput struct {
+	Lane   string    `json:"lane"`
+	Blocks []Staging `json:"blocks"`
+	Rank   int       `json:"rank"`
+	TP     int       `json:"tp"`
+	// Room, with MakeRoom, counts what pruning least recently served
+	// blocks of lanes that do not run would free (--make-room).
+	Room *DiskRoom `json:"room,omitempty"`
+}
+
+// StageRoomResult is one node's answer: per filesystem what is free and
+// what the lane needs there; OK when every one has room (after the
+// pruning --make-room would do), else Why says what is short, naming the
+// node, the bytes and the lanes running beside.
+type StageRoomResult struct {
+	Node  string         `json:"node"`
+	Roots []StageRoomFit `json:"roots,omitempty"`
+	// Running are the lanes serving on the node (what staging runs beside).
+	Running []string `json:"running,omitempty"`
+	OK      bool     `json:"ok"`
+	Why     string   `json:"why,omitempty"`
+}
+
+// StageRoomFit is one filesystem of a node: its free bytes, what the
+// lane's blocks there still need (to write, plus min_free's headroom) and
+// what --make-room would free.
+type StageRoomFit struct {
+	Path     string `json:"path"`
+	Free     int64  `json:"free"`
+	Need     int64  `json:"need"`
+	Freeable int64  `json:"freeable,omitempty"`
+}
