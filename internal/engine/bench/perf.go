@@ -209,14 +209,16 @@ type Failure struct {
 // fails only when ctx is done, the input is unusable, the server is not
 // answering at all (warm-up or calibration failed), or the server does not
 // report usage (fault type NoUsage).
-func Perf(ctx context.Context, in PerfInput) (PerfResult, error) {
+func Perf(ctx context.Context, in PerfInput) (res PerfResult, err error) {
 	in = in.withDefaults()
-	res := PerfResult{BaseURL: in.BaseURL, Model: in.Model, StartedAt: time.Now().UTC(), GenTokens: in.GenTokens, Seed: in.Seed}
+	res = PerfResult{BaseURL: in.BaseURL, Model: in.Model, StartedAt: time.Now().UTC(), GenTokens: in.GenTokens, Seed: in.Seed}
 	if in.BaseURL == "" || in.Model == "" {
 		return res, fault.Permanent(fault.InvalidSpec, errors.New("bench: base URL and model are required (recipe [bench], --lane)"))
 	}
 	p := &perfRun{in: in, res: &res, c: &client{base: apiRoot(in.BaseURL), model: in.Model, key: in.APIKey, http: in.Client, timeout: in.RequestTimeout}}
 	start := time.Now()
+	// res is the named result: the deferred duration reaches the caller
+	// on every return.
 	defer func() { res.Seconds = time.Since(start).Seconds() }()
 
 	if err := p.warmUp(ctx); err != nil {
