@@ -300,10 +300,10 @@ func receiveDurable(ctx context.Context, d Docker, spec Spec, have int, r io.Rea
 	}
 	defer os.RemoveAll(dir)
 	st := newStager(ctx, d, spec, have, dir)
-	cr := &countReader{r: r}
-	var src io.Reader = cr
+	cr := &countWriter{w: io.Discard}
+	src := io.TeeReader(r, cr)
 	if fwd != nil {
-		src = io.TeeReader(cr, fwd)
+		src = io.TeeReader(src, fwd)
 	}
 	m, err := receive(spec, src, &got, from, st)
 	if err == nil {

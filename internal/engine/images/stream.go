@@ -331,12 +331,12 @@ func Receive(ctx context.Context, d Docker, spec Spec, have int, r io.Reader, fw
 		pr.CloseWithError(fmt.Errorf("docker load ended (%v)", err))
 		loaded <- err
 	}()
-	cr := &countReader{r: r}
+	cr := &countWriter{w: io.Discard}
 	var sink io.Writer = pw
 	if fwd != nil {
 		sink = io.MultiWriter(pw, fwd)
 	}
-	src := io.TeeReader(cr, sink)
+	src := io.TeeReader(io.TeeReader(r, cr), sink)
 	_, err := receive(spec, src, &got, from, nil)
 	if err == nil {
 		// The tar trailer: the daemon's untar ends only with it.
@@ -476,6 +476,9 @@ func endStream(w io.Writer) error {
 	return nil
 }
 
+// countWriter counts the bytes written through it to w; the one byte
+// counter of the streams: a sender counts what it writes, a receiver
+// what it reads with io.TeeReader(r, &countWriter{w: io.Discard}).
 type countWriter struct {
 	w io.Writer
 	n int64
@@ -489,14 +492,3 @@ func (c *countWriter) Write(p []byte) (int, error) {
 
 // CloseWrite ends the write side of the writer it counts, if it has one.
 func (c *countWriter) CloseWrite() error { return endStream(c.w) }
-
-type countReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
