@@ -19,9 +19,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/node"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/sparklane/sparklane/internal/atomicfile"
+	"github.com/sparklane/sparklane/internal/node"
 )
 
 // DefaultBase is where fleets keep their state and per-node directories:
@@ -356,11 +358,10 @@ func (f *Fleet) save() error {
 	if err != nil {
 		return err
 	}
-	p := filepath.Join(f.st.Dir, "state.json")
-	if err := os.WriteFile(p+".tmp", b, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(f.st.Dir, "state.json"), b, 0o600); err != nil {
 		return fmt.Errorf("testfleet %s: write state: %w", f.st.Name, err)
 	}
-	return os.Rename(p+".tmp", p)
+	return nil
 }
 
 func run(ctx context.Context, argv ...string) error {
