@@ -188,7 +188,7 @@ func typeHook(fromEnv bool) mapstructure.DecodeHookFuncValue {
 				}
 			}
 			return nil, fmt.Errorf("expected a number, got %s", Describe(v))
-		case reflect.Struct:
+		case reflect.Struct, reflect.Map:
 			if _, ok := v.(map[string]any); !ok {
 				return nil, fmt.Errorf("expected a table, got %s", Describe(v))
 			}
@@ -210,11 +210,6 @@ func typeHook(fromEnv bool) mapstructure.DecodeHookFuncValue {
 				return out, nil
 			}
 			return nil, fmt.Errorf("expected an array, got %s", Describe(v))
-		case reflect.Map:
-			if _, ok := v.(map[string]any); !ok {
-				return nil, fmt.Errorf("expected a table, got %s", Describe(v))
-			}
-			return v, nil
 		}
 		return v, nil
 	}
