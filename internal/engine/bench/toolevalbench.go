@@ -202,12 +202,8 @@ func readRunInfo(top, meta map[string]json.RawMessage, q *Quality) error {
 			q.Seed = &seed
 		}
 	}
-	if raw, ok := cfg["scenario_ids"]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &q.ScenarioIDs); err != nil {
-			return fmt.Errorf("tool-eval-bench field \"config.scenario_ids\" is not a list of strings: %w", err)
-		}
-	}
-	return nil
+	_, err = field(cfg, "config", "scenario_ids", "a list of strings", &q.ScenarioIDs, false)
+	return err
 }
 
 // readHeadline reads the verdict: score, rating (stars, safety cap),
@@ -226,10 +222,8 @@ func readHeadline(scores map[string]json.RawMessage, q *Quality) error {
 	}
 	q.Stars = strings.Count(q.Rating, "★")
 	q.SafetyCapped = strings.Contains(q.Rating, "safety-capped")
-	if raw, ok := scores["safety_warnings"]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &q.SafetyWarnings); err != nil {
-			return fmt.Errorf("tool-eval-bench field \"scores.safety_warnings\" is not a list of strings: %w", err)
-		}
+	if _, err := field(scores, "scores", "safety_warnings", "a list of strings", &q.SafetyWarnings, false); err != nil {
+		return err
 	}
 	if v, ok := getNum(scores, "deployability"); ok {
 		q.Deployability = &v
@@ -262,12 +256,8 @@ func readCategories(scores map[string]json.RawMessage, q *Quality) error {
 		PartialCount int      `json:"partial_count"`
 		FailCount    int      `json:"fail_count"`
 	}
-	raw, ok := scores["category_scores"]
-	if !ok || isNull(raw) {
-		return missing("scores.category_scores")
-	}
-	if err := json.Unmarshal(raw, &cats); err != nil {
-		return fmt.Errorf("tool-eval-bench field \"scores.category_scores\" is not a list of categories: %w", err)
+	if _, err := field(scores, "scores", "category_scores", "a list of categories", &cats, true); err != nil {
+		return err
 	}
 	for i, c := range cats {
 		switch {
@@ -292,12 +282,8 @@ func readScenarios(scores map[string]json.RawMessage, q *Quality) error {
 		Points     *float64 `json:"points"`
 		Summary    string   `json:"summary"`
 	}
-	raw, ok := scores["scenario_results"]
-	if !ok || isNull(raw) {
-		return missing("scores.scenario_results")
-	}
-	if err := json.Unmarshal(raw, &scen); err != nil {
-		return fmt.Errorf("tool-eval-bench field \"scores.scenario_results\" is not a list of scenarios: %w", err)
+	if _, err := field(scores, "scores", "scenario_results", "a list of scenarios", &scen, true); err != nil {
+		return err
 	}
 	for i, s := range scen {
 		switch {
@@ -325,16 +311,12 @@ func readScenarios(scores map[string]json.RawMessage, q *Quality) error {
 
 // readThroughput reads the optional scores.throughput block.
 func readThroughput(scores map[string]json.RawMessage, q *Quality) error {
-	raw, ok := scores["throughput"]
-	if !ok || isNull(raw) {
-		return nil
-	}
 	var p HarnessPerf
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("tool-eval-bench field \"scores.throughput\" is not a throughput block: %w", err)
+	found, err := field(scores, "scores", "throughput", "a throughput block", &p, false)
+	if found && err == nil {
+		q.Perf = &p
 	}
-	q.Perf = &p
-	return nil
+	return err
 }
 
 // ParseQuality dispatches on a harness format name ("" means tool-eval-bench).
@@ -355,6 +337,23 @@ func checkFormat(format string) error {
 
 func missing(field string) error {
 	return fmt.Errorf("tool-eval-bench report lacks field %q: not a tool-eval-bench 1.4 --json result?", field)
+}
+
+// field decodes obj[key] into dst and reports whether it was there. An
+// absent or null field is an error only when required; a field of
+// another shape is one naming it (objName.key) and what it must be.
+func field(obj map[string]json.RawMessage, objName, key, what string, dst any, required bool) (bool, error) {
+	raw, ok := obj[key]
+	if !ok || isNull(raw) {
+		if required {
+			return false, missing(objName + "." + key)
+		}
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return true, fmt.Errorf("tool-eval-bench field %q is not %s: %w", objName+"."+key, what, err)
+	}
+	return true, nil
 }
 
 // object reads top[k] as a JSON object.
