@@ -300,19 +300,7 @@ func receiveDurable(ctx context.Context, d Docker, spec Spec, have int, r io.Rea
 	}
 	defer os.RemoveAll(dir)
 	st := newStager(ctx, d, spec, have, dir)
-	cr := &countWriter{w: io.Discard}
-	src := io.TeeReader(r, cr)
-	if fwd != nil {
-		src = io.TeeReader(src, fwd)
-	}
-	m, err := receive(spec, src, &got, from, st)
-	if err == nil {
-		_, err = io.Copy(io.Discard, src)
-	}
-	got.Bytes = cr.n
-	if err == nil {
-		err = endStream(fwd)
-	}
+	m, err := readStream(spec, r, fwd, fwd, &got, from, st)
 	if lerr := st.close(); err == nil {
 		err = lerr
 	}

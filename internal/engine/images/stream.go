@@ -331,23 +331,11 @@ func Receive(ctx context.Context, d Docker, spec Spec, have int, r io.Reader, fw
 		pr.CloseWithError(fmt.Errorf("docker load ended (%v)", err))
 		loaded <- err
 	}()
-	cr := &countWriter{w: io.Discard}
 	var sink io.Writer = pw
 	if fwd != nil {
 		sink = io.MultiWriter(pw, fwd)
 	}
-	src := io.TeeReader(io.TeeReader(r, cr), sink)
-	_, err := receive(spec, src, &got, from, nil)
-	if err == nil {
-		// The tar trailer: the daemon's untar ends only with it.
-		_, err = io.Copy(io.Discard, src)
-	}
-	got.Bytes = cr.n
-	if err == nil {
-		// Everything is forwarded: end the downstream's stream now, so
-		// it loads while this node does, not after.
-		err = endStream(fwd)
-	}
+	_, err := readStream(spec, r, sink, fwd, &got, from, nil)
 	if err != nil {
 		pw.CloseWithError(err)
 		<-loaded
@@ -364,6 +352,28 @@ func Receive(ctx context.Context, d Docker, spec Spec, have int, r io.Reader, fw
 	// layers it loaded are what made this one a single-layer load).
 	dropPartials(ctx, d, spec.ID, "")
 	return got, nil
+}
+
+// readStream reads and verifies the whole stream from r (receive, then
+// the tar trailer), copying it to sink as it goes (nil: nowhere), counts
+// its bytes in got.Bytes, and once all of it went through ends fwd's
+// write side, so the next node loads while this one does, not after.
+func readStream(spec Spec, r io.Reader, sink, fwd io.Writer, got *Received, from string, st *stager) (*saveManifest, error) {
+	cr := &countWriter{w: io.Discard}
+	src := io.TeeReader(r, cr)
+	if sink != nil {
+		src = io.TeeReader(src, sink)
+	}
+	m, err := receive(spec, src, got, from, st)
+	if err == nil {
+		// The tar trailer: the daemon's untar ends only with it.
+		_, err = io.Copy(io.Discard, src)
+	}
+	got.Bytes = cr.n
+	if err == nil {
+		err = endStream(fwd)
+	}
+	return m, err
 }
 
 // checkLoaded checks that spec.Tag names spec.ID after its load.
