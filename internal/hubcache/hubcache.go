@@ -29,9 +29,10 @@ func RepoPath(root, repo string) string {
 	return filepath.Join(root, RepoDir(repo))
 }
 
-// IsCommit reports whether s is a full git commit id as the Hub names
-// revisions (40 lowercase hex digits); a shorter or upper-case one is a
-// name to resolve through refs/, never a snapshot's name.
+// IsCommit reports whether s is a full git object id in lowercase hex (40
+// digits): a commit, as the Hub names revisions and snapshots (a shorter
+// or upper-case one is a name to resolve through refs/), or the git sha1
+// a file kept in git (not LFS) is named by in blobs/.
 func IsCommit(s string) bool { return isHex(s, 40) }
 
 // IsSHA256 reports whether s is a full sha256 in lowercase hex (64
