@@ -113,7 +113,7 @@ func goPackageDirs(t *testing.T, repo string) []string {
 var temporalFree = []string{
 	"internal/fault", "internal/node", "internal/sim", "internal/simimage", "internal/config", "internal/lane",
 	"internal/contract", "internal/strictdecode", "internal/ranklogs", "internal/tardir", "internal/atomicfile",
-	"internal/buildinfo", "internal/pki", "internal/syncbuf",
+	"internal/buildinfo", "internal/pki", "internal/syncbuf", "internal/hubcache",
 }
 
 // cliMayImport are the engines the CLI may import: reading and plotting

@@ -16,6 +16,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 
+	"github.com/sparklane/sparklane/internal/atomicfile"
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
@@ -322,11 +323,7 @@ func copyExecutable(src, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	tmp := dst + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o755); err != nil {
-		return err
-	}
-	return os.Rename(tmp, dst)
+	return atomicfile.Write(dst, b, 0o755)
 }
 
 // certsCmd issues the CA and certificates of the external cluster's mTLS

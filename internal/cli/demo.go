@@ -20,10 +20,15 @@ import (
 	"github.com/sparklane/sparklane/internal/simimage"
 )
 
+// demoOptions are the demo command's flags.
+type demoOptions struct {
+	dir, size    string
+	exit, clean  bool
+	port, uiPort int
+}
+
 func (a *App) demoCmd() *cobra.Command {
-	var dir, size string
-	var exit, clean bool
-	var port, uiPort int
+	var o demoOptions
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "run the whole pipeline on a simulated 4-node fleet on this machine (no config needed)",
@@ -33,120 +38,151 @@ func (a *App) demoCmd() *cobra.Command {
 			"builds the engine-sim image, and runs\n" +
 			"cutover --lane demo-4x then cutover --lane demo-2x (stage → verify → serve → probe → bench).\n" +
 			"A second run reuses the staged data (verify-only). The UI stays up until Ctrl-C unless --exit.",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			started := time.Now()
-			if dir == "" {
-				home, err := os.UserHomeDir()
-				if err != nil {
-					return err
-				}
-				dir = filepath.Join(home, ".local", "state", "sparklane", "demo")
-			}
-			dir, err := filepath.Abs(dir)
-			if err != nil {
-				return err
-			}
-			if clean {
-				return a.demoClean(ctx, dir)
-			}
-			bytes, err := config.ParseSize(size)
-			if err != nil {
-				return fmt.Errorf("--size %q: %w", size, err)
-			}
-			say := func(format string, args ...any) {
-				if !a.JSON {
-					fmt.Fprintf(a.Out, format+"\n", args...)
-				}
-			}
-			say("sparklane demo in %s", dir)
-			t0 := time.Now()
-			dc, err := node.DockerClient(ctx, "", nil)
-			if err != nil {
-				return fmt.Errorf("the demo runs engine-sim containers on this machine's Docker: %w", err)
-			}
-			image, err := simimage.Build(ctx, dc, simimage.Options{})
-			dc.Close()
-			if err != nil {
-				return fmt.Errorf("build the engine-sim image: %w", err)
-			}
-			say("  image %s (%.1fs)", image, time.Since(t0).Seconds())
-			t0 = time.Now()
-			nas, err := demo.GenerateNAS(filepath.Join(dir, "nas"), bytes)
-			if err != nil {
-				return fmt.Errorf("generate the synthetic NAS in %s: %w", dir, err)
-			}
-			say("  NAS hub %s: %s model + engram tables (%.1fs)", nas.Hub, contract.HumanBytes(bytes), time.Since(t0).Seconds())
-			fleet, err := demo.WriteFleet(dir, filepath.Join(dir, "state"), nas, image, port, uiPort)
-			if err != nil {
-				return err
-			}
-			cfg, err := a.useConfig(fleet.ConfigFile)
-			if err != nil {
-				return err
-			}
-			_, wasRunning := control.Find(cfg.StateDir)
-			env, err := a.connect(ctx)
-			if err != nil {
-				return err
-			}
-			// The demo's runs live in its control service, like any
-			// starter's; the demo stops the service when it ends only if
-			// it started it.
-			stopService := func() {
-				if wasRunning {
-					return
-				}
-				sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				if _, _, err := control.Stop(sctx, cfg.StateDir, 30*time.Second); err != nil {
-					fmt.Fprintln(a.Err, "stop the demo's control service:", err)
-				}
-			}
-			say("  Temporal %s, web UI %s (control service log: %s)\n", env.Address, env.UIURL, control.LogPath(cfg.StateDir))
-			var results []*contract.CutoverResult
-			for _, lane := range demo.Lanes {
-				_, r, plan, err := a.lane(lane, nil)
-				if err != nil {
-					return err
-				}
-				say("== cutover --lane %s", lane)
-				res, err := a.runCutover(ctx, cfg, r, plan, cutoverFlags{stage: contract.StageAuto, bench: true, label: "demo"})
-				if res != nil && !a.JSON {
-					printCutover(a, res)
-				}
-				if err != nil {
-					return err
-				}
-				results = append(results, res)
-				say("")
-			}
-			if a.JSON {
-				if err := a.printJSON(map[string]any{"config": fleet.ConfigFile, "ui": env.UIURL, "cutovers": results, "seconds": time.Since(started).Seconds()}); err != nil {
-					return err
-				}
-			}
-			say("demo done in %.1fs. Config: %s", time.Since(started).Seconds(), fleet.ConfigFile)
-			say("  web UI: %s (filter: SparklaneLane = \"demo-2x\")", env.UIURL)
-			say("  try:    go run ./starter --config %s status", fleet.ConfigFile)
-			last := demo.Lanes[len(demo.Lanes)-1]
-			say("  the last lane (%s) keeps serving; stop it with:", last)
-			say("          go run ./starter --config %s stop --lane %s", fleet.ConfigFile, last)
-			if exit {
-				stopService()
-				return nil
-			}
-			say("The UI stays up until Ctrl-C.")
-			return a.demoWait(ctx, last, fleet.ConfigFile, !wasRunning, stopService)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.runDemo(cmd.Context(), o) },
 	}
-	cmd.Flags().StringVar(&dir, "dir", "", "where the demo fleet, NAS and state live (default ~/.local/state/sparklane/demo)")
-	cmd.Flags().StringVar(&size, "size", "1G", "size of the synthetic model on the NAS")
-	cmd.Flags().BoolVar(&exit, "exit", false, "exit when done instead of keeping the web UI up")
-	cmd.Flags().BoolVar(&clean, "clean", false, "stop the demo's lanes and control service and remove what the demo created (--dir), saying how much it freed")
-	cmd.Flags().IntVar(&port, "port", 7233, "embedded Temporal frontend port")
-	cmd.Flags().IntVar(&uiPort, "ui-port", 8233, "embedded web UI port")
+	cmd.Flags().StringVar(&o.dir, "dir", "", "where the demo fleet, NAS and state live (default ~/.local/state/sparklane/demo)")
+	cmd.Flags().StringVar(&o.size, "size", "1G", "size of the synthetic model on the NAS")
+	cmd.Flags().BoolVar(&o.exit, "exit", false, "exit when done instead of keeping the web UI up")
+	cmd.Flags().BoolVar(&o.clean, "clean", false, "stop the demo's lanes and control service and remove what the demo created (--dir), saying how much it freed")
+	cmd.Flags().IntVar(&o.port, "port", 7233, "embedded Temporal frontend port")
+	cmd.Flags().IntVar(&o.uiPort, "ui-port", 8233, "embedded web UI port")
 	return cmd
+}
+
+// runDemo is `starter demo`: the engine-sim image and a synthetic NAS,
+// a demo fleet's config, its control service, a cutover to each demo
+// lane, and then the web UI kept up until Ctrl-C (unless --exit).
+func (a *App) runDemo(ctx context.Context, o demoOptions) error {
+	started := time.Now()
+	dir, err := demoDir(o.dir)
+	if err != nil {
+		return err
+	}
+	if o.clean {
+		return a.demoClean(ctx, dir)
+	}
+	bytes, err := config.ParseSize(o.size)
+	if err != nil {
+		return fmt.Errorf("--size %q: %w", o.size, err)
+	}
+	a.demoSay("sparklane demo in %s", dir)
+	image, nas, err := a.demoData(ctx, dir, bytes)
+	if err != nil {
+		return err
+	}
+	fleet, err := demo.WriteFleet(dir, filepath.Join(dir, "state"), nas, image, o.port, o.uiPort)
+	if err != nil {
+		return err
+	}
+	cfg, err := a.useConfig(fleet.ConfigFile)
+	if err != nil {
+		return err
+	}
+	_, wasRunning := control.Find(cfg.StateDir)
+	env, err := a.connect(ctx)
+	if err != nil {
+		return err
+	}
+	// The demo's runs live in its control service, like any
+	// starter's; the demo stops the service when it ends only if
+	// it started it.
+	stopService := func() {
+		if wasRunning {
+			return
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, _, err := control.Stop(sctx, cfg.StateDir, 30*time.Second); err != nil {
+			fmt.Fprintln(a.Err, "stop the demo's control service:", err)
+		}
+	}
+	a.demoSay("  Temporal %s, web UI %s (control service log: %s)\n", env.Address, env.UIURL, control.LogPath(cfg.StateDir))
+	results, err := a.demoCutovers(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if a.JSON {
+		if err := a.printJSON(map[string]any{"config": fleet.ConfigFile, "ui": env.UIURL, "cutovers": results, "seconds": time.Since(started).Seconds()}); err != nil {
+			return err
+		}
+	}
+	a.demoSay("demo done in %.1fs. Config: %s", time.Since(started).Seconds(), fleet.ConfigFile)
+	a.demoSay("  web UI: %s (filter: SparklaneLane = \"demo-2x\")", env.UIURL)
+	a.demoSay("  try:    go run ./starter --config %s status", fleet.ConfigFile)
+	last := demo.Lanes[len(demo.Lanes)-1]
+	a.demoSay("  the last lane (%s) keeps serving; stop it with:", last)
+	a.demoSay("          go run ./starter --config %s stop --lane %s", fleet.ConfigFile, last)
+	if o.exit {
+		stopService()
+		return nil
+	}
+	a.demoSay("The UI stays up until Ctrl-C.")
+	return a.demoWait(ctx, last, fleet.ConfigFile, !wasRunning, stopService)
+}
+
+// demoSay prints one line of the demo's progress (none with --json).
+func (a *App) demoSay(format string, args ...any) {
+	if !a.JSON {
+		fmt.Fprintf(a.Out, format+"\n", args...)
+	}
+}
+
+// demoDir is the demo's directory as an absolute path: --dir, or
+// ~/.local/state/sparklane/demo.
+func demoDir(dir string) (string, error) {
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(home, ".local", "state", "sparklane", "demo")
+	}
+	return filepath.Abs(dir)
+}
+
+// demoData builds the engine-sim image on this machine's Docker and
+// generates the synthetic NAS (a bytes-sized model and engram tables).
+func (a *App) demoData(ctx context.Context, dir string, bytes int64) (string, demo.NAS, error) {
+	t0 := time.Now()
+	dc, err := node.DockerClient(ctx, "", nil)
+	if err != nil {
+		return "", demo.NAS{}, fmt.Errorf("the demo runs engine-sim containers on this machine's Docker: %w", err)
+	}
+	image, err := simimage.Build(ctx, dc, simimage.Options{})
+	dc.Close()
+	if err != nil {
+		return "", demo.NAS{}, fmt.Errorf("build the engine-sim image: %w", err)
+	}
+	a.demoSay("  image %s (%.1fs)", image, time.Since(t0).Seconds())
+	t0 = time.Now()
+	nas, err := demo.GenerateNAS(filepath.Join(dir, "nas"), bytes)
+	if err != nil {
+		return "", demo.NAS{}, fmt.Errorf("generate the synthetic NAS in %s: %w", dir, err)
+	}
+	a.demoSay("  NAS hub %s: %s model + engram tables (%.1fs)", nas.Hub, contract.HumanBytes(bytes), time.Since(t0).Seconds())
+	return image, nas, nil
+}
+
+// demoCutovers runs a cutover to each demo lane in turn, with its bench.
+func (a *App) demoCutovers(ctx context.Context, cfg *config.Config) ([]*contract.CutoverResult, error) {
+	var results []*contract.CutoverResult
+	for _, lane := range demo.Lanes {
+		_, r, plan, err := a.lane(lane, nil)
+		if err != nil {
+			return nil, err
+		}
+		a.demoSay("== cutover --lane %s", lane)
+		res, err := a.runCutover(ctx, cfg, r, plan, cutoverFlags{stage: contract.StageAuto, bench: true, label: "demo"})
+		if res != nil && !a.JSON {
+			printCutover(a, res)
+		}
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, res)
+		a.demoSay("")
+	}
+	return results, nil
 }
 
 // demoWait keeps the demo's web UI up until Ctrl-C (or SIGTERM) and then

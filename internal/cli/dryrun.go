@@ -111,32 +111,12 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 		RecipeFile: r.File, RecipeHash: plan.RecipeHash, TP: plan.TP, HeadAddr: plan.HeadAddr, APIPort: plan.APIPort,
 		Warnings: append([]string{}, plan.Warnings...),
 		PostExec: plan.PostExec, PostCommands: plan.PostCommands, StopAfterPost: plan.StopAfterPost}
-	states := map[string]contract.NodeState{}
-	reachable := map[string]bool{}
-	var probeErr error
-	notChecked := ""
-	if _, why, err := a.connectRunning(ctx, cfg); err != nil {
-		probeErr = err
-	} else if why != "" {
-		notChecked = why
-	} else {
-		in := contract.FleetProbeInput{Nodes: nodesOf(plan), PickupTimeout: contract.Duration(3 * time.Second)}
-		run, err := a.start(ctx, runSpec{ID: fmt.Sprintf("dry-run/%s/%d", plan.Lane, time.Now().UnixNano()), Workflow: contract.WorkflowFleetProbe, Input: in, Lane: plan.Lane, Cluster: plan.Cluster})
-		if err == nil {
-			var res contract.FleetProbeResult
-			err = run.Get(ctx, &res)
-			for _, st := range res.Nodes {
-				states[st.Node] = st
-				reachable[st.Node] = st.State == contract.NodeFree || st.State == contract.NodeOccupied
-			}
-		}
-		probeErr = err
-	}
-	if probeErr != nil {
-		d.Probe = rootMessage(probeErr)
+	pr := a.probeForDryRun(ctx, cfg, plan)
+	if pr.err != nil {
+		d.Probe = rootMessage(pr.err)
 	}
 	fresh := map[string]int64{}
-	for n, st := range states {
+	for n, st := range pr.states {
 		fresh[n] = st.Memory
 	}
 	var fitErr error
@@ -146,90 +126,22 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 			d.MemoryError = fitErr.Error()
 		}
 	}
-	if notChecked != "" {
-		d.Probe = notChecked
+	if pr.notChecked != "" {
+		d.Probe = pr.notChecked
 	}
 	// Staging plan on the reachable nodes (the engines' own dry run: nothing written).
 	stagePlans := map[string][]DryRunBlock{}
 	imageStates := map[string]string{}
-	if len(reachable) > 0 && action != "up" {
-		sub := *plan
-		sub.Nodes = nil
-		for _, n := range plan.Nodes {
-			if reachable[n.Node] {
-				sub.Nodes = append(sub.Nodes, n)
-			}
-		}
-		if len(sub.Nodes) > 0 {
-			run, err := a.start(ctx, runSpec{ID: contract.StageID(plan.Lane) + "/dry-run", Workflow: contract.WorkflowStage, Lane: plan.Lane, Cluster: plan.Cluster,
-				Input: contract.StageInput{Plan: sub, Blocks: r.Staging, Mode: contract.StageAuto, DryRun: true, Build: r.BuildFor(*plan, ""), Pull: r.PullFor(*plan, "")}})
-			var res contract.StageResult
-			if err == nil {
-				err = run.Get(ctx, &res)
-			}
-			for _, im := range res.Images {
-				s := im.State
-				if im.From != "" {
-					s += " (from " + im.From + ")"
-				}
-				if im.Error != "" {
-					s += ": " + im.Error
-				}
-				imageStates[im.Node] = s
-			}
-			for _, n := range res.Nodes {
-				for _, b := range n.Blocks {
-					p := b.Result
-					stagePlans[n.Node] = append(stagePlans[n.Node], DryRunBlock{Block: b.Block, Kind: b.Kind, Plan: &p})
-				}
-			}
-			if err != nil {
-				for _, n := range sub.Nodes {
-					if _, ok := stagePlans[n.Node]; !ok {
-						for _, b := range r.Staging {
-							stagePlans[n.Node] = append(stagePlans[n.Node], DryRunBlock{Block: b.ID, Kind: b.Kind, Error: rootMessage(err)})
-						}
-					}
-				}
-			}
-		}
+	if len(pr.reachable) > 0 && action != "up" {
+		stagePlans, imageStates = a.stageForDryRun(ctx, r, plan, pr.reachable)
 	}
 	// The one masker of plans (the reports' too): secret-looking [env]
 	// values and --token style argv values become ***.
 	masked, _ := report.MaskPlan(*plan)
 	for _, n := range masked.Nodes {
-		dn := DryRunNode{Node: n.Node, Rank: n.Rank, Head: n.Head, Container: n.ContainerName, Image: n.Image.String(),
-			Command: n.Command, Argv: n.Argv, Env: map[string]string{}, EnvFrom: n.EnvFrom, Mounts: []DryRunMount{}, Staging: stagePlans[n.Node],
-			Docker: n.Container.DockerArgs(), DetectRDMA: n.Container.DetectRDMA, PreExec: n.PreExec, ImageState: imageStates[n.Node]}
-		if st, ok := states[n.Node]; ok {
-			dn.State, dn.Why, dn.Lanes = st.State, st.Why, st.Lanes
-		} else if notChecked != "" {
-			dn.State = NotChecked
-		} else {
-			dn.State = "unknown"
-		}
-		for k, v := range n.Env {
-			dn.Env[k] = v
-		}
-		for _, m := range n.Mounts {
-			dn.Mounts = append(dn.Mounts, DryRunMount{Src: m.Src, Dst: m.Dst, Mode: mountMode(m.ReadOnly)})
-		}
-		if dn.Staging == nil {
-			dn.Staging = []DryRunBlock{}
-			for _, b := range r.Staging {
-				if action == "up" {
-					break
-				}
-				why := "node not reachable: plan unknown"
-				if notChecked != "" {
-					why = "plan not checked: no control service runs"
-				}
-				dn.Staging = append(dn.Staging, DryRunBlock{Block: b.ID, Kind: b.Kind, Error: why})
-			}
-		}
-		d.Nodes = append(d.Nodes, dn)
+		d.Nodes = append(d.Nodes, dryRunNode(n, r, action, pr, stagePlans[n.Node], imageStates[n.Node]))
 	}
-	d.Steps = dryRunSteps(action, r, plan, states, notChecked != "")
+	d.Steps = dryRunSteps(action, r, plan, pr.states, pr.notChecked != "")
 	if fp := a.dryFetch; fp != nil {
 		d.Fetch = fp
 		var first []string
@@ -242,6 +154,129 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 		return err
 	}
 	return fitErr
+}
+
+// dryProbe is what a dry run learned of the fleet: each probed node's
+// state, which nodes answered, and why the fleet was not probed
+// (notChecked: no control service runs) or how the probe failed (err).
+type dryProbe struct {
+	states     map[string]contract.NodeState
+	reachable  map[string]bool
+	notChecked string
+	err        error
+}
+
+// probeForDryRun probes the plan's nodes through a running control
+// service, starting none.
+func (a *App) probeForDryRun(ctx context.Context, cfg *config.Config, plan *contract.LanePlan) dryProbe {
+	pr := dryProbe{states: map[string]contract.NodeState{}, reachable: map[string]bool{}}
+	_, why, err := a.connectRunning(ctx, cfg)
+	if err != nil {
+		pr.err = err
+		return pr
+	}
+	if why != "" {
+		pr.notChecked = why
+		return pr
+	}
+	in := contract.FleetProbeInput{Nodes: nodesOf(plan), PickupTimeout: contract.Duration(3 * time.Second)}
+	run, err := a.start(ctx, runSpec{ID: fmt.Sprintf("dry-run/%s/%d", plan.Lane, time.Now().UnixNano()), Workflow: contract.WorkflowFleetProbe, Input: in, Lane: plan.Lane, Cluster: plan.Cluster})
+	if err == nil {
+		var res contract.FleetProbeResult
+		err = run.Get(ctx, &res)
+		for _, st := range res.Nodes {
+			pr.states[st.Node] = st
+			pr.reachable[st.Node] = st.State == contract.NodeFree || st.State == contract.NodeOccupied
+		}
+	}
+	pr.err = err
+	return pr
+}
+
+// stageForDryRun runs the stage workflow dry on the reachable nodes (the
+// engines' own dry run: nothing written) and returns each node's block
+// plans and image state. A failed run gives each block of a node without
+// a plan the failure as its error.
+func (a *App) stageForDryRun(ctx context.Context, r *contract.Recipe, plan *contract.LanePlan, reachable map[string]bool) (map[string][]DryRunBlock, map[string]string) {
+	stagePlans := map[string][]DryRunBlock{}
+	imageStates := map[string]string{}
+	sub := *plan
+	sub.Nodes = nil
+	for _, n := range plan.Nodes {
+		if reachable[n.Node] {
+			sub.Nodes = append(sub.Nodes, n)
+		}
+	}
+	if len(sub.Nodes) == 0 {
+		return stagePlans, imageStates
+	}
+	run, err := a.start(ctx, runSpec{ID: contract.StageID(plan.Lane) + "/dry-run", Workflow: contract.WorkflowStage, Lane: plan.Lane, Cluster: plan.Cluster,
+		Input: contract.StageInput{Plan: sub, Blocks: r.Staging, Mode: contract.StageAuto, DryRun: true, Build: r.BuildFor(*plan, ""), Pull: r.PullFor(*plan, "")}})
+	var res contract.StageResult
+	if err == nil {
+		err = run.Get(ctx, &res)
+	}
+	for _, im := range res.Images {
+		s := im.State
+		if im.From != "" {
+			s += " (from " + im.From + ")"
+		}
+		if im.Error != "" {
+			s += ": " + im.Error
+		}
+		imageStates[im.Node] = s
+	}
+	for _, n := range res.Nodes {
+		for _, b := range n.Blocks {
+			p := b.Result
+			stagePlans[n.Node] = append(stagePlans[n.Node], DryRunBlock{Block: b.Block, Kind: b.Kind, Plan: &p})
+		}
+	}
+	if err != nil {
+		for _, n := range sub.Nodes {
+			if _, ok := stagePlans[n.Node]; !ok {
+				for _, b := range r.Staging {
+					stagePlans[n.Node] = append(stagePlans[n.Node], DryRunBlock{Block: b.ID, Kind: b.Kind, Error: rootMessage(err)})
+				}
+			}
+		}
+	}
+	return stagePlans, imageStates
+}
+
+// dryRunNode is node n's part of the dry run, from its (masked) plan,
+// its probed state and its staging plan; a node without one says why.
+func dryRunNode(n contract.NodePlan, r *contract.Recipe, action string, pr dryProbe, staging []DryRunBlock, imageState string) DryRunNode {
+	dn := DryRunNode{Node: n.Node, Rank: n.Rank, Head: n.Head, Container: n.ContainerName, Image: n.Image.String(),
+		Command: n.Command, Argv: n.Argv, Env: map[string]string{}, EnvFrom: n.EnvFrom, Mounts: []DryRunMount{}, Staging: staging,
+		Docker: n.Container.DockerArgs(), DetectRDMA: n.Container.DetectRDMA, PreExec: n.PreExec, ImageState: imageState}
+	if st, ok := pr.states[n.Node]; ok {
+		dn.State, dn.Why, dn.Lanes = st.State, st.Why, st.Lanes
+	} else if pr.notChecked != "" {
+		dn.State = NotChecked
+	} else {
+		dn.State = "unknown"
+	}
+	for k, v := range n.Env {
+		dn.Env[k] = v
+	}
+	for _, m := range n.Mounts {
+		dn.Mounts = append(dn.Mounts, DryRunMount{Src: m.Src, Dst: m.Dst, Mode: mountMode(m.ReadOnly)})
+	}
+	if dn.Staging == nil {
+		dn.Staging = []DryRunBlock{}
+		for _, b := range r.Staging {
+			if action == "up" {
+				break
+			}
+			why := "node not reachable: plan unknown"
+			if pr.notChecked != "" {
+				why = "plan not checked: no control service runs"
+			}
+			dn.Staging = append(dn.Staging, DryRunBlock{Block: b.ID, Kind: b.Kind, Error: why})
+		}
+	}
+	return dn
 }
 
 // dryRunSteps are the steps the run would take, in order; unprobed says

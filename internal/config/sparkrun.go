@@ -153,27 +153,8 @@ func parseSparkrun(path string, data []byte, registries map[string]string) (*Rec
 			})
 		}
 	}
-	// pre_exec: shell strings or {copy, dest} tables.
-	for i, e := range f.PreExec {
-		switch x := e.(type) {
-		case string:
-			r.PreExec = append(r.PreExec, PreExec{Run: x})
-		case map[string]any:
-			src, _ := x["copy"].(string)
-			dst, _ := x["dest"].(string)
-			if src == "" || dst == "" || len(x) > 3 {
-				errs = append(errs, fmt.Errorf("%s: pre_exec[%d]: a table entry is {copy: SRC, dest: DST}", path, i))
-				continue
-			}
-			if _, ok := x["source_host"]; len(x) == 3 && !ok {
-				errs = append(errs, fmt.Errorf("%s: pre_exec[%d]: a table entry is {copy: SRC, dest: DST}", path, i))
-				continue
-			}
-			r.PreExec = append(r.PreExec, PreExec{Copy: src, Dest: dst})
-		default:
-			errs = append(errs, fmt.Errorf("%s: pre_exec[%d]: %s: write a shell command or {copy: SRC, dest: DST}", path, i, strictdecode.Describe(e)))
-		}
-	}
+	pre, perrs := sparkrunPreExec(path, f.PreExec)
+	r.PreExec, errs = pre, append(errs, perrs...)
 	if f.ExecutorConfig != nil {
 		ex, xerrs := decodeExecutor(path, f.ExecutorConfig)
 		errs = append(errs, xerrs...)
@@ -197,6 +178,34 @@ func parseSparkrun(path string, data []byte, registries map[string]string) (*Rec
 	}
 	applyRecipeDefaults(r)
 	return r, nil
+}
+
+// sparkrunPreExec reads pre_exec: shell strings or {copy, dest} tables
+// (with an optional source_host).
+func sparkrunPreExec(path string, items []any) ([]PreExec, []error) {
+	var pre []PreExec
+	var errs []error
+	for i, e := range items {
+		switch x := e.(type) {
+		case string:
+			pre = append(pre, PreExec{Run: x})
+		case map[string]any:
+			src, _ := x["copy"].(string)
+			dst, _ := x["dest"].(string)
+			if src == "" || dst == "" || len(x) > 3 {
+				errs = append(errs, fmt.Errorf("%s: pre_exec[%d]: a table entry is {copy: SRC, dest: DST}", path, i))
+				continue
+			}
+			if _, ok := x["source_host"]; len(x) == 3 && !ok {
+				errs = append(errs, fmt.Errorf("%s: pre_exec[%d]: a table entry is {copy: SRC, dest: DST}", path, i))
+				continue
+			}
+			pre = append(pre, PreExec{Copy: src, Dest: dst})
+		default:
+			errs = append(errs, fmt.Errorf("%s: pre_exec[%d]: %s: write a shell command or {copy: SRC, dest: DST}", path, i, strictdecode.Describe(e)))
+		}
+	}
+	return pre, errs
 }
 
 // warnUnapplied says, by name, which sparkrun keys of f are recorded but

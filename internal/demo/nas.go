@@ -10,10 +10,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/sparklane/sparklane/internal/atomicfile"
 	"github.com/sparklane/sparklane/internal/engine/safetensors"
+	"github.com/sparklane/sparklane/internal/hubcache"
 )
 
 // Repos in the synthetic hub.
@@ -38,9 +38,10 @@ type NAS struct {
 	EngramSnapshot string `json:"engram_snapshot"`
 }
 
-// RepoDir is models--org--name under hub.
+// RepoDir is models--org--name under hub (hubcache.RepoPath), kept for
+// the suites that look into the demo's NAS.
 func RepoDir(hub, repo string) string {
-	return filepath.Join(hub, "models--"+strings.ReplaceAll(repo, "/", "--"))
+	return hubcache.RepoPath(hub, repo)
 }
 
 // GenerateNAS writes the hub under dir/hub unless a complete one of the
@@ -48,7 +49,7 @@ func RepoDir(hub, repo string) string {
 // reuses it.
 func GenerateNAS(dir string, modelBytes int64) (NAS, error) {
 	hub := filepath.Join(dir, "hub")
-	nas := NAS{Hub: hub, ModelBytes: modelBytes, EngramSnapshot: filepath.Join(RepoDir(hub, EngramRepo), "snapshots", Revision)}
+	nas := NAS{Hub: hub, ModelBytes: modelBytes, EngramSnapshot: filepath.Join(RepoDir(hub, EngramRepo), hubcache.Snapshots, Revision)}
 	marker := filepath.Join(dir, ".sparklane-demo-nas.json")
 	if b, err := os.ReadFile(marker); err == nil {
 		var old NAS
@@ -120,13 +121,13 @@ func mustIndex(wm map[string]string, total int64) []byte {
 // snapshots/REV/FILE → ../../blobs/SHA links, and refs/main.
 func writeRepo(hub, repo string, files []genFile, rng *rand.Rand) error {
 	dir := RepoDir(hub, repo)
-	for _, d := range []string{"blobs", "refs", filepath.Join("snapshots", Revision)} {
+	for _, d := range []string{hubcache.Blobs, hubcache.Refs, filepath.Join(hubcache.Snapshots, Revision)} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
 	}
 	for _, f := range files {
-		tmp, err := os.CreateTemp(filepath.Join(dir, "blobs"), ".gen-*")
+		tmp, err := os.CreateTemp(filepath.Join(dir, hubcache.Blobs), ".gen-*")
 		if err != nil {
 			return err
 		}
@@ -158,16 +159,16 @@ func writeRepo(hub, repo string, files []genFile, rng *rand.Rand) error {
 			return err
 		}
 		sum := hex.EncodeToString(h.Sum(nil))
-		if err := os.Rename(tmp.Name(), filepath.Join(dir, "blobs", sum)); err != nil {
+		if err := os.Rename(tmp.Name(), filepath.Join(dir, hubcache.Blobs, sum)); err != nil {
 			return err
 		}
-		link := filepath.Join(dir, "snapshots", Revision, f.path)
+		link := filepath.Join(dir, hubcache.Snapshots, Revision, f.path)
 		os.Remove(link)
-		if err := os.Symlink(filepath.Join("..", "..", "blobs", sum), link); err != nil {
+		if err := os.Symlink(filepath.Join("..", "..", hubcache.Blobs, sum), link); err != nil {
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(dir, "refs", "main"), []byte(Revision), 0o644)
+	return os.WriteFile(filepath.Join(dir, hubcache.Refs, "main"), []byte(Revision), 0o644)
 }
 
 func writeRandom(w io.Writer, n int64, rng *rand.Rand) error {

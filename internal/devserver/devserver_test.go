@@ -126,14 +126,7 @@ func listUntil(t *testing.T, c client.Client, query string, want ...string) []st
 
 func TestRestartKeepsHistoryAndSearchAttributes(t *testing.T) {
 	stateDir := filepath.Join(t.TempDir(), "state", "nested") // parents created by Start
-	// A half-made schema file left by a crash during first setup is
-	// discarded, not trusted.
-	if err := os.MkdirAll(stateDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(stateDir, DBFile+".setup"), []byte("half-made"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	leaveHalfMadeSchema(t, stateDir)
 	sink := &logSink{}
 	s1 := startServer(t, stateDir, sink)
 	if _, err := os.Stat(filepath.Join(stateDir, DBFile+".setup")); !errors.Is(err, os.ErrNotExist) {
@@ -149,15 +142,7 @@ func TestRestartKeepsHistoryAndSearchAttributes(t *testing.T) {
 	if !strings.HasPrefix(s1.FrontendAddress(), "127.0.0.1:") || !strings.HasPrefix(s1.UIURL(), "http://127.0.0.1:") {
 		t.Fatalf("addresses not on loopback: %s %s", s1.FrontendAddress(), s1.UIURL())
 	}
-
-	// A second server on the same state dir is refused, naming the first.
-	if _, err := Start(context.Background(), Options{StateDir: stateDir, UIPort: -1}); err == nil ||
-		!strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), s1.FrontendAddress()) {
-		t.Fatalf("second Start on %s: err = %v, want 'in use' naming %s", stateDir, err, s1.FrontendAddress())
-	}
-	if addr, ok := Running(stateDir); !ok || addr != s1.FrontendAddress() {
-		t.Fatalf("Running(%s) = %q, %v; want %s, true", stateDir, addr, ok, s1.FrontendAddress())
-	}
+	checkSecondStartRefused(t, stateDir, s1)
 
 	c := dial(t, s1)
 	w := worker.New(c, "devserver-test", worker.Options{})
@@ -166,29 +151,9 @@ func TestRestartKeepsHistoryAndSearchAttributes(t *testing.T) {
 	if err := w.Start(); err != nil {
 		t.Fatalf("worker start: %v", err)
 	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	runs := map[string]string{"echo-x": "x", "echo-y": "y"}
-	for id, lane := range runs {
-		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: id, TaskQueue: "devserver-test",
-			TypedSearchAttributes: temporal.NewSearchAttributes(
-				searchattr.LaneKey.ValueSet(lane),
-				searchattr.ClusterKey.ValueSet("c-"+lane),
-			),
-		}, Echo, EchoInput{Text: "lane " + lane})
-		if err != nil {
-			t.Fatalf("start %s: %v", id, err)
-		}
-		var out EchoResult
-		if err := run.Get(ctx, &out); err != nil {
-			t.Fatalf("%s: %v", id, err)
-		}
-		if out.Text != strings.ToUpper("lane "+lane) {
-			t.Fatalf("%s returned %q", id, out.Text)
-		}
-	}
+	runLaneEchoes(ctx, t, c)
 
 	// Filter by lane, the way the UI and `temporal workflow list --query` do.
 	q := fmt.Sprintf("%s = %q", SearchAttrLane, "x")
@@ -218,6 +183,66 @@ func TestRestartKeepsHistoryAndSearchAttributes(t *testing.T) {
 	defer s2.Stop()
 	c2 := dial(t, s2)
 	defer c2.Close()
+	checkRunsAfterRestart(ctx, t, s2, c2, q)
+	checkQuietByDefault(t, sink)
+}
+
+// leaveHalfMadeSchema writes what a crash during first setup leaves: a
+// half-made schema file, which Start must discard, not trust.
+func leaveHalfMadeSchema(t *testing.T, stateDir string) {
+	t.Helper()
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stateDir, DBFile+".setup"), []byte("half-made"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkSecondStartRefused: a second server on the same state dir is
+// refused, naming the first, and Running finds the first.
+func checkSecondStartRefused(t *testing.T, stateDir string, s1 *Server) {
+	t.Helper()
+	if _, err := Start(context.Background(), Options{StateDir: stateDir, UIPort: -1}); err == nil ||
+		!strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), s1.FrontendAddress()) {
+		t.Fatalf("second Start on %s: err = %v, want 'in use' naming %s", stateDir, err, s1.FrontendAddress())
+	}
+	if addr, ok := Running(stateDir); !ok || addr != s1.FrontendAddress() {
+		t.Fatalf("Running(%s) = %q, %v; want %s, true", stateDir, addr, ok, s1.FrontendAddress())
+	}
+}
+
+// runLaneEchoes runs echo-x and echo-y to completion, each with its lane
+// and cluster search attributes.
+func runLaneEchoes(ctx context.Context, t *testing.T, c client.Client) {
+	t.Helper()
+	runs := map[string]string{"echo-x": "x", "echo-y": "y"}
+	for id, lane := range runs {
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: id, TaskQueue: "devserver-test",
+			TypedSearchAttributes: temporal.NewSearchAttributes(
+				searchattr.LaneKey.ValueSet(lane),
+				searchattr.ClusterKey.ValueSet("c-"+lane),
+			),
+		}, Echo, EchoInput{Text: "lane " + lane})
+		if err != nil {
+			t.Fatalf("start %s: %v", id, err)
+		}
+		var out EchoResult
+		if err := run.Get(ctx, &out); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if out.Text != strings.ToUpper("lane "+lane) {
+			t.Fatalf("%s returned %q", id, out.Text)
+		}
+	}
+}
+
+// checkRunsAfterRestart: the restarted server lists both runs, filters
+// by lane (query q), serves echo-x's history and search attributes, and
+// its namespace check names a missing namespace.
+func checkRunsAfterRestart(ctx context.Context, t *testing.T, s2 *Server, c2 client.Client, q string) {
+	t.Helper()
 	all := listUntil(t, c2, "", "echo-x=Completed", "echo-y=Completed")
 	if len(all) != 2 || !contains(all, "echo-x=Completed") || !contains(all, "echo-y=Completed") {
 		t.Fatalf("after restart ListWorkflow = %v, want echo-x and echo-y completed", all)
@@ -250,8 +275,11 @@ func TestRestartKeepsHistoryAndSearchAttributes(t *testing.T) {
 	if sa := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[SearchAttrLane]; sa == nil || !strings.Contains(string(sa.GetData()), `"x"`) {
 		t.Fatalf("echo-x search attribute %s after restart = %v", SearchAttrLane, sa)
 	}
+}
 
-	// Quiet by default: no server line below warn reached the logger.
+// checkQuietByDefault: no server line below warn reached the logger.
+func checkQuietByDefault(t *testing.T, sink *logSink) {
+	t.Helper()
 	for _, l := range sink.lines() {
 		if strings.Contains(l, `"logger":"server`) && (strings.Contains(l, `"level":"info"`) || strings.Contains(l, `"level":"debug"`)) {
 			t.Errorf("server logged below warn: %s", l)

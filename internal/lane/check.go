@@ -9,6 +9,7 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/memfit"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/hubcache"
 )
 
 // Check backs `starter recipe check FILE...` when no fleet config is at
@@ -127,8 +128,6 @@ const IncompleteDigest = "complete this digest"
 
 var (
 	snapshotRevRE = regexp.MustCompile(`/snapshots/([^/]+)`)
-	fullSHA256RE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	fullCommitRE  = regexp.MustCompile(`^[0-9a-f]{40}$`)
 )
 
 // PinErrors lists, for recipe check, every pin of r that is not whole: an
@@ -157,7 +156,7 @@ func PinErrors(r *config.Recipe) []error {
 		case h == "" || strings.ContainsAny(h, "{}"):
 		case zero(h):
 			errs = append(errs, fileErr(r.File, key, "revision %s is a zero placeholder: %s (the 40-hex commit in the repo's refs/main on the NAS)", v, IncompleteDigest))
-		case !fullCommitRE.MatchString(h):
+		case !hubcache.IsCommit(h):
 			errs = append(errs, fileErr(r.File, key, "revision %s has %d of 40 hex digits: %s (the 40-hex commit in the repo's refs/main on the NAS)", v, len(h), IncompleteDigest))
 		}
 	}

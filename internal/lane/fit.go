@@ -6,15 +6,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/memfit"
+	"github.com/sparklane/sparklane/internal/hubcache"
 )
-
-var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
 // Fit estimates whether the lane fits in its nodes' memory (memfit):
 // the model's weights as its safetensors headers on the NAS declare them
@@ -110,20 +108,20 @@ func modelDir(cfg *config.Config, r *contract.Recipe) (string, string) {
 	}
 	var tried []string
 	for _, rt := range roots {
-		repo := filepath.Join(rt.dir, "models--"+strings.ReplaceAll(r.Model, "/", "--"))
+		repo := hubcache.RepoPath(rt.dir, r.Model)
 		rev := rt.rev
 		if rev == "" {
 			rev = DefaultRevision
 		}
-		if !commitRE.MatchString(rev) {
-			b, err := os.ReadFile(filepath.Join(repo, "refs", rev))
+		if !hubcache.IsCommit(rev) {
+			b, err := os.ReadFile(filepath.Join(repo, hubcache.Refs, rev))
 			if err != nil {
-				tried = append(tried, filepath.Join(repo, "refs", rev))
+				tried = append(tried, filepath.Join(repo, hubcache.Refs, rev))
 				continue
 			}
 			rev = strings.TrimSpace(string(b))
 		}
-		d := filepath.Join(repo, "snapshots", rev)
+		d := filepath.Join(repo, hubcache.Snapshots, rev)
 		if st, err := os.Stat(d); err == nil && st.IsDir() {
 			return d, ""
 		}

@@ -39,7 +39,7 @@ type LogSource struct {
 // node (simulated nodes share an engine; each has its own label), rank -1
 // for every rank, in rank order.
 func LaneLogSources(ctx context.Context, d Docker, lane, node string, rank int) ([]LogSource, error) {
-	opts := laneFilter(lane)
+	opts := LaneFilter(lane)
 	opts.Filters.Add("label", contract.LabelNode+"="+node)
 	cs, err := d.ContainerList(ctx, opts)
 	if err != nil {
@@ -51,7 +51,7 @@ func LaneLogSources(ctx context.Context, d Docker, lane, node string, rank int) 
 		if err != nil || (rank >= 0 && r != rank) {
 			continue
 		}
-		out = append(out, LogSource{Node: node, Rank: r, Name: containerName(c), ID: c.ID})
+		out = append(out, LogSource{Node: node, Rank: r, Name: ContainerName(c), ID: c.ID})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Rank < out[j].Rank })
 	return out, nil
@@ -140,11 +140,16 @@ func SecretValues(cfg *container.Config) []string {
 	return secretenv.EnvValues(cfg.Env, func(k string) bool { return slices.Contains(names, k) })
 }
 
-func laneFilter(lane string) container.ListOptions {
+// LaneFilter lists every container of lane, running or not, by its
+// label: the one query the serve engine and `starter logs` find a lane's
+// ranks with.
+func LaneFilter(lane string) container.ListOptions {
 	return container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", contract.LabelLane+"="+lane))}
 }
 
-func containerName(c container.Summary) string {
+// ContainerName is c's name as `docker ps` prints it (without the
+// leading slash), or its ID when it has none, for messages and results.
+func ContainerName(c container.Summary) string {
 	if len(c.Names) > 0 {
 		return strings.TrimPrefix(c.Names[0], "/")
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/sparklane/sparklane/internal/atomicfile"
 )
 
 // File is the list of disabled registries under state_dir.
@@ -48,10 +50,7 @@ func Set(stateDir, name string, off bool) (bool, error) {
 	if body != "" {
 		body += "\n"
 	}
-	if err := os.WriteFile(p+".tmp", []byte(body), 0o644); err != nil {
-		return false, err
-	}
-	return true, os.Rename(p+".tmp", p)
+	return true, atomicfile.Write(p, []byte(body), 0o644)
 }
 
 // Resolve is the registries a config sees: regs (the config's

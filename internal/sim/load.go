@@ -15,6 +15,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/safetensors"
+	"github.com/sparklane/sparklane/internal/hubcache"
 )
 
 const indexName = "model.safetensors.index.json"
@@ -115,7 +116,7 @@ func resolveModelDir(c Config) (string, error) {
 	if err != nil {
 		// A model id (org/name) resolved in the hub cache.
 		if c.HFHubCache != "" && !filepath.IsAbs(p) && strings.Count(p, "/") == 1 {
-			return snapshotDir(filepath.Join(c.HFHubCache, repoDirName(p)))
+			return snapshotDir(hubcache.RepoPath(c.HFHubCache, p))
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("model path %s does not exist (set HF_HUB_CACHE to resolve a model id): mount or stage it", p)
@@ -128,14 +129,14 @@ func resolveModelDir(c Config) (string, error) {
 	if hasShards(p) {
 		return p, nil
 	}
-	if strings.HasPrefix(filepath.Base(p), "models--") {
+	if strings.HasPrefix(filepath.Base(p), hubcache.RepoPrefix) {
 		return snapshotDir(p)
 	}
 	// A hub cache root: pick the repo of the served model name.
-	repos, _ := filepath.Glob(filepath.Join(p, "models--*"))
+	repos, _ := filepath.Glob(filepath.Join(p, hubcache.RepoPrefix+"*"))
 	for _, id := range []string{c.ServedModelName} {
 		if strings.Count(id, "/") == 1 {
-			cand := filepath.Join(p, repoDirName(id))
+			cand := hubcache.RepoPath(p, id)
 			if _, err := os.Stat(cand); err == nil {
 				return snapshotDir(cand)
 			}
@@ -150,19 +151,17 @@ func resolveModelDir(c Config) (string, error) {
 	return "", fmt.Errorf("model path %s holds no *.safetensors and no %s: not a model directory", p, indexName)
 }
 
-func repoDirName(id string) string { return "models--" + strings.ReplaceAll(id, "/", "--") }
-
 // snapshotDir is repo/snapshots/<rev from refs/main>, or the only snapshot.
 func snapshotDir(repo string) (string, error) {
-	if b, err := os.ReadFile(filepath.Join(repo, "refs", "main")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(repo, hubcache.Refs, "main")); err == nil {
 		rev := strings.TrimSpace(string(b))
-		d := filepath.Join(repo, "snapshots", rev)
+		d := filepath.Join(repo, hubcache.Snapshots, rev)
 		if _, err := os.Stat(d); err != nil {
-			return "", fmt.Errorf("%s names revision %s but %s is missing: the hub cache is incomplete, re-stage it", filepath.Join(repo, "refs", "main"), rev, d)
+			return "", fmt.Errorf("%s names revision %s but %s is missing: the hub cache is incomplete, re-stage it", filepath.Join(repo, hubcache.Refs, "main"), rev, d)
 		}
 		return d, nil
 	}
-	snaps, _ := filepath.Glob(filepath.Join(repo, "snapshots", "*"))
+	snaps, _ := filepath.Glob(filepath.Join(repo, hubcache.Snapshots, "*"))
 	if len(snaps) == 1 {
 		return snaps[0], nil
 	}

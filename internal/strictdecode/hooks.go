@@ -56,11 +56,7 @@ func durationHook(from, to reflect.Value) (any, error) {
 // "100G" (ParseSize). It runs on the table holding the field, because a
 // hook on the int64 itself could not tell a size from a count.
 func sizeHook(from, to reflect.Value) (any, error) {
-	t := to.Type()
-	if t.Kind() != reflect.Struct || t == durationType {
-		return from.Interface(), nil
-	}
-	m, ok := from.Interface().(map[string]any)
+	t, m, ok := structTable(from, to)
 	if !ok {
 		return from.Interface(), nil
 	}
@@ -188,7 +184,7 @@ func typeHook(fromEnv bool) mapstructure.DecodeHookFuncValue {
 				}
 			}
 			return nil, fmt.Errorf("expected a number, got %s", Describe(v))
-		case reflect.Struct:
+		case reflect.Struct, reflect.Map:
 			if _, ok := v.(map[string]any); !ok {
 				return nil, fmt.Errorf("expected a table, got %s", Describe(v))
 			}
@@ -210,14 +206,22 @@ func typeHook(fromEnv bool) mapstructure.DecodeHookFuncValue {
 				return out, nil
 			}
 			return nil, fmt.Errorf("expected an array, got %s", Describe(v))
-		case reflect.Map:
-			if _, ok := v.(map[string]any); !ok {
-				return nil, fmt.Errorf("expected a table, got %s", Describe(v))
-			}
-			return v, nil
 		}
 		return v, nil
 	}
+}
+
+// structTable is what the table-level hooks (sizeHook, minDurationHook)
+// work on: the struct type being decoded into and the table the file
+// wrote for it. ok is false for any other decode step, which they pass
+// through unchanged.
+func structTable(from, to reflect.Value) (reflect.Type, map[string]any, bool) {
+	t := to.Type()
+	if t.Kind() != reflect.Struct || t == durationType {
+		return nil, nil, false
+	}
+	m, ok := from.Interface().(map[string]any)
+	return t, m, ok
 }
 
 // minDurationHook refuses a written duration below its field's floor
@@ -225,11 +229,7 @@ func typeHook(fromEnv bool) mapstructure.DecodeHookFuncValue {
 // the file wrote: an unwritten field keeps its zero (the default), while
 // a written "0s" is below the floor and refused, naming the key.
 func minDurationHook(from, to reflect.Value) (any, error) {
-	t := to.Type()
-	if t.Kind() != reflect.Struct || t == durationType {
-		return from.Interface(), nil
-	}
-	m, ok := from.Interface().(map[string]any)
+	t, m, ok := structTable(from, to)
 	if !ok {
 		return from.Interface(), nil
 	}

@@ -93,37 +93,9 @@ const tailLines = 40
 // process group. A non-zero exit with a readable report is not an error
 // (ExitCode records it); without a report it is.
 func RunHarness(ctx context.Context, in HarnessInput) (HarnessResult, error) {
-	if in.Vars.Parallel <= 0 {
-		in.Vars.Parallel = 1
-	}
-	if in.Format == "" {
-		in.Format = FormatToolEvalBench
-	}
-	in.Template = ExpandHarness(in.Template)
-	res := HarnessResult{Format: in.Format, Parallel: in.Vars.Parallel, Seed: in.Vars.Seed, Mode: in.Vars.Mode}
-	if strings.TrimSpace(in.Template) == "" {
-		return res, fault.Permanent(fault.InvalidSpec, errors.New("bench harness: empty command template (recipe [bench] harness)"))
-	}
-	if in.Vars.OutputDir == "" {
-		return res, fault.Permanent(fault.InvalidSpec, errors.New("bench harness: no output_dir to collect the report from"))
-	}
-	out, err := filepath.Abs(in.Vars.OutputDir)
+	res, out, dir, err := prepareHarness(&in)
 	if err != nil {
-		return res, fmt.Errorf("bench harness output_dir %s: %w", in.Vars.OutputDir, err)
-	}
-	in.Vars.OutputDir = out
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return res, fmt.Errorf("bench harness: create output_dir %s: %w", out, err)
-	}
-	if err := checkFormat(in.Format); err != nil {
-		return res, fault.Permanent(fault.InvalidSpec, err)
-	}
-	if res.Command, err = RenderTemplate(in.Template, in.Vars); err != nil {
 		return res, err
-	}
-	dir := in.Dir
-	if dir == "" {
-		dir = out
 	}
 
 	start := time.Now()
@@ -144,36 +116,7 @@ func RunHarness(ctx context.Context, in HarnessInput) (HarnessResult, error) {
 	}
 	pgid := cmd.Process.Pid
 
-	var mu sync.Mutex
-	emit := func(line string) {
-		mu.Lock()
-		defer mu.Unlock()
-		res.Tail = append(res.Tail, line)
-		if len(res.Tail) > tailLines {
-			res.Tail = res.Tail[len(res.Tail)-tailLines:]
-		}
-		if in.OnLine != nil {
-			in.OnLine(line)
-		}
-	}
-	var readers sync.WaitGroup
-	for _, r := range []io.Reader{stdout, stderr} {
-		readers.Add(1)
-		go func(r io.Reader) {
-			defer readers.Done()
-			sc := bufio.NewScanner(r)
-			sc.Buffer(make([]byte, 64<<10), 1<<20)
-			for sc.Scan() {
-				emit(sc.Text())
-			}
-			if sc.Err() != nil {
-				// A line over 1 MiB: keep draining so the harness never
-				// blocks on a full pipe.
-				emit("(output line too long; rest of this stream not shown)")
-				_, _ = io.Copy(io.Discard, r)
-			}
-		}(r)
-	}
+	readers := collectOutput(&res, in.OnLine, stdout, stderr)
 
 	// Kill the whole group on cancel, so a harness's children (python
 	// workers, curl) do not outlive the activity.
@@ -212,6 +155,84 @@ func RunHarness(ctx context.Context, in HarnessInput) (HarnessResult, error) {
 	}
 	res.Quality = q
 	return res, nil
+}
+
+// prepareHarness fills in the input's defaults, checks it, creates the
+// output dir and renders the command: the result so far, the absolute
+// output dir and the dir the command runs in.
+func prepareHarness(in *HarnessInput) (HarnessResult, string, string, error) {
+	if in.Vars.Parallel <= 0 {
+		in.Vars.Parallel = 1
+	}
+	if in.Format == "" {
+		in.Format = FormatToolEvalBench
+	}
+	in.Template = ExpandHarness(in.Template)
+	res := HarnessResult{Format: in.Format, Parallel: in.Vars.Parallel, Seed: in.Vars.Seed, Mode: in.Vars.Mode}
+	if strings.TrimSpace(in.Template) == "" {
+		return res, "", "", fault.Permanent(fault.InvalidSpec, errors.New("bench harness: empty command template (recipe [bench] harness)"))
+	}
+	if in.Vars.OutputDir == "" {
+		return res, "", "", fault.Permanent(fault.InvalidSpec, errors.New("bench harness: no output_dir to collect the report from"))
+	}
+	out, err := filepath.Abs(in.Vars.OutputDir)
+	if err != nil {
+		return res, "", "", fmt.Errorf("bench harness output_dir %s: %w", in.Vars.OutputDir, err)
+	}
+	in.Vars.OutputDir = out
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return res, "", "", fmt.Errorf("bench harness: create output_dir %s: %w", out, err)
+	}
+	if err := checkFormat(in.Format); err != nil {
+		return res, "", "", fault.Permanent(fault.InvalidSpec, err)
+	}
+	if res.Command, err = RenderTemplate(in.Template, in.Vars); err != nil {
+		return res, "", "", err
+	}
+	dir := in.Dir
+	if dir == "" {
+		dir = out
+	}
+
+	return res, out, dir, nil
+}
+
+// collectOutput reads streams line by line on their own goroutines,
+// keeping the last tailLines lines in res.Tail and passing each to
+// onLine; wait on the returned group before reading res.Tail.
+func collectOutput(res *HarnessResult, onLine func(string), streams ...io.Reader) *sync.WaitGroup {
+	var mu sync.Mutex
+	emit := func(line string) {
+		mu.Lock()
+		defer mu.Unlock()
+		res.Tail = append(res.Tail, line)
+		if len(res.Tail) > tailLines {
+			res.Tail = res.Tail[len(res.Tail)-tailLines:]
+		}
+		if onLine != nil {
+			onLine(line)
+		}
+	}
+	readers := &sync.WaitGroup{}
+	for _, r := range streams {
+		readers.Add(1)
+		go func(r io.Reader) {
+			defer readers.Done()
+			sc := bufio.NewScanner(r)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				emit(sc.Text())
+			}
+			if sc.Err() != nil {
+				// A line over 1 MiB: keep draining so the harness never
+				// blocks on a full pipe.
+				emit("(output line too long; rest of this stream not shown)")
+				_, _ = io.Copy(io.Discard, r)
+			}
+		}(r)
+	}
+
+	return readers
 }
 
 func lastLine(tail []string) string {

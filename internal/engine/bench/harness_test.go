@@ -304,6 +304,18 @@ func TestParseToolEvalBenchShapes(t *testing.T) {
 		{"odd status", func(m map[string]any) {
 			m["scores"].(map[string]any)["scenario_results"] = []any{map[string]any{"scenario_id": "A-01", "points": 2, "status": "skipped"}}
 		}, `"skipped"`},
+		{"no scenarios", func(m map[string]any) { m["scores"].(map[string]any)["scenario_results"] = nil },
+			`report lacks field "scores.scenario_results"`},
+		{"categories not a list", func(m map[string]any) { m["scores"].(map[string]any)["category_scores"] = "all" },
+			`field "scores.category_scores" is not a list of categories`},
+		{"scenarios not a list", func(m map[string]any) { m["scores"].(map[string]any)["scenario_results"] = 3 },
+			`field "scores.scenario_results" is not a list of scenarios`},
+		{"warnings not strings", func(m map[string]any) { m["scores"].(map[string]any)["safety_warnings"] = []int{1} },
+			`field "scores.safety_warnings" is not a list of strings`},
+		{"throughput not a block", func(m map[string]any) { m["scores"].(map[string]any)["throughput"] = "fast" },
+			`field "scores.throughput" is not a throughput block`},
+		{"scenario ids not strings", func(m map[string]any) { m["config"].(map[string]any)["scenario_ids"] = 7 },
+			`field "config.scenario_ids" is not a list of strings`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

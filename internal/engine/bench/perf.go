@@ -209,128 +209,175 @@ type Failure struct {
 // fails only when ctx is done, the input is unusable, the server is not
 // answering at all (warm-up or calibration failed), or the server does not
 // report usage (fault type NoUsage).
-func Perf(ctx context.Context, in PerfInput) (PerfResult, error) {
+func Perf(ctx context.Context, in PerfInput) (res PerfResult, err error) {
 	in = in.withDefaults()
-	res := PerfResult{BaseURL: in.BaseURL, Model: in.Model, StartedAt: time.Now().UTC(), GenTokens: in.GenTokens, Seed: in.Seed}
+	res = PerfResult{BaseURL: in.BaseURL, Model: in.Model, StartedAt: time.Now().UTC(), GenTokens: in.GenTokens, Seed: in.Seed}
 	if in.BaseURL == "" || in.Model == "" {
 		return res, fault.Permanent(fault.InvalidSpec, errors.New("bench: base URL and model are required (recipe [bench], --lane)"))
 	}
-	c := &client{base: apiRoot(in.BaseURL), model: in.Model, key: in.APIKey, http: in.Client, timeout: in.RequestTimeout}
-	progress := func(format string, a ...any) {
-		if in.OnProgress != nil {
-			in.OnProgress(fmt.Sprintf(format, a...))
-		}
-	}
+	p := &perfRun{in: in, res: &res, c: &client{base: apiRoot(in.BaseURL), model: in.Model, key: in.APIKey, http: in.Client, timeout: in.RequestTimeout}}
 	start := time.Now()
+	// res is the named result: the deferred duration reaches the caller
+	// on every return.
 	defer func() { res.Seconds = time.Since(start).Seconds() }()
 
-	// Warm-up: loads kernels and caches; its timing is kept apart.
-	progress("warm-up request to %s", c.base)
-	w, err := c.stream(ctx, "Say hello.", 8)
-	if err != nil {
-		if ctx.Err() != nil {
-			return res, ctx.Err()
-		}
-		return res, failWith(err, "bench warm-up against %s (model %s): %w; is the lane serving?", c.base, in.Model)
+	if err := p.warmUp(ctx); err != nil {
+		return res, err
 	}
-	res.WarmupMs = w.TotalMs
-
-	ctxTokens := in.ContextTokens
-	if ctxTokens == 0 {
-		ctxTokens = c.contextWindow(ctx)
+	if err := p.calibrate(ctx); err != nil {
+		return res, err
 	}
-	res.ContextTokens = ctxTokens
-
-	cal, err := c.calibrate(ctx, in.Seed, ctxTokens)
-	if err != nil {
-		if ctx.Err() != nil {
-			return res, ctx.Err()
-		}
-		return res, failWith(err, "bench calibration against %s: %w", c.base)
-	}
-	res.Calibration = cal
-	progress("calibrated: %.2f chars/token, chat overhead %d tokens", cal.CharsPerTok, cal.OverheadTokens)
-	pb := promptBuilder{seed: in.Seed, cal: cal}
-
-	run := 0
-	fit := func(kind string, n int) int {
-		if ctxTokens <= 0 {
-			return n
-		}
-		limit := fitLimit(ctxTokens, in.GenTokens)
-		if n > limit && run == 0 {
-			res.Clamped = append(res.Clamped, fmt.Sprintf("%s %d -> %d (context %d)", kind, n, limit, ctxTokens))
-			return limit
-		}
-		return min(n, limit)
-	}
-
-	reqNo := 0
 	var runs []PerfResult
-	for run = 0; run < in.Runs; run++ {
+	for p.run = 0; p.run < in.Runs; p.run++ {
 		if in.Runs > 1 {
-			progress("sweep %d of %d", run+1, in.Runs)
+			p.progress("sweep %d of %d", p.run+1, in.Runs)
 		}
 		res.PP, res.TG = nil, nil
-		for _, n := range in.PromptLengths {
-			n = fit("pp", n)
-			pt := PPPoint{RequestedTokens: n}
-			var rates, ttfts []float64
-			var ptoks []int
-			for r := 0; r < in.Repeats; r++ {
-				reqNo++
-				s, err := c.stream(ctx, pb.prompt(reqNo, n), 1)
-				if err != nil {
-					if ctx.Err() != nil {
-						return res, ctx.Err()
-					}
-					if isNoUsage(err) {
-						return res, err
-					}
-					pt.Failed++
-					res.Failures = append(res.Failures, failure(fmt.Sprintf("pp %d", n), err))
-					continue
-				}
-				pt.OK++
-				rates = append(rates, float64(s.PromptTokens)/(s.TTFTMs/1000))
-				ttfts = append(ttfts, s.TTFTMs)
-				ptoks = append(ptoks, s.PromptTokens)
-			}
-			pt.TokPerSec = round1(percentile(rates, 50))
-			pt.TTFT = latency(ttfts)
-			pt.PromptTokens = medianInt(ptoks)
-			res.PP = append(res.PP, pt)
-			progress("pp %d (server counted %d): %.0f tok/s, TTFT p50 %.0f ms (%d ok, %d failed)", n, pt.PromptTokens, pt.TokPerSec, pt.TTFT.P50Ms, pt.OK, pt.Failed)
+		if err := p.sweepPP(ctx); err != nil {
+			return res, err
 		}
-
-		minDepth := -1
-		for _, d := range in.Depths {
-			if minDepth < 0 || d < minDepth {
-				minDepth = d
-			}
+		if err := p.sweepTG(ctx); err != nil {
+			return res, err
 		}
-		var shortTTFT []float64
-		for _, d := range in.Depths {
-			d = fit("depth", d)
-			for _, cc := range in.Concurrency {
-				name := fmt.Sprintf("tg d%d c%d", d, cc)
-				pt, ttfts, err := tgPoint(ctx, c, pb, in.GenTokens, d, cc, &reqNo, &res)
-				if err != nil {
-					return res, err
-				}
-				pt.TTFT = latency(ttfts)
-				if d == fitQuiet(minDepth, ctxTokens, in.GenTokens) {
-					shortTTFT = append(shortTTFT, ttfts...)
-				}
-				res.TG = append(res.TG, pt)
-				progress("%s: %.1f tok/s per request, %.1f tok/s aggregate (%d ok, %d failed)", name, pt.PerRequestTokPerSec, pt.AggregateTokPerSec, pt.OK, pt.Failed)
-			}
-		}
-		res.TTFT = latency(shortTTFT)
 		runs = append(runs, PerfResult{PP: res.PP, TG: res.TG, TTFT: res.TTFT})
 	}
 	combineRuns(&res, runs)
 	return res, nil
+}
+
+// perfRun is one Perf call's state: the client, the prompt builder, the
+// request counter that keeps every prompt distinct, the sweep under way
+// and the result being filled.
+type perfRun struct {
+	in        PerfInput
+	c         *client
+	pb        promptBuilder
+	res       *PerfResult
+	ctxTokens int
+	run       int
+	reqNo     int
+}
+
+func (p *perfRun) progress(format string, a ...any) {
+	if p.in.OnProgress != nil {
+		p.in.OnProgress(fmt.Sprintf(format, a...))
+	}
+}
+
+// warmUp sends one short request that loads kernels and caches; its
+// timing is kept apart from the points.
+func (p *perfRun) warmUp(ctx context.Context) error {
+	p.progress("warm-up request to %s", p.c.base)
+	w, err := p.c.stream(ctx, "Say hello.", 8)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return failWith(err, "bench warm-up against %s (model %s): %w; is the lane serving?", p.c.base, p.in.Model)
+	}
+	p.res.WarmupMs = w.TotalMs
+	return nil
+}
+
+// calibrate learns the context window (unless given) and how much filler
+// text makes a token, so prompts have the lengths asked for.
+func (p *perfRun) calibrate(ctx context.Context) error {
+	p.ctxTokens = p.in.ContextTokens
+	if p.ctxTokens == 0 {
+		p.ctxTokens = p.c.contextWindow(ctx)
+	}
+	p.res.ContextTokens = p.ctxTokens
+
+	cal, err := p.c.calibrate(ctx, p.in.Seed, p.ctxTokens)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return failWith(err, "bench calibration against %s: %w", p.c.base)
+	}
+	p.res.Calibration = cal
+	p.progress("calibrated: %.2f chars/token, chat overhead %d tokens", cal.CharsPerTok, cal.OverheadTokens)
+	p.pb = promptBuilder{seed: p.in.Seed, cal: cal}
+	return nil
+}
+
+// fit clamps a prompt length or depth to the context window, recording
+// the clamp once (in the first sweep).
+func (p *perfRun) fit(kind string, n int) int {
+	if p.ctxTokens <= 0 {
+		return n
+	}
+	limit := fitLimit(p.ctxTokens, p.in.GenTokens)
+	if n > limit && p.run == 0 {
+		p.res.Clamped = append(p.res.Clamped, fmt.Sprintf("%s %d -> %d (context %d)", kind, n, limit, p.ctxTokens))
+		return limit
+	}
+	return min(n, limit)
+}
+
+// sweepPP measures prefill: Repeats one-token requests per prompt length.
+func (p *perfRun) sweepPP(ctx context.Context) error {
+	for _, n := range p.in.PromptLengths {
+		n = p.fit("pp", n)
+		pt := PPPoint{RequestedTokens: n}
+		var rates, ttfts []float64
+		var ptoks []int
+		for r := 0; r < p.in.Repeats; r++ {
+			p.reqNo++
+			s, err := p.c.stream(ctx, p.pb.prompt(p.reqNo, n), 1)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if isNoUsage(err) {
+					return err
+				}
+				pt.Failed++
+				p.res.Failures = append(p.res.Failures, failure(fmt.Sprintf("pp %d", n), err))
+				continue
+			}
+			pt.OK++
+			rates = append(rates, float64(s.PromptTokens)/(s.TTFTMs/1000))
+			ttfts = append(ttfts, s.TTFTMs)
+			ptoks = append(ptoks, s.PromptTokens)
+		}
+		pt.TokPerSec = round1(percentile(rates, 50))
+		pt.TTFT = latency(ttfts)
+		pt.PromptTokens = medianInt(ptoks)
+		p.res.PP = append(p.res.PP, pt)
+		p.progress("pp %d (server counted %d): %.0f tok/s, TTFT p50 %.0f ms (%d ok, %d failed)", n, pt.PromptTokens, pt.TokPerSec, pt.TTFT.P50Ms, pt.OK, pt.Failed)
+	}
+	return nil
+}
+
+// sweepTG measures decode at every depth x concurrency; the TTFT of the
+// smallest depth's requests is the sweep's responsiveness figure.
+func (p *perfRun) sweepTG(ctx context.Context) error {
+	minDepth := -1
+	for _, d := range p.in.Depths {
+		if minDepth < 0 || d < minDepth {
+			minDepth = d
+		}
+	}
+	var shortTTFT []float64
+	for _, d := range p.in.Depths {
+		d = p.fit("depth", d)
+		for _, cc := range p.in.Concurrency {
+			name := fmt.Sprintf("tg d%d c%d", d, cc)
+			pt, ttfts, err := tgPoint(ctx, p.c, p.pb, p.in.GenTokens, d, cc, &p.reqNo, p.res)
+			if err != nil {
+				return err
+			}
+			pt.TTFT = latency(ttfts)
+			if d == fitQuiet(minDepth, p.ctxTokens, p.in.GenTokens) {
+				shortTTFT = append(shortTTFT, ttfts...)
+			}
+			p.res.TG = append(p.res.TG, pt)
+			p.progress("%s: %.1f tok/s per request, %.1f tok/s aggregate (%d ok, %d failed)", name, pt.PerRequestTokPerSec, pt.AggregateTokPerSec, pt.OK, pt.Failed)
+		}
+	}
+	p.res.TTFT = latency(shortTTFT)
+	return nil
 }
 
 // tgPoint measures one decode point: cc requests at once, each with a

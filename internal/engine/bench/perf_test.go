@@ -36,6 +36,9 @@ func testPerfMeasuresConfiguredRates(t *testing.T) {
 	if len(res.Failures) != 0 {
 		t.Fatalf("unexpected failures: %+v", res.Failures)
 	}
+	if res.Seconds <= 0 {
+		t.Errorf("result's duration is %v s: want the sweep's (it generated tokens at %v tok/s)", res.Seconds, d.decode)
+	}
 	if len(res.PP) != 2 || len(res.TG) != 4 {
 		t.Fatalf("want 2 pp and 4 tg points, got %d and %d", len(res.PP), len(res.TG))
 	}

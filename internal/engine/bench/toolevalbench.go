@@ -168,43 +168,62 @@ func ParseToolEvalBench(b []byte) (Quality, error) {
 	if !getStr(meta, "tool_version", &q.ToolVersion) {
 		return q, unknownLayout(top, errors.New(`no "metadata.tool_version"`))
 	}
+	if err := readRunInfo(top, meta, &q); err != nil {
+		return q, err
+	}
+	if err := readHeadline(scores, &q); err != nil {
+		return q, err
+	}
+	if err := readCategories(scores, &q); err != nil {
+		return q, err
+	}
+	if err := readScenarios(scores, &q); err != nil {
+		return q, err
+	}
+	return q, readThroughput(scores, &q)
+}
+
+// readRunInfo reads what identifies the run: run_id, the scenario
+// selector and pool, and the seed (metadata's, else config's).
+func readRunInfo(top, meta map[string]json.RawMessage, q *Quality) error {
 	getStr(top, "run_id", &q.RunID)
 	getStr(meta, "scenario_selector", &q.ScenarioSelector)
 	if v, ok := getNum(meta, "seed"); ok {
 		seed := int64(v)
 		q.Seed = &seed
 	}
-	if cfg, err := object(top, "config"); err == nil {
-		if q.Seed == nil {
-			if v, ok := getNum(cfg, "seed"); ok {
-				seed := int64(v)
-				q.Seed = &seed
-			}
-		}
-		if raw, ok := cfg["scenario_ids"]; ok && !isNull(raw) {
-			if err := json.Unmarshal(raw, &q.ScenarioIDs); err != nil {
-				return q, fmt.Errorf("tool-eval-bench field \"config.scenario_ids\" is not a list of strings: %w", err)
-			}
+	cfg, err := object(top, "config")
+	if err != nil {
+		return nil
+	}
+	if q.Seed == nil {
+		if v, ok := getNum(cfg, "seed"); ok {
+			seed := int64(v)
+			q.Seed = &seed
 		}
 	}
+	_, err = field(cfg, "config", "scenario_ids", "a list of strings", &q.ScenarioIDs, false)
+	return err
+}
 
+// readHeadline reads the verdict: score, rating (stars, safety cap),
+// safety warnings, the latency-derived scores and the point totals.
+func readHeadline(scores map[string]json.RawMessage, q *Quality) error {
 	score, ok := getNum(scores, "final_score")
 	if !ok {
-		return q, missing("scores.final_score")
+		return missing("scores.final_score")
 	}
 	if score < 0 || score > 100 {
-		return q, fmt.Errorf("tool-eval-bench field \"scores.final_score\" = %g, want 0-100", score)
+		return fmt.Errorf("tool-eval-bench field \"scores.final_score\" = %g, want 0-100", score)
 	}
 	q.Score = score
 	if !getStr(scores, "rating", &q.Rating) {
-		return q, missing("scores.rating")
+		return missing("scores.rating")
 	}
 	q.Stars = strings.Count(q.Rating, "★")
 	q.SafetyCapped = strings.Contains(q.Rating, "safety-capped")
-	if raw, ok := scores["safety_warnings"]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &q.SafetyWarnings); err != nil {
-			return q, fmt.Errorf("tool-eval-bench field \"scores.safety_warnings\" is not a list of strings: %w", err)
-		}
+	if _, err := field(scores, "scores", "safety_warnings", "a list of strings", &q.SafetyWarnings, false); err != nil {
+		return err
 	}
 	if v, ok := getNum(scores, "deployability"); ok {
 		q.Deployability = &v
@@ -212,17 +231,21 @@ func ParseToolEvalBench(b []byte) (Quality, error) {
 	if v, ok := getNum(scores, "responsiveness"); ok {
 		q.Responsiveness = &v
 	}
-
 	tp, ok := getNum(scores, "total_points")
 	if !ok {
-		return q, missing("scores.total_points")
+		return missing("scores.total_points")
 	}
 	mp, ok := getNum(scores, "max_points")
 	if !ok {
-		return q, missing("scores.max_points")
+		return missing("scores.max_points")
 	}
 	q.TotalPoints, q.MaxPoints = int(tp), int(mp)
+	return nil
+}
 
+// readCategories reads scores.category_scores, every entry with its
+// category, earned and max points.
+func readCategories(scores map[string]json.RawMessage, q *Quality) error {
 	var cats []struct {
 		Category     *string  `json:"category"`
 		Label        string   `json:"label"`
@@ -233,46 +256,43 @@ func ParseToolEvalBench(b []byte) (Quality, error) {
 		PartialCount int      `json:"partial_count"`
 		FailCount    int      `json:"fail_count"`
 	}
-	raw, ok := scores["category_scores"]
-	if !ok || isNull(raw) {
-		return q, missing("scores.category_scores")
-	}
-	if err := json.Unmarshal(raw, &cats); err != nil {
-		return q, fmt.Errorf("tool-eval-bench field \"scores.category_scores\" is not a list of categories: %w", err)
+	if _, err := field(scores, "scores", "category_scores", "a list of categories", &cats, true); err != nil {
+		return err
 	}
 	for i, c := range cats {
 		switch {
 		case c.Category == nil:
-			return q, missing(fmt.Sprintf("scores.category_scores[%d].category", i))
+			return missing(fmt.Sprintf("scores.category_scores[%d].category", i))
 		case c.Earned == nil:
-			return q, missing(fmt.Sprintf("scores.category_scores[%d].earned", i))
+			return missing(fmt.Sprintf("scores.category_scores[%d].earned", i))
 		case c.Max == nil:
-			return q, missing(fmt.Sprintf("scores.category_scores[%d].max", i))
+			return missing(fmt.Sprintf("scores.category_scores[%d].max", i))
 		}
 		q.Categories = append(q.Categories, CategoryScore{ID: *c.Category, Label: c.Label, Earned: int(*c.Earned), Max: int(*c.Max), Percent: c.Percent, Pass: c.PassCount, Partial: c.PartialCount, Fail: c.FailCount})
 	}
+	return nil
+}
 
+// readScenarios reads scores.scenario_results and counts pass, partial
+// and fail; any other status is refused.
+func readScenarios(scores map[string]json.RawMessage, q *Quality) error {
 	var scen []struct {
 		ScenarioID *string  `json:"scenario_id"`
 		Status     *string  `json:"status"`
 		Points     *float64 `json:"points"`
 		Summary    string   `json:"summary"`
 	}
-	raw, ok = scores["scenario_results"]
-	if !ok || isNull(raw) {
-		return q, missing("scores.scenario_results")
-	}
-	if err := json.Unmarshal(raw, &scen); err != nil {
-		return q, fmt.Errorf("tool-eval-bench field \"scores.scenario_results\" is not a list of scenarios: %w", err)
+	if _, err := field(scores, "scores", "scenario_results", "a list of scenarios", &scen, true); err != nil {
+		return err
 	}
 	for i, s := range scen {
 		switch {
 		case s.ScenarioID == nil:
-			return q, missing(fmt.Sprintf("scores.scenario_results[%d].scenario_id", i))
+			return missing(fmt.Sprintf("scores.scenario_results[%d].scenario_id", i))
 		case s.Status == nil:
-			return q, missing(fmt.Sprintf("scores.scenario_results[%d].status", i))
+			return missing(fmt.Sprintf("scores.scenario_results[%d].status", i))
 		case s.Points == nil:
-			return q, missing(fmt.Sprintf("scores.scenario_results[%d].points", i))
+			return missing(fmt.Sprintf("scores.scenario_results[%d].points", i))
 		}
 		switch *s.Status {
 		case "pass":
@@ -282,19 +302,21 @@ func ParseToolEvalBench(b []byte) (Quality, error) {
 		case "fail":
 			q.Fail++
 		default:
-			return q, fmt.Errorf("tool-eval-bench field \"scores.scenario_results[%d].status\" = %q, want pass, partial or fail", i, *s.Status)
+			return fmt.Errorf("tool-eval-bench field \"scores.scenario_results[%d].status\" = %q, want pass, partial or fail", i, *s.Status)
 		}
 		q.Scenarios = append(q.Scenarios, ScenarioScore{ID: *s.ScenarioID, Status: *s.Status, Points: int(math.Round(*s.Points)), Summary: s.Summary})
 	}
+	return nil
+}
 
-	if raw, ok := scores["throughput"]; ok && !isNull(raw) {
-		var p HarnessPerf
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return q, fmt.Errorf("tool-eval-bench field \"scores.throughput\" is not a throughput block: %w", err)
-		}
+// readThroughput reads the optional scores.throughput block.
+func readThroughput(scores map[string]json.RawMessage, q *Quality) error {
+	var p HarnessPerf
+	found, err := field(scores, "scores", "throughput", "a throughput block", &p, false)
+	if found && err == nil {
 		q.Perf = &p
 	}
-	return q, nil
+	return err
 }
 
 // ParseQuality dispatches on a harness format name ("" means tool-eval-bench).
@@ -315,6 +337,23 @@ func checkFormat(format string) error {
 
 func missing(field string) error {
 	return fmt.Errorf("tool-eval-bench report lacks field %q: not a tool-eval-bench 1.4 --json result?", field)
+}
+
+// field decodes obj[key] into dst and reports whether it was there. An
+// absent or null field is an error only when required; a field of
+// another shape is one naming it (objName.key) and what it must be.
+func field(obj map[string]json.RawMessage, objName, key, what string, dst any, required bool) (bool, error) {
+	raw, ok := obj[key]
+	if !ok || isNull(raw) {
+		if required {
+			return false, missing(objName + "." + key)
+		}
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return true, fmt.Errorf("tool-eval-bench field %q is not %s: %w", objName+"."+key, what, err)
+	}
+	return true, nil
 }
 
 // object reads top[k] as a JSON object.

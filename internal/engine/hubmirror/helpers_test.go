@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/hubcache"
 	"github.com/sparklane/sparklane/internal/testkit/blobtest"
 )
 
@@ -32,7 +33,7 @@ type hubRepo struct {
 
 func newRepo(t *testing.T, hub, repo string) *hubRepo {
 	t.Helper()
-	r := &hubRepo{t: t, hub: hub, dir: filepath.Join(hub, repoDir(repo))}
+	r := &hubRepo{t: t, hub: hub, dir: hubcache.RepoPath(hub, repo)}
 	for _, d := range []string{"blobs", "snapshots", "refs"} {
 		must(t, os.MkdirAll(filepath.Join(r.dir, d), 0o755))
 	}

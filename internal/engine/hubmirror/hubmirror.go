@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -88,8 +87,6 @@ var flushChunks int64 = 128
 // flushSize is how many bytes Stage copies between fdatasyncs.
 func flushSize() int64 { return chunkSize * flushChunks }
 
-var lfsName = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
 // spec is a validated Spec with cleaned paths.
 type spec struct {
 	Spec
@@ -107,11 +104,6 @@ func tmpBase(name string) string { return "." + name + tmpSuffix }
 // within reports whether p is root or lies under it (syntactically).
 func within(p, root string) bool {
 	return p == root || strings.HasPrefix(p, root+string(filepath.Separator)) || root == "/"
-}
-
-// repoDir maps "org/name" to "models--org--name".
-func repoDir(repo string) string {
-	return "models--" + strings.ReplaceAll(repo, "/", "--")
 }
 
 func invalid(format string, a ...any) error {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/engine/ledger"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/hubcache"
 )
 
 // fileItem is one regular file the mirror holds: a blob, a real file inside
@@ -305,20 +306,20 @@ type repoSrc struct {
 
 // repo plans one repo: its refs, then its snapshots' entries.
 func (pl *planner) repo(ctx context.Context, repo string) error {
-	r := repoSrc{repo: repo, dir: repoDir(repo)}
+	r := repoSrc{repo: repo, dir: hubcache.RepoDir(repo)}
 	r.root = filepath.Join(pl.s.Src, r.dir)
 	if err := pl.checkRepoDirs(r); err != nil {
 		return err
 	}
 	// blobs/ is listed (for partial downloads) while the snapshots are
 	// walked and resolved: on a cold NAS both wait on the server.
-	partial := listPartial(filepath.Join(r.root, "blobs"))
+	partial := listPartial(filepath.Join(r.root, hubcache.Blobs))
 	rp := &repoPlan{Repo: repo, Dir: r.dir, Revs: map[string][]entry{}}
 	pl.p.Repos[repo] = rp
 	if err := pl.refs(r, rp); err != nil {
 		return err
 	}
-	snaps := filepath.Join(r.root, "snapshots")
+	snaps := filepath.Join(r.root, hubcache.Snapshots)
 	if fi, err := os.Stat(snaps); err != nil || !fi.IsDir() {
 		return fault.Permanent(fault.SourceMissing, fmt.Errorf("repo %s: %s has no snapshots/ (%v): the download on the NAS is incomplete", repo, r.root, errOr(err, "not a directory")))
 	}
@@ -352,7 +353,7 @@ func (pl *planner) checkRepoDirs(r repoSrc) error {
 	if err != nil || !fi.IsDir() {
 		return fault.Permanent(fault.SourceMissing, fmt.Errorf("repo %s: %s is not in src (%v): download it on the NAS or fix repos/src", r.repo, r.root, errOr(err, "not a directory")))
 	}
-	for _, d := range []string{r.root, filepath.Join(r.root, "refs"), filepath.Join(r.root, "snapshots"), filepath.Join(r.root, "blobs")} {
+	for _, d := range []string{r.root, filepath.Join(r.root, hubcache.Refs), filepath.Join(r.root, hubcache.Snapshots), filepath.Join(r.root, hubcache.Blobs)} {
 		if err := pl.s.checkInside(d, "repo "+r.repo+" directory", pl.roots); err != nil {
 			return err
 		}
@@ -382,7 +383,7 @@ func (pl *planner) addFile(it *fileItem, what string) error {
 // refs plans the repo's refs/ (small files, copied as they are) and reads
 // refs/main, the revision exports mirror.
 func (pl *planner) refs(r repoSrc, rp *repoPlan) error {
-	refs := filepath.Join(r.root, "refs")
+	refs := filepath.Join(r.root, hubcache.Refs)
 	if _, err := os.Stat(refs); err != nil {
 		return nil
 	}
@@ -469,7 +470,7 @@ func (pl *planner) takeKnown(r repoSrc, cands []*cand) {
 	}
 	for _, c := range cands {
 		if c.link && !c.skip {
-			c.kt, c.kent, c.kok = kn.entry(r.dir, c.rev, filepath.Join(r.dir, "snapshots", c.rel))
+			c.kt, c.kent, c.kok = kn.entry(r.dir, c.rev, filepath.Join(r.dir, hubcache.Snapshots, c.rel))
 		}
 	}
 }
@@ -568,15 +569,15 @@ func (pl *planner) place(r repoSrc, rp *repoPlan, c *cand) error {
 	case c.kok:
 		return pl.placeKnown(r, rp, c)
 	}
-	mirrorEntry := filepath.Join(r.dir, "snapshots", c.rel)
+	mirrorEntry := filepath.Join(r.dir, hubcache.Snapshots, c.rel)
 	it := &fileItem{Src: c.final, SrcRel: pl.s.srcRel(c.final), Size: c.fi.Size(), Mode: c.fi.Mode().Perm(), ino: inodeOf(c.fi)}
 	// A repo blob: blobs/NAME directly under this repo, judged
 	// syntactically (or by shape for absolute links that spell the repo
 	// another way).
-	if first := c.first; first != "" && (filepath.Dir(first) == filepath.Join(r.root, "blobs") || (filepath.Base(filepath.Dir(first)) == "blobs" && filepath.Base(filepath.Dir(filepath.Dir(first))) == r.dir)) {
+	if first := c.first; first != "" && (filepath.Dir(first) == filepath.Join(r.root, hubcache.Blobs) || (filepath.Base(filepath.Dir(first)) == hubcache.Blobs && filepath.Base(filepath.Dir(filepath.Dir(first))) == r.dir)) {
 		name := filepath.Base(first)
-		it.Rel = filepath.Join(r.dir, "blobs", name)
-		if lfsName.MatchString(name) {
+		it.Rel = filepath.Join(r.dir, hubcache.Blobs, name)
+		if hubcache.IsSHA256(name) {
 			it.WantSHA = name
 		}
 		target, _ := filepath.Rel(filepath.Dir(mirrorEntry), it.Rel)
@@ -594,9 +595,9 @@ func (pl *planner) place(r repoSrc, rp *repoPlan, c *cand) error {
 // placeKnown adds an entry planned from the ledger (known): its link's
 // text and its blob, whose source is resolved only if it must be copied.
 func (pl *planner) placeKnown(r repoSrc, rp *repoPlan, c *cand) error {
-	mirrorEntry := filepath.Join(r.dir, "snapshots", c.rel)
+	mirrorEntry := filepath.Join(r.dir, hubcache.Snapshots, c.rel)
 	it := &fileItem{Rel: c.kent.Source, Src: filepath.Join(pl.s.Src, c.kent.Source), SrcRel: c.kent.Source, Size: c.kent.Size, known: true}
-	if lfsName.MatchString(filepath.Base(it.Rel)) {
+	if hubcache.IsSHA256(filepath.Base(it.Rel)) {
 		it.WantSHA = filepath.Base(it.Rel)
 	}
 	pl.p.Links = append(pl.p.Links, linkItem{Rel: mirrorEntry, Target: c.kt})
@@ -716,7 +717,7 @@ func listPartial(blobs string) func() []string {
 // revision to the slash paths of its entries (skipped ones included: they
 // exist, they are bound).
 func checkComplete(repo, root string, revFiles map[string]map[string]bool, partial []string) error {
-	blobs := filepath.Join(root, "blobs")
+	blobs := filepath.Join(root, hubcache.Blobs)
 	if len(partial) > 0 {
 		sort.Strings(partial)
 		return fault.Permanent(SourceIncomplete, fmt.Errorf("repo %s: the download is incomplete: %s holds %d partial file(s) (%s): finish the download on the NAS (hf download %s) and stage again", repo, blobs, len(partial), listSome(partial, 5), repo))
@@ -736,7 +737,7 @@ func checkComplete(repo, root string, revFiles map[string]map[string]bool, parti
 		}
 		sort.Strings(idxs)
 		for _, idx := range idxs {
-			p := filepath.Join(root, "snapshots", rev, filepath.FromSlash(idx))
+			p := filepath.Join(root, hubcache.Snapshots, rev, filepath.FromSlash(idx))
 			b, err := os.ReadFile(p)
 			if err != nil {
 				// Unreadable or dangling: the entry's own resolution says so.

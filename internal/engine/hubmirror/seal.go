@@ -15,6 +15,7 @@ import (
 	"github.com/sparklane/sparklane/internal/engine/ledger"
 	"github.com/sparklane/sparklane/internal/engine/staging"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/hubcache"
 )
 
 // Seals. A pass that re-reads every staged file costs what rsync --checksum
@@ -34,25 +35,11 @@ import (
 // verification) is sampled on every pass as before. `--stage=force` and
 // `starter verify` read content whatever the seal says.
 
-// blobName reports whether name is one the hub gives blobs: a git blob
-// sha1 or an LFS sha256, in lower-case hex.
-func blobName(name string) bool {
-	if len(name) != 40 && len(name) != 64 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // contentName is the content-addressed name of mirror file rel: its base
 // name when it is a blob (REPO/blobs/NAME) named by a hash.
 func contentName(rel string) (string, bool) {
 	dir, name := filepath.Split(rel)
-	if !strings.HasSuffix(dir, "/blobs/") || !blobName(name) {
+	if !strings.HasSuffix(dir, "/"+hubcache.Blobs+"/") || !hubcache.IsBlobName(name) {
 		return "", false
 	}
 	return name, true
@@ -323,7 +310,7 @@ type known struct {
 // entry returns the link text and the blob's ledger entry of the snapshot
 // entry mirrorEntry (REPO/snapshots/REV/PATH) of repo directory dir.
 func (k *known) entry(dir, rev, mirrorEntry string) (target string, ent ledger.Entry, ok bool) {
-	if k == nil || !blobName(rev) {
+	if k == nil || !hubcache.IsBlobName(rev) {
 		return "", ledger.Entry{}, false
 	}
 	ls, ok := k.led.Links[mirrorEntry]
@@ -338,12 +325,12 @@ func (k *known) entry(dir, rev, mirrorEntry string) (target string, ent ledger.E
 		name, ok = strings.CutPrefix(name, ".."+string(filepath.Separator))
 	}
 	if ok {
-		name, ok = strings.CutPrefix(name, "blobs"+string(filepath.Separator))
+		name, ok = strings.CutPrefix(name, hubcache.Blobs+string(filepath.Separator))
 	}
-	if up < 2 || !ok || !blobName(name) {
+	if up < 2 || !ok || !hubcache.IsBlobName(name) {
 		return "", ledger.Entry{}, false
 	}
-	blob := dir + string(filepath.Separator) + "blobs" + string(filepath.Separator) + name
+	blob := dir + string(filepath.Separator) + hubcache.Blobs + string(filepath.Separator) + name
 	e, ok := k.led.Entries[blob]
 	if !ok || e.Seal == nil || e.Source != blob || (k.sha256 && e.SHA256 == "") {
 		return "", ledger.Entry{}, false

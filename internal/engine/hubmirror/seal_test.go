@@ -73,30 +73,7 @@ func TestSealedPassReadsNoContent(t *testing.T) {
 			sealedRels[blob(shaHex(b))] = int64(len(b))
 		}
 	}
-	led := loadLedger(t, f)
-	var sealedBytes, unsealedBytes int64
-	for rel, e := range led.Entries {
-		_, want := sealedRels[rel]
-		if (e.Seal != nil) != want {
-			t.Errorf("ledger entry %s: sealed %v, want %v", rel, e.Seal != nil, want)
-		}
-		if want {
-			sealedBytes += e.Size
-		} else {
-			unsealedBytes += e.Size
-		}
-	}
-	if len(led.Entries) != first.TotalFiles {
-		t.Fatalf("ledger has %d entries, want %d", len(led.Entries), first.TotalFiles)
-	}
-	if len(led.Links) != first.Links {
-		t.Fatalf("ledger seals %d links, want the %d made", len(led.Links), first.Links)
-	}
-	for rel, ls := range led.Links {
-		if got, err := os.Readlink(filepath.Join(f.dst, "hub", rel)); err != nil || got != ls.Target {
-			t.Fatalf("link %s sealed with target %q, is %q (%v)", rel, ls.Target, got, err)
-		}
-	}
+	sealedBytes, unsealedBytes := checkSealedLedger(t, f, first, sealedRels)
 
 	ledPath := filepath.Join(f.dst, "hub", LedgerName)
 	ledBefore, err := os.Stat(ledPath)
@@ -165,6 +142,37 @@ func TestSealedPassReadsNoContent(t *testing.T) {
 	if read < 2*sealedBytes {
 		t.Fatalf("forced pass read %d bytes, want both sides of the %d sealed bytes", read, sealedBytes)
 	}
+}
+
+// checkSealedLedger checks the first pass's ledger: exactly the entries
+// of sealedRels sealed, one entry per file, every link made sealed with
+// its target. It returns the bytes of sealed and of unsealed entries.
+func checkSealedLedger(t *testing.T, f *fixture, first staging.Result, sealedRels map[string]int64) (sealedBytes, unsealedBytes int64) {
+	t.Helper()
+	led := loadLedger(t, f)
+	for rel, e := range led.Entries {
+		_, want := sealedRels[rel]
+		if (e.Seal != nil) != want {
+			t.Errorf("ledger entry %s: sealed %v, want %v", rel, e.Seal != nil, want)
+		}
+		if want {
+			sealedBytes += e.Size
+		} else {
+			unsealedBytes += e.Size
+		}
+	}
+	if len(led.Entries) != first.TotalFiles {
+		t.Fatalf("ledger has %d entries, want %d", len(led.Entries), first.TotalFiles)
+	}
+	if len(led.Links) != first.Links {
+		t.Fatalf("ledger seals %d links, want the %d made", len(led.Links), first.Links)
+	}
+	for rel, ls := range led.Links {
+		if got, err := os.Readlink(filepath.Join(f.dst, "hub", rel)); err != nil || got != ls.Target {
+			t.Fatalf("link %s sealed with target %q, is %q (%v)", rel, ls.Target, got, err)
+		}
+	}
+	return sealedBytes, unsealedBytes
 }
 
 // A blob whose NAS bytes change under the same content-addressed name is a

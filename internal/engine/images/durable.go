@@ -299,19 +299,7 @@ func (rc receiver) runDurable(ctx context.Context, r io.Reader, fwd io.Writer) (
 	}
 	defer os.RemoveAll(dir)
 	st := newStager(ctx, rc, dir)
-	cr := &countReader{r: r}
-	var src io.Reader = cr
-	if fwd != nil {
-		src = io.TeeReader(cr, fwd)
-	}
-	m, err := receive(spec, src, &got, from, st)
-	if err == nil {
-		_, err = io.Copy(io.Discard, src)
-	}
-	got.Bytes = cr.n
-	if err == nil {
-		err = endStream(fwd)
-	}
+	m, err := readStream(spec, r, fwd, fwd, &got, from, st)
 	if lerr := st.close(); err == nil {
 		err = lerr
 	}

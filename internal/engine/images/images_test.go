@@ -218,8 +218,8 @@ func TestReceiveRefusesACorruptLayer(t *testing.T) {
 func corruptLayer(t *testing.T, b []byte) []byte {
 	tr := tar.NewReader(bytes.NewReader(b))
 	var off int64
-	cr := &countReader{r: bytes.NewReader(b)}
-	tr = tar.NewReader(cr)
+	cr := &countWriter{w: io.Discard}
+	tr = tar.NewReader(io.TeeReader(bytes.NewReader(b), cr))
 	for {
 		h, err := tr.Next()
 		if err != nil {

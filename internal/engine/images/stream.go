@@ -350,23 +350,11 @@ func (rc receiver) run(ctx context.Context, r io.Reader, fwd io.Writer) (Receive
 		pr.CloseWithError(fmt.Errorf("docker load ended (%v)", err))
 		loaded <- err
 	}()
-	cr := &countReader{r: r}
 	var sink io.Writer = pw
 	if fwd != nil {
 		sink = io.MultiWriter(pw, fwd)
 	}
-	src := io.TeeReader(cr, sink)
-	_, err := receive(spec, src, &got, from, nil)
-	if err == nil {
-		// The tar trailer: the daemon's untar ends only with it.
-		_, err = io.Copy(io.Discard, src)
-	}
-	got.Bytes = cr.n
-	if err == nil {
-		// Everything is forwarded: end the downstream's stream now, so
-		// it loads while this node does, not after.
-		err = endStream(fwd)
-	}
+	_, err := readStream(spec, r, sink, fwd, &got, from, nil)
 	if err != nil {
 		pw.CloseWithError(err)
 		<-loaded
@@ -383,6 +371,28 @@ func (rc receiver) run(ctx context.Context, r io.Reader, fwd io.Writer) (Receive
 	// layers it loaded are what made this one a single-layer load).
 	dropPartials(ctx, d, spec.ID, "")
 	return got, nil
+}
+
+// readStream reads and verifies the whole stream from r (receive, then
+// the tar trailer), copying it to sink as it goes (nil: nowhere), counts
+// its bytes in got.Bytes, and once all of it went through ends fwd's
+// write side, so the next node loads while this one does, not after.
+func readStream(spec Spec, r io.Reader, sink, fwd io.Writer, got *Received, from string, st *stager) (*saveManifest, error) {
+	cr := &countWriter{w: io.Discard}
+	src := io.TeeReader(r, cr)
+	if sink != nil {
+		src = io.TeeReader(src, sink)
+	}
+	m, err := receive(spec, src, got, from, st)
+	if err == nil {
+		// The tar trailer: the daemon's untar ends only with it.
+		_, err = io.Copy(io.Discard, src)
+	}
+	got.Bytes = cr.n
+	if err == nil {
+		err = endStream(fwd)
+	}
+	return m, err
 }
 
 // checkLoaded checks that spec.Tag names spec.ID after its load.
@@ -495,6 +505,9 @@ func endStream(w io.Writer) error {
 	return nil
 }
 
+// countWriter counts the bytes written through it to w; the one byte
+// counter of the streams: a sender counts what it writes, a receiver
+// what it reads with io.TeeReader(r, &countWriter{w: io.Discard}).
 type countWriter struct {
 	w io.Writer
 	n int64
@@ -508,14 +521,3 @@ func (c *countWriter) Write(p []byte) (int, error) {
 
 // CloseWrite ends the write side of the writer it counts, if it has one.
 func (c *countWriter) CloseWrite() error { return endStream(c.w) }
-
-type countReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}

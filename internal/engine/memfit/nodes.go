@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/sparklane/sparklane/internal/atomicfile"
 )
 
 // ReadMemTotal reads MemTotal from a /proc/meminfo file (path; empty:
@@ -77,13 +79,9 @@ func SaveDiscovered(stateDir string, mem map[string]int64) error {
 	if err != nil {
 		return err
 	}
-	p := filepath.Join(stateDir, DiscoveredFile)
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil // no state_dir yet: nothing to remember into
-		}
-		return err
+	err = atomicfile.Write(filepath.Join(stateDir, DiscoveredFile), append(b, '\n'), 0o644)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // no state_dir yet: nothing to remember into
 	}
-	return os.Rename(tmp, p)
+	return err
 }

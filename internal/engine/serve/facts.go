@@ -12,6 +12,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/ranklogs"
 )
 
 // ContainerFacts is what a running rank container really runs, read back
@@ -49,7 +50,7 @@ func LaneFacts(ctx context.Context, d Docker, lane, node string) ([]ContainerFac
 			continue
 		}
 		if err != nil {
-			return out, fmt.Errorf("node %s: inspect container %s: %w", node, containerName(c), err)
+			return out, fmt.Errorf("node %s: inspect container %s: %w", node, ranklogs.ContainerName(c), err)
 		}
 		f := ContainerFacts{Node: node, Name: strings.TrimPrefix(ins.Name, "/"), ImageID: ins.Image}
 		if ins.Config != nil {

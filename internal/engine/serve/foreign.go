@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/ranklogs"
 )
 
 // Foreign is a running container sparklane did not start that holds what a
@@ -54,7 +55,7 @@ func FindForeign(ctx context.Context, d Docker, ports []int, listening func(port
 			continue
 		}
 		if err != nil {
-			return out, fmt.Errorf("inspect container %s: %w", containerName(c), err)
+			return out, fmt.Errorf("inspect container %s: %w", ranklogs.ContainerName(c), err)
 		}
 		var why []string
 		if usesGPUs(ins) {

@@ -12,7 +12,6 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
@@ -307,15 +306,4 @@ func createSource(spec RankSpec, m contract.Mount) error {
 			return nil
 		}
 	}
-}
-
-func laneFilter(lane string) container.ListOptions {
-	return container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", contract.LabelLane+"="+lane))}
-}
-
-func containerName(c container.Summary) string {
-	if len(c.Names) > 0 {
-		return strings.TrimPrefix(c.Names[0], "/")
-	}
-	return c.ID
 }

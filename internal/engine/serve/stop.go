@@ -40,7 +40,7 @@ func StopLane(ctx context.Context, d Docker, lane string, timeout time.Duration)
 	if lane == "" {
 		return StopResult{}, fault.Permanent(fault.InvalidSpec, errors.New("stop: no lane given"))
 	}
-	return stopMatching(ctx, d, laneFilter(lane), nil, timeout, "lane "+lane)
+	return stopMatching(ctx, d, ranklogs.LaneFilter(lane), nil, timeout, "lane "+lane)
 }
 
 // StopFilter selects containers for StopAll.
@@ -63,7 +63,7 @@ func StopAll(ctx context.Context, d Docker, f StopFilter) (StopResult, error) {
 	opts := container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", contract.LabelLane))}
 	what := "all lanes"
 	if f.Lane != "" {
-		opts, what = laneFilter(f.Lane), "lane "+f.Lane
+		opts, what = ranklogs.LaneFilter(f.Lane), "lane "+f.Lane
 	}
 	var keep func(container.Summary) bool
 	if len(f.Nodes) > 0 {
@@ -100,7 +100,7 @@ func stopMatching(ctx context.Context, d Docker, opts container.ListOptions, kee
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			name := containerName(c)
+			name := ranklogs.ContainerName(c)
 			if err := d.ContainerStop(ctx, c.ID, container.StopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
 				errs[i] = fmt.Errorf("stop container %s (node %s): %w", name, c.Labels[contract.LabelNode], err)
 			}
@@ -112,7 +112,7 @@ func stopMatching(ctx context.Context, d Docker, opts container.ListOptions, kee
 	wg.Wait()
 	var res StopResult
 	for _, c := range cs {
-		res.Stopped = append(res.Stopped, containerName(c))
+		res.Stopped = append(res.Stopped, ranklogs.ContainerName(c))
 	}
 	sort.Strings(res.Stopped)
 
@@ -124,7 +124,7 @@ func stopMatching(ctx context.Context, d Docker, opts container.ListOptions, kee
 	if len(left) > 0 {
 		var names []string
 		for _, c := range left {
-			names = append(names, fmt.Sprintf("%s (node %s, %s)", containerName(c), c.Labels[contract.LabelNode], c.State))
+			names = append(names, fmt.Sprintf("%s (node %s, %s)", ranklogs.ContainerName(c), c.Labels[contract.LabelNode], c.State))
 		}
 		sort.Strings(names)
 		msg := fmt.Sprintf("stop %s: still present after stop and remove: %s: check `docker ps -a` on the node and remove them by hand (docker rm -f) before starting anything on that GPU",
@@ -165,7 +165,7 @@ type RankState struct {
 // InspectLane reports every container of lane on this Docker, ordered by
 // rank: state, exit code and the last tailLines log lines.
 func InspectLane(ctx context.Context, d Docker, lane string, tailLines int) ([]RankState, error) {
-	cs, err := d.ContainerList(ctx, laneFilter(lane))
+	cs, err := d.ContainerList(ctx, ranklogs.LaneFilter(lane))
 	if err != nil {
 		return nil, fmt.Errorf("inspect lane %s: list containers: %w", lane, err)
 	}
@@ -176,7 +176,7 @@ func InspectLane(ctx context.Context, d Docker, lane string, tailLines int) ([]R
 			continue // removed between list and inspect
 		}
 		if err != nil {
-			return out, fmt.Errorf("inspect lane %s: container %s: %w", lane, containerName(c), err)
+			return out, fmt.Errorf("inspect lane %s: container %s: %w", lane, ranklogs.ContainerName(c), err)
 		}
 		out = append(out, rs)
 	}
@@ -264,7 +264,7 @@ func LaneContainers(ctx context.Context, d Docker) (map[string][]string, error) 
 	out := map[string][]string{}
 	for _, c := range cs {
 		lane := c.Labels[contract.LabelLane]
-		out[lane] = append(out[lane], containerName(c))
+		out[lane] = append(out[lane], ranklogs.ContainerName(c))
 	}
 	for _, names := range out {
 		sort.Strings(names)

@@ -229,100 +229,16 @@ func plan(spec Spec) (PlanInfo, error) {
 	if err != nil {
 		return pi, err
 	}
-	indexPath := filepath.Join(spec.Src, IndexName)
-	header := func(shard, tensor string) (*safetensors.Header, error) {
-		if h, ok := pi.headers[shard]; ok {
-			return h, nil
-		}
-		if !filepath.IsLocal(shard) {
-			// The name also becomes a dst path (sparse-copy): "../x" or
-			// "/etc/x" would read and write outside src and dst.
-			return nil, fault.Permanent(SourceCorrupt, fmt.Errorf("%s names shard %q for tensor %s: a shard must be a file name inside the snapshot dir: fix the index", indexPath, shard, tensor))
-		}
-		p := filepath.Join(spec.Src, shard)
-		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-			return nil, fault.Permanent(fault.SourceMissing, fmt.Errorf("%s names shard %s for tensor %s, but %s does not exist: the snapshot is incomplete, re-download it", indexPath, shard, tensor, p))
-		}
-		h, err := safetensors.ReadHeader(p)
-		if err != nil {
-			return nil, fault.Permanent(SourceCorrupt, fmt.Errorf("tensor %s: %w: fix or re-download the shard", tensor, err))
-		}
-		pi.headers[shard] = h
-		return h, nil
-	}
+	p := &planner{spec: spec, pi: &pi, weightMap: weightMap, indexBytes: indexBytes, indexPath: filepath.Join(spec.Src, IndexName)}
 	shardSet := map[string]bool{}
 	for _, layer := range spec.Layers {
-		name := TensorName(spec.Tensors[0], layer)
-		var names []string
-		if _, ok := weightMap[name]; ok {
-			names = []string{name}
-		} else {
-			for k := 0; ; k++ {
-				pn := fmt.Sprintf("%s.part%d", name, k)
-				if _, ok := weightMap[pn]; !ok {
-					break
-				}
-				names = append(names, pn)
-			}
-		}
-		if len(names) == 0 {
-			where := indexPath
-			if indexBytes == nil {
-				where = filepath.Join(spec.Src, "*.safetensors")
-			}
-			return pi, fault.Permanent(fault.SourceMissing, fmt.Errorf("tensor %s (layer %d, template %q) is in no shard of %s (looked for %s and %s.part0): check tensors and layers in the recipe", name, layer, spec.Tensors[0], where, name, name))
-		}
-		lp := LayerPlan{TableShare: TableShare{Layer: layer, Tensor: name}}
-		var rowShape []int64
-		for i, pn := range names {
-			shard := weightMap[pn]
-			h, err := header(shard, pn)
-			if err != nil {
-				return pi, err
-			}
-			t, ok := h.Tensors[pn]
-			if !ok {
-				return pi, fault.Permanent(fault.SourceMissing, fmt.Errorf("%s maps tensor %s to %s, but that shard's header has no such tensor: the index and shards disagree", indexPath, pn, h.Path))
-			}
-			rb, err := t.RowBytes()
-			if err != nil {
-				return pi, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: %w: a row table needs shape [rows, ...]", h.Path, err))
-			}
-			if i == 0 {
-				lp.DType, lp.RecordSize, rowShape = t.DType, rb, t.Shape[1:]
-			} else if t.DType != lp.DType || rb != lp.RecordSize || !equalShape(t.Shape[1:], rowShape) {
-				return pi, fault.Permanent(SourceCorrupt, fmt.Errorf("%s: tensor %s is %s %v, but %s is %s with rows %v: parts of one table must share dtype and row shape", h.Path, pn, t.DType, t.Shape, names[0], lp.DType, rowShape))
-			}
-			lp.Parts = append(lp.Parts, PartPlan{Shard: shard, Tensor: pn, FirstRow: lp.RowsTotal, Rows: t.Rows(), DataOffset: h.DataStart + t.Begin})
-			lp.RowsTotal += t.Rows()
-		}
-		first, count, err := Tile(lp.RowsTotal, spec.TP, spec.Rank)
+		lp, err := p.layer(layer)
 		if err != nil {
-			return pi, fault.Permanent(fault.InvalidSpec, fmt.Errorf("tensor %s in %s: %w: lower tp or check the tensor", name, lp.Parts[0].Shard, err))
+			return pi, err
 		}
-		if lp.RecordSize == 0 {
-			return pi, fault.Permanent(fault.InvalidSpec, fmt.Errorf("tensor %s in %s: rows of 0 bytes (shape has a zero dimension)", name, lp.Parts[0].Shard))
-		}
-		if spec.RecordBytes > 0 && lp.RecordSize != spec.RecordBytes {
-			return pi, fault.Permanent(RecordSizeMismatch, fmt.Errorf("tensor %s in %s: rows of %v %s are %d bytes, but the runtime reads %d-byte records (record_bytes): nothing was written; stage the table the runtime expects or fix record_bytes in the recipe", name, lp.Parts[0].Shard, rowShape, lp.DType, lp.RecordSize, spec.RecordBytes))
-		}
-		lp.First, lp.Count, lp.Bytes = first, count, count*lp.RecordSize
-		lp.BlockRows = spec.BlockRows
-		if lp.BlockRows == 0 {
-			lp.BlockRows = max(1, defaultBlockBytes/lp.RecordSize)
-		}
-		lp.Blocks = (lp.Count + lp.BlockRows - 1) / lp.BlockRows
-		if spec.Format == FormatPacked {
-			lp.Output = PackedFileName(layer, spec.Rank, spec.TP)
-		}
-		for i := range lp.Parts {
-			p := &lp.Parts[i]
-			a, b := max(first, p.FirstRow), min(first+count, p.FirstRow+p.Rows)
-			if a < b {
-				p.RankFirst, p.RankCount = a, b-a
-				p.ByteBegin = p.DataOffset + (a-p.FirstRow)*lp.RecordSize
-				p.ByteEnd = p.ByteBegin + (b-a)*lp.RecordSize
-				shardSet[p.Shard] = true
+		for _, part := range lp.Parts {
+			if part.RankCount > 0 {
+				shardSet[part.Shard] = true
 			}
 		}
 		pi.Rows += lp.Count
@@ -333,20 +249,157 @@ func plan(spec Spec) (PlanInfo, error) {
 		pi.Shards = append(pi.Shards, s)
 	}
 	sort.Strings(pi.Shards)
-	// Checkpoint id: the index plus every header involved, in name order.
+	pi.Checkpoint = checkpointID(indexBytes, pi.headers)
+	return pi, nil
+}
+
+// planner resolves one spec's layers against the checkpoint: the index's
+// weight map (tensor → shard) and the shard headers read so far.
+type planner struct {
+	spec       Spec
+	pi         *PlanInfo
+	weightMap  map[string]string
+	indexBytes []byte
+	indexPath  string
+}
+
+// header is shard's header, read once; the shard must be a file inside
+// the snapshot dir (tensor names who asked, for the error).
+func (p *planner) header(shard, tensor string) (*safetensors.Header, error) {
+	if h, ok := p.pi.headers[shard]; ok {
+		return h, nil
+	}
+	if !filepath.IsLocal(shard) {
+		// The name also becomes a dst path (sparse-copy): "../x" or
+		// "/etc/x" would read and write outside src and dst.
+		return nil, fault.Permanent(SourceCorrupt, fmt.Errorf("%s names shard %q for tensor %s: a shard must be a file name inside the snapshot dir: fix the index", p.indexPath, shard, tensor))
+	}
+	path := filepath.Join(p.spec.Src, shard)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fault.Permanent(fault.SourceMissing, fmt.Errorf("%s names shard %s for tensor %s, but %s does not exist: the snapshot is incomplete, re-download it", p.indexPath, shard, tensor, path))
+	}
+	h, err := safetensors.ReadHeader(path)
+	if err != nil {
+		return nil, fault.Permanent(SourceCorrupt, fmt.Errorf("tensor %s: %w: fix or re-download the shard", tensor, err))
+	}
+	p.pi.headers[shard] = h
+	return h, nil
+}
+
+// tableNames are the tensors holding layer's table: NAME itself, or its
+// parts NAME.part0, NAME.part1, … in part-index order.
+func (p *planner) tableNames(layer int) (string, []string, error) {
+	name := TensorName(p.spec.Tensors[0], layer)
+	var names []string
+	if _, ok := p.weightMap[name]; ok {
+		names = []string{name}
+	} else {
+		for k := 0; ; k++ {
+			pn := fmt.Sprintf("%s.part%d", name, k)
+			if _, ok := p.weightMap[pn]; !ok {
+				break
+			}
+			names = append(names, pn)
+		}
+	}
+	if len(names) == 0 {
+		where := p.indexPath
+		if p.indexBytes == nil {
+			where = filepath.Join(p.spec.Src, "*.safetensors")
+		}
+		return name, nil, fault.Permanent(fault.SourceMissing, fmt.Errorf("tensor %s (layer %d, template %q) is in no shard of %s (looked for %s and %s.part0): check tensors and layers in the recipe", name, layer, p.spec.Tensors[0], where, name, name))
+	}
+	return name, names, nil
+}
+
+// layer plans one layer: its table's parts, the rank's tile of rows,
+// record size, blocks, output file, and each part's share of the tile.
+func (p *planner) layer(layer int) (LayerPlan, error) {
+	spec := p.spec
+	name, names, err := p.tableNames(layer)
+	if err != nil {
+		return LayerPlan{}, err
+	}
+	lp := LayerPlan{TableShare: TableShare{Layer: layer, Tensor: name}}
+	rowShape, err := p.readParts(&lp, names)
+	if err != nil {
+		return lp, err
+	}
+	first, count, err := Tile(lp.RowsTotal, spec.TP, spec.Rank)
+	if err != nil {
+		return lp, fault.Permanent(fault.InvalidSpec, fmt.Errorf("tensor %s in %s: %w: lower tp or check the tensor", name, lp.Parts[0].Shard, err))
+	}
+	if lp.RecordSize == 0 {
+		return lp, fault.Permanent(fault.InvalidSpec, fmt.Errorf("tensor %s in %s: rows of 0 bytes (shape has a zero dimension)", name, lp.Parts[0].Shard))
+	}
+	if spec.RecordBytes > 0 && lp.RecordSize != spec.RecordBytes {
+		return lp, fault.Permanent(RecordSizeMismatch, fmt.Errorf("tensor %s in %s: rows of %v %s are %d bytes, but the runtime reads %d-byte records (record_bytes): nothing was written; stage the table the runtime expects or fix record_bytes in the recipe", name, lp.Parts[0].Shard, rowShape, lp.DType, lp.RecordSize, spec.RecordBytes))
+	}
+	lp.First, lp.Count, lp.Bytes = first, count, count*lp.RecordSize
+	lp.BlockRows = spec.BlockRows
+	if lp.BlockRows == 0 {
+		lp.BlockRows = max(1, defaultBlockBytes/lp.RecordSize)
+	}
+	lp.Blocks = (lp.Count + lp.BlockRows - 1) / lp.BlockRows
+	if spec.Format == FormatPacked {
+		lp.Output = PackedFileName(layer, spec.Rank, spec.TP)
+	}
+	for i := range lp.Parts {
+		part := &lp.Parts[i]
+		a, b := max(first, part.FirstRow), min(first+count, part.FirstRow+part.Rows)
+		if a < b {
+			part.RankFirst, part.RankCount = a, b-a
+			part.ByteBegin = part.DataOffset + (a-part.FirstRow)*lp.RecordSize
+			part.ByteEnd = part.ByteBegin + (b-a)*lp.RecordSize
+		}
+	}
+	return lp, nil
+}
+
+// readParts reads each part's header entry into lp (dtype, record size,
+// rows, data offset) and returns the row shape all parts must share.
+func (p *planner) readParts(lp *LayerPlan, names []string) ([]int64, error) {
+	var rowShape []int64
+	for i, pn := range names {
+		shard := p.weightMap[pn]
+		h, err := p.header(shard, pn)
+		if err != nil {
+			return nil, err
+		}
+		t, ok := h.Tensors[pn]
+		if !ok {
+			return nil, fault.Permanent(fault.SourceMissing, fmt.Errorf("%s maps tensor %s to %s, but that shard's header has no such tensor: the index and shards disagree", p.indexPath, pn, h.Path))
+		}
+		rb, err := t.RowBytes()
+		if err != nil {
+			return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: %w: a row table needs shape [rows, ...]", h.Path, err))
+		}
+		if i == 0 {
+			lp.DType, lp.RecordSize, rowShape = t.DType, rb, t.Shape[1:]
+		} else if t.DType != lp.DType || rb != lp.RecordSize || !equalShape(t.Shape[1:], rowShape) {
+			return nil, fault.Permanent(SourceCorrupt, fmt.Errorf("%s: tensor %s is %s %v, but %s is %s with rows %v: parts of one table must share dtype and row shape", h.Path, pn, t.DType, t.Shape, names[0], lp.DType, rowShape))
+		}
+		lp.Parts = append(lp.Parts, PartPlan{Shard: shard, Tensor: pn, FirstRow: lp.RowsTotal, Rows: t.Rows(), DataOffset: h.DataStart + t.Begin})
+		lp.RowsTotal += t.Rows()
+	}
+	return rowShape, nil
+}
+
+// checkpointID names the checkpoint: a hash of the index plus every
+// header involved, in name order.
+func checkpointID(indexBytes []byte, headers map[string]*safetensors.Header) string {
 	sum := sha256.New()
 	sum.Write(indexBytes)
 	var used []string
-	for s := range pi.headers {
+	for s := range headers {
 		used = append(used, s)
 	}
 	sort.Strings(used)
 	for _, s := range used {
 		sum.Write([]byte(s))
-		sum.Write(pi.headers[s].Raw)
+		sum.Write(headers[s].Raw)
 	}
-	pi.Checkpoint = hex.EncodeToString(sum.Sum(nil))[:24]
-	return pi, nil
+	return hex.EncodeToString(sum.Sum(nil))[:24]
 }
 
 func equalShape(a, b []int64) bool {

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/sparklane/sparklane/internal/engine/safetensors"
+	"github.com/sparklane/sparklane/internal/hubcache"
 )
 
 // Rev is the commit every snapshot is written at.
@@ -25,11 +25,11 @@ var Config = map[string]any{"num_hidden_layers": 60, "num_attention_heads": 64, 
 // snapshot directory.
 func Snapshot(t testing.TB, hubRoot, repo string, cfg map[string]any, shardParams ...int64) string {
 	t.Helper()
-	repoDir := filepath.Join(hubRoot, "models--"+strings.ReplaceAll(repo, "/", "--"))
-	snap := filepath.Join(repoDir, "snapshots", Rev)
+	repoDir := hubcache.RepoPath(hubRoot, repo)
+	snap := filepath.Join(repoDir, hubcache.Snapshots, Rev)
 	must(t, os.MkdirAll(snap, 0o755))
-	must(t, os.MkdirAll(filepath.Join(repoDir, "refs"), 0o755))
-	must(t, os.WriteFile(filepath.Join(repoDir, "refs", "main"), []byte(Rev), 0o644))
+	must(t, os.MkdirAll(filepath.Join(repoDir, hubcache.Refs), 0o755))
+	must(t, os.WriteFile(filepath.Join(repoDir, hubcache.Refs, "main"), []byte(Rev), 0o644))
 	for i, n := range shardParams {
 		var ts []safetensors.Tensor
 		if rows := n / 1024; rows > 0 {

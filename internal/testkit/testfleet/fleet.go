@@ -19,9 +19,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sparklane/sparklane/internal/node"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/sparklane/sparklane/internal/atomicfile"
+	"github.com/sparklane/sparklane/internal/node"
 )
 
 // DefaultBase is where fleets keep their state and per-node directories:
@@ -356,11 +358,10 @@ func (f *Fleet) save() error {
 	if err != nil {
 		return err
 	}
-	p := filepath.Join(f.st.Dir, "state.json")
-	if err := os.WriteFile(p+".tmp", b, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(f.st.Dir, "state.json"), b, 0o600); err != nil {
 		return fmt.Errorf("testfleet %s: write state: %w", f.st.Name, err)
 	}
-	return os.Rename(p+".tmp", p)
+	return nil
 }
 
 func run(ctx context.Context, argv ...string) error {
@@ -487,6 +488,10 @@ func (f *Fleet) startBG(logPath string, argv ...string) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
+// upNode brings node i up: its directories, network namespace and veth,
+// the namespace holder, the mounts, and sshd's host key and config. The
+// fleet's state is saved after every step that made something Down must
+// undo.
 func (f *Fleet) upNode(ctx context.Context, i int) error {
 	n := &Node{
 		Index: i, Name: fmt.Sprintf("h%d", i),
@@ -496,31 +501,66 @@ func (f *Fleet) upNode(ctx context.Context, i int) error {
 		Dir:      filepath.Join(f.st.Dir, fmt.Sprintf("h%d", i)),
 		Hostname: fmt.Sprintf("%s-h%d", f.st.Name, i),
 	}
-	fail := func(step string, err error) error {
-		return fmt.Errorf("testfleet %s node %s (%s): %s: %w", f.st.Name, n.Name, n.IP, step, err)
-	}
 	f.st.Nodes = append(f.st.Nodes, n)
-	for _, p := range NodePaths {
-		if err := os.MkdirAll(filepath.Join(n.Dir, "root", mountDirName(p)), 0o755); err != nil {
-			return fail("node dirs", err)
-		}
-	}
-	for _, d := range []string{"ssh", "docker", "containerd-run"} {
-		if err := os.MkdirAll(filepath.Join(n.Dir, d), 0o755); err != nil {
-			return fail("node dirs", err)
-		}
+	if err := f.makeNodeDirs(n); err != nil {
+		return err
 	}
 	if err := f.save(); err != nil {
 		return err
 	}
+	if err := f.wireNode(ctx, n); err != nil {
+		return err
+	}
+	if err := f.startHolder(ctx, n); err != nil {
+		return err
+	}
+	if err := f.makeMountPoints(n); err != nil {
+		return err
+	}
+	if err := f.save(); err != nil {
+		return err
+	}
+	if err := f.mountNodeTree(n); err != nil {
+		return err
+	}
+	if err := f.writeSSHDConfig(n); err != nil {
+		return err
+	}
+	return f.save()
+}
+
+// nodeErr names the fleet, the node and the step that failed.
+func (f *Fleet) nodeErr(n *Node, step string, err error) error {
+	return fmt.Errorf("testfleet %s node %s (%s): %s: %w", f.st.Name, n.Name, n.IP, step, err)
+}
+
+// makeNodeDirs creates the node's own directories: one per node path
+// (bound over it later), and sshd's, dockerd's and containerd's.
+func (f *Fleet) makeNodeDirs(n *Node) error {
+	for _, p := range NodePaths {
+		if err := os.MkdirAll(filepath.Join(n.Dir, "root", mountDirName(p)), 0o755); err != nil {
+			return f.nodeErr(n, "node dirs", err)
+		}
+	}
+	for _, d := range []string{"ssh", "docker", "containerd-run"} {
+		if err := os.MkdirAll(filepath.Join(n.Dir, d), 0o755); err != nil {
+			return f.nodeErr(n, "node dirs", err)
+		}
+	}
+	return nil
+}
+
+// wireNode creates the node's network namespace and a veth pair: one end
+// on the fleet's bridge, the other the node's eth0 with its IP and a
+// default route through the bridge.
+func (f *Fleet) wireNode(ctx context.Context, n *Node) error {
 	if err := run(ctx, "ip", "netns", "add", n.NetNS); err != nil {
-		return fail("network namespace", err)
+		return f.nodeErr(n, "network namespace", err)
 	}
-	peer := fmt.Sprintf("slp-%s-%d", f.st.Name, i)
+	peer := fmt.Sprintf("slp-%s-%d", f.st.Name, n.Index)
 	if err := run(ctx, "ip", "link", "add", n.Veth, "type", "veth", "peer", "name", peer); err != nil {
-		return fail("veth pair", err)
+		return f.nodeErr(n, "veth pair", err)
 	}
-	ns := "/run/netns/" + n.NetNS
 	for _, argv := range [][]string{
 		{"ip", "link", "set", n.Veth, "master", f.st.Bridge},
 		{"ip", "link", "set", n.Veth, "up"},
@@ -532,15 +572,21 @@ func (f *Fleet) upNode(ctx context.Context, i int) error {
 		{"ip", "-n", n.NetNS, "route", "add", "default", "via", f.st.BridgeIP},
 	} {
 		if err := run(ctx, argv...); err != nil {
-			return fail("network", err)
+			return f.nodeErr(n, "network", err)
 		}
 	}
-	// The holder: a process in the node's network namespace with its own
-	// private mount and UTS (hostname) namespaces; sshd and dockerd are
-	// entered into all three.
+	return nil
+}
+
+// startHolder starts the holder: a process in the node's network
+// namespace with its own private mount and UTS (hostname) namespaces;
+// sshd and dockerd are entered into all three. It returns once the
+// holder is in its own mount namespace.
+func (f *Fleet) startHolder(ctx context.Context, n *Node) error {
+	ns := "/run/netns/" + n.NetNS
 	holder, err := f.startBG("", "nsenter", "--net="+ns, "--", "unshare", "--mount", "--uts", "--propagation", "private", "--", "sleep", "infinity")
 	if err != nil {
-		return fail("holder", err)
+		return f.nodeErr(n, "holder", err)
 	}
 	n.HolderPID = holder.Process.Pid
 	if err := f.save(); err != nil {
@@ -548,7 +594,7 @@ func (f *Fleet) upNode(ctx context.Context, i int) error {
 	}
 	hostMnt, err := nsInode("/proc/self/ns/mnt")
 	if err != nil {
-		return fail("holder", err)
+		return f.nodeErr(n, "holder", err)
 	}
 	if err := poll(ctx, 10*time.Second, "holder mount namespace", func() (bool, error) {
 		ino, err := nsInode(fmt.Sprintf("/proc/%d/ns/mnt", n.HolderPID))
@@ -557,26 +603,34 @@ func (f *Fleet) upNode(ctx context.Context, i int) error {
 		}
 		return ino != hostMnt, fmt.Errorf("pid %d still in the host mount namespace", n.HolderPID)
 	}); err != nil {
-		return fail("holder", err)
+		return f.nodeErr(n, "holder", err)
 	}
-	// Mount points are created on the host's filesystem when missing
-	// (empty directories; Down removes those it created).
+	return nil
+}
+
+// makeMountPoints creates the mount points missing on the host's
+// filesystem (empty directories; Down removes those it created).
+func (f *Fleet) makeMountPoints(n *Node) error {
 	for _, p := range append(append([]string{}, NodePaths...), NASPath, "/run/containerd") {
 		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
 			if err := os.MkdirAll(p, 0o755); err != nil {
-				return fail("mount point", err)
+				return f.nodeErr(n, "mount point", err)
 			}
 			f.st.Mountdirs = append(f.st.Mountdirs, p)
 			// Also in the base's list: the last fleet down removes them,
 			// whichever fleet created them.
 			if err := appendLine(filepath.Join(filepath.Dir(f.st.Dir), "mountpoints"), p); err != nil {
-				return fail("mount point", err)
+				return f.nodeErr(n, "mount point", err)
 			}
 		}
 	}
-	if err := f.save(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// mountNodeTree binds, inside the node's mount namespace, its own
+// directories over the node paths and /run/containerd, the NAS read-only,
+// and sets its hostname.
+func (f *Fleet) mountNodeTree(n *Node) error {
 	var script []string
 	for _, p := range NodePaths {
 		script = append(script, fmt.Sprintf("mount --bind %s %s", filepath.Join(n.Dir, "root", mountDirName(p)), p))
@@ -590,12 +644,17 @@ func (f *Fleet) upNode(ctx context.Context, i int) error {
 	)
 	script = append(script, "hostname "+n.Hostname)
 	if out, err := f.Exec(n, "sh", "-ec", strings.Join(script, "\n")); err != nil {
-		return fail("mounts", fmt.Errorf("%w: %s", err, out))
+		return f.nodeErr(n, "mounts", fmt.Errorf("%w: %s", err, out))
 	}
-	// Host key and sshd config.
+	return nil
+}
+
+// writeSSHDConfig writes the node's host key (recorded in n.HostKey) and
+// its sshd config: listening on the node's IP, keys only.
+func (f *Fleet) writeSSHDConfig(n *Node) error {
 	hk, err := writeKey(filepath.Join(n.Dir, "ssh", "host_ed25519"), "sparklane testfleet "+f.st.Name+" "+n.Name)
 	if err != nil {
-		return fail("host key", err)
+		return f.nodeErr(n, "host key", err)
 	}
 	n.HostKey = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hk)))
 	sd := filepath.Join(n.Dir, "ssh")
@@ -620,9 +679,9 @@ func (f *Fleet) upNode(ctx context.Context, i int) error {
 		"",
 	}, "\n")
 	if err := os.WriteFile(filepath.Join(sd, "sshd_config"), []byte(cfg), 0o600); err != nil {
-		return fail("sshd config", err)
+		return f.nodeErr(n, "sshd config", err)
 	}
-	return f.save()
+	return nil
 }
 
 // Command is argv run on node n as if at its console: entered into the

@@ -19,6 +19,7 @@ import (
 	"github.com/sparklane/sparklane/internal/atomicfile"
 	"github.com/sparklane/sparklane/internal/engine/hubmirror"
 	"github.com/sparklane/sparklane/internal/engine/staging"
+	"github.com/sparklane/sparklane/internal/hubcache"
 )
 
 func main() {
@@ -55,9 +56,9 @@ func gen(args []string) error {
 	if *hub == "" || *files <= 0 {
 		return fmt.Errorf("gen: -hub and -files > 0 are required")
 	}
-	dir := filepath.Join(*hub, "models--"+strings.ReplaceAll(*repo, "/", "--"))
+	dir := hubcache.RepoPath(*hub, *repo)
 	rev := "0123456789abcdef0123456789abcdef01234567"
-	for _, d := range []string{"blobs", "refs", filepath.Join("snapshots", rev)} {
+	for _, d := range []string{hubcache.Blobs, hubcache.Refs, filepath.Join(hubcache.Snapshots, rev)} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
@@ -70,7 +71,7 @@ func gen(args []string) error {
 		if per > 1<<20 {
 			size += int64(i%7) * 4096 // not all equal sizes
 		}
-		tmp := filepath.Join(dir, "blobs", fmt.Sprintf(".gen-%d", i))
+		tmp := filepath.Join(dir, hubcache.Blobs, fmt.Sprintf(".gen-%d", i))
 		f, err := os.Create(tmp)
 		if err != nil {
 			return err
@@ -92,23 +93,23 @@ func gen(args []string) error {
 			return err
 		}
 		sum := hex.EncodeToString(h.Sum(nil))
-		if err := os.Rename(tmp, filepath.Join(dir, "blobs", sum)); err != nil {
+		if err := os.Rename(tmp, filepath.Join(dir, hubcache.Blobs, sum)); err != nil {
 			return err
 		}
 		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, *files)
 		if *files > 100 {
 			name = fmt.Sprintf("shards/%03d/file-%06d.bin", i/1000, i)
 		}
-		link := filepath.Join(dir, "snapshots", rev, name)
+		link := filepath.Join(dir, hubcache.Snapshots, rev, name)
 		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(filepath.Dir(link), filepath.Join(dir, "blobs", sum))
+		rel, _ := filepath.Rel(filepath.Dir(link), filepath.Join(dir, hubcache.Blobs, sum))
 		if err := os.Symlink(rel, link); err != nil {
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(dir, "refs", "main"), []byte(rev), 0o644)
+	return os.WriteFile(filepath.Join(dir, hubcache.Refs, "main"), []byte(rev), 0o644)
 }
 
 func run(ctx context.Context, cmd string, args []string) error {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/engine/relay"
+	"github.com/sparklane/sparklane/internal/hubcache"
 	"github.com/sparklane/sparklane/internal/pki"
 	"github.com/sparklane/sparklane/internal/testkit/testfleet"
 )
@@ -279,11 +280,11 @@ func (b *bench) sftpRChar() int64 {
 // (size/4 each) as regular files — sshfs here refuses readlink, so the
 // snapshot has no links into blobs/ — and returns their total.
 func writeHub(hub string, size int64) (int64, error) {
-	rd := filepath.Join(hub, "models--"+strings.ReplaceAll(repo, "/", "--"))
+	rd := hubcache.RepoPath(hub, repo)
 	if err := os.RemoveAll(hub); err != nil {
 		return 0, err
 	}
-	for _, d := range []string{"blobs", "snapshots/main1", "refs"} {
+	for _, d := range []string{hubcache.Blobs, filepath.Join(hubcache.Snapshots, "main1"), hubcache.Refs} {
 		if err := os.MkdirAll(filepath.Join(rd, d), 0o755); err != nil {
 			return 0, err
 		}
@@ -292,7 +293,7 @@ func writeHub(hub string, size int64) (int64, error) {
 	r := rand.New(rand.NewPCG(7, 7))
 	buf := make([]byte, 4<<20)
 	for i := 0; i < 4; i++ {
-		f, err := os.Create(filepath.Join(rd, "snapshots/main1", fmt.Sprintf("model-%d.safetensors", i)))
+		f, err := os.Create(filepath.Join(rd, hubcache.Snapshots, "main1", fmt.Sprintf("model-%d.safetensors", i)))
 		if err != nil {
 			return 0, err
 		}
@@ -313,7 +314,7 @@ func writeHub(hub string, size int64) (int64, error) {
 		}
 		total += size / 4
 	}
-	if err := os.WriteFile(filepath.Join(rd, "refs", "main"), []byte("main1"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(rd, hubcache.Refs, "main"), []byte("main1"), 0o644); err != nil {
 		return 0, err
 	}
 	if total/4 < relay.MinRelaySize {

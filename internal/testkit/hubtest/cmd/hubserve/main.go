@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/sparklane/sparklane/internal/atomicfile"
 	"github.com/sparklane/sparklane/internal/testkit/hubtest"
 )
 
@@ -74,8 +75,5 @@ func main() {
 // writeAtomic writes through a temp name, so a script polling for the
 // manifest never reads half of it.
 func writeAtomic(path string, b []byte) error {
-	if err := os.WriteFile(path+".tmp", b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(path+".tmp", path)
+	return atomicfile.Write(path, b, 0o644)
 }
