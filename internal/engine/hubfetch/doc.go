@@ -53,6 +53,7 @@
 // It must not import Temporal (go.temporal.io/...), cobra/viper, or the
 // packages that wrap it (activities, workflows, internal/cli,
 // internal/config): the Temporal activity is a thin wrapper over Fetch.
-// Of sparklane it imports only internal/fault and internal/contract (the
-// public Hub's address, DefaultHubEndpoint).
+// Of sparklane it imports only internal/fault, internal/contract (the
+// public Hub's address, DefaultHubEndpoint) and internal/hubcache (the
+// cache layout's names).
 package hubfetch

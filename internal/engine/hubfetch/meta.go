@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/hubcache"
 )
 
 // fileMeta is what a HEAD of a file's /resolve URL announces about it.
@@ -34,7 +35,7 @@ func (h *hub) fillMetadata(ctx context.Context, l *listing) (int, error) {
 			todo = append(todo, i)
 		}
 	}
-	if len(todo) == 0 || !commitPattern.MatchString(l.SHA) {
+	if len(todo) == 0 || !hubcache.IsCommit(l.SHA) {
 		return 0, nil // makePlan names a bad commit or file name
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -150,8 +151,8 @@ func (h *hub) metaOf(resp *http.Response, commit, path string) (fileMeta, error)
 	case size < 0:
 		return bad("no X-Linked-Size or Content-Length: the endpoint does not say the file's size")
 	}
-	lfs := sha256Pattern.MatchString(etag)
-	if !lfs && !commitPattern.MatchString(etag) {
+	lfs := hubcache.IsSHA256(etag)
+	if !lfs && !hubcache.IsCommit(etag) {
 		return bad("etag %q is neither a sha256 (an LFS file) nor a git blob sha1: the endpoint's etags are not the Hub's content hashes, so the download cannot be verified", etag)
 	}
 	return fileMeta{etag: etag, size: size, lfs: lfs}, nil

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"syscall"
 
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/hubcache"
 )
 
 // blob is one content of the snapshot, named by its etag in blobs/; one
@@ -44,10 +44,7 @@ type plan struct {
 	needWrite bool  // a blob, a link or the ref is missing or wrong
 }
 
-var (
-	commitPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
-	sha256Pattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
-)
+var ()
 
 // makePlan checks the listing (nothing the Hub says becomes a path
 // unchecked), applies the skip globs, groups files by blob, and looks at
@@ -56,17 +53,17 @@ func makePlan(r *Request, l *listing) (*plan, error) {
 	bad := func(format string, a ...any) (*plan, error) {
 		return nil, fault.Permanent(HubBadResponse, fmt.Errorf("listing of repo %s at revision %s on %s: "+format, append([]any{r.Repo, r.Revision, r.Endpoint}, a...)...))
 	}
-	if !commitPattern.MatchString(l.SHA) {
+	if !hubcache.IsCommit(l.SHA) {
 		return bad("commit %q is not a 40-hex sha", l.SHA)
 	}
-	if commitPattern.MatchString(r.Revision) && r.Revision != l.SHA {
+	if hubcache.IsCommit(r.Revision) && r.Revision != l.SHA {
 		return bad("asked for commit %s, the Hub answered %s", r.Revision, l.SHA)
 	}
-	p := &plan{commit: l.SHA, repoDir: filepath.Join(r.CacheDir, repoFolder(r.Repo))}
-	p.blobsDir = filepath.Join(p.repoDir, "blobs")
-	p.snapDir = filepath.Join(p.repoDir, "snapshots", p.commit)
+	p := &plan{commit: l.SHA, repoDir: hubcache.RepoPath(r.CacheDir, r.Repo)}
+	p.blobsDir = filepath.Join(p.repoDir, hubcache.Blobs)
+	p.snapDir = filepath.Join(p.repoDir, hubcache.Snapshots, p.commit)
 	if r.Revision != p.commit {
-		p.ref = filepath.Join(p.repoDir, "refs", filepath.FromSlash(r.Revision))
+		p.ref = filepath.Join(p.repoDir, hubcache.Refs, filepath.FromSlash(r.Revision))
 	}
 	byEtag := map[string]*blob{}
 	seen := map[string]bool{}
@@ -94,7 +91,7 @@ func makePlan(r *Request, l *listing) (*plan, error) {
 		if f.LFS != nil {
 			etag, size, lfs = f.LFS.SHA256, f.LFS.Size, true
 		}
-		if lfs && !sha256Pattern.MatchString(etag) || !lfs && !commitPattern.MatchString(etag) || size < 0 {
+		if lfs && !hubcache.IsSHA256(etag) || !lfs && !hubcache.IsCommit(etag) || size < 0 {
 			return bad("file %s: etag %q / size %d is not a sha256 (LFS) or git sha1", f.RFilename, etag, size)
 		}
 		p.files++

@@ -259,9 +259,3 @@ func (r *Request) skipped(path string) bool {
 	}
 	return false
 }
-
-// repoFolder is the repo's directory name in a hub cache:
-// models--ORG--NAME, as huggingface_hub's repo_folder_name.
-func repoFolder(repo string) string {
-	return "models--" + strings.ReplaceAll(repo, "/", "--")
-}
