@@ -102,6 +102,9 @@ func (a *ControlActivities) bench(ctx context.Context, in contract.BenchInput, d
 		Compare: report.CompareOptions{QualityBand: b.QualityBand},
 	}
 	a.inspectContainers(ctx, in, &bundle)
+	if in.SwitchSeconds > 0 || in.StageSeconds > 0 {
+		bundle.Switch = &report.Switch{Seconds: in.SwitchSeconds, StageSeconds: in.StageSeconds, Order: in.StageOrder}
+	}
 	for _, s := range in.Staging {
 		bundle.Staging = append(bundle.Staging, report.StagingSummary{Node: s.Node, Block: s.Block, Kind: s.Kind,
 			Files: s.Result.TotalFiles, Bytes: s.Result.TotalBytes, VerifiedAt: time.Now().UTC()})

@@ -31,6 +31,7 @@ func Cutover(ctx workflow.Context, in contract.CutoverInput) (contract.CutoverRe
 		if uerr := c.undo.run(ctx); uerr != nil {
 			c.res.RollbackError = joinedMessage(uerr)
 		}
+		c.releaseHeld()
 		c.keepRolledBack()
 		return c.fail(err)
 	}
@@ -68,6 +69,13 @@ type cutover struct {
 	// stopping is set once the previous lanes are being stopped: before
 	// that a failure left them serving, and their keepers are started again.
 	stopping bool
+
+	// Stage ahead (stageahead.go): ahead, the lane stages while the
+	// previous one serves; held, this run holds keepers (KeepHold);
+	// stageFrom and stopFrom, when the image step and the stop began.
+	ahead               bool
+	held                bool
+	stageFrom, stopFrom time.Time
 }
 
 func newCutoverRun(ctx workflow.Context, in contract.CutoverInput) *cutover {
@@ -80,24 +88,35 @@ func newCutoverRun(ctx workflow.Context, in contract.CutoverInput) *cutover {
 	}
 }
 
-// run takes the steps in order and returns the first failure.
+// run takes the steps in order and returns the first failure. Runs
+// recorded before versionStageAhead stop the previous lane first, then
+// stage; from it on the next lane is staged and verified while the
+// previous one serves (stageahead.go), room permitting.
 func (c *cutover) run() error {
-	for _, step := range []func() error{
-		c.endKeepers,         // a hand run wins: no keeper heals what we take down
-		c.leaseNodes,         // the lane's nodes, for this run alone
-		c.powerOn,            // --power-on: switch on the nodes that are off
-		c.probeFleet,         // with its one re-probe
-		c.findPrevious,       // the lanes that hold our nodes, and where they run
-		c.leasePreviousNodes, // the fleet nodes outside the plan they run on
-		c.resolvePrevious,    // their recipes, for the rollback
-		c.stopForeign,        // --stop-foreign
-		c.stopPrevious,       // registers the rollback
-		c.image,              // the lane's image on every node
-		c.stage,
-		c.verify,
-		c.serve, // and probe
-		c.bench,
-	} {
+	if workflow.GetVersion(c.ctx, versionStageAhead, workflow.DefaultVersion, 1) < 1 {
+		return c.steps(
+			c.endKeepers,         // a hand run wins: no keeper heals what we take down
+			c.leaseNodes,         // the lane's nodes, for this run alone
+			c.powerOn,            // --power-on: switch on the nodes that are off
+			c.probeFleet,         // with its one re-probe
+			c.findPrevious,       // the lanes that hold our nodes, and where they run
+			c.leasePreviousNodes, // the fleet nodes outside the plan they run on
+			c.resolvePrevious,    // their recipes, for the rollback
+			c.stopForeign,        // --stop-foreign
+			c.stopPrevious,       // registers the rollback
+			c.image,              // the lane's image on every node
+			c.stage,
+			c.verify,
+			c.serve, // and probe
+			c.bench,
+		)
+	}
+	return c.runStageAhead()
+}
+
+// steps runs each step in turn and returns the first failure.
+func (c *cutover) steps(steps ...func() error) error {
+	for _, step := range steps {
 		if err := step(); err != nil {
 			return err
 		}
@@ -345,6 +364,9 @@ func (c *cutover) stopPrevious() error {
 	}
 	c.undo.add(c.stopNew)
 	c.stopping = true
+	if len(c.res.Previous) > 0 {
+		c.stopFrom = workflow.Now(c.ctx)
+	}
 	for _, l := range c.res.Previous {
 		if err := stopLane(c.ctx, c.t, c.stopOf(l, c.prevNodes[l])); err != nil {
 			if workflow.GetVersion(c.ctx, versionStopRollback, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
@@ -361,6 +383,7 @@ func (c *cutover) stopPrevious() error {
 // from the recipe's image_registry or built from its [build] when no node
 // has it. Runs recorded before versionStageImage had no image step.
 func (c *cutover) image() error {
+	c.stageFrom = workflow.Now(c.ctx)
 	if workflow.GetVersion(c.ctx, versionStageImage, workflow.DefaultVersion, 1) < 1 {
 		return nil
 	}
@@ -512,7 +535,7 @@ func (c *cutover) bench() error {
 	err := workflow.ExecuteActivity(bctx, ca.Bench, contract.BenchInput{
 		Recipe: c.in.Recipe, Plan: c.in.Plan, BaseURL: sr.BaseURL, Model: sr.Ready.Model, Label: nonEmpty(c.in.BenchLabel, "cutover"),
 		Baseline: "latest", WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		Staging: staged, Decode: sr.Decode,
+		Staging: staged, Decode: sr.Decode, SwitchSeconds: c.res.SwitchSeconds, StageSeconds: c.res.StageSeconds, StageOrder: c.res.StageOrder,
 	}).Get(c.ctx, &br)
 	c.t.end(i, br.Summary, err)
 	if err != nil {

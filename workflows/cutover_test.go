@@ -31,6 +31,9 @@ func newCutover(t *testing.T) *cutoverFixture {
 	return &cutoverFixture{fakeFleet: f, oldPlan: old, in: contract.CutoverInput{
 		Recipe: testRecipe("new", testBlocks(), true), Plan: testPlan("new", "hash-new", "a", "b"),
 		Stage: contract.StageAuto, Fleet: []string{"a", "b", "c"},
+		// The order these tests pin: the previous lane stopped first
+		// (stageahead_test.go has the stage-ahead order).
+		StageAhead: contract.StageAheadNever,
 	}}
 }
 

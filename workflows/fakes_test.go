@@ -105,6 +105,9 @@ type fakeFleet struct {
 	// Docker not answering (DockerUnreachable) that many times.
 	imageGoneMid map[string]int
 	dockerDown   map[string]int
+	// roomShort: nodes whose StageRoom says the lane does not fit beside
+	// what runs there (the shortfall).
+	roomShort map[string]string
 	// imageUnpinned: node → the ID its EnsureImage reports for a pinned
 	// image it has only under its tag (EnsureImageInput.Resolve).
 	imageUnpinned map[string]string
@@ -183,6 +186,10 @@ func (f *fakeFleet) mockKeeper() {
 	env.OnActivity("EndKeepers", any2...).Return(func(ctx context.Context, in contract.EndKeepersInput) (contract.EndKeepersResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		if in.Action != "" && in.Action != contract.KeepEnd {
+			f.keeperCalls = append(f.keeperCalls, fmt.Sprintf("EndKeepers %s %s by=%s", in.Action, strings.Join(in.Nodes, ","), in.By))
+			return contract.EndKeepersResult{Ended: f.endKeepers}, nil
+		}
 		f.keeperCalls = append(f.keeperCalls, fmt.Sprintf("EndKeepers %s lane=%s by=%s", strings.Join(in.Nodes, ","), in.Lane, in.By))
 		return contract.EndKeepersResult{Ended: f.endKeepers}, nil
 	})
@@ -199,7 +206,7 @@ func (f *fakeFleet) mockKeeper() {
 // TransferImage (recorded).
 func (f *fakeFleet) mockImages() {
 	f.imageLack, f.imageSent, f.imageAsked, f.imageStale = map[string]int{}, map[string]contract.TransferImageInput{}, map[string]int{}, map[string]bool{}
-	f.imageFail, f.imageGoneMid, f.dockerDown = map[string]int{}, map[string]int{}, map[string]int{}
+	f.imageFail, f.imageGoneMid, f.dockerDown, f.roomShort = map[string]int{}, map[string]int{}, map[string]int{}, map[string]string{}
 	f.env.OnActivity("ImageInventory", any2...).Return(f.imageInventory)
 	f.env.OnActivity("BuildImage", any2...).Return(func(ctx context.Context, in contract.BuildImageInput) (contract.BuildImageResult, error) {
 		n := f.record(ctx, "BuildImage "+in.Image.String())
@@ -212,6 +219,16 @@ func (f *fakeFleet) mockImages() {
 		return contract.BuildImageResult{Node: n, ID: "sha256:" + in.Image.String(), Tail: []string{"Successfully built"}}, nil
 	})
 	f.env.OnActivity("TransferImage", any2...).Return(f.transferImage)
+	f.env.OnActivity("StageRoom", any2...).Return(func(ctx context.Context, in contract.StageRoomInput) (contract.StageRoomResult, error) {
+		n := f.record(ctx, "StageRoom "+in.Lane)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		r := contract.StageRoomResult{Node: n, Running: f.lanesOn[n], OK: f.roomShort[n] == ""}
+		if !r.OK {
+			r.Why = n + ": " + f.roomShort[n]
+		}
+		return r, nil
+	})
 }
 
 // imageInventory is the double of ImageInventory: a node lacks the image

@@ -175,8 +175,9 @@ func TestKeeperContinuesAsNew(t *testing.T) {
 	}
 }
 
-// A cutover ends the keepers of its nodes first and starts the
-// cluster's keeper for the new lane when it succeeds.
+// A cutover holds the keepers of its nodes first (they watch on while it
+// stages), ends them before it stops anything, and starts the cluster's
+// keeper for the new lane when it succeeds.
 func TestCutoverHandsTheClusterToANewKeeper(t *testing.T) {
 	f := newFakeFleet(t)
 	f.env.ExecuteWorkflow(Cutover, contract.CutoverInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a", "b"), Stage: contract.StageAuto,
@@ -184,7 +185,7 @@ func TestCutoverHandsTheClusterToANewKeeper(t *testing.T) {
 	if err := f.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"EndKeepers a,b lane= by=default-test-workflow-id", "StartKeeper c1 new by=cutover/c1"}
+	want := []string{"EndKeepers hold a,b by=default-test-workflow-id", "EndKeepers a,b lane= by=default-test-workflow-id", "StartKeeper c1 new by=cutover/c1"}
 	if strings.Join(f.keeperCalls, "|") != strings.Join(want, "|") {
 		t.Errorf("keeper calls %v, want %v", f.keeperCalls, want)
 	}
@@ -204,7 +205,7 @@ func TestCutoverRollbackRestartsThePreviousKeeper(t *testing.T) {
 	f.readyErr["new"] = newAppErr("rank 0 exited", fault.RankExited)
 	f.env.ExecuteWorkflow(Cutover, contract.CutoverInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a"), Stage: contract.StageAuto})
 	appErr(t, f.env.GetWorkflowError())
-	want := []string{"EndKeepers a lane= by=default-test-workflow-id", "StartKeeper c1 old by=cutover/c1 (rollback)"}
+	want := []string{"EndKeepers hold a by=default-test-workflow-id", "EndKeepers a lane= by=default-test-workflow-id", "StartKeeper c1 old by=cutover/c1 (rollback)"}
 	if strings.Join(f.keeperCalls, "|") != strings.Join(want, "|") {
 		t.Errorf("keeper calls %v, want %v", f.keeperCalls, want)
 	}
@@ -227,8 +228,8 @@ func TestStopEndsTheLanesKeeperFirst(t *testing.T) {
 }
 
 // A cutover that fails before it stopped anything (here: a node's SSH is
-// down at the fleet probe) leaves the kept lane serving, so its keeper
-// keeps again.
+// down at the fleet probe) leaves the kept lane serving: its keeper was
+// only held, and is released to heal again (not ended and restarted).
 func TestCutoverFailedBeforeStoppingKeepsAgain(t *testing.T) {
 	f := newFakeFleet(t)
 	f.sshDown["a"] = "connection refused"
@@ -236,7 +237,7 @@ func TestCutoverFailedBeforeStoppingKeepsAgain(t *testing.T) {
 	f.endKeepers = []contract.KeeperStatus{{Cluster: "c1", Lane: "old", Input: &oldIn}}
 	f.env.ExecuteWorkflow(Cutover, contract.CutoverInput{Recipe: testRecipe("new", nil, false), Plan: testPlan("new", "h", "a"), Stage: contract.StageAuto})
 	appErr(t, f.env.GetWorkflowError())
-	want := []string{"EndKeepers a lane= by=default-test-workflow-id", "StartKeeper c1 old by=cutover/c1 (rollback)"}
+	want := []string{"EndKeepers hold a by=default-test-workflow-id", "EndKeepers release a by=default-test-workflow-id"}
 	if strings.Join(f.keeperCalls, "|") != strings.Join(want, "|") {
 		t.Errorf("keeper calls %v, want %v", f.keeperCalls, want)
 	}

@@ -152,4 +152,10 @@ const (
 	// its own coroutine), and a transfer whose member's node went away is
 	// planned again once the node is back, without counting the round.
 	versionImageOutageWait = "image-outage-wait"
+
+	// versionStageAhead: a cutover stages and verifies the next lane while
+	// the previous one serves (its keepers held, KeepHold), room
+	// permitting (StageRoom on every node), and stops it only then; else,
+	// or with --stage-ahead=never, after the stop as before, saying why.
+	versionStageAhead = "cutover-stage-ahead"
 )

@@ -26,6 +26,7 @@ type cutoverFlags struct {
 	powerOn            bool
 	makeRoom           bool
 	fetch              bool
+	stageAhead         string
 }
 
 func (a *App) cutoverCmd() *cobra.Command {
@@ -57,6 +58,7 @@ func (a *App) cutoverCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "bench the lane once it answers and write a report")
 	cmd.Flags().StringVar(&f.label, "label", "", "report label for --bench")
 	cmd.Flags().BoolVar(&f.noRollback, "no-rollback", false, "on failure, do not bring the previous lane back")
+	cmd.Flags().StringVar(&f.stageAhead, "stage-ahead", contract.StageAheadAuto, "auto: stage and verify the lane while the previous one serves when every node has room beside it, else after stopping it (and say why); always: refuse, before stopping anything, when a node lacks room; never: stop first")
 	cmd.Flags().BoolVar(&f.makeRoom, "make-room", false, "when a staging block would fail min_free, remove other lanes' least recently served blocks on that node (never a running lane's) until it fits")
 	cmd.Flags().BoolVar(&f.stopForeign, "stop-foreign", false, "stop containers sparklane did not start that hold a GPU or the lane's port on the lane's nodes (else the cutover is refused, naming them)")
 	cmd.Flags().BoolVar(&f.powerOn, "power-on", false, "switch on the lane's nodes whose relay is off, before staging")
@@ -78,6 +80,11 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Re
 	case contract.StageAuto, contract.StageSkip, contract.StageForce:
 	default:
 		return nil, fmt.Errorf("--stage=%s: use auto, skip or force", f.stage)
+	}
+	switch f.stageAhead {
+	case contract.StageAheadAuto, contract.StageAheadAlways, contract.StageAheadNever:
+	default:
+		return nil, fmt.Errorf("--stage-ahead=%s: use auto, always or never", f.stageAhead)
 	}
 	budget, err := outageBudget(cfg, r)
 	if err != nil {
@@ -110,7 +117,7 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Re
 		Memo: recipeMemo(r, plan),
 		// --no-wait detaches this command; the workflow still runs every step.
 		Input: contract.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
-			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: contract.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: contract.Duration(budget), StopForeign: f.stopForeign, Room: room, Keep: keepPolicy(cfg, r), Fetch: fp},
+			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: contract.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: contract.Duration(budget), StopForeign: f.stopForeign, Room: room, Keep: keepPolicy(cfg, r), Fetch: fp, StageAhead: f.stageAhead},
 	})
 	if err != nil {
 		return nil, err
@@ -173,6 +180,12 @@ func printCutover(a *App, res *contract.CutoverResult) {
 	}
 	if line := stageSummary(res.Stage); line != "" {
 		fmt.Fprintf(a.Out, "  staged: %s\n", line)
+	}
+	if res.StageOrder != "" {
+		fmt.Fprintf(a.Out, "  stage order: %s\n", res.StageOrder)
+	}
+	if res.SwitchSeconds > 0 || res.StageSeconds > 0 {
+		fmt.Fprintf(a.Out, "  switch window %.1fs (the previous lane's stop to the new lane's probe passed); image, stage and verify %.1fs\n", res.SwitchSeconds, res.StageSeconds)
 	}
 	if !a.stepsShown { // the progress already listed every step
 		fmt.Fprintln(a.Out, "  steps:")

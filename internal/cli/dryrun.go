@@ -78,6 +78,9 @@ type DryRunNode struct {
 	DetectRDMA bool               `json:"detect_rdma,omitempty"`
 	PreExec    []contract.PreExec `json:"pre_exec,omitempty"`
 	Staging    []DryRunBlock      `json:"staging"`
+	// StageOrder is a cutover's stage order on this node: ahead of the
+	// stop (room beside the running lane) or after it, and why.
+	StageOrder string `json:"stage_order,omitempty"`
 }
 
 // DryRunMount is a bind with its mode (ro|rw).
@@ -139,9 +142,20 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 	// values and --token style argv values become ***.
 	masked, _ := report.MaskPlan(*plan)
 	for _, n := range masked.Nodes {
-		d.Nodes = append(d.Nodes, dryRunNode(n, r, action, pr, stagePlans[n.Node], imageStates[n.Node]))
+		dn := dryRunNode(n, r, action, pr, stagePlans[n.Node], imageStates[n.Node])
+		if action == "cutover" && len(r.Staging) > 0 {
+			dn.StageOrder = dryStageOrder(dn, r, pr.states[n.Node], plan.Lane)
+		}
+		d.Nodes = append(d.Nodes, dn)
+	}
+	ahead := action == "cutover"
+	for _, n := range d.Nodes {
+		ahead = ahead && !strings.HasPrefix(n.StageOrder, "stage after stop")
 	}
 	d.Steps = dryRunSteps(action, r, plan, pr.states, pr.notChecked != "")
+	if ahead {
+		d.Steps = stageAheadSteps(d.Steps)
+	}
 	if fp := a.dryFetch; fp != nil {
 		d.Fetch = fp
 		var first []string
@@ -370,6 +384,9 @@ func printDryRun(a *App, d DryRun) {
 			fmt.Fprintf(a.Out, "    %s -> %s (%s)\n", m.Src, m.Dst, m.Mode)
 		}
 		printDocker(a, n.Docker, n.DetectRDMA, n.PreExec)
+		if n.StageOrder != "" {
+			fmt.Fprintf(a.Out, "  %s\n", n.StageOrder)
+		}
 		for _, b := range n.Staging {
 			if b.Plan == nil {
 				fmt.Fprintf(a.Out, "  staging %s (%s): %s\n", b.Block, b.Kind, b.Error)

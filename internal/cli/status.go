@@ -64,10 +64,13 @@ func (a *App) statusCmd() *cobra.Command {
 				failure = fmt.Sprintf("not usable: %s", strings.Join(bad, "; "))
 			}
 			var ks []contract.KeeperStatus
+			var cs []cutoverRunning
 			if env, cerr := a.connect(ctx); cerr == nil {
 				ks = keepers(ctx, env, cfg)
+				cs = cutoversRunning(ctx, env, cfg)
 			}
-			if perr := a.output(statusJSON{FleetProbeResult: res, Keepers: ks, Error: failure}, func() { printFleet(a, cfg, res); printKeepers(a, ks) }); perr != nil {
+			out := statusJSON{FleetProbeResult: res, Keepers: ks, Cutovers: cs, Error: failure}
+			if perr := a.output(out, func() { printFleet(a, cfg, res); printKeepers(a, ks); printCutoversRunning(a, cs) }); perr != nil {
 				return perr
 			}
 			if failure != "" {
@@ -90,7 +93,10 @@ type statusJSON struct {
 	// Keepers are the clusters' keepers: kept lane, health, last check,
 	// restarts in the last 24h and the last reason.
 	Keepers []contract.KeeperStatus `json:"keepers,omitempty"`
-	Error   string                  `json:"error,omitempty"`
+	// Cutovers are the cutovers under way: the lane they bring and the
+	// steps running now (a stage ahead beside the serving lane shows here).
+	Cutovers []cutoverRunning `json:"cutovers,omitempty"`
+	Error    string           `json:"error,omitempty"`
 }
 
 // workerHints replaces the probe's hint for a node whose worker does not

@@ -43,6 +43,11 @@ type BenchInput struct {
 	// Staging summarises the ledgers for the report.
 	Staging []StageBlockResult `json:"staging,omitempty"`
 	Decode  *DecodeProbeResult `json:"decode,omitempty"`
+	// SwitchSeconds, StageSeconds and StageOrder are the cutover's switch
+	// (CutoverResult's), for the report; zero outside a cutover.
+	SwitchSeconds float64 `json:"switch_seconds,omitempty"`
+	StageSeconds  float64 `json:"stage_seconds,omitempty"`
+	StageOrder    string  `json:"stage_order,omitempty"`
 }
 
 // BenchResult points at the report written.

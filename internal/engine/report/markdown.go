@@ -244,6 +244,9 @@ func (m *page) evidence(e Evidence) {
 	if e.InspectError != "" {
 		m.w("- Containers not inspected (%s): image and args above are the recipe's\n", e.InspectError)
 	}
+	if sw := e.Switch; sw != nil {
+		m.w("- Switch window %.1f s (the previous lane's stop to this lane's probe passed); image, stage and verify %.1f s, %s\n", sw.Seconds, sw.StageSeconds, switchOrder(sw.Order))
+	}
 	m.w("\n")
 	if len(e.Staging) > 0 {
 		m.w("| node | staging block | files | bytes | verified |\n|---|---|---:|---:|---|\n")
@@ -290,4 +293,15 @@ func oneLine(s string) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// switchOrder says how the stage ran beside the previous lane.
+func switchOrder(order string) string {
+	switch {
+	case order == "ahead":
+		return "staged ahead, while the previous lane served"
+	case order != "":
+		return "staged " + order
+	}
+	return "no lane was serving"
 }

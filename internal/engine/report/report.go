@@ -72,6 +72,18 @@ type Evidence struct {
 	Temporal TemporalRef `json:"temporal"`
 	// PlotFile is the history plot embedded in the Markdown, if drawn.
 	PlotFile string `json:"plot_file,omitempty"`
+	// Switch is the cutover's switch, when a cutover benched the lane.
+	Switch *Switch `json:"switch,omitempty"`
+}
+
+// Switch is what the clients saw of a cutover: the previous lane's stop
+// to the new lane's probe passed (Seconds), beside the image, stage and
+// verify time (StageSeconds) and the order they ran in ("ahead": while
+// the previous lane served).
+type Switch struct {
+	Seconds      float64 `json:"seconds"`
+	StageSeconds float64 `json:"stage_seconds"`
+	Order        string  `json:"order,omitempty"`
 }
 
 // StagingSummary is one staging block's ledger on one node.
@@ -133,6 +145,7 @@ type Bundle struct {
 	Containers   []ContainerEvidence
 	InspectError string
 	Temporal     TemporalRef
+	Switch       *Switch
 	// History are earlier reports of the lane for the plot (nil: Write
 	// lists the directory itself).
 	History []Report
@@ -153,7 +166,7 @@ func (b Bundle) Report() Report {
 	}
 	r.ID = r.CreatedAt.Format(TimeFormat) + "_" + r.Label
 	r.Evidence = Evidence{Image: b.Image, ImageDigest: b.ImageDigest, EngineArgs: b.EngineArgs, Temporal: b.Temporal, Staging: b.Staging, RecipeSource: b.RecipeFile,
-		Containers: append([]ContainerEvidence(nil), b.Containers...), InspectError: b.InspectError}
+		Containers: append([]ContainerEvidence(nil), b.Containers...), InspectError: b.InspectError, Switch: b.Switch}
 	if b.Plan != nil {
 		r.Evidence.RecipeHash = b.Plan.RecipeHash
 	}
