@@ -90,8 +90,9 @@ func TestFunctionsAreShort(t *testing.T) {
 }
 
 // maxConfigLines bounds the file-format package, so it stays the file
-// format and does not grow back into the planner.
-const maxConfigLines = 2500
+// format and does not grow back into the planner. (2500 until the
+// [gateway], [[gateways]] and [staging] tables came: those are file format.)
+const maxConfigLines = 2800
 
 func countLines(t *testing.T, path string) int {
 	f, err := os.Open(path)

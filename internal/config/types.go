@@ -60,6 +60,10 @@ type Config struct {
 	// Keep is how the keeper of each cluster watches its lane ([keep]); a
 	// recipe's [keep] wins key by key.
 	Keep Keep `mapstructure:"keep" json:"keep,omitempty"`
+	// Gateway is the one [gateway] table, GatewayList the [[gateways]]
+	// (several, each named): the lanes' client-facing address (gateway.go).
+	Gateway     *Gateway  `mapstructure:"gateway" json:"gateway,omitempty"`
+	GatewayList []Gateway `mapstructure:"gateways" json:"gateways,omitempty"`
 	// Relay lets a multi-node lane read the NAS about once: each file is
 	// read by one node and relayed to the others over the node network
 	// (mTLS between node workers, internal/engine/relay). Default on; false turns
@@ -268,6 +272,15 @@ type Recipe struct {
 	// Keep overrides the config's [keep] for this lane (a lane that takes
 	// 20 minutes to load wants a longer window).
 	Keep Keep `mapstructure:"keep"`
+	// Gateway is the recipe's [gateway]: the model names clients may ask
+	// the gateway for this lane by, besides the name its engine serves
+	// (aliases = ["chat"]; distinct from the lane's own aliases).
+	Gateway RecipeGateway `mapstructure:"gateway"`
+}
+
+// RecipeGateway is a recipe's [gateway] table.
+type RecipeGateway struct {
+	Aliases []string `mapstructure:"aliases"`
 }
 
 // Build is a recipe's [build] table (contract.Build).

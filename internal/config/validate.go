@@ -55,6 +55,7 @@ func ConfigErrors(cfg *Config) []error {
 	if cfg.ImagePort < 0 || cfg.ImagePort > 65535 {
 		errs = append(errs, cfgErr(cfg, "image_port", "%d is not a TCP port: use 1-65535 (0 or unset: 7291)", cfg.ImagePort))
 	}
+	errs = append(errs, gatewayErrors(cfg)...)
 	if err := CheckMetricsAddress(cfg.MetricsAddress); err != nil {
 		errs = append(errs, cfgErr(cfg, "metrics_address", "%v", err))
 	}

@@ -106,6 +106,14 @@ type Recipe struct {
 	// Keep is the recipe's [keep] table (the keeper's interval and restart
 	// budget; Off starts no keeper); zero keys take the config's.
 	Keep Keep `json:"keep,omitzero"`
+	// Gateway is the recipe's [gateway]: the model names clients may ask
+	// the gateway for this lane by, besides the name its engine serves.
+	Gateway RecipeGateway `json:"gateway,omitzero"`
+}
+
+// RecipeGateway is a recipe's [gateway] table.
+type RecipeGateway struct {
+	Aliases []string `json:"aliases,omitempty"`
 }
 
 // Keep is how a cluster's keeper watches this lane (zero: the config's,

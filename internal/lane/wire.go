@@ -51,6 +51,7 @@ func Wire(r *config.Recipe) contract.Recipe {
 		Relay:                 r.Relay,
 		Bench:                 contract.Bench(r.Bench),
 		Keep:                  contract.Keep{Interval: contract.Duration(r.Keep.Interval), Restarts: r.Keep.Restarts, Window: contract.Duration(r.Keep.Window), Off: r.Keep.Off},
+		Gateway:               contract.RecipeGateway(r.Gateway),
 	}
 }
 
