@@ -32,6 +32,7 @@ func Cutover(ctx workflow.Context, in contract.CutoverInput) (contract.CutoverRe
 			c.res.RollbackError = joinedMessage(uerr)
 		}
 		c.releaseHeld()
+		c.gatewayFailed(err)
 		c.keepRolledBack()
 		return c.fail(err)
 	}
@@ -76,15 +77,33 @@ type cutover struct {
 	ahead               bool
 	held                bool
 	stageFrom, stopFrom time.Time
+
+	// The gateways' steps (gateway.go): gwHeld, this run holds the
+	// cluster's names; serveFrom, when the new lane's serve began;
+	// prevServed, each previous lane as the rollback served it again.
+	gw         *gatewaySteps
+	gwHeld     bool
+	serveFrom  time.Time
+	prevServed map[string]servedAgain
+}
+
+// servedAgain is a previous lane as the rollback served it again, and
+// how long it took to answer.
+type servedAgain struct {
+	sr    contract.ServeResult
+	ready time.Duration
 }
 
 func newCutoverRun(ctx workflow.Context, in contract.CutoverInput) *cutover {
+	t := newTracker(ctx, "Cutover", in.Plan.Lane)
 	return &cutover{
-		ctx: ctx, in: in, t: newTracker(ctx, "Cutover", in.Plan.Lane),
-		res:       contract.CutoverResult{Lane: in.Plan.Lane, Cluster: in.Plan.Cluster},
-		nodes:     planNodes(in.Plan),
-		prevNodes: map[string][]string{},
-		prevPlans: map[string]contract.ResolveLaneResult{},
+		ctx: ctx, in: in, t: t,
+		res:        contract.CutoverResult{Lane: in.Plan.Lane, Cluster: in.Plan.Cluster},
+		nodes:      planNodes(in.Plan),
+		prevNodes:  map[string][]string{},
+		prevPlans:  map[string]contract.ResolveLaneResult{},
+		gw:         newGatewaySteps(ctx, t, in.Plan.Cluster, in.Gateways, in.Pickup),
+		prevServed: map[string]servedAgain{},
 	}
 }
 
@@ -158,10 +177,10 @@ func (c *cutover) keep() {
 		c.t.skip("keep", "", "--no-wait: the lane is not known to answer; `starter up` it to keep it")
 		return
 	}
-	startKeeper(c.ctx, c.t, contract.KeeperInput{
+	startKeeper(c.ctx, c.t, withServed(contract.KeeperInput{
 		Cluster: c.in.Plan.Cluster, Recipe: c.in.Recipe, Plan: c.in.Plan, Policy: keepPolicy(c.in.Recipe, c.in.Keep, c.in.Grace),
-		Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget, StartedBy: contract.CutoverID(c.in.Plan.Cluster),
-	})
+		Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget, StartedBy: contract.CutoverID(c.in.Plan.Cluster), Gateways: c.in.Gateways,
+	}, c.res.Serve))
 }
 
 // keepRolledBack starts again the keepers this run ended whose lanes
@@ -497,6 +516,7 @@ func (c *cutover) verifiedClean(items []verifyItem, verified []contract.VerifyBl
 // serve starts the lane and probes it. A failure once every rank started
 // is the probe's.
 func (c *cutover) serve() error {
+	c.serveFrom = workflow.Now(c.ctx)
 	sr, err := serveLane(c.ctx, c.t, c.serveOf(c.in.Recipe, c.in.Plan, c.in.NoWait))
 	c.res.Serve = &sr
 	if err != nil {
@@ -573,8 +593,12 @@ func (c *cutover) servePrevious(ctx workflow.Context) error {
 			continue
 		}
 		i := c.t.start("rollback "+l, "")
+		from := workflow.Now(ctx)
 		sr, err := serveLane(ctx, c.t, c.serveOf(r.Recipe, r.Plan, false))
 		c.t.end(i, "", err)
+		if err == nil {
+			c.prevServed[l] = servedAgain{sr: sr, ready: workflow.Now(ctx).Sub(from)}
+		}
 		if err != nil {
 			answers = false
 			errs = append(errs, failedAt("serving "+l+" again", err))

@@ -111,6 +111,10 @@ type fakeFleet struct {
 	// imageUnpinned: node → the ID its EnsureImage reports for a pinned
 	// image it has only under its tag (EnsureImageInput.Resolve).
 	imageUnpinned map[string]string
+	// Gateway (gateway_test.go): routes are GatewayRoute inputs, in order;
+	// gatewayErr fails a gateway activity by name ("GatewayDrain").
+	routes     []contract.GatewayRoute
+	gatewayErr map[string]error
 }
 
 func newFakeFleet(t *testing.T) *fakeFleet {
@@ -136,6 +140,7 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 	f.mockPower()
 	f.mockKeeper()
 	f.mockImages()
+	f.mockGateway()
 	return f
 }
 
@@ -529,6 +534,8 @@ func (f *fakeFleet) record(ctx context.Context, label string) string {
 	if strings.HasPrefix(q, "node.") {
 		node = strings.TrimPrefix(q, "node.")
 		label += "@" + node
+	} else if strings.HasPrefix(q, contract.GatewayQueue("")) {
+		label += "@" + q
 	} else if q != contract.ControlQueue && !info.IsLocalActivity {
 		// A local activity runs in its workflow's worker (the control one).
 		f.t.Errorf("%s ran on task queue %q, want %s or node.NAME", label, q, contract.ControlQueue)

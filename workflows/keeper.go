@@ -98,6 +98,10 @@ type keeper struct {
 	// way (status says so).
 	signalFastV bool
 	checking    bool
+	// gws are the keeper's gateway steps (gateway.go; nil until the
+	// first); served is the lane as the last restart served it.
+	gws    *gatewaySteps
+	served *contract.ServeResult
 }
 
 // listenRankDied files each KeeperRankDiedSignal for the kept lane: a
@@ -519,6 +523,7 @@ func (k *keeper) heal(reason string) {
 		k.stopCrashLoop(n, reason)
 		return
 	}
+	k.gatewayHold("healing: " + reason)
 	k.in.Restarts = append(k.in.Restarts, k.restart(reason))
 }
 
@@ -540,6 +545,7 @@ func (k *keeper) stopCrashLoop(n int, reason string) {
 		k.in.LastReason += "; stopping it failed: " + errMessage(err)
 	}
 	k.health = "down"
+	k.gatewayOff(true, k.in.LastReason)
 	if k.nodesV {
 		k.notify(contract.KeeperCrashLoop, k.in.LastReason)
 	}
@@ -563,6 +569,7 @@ func (k *keeper) restart(reason string) contract.KeeperRestart {
 		r.OK = true
 		k.in.LastReason = "restarted after: " + reason
 		k.setHealth("up")
+		k.gatewayServing(workflow.Now(k.ctx).Sub(r.At))
 	}
 	k.t.end(i, r.Reason, err)
 	return r
@@ -591,6 +598,9 @@ func (k *keeper) restartLane() error {
 	err := sr.probe(pctx)
 	k.cancelProbe = nil
 	cancel()
+	if err == nil {
+		k.served = &sr.res
+	}
 	return err
 }
 

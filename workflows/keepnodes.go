@@ -47,6 +47,7 @@ func (k *keeper) react(c checked) {
 		// Up as it stands (a worker restart, not a reboot): nothing to verify.
 		k.in.Verify = nil
 		k.setHealth("up")
+		k.gatewayServing(0)
 		if back != "" {
 			k.in.LastReason = back + "; the lane answers"
 		}
@@ -121,6 +122,7 @@ func (k *keeper) away(nodes []string, msg string) {
 			k.in.Off, k.in.OffNodes = "node "+n+" is off ("+why+")", nodes
 			k.in.LastReason = "off by schedule: " + k.in.Off + "; not healing until it is powered on"
 			k.setHealth("off")
+			k.gatewayOff(false, k.in.LastReason)
 			return
 		}
 	}
@@ -145,6 +147,7 @@ func (k *keeper) stillOff() bool {
 	k.in.LastReason = "powered on again after " + k.in.Off + ": bringing the lane back"
 	k.in.Verify = union(k.in.Verify, k.in.OffNodes)
 	k.in.Off, k.in.OffNodes = "", nil
+	k.gatewayHold(k.in.LastReason)
 	return false
 }
 

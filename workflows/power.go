@@ -30,6 +30,7 @@ func Power(ctx workflow.Context, in contract.PowerInput) (contract.PowerResult, 
 	if p.bound <= 0 {
 		p.bound = 5 * time.Minute
 	}
+	p.gatewaysOff()
 	p.targets()
 	p.gear()
 	if p.failed > 0 {

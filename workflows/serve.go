@@ -88,9 +88,11 @@ func (s *serveRun) leaseNodes() error {
 // again (this lane's was stopped); a failed stop is the run's error, both
 // named, and starts no keeper.
 func (s *serveRun) serve() error {
+	from := workflow.Now(s.ctx)
 	res, err := serveLane(s.ctx, s.t, s.in)
 	s.res = res
 	if err == nil {
+		s.route(workflow.Now(s.ctx).Sub(from))
 		return nil
 	}
 	dctx, cancel := workflow.NewDisconnectedContext(s.ctx)
@@ -113,10 +115,10 @@ func (s *serveRun) keep() {
 		s.t.skip("keep", "", "--no-wait: the lane is not known to answer; `starter up` it to keep it")
 		return
 	}
-	startKeeper(s.ctx, s.t, contract.KeeperInput{
+	startKeeper(s.ctx, s.t, withServed(contract.KeeperInput{
 		Cluster: in.Plan.Cluster, Recipe: in.Recipe, Plan: in.Plan, Policy: keepPolicy(in.Recipe, in.Keep, in.Grace),
-		Pickup: in.Pickup, OutageBudget: in.OutageBudget, StartedBy: contract.UpID(in.Plan.Cluster),
-	})
+		Pickup: in.Pickup, OutageBudget: in.OutageBudget, StartedBy: contract.UpID(in.Plan.Cluster), Gateways: in.Gateways,
+	}, &s.res))
 }
 
 func planNodes(p contract.LanePlan) []string {
@@ -621,12 +623,14 @@ func nonEmpty(v, d string) string {
 // a stop that leaves anything running fails, naming it.
 func Stop(ctx workflow.Context, in contract.StopInput) (contract.StopResult, error) {
 	t := newTracker(ctx, "Stop", in.Lane)
+	var ended []contract.KeeperStatus
 	if keeperVersion(ctx) && workflow.GetInfo(ctx).ParentWorkflowExecution == nil {
 		lane := in.Lane
 		if in.All {
 			lane = ""
 		}
-		if _, err := endKeepers(ctx, t, in.Nodes, lane, "stopped by "+workflow.GetInfo(ctx).WorkflowExecution.ID); err != nil {
+		var err error
+		if ended, err = endKeepers(ctx, t, in.Nodes, lane, "stopped by "+workflow.GetInfo(ctx).WorkflowExecution.ID); err != nil {
 			return contract.StopResult{}, err
 		}
 	}
@@ -639,7 +643,12 @@ func Stop(ctx workflow.Context, in contract.StopInput) (contract.StopResult, err
 		// A stop by hand does not wait for a node that is gone.
 		in.OutageBudget = -1
 	}
-	return stopNodes(ctx, t, in)
+	gs := stopGateways{g: newGatewaySteps(ctx, t, "", in.Gateways, in.Pickup), in: in, lanes: stoppedLanes(in, ended)}
+	drained := gs.before()
+	res, err := stopNodes(ctx, t, in)
+	res.Drained = drained
+	gs.after(err)
+	return res, err
 }
 
 // stopLane stops in.Lane on in.Nodes (stopNodes), for a run that only

@@ -18,9 +18,13 @@ import (
 //	hold keepers → lease, power on, probe, find / lease / resolve previous
 //	→ stage order (every node's room beside the running lane)
 //	→ ahead:       image, stage, verify → end keepers, drain, stop foreign,
-//	               stop previous → serve, probe → bench
-//	→ after stop:  end keepers, stop foreign, stop previous → image, stage,
-//	               verify → serve, probe → bench
+//	               stop previous → serve, probe → route → bench
+//	→ after stop:  end keepers, drain, stop foreign, stop previous → image,
+//	               stage, verify → serve, probe → route → bench
+//
+// drain and route are the gateways' steps (gateway.go), taken only when
+// the run names gateways: the cluster's names are held from the drain of
+// the previous lane until the new one's probe passed.
 //
 // The previous lane's keepers are held (KeepHold) for the stage: they go
 // on checking and reporting, and heal nothing while this run holds the
@@ -41,9 +45,9 @@ func (c *cutover) runStageAhead() error {
 		return err
 	}
 	if c.ahead {
-		return c.steps(c.image, c.stage, c.verify, c.staged, c.endKeepers, c.drain, c.stopForeign, c.stopPrevious, c.serve, c.switched, c.bench)
+		return c.steps(c.image, c.stage, c.verify, c.staged, c.endKeepers, c.drain, c.stopForeign, c.stopPrevious, c.serve, c.routeNew, c.switched, c.bench)
 	}
-	return c.steps(c.endKeepers, c.stopForeign, c.stopPrevious, c.image, c.stage, c.verify, c.staged, c.serve, c.switched, c.bench)
+	return c.steps(c.endKeepers, c.drain, c.stopForeign, c.stopPrevious, c.image, c.stage, c.verify, c.staged, c.serve, c.routeNew, c.switched, c.bench)
 }
 
 // holdKeepers holds the keepers of the lane's clusters (KeepHold): the
@@ -161,11 +165,6 @@ func (c *cutover) room(step int) ([]string, error) {
 	}
 	return short, nil
 }
-
-// drain stops sending the previous lane new requests and waits for those
-// in flight before it stops (the gateway's Drain); a named step of the
-// order, which does nothing while no gateway routes the lane.
-func (c *cutover) drain() error { return nil }
 
 // staged notes when the image, stage and verify steps ended (StageSeconds).
 func (c *cutover) staged() error {

@@ -158,4 +158,10 @@ const (
 	// permitting (StageRoom on every node), and stops it only then; else,
 	// or with --stage-ahead=never, after the stop as before, saying why.
 	versionStageAhead = "cutover-stage-ahead"
+
+	// versionGateway: a run whose input names gateways (Gateways) takes
+	// the gateway steps (gateway.go): hold, drain, route, release, unroute,
+	// off, each an activity on the gateway's queue. Asked once, at a run's
+	// first gateway step; runs without gateways never ask.
+	versionGateway = "gateway"
 )

@@ -106,6 +106,11 @@ type CutoverInput struct {
 	// after the stop; StageAheadAlways refuses a node without room before
 	// anything stops; StageAheadNever stages after the stop.
 	StageAhead string `json:"stage_ahead,omitempty"`
+	// Gateways are the task queues of the gateways that front the
+	// cluster (contract.GatewayQueue): the run holds, drains, routes and
+	// releases its names there as named steps (behind versionGateway).
+	// None: no gateway step.
+	Gateways []string `json:"gateways,omitempty"`
 }
 
 // Stage-ahead modes (cutover --stage-ahead).
@@ -158,4 +163,7 @@ type CutoverResult struct {
 	// stage and verify steps, beside it.
 	SwitchSeconds float64 `json:"switch_seconds,omitempty"`
 	StageSeconds  float64 `json:"stage_seconds,omitempty"`
+	// Drained are the gateways' drains of the previous lanes (what was in
+	// flight, what finished, what was cut off).
+	Drained []GatewayDrainResult `json:"drained,omitempty"`
 }

@@ -27,7 +27,27 @@ const (
 	// GatewayOff: the cluster is off by schedule: 503 with Retry-After
 	// (or, with [gateway] wake, its power-on starts and the request is held).
 	GatewayOff = "off"
+	// GatewayDown: the lane is down and nothing brings it back by itself
+	// (a crash loop, a cutover whose rollback failed): 503 with
+	// Retry-After at once, and never woken.
+	GatewayDown = "down"
 )
+
+// GatewayNames are the names clients reach a lane by: its served name,
+// then the recipe's [gateway] aliases, each once, in that order.
+func GatewayNames(served string, aliases []string) []string {
+	var out []string
+	for _, n := range append([]string{served}, aliases...) {
+		dup := n == ""
+		for _, o := range out {
+			dup = dup || o == n
+		}
+		if !dup {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 // GatewayRoute is one cluster's entry in a gateway's table: the lane it
 // serves and the names clients reach it by.
@@ -56,9 +76,13 @@ type GatewayRoute struct {
 // GatewayHoldInput holds new requests for a cluster's names: they wait
 // until Release (or their bounds). ETA is the expected wait.
 type GatewayHoldInput struct {
-	Cluster string   `json:"cluster"`
-	ETA     Duration `json:"eta,omitempty"`
-	Why     string   `json:"why,omitempty"`
+	Cluster string `json:"cluster"`
+	// Lane is the lane expected next (the new lane of a cutover, the
+	// healed one): its last recorded ready time, when the gateway has
+	// one, is the hold's ETA; else ETA (0: unknown).
+	Lane string   `json:"lane,omitempty"`
+	ETA  Duration `json:"eta,omitempty"`
+	Why  string   `json:"why,omitempty"`
 }
 
 // GatewayRouteInput points a cluster's names at a lane (its state kept:
@@ -73,12 +97,15 @@ type GatewayReleaseInput struct {
 	Cluster string `json:"cluster"`
 }
 
-// GatewayDrainInput drains a cluster's lane before it stops: new requests
-// for its names are held, and those in flight (streams included) get up
-// to Timeout to finish.
+// GatewayDrainInput drains a lane before it stops: new requests for its
+// names are held, and those in flight (streams included) get up to
+// Timeout (0: the gateway's drain_timeout) to finish. It drains every
+// route serving Lane, or with Lane empty every route on one of Nodes (a
+// power-off).
 type GatewayDrainInput struct {
 	Cluster string   `json:"cluster"`
 	Lane    string   `json:"lane"`
+	Nodes   []string `json:"nodes,omitempty"`
 	Timeout Duration `json:"timeout,omitempty"`
 }
 
@@ -97,18 +124,31 @@ type GatewayDrainResult struct {
 // hand): its names answer 404, listing the names served.
 type GatewayUnrouteInput struct {
 	Cluster string `json:"cluster"`
+	// Lane, with Cluster empty, removes every route serving it (a stop
+	// names a lane, not a cluster).
+	Lane string `json:"lane,omitempty"`
 }
 
 // GatewayOffInput marks a cluster off by schedule: its names answer 503
 // with Retry-After (or wake it, with [gateway] wake).
 type GatewayOffInput struct {
 	Cluster string `json:"cluster"`
-	Why     string `json:"why,omitempty"`
+	// With Cluster empty, Lane selects every route serving it (a failed
+	// stop), else Nodes every route on one of them (a power-off).
+	Lane  string   `json:"lane,omitempty"`
+	Nodes []string `json:"nodes,omitempty"`
+	Why   string   `json:"why,omitempty"`
+	// Down marks the lane down instead (GatewayDown): 503 at once, no wake.
+	Down bool `json:"down,omitempty"`
+	// ETA is when the cluster is expected back (0: unknown).
+	ETA Duration `json:"eta,omitempty"`
 }
 
 // GatewayStepResult is what a gateway step left: the gateway's name and
-// the cluster's route after it.
+// the cluster's route after it (a step by lane or nodes: the first route
+// it changed; Changed counts them).
 type GatewayStepResult struct {
 	Gateway string        `json:"gateway"`
 	Route   *GatewayRoute `json:"route,omitempty"`
+	Changed int           `json:"changed,omitempty"`
 }

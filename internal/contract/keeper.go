@@ -75,6 +75,18 @@ type KeeperInput struct {
 	OffNodes  []string `json:"off_nodes,omitempty"`
 	Lost      string   `json:"lost,omitempty"`
 	LostNodes []string `json:"lost_nodes,omitempty"`
+	// Gateways are the task queues of the gateways that front the
+	// cluster (contract.GatewayQueue): the run holds, drains, routes and
+	// releases its names there as named steps (behind versionGateway).
+	// None: no gateway step.
+	Gateways []string `json:"gateways,omitempty"`
+	// BaseURL and Served are the lane's head and served model name as
+	// its serve found them (a route the keeper sets again); Routed is the
+	// state the keeper last left the cluster's routes in ("": serving):
+	// held through a heal or a power-on, off by schedule, or down.
+	BaseURL string `json:"base_url,omitempty"`
+	Served  string `json:"served,omitempty"`
+	Routed  string `json:"routed,omitempty"`
 }
 
 // Keeper control actions (the keeper's update, starter keep, stop, cutover).

@@ -33,6 +33,11 @@ type PowerInput struct {
 	// another node that no longer answers. Gear steps (API shutdown, wait,
 	// relay) only warn: the nodes are already down safely.
 	Gear []PowerGear `json:"gear,omitempty"`
+	// Gateways are the task queues of the gateways that front the
+	// fleet (contract.GatewayQueue): a power-off drains the routes on its
+	// targets and marks them off by schedule first (behind versionGateway).
+	// None: no gateway step.
+	Gateways []string `json:"gateways,omitempty"`
 }
 
 // PowerGear is one piece of network gear and the nodes behind it
@@ -55,6 +60,8 @@ type PowerTargetResult struct {
 type PowerResult struct {
 	Action  string              `json:"action"`
 	Targets []PowerTargetResult `json:"targets"`
+	// Drained are the gateways' drains before a power-off.
+	Drained []GatewayDrainResult `json:"drained,omitempty"`
 }
 
 // Power actions.

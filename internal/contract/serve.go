@@ -232,6 +232,11 @@ type ServeInput struct {
 	// before a failed check's re-probe.
 	Keep  *KeepPolicy `json:"keep,omitempty"`
 	Grace Duration    `json:"grace,omitempty"`
+	// Gateways are the task queues of the gateways that front the
+	// cluster (contract.GatewayQueue): the run holds, drains, routes and
+	// releases its names there as named steps (behind versionGateway).
+	// None: no gateway step.
+	Gateways []string `json:"gateways,omitempty"`
 }
 
 // ServeResult is what serving and probing found.
@@ -264,9 +269,19 @@ type StopInput struct {
 	// asked for by hand covers every node of the fleet, and one that is
 	// switched off must not hold it for half an hour.
 	OutageBudget Duration `json:"outage_budget,omitempty"`
+	// Gateways are the task queues of the gateways that front the
+	// cluster (contract.GatewayQueue): the run holds, drains, routes and
+	// releases its names there as named steps (behind versionGateway).
+	// None: no gateway step.
+	Gateways []string `json:"gateways,omitempty"`
+	// NoDrain stops at once (stop --no-drain): the gateways hand the
+	// lane nothing new, and what it has in flight is cut off.
+	NoDrain bool `json:"no_drain,omitempty"`
 }
 
 // StopResult lists what was stopped per node.
 type StopResult struct {
 	Nodes []StopLaneResult `json:"nodes"`
+	// Drained are the gateways' drains before the stop.
+	Drained []GatewayDrainResult `json:"drained,omitempty"`
 }
