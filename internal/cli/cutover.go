@@ -117,7 +117,8 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Re
 		Memo: recipeMemo(r, plan),
 		// --no-wait detaches this command; the workflow still runs every step.
 		Input: contract.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
-			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: contract.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: contract.Duration(budget), StopForeign: f.stopForeign, Room: room, Keep: keepPolicy(cfg, r), Fetch: fp, StageAhead: f.stageAhead},
+			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: contract.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: contract.Duration(budget), StopForeign: f.stopForeign, Room: room, Keep: keepPolicy(cfg, r), Fetch: fp, StageAhead: f.stageAhead,
+			Gateways: cfg.GatewayQueues(r.Cluster)},
 	})
 	if err != nil {
 		return nil, err
@@ -183,6 +184,9 @@ func printCutover(a *App, res *contract.CutoverResult) {
 	}
 	if res.StageOrder != "" {
 		fmt.Fprintf(a.Out, "  stage order: %s\n", res.StageOrder)
+	}
+	for _, d := range res.Drained {
+		fmt.Fprintf(a.Out, "  %s\n", drainLine(d))
 	}
 	if res.SwitchSeconds > 0 || res.StageSeconds > 0 {
 		fmt.Fprintf(a.Out, "  switch window %.1fs (the previous lane's stop to the new lane's probe passed); image, stage and verify %.1fs\n", res.SwitchSeconds, res.StageSeconds)

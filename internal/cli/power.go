@@ -53,7 +53,7 @@ func (a *App) powerCmd() *cobra.Command {
 						return fmt.Errorf("%q is neither a [[nodes]] nor a [[devices]] entry of %s", t, cfg.File)
 					}
 				}
-				in := contract.PowerInput{Action: action, Targets: targets, Force: force, WaitBound: contract.Duration(wait)}
+				in := contract.PowerInput{Action: action, Targets: targets, Force: force, WaitBound: contract.Duration(wait), Gateways: cfg.GatewayQueues("")}
 				if action == contract.PowerOff {
 					// Network gear goes off last, after the nodes behind it.
 					in.Targets, in.Gear = splitGear(cfg, targets)

@@ -280,7 +280,7 @@ func (a *App) Root() *cobra.Command {
 	root.PersistentFlags().BoolVar(&a.JSON, "json", false, "print results as JSON (for scripts)")
 	root.PersistentFlags().StringVar(&a.LogLevel, "log-level", "warn", "log level of the in-process server and workers")
 	root.PersistentFlags().BoolVarP(&a.Verbose, "verbose", "v", false, "also print the starter's log on stderr, and say where it and the control service's log are (STATE_DIR/starter.log, STATE_DIR/control.log)")
-	root.AddCommand(a.statusCmd(), a.lanesCmd(), a.recipeCmd(), a.registryCmd(), a.fetchCmd(), a.stageCmd(), a.verifyCmd(),
+	root.AddCommand(a.statusCmd(), a.gatewayCmd(), a.lanesCmd(), a.recipeCmd(), a.registryCmd(), a.fetchCmd(), a.stageCmd(), a.verifyCmd(),
 		a.upCmd(), a.stopCmd(), a.probeCmd(), a.cutoverCmd(), a.cancelCmd(), a.demoCmd(), a.scheduleCmd(),
 		a.controlCmd(), a.attachCmd(), a.initCmd(),
 		a.benchCmd(), a.reportCmd(), a.powerCmd(), a.logsCmd(), a.fleetCmd(), a.diskCmd(), a.keepCmd(), a.versionCmd(), a.imageCmd(), a.imagesCmd())

@@ -33,7 +33,7 @@ func (a *App) upCmd() *cobra.Command {
 			}
 			return a.runServe(ctx, runSpec{ID: contract.UpID(r.Cluster), Workflow: contract.WorkflowServe, Lane: r.Name, Cluster: r.Cluster,
 				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: contract.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait, OutageBudget: contract.Duration(budget),
-					Keep: keepPolicy(cfg, r), Grace: contract.Duration(cfg.ProbeGrace)}})
+					Keep: keepPolicy(cfg, r), Grace: contract.Duration(cfg.ProbeGrace), Gateways: cfg.GatewayQueues(r.Cluster)}})
 		}),
 	}
 	f.bind(cmd, overrideHelp)
@@ -119,6 +119,7 @@ func (a *App) printServe(res contract.ServeResult) {
 
 func (a *App) stopCmd() *cobra.Command {
 	var lane, cluster string
+	var noDrain bool
 	cmd := &cobra.Command{
 		Use:   "stop --lane L | --cluster C",
 		Short: "stop a lane (or every sparklane container on a cluster) and verify nothing is left running",
@@ -149,12 +150,16 @@ func (a *App) stopCmd() *cobra.Command {
 				in.Nodes, in.All = c.Nodes, true
 				spec = runSpec{ID: contract.StopID(cluster), Cluster: cluster}
 			}
+			in.Gateways, in.NoDrain = req.cfg.GatewayQueues(cluster), noDrain
 			spec.Workflow, spec.Input = contract.WorkflowStop, in
 			var res contract.StopResult
 			if err := a.startFollow(ctx, spec, &res); err != nil {
 				return err
 			}
 			return a.output(res, func() {
+				for _, d := range res.Drained {
+					fmt.Fprintln(a.Out, drainLine(d))
+				}
 				for _, n := range res.Nodes {
 					fmt.Fprintf(a.Out, "%s: stopped %d container(s) %v; verified none left\n", n.Node, len(n.Stopped), n.Stopped)
 				}
@@ -163,5 +168,6 @@ func (a *App) stopCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&lane, "lane", "", "lane name or alias")
 	cmd.Flags().StringVar(&cluster, "cluster", "", "cluster name: stop every sparklane container on its nodes")
+	cmd.Flags().BoolVar(&noDrain, "no-drain", false, "stop at once: the gateway does not wait for the lane's requests in flight (they are cut off)")
 	return cmd
 }

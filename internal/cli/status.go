@@ -70,7 +70,19 @@ func (a *App) statusCmd() *cobra.Command {
 				cs = cutoversRunning(ctx, env, cfg)
 			}
 			out := statusJSON{FleetProbeResult: res, Keepers: ks, Cutovers: cs, Error: failure}
-			if perr := a.output(out, func() { printFleet(a, cfg, res); printKeepers(a, ks); printCutoversRunning(a, cs) }); perr != nil {
+			out.Gateways, out.GatewayError = gatewayStatus(cfg)
+			if perr := a.output(out, func() {
+				printFleet(a, cfg, res)
+				printKeepers(a, ks)
+				printCutoversRunning(a, cs)
+				if len(out.Gateways) > 0 || out.GatewayError != "" {
+					fmt.Fprintln(a.Out)
+					printGateways(a, cfg, out.Gateways)
+					if out.GatewayError != "" {
+						fmt.Fprintln(a.Out, "gateway:", out.GatewayError)
+					}
+				}
+			}); perr != nil {
 				return perr
 			}
 			if failure != "" {
@@ -96,7 +108,11 @@ type statusJSON struct {
 	// Cutovers are the cutovers under way: the lane they bring and the
 	// steps running now (a stage ahead beside the serving lane shows here).
 	Cutovers []cutoverRunning `json:"cutovers,omitempty"`
-	Error    string           `json:"error,omitempty"`
+	// Gateways are the gateways' route tables (GatewayError: one did
+	// not read).
+	Gateways     []contract.GatewayTableFile `json:"gateways,omitempty"`
+	GatewayError string                      `json:"gateway_error,omitempty"`
+	Error        string                      `json:"error,omitempty"`
 }
 
 // workerHints replaces the probe's hint for a node whose worker does not

@@ -5,6 +5,8 @@ import (
 	"net"
 	"path/filepath"
 	"time"
+
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // Gateway is a [gateway] table (or one of [[gateways]]): the lanes' one
@@ -107,6 +109,30 @@ func (g Gateway) Fronts(cluster string) bool {
 	return false
 }
 
+// GatewayQueues are the task queues (contract.GatewayQueue) of the
+// gateways that front cluster, or with cluster "" of every gateway: the
+// Gateways a run's input names.
+func (c *Config) GatewayQueues(cluster string) []string {
+	var out []string
+	for _, g := range c.Gateways() {
+		if cluster == "" || g.Fronts(cluster) {
+			out = append(out, contract.GatewayQueue(g.Name))
+		}
+	}
+	return out
+}
+
+// GatewayStateFile is where gateway g keeps its route table on the
+// control host (contract.GatewayTableFile): STATE_DIR/gateway/NAME.json,
+// "default.json" for the one [gateway].
+func (c *Config) GatewayStateFile(g Gateway) string {
+	name := g.Name
+	if name == "" {
+		name = "default"
+	}
+	return filepath.Join(c.StateDir, "gateway", name+".json")
+}
+
 // gatewayErrors checks the [gateway] / [[gateways]] tables.
 func gatewayErrors(cfg *Config) []error {
 	var errs []error
@@ -120,6 +146,9 @@ func gatewayErrors(cfg *Config) []error {
 			key = fmt.Sprintf("gateways[%d]", i)
 			if err := uniqueName(cfg, seen, "gateway", key, g.Name, i, ""); err != nil {
 				errs = append(errs, err)
+			} else if !laneNameRE.MatchString(g.Name) || g.Name == "default" {
+				// It names the gateway's queue and its state file.
+				errs = append(errs, cfgErr(cfg, key+".name", "%q: write lower-case letters, digits, '.', '_' or '-' (not \"default\"), like \"public\"", g.Name))
 			}
 		}
 		errs = append(errs, gatewayKeyErrors(cfg, key, g)...)

@@ -33,6 +33,7 @@ func TestGatewayKeys(t *testing.T) {
 		{"[gateway]\nlisten = \"8080\"\n", "gateway.listen: \"8080\" is not host:port"},
 		{"[gateway]\nhold_timeout = \"0s\"\n", "hold_timeout"},
 		{"[gateway]\nclusters = [\"nope\"]\n", "gateway.clusters: unknown cluster \"nope\""},
+		{"[[gateways]]\nname = \"../x\"\n", "gateways[0].name: \"../x\": write lower-case letters"},
 	} {
 		p := conftest.WriteFile(t, dir, "bad.toml", conftest.GoodConfig+"\n"+tc.body)
 		c, err := Load(p)
@@ -46,5 +47,11 @@ func TestGatewayKeys(t *testing.T) {
 	cfg = load("two.toml", "[[gateways]]\nname = \"a\"\nlisten = \"127.0.0.1:9001\"\n\n[[gateways]]\nname = \"b\"\nlisten = \"127.0.0.2:9002\"\nwake = true\n")
 	if gs := cfg.Gateways(); len(gs) != 2 || gs[1].Name != "b" || !gs[1].Wake || cfg.FindGateway("a") == nil {
 		t.Fatalf("[[gateways]] %+v", gs)
+	}
+	if q := cfg.GatewayQueues(""); strings.Join(q, ",") != "gateway.a,gateway.b" {
+		t.Errorf("queues %v, want gateway.a and gateway.b", q)
+	}
+	if f := cfg.GatewayStateFile(cfg.Gateways()[0]); !strings.HasSuffix(f, "/gateway/a.json") {
+		t.Errorf("state file %s", f)
 	}
 }
