@@ -109,6 +109,13 @@ var corpus = map[string]string{
 	// the head (versionStageRegistry).
 	"cutover-build":    "TestCutoverBuildsAnImageOnNoNode",
 	"cutover-registry": "TestCutoverPullsAnImageFromTheRegistry",
+	// Stage ahead (versionStageAhead): the next lane staged and verified
+	// while the previous one served, then the stop; a stage that failed
+	// ahead (the previous lane never stopped, its keeper released); and a
+	// node without room beside the running lane, staged after the stop.
+	"cutover-stage-ahead":        "TestCutoverStagesAheadWhileTheServingLaneAnswers",
+	"cutover-stage-ahead-failed": "TestCutoverStagesAheadWhileTheServingLaneAnswers",
+	"cutover-stage-after-stop":   "TestCutoverStagesAheadWhileTheServingLaneAnswers",
 }
 
 // Committed histories of real runs must replay against the current code: a
