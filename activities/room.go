@@ -52,21 +52,20 @@ func (a *NodeActivities) StageRoom(ctx context.Context, in contract.StageRoomInp
 		}
 		fit.Need += need
 	}
-	res.OK = true
+	res.OK, res.AfterStop = true, true
 	var short []string
 	for _, dev := range order {
 		fit := byDev[dev]
 		if fit.Need > fit.Free && in.Room != nil && in.Room.MakeRoom {
-			protected := append([]string{in.Lane}, running...)
-			if room, err := disk.MakeRoom(a.roots(), a.localBlocks(in.Room.Blocks), fit.Path, fit.Need, protected, true); err == nil {
-				fit.Freeable = room.Frees
-			}
+			fit.Freeable = a.freeable(in, fit, append([]string{in.Lane}, running...))
+			fit.FreeableAfterStop = a.freeable(in, fit, []string{in.Lane})
 		}
 		res.Roots = append(res.Roots, *fit)
 		if fit.Need > fit.Free+fit.Freeable {
 			res.OK = false
 			short = append(short, fmt.Sprintf("%s needs %s more than it has", fit.Path, contract.HumanBytes(fit.Need-fit.Free-fit.Freeable)))
 		}
+		res.AfterStop = res.AfterStop && fit.Need <= fit.Free+fit.FreeableAfterStop
 	}
 	if !res.OK {
 		beside := "beside no running lane"
@@ -74,6 +73,13 @@ func (a *NodeActivities) StageRoom(ctx context.Context, in contract.StageRoomInp
 			beside = "beside lane " + strings.Join(running, ", ")
 		}
 		res.Why = fmt.Sprintf("%s: %s %s", a.Node.Name, strings.Join(short, "; "), beside)
+		switch {
+		case res.AfterStop || len(running) == 0:
+		case in.Room != nil && in.Room.MakeRoom:
+			res.Why += "; pruning after its stop would not free enough either"
+		default:
+			res.Why += "; stopping it frees no disk by itself (--make-room prunes its blocks once it stops)"
+		}
 	}
 	return res, nil
 }
@@ -108,4 +114,15 @@ func (a *NodeActivities) blockNeed(ctx context.Context, in contract.StageRoomInp
 		return 0, dst, nil
 	}
 	return r.CopiedBytes + max(0, int64(minFree)-r.TotalBytes), dst, nil
+}
+
+// freeable is what pruning least recently served blocks of lanes outside
+// protected would free on fit's filesystem (a dry run; 0 when it cannot
+// tell).
+func (a *NodeActivities) freeable(in contract.StageRoomInput, fit *contract.StageRoomFit, protected []string) int64 {
+	room, err := disk.MakeRoom(a.roots(), a.localBlocks(in.Room.Blocks), fit.Path, fit.Need, protected, true)
+	if err != nil {
+		return 0
+	}
+	return room.Frees
 }

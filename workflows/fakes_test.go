@@ -108,6 +108,9 @@ type fakeFleet struct {
 	// roomShort: nodes whose StageRoom says the lane does not fit beside
 	// what runs there (the shortfall).
 	roomShort map[string]string
+	// roomAfterStop: nodes short of room that have it once the serving
+	// lane stops (--make-room prunes its blocks).
+	roomAfterStop map[string]bool
 	// imageUnpinned: node → the ID its EnsureImage reports for a pinned
 	// image it has only under its tag (EnsureImageInput.Resolve).
 	imageUnpinned map[string]string
@@ -212,6 +215,7 @@ func (f *fakeFleet) mockKeeper() {
 func (f *fakeFleet) mockImages() {
 	f.imageLack, f.imageSent, f.imageAsked, f.imageStale = map[string]int{}, map[string]contract.TransferImageInput{}, map[string]int{}, map[string]bool{}
 	f.imageFail, f.imageGoneMid, f.dockerDown, f.roomShort = map[string]int{}, map[string]int{}, map[string]int{}, map[string]string{}
+	f.roomAfterStop = map[string]bool{}
 	f.env.OnActivity("ImageInventory", any2...).Return(f.imageInventory)
 	f.env.OnActivity("BuildImage", any2...).Return(func(ctx context.Context, in contract.BuildImageInput) (contract.BuildImageResult, error) {
 		n := f.record(ctx, "BuildImage "+in.Image.String())
@@ -228,7 +232,7 @@ func (f *fakeFleet) mockImages() {
 		n := f.record(ctx, "StageRoom "+in.Lane)
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		r := contract.StageRoomResult{Node: n, Running: f.lanesOn[n], OK: f.roomShort[n] == ""}
+		r := contract.StageRoomResult{Node: n, Running: f.lanesOn[n], OK: f.roomShort[n] == "", AfterStop: f.roomShort[n] == "" || f.roomAfterStop[n]}
 		if !r.OK {
 			r.Why = n + ": " + f.roomShort[n]
 		}

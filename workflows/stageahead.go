@@ -119,13 +119,32 @@ func (c *cutover) stageOrder() error {
 		return nil
 	}
 	why := strings.Join(short, "; ")
-	if mode == contract.StageAheadAlways {
-		err := temporal.NewNonRetryableApplicationError("--stage-ahead=always: no room to stage beside the serving lane, and nothing was stopped: "+why, fault.NoSpace, nil)
+	refuse := ""
+	switch {
+	case mode == contract.StageAheadAlways:
+		refuse = "--stage-ahead=always: no room to stage beside the serving lane, and nothing was stopped: "
+	case !c.roomAfterStop() && workflow.GetVersion(c.ctx, versionStageRoomAfterStop, workflow.DefaultVersion, 1) >= 1:
+		refuse = "no room to stage beside the serving lane, nor after its stop, and nothing was stopped: "
+	}
+	if refuse != "" {
+		err := temporal.NewNonRetryableApplicationError(refuse+why, fault.NoSpace, nil)
 		c.t.end(i, "", err)
 		return failedAt("stage order", err)
 	}
 	c.t.end(i, "stage after stop: "+why, nil)
 	return c.stageAfterStop(why)
+}
+
+// roomAfterStop reports whether every node has room once the previous
+// lanes stop (StageRoomResult.AfterStop: --make-room may prune their
+// blocks then).
+func (c *cutover) roomAfterStop() bool {
+	for _, r := range c.res.Room {
+		if !r.OK && !r.AfterStop {
+			return false
+		}
+	}
+	return true
 }
 
 // stageAfterStop records that this cutover stages after the stop, and

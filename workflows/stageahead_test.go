@@ -57,13 +57,16 @@ func TestCutoverStageAheadFailureLeavesThePreviousLaneServing(t *testing.T) {
 	}
 }
 
-// A node without room beside the running lane: the cutover stages after
+// A node without room beside the running lane that has room once it
+// stops (--make-room prunes its blocks then): the cutover stages after
 // the stop, saying which node and why in its result, its memo and its
-// steps before anything stops; --stage-ahead=always refuses instead,
-// before anything stops.
+// steps before anything stops; --stage-ahead=always refuses instead, and
+// so does a node that lacks room after the stop too, before anything
+// stops.
 func TestCutoverWithoutRoomStagesAfterTheStop(t *testing.T) {
 	c := aheadCutover(t)
 	c.roomShort["b"] = "/mnt/nvme needs 183.0 GiB more than it has beside lane old"
+	c.roomAfterStop["b"] = true
 	res, err := c.run()
 	if err != nil {
 		t.Fatalf("cutover: %v", err)
@@ -84,6 +87,13 @@ func TestCutoverWithoutRoomStagesAfterTheStop(t *testing.T) {
 	}
 	if a.count("StopLane") != 0 || a.count("StageBlock") != 0 || len(res.RolledBack) != 0 {
 		t.Errorf("--stage-ahead=always refused after %d stops, %d stages; want nothing stopped or staged", a.count("StopLane"), a.count("StageBlock"))
+	}
+
+	n := aheadCutover(t)
+	n.roomShort["b"] = "/mnt/nvme needs 183.0 GiB more than it has beside lane old; stopping it frees no disk by itself"
+	res, err = n.run()
+	if err == nil || res.FailedStep != "stage order" || !strings.Contains(res.Error, "nor after its stop") || n.count("StopLane") != 0 {
+		t.Fatalf("no room after the stop either: %v, failed at %q (%s), %d stops; want it refused before anything stops", err, res.FailedStep, res.Error, n.count("StopLane"))
 	}
 }
 

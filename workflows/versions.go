@@ -164,4 +164,11 @@ const (
 	// off, each an activity on the gateway's queue. Asked once, at a run's
 	// first gateway step; runs without gateways never ask.
 	versionGateway = "gateway"
+
+	// versionStageRoomAfterStop: a cutover that finds no room to stage
+	// ahead refuses before stopping anything when the nodes would lack
+	// room after the stop too (StageRoomResult.AfterStop: stopping a lane
+	// frees no disk unless --make-room prunes its blocks), instead of
+	// stopping the lane, failing the stage and rolling back.
+	versionStageRoomAfterStop = "stage-room-after-stop"
 )

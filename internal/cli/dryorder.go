@@ -17,7 +17,8 @@ import (
 // dryStageOrder is what a cutover's dry run says of node n's stage order:
 // "stage ahead (room: X free, Y needed)" when the lane's blocks fit on each
 // of the node's roots beside the lanes running there, "stage after stop
-// (why)" when one does not, "stage ahead: nothing serving" when no other
+// (why)" when one does not (which needs --make-room to prune the stopped
+// lane's blocks: a cutover without room after the stop either refuses), "stage ahead: nothing serving" when no other
 // lane runs there. The need is what the engines' dry run would copy plus
 // min_free's headroom, per root (the control service's StageRoom decides
 // the run itself, with --make-room's pruning counted too); "" when the
@@ -56,7 +57,8 @@ func dryStageOrder(n DryRunNode, r *contract.Recipe, st contract.NodeState, lane
 		}
 	}
 	if len(short) > 0 {
-		return fmt.Sprintf("stage after stop (%s: %s beside lane %s)", n.Node, strings.Join(short, "; "), strings.Join(others, ", "))
+		return fmt.Sprintf("stage after stop (%s: %s beside lane %s; stopping it frees no disk by itself: with --make-room its blocks are pruned then, else the cutover refuses before stopping anything)",
+			n.Node, strings.Join(short, "; "), strings.Join(others, ", "))
 	}
 	return fmt.Sprintf("stage ahead (room: %s free, %s needed, beside lane %s)", contract.HumanBytes(free), contract.HumanBytes(needed), strings.Join(others, ", "))
 }

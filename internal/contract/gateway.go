@@ -1,5 +1,7 @@
 package contract
 
+import "time"
+
 // The front door (internal/gateway, `worker gateway`): one OpenAI-compatible
 // address for every lane. The workflows own its route table: a cutover, up,
 // stop and the keeper call the gateway's activities (on its task queue) as
@@ -151,4 +153,15 @@ type GatewayStepResult struct {
 	Gateway string        `json:"gateway"`
 	Route   *GatewayRoute `json:"route,omitempty"`
 	Changed int           `json:"changed,omitempty"`
+}
+
+// GatewayTableFile is a gateway's route table as it keeps it on disk
+// (config.GatewayStateFile), written atomically on every change and, while
+// requests wait, with their count refreshed: the gateway routes from it
+// after a restart, and `starter gateway routes` and status read it.
+type GatewayTableFile struct {
+	Gateway string         `json:"gateway"`
+	Routes  []GatewayRoute `json:"routes"`
+	// Written is when the file was written (its Held figures are as of then).
+	Written time.Time `json:"written,omitempty"`
 }

@@ -373,6 +373,11 @@ type StageRoomResult struct {
 	Running []string `json:"running,omitempty"`
 	OK      bool     `json:"ok"`
 	Why     string   `json:"why,omitempty"`
+	// AfterStop says whether the lane fits once the running lanes are
+	// stopped: only when --make-room may then prune their blocks
+	// (stopping a lane frees no disk by itself). A cutover that finds no
+	// room ahead and none after the stop refuses before stopping anything.
+	AfterStop bool `json:"after_stop,omitempty"`
 }
 
 // StageRoomFit is one filesystem of a node: its free bytes, what the
@@ -383,4 +388,7 @@ type StageRoomFit struct {
 	Free     int64  `json:"free"`
 	Need     int64  `json:"need"`
 	Freeable int64  `json:"freeable,omitempty"`
+	// FreeableAfterStop is what --make-room would free once the running
+	// lanes are stopped (their blocks too).
+	FreeableAfterStop int64 `json:"freeable_after_stop,omitempty"`
 }
