@@ -70,6 +70,10 @@ type NodeActivities struct {
 	// on its address while it sends one (0: 7291).
 	ImageTLS  *ImageTLS
 	ImagePort int
+	// Staging is the fleet's [staging] limits, applied while a lane
+	// serves on this node as it stages (the zero value: no rate, the
+	// default memory floor).
+	Staging config.StagingLimits
 	// Seams are a test's fault points (nil in production).
 	Seams *Seams
 
@@ -212,26 +216,22 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in contract.StageBlockI
 		opts.Resume = &p
 		a.Log.Info("resuming staging from the progress of an activity that lost its node", zap.String("block", in.Block.ID), zap.Int64("bytes_done", in.Resume.BytesDone), zap.Int64("rows_done", in.Resume.RowsDone))
 	}
-	var last time.Time
-	var lastP staging.Progress
-	held := false
+	beat := &stageBeat{}
 	opts.OnProgress = func(p staging.Progress) {
-		lastP = p
-		if !held && a.Seams != nil {
-			held = a.Seams.stageHold(ctx, in.Lane, in.Block.ID, stageProgress(p))
-		}
-		if time.Since(last) < 500*time.Millisecond && len(p.InFlight) == 0 && p.NextRow == 0 {
+		beat.set(p)
+		a.hold(ctx, in, beat)
+		if !beat.due() {
 			return
 		}
-		last = time.Now()
-		heartbeat(ctx, stageProgress(p))
+		heartbeat(ctx, beat.details())
 		a.Metrics.StagingProgress(in.Lane, a.Node.Name, in.Block.ID, p.BytesDone)
 	}
-	err := a.stageEngine(ctx, in, opts, &out)
+	opts.Pacer = a.pacer(ctx, in, beat)
+	err := a.stageEngine(ctx, in, opts, beat, &out)
 	if short := (*staging.ShortError)(nil); err != nil && in.Room != nil && !in.DryRun && errors.As(err, &short) {
 		var retry bool
 		if retry, err = a.makeRoom(ctx, in, short, err); retry {
-			err = a.stageEngine(ctx, in, opts, &out)
+			err = a.stageEngine(ctx, in, opts, beat, &out)
 		}
 	}
 	if err != nil {
@@ -249,7 +249,7 @@ func (a *NodeActivities) StageBlock(ctx context.Context, in contract.StageBlockI
 	if in.Verify && !in.DryRun {
 		// The staging's last progress is heartbeated meanwhile, so a
 		// retry resumes from it (everything staged) rather than afresh.
-		stop := keepAliveWith(ctx, stageProgress(lastP))
+		stop := keepAliveWith(ctx, beat.details())
 		v, err := a.verifyBlock(ctx, contract.VerifyBlockInput{Lane: in.Lane, Block: in.Block, Rank: in.Rank, TP: in.TP})
 		stop()
 		if err != nil {
@@ -295,14 +295,15 @@ func (a *NodeActivities) makeRoom(ctx context.Context, in contract.StageBlockInp
 
 // stageEngine runs the block's staging engine (through the relay when
 // asked), filling out.Result.
-func (a *NodeActivities) stageEngine(ctx context.Context, in contract.StageBlockInput, opts staging.Options, out *contract.StageBlockResult) error {
-	r, err := a.runEngine(ctx, in, opts)
+func (a *NodeActivities) stageEngine(ctx context.Context, in contract.StageBlockInput, opts staging.Options, beat *stageBeat, out *contract.StageBlockResult) error {
+	r, err := a.runEngine(ctx, in, opts, beat)
 	out.Result = blockResult(r)
 	return err
 }
 
-// runEngine runs the block's staging engine (through the relay when asked).
-func (a *NodeActivities) runEngine(ctx context.Context, in contract.StageBlockInput, opts staging.Options) (staging.Result, error) {
+// runEngine runs the block's staging engine (through the relay when
+// asked); beat is what it heartbeats.
+func (a *NodeActivities) runEngine(ctx context.Context, in contract.StageBlockInput, opts staging.Options, beat *stageBeat) (staging.Result, error) {
 	switch in.Block.Kind {
 	case "hub-mirror":
 		if in.Relay != nil && len(in.Relay.Nodes) > 1 && !in.DryRun && !in.Force {
@@ -314,15 +315,6 @@ func (a *NodeActivities) runEngine(ctx context.Context, in contract.StageBlockIn
 				// works through its own NAS reads first) with no bytes to
 				// report: the last progress is heartbeated again on a
 				// timer, so the wait is not taken for a dead worker.
-				var mu sync.Mutex
-				var lastP staging.Progress
-				report := opts.OnProgress
-				opts.OnProgress = func(p staging.Progress) {
-					mu.Lock()
-					lastP = p
-					mu.Unlock()
-					report(p)
-				}
 				stop := make(chan struct{})
 				go func() {
 					t := time.NewTicker(10 * time.Second)
@@ -330,10 +322,7 @@ func (a *NodeActivities) runEngine(ctx context.Context, in contract.StageBlockIn
 					for {
 						select {
 						case <-t.C:
-							mu.Lock()
-							p := lastP
-							mu.Unlock()
-							heartbeat(ctx, stageProgress(p))
+							heartbeat(ctx, beat.details())
 						case <-stop:
 							return
 						case <-ctx.Done():

@@ -33,6 +33,11 @@ type Seams struct {
 	// kernel's (/proc/sys/kernel/random/boot_id): workers on one test
 	// machine share its boot, so a test simulates a node's reboot here.
 	BootID func(node string) string
+	// MemAvailable, when set, is the node's MemAvailable in bytes instead
+	// of /proc/meminfo's, for the memory floor a staging pass beside a
+	// serving lane keeps ([staging] min_available): simulated nodes share
+	// one machine's memory, so a test makes one node short of it here.
+	MemAvailable func(node string) int64
 	// BenchWritten runs after a Bench attempt wrote its bundle and before
 	// it recorded it; an error it returns fails the attempt there, as a
 	// worker lost at that moment would.
@@ -86,4 +91,13 @@ func (s *Seams) benchWritten(ctx context.Context) error {
 		return nil
 	}
 	return s.BenchWritten(ctx)
+}
+
+// memAvailable is the MemAvailable seam's reader for node, or nil when
+// unset (the worker reads the node's meminfo).
+func (s *Seams) memAvailable(node string) func() (int64, error) {
+	if s == nil || s.MemAvailable == nil {
+		return nil
+	}
+	return func() (int64, error) { return s.MemAvailable(node), nil }
 }

@@ -46,6 +46,9 @@ func (a *App) goBuildWorker(ctx context.Context, src, out string, env []string, 
 	// -s -w drops the symbol table and DWARF (panics still name their
 	// functions): 213 → 151 MiB to upload to, and hash on, every node.
 	args := []string{"build", "-v", "-ldflags=-s -w", "-o", out, "./worker"}
+	// The clock starts before the first line: what elapsed counts from is
+	// what the reader saw begin.
+	start := a.clock()
 	say := func(format string, v ...any) {
 		if !a.JSON {
 			fmt.Fprintf(a.Err, format+"\n", v...)
@@ -59,7 +62,6 @@ func (a *App) goBuildWorker(ctx context.Context, src, out string, env []string, 
 	c.Dir, c.Env = src, append(os.Environ(), env...)
 	var log buildLog
 	c.Stdout, c.Stderr = &log, &log
-	start := a.clock()
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("build %s in %s (go %s): %w", what, src, strings.Join(args, " "), err)
 	}

@@ -152,6 +152,17 @@ func (r *renderer) drawPlain(p contract.Progress, bars map[string]progressSample
 			fmt.Fprintf(r.w, "  %s retrying: %s\n", shortID(id), clip(pr.Retry, retryShown))
 			printed = true
 		}
+		// One line when the node's writes start waiting beside a
+		// serving lane (the memory floor), and one when they go on.
+		if k := "waiting@" + id; r.seen[k] != pr.Waiting {
+			if pr.Waiting != "" {
+				fmt.Fprintf(r.w, "  %s %s%s\n", shortID(id), pr.Waiting, besideText(contract.StageProgress{Beside: pr.Beside}, " · "))
+			} else {
+				fmt.Fprintf(r.w, "  %s resumed\n", shortID(id))
+			}
+			r.seen[k] = pr.Waiting
+			printed = true
+		}
 	}
 	if printed {
 		r.lastLine = now
@@ -182,6 +193,7 @@ func (r *renderer) drawPlain(p contract.Progress, bars map[string]progressSample
 		if pr.Retry != "" {
 			line += " (retrying: " + clip(pr.Retry, retryShown) + ")"
 		}
+		line += besideText(pr.StageProgress, ", ")
 		if pr.BytesTotal > 0 || pr.Retry != "" {
 			running = append(running, line)
 		}
@@ -265,8 +277,25 @@ func barLine(id string, p contract.StageProgress, rate float64) string {
 		eta = (time.Duration(float64(p.BytesTotal-p.BytesDone)/rate) * time.Second).Round(time.Second).String()
 	}
 	name := shortID(id)
-	return fmt.Sprintf("  %-10s [%s] %3.0f%% %s/%s %s/s ETA %s%s", name, bar, frac*100,
-		contract.HumanBytes(p.BytesDone), contract.HumanBytes(p.BytesTotal), contract.HumanBytes(int64(rate)), eta, sourcesText(p.ByteSources, " · "))
+	return fmt.Sprintf("  %-10s [%s] %3.0f%% %s/%s %s/s ETA %s%s%s", name, bar, frac*100,
+		contract.HumanBytes(p.BytesDone), contract.HumanBytes(p.BytesTotal), contract.HumanBytes(int64(rate)), eta, sourcesText(p.ByteSources, " · "), besideText(p, " · "))
+}
+
+// besideText says, after sep, which lanes serve on the node while it
+// stages (its writes are paced) and why its writes wait, if they do;
+// empty for a node serving nothing.
+func besideText(p contract.StageProgress, sep string) string {
+	var parts []string
+	if len(p.Beside) > 0 {
+		parts = append(parts, "beside "+strings.Join(p.Beside, ","))
+	}
+	if p.Waiting != "" {
+		parts = append(parts, p.Waiting)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return sep + strings.Join(parts, sep)
 }
 
 // sourcesText says where a relayed node's bytes came from ("NAS 1.2 GiB,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -247,6 +248,15 @@ func addStage(total *contract.StageProgress, pr contract.StageProgress) {
 	total.RowsDone += pr.RowsDone
 	total.RowsTotal += pr.RowsTotal
 	total.FromNAS += pr.FromNAS
+	for _, l := range pr.Beside {
+		if !slices.Contains(total.Beside, l) {
+			total.Beside = append(total.Beside, l)
+		}
+	}
+	slices.Sort(total.Beside)
+	if total.Waiting == "" {
+		total.Waiting = pr.Waiting
+	}
 	for n, b := range pr.FromPeers {
 		if total.FromPeers == nil {
 			total.FromPeers = map[string]int64{}

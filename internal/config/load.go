@@ -124,6 +124,11 @@ func LoadViper(v *viper.Viper) (*Config, error) {
 	if err != nil {
 		return bad(err)
 	}
+	if _, blocks := tree["staging"].([]any); blocks {
+		// A recipe's [[staging]] blocks pasted here would otherwise read
+		// as a bare type error.
+		return bad(fmt.Errorf("%s: staging: [[staging]] blocks (what to stage) belong in a lane recipe under recipes_dir; the fleet config's [staging] is one table of limits (serving_rate, min_available)", path))
+	}
 	// The file as written: key names and case, then types (strict: a
 	// quoted number in the file is an error, as the operator meant a string).
 	keyErrs, valueErrs := strictdecode.Decode(path, tree, &Config{})
@@ -332,7 +337,10 @@ func parseTOMLRecipe(path string, data []byte, registries map[string]string) (*R
 	if err != nil {
 		return nil, fault.Permanent(fault.InvalidSpec, err)
 	}
-	if !hasAny(tree, "runtime", "command", "image", "staging") && hasAny(tree, "nodes", "clusters", "temporal") {
+	// A recipe's staging is an array of tables ([[staging]]); a fleet
+	// config's is one table of limits ([staging]) and marks no recipe.
+	_, blocks := tree["staging"].([]any)
+	if !hasAny(tree, "runtime", "command", "image") && !blocks && hasAny(tree, "nodes", "clusters", "temporal") {
 		return nil, fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: %w: it is a fleet config ([[nodes]], [[clusters]]); pass it with --config", path, ErrNotRecipe))
 	}
 	r := &Recipe{}

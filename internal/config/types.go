@@ -64,6 +64,10 @@ type Config struct {
 	// (several, each named): the lanes' client-facing address (gateway.go).
 	Gateway     *Gateway  `mapstructure:"gateway" json:"gateway,omitempty"`
 	GatewayList []Gateway `mapstructure:"gateways" json:"gateways,omitempty"`
+	// Staging bounds what a staging pass takes from a node while a lane
+	// serves there ([staging]; a recipe's [[staging]] blocks are another
+	// thing: what to stage).
+	Staging StagingLimits `mapstructure:"staging" json:"staging,omitempty"`
 	// Relay lets a multi-node lane read the NAS about once: each file is
 	// read by one node and relayed to the others over the node network
 	// (mTLS between node workers, internal/engine/relay). Default on; false turns
@@ -329,6 +333,41 @@ type Hooks struct {
 	Clear       []string `mapstructure:"clear"`
 	// Timeout bounds each hook (default DefaultHookTimeout).
 	Timeout time.Duration `mapstructure:"timeout"`
+}
+
+// StagingLimits is the fleet config's [staging] table: what a node's
+// staging may take from a lane serving on the same node (a cutover
+// stages the next lane while the previous one serves). On a DGX Spark the
+// page cache and the engine's GPU allocations share one memory, so a
+// pass beside a serving lane drops its pages behind it (always), writes
+// at most ServingRate, and pauses while MemAvailable is under
+// MinAvailable rather than push the engine into the OOM killer. A node
+// serving nothing stages unbounded.
+type StagingLimits struct {
+	// ServingRate bounds the bytes per second a pass writes beside a
+	// serving lane ("400M"; absent or "0": unbounded).
+	ServingRate int64 `mapstructure:"serving_rate" json:"serving_rate,omitempty" unit:"bytes"`
+	// MinAvailable is the node's MemAvailable under which a pass beside
+	// a serving lane pauses until it is back over it (absent:
+	// DefaultMinAvailable; "0": no floor).
+	MinAvailable *int64 `mapstructure:"min_available" json:"min_available,omitempty" unit:"bytes"`
+}
+
+// DefaultMinAvailable is the memory floor when [staging] min_available is
+// absent (issue 53): 8 GiB of a DGX Spark's 128 GB left to the engine's
+// own growth beside its static allocation.
+const DefaultMinAvailable = 8 << 30
+
+// MinServingRate is the smallest serving_rate accepted: below it a block
+// of hundreds of GB would stage for days.
+const MinServingRate = 1 << 20
+
+// Floor is the memory floor in bytes (0: none).
+func (s StagingLimits) Floor() int64 {
+	if s.MinAvailable == nil {
+		return DefaultMinAvailable
+	}
+	return *s.MinAvailable
 }
 
 // Staging is one [[staging]] block as written: kind hub-mirror or

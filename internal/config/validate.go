@@ -59,6 +59,9 @@ func ConfigErrors(cfg *Config) []error {
 	if err := CheckMetricsAddress(cfg.MetricsAddress); err != nil {
 		errs = append(errs, cfgErr(cfg, "metrics_address", "%v", err))
 	}
+	if r := cfg.Staging.ServingRate; r != 0 && r < MinServingRate {
+		errs = append(errs, cfgErr(cfg, "staging.serving_rate", "%d bytes per second is below 1M: a block of hundreds of GB would stage for days; write it like \"400M\" (bytes per second), or leave it out for no bound", r))
+	}
 	if cfg.ProbeGrace < 0 {
 		errs = append(errs, cfgErr(cfg, "probe_grace", "%s is negative: write how long to wait, like \"5s\"", cfg.ProbeGrace))
 	}

@@ -114,6 +114,13 @@ type StageProgress struct {
 	NextRow int64 `json:"next_row,omitempty"`
 	// Paused is set while a test fault point holds the pass.
 	Paused bool `json:"paused,omitempty"`
+	// Beside are the lanes serving on the node while the pass stages
+	// there: its writes are paced ([staging] serving_rate,
+	// min_available), so an operator sees why it may be slower.
+	Beside []string `json:"beside,omitempty"`
+	// Waiting is why the pass's writes wait now ("paused: MemAvailable
+	// 5.1 GiB under min_available 8.0 GiB"); empty while they go.
+	Waiting string `json:"waiting,omitempty"`
 	// ByteSources: where the bytes came from when the block is relayed.
 	ByteSources
 }

@@ -47,7 +47,11 @@ func WriteFleet(dir, stateDir string, nas NAS, image string, port, uiPort int) (
 		fmt.Fprintf(&b, "[[nodes]]\nname = %q\nssh = \"\"\naddress = \"127.0.0.1\"\nroots = [\"/srv/sparklane\"]\nfs_root = %q\n\n", name, root)
 	}
 	fmt.Fprintf(&b, "[[clusters]]\nname = \"demo-4x\"\nnodes = [%s]\n\n", strings.Join(all, ", "))
-	fmt.Fprintf(&b, "[[clusters]]\nname = \"demo-2x\"\nnodes = [%s]\n", strings.Join(all[:2], ", "))
+	fmt.Fprintf(&b, "[[clusters]]\nname = \"demo-2x\"\nnodes = [%s]\n\n", strings.Join(all[:2], ", "))
+	// The simulated nodes share this machine's memory, which a laptop may
+	// not have 8 GiB of to spare: a lower floor keeps a cutover's stage
+	// beside the serving lane from pausing there for good.
+	b.WriteString("# Staging beside a serving lane pauses while this machine's MemAvailable\n# is under min_available (default 8G; docs/operations.md).\n[staging]\nmin_available = \"1G\"\n")
 	if err := os.MkdirAll(filepath.Join(dir, "recipes"), 0o755); err != nil {
 		return f, err
 	}

@@ -478,6 +478,10 @@ clear_helper = ["sudo", "-n"]
 [[clusters]]
 name = "pair"
 nodes = ["dgx1", "dgx2"]
+
+[staging]
+serving_rate = "400M"
+min_available = "0"
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -515,6 +519,16 @@ nodes = ["dgx1", "dgx2"]
 	}
 	if len(got.Clusters) != 1 || strings.Join(got.Clusters[0].Nodes, ",") != "dgx1,dgx2" {
 		t.Fatalf("clusters %+v", got.Clusters)
+	}
+	// The node worker applies [staging] itself: an explicit "0" (no
+	// floor) must not come back as the default.
+	if got.Staging.ServingRate != 400<<20 || got.Staging.Floor() != 0 {
+		t.Fatalf("[staging] on the node: %+v, want serving_rate 400M and no floor\n%s", got.Staging, b)
+	}
+	cfg.Staging = config.StagingLimits{}
+	b, _, _ = NodeConfig(cfg, "/var/lib/sparklane")
+	if strings.Contains(string(b), "staging") {
+		t.Fatalf("no [staging] in the control config, yet the node config has one:\n%s", b)
 	}
 }
 

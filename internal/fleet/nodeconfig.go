@@ -18,6 +18,7 @@ type nodeFile struct {
 	HFCacheDir  string         `toml:"hf_cache_dir,omitempty"`
 	SharedRoots []string       `toml:"shared_roots,omitempty"`
 	Temporal    nodeTemporal   `toml:"temporal"`
+	Staging     *nodeStaging   `toml:"staging,omitempty"`
 	Nodes       []nodeEntry    `toml:"nodes"`
 	Clusters    []clusterEntry `toml:"clusters,omitempty"`
 }
@@ -25,6 +26,13 @@ type nodeFile struct {
 type nodeTemporal struct {
 	Address   string `toml:"address"`
 	Namespace string `toml:"namespace"`
+}
+
+// nodeStaging is the control config's [staging], in bytes: the node's
+// worker applies it while it stages beside a serving lane.
+type nodeStaging struct {
+	ServingRate  int64  `toml:"serving_rate,omitempty"`
+	MinAvailable *int64 `toml:"min_available,omitempty"`
 }
 
 type nodeEntry struct {
@@ -49,7 +57,8 @@ type clusterEntry struct {
 // tunnel delivers the embedded frontend (PORT = temporal.port), or the
 // external cluster's address as configured.
 //
-// What only the control host uses is left out: known_hosts and identity
+// The [staging] limits are the node worker's own to apply, so they are
+// carried. What only the control host uses is left out: known_hosts and identity
 // (control-host paths), power settings (token locations), devices, recipes.
 // The node's TLS files for an external mTLS cluster are not carried either:
 // the returned notices say so.
@@ -71,6 +80,9 @@ func NodeConfig(cfg *config.Config, stateDir string) ([]byte, []string, error) {
 	}
 	f := nodeFile{StateDir: stateDir, HFCacheDir: cfg.HFCacheDir, SharedRoots: cfg.SharedRoots,
 		Temporal: nodeTemporal{Address: addr, Namespace: ns}}
+	if st := cfg.Staging; st.ServingRate != 0 || st.MinAvailable != nil {
+		f.Staging = &nodeStaging{ServingRate: st.ServingRate, MinAvailable: st.MinAvailable}
+	}
 	for _, n := range cfg.Nodes {
 		f.Nodes = append(f.Nodes, nodeEntry{Name: n.Name, SSH: n.SSH, Address: n.Address, Docker: n.Docker,
 			Roots: n.Roots, FSRoot: n.FSRoot, ClearHelper: n.ClearHelper})

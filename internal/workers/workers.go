@@ -86,7 +86,7 @@ func NewNodeWorker(d Deps, name string) (worker.Worker, error) {
 	nlog := log.Named("node." + name)
 	rcv, stop := startRelay(cfg, n, nlog)
 	w.RegisterActivity(&activities.NodeActivities{Node: *n, SharedRoots: cfg.SharedRoots, HFCacheDir: cfg.HFCacheDir, Log: nlog, Metrics: m,
-		Relay: rcv, RelayAddr: relayAddr(cfg.StateDir), ImageTLS: imageTLS(cfg, n, nlog), ImagePort: cfg.ImagePort, Seams: d.Seams})
+		Relay: rcv, RelayAddr: relayAddr(cfg.StateDir), ImageTLS: imageTLS(cfg, n, nlog), ImagePort: cfg.ImagePort, Staging: cfg.Staging, Seams: d.Seams})
 	// Hub fetches run here when fetch_node names this node.
 	node := *n
 	w.RegisterActivity(&activities.FetchActivities{Where: name, Log: nlog.Named("fetch"), Metrics: m, Seams: d.Seams,

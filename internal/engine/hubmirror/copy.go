@@ -142,6 +142,11 @@ func (c *chunkCopy) copyChunks(ctx context.Context) error {
 		// whole grid intervals, and would otherwise trust part of one not
 		// flushed.
 		n := min(chunkSize-off%chunkSize, c.size-off)
+		// Beside a serving lane, the chunk waits for the rate and the
+		// memory floor (nil pacer: at once).
+		if err := c.st.opts.Pacer.Wait(ctx, n); err != nil {
+			return err
+		}
 		if err := c.chunk(off, n); err != nil {
 			return err
 		}

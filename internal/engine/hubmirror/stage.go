@@ -354,6 +354,9 @@ func (st *stager) fromSource(ctx context.Context, it *fileItem, dst string) erro
 		return nil
 	}
 	if src.data != nil {
+		if err := st.opts.Pacer.Wait(ctx, int64(len(src.data))); err != nil {
+			return err
+		}
 		ent, err = st.writeSmall(it, src.data, src.sample, dst)
 	} else {
 		ent, err = st.copy(ctx, it, src.f, src.sample, dst)

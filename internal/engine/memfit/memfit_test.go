@@ -99,6 +99,14 @@ func TestMemTotal(t *testing.T) {
 	if _, err := ReadMemTotal(p); err == nil || !strings.Contains(err.Error(), "no MemTotal") {
 		t.Fatalf("%v", err)
 	}
+	os.WriteFile(p, []byte("MemTotal: 2 kB\nMemAvailable:    5000 kB\n"), 0o644)
+	if n, err := ReadMemAvailable(p); err != nil || n != 5000*1024 {
+		t.Fatalf("MemAvailable: %d %v", n, err)
+	}
+	os.WriteFile(p, []byte("MemTotal: 2 kB\nMemAvailable: 5000 MB\n"), 0o644)
+	if _, err := ReadMemAvailable(p); err == nil || !strings.Contains(err.Error(), "no MemAvailable") {
+		t.Fatalf("MemAvailable not in kB: %v", err)
+	}
 	dir := t.TempDir()
 	if err := SaveDiscovered(dir, map[string]int64{"a": 5, "b": 0}); err != nil {
 		t.Fatal(err)

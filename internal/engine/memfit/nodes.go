@@ -15,7 +15,17 @@ import (
 
 // ReadMemTotal reads MemTotal from a /proc/meminfo file (path; empty:
 // /proc/meminfo): on a DGX Spark the unified memory CPU and GPU share.
-func ReadMemTotal(path string) (int64, error) {
+func ReadMemTotal(path string) (int64, error) { return readMemInfo(path, "MemTotal") }
+
+// ReadMemAvailable reads MemAvailable from a /proc/meminfo file (path;
+// empty: /proc/meminfo): the kernel's estimate of what a new allocation
+// can get without swapping. On a DGX Spark the engine's GPU allocations
+// come out of it too, so staging beside a serving lane pauses when it
+// falls under [staging] min_available (internal/engine/staging.Pacer).
+func ReadMemAvailable(path string) (int64, error) { return readMemInfo(path, "MemAvailable") }
+
+// readMemInfo reads one "KEY: N kB" line of a meminfo file, in bytes.
+func readMemInfo(path, key string) (int64, error) {
 	if path == "" {
 		path = "/proc/meminfo"
 	}
@@ -27,7 +37,7 @@ func ReadMemTotal(path string) (int64, error) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || k != "MemTotal" {
+		if !ok || k != key {
 			continue
 		}
 		fs := strings.Fields(v)
@@ -35,7 +45,7 @@ func ReadMemTotal(path string) (int64, error) {
 			break
 		}
 		n, err := strconv.ParseInt(fs[0], 10, 64)
-		if err != nil || n <= 0 {
+		if err != nil || n < 0 || (n == 0 && key == "MemTotal") {
 			break
 		}
 		return n * 1024, nil
@@ -43,7 +53,7 @@ func ReadMemTotal(path string) (int64, error) {
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("%s: no MemTotal line in kB", path)
+	return 0, fmt.Errorf("%s: no %s line in kB", path, key)
 }
 
 // DiscoveredFile is where the starter keeps the node memory its last

@@ -152,8 +152,23 @@ func (c *receipt) chunks(ctx context.Context) error {
 		}
 		off += n
 		c.landed(off, n)
+		c.dropBehind(off-n, n)
 	}
 	return nil
+}
+
+// dropBehind drops a chunk just written (and fdatasynced) from the page
+// cache, with the NAS file's same range, while the pass stages beside a
+// serving lane (a pacer is set): the engine beside it shares the memory
+// the page cache takes (on a DGX Spark, the GPU's). A peer reading the
+// chunk next reads it from the disk. Advice only; on a node serving
+// nothing the chunk stays cached for the peers, as before.
+func (c *receipt) dropBehind(off, n int64) {
+	if c.p.job.Pacer == nil {
+		return
+	}
+	_ = unix.Fadvise(int(c.out.Fd()), off, n, unix.FADV_DONTNEED)
+	_ = unix.Fadvise(int(c.nas.src.Fd()), off, n, unix.FADV_DONTNEED)
 }
 
 // connect opens a stream from the peer at off when there is none and the
@@ -175,6 +190,13 @@ func (c *receipt) connect(ctx context.Context, off int64) {
 func (c *receipt) fill(ctx context.Context, off, n int64, buf []byte) error {
 	for w := int64(0); w < n; {
 		m := min(int64(len(buf)), n-w)
+		// Beside a serving lane, the bytes wait for the rate and the
+		// memory floor before they are read (nil pacer: at once); a
+		// peer's stream waits meanwhile (its stall timer runs only
+		// inside a read).
+		if err := c.p.job.Pacer.Wait(ctx, m); err != nil {
+			return err
+		}
 		k, err := c.read(ctx, buf[:m], off+w)
 		if err != nil {
 			return err
@@ -259,6 +281,11 @@ func (c *receipt) check(want string) error {
 		c.sum = hashed
 	} else if err := c.nas.src.Unchanged(); err != nil {
 		return err
+	}
+	if c.p.job.Pacer != nil {
+		// Dropped behind: the samples are read back from the disk, only
+		// them, without readahead around each (advice only).
+		_ = unix.Fadvise(int(c.out.Fd()), 0, c.f.Size, unix.FADV_RANDOM)
 	}
 	got, err := ledger.SampleHash(c.out, c.f.Size)
 	if err != nil {

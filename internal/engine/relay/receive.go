@@ -59,6 +59,9 @@ type Job struct {
 	Chunk int64
 	// OnProgress is called as bytes land (throttled, and at every chunk).
 	OnProgress func(Progress) `json:"-"`
+	// Pacer paces the pass's writes beside a serving lane (nil: none):
+	// the hub-mirror pass's (staging.Options.Pacer).
+	Pacer *staging.Pacer `json:"-"`
 	// OnChunk is called after each chunk of rel is fsynced and servable,
 	// before the next begins (progress hooks, test fault points).
 	OnChunk func(rel string, synced int64) `json:"-"`

@@ -94,7 +94,7 @@ func relayed(all []File) []File {
 // progress as staging progress.
 func (h HubMirror) job(spec hubmirror.Spec, opts staging.Options, mirror string, files []File) Job {
 	job := Job{Key: h.Key, Node: h.Node, Nodes: h.Nodes, Peers: h.Peers, Mirror: mirror, Roots: spec.Roots,
-		Files: files, SHA256: spec.Verify == "sha256", Parallel: opts.Parallel, Chunk: h.Chunk}
+		Files: files, SHA256: spec.Verify == "sha256", Parallel: opts.Parallel, Chunk: h.Chunk, Pacer: opts.Pacer}
 	if opts.OnProgress != nil {
 		job.OnProgress = func(p Progress) {
 			opts.OnProgress(staging.Progress{FilesTotal: p.FilesTotal, FilesDone: p.FilesDone, BytesTotal: p.BytesTotal, BytesDone: p.BytesDone,

@@ -751,7 +751,27 @@ func (r *run) writeBlock(b block) error {
 		return fault.Permanent(fault.ContentMismatch, fmt.Errorf("block %s of tensor %s: written bytes in %s differ from the source after copy: the source changed during the copy or the disk is failing", b.key, r.pi.Layers[b.li].Tensor, out[0].f.Name()))
 	}
 	r.record(b, outSum)
+	r.dropBehind(b)
 	return nil
+}
+
+// dropBehind drops a block just written, fsynced and checked from the
+// page cache, on both sides, while the pass stages beside a serving lane
+// (a pacer is set): the engine beside it shares the memory the page
+// cache takes (on a DGX Spark, the GPU's). What the source's readahead
+// fetched past the rank's rows is dropped as the pass ends (closeAll).
+// Advice only; on a node serving nothing the pass leaves the cache to the
+// kernel, as before.
+func (r *run) dropBehind(b block) {
+	if r.opts.Pacer == nil {
+		return
+	}
+	for _, p := range b.pieces {
+		_ = unix.Fadvise(int(p.out.f.Fd()), p.outOff, p.n, unix.FADV_DONTNEED)
+		if sf, err := r.srcFile(p.src); err == nil {
+			_ = unix.Fadvise(int(sf.Fd()), p.srcOff, p.n, unix.FADV_DONTNEED)
+		}
+	}
 }
 
 // copyRange copies n bytes from src at soff to dst at doff: copy_file_range
@@ -762,6 +782,11 @@ func (r *run) copyRange(src *os.File, soff int64, dst *os.File, doff int64, n in
 			return err
 		}
 		c := min(n, copyChunk)
+		// Beside a serving lane, the chunk waits for the rate and the
+		// memory floor (nil pacer: at once).
+		if err := r.opts.Pacer.Wait(r.ctx, c); err != nil {
+			return err
+		}
 		if r.useCFR {
 			m, err := unix.CopyFileRange(int(src.Fd()), &soff, int(dst.Fd()), &doff, int(c), 0)
 			if err != nil {
@@ -863,6 +888,11 @@ func (r *run) closeAll() {
 		}
 	}
 	for _, f := range r.srcs {
+		if r.opts.Pacer != nil {
+			// What readahead brought in beyond the rank's rows (the next
+			// rank's) was never copied, so never dropped behind.
+			_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+		}
 		f.Close()
 	}
 	r.dc.Close()

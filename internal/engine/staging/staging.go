@@ -34,6 +34,12 @@ type Options struct {
 	// before the pass (the relay's receiver), by mirror path: the pass takes
 	// their check from here instead of sampling both sides again.
 	Checked map[string]Checked
+	// Pacer paces the pass's writes to the node's disk (a rate, a
+	// MemAvailable floor) while a lane serves beside it; nil lets every
+	// write go at once, as when the node serves nothing. With one, the
+	// relay's receiver and sparse-rows also drop what they wrote from the
+	// page cache (hub-mirror always does).
+	Pacer *Pacer
 }
 
 // Checked is one file found matching the source: its sampled hash (the
