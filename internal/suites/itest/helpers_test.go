@@ -112,6 +112,12 @@ func newFleet(t *testing.T, o fleetOptions) *fleet {
 		fmt.Fprintf(&b, "[[clusters]]\nname = %q\nnodes = [%s]\n\n", name, quoteAll(o.clusters[name]))
 	}
 	b.WriteString(o.tail)
+	if !strings.Contains(o.tail, "[staging]") {
+		// No memory floor: a stage beside a serving lane must not wait on
+		// this machine's MemAvailable (memguard_test.go sets its own
+		// through the MemAvailable seam).
+		b.WriteString("\n[staging]\nmin_available = \"0\"\n")
+	}
 	f.cfgFile = filepath.Join(dir, "sparklane.toml")
 	if err := os.MkdirAll(filepath.Join(dir, "recipes"), 0o755); err != nil {
 		t.Fatal(err)
