@@ -24,8 +24,8 @@ import (
 // Options is what a gateway is built from: its [gateway] table and what the
 // process around it provides.
 type Options struct {
-	// Gateway is the [gateway] table, with WithDefaults applied by the
-	// caller.
+	// Gateway is the [gateway] table (New applies WithDefaults to what
+	// the caller did not).
 	Gateway config.Gateway
 	// StateFile is where the route table is kept (written atomically on
 	// every change, read by New); "" keeps it in memory only (tests).
@@ -77,7 +77,7 @@ type Gateway struct {
 // TLS pair and the route table in StateFile (when present).
 func New(o Options) (*Gateway, error) {
 	g := &Gateway{
-		cfg: o.Gateway, stateFile: o.StateFile, log: o.Log, now: o.Now, wake: o.Wake,
+		cfg: o.Gateway.WithDefaults(), stateFile: o.StateFile, log: o.Log, now: o.Now, wake: o.Wake,
 		stopping: make(chan struct{}),
 		routes:   map[string]*route{}, names: map[string]*route{},
 		held: map[string]int{}, flights: map[flightKey]*laneFlights{},
