@@ -135,16 +135,24 @@ func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 	rd, fd := c.descs()
+	type row struct {
+		cluster, lane, state string
+		inFlight             int
+	}
 	g := c.g
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	rows := make([]row, 0, len(g.order))
 	for _, cluster := range g.order {
 		rt := g.routes[cluster]
-		ch <- prometheus.MustNewConstMetric(rd, prometheus.GaugeValue, 1, cluster, rt.Lane, rt.State)
-		n := 0
+		r := row{cluster: cluster, lane: rt.Lane, state: rt.State}
 		if lf := g.flights[flightKey{cluster, rt.Lane}]; lf != nil {
-			n = len(lf.set)
+			r.inFlight = len(lf.set)
 		}
-		ch <- prometheus.MustNewConstMetric(fd, prometheus.GaugeValue, float64(n), cluster, rt.Lane)
+		rows = append(rows, r)
+	}
+	g.mu.Unlock() // not held while the registry reads: requests route meanwhile
+	for _, r := range rows {
+		ch <- prometheus.MustNewConstMetric(rd, prometheus.GaugeValue, 1, r.cluster, r.lane, r.state)
+		ch <- prometheus.MustNewConstMetric(fd, prometheus.GaugeValue, float64(r.inFlight), r.cluster, r.lane)
 	}
 }
