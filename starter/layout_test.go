@@ -113,7 +113,7 @@ func goPackageDirs(t *testing.T, repo string) []string {
 var temporalFree = []string{
 	"internal/fault", "internal/node", "internal/sim", "internal/simimage", "internal/config", "internal/lane",
 	"internal/contract", "internal/strictdecode", "internal/ranklogs", "internal/tardir", "internal/atomicfile",
-	"internal/buildinfo", "internal/pki", "internal/syncbuf", "internal/hubcache",
+	"internal/buildinfo", "internal/pki", "internal/syncbuf", "internal/hubcache", "internal/gateway",
 }
 
 // cliMayImport are the engines the CLI may import: reading and plotting
@@ -167,7 +167,7 @@ func TestImportBoundaries(t *testing.T) {
 				t.Errorf("internal/lane imports %s: the resolver does not link the serve engine (and the Docker SDK with it)", imp)
 			}
 			testkitUser := strings.HasPrefix(pkg, "internal/testkit/") || pkg == "internal/engine/relay/cmd/relay-bench" ||
-				pkg == "internal/engine/hubfetch/cmd/hubfetch-bench"
+				pkg == "internal/engine/hubfetch/cmd/hubfetch-bench" || pkg == "scripts/gwbench"
 			if strings.HasPrefix(imp, mod+"internal/testkit/") && !testkitUser {
 				t.Errorf("%s imports the test kit %s: production code never does", pkg, imp)
 			}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -197,24 +198,45 @@ func (a *App) controlCmd() *cobra.Command {
 			return a.printOwner(req.cfg, owner, true, req.env.UIURL)
 		}),
 	}
+	var gateways bool
 	stop := &cobra.Command{
-		Use:   "stop",
-		Short: "stop the control service (runs under way pause and resume when it starts again)",
+		Use:   "stop [--gateways]",
+		Short: "stop the control service (runs under way pause and resume when it starts again); its gateways keep serving unless --gateways",
 		RunE: a.withConfig(func(ctx context.Context, req *request) error {
 			owner, ran, err := control.Stop(ctx, req.cfg.StateDir, wait)
 			if err != nil {
 				return err
 			}
-			return a.output(map[string]any{"stopped": ran, "owner": owner}, func() {
+			var stopped []control.Owner
+			if gateways {
+				// After the control service: it starts a gateway that died.
+				for _, g := range req.cfg.Gateways() {
+					gw, ok, err := control.StopFile(ctx, control.GatewayLockPath(req.cfg.StateDir, g.Name), wait)
+					if err != nil {
+						return fmt.Errorf("gateway %s: %w", gatewayLabel(g.Name), err)
+					}
+					if ok {
+						stopped = append(stopped, gw)
+					}
+				}
+			}
+			return a.output(map[string]any{"stopped": ran, "owner": owner, "gateways": stopped}, func() {
 				if !ran {
 					fmt.Fprintf(a.Out, "no control service runs for state_dir %s\n", req.cfg.StateDir)
-					return
+				} else {
+					fmt.Fprintf(a.Out, "stopped the control service (pid %d)\n", owner.PID)
 				}
-				fmt.Fprintf(a.Out, "stopped the control service (pid %d)\n", owner.PID)
+				for _, g := range stopped {
+					fmt.Fprintf(a.Out, "stopped the gateway at %s (pid %d)\n", g.Listen, g.PID)
+				}
+				if !gateways && len(req.cfg.Gateways()) > 0 {
+					fmt.Fprintln(a.Out, "the gateways keep serving from their tables (control stop --gateways stops them too)")
+				}
 			})
 		}),
 	}
 	stop.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for a clean stop before SIGKILL")
+	stop.Flags().BoolVar(&gateways, "gateways", false, "stop the config's gateways too (else they keep serving clients from their tables)")
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "is the control service running, and where",
@@ -262,16 +284,32 @@ func (a *App) controlInstallCmd() *cobra.Command {
 					changed = append(changed, c[1])
 				}
 			}
+			gws := req.cfg.Gateways()
+			units := map[string]string{"sparklane-control.service": control.Unit(worker, file, len(gws) > 0)}
+			names := []string{"sparklane-control.service"}
+			for _, g := range gws {
+				// Each gateway its own unit: a restart of the control
+				// service leaves it serving.
+				units[control.GatewayUnitName(g.Name)] = control.GatewayUnit(worker, file, g.Name)
+				names = append(names, control.GatewayUnitName(g.Name))
+			}
 			unit := filepath.Join(unitDir, "sparklane-control.service")
-			want := control.Unit(worker, file)
-			if have, err := os.ReadFile(unit); err != nil || string(have) != want {
-				if err := os.MkdirAll(unitDir, 0o755); err != nil {
+			// A new program restarts every unit; a changed unit itself.
+			restart := names
+			if len(changed) == 0 {
+				restart = nil
+			}
+			for _, n := range names {
+				wrote, err := writeUnit(filepath.Join(unitDir, n), units[n])
+				if err != nil {
 					return err
 				}
-				if err := os.WriteFile(unit, []byte(want), 0o644); err != nil {
-					return fmt.Errorf("write %s: %w", unit, err)
+				if wrote {
+					changed = append(changed, filepath.Join(unitDir, n))
+					if !slices.Contains(restart, n) {
+						restart = append(restart, n)
+					}
 				}
-				changed = append(changed, unit)
 			}
 			if len(changed) == 0 {
 				fmt.Fprintf(a.Out, "sparklane-control: unchanged (%s, %s)\n", bin, unit)
@@ -282,23 +320,37 @@ func (a *App) controlInstallCmd() *cobra.Command {
 				fmt.Fprintf(a.Out, "this host does not run systemd: start the service with '%s control start --config %s' (or your supervisor running '%s dev --config %s')\n", bin, file, worker, file)
 				return nil
 			}
-			for _, args := range [][]string{{"daemon-reload"}, {"enable", "--now", "sparklane-control.service"}} {
+			steps := [][]string{{"daemon-reload"}, append([]string{"enable", "--now"}, names...)}
+			if len(restart) > 0 {
+				steps = append(steps, append([]string{"restart"}, restart...))
+			}
+			for _, args := range steps {
 				if out, err := exec.CommandContext(ctx, "systemctl", args...).CombinedOutput(); err != nil {
 					return fmt.Errorf("systemctl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 				}
 			}
-			if len(changed) > 0 {
-				if out, err := exec.CommandContext(ctx, "systemctl", "restart", "sparklane-control.service").CombinedOutput(); err != nil {
-					return fmt.Errorf("systemctl restart sparklane-control: %v: %s", err, strings.TrimSpace(string(out)))
-				}
-			}
-			fmt.Fprintln(a.Out, "sparklane-control: enabled and running (journalctl -u sparklane-control)")
+			fmt.Fprintf(a.Out, "%s: enabled and running (journalctl -u %s)\n", strings.Join(names, ", "), strings.Join(names, " -u "))
 			return nil
 		}),
 	}
 	cmd.Flags().StringVar(&unitDir, "unit-dir", "/etc/systemd/system", "where the unit is written")
 	cmd.Flags().StringVar(&binDir, "bin-dir", "/usr/local/lib/sparklane", "where this program and the control service's (the worker, which the unit runs) are copied")
 	return cmd
+}
+
+// writeUnit writes a unit file unless it already says want; it reports
+// whether it wrote.
+func writeUnit(path, want string) (bool, error) {
+	if have, err := os.ReadFile(path); err == nil && string(have) == want {
+		return false, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return false, err
+	}
+	if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	return true, nil
 }
 
 func sameFile(a, b string) (bool, error) {
@@ -409,6 +461,9 @@ func (a *App) printOwner(cfg *config.Config, owner control.Owner, running bool, 
 			fmt.Fprintf(a.Out, "  metrics:  http://%s/metrics\n", owner.Metrics)
 		}
 		fmt.Fprintf(a.Out, "  config:   %s\n  nodes:    %v\n  log:      %s\n", owner.Config, owner.Nodes, log)
+		for _, g := range cfg.Gateways() {
+			fmt.Fprintf(a.Out, "  gateway %s: %s (%s)\n", gatewayLabel(g.Name), g.Listen, gatewayProcess(cfg, g.Name))
+		}
 	})
 }
 

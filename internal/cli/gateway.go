@@ -13,6 +13,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/control"
 )
 
 // gatewayLabel names a gateway in output ("" is the one [gateway]).
@@ -87,9 +88,9 @@ func printGateways(a *App, cfg *config.Config, tables []contract.GatewayTableFil
 		}
 		as := ""
 		if !t.Written.IsZero() {
-			as = " (as of " + t.Written.Local().Format(time.DateTime) + ")"
+			as = ", table as of " + t.Written.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(a.Out, "gateway %s%s%s\n", gatewayLabel(t.Gateway), listen, as)
+		fmt.Fprintf(a.Out, "gateway %s%s (%s%s)\n", gatewayLabel(t.Gateway), listen, gatewayProcess(cfg, t.Gateway), as)
 		if len(t.Routes) == 0 {
 			fmt.Fprintln(a.Out, "  no routes yet: a cutover or up of a lane it fronts sets one")
 			continue
@@ -114,4 +115,13 @@ func gatewayStatus(cfg *config.Config) ([]contract.GatewayTableFile, string) {
 		return nil, err.Error()
 	}
 	return t, ""
+}
+
+// gatewayProcess says whether gateway name's process runs, and its pid.
+func gatewayProcess(cfg *config.Config, name string) string {
+	o, ok := control.FindFile(control.GatewayLockPath(cfg.StateDir, name))
+	if !ok {
+		return "not running: the control service starts it, or its systemd unit"
+	}
+	return fmt.Sprintf("pid %d", o.PID)
 }

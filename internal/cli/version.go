@@ -82,7 +82,7 @@ func (a *App) unitsCmd() *cobra.Command {
 				"sparklane-control.service": "# sparklane-control.service: sparklane's control service (embedded Temporal server,\n" +
 					"# web UI, control worker, reverse SSH tunnels to the nodes) with the worker and the\n" +
 					"# fleet config at these paths; 'starter control install' writes it for yours.\n" +
-					fleet.WithoutHeader(control.Unit(l.Binary(), l.Config())),
+					fleet.WithoutHeader(control.Unit(l.Binary(), l.Config(), false)),
 			}
 			if err := os.MkdirAll(args[0], 0o755); err != nil {
 				return err

@@ -41,6 +41,10 @@ type Gateway struct {
 	Wake bool `mapstructure:"wake" json:"wake,omitempty"`
 	// Clusters are the clusters this gateway fronts (default every one).
 	Clusters []string `mapstructure:"clusters" json:"clusters,omitempty"`
+	// MetricsAddress is where the gateway's process serves its
+	// Prometheus metrics (default 127.0.0.1:9465; "off": nowhere): the
+	// control service's metrics_address is another process's.
+	MetricsAddress string `mapstructure:"metrics_address" json:"metrics_address,omitempty"`
 }
 
 // Gateway defaults.
@@ -50,6 +54,7 @@ const (
 	DefaultGatewayMaxHeld      = 1024
 	DefaultGatewayDrainTimeout = 120 * time.Second
 	DefaultGatewayMaxBody      = 32 << 20
+	DefaultGatewayMetrics      = "127.0.0.1:9465"
 )
 
 // WithDefaults is g with every zero field at its default.
@@ -68,6 +73,9 @@ func (g Gateway) WithDefaults() Gateway {
 	}
 	if g.MaxBody == 0 {
 		g.MaxBody = DefaultGatewayMaxBody
+	}
+	if g.MetricsAddress == "" {
+		g.MetricsAddress = DefaultGatewayMetrics
 	}
 	return g
 }
@@ -180,6 +188,11 @@ func gatewayKeyErrors(cfg *Config, key string, g Gateway) []error {
 	}
 	if g.MaxBody < 0 {
 		errs = append(errs, cfgErr(cfg, key+".max_body", "%d is negative: write the largest request body, like \"32M\"", g.MaxBody))
+	}
+	if g.MetricsAddress != "off" {
+		if err := CheckMetricsAddress(g.MetricsAddress); err != nil {
+			errs = append(errs, cfgErr(cfg, key+".metrics_address", "%v", err))
+		}
 	}
 	for _, c := range g.Clusters {
 		if cfg.Cluster(c) == nil {

@@ -164,4 +164,7 @@ type GatewayTableFile struct {
 	Routes  []GatewayRoute `json:"routes"`
 	// Written is when the file was written (its Held figures are as of then).
 	Written time.Time `json:"written,omitempty"`
+	// Ready is each lane's last ready time as its routes gave it (the
+	// ETA of a hold for that lane).
+	Ready map[string]Duration `json:"ready,omitempty"`
 }

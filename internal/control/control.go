@@ -46,6 +46,8 @@ type Owner struct {
 	// Metrics is the host:port serving the service's Prometheus metrics
 	// (/metrics), when it serves them: what a scrape config targets.
 	Metrics string `json:"metrics,omitempty"`
+	// Listen is where a gateway answers clients (its lock only).
+	Listen string `json:"listen,omitempty"`
 	// Config is the fleet config file the service loaded, ConfigHash its
 	// sha256 then: a starter whose config differs warns that the service
 	// runs an older one.
@@ -122,7 +124,12 @@ func Acquire(stateDir string, o Owner) (*Lock, error) {
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create state_dir %s: %w", stateDir, err)
 	}
-	path := LockPath(stateDir)
+	return AcquireFile(LockPath(stateDir), o)
+}
+
+// AcquireFile takes the lock at path (a control service's, a gateway's)
+// for this process and publishes o; a *HeldError names its holder.
+func AcquireFile(path string, o Owner) (*Lock, error) {
 	var held Owner
 	f, err := TryLock(path, func(f *os.File) { held = readOwner(f) })
 	if errors.Is(err, syscall.EWOULDBLOCK) {
@@ -188,8 +195,11 @@ func readOwner(f *os.File) Owner {
 }
 
 // Find reports the control service holding stateDir, if one runs.
-func Find(stateDir string) (Owner, bool) {
-	f, err := os.Open(LockPath(stateDir))
+func Find(stateDir string) (Owner, bool) { return FindFile(LockPath(stateDir)) }
+
+// FindFile reports the process holding the lock at path, if one runs.
+func FindFile(path string) (Owner, bool) {
+	f, err := os.Open(path)
 	if err != nil {
 		return Owner{}, false
 	}
@@ -367,24 +377,30 @@ func ready(stateDir string) (Owner, bool) {
 // past timeout it is killed. It reports the owner it stopped, and false
 // when none ran.
 func Stop(ctx context.Context, stateDir string, timeout time.Duration) (Owner, bool, error) {
-	owner, ok := Find(stateDir)
+	return StopFile(ctx, LockPath(stateDir), timeout)
+}
+
+// StopFile stops the process holding the lock at path (a control
+// service's, a gateway's) as Stop does.
+func StopFile(ctx context.Context, path string, timeout time.Duration) (Owner, bool, error) {
+	owner, ok := FindFile(path)
 	if !ok {
 		return Owner{}, false, nil
 	}
 	if owner.PID <= 0 {
-		return owner, true, fmt.Errorf("%s is held but names no pid; stop the process holding it by hand (fuser %s)", LockPath(stateDir), LockPath(stateDir))
+		return owner, true, fmt.Errorf("%s is held but names no pid; stop the process holding it by hand (fuser %s)", path, path)
 	}
 	p, err := os.FindProcess(owner.PID)
 	if err != nil {
 		return owner, true, err
 	}
 	if err := p.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return owner, true, fmt.Errorf("signal control service pid %d: %w", owner.PID, err)
+		return owner, true, fmt.Errorf("signal pid %d (%s): %w", owner.PID, path, err)
 	}
 	deadline := time.Now().Add(timeout)
 	killed := false
 	for {
-		if _, held := Find(stateDir); !held {
+		if _, held := FindFile(path); !held {
 			return owner, true, nil
 		}
 		if !killed && time.Now().After(deadline) {
@@ -395,7 +411,7 @@ func Stop(ctx context.Context, stateDir string, timeout time.Duration) (Owner, b
 			// then, not sooner.
 			deadline = time.Now().Add(killWait)
 		} else if killed && time.Now().After(deadline) {
-			return owner, true, fmt.Errorf("control service pid %d still holds %s after SIGKILL", owner.PID, LockPath(stateDir))
+			return owner, true, fmt.Errorf("pid %d still holds %s after SIGKILL", owner.PID, path)
 		}
 		select {
 		case <-ctx.Done():
@@ -436,11 +452,16 @@ func tailFrom(path string, offset int64, n int) string {
 
 // Unit is the systemd unit of the control service on the control
 // host: it restarts on failure, and its runs survive restarts because they
-// live in the SQLite file under state_dir.
-func Unit(worker, config string) string {
+// live in the SQLite file under state_dir. With gatewayUnits the gateways
+// run as their own units (GatewayUnit) and the service does not start them.
+func Unit(worker, config string, gatewayUnits bool) string {
+	exec := fmt.Sprintf("ExecStart=%s dev --config %s", worker, config)
+	if gatewayUnits {
+		exec += " --gateways=units"
+	}
 	return SystemdUnit(`# Written by 'starter control install': sparklane's control service
 # (embedded Temporal server + web UI, control worker, this host's node workers,
-# reverse SSH tunnels to remote nodes).`, "sparklane control service", fmt.Sprintf("ExecStart=%s dev --config %s", worker, config))
+# reverse SSH tunnels to remote nodes).`, "sparklane control service", exec)
 }
 
 // SystemdUnit is the systemd unit every sparklane service is installed
@@ -465,4 +486,66 @@ TimeoutStopSec=60
 [Install]
 WantedBy=multi-user.target
 `
+}
+
+// GatewayLockPath is where gateway name's process holds its lock and
+// publishes its Owner: STATE_DIR/gateway/NAME.lock ("default" for the
+// one [gateway]).
+func GatewayLockPath(stateDir, name string) string {
+	return filepath.Join(stateDir, "gateway", nonEmptyName(name)+".lock")
+}
+
+// GatewayLogPath is where a gateway the control service started logs.
+func GatewayLogPath(stateDir, name string) string {
+	return filepath.Join(stateDir, "gateway", nonEmptyName(name)+".log")
+}
+
+func nonEmptyName(name string) string {
+	if name == "" {
+		return "default"
+	}
+	return name
+}
+
+// Spawn starts exe args in the background in its own session (a Ctrl-C
+// or the parent's death does not reach it), appending its output to
+// logPath, and reaps it when it ends. It returns the child's pid.
+func Spawn(exe string, args []string, logPath string) (int, error) {
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return 0, err
+	}
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, fmt.Errorf("open %s: %w", logPath, err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start %s: %w", exe, err)
+	}
+	go func() { _ = cmd.Wait() }()
+	return cmd.Process.Pid, nil
+}
+
+// GatewayUnit is the systemd unit of gateway name (control install): its
+// own process beside the control service's, restarted when it dies.
+func GatewayUnit(worker, config, name string) string {
+	args := fmt.Sprintf("ExecStart=%s gateway --config %s", worker, config)
+	if name != "" {
+		args += " --name " + name
+	}
+	return SystemdUnit(`# Written by 'starter control install': a sparklane gateway, the lanes' one
+# client-facing address (its own process: a restart of the control service
+# leaves it serving from its table).`, "sparklane gateway "+nonEmptyName(name), args, "ExecReload=/bin/kill -HUP $MAINPID")
+}
+
+// GatewayUnitName is the systemd unit name of gateway name.
+func GatewayUnitName(name string) string {
+	if name == "" {
+		return "sparklane-gateway.service"
+	}
+	return "sparklane-gateway-" + name + ".service"
 }

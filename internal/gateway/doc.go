@@ -31,7 +31,13 @@
 //   - API keys (sha256 hashes from api_keys_file, optional per-key model
 //     names): 401, 403, and no key or hash in any log, metric or error;
 //   - its Prometheus metrics (sparklane_gateway_*), present from the first
-//     scrape for every cluster it knows.
+//     scrape for every cluster it knows;
+//   - Steps, the table as the workflows' steps change it: by cluster, by
+//     lane (a stop) or by nodes (a power-off); a hold's ETA is the next
+//     lane's last ready time (kept in the state file); a down route (a crash
+//     loop, a failed rollback) answers 503 at once and is never woken; the
+//     state file also carries the held counts, refreshed every second while
+//     they change (what `starter gateway routes` and status show).
 //
 // It may import internal/contract, internal/config, internal/atomicfile,
 // zap and the Prometheus client. It must not import activities, workflows,

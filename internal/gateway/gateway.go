@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sparklane/sparklane/internal/config"
+	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // Options is what a gateway is built from: its [gateway] table and what the
@@ -70,6 +71,10 @@ type Gateway struct {
 	names   map[string]*route // every name a route claims (the last set wins)
 	held    map[string]int    // requests waiting, by cluster
 	flights map[flightKey]*laneFlights
+	// ready is each lane's last ready time (a hold's ETA for it); written,
+	// the held counts the state file says (refreshHeld; under wmu).
+	ready   map[string]contract.Duration
+	written string
 }
 
 // New builds a gateway from o: it refuses a listen address beyond loopback
@@ -119,11 +124,15 @@ func New(o Options) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway %s: state file %s: %w", g.label(), g.stateFile, err)
 		}
 	}
-	list, err := loadTable(g.stateFile)
+	sf, err := loadTable(g.stateFile)
 	if err != nil {
 		return nil, err
 	}
-	g.install(list)
+	g.ready = sf.Ready
+	if g.ready == nil {
+		g.ready = map[string]contract.Duration{}
+	}
+	g.install(sf.Routes)
 	for _, c := range g.cfg.Clusters {
 		g.m.zeroCluster(c)
 	}
@@ -204,6 +213,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		errc <- srv.Serve(ln)
 	}()
 	g.log.Info("gateway serving", zap.String("gateway", g.cfg.Name), zap.Stringer("addr", ln.Addr()), zap.Bool("tls", g.tlsConf != nil))
+	go g.refreshEvery(ctx, time.Second)
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
@@ -221,6 +231,38 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("gateway %s: shutdown: %w", g.label(), err)
 	}
 	return nil
+}
+
+// refreshEvery refreshes the held counts in the state file every d until
+// ctx ends.
+func (g *Gateway) refreshEvery(ctx context.Context, d time.Duration) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.refreshHeld()
+		}
+	}
+}
+
+// etaOf is lane's last ready time, when the gateway has one, else eta.
+func (g *Gateway) etaOf(lane string, eta contract.Duration) contract.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r := g.ready[lane]; r > 0 && lane != "" {
+		return r
+	}
+	return eta
+}
+
+func nonEmpty(s, dflt string) string {
+	if s != "" {
+		return s
+	}
+	return dflt
 }
 
 // stop ends every hold (held requests answer 503).

@@ -115,6 +115,12 @@ func errOff(rt *route) *apiError {
 		reason: "off", cluster: rt.Cluster}
 }
 
+func errDown(rt *route) *apiError {
+	return &apiError{status: http.StatusServiceUnavailable, typ: typeServer, code: "lane_down", retryAfter: retryAfter(rt.ETA),
+		msg:    fmt.Sprintf("lane %s on cluster %s is down (%s): retry later", nonEmpty(rt.Lane, "(none)"), rt.Cluster, whyOr(rt.Why, "nothing serves it")),
+		reason: "down", cluster: rt.Cluster}
+}
+
 func errWake(rt *route) *apiError {
 	return &apiError{status: http.StatusServiceUnavailable, typ: typeServer, code: "wake_failed", retryAfter: retryAfter(rt.ETA),
 		msg:    fmt.Sprintf("cluster %s is off and its power-on could not be started: retry later", rt.Cluster),

@@ -221,6 +221,9 @@ func (g *Gateway) admit(ctx context.Context, pick func() (*route, *apiError)) (*
 			f, k := g.enter(ctx, rt)
 			g.mu.Unlock()
 			return rt, f, k, nil
+		case contract.GatewayDown:
+			g.mu.Unlock()
+			return rt, nil, flightKey{}, errDown(rt)
 		case contract.GatewayOff:
 			g.mu.Unlock()
 			// A request that waited does not wake the cluster again (a

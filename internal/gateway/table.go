@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 
+	"maps"
+
 	"go.uber.org/zap"
 
 	"github.com/sparklane/sparklane/internal/atomicfile"
@@ -24,34 +26,33 @@ type route struct {
 	changed chan struct{} // closed when the table changes
 }
 
-// stateFile is the on-disk table: routes in the order they were set (the
-// last one set wins a name two clusters claim).
-type stateFile struct {
-	Routes []contract.GatewayRoute `json:"routes"`
-}
+// The on-disk table is a contract.GatewayTableFile: routes in the order
+// they were set (the last one set wins a name two clusters claim), each
+// lane's last ready time, and the held counts as of Written.
 
 // loadTable reads the table kept at path (none there: empty).
-func loadTable(path string) ([]contract.GatewayRoute, error) {
+func loadTable(path string) (contract.GatewayTableFile, error) {
+	var sf contract.GatewayTableFile
 	if path == "" {
-		return nil, nil
+		return sf, nil
 	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return sf, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("gateway state file %s: %w", path, err)
+		return sf, fmt.Errorf("gateway state file %s: %w", path, err)
 	}
-	var sf stateFile
 	if err := json.Unmarshal(b, &sf); err != nil {
-		return nil, fmt.Errorf("gateway state file %s: %v: it is not the table this gateway wrote; move it away and start again (the gateway reconciles with the keepers at start)", path, err)
+		return sf, fmt.Errorf("gateway state file %s: %v: it is not the table this gateway wrote; move it away and start again (the gateway reconciles with the keepers at start)", path, err)
 	}
 	for i, r := range sf.Routes {
 		if err := checkRoute(r, false); err != nil {
-			return nil, fmt.Errorf("gateway state file %s: routes[%d]: %v; move the file away and start again (the gateway reconciles with the keepers at start)", path, i, err)
+			return sf, fmt.Errorf("gateway state file %s: routes[%d]: %v; move the file away and start again (the gateway reconciles with the keepers at start)", path, i, err)
 		}
+		sf.Routes[i].Held = 0
 	}
-	return sf.Routes, nil
+	return sf, nil
 }
 
 // checkRoute is what a table entry must hold; needLane: a lane to
@@ -61,9 +62,9 @@ func checkRoute(r contract.GatewayRoute, needLane bool) error {
 		return errors.New("the route names no cluster")
 	}
 	switch r.State {
-	case contract.GatewayServing, contract.GatewayHeld, contract.GatewayDraining, contract.GatewayOff:
+	case contract.GatewayServing, contract.GatewayHeld, contract.GatewayDraining, contract.GatewayOff, contract.GatewayDown:
 	default:
-		return fmt.Errorf("cluster %s: state %q is not serving, held, draining or off", r.Cluster, r.State)
+		return fmt.Errorf("cluster %s: state %q is not serving, held, draining, off or down", r.Cluster, r.State)
 	}
 	if !needLane && r.State != contract.GatewayServing && r.BaseURL == "" {
 		return nil // held or off before its first lane
@@ -118,20 +119,64 @@ func (g *Gateway) change(fn func(t *table) error) error {
 	if err := fn(t); err != nil {
 		return err
 	}
-	for i := range t.list {
-		t.list[i].Held = 0
-	}
-	if g.stateFile != "" {
-		b, err := json.MarshalIndent(stateFile{Routes: t.list}, "", "  ")
-		if err != nil {
-			return fmt.Errorf("gateway table: %w", err)
-		}
-		if err := atomicfile.Write(g.stateFile, append(b, '\n'), 0o600); err != nil {
-			return fmt.Errorf("gateway %s: keep the route table: %w", g.label(), err)
-		}
+	if err := g.write(t.list); err != nil {
+		return err
 	}
 	g.install(t.list)
 	return nil
+}
+
+// write keeps list in the state file (g.wmu held), with the lanes' ready
+// times and the held counts now.
+func (g *Gateway) write(list []contract.GatewayRoute) error {
+	if g.stateFile == "" {
+		return nil
+	}
+	sf := contract.GatewayTableFile{Gateway: g.cfg.Name, Routes: make([]contract.GatewayRoute, len(list)), Written: g.now().UTC()}
+	copy(sf.Routes, list)
+	g.mu.Lock()
+	for i := range sf.Routes {
+		sf.Routes[i].Held = g.held[sf.Routes[i].Cluster]
+	}
+	if len(g.ready) > 0 {
+		sf.Ready = maps.Clone(g.ready)
+	}
+	g.mu.Unlock()
+	b, err := json.MarshalIndent(sf, "", "  ")
+	if err != nil {
+		return fmt.Errorf("gateway table: %w", err)
+	}
+	if err := atomicfile.Write(g.stateFile, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("gateway %s: keep the route table: %w", g.label(), err)
+	}
+	g.written = heldCounts(sf.Routes)
+	return nil
+}
+
+// heldCounts is "cluster=n ..." of routes' held counts (what the state
+// file says now).
+func heldCounts(routes []contract.GatewayRoute) string {
+	var b strings.Builder
+	for _, r := range routes {
+		fmt.Fprintf(&b, "%s=%d ", r.Cluster, r.Held)
+	}
+	return b.String()
+}
+
+// refreshHeld writes the state file again when the held counts changed
+// since it was written (status and `starter gateway routes` read them
+// there); Serve calls it every second.
+func (g *Gateway) refreshHeld() {
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
+	list := g.list()
+	now := g.Routes()
+	if heldCounts(now) == g.written {
+		return
+	}
+	if err := g.write(list); err != nil {
+		g.log.Warn("gateway: refresh the held counts in the state file", zap.Error(err))
+	}
 }
 
 // list is the table in set order.
@@ -243,8 +288,8 @@ func (g *Gateway) Hold(in contract.GatewayHoldInput) (contract.GatewayRoute, err
 		}
 		r := &t.list[i]
 		r.State, r.Why = contract.GatewayHeld, in.Why
-		if in.ETA > 0 {
-			r.ETA = in.ETA
+		if eta := g.etaOf(in.Lane, in.ETA); eta > 0 {
+			r.ETA = eta
 		}
 		return nil
 	})
@@ -260,7 +305,6 @@ func (g *Gateway) Route(r contract.GatewayRoute) (contract.GatewayRoute, error) 
 		return contract.GatewayRoute{}, err
 	}
 	r.Held = 0
-	r.Names = routeNames(r)
 	err := g.change(func(t *table) error {
 		if i := t.find(r.Cluster); i >= 0 {
 			old := t.list[i]
@@ -268,13 +312,24 @@ func (g *Gateway) Route(r contract.GatewayRoute) (contract.GatewayRoute, error) 
 			if r.ETA == 0 {
 				r.ETA = old.ETA
 			}
+			if old.Lane == r.Lane {
+				// A keeper that knows the lane but not its head (it was
+				// started before it recorded one) routes it again as it is.
+				r.BaseURL, r.Served = nonEmpty(r.BaseURL, old.BaseURL), nonEmpty(r.Served, old.Served)
+			}
 		} else if r.State == "" {
 			r.State = contract.GatewayServing
 		}
+		r.Names = routeNames(r)
 		if err := checkRoute(r, true); err != nil {
 			return fmt.Errorf("gateway route: %w", err)
 		}
 		t.set(r)
+		if r.ETA > 0 {
+			g.mu.Lock()
+			g.ready[r.Lane] = r.ETA
+			g.mu.Unlock()
+		}
 		return nil
 	})
 	return g.after(r.Cluster, "route", err)
@@ -312,7 +367,8 @@ func (g *Gateway) Unroute(cluster string) error {
 }
 
 // Off marks cluster off by schedule: 503 with Retry-After, or a wake with
-// [gateway] wake. Requests it held look again.
+// [gateway] wake; with in.Down, down (503 at once, never woken). Requests
+// it held look again.
 func (g *Gateway) Off(in contract.GatewayOffInput) (contract.GatewayRoute, error) {
 	if err := g.fronts(in.Cluster); err != nil {
 		return contract.GatewayRoute{}, err
@@ -323,7 +379,14 @@ func (g *Gateway) Off(in contract.GatewayOffInput) (contract.GatewayRoute, error
 			t.list = append(t.list, contract.GatewayRoute{Cluster: in.Cluster})
 			i = len(t.list) - 1
 		}
-		t.list[i].State, t.list[i].Why = contract.GatewayOff, in.Why
+		state := contract.GatewayOff
+		if in.Down {
+			state = contract.GatewayDown
+		}
+		t.list[i].State, t.list[i].Why = state, in.Why
+		if in.ETA > 0 {
+			t.list[i].ETA = in.ETA
+		}
 		return nil
 	})
 	return g.after(in.Cluster, "off", err)

@@ -300,6 +300,10 @@ func (m *Metrics) ZeroImages(lane, node string, sources []string) {
 	}
 }
 
+// Registerer is the registry, for metrics another package keeps (the
+// gateway's sparklane_gateway_*), served with these.
+func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
+
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})

@@ -21,7 +21,18 @@ import (
 type Options struct {
 	// Seams are the activities' fault points (nil in production).
 	Seams *activities.Seams
+	// Gateways is how `worker dev` runs the config's gateways:
+	// GatewaysSupervise ("" too) starts each as its own process (`worker
+	// gateway`) and again when it dies; GatewaysUnits leaves them to their
+	// systemd units (control install).
+	Gateways string
 }
+
+// `worker dev --gateways` values.
+const (
+	GatewaysSupervise = "supervise"
+	GatewaysUnits     = "units"
+)
 
 // cliFlags are the flags every mode shares.
 type cliFlags struct {
@@ -47,16 +58,16 @@ func Execute(ctx context.Context, args []string, out, errw io.Writer, o Options)
 func newRoot(opts Options) *cobra.Command {
 	var f cliFlags
 	root := &cobra.Command{
-		Use:   "worker control|node --node NAME|dev",
+		Use:   "worker control|node --node NAME|dev|gateway [--name NAME]",
 		Short: "sparklane's Temporal workers (control, one per node, or everything in one dev process)",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return fmt.Errorf("unknown mode %q: use control, node or dev", args[0])
+				return fmt.Errorf("unknown mode %q: use control, node, dev or gateway", args[0])
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return errors.New("no mode given: use control, node --node NAME or dev (worker --help)")
+			return errors.New("no mode given: use control, node --node NAME, dev or gateway (worker --help)")
 		},
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -87,10 +98,29 @@ func newRoot(opts Options) *cobra.Command {
 	}
 	dev := &cobra.Command{
 		Use:   "dev",
-		Short: "embedded Temporal server + web UI + control worker + every local node's worker, in one process",
+		Short: "embedded Temporal server + web UI + control worker + every local node's worker, in one process (and the gateways, each its own)",
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return runMode(cmd.Context(), "dev", f, "", opts) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Gateways != GatewaysSupervise && opts.Gateways != GatewaysUnits {
+				return fmt.Errorf("--gateways %q: use supervise (start each gateway as its own process, and again when it dies) or units (systemd runs them)", opts.Gateways)
+			}
+			return runMode(cmd.Context(), "dev", f, "", opts)
+		},
 	}
+	if opts.Gateways == "" {
+		opts.Gateways = GatewaysSupervise
+	}
+	dev.Flags().StringVar(&opts.Gateways, "gateways", opts.Gateways, "how the config's gateways run: supervise (each its own process, started again when it dies) or units (their systemd units)")
+	var gatewayName string
+	gw := &cobra.Command{
+		Use:   "gateway [--name NAME]",
+		Short: "run a gateway: the lanes' one client-facing address ([gateway], or --name one of [[gateways]]) and its activities on queue gateway[.NAME]",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runMode(cmd.Context(), "gateway", f, gatewayName, opts)
+		},
+	}
+	gw.Flags().StringVar(&gatewayName, "name", "", "the gateway's name (one of [[gateways]]; none for [gateway])")
 	version := &cobra.Command{
 		Use:   "version",
 		Short: "print this worker's version, commit and Go version (those of sparklane_build_info)",
@@ -100,7 +130,7 @@ func newRoot(opts Options) *cobra.Command {
 			return nil
 		},
 	}
-	root.AddCommand(control, node, dev, version)
+	root.AddCommand(control, node, dev, gw, version)
 	return root
 }
 
@@ -121,8 +151,11 @@ func runMode(ctx context.Context, mode string, f cliFlags, nodeName string, opts
 	if err != nil {
 		return err
 	}
-	if mode == "dev" {
+	switch mode {
+	case "dev":
 		return RunDev(ctx, cfg, log, opts)
+	case "gateway":
+		return RunGateway(ctx, cfg, log, nodeName)
 	}
 	m, _ := ServeMetrics(ctx, cfg, log)
 	env, err := Connect(ctx, cfg, log, ConnectOptions{NoEmbedded: true, Metrics: m, Seams: opts.Seams})

@@ -440,6 +440,9 @@ func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger, o Options)
 		}
 	}
 	log.Info("sparklane control service running", zap.String("temporal", e.Address), zap.String("ui", e.UIURL), zap.Strings("local_nodes", LocalNodes(cfg)), zap.String("lock", control.LockPath(cfg.StateDir)))
+	if o.Gateways != GatewaysUnits && len(cfg.Gateways()) > 0 {
+		go superviseGateways(ctx, cfg, log.Named("gateways"))
+	}
 	<-ctx.Done()
 	log.Info("sparklane control service stopping")
 	return nil
