@@ -134,12 +134,14 @@ const gatewayReconnectEvery = 2 * time.Second
 // its table all along.
 func gatewayWorker(ctx context.Context, cfg *config.Config, log *zap.Logger, name string, gw *gateway.Gateway, conn *atomic.Pointer[client.Client], m *metrics.Metrics) {
 	var env *Env
-	for {
+	for attempt := 0; ; attempt++ {
 		var err error
 		if env, err = Connect(ctx, cfg, log, ConnectOptions{NoEmbedded: true, Metrics: m}); err == nil {
 			break
 		}
-		log.Warn("gateway: Temporal does not answer yet; serving from the table meanwhile", zap.Error(err))
+		if attempt%30 == 0 { // once a minute
+			log.Warn("gateway: Temporal does not answer yet; serving from the table meanwhile", zap.Int("attempt", attempt+1), zap.Error(err))
+		}
 		select {
 		case <-ctx.Done():
 			return
