@@ -456,6 +456,8 @@ func TestNodeConfigRoundTrips(t *testing.T) {
 	if err := os.WriteFile(src, []byte(`state_dir = "state"
 hf_cache_dir = "/nas/hub"
 shared_roots = ["/nas"]
+relay_port = 7390
+image_port = 7391
 
 [temporal]
 namespace = "lab"
@@ -507,6 +509,9 @@ min_available = "0"
 	}
 	if got.StateDir != "/var/lib/sparklane" || got.HFCacheDir != "/nas/hub" || strings.Join(got.SharedRoots, ",") != "/nas" {
 		t.Fatalf("roots: %+v", got)
+	}
+	if got.RelayPort != 7390 || got.ImagePort != 7391 {
+		t.Fatalf("relay_port %d image_port %d on the node, want 7390 and 7391: its peers dial those", got.RelayPort, got.ImagePort)
 	}
 	if got.Temporal.Address != "127.0.0.1:7299" || got.Temporal.Namespace != "lab" {
 		t.Fatalf("temporal %+v, want address 127.0.0.1:7299 (the tunnel's end on the node), namespace lab", got.Temporal)

@@ -17,6 +17,8 @@ type nodeFile struct {
 	StateDir    string         `toml:"state_dir"`
 	HFCacheDir  string         `toml:"hf_cache_dir,omitempty"`
 	SharedRoots []string       `toml:"shared_roots,omitempty"`
+	RelayPort   int            `toml:"relay_port,omitempty"`
+	ImagePort   int            `toml:"image_port,omitempty"`
 	Temporal    nodeTemporal   `toml:"temporal"`
 	Staging     *nodeStaging   `toml:"staging,omitempty"`
 	Nodes       []nodeEntry    `toml:"nodes"`
@@ -57,7 +59,8 @@ type clusterEntry struct {
 // tunnel delivers the embedded frontend (PORT = temporal.port), or the
 // external cluster's address as configured.
 //
-// The [staging] limits are the node worker's own to apply, so they are
+// The [staging] limits are the node worker's own to apply, and relay_port
+// and image_port are where node workers listen for each other, so they are
 // carried. What only the control host uses is left out: known_hosts and identity
 // (control-host paths), power settings (token locations), devices, recipes.
 // The node's TLS files for an external mTLS cluster are not carried either:
@@ -80,6 +83,14 @@ func NodeConfig(cfg *config.Config, stateDir string) ([]byte, []string, error) {
 	}
 	f := nodeFile{StateDir: stateDir, HFCacheDir: cfg.HFCacheDir, SharedRoots: cfg.SharedRoots,
 		Temporal: nodeTemporal{Address: addr, Namespace: ns}}
+	// The ports node workers listen on and dial each other at: a node
+	// left at the defaults would listen where its peers do not call.
+	if cfg.RelayPort != config.DefaultRelayPort {
+		f.RelayPort = cfg.RelayPort
+	}
+	if cfg.ImagePort != config.DefaultImagePort && cfg.ImagePort != 0 {
+		f.ImagePort = cfg.ImagePort
+	}
 	if st := cfg.Staging; st.ServingRate != 0 || st.MinAvailable != nil {
 		f.Staging = &nodeStaging{ServingRate: st.ServingRate, MinAvailable: st.MinAvailable}
 	}
