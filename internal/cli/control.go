@@ -104,7 +104,8 @@ func (a *App) connectService(ctx context.Context, cfg *config.Config) (*control.
 	if started {
 		fmt.Fprintf(a.Err, "started the control service in the background (pid %d, log %s); it keeps running runs when this command ends — 'starter control stop' stops it\n", owner.PID, control.LogPath(cfg.StateDir))
 	} else if owner.ConfigHash != "" && owner.ConfigHash != control.HashFile(cfg.File) {
-		fmt.Fprintf(a.Err, "warning: the control service (pid %d, since %s) loaded %s before it changed; restart it to apply the change: starter control stop\n", owner.PID, owner.Since.Format(time.RFC3339), owner.Config)
+		fmt.Fprintf(a.Err, "warning: the control service (pid %d, since %s) runs on %s as it was before it changed: it reloads it by itself once no run is under way (a file that does not load stays unapplied; its log %s says why)\n",
+			owner.PID, owner.Since.Format(time.RFC3339), owner.Config, control.LogPath(cfg.StateDir))
 	}
 	a.service = owner
 	return control.Dial(ctx, cfg, a.logger(), owner.Frontend, owner.UI)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -48,6 +50,9 @@ func Execute(ctx context.Context, args []string, out, errw io.Writer, o Options)
 	root.SetOut(out)
 	root.SetErr(errw)
 	if err := root.ExecuteContext(ctx); err != nil {
+		if errors.Is(err, ErrReload) {
+			return reexec(errw)
+		}
 		fmt.Fprintln(errw, "worker:", err)
 		return 1
 	}
@@ -167,4 +172,16 @@ func runMode(ctx context.Context, mode string, f cliFlags, nodeName string, opts
 		return RunControl(ctx, env)
 	}
 	return RunNode(ctx, env, nodeName)
+}
+
+// reexec replaces this process with the same program and arguments (the
+// control service reloading its config: same pid, so systemd and the
+// starters' lock see one service). It returns only when the exec fails.
+func reexec(errw io.Writer) int {
+	exe, err := os.Executable()
+	if err == nil {
+		err = syscall.Exec(exe, os.Args, os.Environ())
+	}
+	fmt.Fprintln(errw, "worker: reload: start again:", err)
+	return 1
 }

@@ -390,8 +390,14 @@ func portOpen(addr string) bool {
 // the control worker and a node worker for every local node, until ctx
 // ends. It holds state_dir's control lock for its whole life, so there is
 // one per state_dir and every starter finds it (internal/control). o's
-// seams reach every worker it starts (none in production).
+// seams reach every worker it starts (none in production). When its fleet
+// config file changes and loads, it returns ErrReload once no run is under
+// way (configWatch), and Execute starts it again on the new file.
 func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger, o Options) error {
+	// Everything this run starts (metrics, tunnels, the gateways' watch)
+	// ends with it, before a reload execs the program again.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	lock, err := control.Acquire(cfg.StateDir, control.Owner{Config: cfg.File, ConfigHash: control.HashFile(cfg.File), Version: buildinfo.Version, Nodes: LocalNodes(cfg)})
 	if err != nil {
 		return err
@@ -443,7 +449,14 @@ func RunDev(ctx context.Context, cfg *config.Config, log *zap.Logger, o Options)
 	if o.Gateways != GatewaysUnits && len(cfg.Gateways()) > 0 {
 		go superviseGateways(ctx, cfg, log.Named("gateways"))
 	}
-	<-ctx.Done()
+	reload := make(chan struct{})
+	w := &configWatch{file: cfg.File, loaded: owner.ConfigHash, runs: runsUnderWay(e.Client, cfg.Temporal.Namespace), log: log.Named("config")}
+	go w.watch(ctx, func() { close(reload) })
+	select {
+	case <-reload:
+		return ErrReload
+	case <-ctx.Done():
+	}
 	log.Info("sparklane control service stopping")
 	return nil
 }
