@@ -93,6 +93,11 @@ var corpus = map[string]string{
 	// ... and a keeper's quiet checks with the head's check a local
 	// activity (versionKeeperLocalHead), ended by a stop.
 	"keeper-quiet-checks": "TestKeeperCheckCost",
+	// ... and restarts woken by rank-died on local nodes, whose checks
+	// asked each node once (versionKeeperSignalNoReprobe) and the ranks
+	// first (versionKeeperSignalRanksFirst), one of them waiting for a
+	// node worker that was away.
+	"keeper-signal-fast-restart": "TestKeeperSignaledCheckOnLocalNodes",
 	// starter fetch (Fetch), and stage --fetch of a lane whose repo was
 	// not on the NAS: the Fetch child first (versionStageFetch).
 	"fetch-ok":    "TestStarterFetchAndStageFetch",
