@@ -67,6 +67,10 @@ var corpus = map[string]string{
 	// A cutover whose node service stopped mid-pack for 90 s (stage
 	// resumed; the serve and verify wait gates' markers).
 	"cutover-node-outage-resumed": "TestRealFleet ./internal/suites/fleete2e",
+	// A cutover whose image step waited for a node's Docker, killed for
+	// 30 s mid-transfer with all but the image's last layer loaded there,
+	// and planned the transfer again above them (versionImageOutageWait).
+	"cutover-image-outage": "TestRealFleet ./internal/suites/fleete2e",
 	// The keeper (versionKeeper): a cutover that starts keeper/CLUSTER, a
 	// keeper that re-probed, restarted a killed rank's lane and was ended
 	// by a stop (which ended it first), and one that stopped a crash loop.
