@@ -96,7 +96,8 @@ func (a *NodeActivities) TransferImage(ctx context.Context, in contract.Transfer
 		return contract.TransferImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("image transfer: %s", why)))
 	}
 	m := images.Member{Docker: d, Node: a.Node.Name, Spec: engineSpec(in.Spec), Have: in.Have, Upstream: in.Upstream, UpstreamAddr: in.UpstreamAddr,
-		Downstream: in.Downstream, ListenAddr: addr, ServerTLS: a.ImageTLS.Server, ClientTLS: a.ImageTLS.Client, Wait: 5 * time.Minute}
+		Downstream: in.Downstream, ListenAddr: addr, ServerTLS: a.ImageTLS.Server, ClientTLS: a.ImageTLS.Client, Wait: 5 * time.Minute,
+		Durable: a.Seams.imageDurable(ctx, a.Node.Name)}
 	if in.Upstream != "" {
 		if ins, err := d.ImageInspect(ctx, in.Spec.Tag); err == nil && ins.ID == in.Spec.ID {
 			m.Upstream, m.UpstreamAddr = "", ""

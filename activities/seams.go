@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/engine/images"
 )
 
 // Seams are the activities' fault points: hooks a test sets through the
@@ -42,6 +43,12 @@ type Seams struct {
 	// it recorded it; an error it returns fails the attempt there, as a
 	// worker lost at that moment would.
 	BenchWritten func(ctx context.Context) error
+	// ImageLayers runs after a node receiving an image made its first
+	// layers durable (a helper tag holds them: images.PartialRepo), with
+	// their count. It may block: the receiver's loads wait for it (a test
+	// holds a transfer at a layer boundary and stops the node's Docker
+	// there); an error it returns ends the receive there.
+	ImageLayers func(ctx context.Context, node, image string, layers int) error
 }
 
 // fetchProgress calls the FetchProgress seam, if set.
@@ -83,6 +90,15 @@ func (s *Seams) bootID(node string) string {
 		return ""
 	}
 	return s.BootID(node)
+}
+
+// imageDurable is the image receiver's Member.Durable calling the
+// ImageLayers seam for node (nil when unset: the production value).
+func (s *Seams) imageDurable(ctx context.Context, node string) func(images.Spec, int) error {
+	if s == nil || s.ImageLayers == nil {
+		return nil
+	}
+	return func(spec images.Spec, layers int) error { return s.ImageLayers(ctx, node, spec.Tag, layers) }
 }
 
 // benchWritten runs the BenchWritten seam, if set.

@@ -146,10 +146,11 @@ func (t *tracker) wait(i int, node string, since time.Time, detail string) {
 	t.p.Waiting = append(t.p.Waiting, contract.NodeWait{Node: node, Since: since})
 }
 
-// resume marks step i running again once its node is back.
-func (t *tracker) resume(i int) {
+// resume marks step i running again once node, which it waited for, is
+// back. The node is wait's, not the step's: the image step's round is
+// one step for every node and names none.
+func (t *tracker) resume(i int, node string) {
 	s := &t.p.Steps[i]
-	node := s.Node
 	s.Status, s.Detail = contract.StepRunning, ""
 	out := t.p.Waiting[:0]
 	for _, w := range t.p.Waiting {

@@ -236,3 +236,33 @@ func TestImageTransferOutagesDoNotCountAsRounds(t *testing.T) {
 		t.Fatalf("%d transfers to b, want %d (every outage, then the one that finished)", n, imageRounds+2)
 	}
 }
+
+// Once the node the image step waited for is back, the progress no longer
+// lists it as waited for: the image step's round is one step for every
+// node (it names none), and the wait is the node's.
+func TestImageStepWaitEndsWithTheNodeBack(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.RegisterWorkflow(Stage)
+	f.imageLack["b"] = 0
+	f.dockerDown["b"] = 5
+	f.env.ExecuteWorkflow(Stage, contract.StageInput{Plan: testPlan("new", "h", "a", "b"), Blocks: testBlocks()})
+	if err := f.env.GetWorkflowError(); err != nil {
+		t.Fatalf("stage with b's Docker restarting: %v", err)
+	}
+	v, err := f.env.QueryWorkflow(contract.ProgressQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p contract.Progress
+	if err := v.Get(&p); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range p.Steps {
+		if s.Status == contract.StepWaiting {
+			t.Errorf("step %+v still waiting after the stage completed", s)
+		}
+	}
+	if len(p.Waiting) != 0 {
+		t.Errorf("progress after b came back still lists nodes waited for: %+v", p.Waiting)
+	}
+}

@@ -54,6 +54,7 @@ func Keeper(ctx workflow.Context, in contract.KeeperInput) (contract.KeeperResul
 	}
 	k.localHeadV = workflow.GetVersion(ctx, versionKeeperLocalHead, workflow.DefaultVersion, 1) >= 1
 	k.signalFastV = workflow.GetVersion(ctx, versionKeeperSignalNoReprobe, workflow.DefaultVersion, 1) >= 1
+	k.ranksFirstV = workflow.GetVersion(ctx, versionKeeperSignalRanksFirst, workflow.DefaultVersion, 1) >= 1
 	res, err := k.run()
 	// An "end" waits in its handler until the heal has let go; let it
 	// answer before the run closes.
@@ -102,6 +103,9 @@ type keeper struct {
 	// first); served is the lane as the last restart served it.
 	gws    *gatewaySteps
 	served *contract.ServeResult
+	// ranksFirstV: a signaled check asks the ranks first, the head only
+	// when none is down (versionKeeperSignalRanksFirst).
+	ranksFirstV bool
 }
 
 // listenRankDied files each KeeperRankDiedSignal for the kept lane: a
@@ -322,15 +326,26 @@ type checked struct {
 // whatever the head answers, and its re-probe is not awaited. A check a
 // rank-died signal woke (signaled) does not re-probe the ranks either
 // (versionKeeperSignalNoReprobe): Docker itself reported the death, so
-// waiting the probe grace to ask again only delays the heal.
+// waiting the probe grace to ask again only delays the heal; and it asks
+// the ranks first, the head only when no rank is down
+// (versionKeeperSignalRanksFirst): see ranksFirst.
 func (k *keeper) check(signaled bool) checked {
 	retry := &temporal.RetryPolicy{InitialInterval: k.pol.Grace.D(), BackoffCoefficient: 1, MaximumAttempts: 2}
-	rankRetry := retry
-	if signaled && k.signalFastV {
-		rankRetry = &temporal.RetryPolicy{MaximumAttempts: 1}
+	if !signaled || !k.signalFastV {
+		return k.lookAll(retry, retry, "failed after a re-probe")
 	}
+	once := &temporal.RetryPolicy{MaximumAttempts: 1}
+	if k.ranksFirstV {
+		return k.ranksFirst(once, retry)
+	}
+	return k.lookAll(once, retry, "failed after a re-probe")
+}
+
+// lookAll starts the rank checks and the head check at once and files
+// them (check); detail is the "check" step's when the lane is down.
+func (k *keeper) lookAll(rankRetry, headRetry *temporal.RetryPolicy, detail string) checked {
 	ranks := k.startRankChecks(rankRetry)
-	head := k.startHeadCheck(retry)
+	head := k.startHeadCheck(headRetry)
 	var c checkTally
 	for _, rc := range ranks {
 		k.rankChecked(&c, rc)
@@ -342,12 +357,35 @@ func (k *keeper) check(signaled bool) checked {
 	} else {
 		k.headChecked(&c, head)
 	}
+	return k.tally(c, detail)
+}
+
+// ranksFirst is a signaled check: every node's ranks asked once, and the
+// head (with its re-probe) only when none is down. The head check is a
+// local activity, and a local activity's retry runs inside the workflow
+// task: started beside the rank checks, a head that does not answer (the
+// group died with the rank) held their scheduling, and every status
+// query, for the probe grace before the first rank was even asked.
+func (k *keeper) ranksFirst(rankRetry, headRetry *temporal.RetryPolicy) checked {
+	var c checkTally
+	for _, rc := range k.startRankChecks(rankRetry) {
+		k.rankChecked(&c, rc)
+	}
+	if len(c.downs) == 0 && c.gone == "" {
+		k.headChecked(&c, k.startHeadCheck(headRetry))
+	}
+	return k.tally(c, "failed: Docker reported the rank's death")
+}
+
+// tally is a check's outcome: a gone node first, else the first look
+// that found the lane down (recorded as a failed "check" step).
+func (k *keeper) tally(c checkTally, detail string) checked {
 	if c.gone != "" {
 		return c.checked
 	}
 	if len(c.downs) > 0 {
 		i := k.t.start("check", "")
-		k.t.end(i, "failed after a re-probe", errors.New(strings.Join(c.downs, ", ")))
+		k.t.end(i, detail, errors.New(strings.Join(c.downs, ", ")))
 		c.down = c.downs[0]
 	}
 	return c.checked

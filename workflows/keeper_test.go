@@ -360,3 +360,55 @@ func TestKeeperSignaledCheckDoesNotReprobe(t *testing.T) {
 		t.Errorf("result %+v, %d restart(s) within a second of the signal; want the lane restarted at once, without the grace's re-probe:\n%s", res, restartedBy41, strings.Join(f.callList(), "\n"))
 	}
 }
+
+// A check woken by a rank-died signal asks the ranks first and, a rank
+// being down, never the head (versionKeeperSignalRanksFirst): the head's
+// check is a local activity, whose retry after the probe grace runs
+// inside the workflow task and held the rank checks scheduled beside it
+// (and every status query) back for the grace when the whole group died,
+// the head with the rank, as here.
+func TestKeeperSignaledCheckAsksTheRanksFirst(t *testing.T) {
+	f := newFakeFleet(t)
+	var heads int
+	f.env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.rankDown["b"], f.headDown = 1, 2
+		f.mu.Unlock()
+		heads = f.count("CheckHead")
+		f.env.SignalWorkflow(contract.KeeperRankDiedSignal, contract.KeeperRankDied{Lane: "k", Node: "b", Container: "sparklane-k-r1", Rank: 1, ExitCode: "137"})
+	}, 40*time.Second)
+	var restartedBy41 int
+	f.env.RegisterDelayedCallback(func() {
+		restartedBy41 = f.count("KeeperMark restart")
+		heads = f.count("CheckHead") - heads
+		f.mu.Lock()
+		f.headDown = 0 // the restarted group's head answers
+		f.mu.Unlock()
+	}, 41*time.Second)
+	control(f, 100*time.Second, contract.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", contract.KeepPolicy{}, "a", "b"))
+	res := keeperResult(t, f)
+	if res.Restarts != 1 || restartedBy41 != 1 || heads != 0 {
+		t.Errorf("result %+v, %d restart(s) and %d head check(s) within a second of the signal; want the lane restarted at once, the head not asked:\n%s", res, restartedBy41, heads, strings.Join(f.callList(), "\n"))
+	}
+}
+
+// A signaled check that finds every rank running (a stale signal: the
+// keeper's own restart stopped the ranks) asks the head next, with its
+// re-probe: a head that fails one look is no reason to restart.
+func TestKeeperSignaledCheckWithRanksUpAsksTheHead(t *testing.T) {
+	f := newFakeFleet(t)
+	f.env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.headDown = 1
+		f.mu.Unlock()
+		f.env.SignalWorkflow(contract.KeeperRankDiedSignal, contract.KeeperRankDied{Lane: "k", Node: "b", Container: "sparklane-k-r1", Rank: 1, ExitCode: "0"})
+	}, 40*time.Second)
+	control(f, 50*time.Second, contract.KeepEnd)
+	f.env.ExecuteWorkflow(Keeper, keeperInput("k", contract.KeepPolicy{}, "a", "b"))
+	res := keeperResult(t, f)
+	if res.Restarts != 0 {
+		t.Errorf("result %+v, want no restart", res)
+	}
+	f.expectPhases(healthy2, []string{"KeeperMark up=true"}, []string{"CheckRanks k@a", "CheckRanks k@b"}, []string{"CheckHead k /v1/models"}, []string{"CheckHead k /v1/models"})
+}

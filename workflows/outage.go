@@ -132,7 +132,7 @@ func waitForNode(ctx workflow.Context, s nodeStep, call func() error) error {
 				return serr
 			}
 		}
-		s.t.resume(s.step)
+		s.t.resume(s.step, node)
 	}
 }
 

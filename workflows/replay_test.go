@@ -67,6 +67,10 @@ var corpus = map[string]string{
 	// A cutover whose node service stopped mid-pack for 90 s (stage
 	// resumed; the serve and verify wait gates' markers).
 	"cutover-node-outage-resumed": "TestRealFleet ./internal/suites/fleete2e",
+	// A cutover whose image step waited for a node's Docker, killed for
+	// 30 s mid-transfer with all but the image's last layer loaded there,
+	// and planned the transfer again above them (versionImageOutageWait).
+	"cutover-image-outage": "TestRealFleet ./internal/suites/fleete2e",
 	// The keeper (versionKeeper): a cutover that starts keeper/CLUSTER, a
 	// keeper that re-probed, restarted a killed rank's lane and was ended
 	// by a stop (which ended it first), and one that stopped a crash loop.
@@ -93,6 +97,11 @@ var corpus = map[string]string{
 	// ... and a keeper's quiet checks with the head's check a local
 	// activity (versionKeeperLocalHead), ended by a stop.
 	"keeper-quiet-checks": "TestKeeperCheckCost",
+	// ... and restarts woken by rank-died on local nodes, whose checks
+	// asked each node once (versionKeeperSignalNoReprobe) and the ranks
+	// first (versionKeeperSignalRanksFirst), one of them waiting for a
+	// node worker that was away.
+	"keeper-signal-fast-restart": "TestKeeperSignaledCheckOnLocalNodes",
 	// starter fetch (Fetch), and stage --fetch of a lane whose repo was
 	// not on the NAS: the Fetch child first (versionStageFetch).
 	"fetch-ok":    "TestStarterFetchAndStageFetch",

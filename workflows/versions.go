@@ -146,6 +146,14 @@ const (
 	// (Docker itself reported the death), so the heal starts at once.
 	versionKeeperSignalNoReprobe = "keeper-signal-no-reprobe"
 
+	// versionKeeperSignalRanksFirst: a check woken by a rank-died signal
+	// asks the ranks first and the head only when no rank is down. Asked
+	// beside them, the head's check (a local activity) retried inside the
+	// workflow task when the head was down with the rank, which held back
+	// the rank checks, the heal and every status query for the probe
+	// grace.
+	versionKeeperSignalRanksFirst = "keeper-signal-ranks-first"
+
 	// versionImageOutageWait: the image step waits for a node whose worker
 	// or Docker is gone (a reboot) within the node outage budget, as
 	// staging does: its inventories run under waitForNode (each node in

@@ -47,6 +47,10 @@ const (
 	releaseFile = "/run/sparklane/test-release"
 	// bigRows is the big engram table: 3 ranks pack 192 MiB each.
 	bigRows = 3 * (192 << 20) / 256
+	// imageHeld (on each node) is where the image fault point says it
+	// holds a transfer: a receiver that made realFleet.imageHoldAt of an
+	// image's layers durable while releaseFile is absent holds there.
+	imageHeld = "/run/sparklane/test-image-held"
 )
 
 // realFleet is a 3-host network-namespace fleet, each host with its own
@@ -65,6 +69,10 @@ type realFleet struct {
 	c       client.Client
 	// worker is the test worker binary `fleet install` puts on the hosts.
 	worker string
+	// imageHoldAt is the layer count the image fault point holds a
+	// receive at: all but the last of an image of the engine-sim image's
+	// layers and 4 more (dockerdStoppedMidImageTransfer).
+	imageHoldAt int
 }
 
 func (f *realFleet) starter(args ...string) (int, string, string) {
@@ -168,6 +176,11 @@ func newRealFleet(t *testing.T) *realFleet {
 	if err != nil {
 		t.Fatalf("build engine-sim: %v", err)
 	}
+	sim, err := hostDocker.ImageInspect(ctx, f.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.imageHoldAt = len(sim.RootFS.Layers) + layeredLayers - 1
 	for _, n := range tf.Nodes() {
 		if n.Index == 1 {
 			rc, err := hostDocker.ImageSave(ctx, []string{f.image})
@@ -189,9 +202,10 @@ func newRealFleet(t *testing.T) *realFleet {
 		// (present: passes go through), with the node service's
 		// environment file arming the test worker's fault point.
 		for p, body := range map[string]string{
-			"/mnt/nvme/sl/.keep":            "",
-			releaseFile:                     "",
-			fleet.DefaultLayout().EnvFile(): fmt.Sprintf("%s=%d\n%s=%s\n", testworker.PauseAtEnv, pauseAt, testworker.ReleaseEnv, releaseFile),
+			"/mnt/nvme/sl/.keep": "",
+			releaseFile:          "",
+			fleet.DefaultLayout().EnvFile(): fmt.Sprintf("%s=%d\n%s=%s\n%s=%d\n%s=%s\n", testworker.PauseAtEnv, pauseAt, testworker.ReleaseEnv, releaseFile,
+				testworker.ImageHoldAtEnv, f.imageHoldAt, testworker.ImageMarkerEnv, imageHeld),
 		} {
 			hp, err := tf.HostPath(n, p)
 			if err != nil {
@@ -472,7 +486,9 @@ func (f *realFleet) saveHistory(id, name string) {
 // status → cutover; a [build] lane built on h1 and served on all three;
 // an idle rolling upgrade; a node service stopped for
 // 90 s mid-pack; a host's link down for 45 s during WaitReady; a node
-// service down when serve reaches it; a node that never comes back.
+// service down when serve reaches it; a node that never comes back;
+// relay = false from install on, an image still moving between nodes;
+// a node's dockerd stopped for 30 s mid-image-transfer.
 func TestRealFleet(t *testing.T) {
 	f := newRealFleet(t)
 	t.Run("InstallStatusCutover", f.installStatusCutover)
@@ -482,6 +498,8 @@ func TestRealFleet(t *testing.T) {
 	t.Run("LinkDown45sDuringWaitReady", f.linkDown45sDuringWaitReady)
 	t.Run("ServeWaitsForANodeService", f.serveWaitsForANodeService)
 	t.Run("NodeNeverComesBack", f.nodeNeverComesBack)
+	t.Run("RelayOffMovesTheImage", f.relayOffMovesTheImage)
+	t.Run("DockerdStoppedMidImageTransfer", f.dockerdStoppedMidImageTransfer)
 }
 
 // installStatusCutover is TestRealFleet's subtest "InstallStatusCutover".

@@ -26,6 +26,12 @@ const (
 	PauseAtEnv   = "SPARKLANE_TESTWORKER_PAUSE_AT"
 	ReleaseEnv   = "SPARKLANE_TESTWORKER_RELEASE"
 	BootIDDirEnv = "SPARKLANE_TESTWORKER_BOOT_ID_DIR" // node N's boot id is the file N there (BootIDs)
+	// ImageHoldAtEnv is a layer count: a receiving node that made that
+	// many of an image's layers durable writes "IMAGE LAYERS" to the file
+	// ImageMarkerEnv names and holds the transfer's loads there until the
+	// file ReleaseEnv names exists (ImageHold).
+	ImageHoldAtEnv = "SPARKLANE_TESTWORKER_IMAGE_HOLD_AT"
+	ImageMarkerEnv = "SPARKLANE_TESTWORKER_IMAGE_MARKER"
 )
 
 // FromEnv builds the seams the test worker's environment arms (getenv
@@ -54,6 +60,13 @@ func FromEnv(getenv func(string) string) (*activities.Seams, error) {
 	}
 	if dir := getenv(BootIDDirEnv); dir != "" {
 		s.BootID, armed = BootIDs(dir), true
+	}
+	if v := getenv(ImageHoldAtEnv); v != "" {
+		h, err := imageHoldFromEnv(getenv, v)
+		if err != nil {
+			return nil, err
+		}
+		s.ImageLayers, armed = h.Layers, true
 	}
 	if !armed {
 		return nil, nil
@@ -188,4 +201,57 @@ func BootIDs(dir string) func(node string) string {
 		}
 		return strings.TrimSpace(string(b))
 	}
+}
+
+func imageHoldFromEnv(getenv func(string) string, v string) (*ImageHold, error) {
+	at, err := strconv.Atoi(v)
+	if err != nil || at <= 0 {
+		return nil, fmt.Errorf("%s=%q: want a layer count above 0", ImageHoldAtEnv, v)
+	}
+	marker, release := getenv(ImageMarkerEnv), getenv(ReleaseEnv)
+	if marker == "" || release == "" {
+		return nil, fmt.Errorf("%s is set but %s or %s is not: name the file the image hold writes when it holds, and the file whose presence lets it go", ImageHoldAtEnv, ImageMarkerEnv, ReleaseEnv)
+	}
+	return &ImageHold{At: at, Marker: marker, Release: release}, nil
+}
+
+// ImageHold is the image transfer fault point (activities.Seams.ImageLayers):
+// a receiver that made At or more of an image's layers durable, while the
+// file Release does not exist, writes "IMAGE LAYERS" to Marker (whole, by
+// a rename) and holds its loads until Release exists or the transfer's
+// context ends. A test waits for the marker, stops the node's Docker (or
+// its worker) at that layer boundary, and creates Release; nothing here
+// stops anything.
+type ImageHold struct {
+	At              int
+	Marker, Release string
+}
+
+// Layers is the seam.
+func (h *ImageHold) Layers(ctx context.Context, _, image string, layers int) error {
+	if layers < h.At || h.released() {
+		return nil
+	}
+	tmp := h.Marker + ".tmp"
+	if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%s %d\n", image, layers)), 0o644); err != nil {
+		return fmt.Errorf("image hold marker: %w", err)
+	}
+	if err := os.Rename(tmp, h.Marker); err != nil {
+		return fmt.Errorf("image hold marker: %w", err)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !h.released() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+func (h *ImageHold) released() bool {
+	_, err := os.Stat(h.Release)
+	return err == nil
 }

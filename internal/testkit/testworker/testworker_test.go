@@ -23,6 +23,8 @@ func TestFromEnv(t *testing.T) {
 		PauseAtEnv:     {PauseAtEnv: "lots"},
 		FetchHoldAtEnv: {FetchHoldAtEnv: "-1"},
 		FetchMarkerEnv: {FetchHoldAtEnv: "10"},
+		ImageHoldAtEnv: {ImageHoldAtEnv: "0"},
+		ImageMarkerEnv: {ImageHoldAtEnv: "3", ReleaseEnv: "/r"},
 	} {
 		if _, err := FromEnv(envOf(want)); err == nil || !strings.Contains(err.Error(), env) {
 			t.Errorf("%v: %v, want an error naming %s", want, err, env)
@@ -30,8 +32,8 @@ func TestFromEnv(t *testing.T) {
 	}
 	dir := t.TempDir()
 	s, err = FromEnv(envOf(map[string]string{PauseAtEnv: "5", ReleaseEnv: filepath.Join(dir, "r"), BootIDDirEnv: dir,
-		FetchHoldAtEnv: "7", FetchMarkerEnv: filepath.Join(dir, "m")}))
-	if err != nil || s == nil || s.StageHold == nil || s.BootID == nil || s.FetchProgress == nil || s.BenchWritten != nil {
+		FetchHoldAtEnv: "7", FetchMarkerEnv: filepath.Join(dir, "m"), ImageHoldAtEnv: "3", ImageMarkerEnv: filepath.Join(dir, "i")}))
+	if err != nil || s == nil || s.StageHold == nil || s.BootID == nil || s.FetchProgress == nil || s.ImageLayers == nil || s.BenchWritten != nil {
 		t.Fatalf("armed: %+v, %v", s, err)
 	}
 }
@@ -122,5 +124,47 @@ func TestFetchKillPoint(t *testing.T) {
 	case <-later:
 		t.Fatal("a fetch after the kill point went on")
 	default:
+	}
+}
+
+// An image hold lets layer counts below its own through; at its count,
+// without the release file, it writes the marker and holds until the
+// file exists (or the transfer's context ends); released, it holds no more.
+func TestImageHold(t *testing.T) {
+	dir := t.TempDir()
+	h := &ImageHold{At: 3, Marker: filepath.Join(dir, "held"), Release: filepath.Join(dir, "release")}
+	ctx := context.Background()
+	if err := h.Layers(ctx, "n", "img:1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(h.Marker); err == nil {
+		t.Fatal("marker written below the count")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- h.Layers(cctx, "n", "img:1", 3) }()
+	var b []byte
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ = os.ReadFile(h.Marker); len(b) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if string(b) != "img:1 3\n" {
+		t.Fatalf("marker %q, want the image and its layer count", b)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("let go before the release file exists: %v", err)
+	default:
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a hold whose context ended returned no error")
+	}
+	if err := os.WriteFile(h.Release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Layers(ctx, "n", "img:1", 4); err != nil {
+		t.Fatalf("released: %v", err)
 	}
 }
