@@ -333,7 +333,7 @@ func TestKeeperHandsOverOnCutover(t *testing.T) {
 	waitKeeper(t, f, "demo-2x", time.Minute, "watching", func(s contract.KeeperStatus) bool { return s.Health == "up" })
 	// A cutover that fails (nothing staged for demo-4x, verify fails) rolls
 	// back: demo-2x serves again and its keeper keeps it again.
-	if code, res, _ := cutover(t, f, "--lane", "demo-4x", "--stage=skip"); code != 2 || len(res.RolledBack) != 1 {
+	if code, res, _ := cutover(t, f, "--lane", "demo-4x", "--stage=skip", "--stage-ahead=never"); code != 2 || len(res.RolledBack) != 1 {
 		t.Fatalf("cutover demo-4x --stage=skip: exit %d, rolled back %v; want a failure rolled back to demo-2x", code, res.RolledBack)
 	}
 	waitKeeper(t, f, "demo-2x", time.Minute, "keeping demo-2x again after the rollback", func(s contract.KeeperStatus) bool {
