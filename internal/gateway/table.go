@@ -98,6 +98,17 @@ func (t *table) find(cluster string) int {
 	return -1
 }
 
+// entry is cluster's route, a new one without a lane when it has none
+// (a hold or an off before the cluster's first route).
+func (t *table) entry(cluster string) *contract.GatewayRoute {
+	i := t.find(cluster)
+	if i < 0 {
+		t.list = append(t.list, contract.GatewayRoute{Cluster: cluster})
+		i = len(t.list) - 1
+	}
+	return &t.list[i]
+}
+
 // set puts r last (the route set last wins a name).
 func (t *table) set(r contract.GatewayRoute) {
 	t.remove(r.Cluster)
@@ -281,12 +292,7 @@ func (g *Gateway) Hold(in contract.GatewayHoldInput) (contract.GatewayRoute, err
 		return contract.GatewayRoute{}, err
 	}
 	err := g.change(func(t *table) error {
-		i := t.find(in.Cluster)
-		if i < 0 {
-			t.list = append(t.list, contract.GatewayRoute{Cluster: in.Cluster})
-			i = len(t.list) - 1
-		}
-		r := &t.list[i]
+		r := t.entry(in.Cluster)
 		r.State, r.Why = contract.GatewayHeld, in.Why
 		if eta := g.etaOf(in.Lane, in.ETA); eta > 0 {
 			r.ETA = eta
@@ -374,18 +380,14 @@ func (g *Gateway) Off(in contract.GatewayOffInput) (contract.GatewayRoute, error
 		return contract.GatewayRoute{}, err
 	}
 	err := g.change(func(t *table) error {
-		i := t.find(in.Cluster)
-		if i < 0 {
-			t.list = append(t.list, contract.GatewayRoute{Cluster: in.Cluster})
-			i = len(t.list) - 1
-		}
+		r := t.entry(in.Cluster)
 		state := contract.GatewayOff
 		if in.Down {
 			state = contract.GatewayDown
 		}
-		t.list[i].State, t.list[i].Why = state, in.Why
+		r.State, r.Why = state, in.Why
 		if in.ETA > 0 {
-			t.list[i].ETA = in.ETA
+			r.ETA = in.ETA
 		}
 		return nil
 	})
