@@ -166,8 +166,10 @@ func (a *App) discoverNode(ctx context.Context, name, target string, fl initFlag
 	root, disk, _ := f.Root()
 	addr, _ := f.FastAddress()
 	hcas, _ := f.HCAs()
-	n := initNode{Name: name, SSH: target, Root: root, RootFree: disk.Free, Address: addr, Docker: f.Docker, NvidiaRuntime: f.NvidiaRuntime, GPUs: nonNil(f.GPUs), RDMA: nonNil(hcas), Memory: f.Memory}
-	return discover.Host{Name: name, Target: t, SSH: target, KnownHosts: fl.knownHosts, Identity: fl.identity, Facts: f}, n, nil
+	// Written as user@host:port, the one form the config's check takes
+	// (a user or port left out is ssh's: this user, port 22).
+	n := initNode{Name: name, SSH: t.String(), Root: root, RootFree: disk.Free, Address: addr, Docker: f.Docker, NvidiaRuntime: f.NvidiaRuntime, GPUs: nonNil(f.GPUs), RDMA: nonNil(hcas), Memory: f.Memory}
+	return discover.Host{Name: name, Target: t, SSH: t.String(), KnownHosts: fl.knownHosts, Identity: fl.identity, Facts: f}, n, nil
 }
 
 // printInit says what init found on each node and what became of the

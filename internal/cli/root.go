@@ -342,6 +342,9 @@ func (a *App) config() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, n := range cfg.Notes {
+		fmt.Fprintln(a.Err, "note:", n)
+	}
 	a.cfg = cfg
 	return cfg, nil
 }

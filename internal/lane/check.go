@@ -35,6 +35,7 @@ func CheckFiles(fleet *config.Config, paths []string) (errs []error, notices []s
 			}
 			if cfg == nil {
 				cfg = c
+				notices = append(notices, c.Notes...)
 			}
 			continue
 		}
@@ -48,8 +49,8 @@ func CheckFiles(fleet *config.Config, paths []string) (errs []error, notices []s
 	if cfg == nil {
 		cfg = fleet
 	}
-	more, notices := CheckRecipes(cfg, recipes)
-	return append(errs, more...), notices
+	more, found := CheckRecipes(cfg, recipes)
+	return append(errs, more...), append(notices, found...)
 }
 
 // CheckSet backs `starter recipe check` without files: the recipes of
