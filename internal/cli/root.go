@@ -552,5 +552,8 @@ func registryRecipe(cfg *config.Config, ref string) (*config.RecipeSet, error) {
 	if len(set.Broken) > 0 {
 		return nil, fmt.Errorf("%s: recipe %s is broken: %s", ref, set.Broken[0].File, set.Broken[0].Error)
 	}
+	if len(set.TooLarge) > 0 {
+		return nil, fmt.Errorf("%s: recipe %s %s", ref, set.TooLarge[0].File, set.TooLarge[0].Why())
+	}
 	return set, nil
 }
