@@ -59,6 +59,13 @@ type Facts struct {
 	// Memory is MemTotal in bytes (on a DGX Spark, the unified memory
 	// the GPU shares), for the memory fit; 0 unread.
 	Memory int64
+	// Mounts are the node's mounts (/proc/self/mountinfo), from which
+	// SharedMounts finds the NAS: one filesystem at one path everywhere.
+	Mounts []Mount
+	// UUIDs maps a block device's major:minor to its filesystem UUID
+	// (/dev/disk/by-uuid), so two nodes' local disks that share a
+	// device name are not taken for one filesystem.
+	UUIDs map[string]string
 }
 
 // script prints one section per fact; every command may be missing.
@@ -74,6 +81,8 @@ echo @@gpu; if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi --query-gp
 echo @@ib; for d in "$R"/sys/class/infiniband/*; do [ -e "$d" ] || continue; echo "$(basename "$d") $(ls "$d/device/net" 2>/dev/null | tr '\n' ' ')"; done
 echo @@ip; ip -4 -o addr show 2>/dev/null | awk '{print $2, $4}'
 echo @@mem; grep '^MemTotal:' "$R"/proc/meminfo 2>/dev/null
+echo @@mounts; cat /proc/self/mountinfo 2>/dev/null
+echo @@uuid; for l in /dev/disk/by-uuid/*; do [ -e "$l" ] || continue; echo "${l##*/} $(stat -L -c '%%t %%T' "$l" 2>/dev/null)"; done
 echo @@end
 `, shellQuote(o.SysRoot), shellQuote(docker))
 }
@@ -92,7 +101,7 @@ func Probe(ctx context.Context, c *ssh.Client, o Options) (Facts, error) {
 
 // Parse reads the script's output.
 func Parse(out string) Facts {
-	f := Facts{Addrs: map[string][]string{}}
+	f := Facts{Addrs: map[string][]string{}, UUIDs: map[string]string{}}
 	section := ""
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
@@ -137,6 +146,19 @@ func Parse(out string) Facts {
 		case "ip":
 			if len(fields) == 2 {
 				f.Addrs[fields[0]] = append(f.Addrs[fields[0]], fields[1])
+			}
+		case "mounts":
+			if m, ok := parseMountinfo(line); ok {
+				f.Mounts = append(f.Mounts, m)
+			}
+		case "uuid":
+			// "UUID major minor", the numbers in hex (stat's %t %T).
+			if len(fields) == 3 {
+				maj, err1 := strconv.ParseUint(fields[1], 16, 32)
+				minor, err2 := strconv.ParseUint(fields[2], 16, 32)
+				if err1 == nil && err2 == nil {
+					f.UUIDs[fmt.Sprintf("%d:%d", maj, minor)] = fields[0]
+				}
 			}
 		}
 	}
