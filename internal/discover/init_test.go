@@ -92,6 +92,7 @@ func TestInitDiscoversNodesOverSSHAndWritesACheckedConfig(t *testing.T) {
 		}
 	}
 	cfg, _ := os.ReadFile(out)
+	t.Logf("init wrote:\n%s", cfg)
 	me, err := user.Current()
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +187,7 @@ MemTotal:       125000000 kB
 	if !f.Docker || !f.NvidiaRuntime || len(f.GPUs) != 1 || len(f.RDMA) != 2 || f.Memory != 128e9 {
 		t.Errorf("facts %+v", f)
 	}
-	if cfg := discover.Render([]discover.Host{{Name: "dgx1", SSH: "u@h", Facts: f}}); !strings.Contains(cfg, "gpu_memory = \"128GB\"") {
+	if cfg := discover.Render([]discover.Host{{Name: "dgx1", SSH: "u@h", Facts: f}}, discover.Fleet{}); !strings.Contains(cfg, "gpu_memory = \"128GB\"") {
 		t.Errorf("config lacks the node's memory:\n%s", cfg)
 	}
 	if d := discover.Diff("a\nb\nc\n", "a\nB\nc\n"); d != "@@ line 2\n-b\n+B\n" {
