@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,7 +76,7 @@ func script(o Options) string {
 		docker = "docker"
 	}
 	return fmt.Sprintf(`R=%s; D=%s
-echo @@df; df -PB1 -x tmpfs -x devtmpfs -x overlay -x squashfs 2>/dev/null | tail -n +2
+echo @@df; df -PB1 -a -x tmpfs -x devtmpfs -x overlay -x squashfs 2>/dev/null | tail -n +2
 echo @@docker; if command -v "$D" >/dev/null 2>&1; then echo present; "$D" info --format '{{json .Runtimes}}' 2>/dev/null; else echo absent; fi
 echo @@gpu; if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null; fi
 echo @@ib; for d in "$R"/sys/class/infiniband/*; do [ -e "$d" ] || continue; echo "$(basename "$d") $(ls "$d/device/net" 2>/dev/null | tr '\n' ' ')"; done
@@ -125,9 +126,18 @@ func Parse(out string) Facts {
 			if strings.HasPrefix(fields[0], "/dev/loop") {
 				continue
 			}
+			// df -a lists every mount, bind mounts too (a disk bound
+			// at /mnt/nvme shows there), and pseudo filesystems with
+			// no size, which are no disks; a path mounted over is
+			// the last one listed.
 			size, _ := strconv.ParseInt(fields[1], 10, 64)
 			free, _ := strconv.ParseInt(fields[3], 10, 64)
-			f.Disks = append(f.Disks, Disk{Device: fields[0], Mount: strings.Join(fields[5:], " "), Size: size, Free: free})
+			d := Disk{Device: fields[0], Mount: strings.Join(fields[5:], " "), Size: size, Free: free}
+			if size <= 0 {
+				continue
+			}
+			f.Disks = slices.DeleteFunc(f.Disks, func(o Disk) bool { return o.Mount == d.Mount })
+			f.Disks = append(f.Disks, d)
 		case "docker":
 			if line == "present" {
 				f.Docker = true
@@ -167,7 +177,7 @@ func Parse(out string) Facts {
 
 // skipMount are system mounts never proposed as staging roots.
 func skipMount(m string) bool {
-	for _, p := range []string{"/boot", "/snap", "/run", "/dev", "/sys", "/proc", "/var/lib/docker", "/etc"} {
+	for _, p := range []string{"/boot", "/snap", "/run", "/dev", "/sys", "/proc", "/var/lib/docker", "/etc", "/usr"} {
 		if m == p || strings.HasPrefix(m, p+"/") {
 			return true
 		}
@@ -176,12 +186,18 @@ func skipMount(m string) bool {
 }
 
 // Root proposes the staging root: on the NVMe disk with the most free
-// space when there is one, else the disk with the most free space.
+// space when there is one, else the disk with the most free space —
+// never a read-only or network filesystem (the NAS is read, not staged
+// to).
 func (f Facts) Root() (string, Disk, bool) {
+	notLocal := map[string]bool{}
+	for _, m := range f.Mounts {
+		notLocal[m.Path] = m.ReadOnly || networked(m) // the last mount at a path is the one seen
+	}
 	var best Disk
 	found, bestNVMe := false, false
 	for _, d := range f.Disks {
-		if skipMount(d.Mount) {
+		if skipMount(d.Mount) || notLocal[d.Mount] {
 			continue
 		}
 		nvme := strings.Contains(d.Device, "nvme") || strings.Contains(d.Mount, "nvme")

@@ -27,6 +27,8 @@ type Mount struct {
 	Source string
 	// Dev is the filesystem's major:minor.
 	Dev string
+	// ReadOnly is a mount with the ro option: no staging root.
+	ReadOnly bool
 }
 
 // parseMountinfo reads one mountinfo line (proc(5)): ID, parent ID,
@@ -39,7 +41,8 @@ func parseMountinfo(line string) (Mount, bool) {
 	if sep < 6 || len(f) < sep+3 {
 		return Mount{}, false
 	}
-	return Mount{Dev: f[2], Root: unescapeMount(f[3]), Path: unescapeMount(f[4]), FSType: f[sep+1], Source: unescapeMount(f[sep+2])}, true
+	ro := slices.Contains(strings.Split(f[5], ","), "ro")
+	return Mount{Dev: f[2], Root: unescapeMount(f[3]), Path: unescapeMount(f[4]), FSType: f[sep+1], Source: unescapeMount(f[sep+2]), ReadOnly: ro}, true
 }
 
 // unescapeMount undoes the kernel's octal escapes (\040 for a space).

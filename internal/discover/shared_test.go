@@ -104,3 +104,37 @@ func TestHubDirs(t *testing.T) {
 		t.Errorf("hubs %v", got)
 	}
 }
+
+// The staging root is never the NAS: a network filesystem or a read-only
+// mount is passed over however much room it has. df -a lists bind mounts
+// (the test fleet's /mnt/nvme is a directory of the host's disk bound
+// there) and pseudo filesystems, which have no size and are no disks.
+func TestRootNeverOnTheNAS(t *testing.T) {
+	f := discover.Parse(`@@df
+proc 0 0 0 - /proc
+/dev/vda 270000000000 1 60000000000 23% /
+/dev/vda 270000000000 1 60000000000 23% /mnt/nvme
+/dev/vda 270000000000 1 60000000000 23% /mnt/nas
+@@mounts
+27 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+50 27 254:0 /fleet/h1/nvme /mnt/nvme rw,relatime - ext4 /dev/vda rw
+51 27 254:0 /fleet/nas /mnt/nas ro,relatime - ext4 /dev/vda rw
+@@end
+`)
+	if root, d, ok := f.Root(); !ok || root != "/mnt/nvme/sparklane" || d.Mount != "/mnt/nvme" || len(f.Disks) != 3 {
+		t.Errorf("root %q on %+v (disks %+v), want /mnt/nvme/sparklane", root, d, f.Disks)
+	}
+	f = discover.Parse(`@@df
+/dev/sda2 500000000000 1 400000000000 1% /
+/dev/sdb1 2000000000000 1 1000000000000 1% /data
+nas:/export/hf 90000000000000 1 80000000000000 1% /mnt/nas
+@@mounts
+27 1 8:2 / / rw,relatime - ext4 /dev/sda2 rw
+28 27 8:17 / /data rw,relatime - xfs /dev/sdb1 rw
+29 27 0:52 / /mnt/nas rw,relatime - nfs4 nas:/export/hf rw,vers=4.2
+@@end
+`)
+	if root, _, _ := f.Root(); root != "/data/sparklane" {
+		t.Errorf("root %q, want /data/sparklane (not the NAS with more room)", root)
+	}
+}
