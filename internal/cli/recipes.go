@@ -46,7 +46,7 @@ func (a *App) lanesCmd() *cobra.Command {
 				// needs where a lane's staging blocks go.
 				for _, t := range set.TooLarge {
 					row := FormatLanes([]*config.Recipe{t.Recipe})[0]
-					row[len(row)-1] = t.Why()
+					row[len(row)-1] = lane.TooLargeWhy(t)
 					rows = append(rows, row)
 				}
 				for _, b := range set.Broken {

@@ -553,7 +553,7 @@ func registryRecipe(cfg *config.Config, ref string) (*config.RecipeSet, error) {
 		return nil, fmt.Errorf("%s: recipe %s is broken: %s", ref, set.Broken[0].File, set.Broken[0].Error)
 	}
 	if len(set.TooLarge) > 0 {
-		return nil, fmt.Errorf("%s: recipe %s %s", ref, set.TooLarge[0].File, set.TooLarge[0].Why())
+		return nil, fmt.Errorf("%s: recipe %s %s", ref, set.TooLarge[0].File, lane.TooLargeWhy(set.TooLarge[0]))
 	}
 	return set, nil
 }

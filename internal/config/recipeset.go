@@ -37,43 +37,18 @@ type RecipeSet struct {
 	// name qualified because two registry folders use it): `starter
 	// lanes` prints them, other commands do not.
 	Notes []string `json:"notes,omitempty"`
-	// TooLarge are whole recipes that need more nodes than the fleet has
-	// (a shipped 4-node lane on a 3-node fleet): nothing to fix in them,
-	// so they are neither lanes nor broken — `starter lanes` lists them
-	// as such and other commands say nothing of them.
+	// TooLarge are whole recipes needing more nodes than the fleet has:
+	// not lanes, not broken (`starter lanes` lists them; nothing else counts them).
 	TooLarge []TooLarge `json:"too_large,omitempty"`
 }
 
-// TooLarge is a recipe that needs more nodes than the fleet has.
+// TooLarge is a recipe that needs Needs nodes on a fleet of Has.
 type TooLarge struct {
-	File string `json:"file"`
-	// Recipe is the recipe as loaded (for its name, aliases, cluster).
 	Recipe *Recipe `json:"-"`
+	File   string  `json:"file"`
 	Lane   string  `json:"lane"`
-	// Needs is the fewest nodes it runs on; Has the fleet's nodes.
-	Needs int `json:"needs"`
-	Has   int `json:"has"`
-}
-
-// Why is what `starter lanes` and --lane say of it: "needs 4 nodes; this
-// fleet has 3".
-func (t TooLarge) Why() string {
-	nodes := "nodes"
-	if t.Needs == 1 {
-		nodes = "node"
-	}
-	return fmt.Sprintf("needs %d %s; this fleet has %d", t.Needs, nodes, t.Has)
-}
-
-// TooLargeFor returns the too-large recipe named (or aliased) lane, nil
-// when none is, so --lane on it says what it needs instead of "unknown".
-func (s *RecipeSet) TooLargeFor(lane string) *TooLarge {
-	for i, t := range s.TooLarge {
-		if t.Lane == lane || (t.Recipe != nil && slices.Contains(t.Recipe.Aliases, lane)) {
-			return &s.TooLarge[i]
-		}
-	}
-	return nil
+	Needs  int     `json:"needs"`
+	Has    int     `json:"has"`
 }
 
 // Find returns the recipe named (or aliased) lane, nil when none is.

@@ -152,19 +152,13 @@ func ConfigErrors(cfg *Config) []error {
 	return errs
 }
 
-// sshWithPort is s ("user@host", or "user@[v6]") with ssh's default
-// port written out, and true; false when s is empty or has a port (or is
-// not user@host at all: checkSSH says what is wrong with it). Configs
-// written by `starter init` before it wrote the port are still read.
+// sshWithPort is user@host (or user@[v6]) with ssh's port 22 written out
+// (what `starter init` wrote before it wrote the port); false when s has a
+// port or is not user@host (checkSSH says why).
 func sshWithPort(s string) (string, bool) {
 	user, host, ok := strings.Cut(s, "@")
-	if !ok || user == "" || host == "" || strings.ContainsAny(s, " \t") {
-		return "", false
-	}
-	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") && len(host) > 2 {
-		return s + ":22", true
-	}
-	if strings.ContainsAny(host, ":[]") {
+	bracketed := strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") && len(host) > 2
+	if !ok || user == "" || host == "" || strings.ContainsAny(s, " \t") || (!bracketed && strings.ContainsAny(host, ":[]")) {
 		return "", false
 	}
 	return s + ":22", true

@@ -78,7 +78,7 @@ func CheckRecipes(cfg *config.Config, recipes []*config.Recipe) (errs []error, n
 	recipes, big := splitTooLarge(cfg, recipes)
 	for _, t := range big {
 		// Whole, but no cluster of this fleet can hold it: said, not failed.
-		notices = append(notices, fmt.Sprintf("%s: lane %s %s: not checked on a cluster", t.File, t.Lane, t.Why()))
+		notices = append(notices, fmt.Sprintf("%s: lane %s %s: not checked on a cluster", t.File, t.Lane, TooLargeWhy(t)))
 	}
 	for _, r := range recipes {
 		for i, m := range r.Mounts {

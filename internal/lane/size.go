@@ -1,6 +1,9 @@
 package lane
 
 import (
+	"fmt"
+	"slices"
+
 	"github.com/sparklane/sparklane/internal/config"
 )
 
@@ -47,4 +50,25 @@ func splitTooLarge(cfg *config.Config, recipes []*config.Recipe) (fit []*config.
 		fit = append(fit, r)
 	}
 	return fit, big
+}
+
+// TooLargeWhy is what `starter lanes` and --lane say of a too-large
+// recipe: "needs 4 nodes; this fleet has 3".
+func TooLargeWhy(t config.TooLarge) string {
+	nodes := "nodes"
+	if t.Needs == 1 {
+		nodes = "node"
+	}
+	return fmt.Sprintf("needs %d %s; this fleet has %d", t.Needs, nodes, t.Has)
+}
+
+// tooLargeFor returns the too-large recipe named (or aliased) lane in set,
+// nil when none is, so --lane on it says what it needs, not "unknown".
+func tooLargeFor(set *config.RecipeSet, lane string) *config.TooLarge {
+	for i, t := range set.TooLarge {
+		if t.Lane == lane || (t.Recipe != nil && slices.Contains(t.Recipe.Aliases, lane)) {
+			return &set.TooLarge[i]
+		}
+	}
+	return nil
 }

@@ -57,7 +57,7 @@ func TestTooLargeRecipesAreNotBroken(t *testing.T) {
 	if len(set.Recipes) != 1 || set.Recipes[0].Name != "ok" {
 		t.Errorf("lanes %v, want ok only", set.Recipes)
 	}
-	if len(set.TooLarge) != 1 || set.TooLarge[0].File != big || set.TooLarge[0].Why() != "needs 8 nodes; this fleet has 4" {
+	if len(set.TooLarge) != 1 || set.TooLarge[0].File != big || TooLargeWhy(set.TooLarge[0]) != "needs 8 nodes; this fleet has 4" {
 		t.Errorf("too large %+v, want big.toml needing 8 of 4", set.TooLarge)
 	}
 	var broken []string
