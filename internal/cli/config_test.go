@@ -103,3 +103,26 @@ func TestStarterWarningsAndNotices(t *testing.T) {
 		t.Fatalf("recipe check --json: exit %d\n%s", code, out)
 	}
 }
+
+// A config as `starter init` wrote it before it wrote the port (ssh =
+// "user@host") is read by lanes and recipe check as fleet install and
+// status read it — port 22 — and each says how to write it instead of
+// refusing the file.
+func TestSSHWithoutPortIsReadAlikeByEveryCommand(t *testing.T) {
+	dir := t.TempDir()
+	writeConfigTestFile(t, filepath.Join(dir, "lanes"), "ok.toml", simLane("serve"))
+	cfg := writeConfigTestFile(t, dir, "sparklane.toml", strings.Replace(cliFleet, "name = \"a\"\n", "name = \"a\"\nssh = \"root@10.0.0.11\"\n", 1))
+	note := `nodes[0].ssh: "root@10.0.0.11" has no port: read as "root@10.0.0.11:22"`
+	code, out, errOut := runStarter(t, "--config", cfg, "lanes")
+	if code != 0 || !strings.Contains(out, "ok") || !strings.Contains(errOut, "note: "+cfg+": "+note) {
+		t.Fatalf("lanes: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runStarter(t, "recipe", "check", cfg)
+	if code != 0 || !strings.Contains(out, "notice: "+cfg+": "+note) || !strings.Contains(out, "1 recipe file(s) ok") {
+		t.Fatalf("recipe check: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runStarter(t, "--config", cfg, "recipe", "render", "--lane", "ok")
+	if code != 0 || strings.Contains(out+errOut, "is not user@host:port") {
+		t.Fatalf("recipe render: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -31,6 +31,18 @@ type initJSON struct {
 	Changed bool       `json:"changed"`
 	Diff    string     `json:"diff,omitempty"`
 	Nodes   []initNode `json:"nodes"`
+	// SharedRoots are the mounts every node has alike (the NAS), written
+	// as shared_roots; SharedNotes why others are not.
+	SharedRoots []discover.SharedMount `json:"shared_roots"`
+	SharedNotes []string               `json:"shared_notes,omitempty"`
+	// HFCacheDir is the hub cache written as hf_cache_dir ("" none);
+	// HFCacheNote how it was chosen, or why none is written.
+	HFCacheDir  string `json:"hf_cache_dir"`
+	HFCacheNote string `json:"hf_cache_note,omitempty"`
+	// Clusters are the clusters recipes name that were written, TooLarge
+	// those the fleet is too small for.
+	Clusters []discover.Cluster `json:"clusters"`
+	TooLarge []discover.Cluster `json:"too_large,omitempty"`
 }
 
 type initNode struct {
@@ -52,6 +64,10 @@ type initNode struct {
 // initFlags say how init reaches the nodes and reads their facts.
 type initFlags struct {
 	knownHosts, identity string
+	// sharedRoots (--shared-root) replace the mounts found alike on
+	// every node; hfCacheDir (--hf-cache-dir) the hub cache found there.
+	sharedRoots []string
+	hfCacheDir  string
 	// sysRoot and dockerCmd stand in for /sys and docker (test doubles).
 	sysRoot, dockerCmd string
 }
@@ -62,18 +78,21 @@ func (a *App) initCmd() *cobra.Command {
 	var out string
 	var write bool
 	cmd := &cobra.Command{
-		Use:   "init [--node NAME=user@host[:port]...] [--known-hosts FILE] [--write]",
-		Short: "discover the nodes over SSH (disks, Docker + NVIDIA runtime, GPUs, RDMA) and write a commented sparklane.toml",
+		Use:   "init [--node NAME=user@host[:port]...] [--known-hosts FILE] [--shared-root PATH] [--hf-cache-dir PATH] [--write]",
+		Short: "discover the nodes over SSH (disks, Docker + NVIDIA runtime, GPUs, RDMA, the NAS) and write a commented sparklane.toml",
 		Long: "Connects to every --node over SSH with its host key checked against --known-hosts (default\n" +
 			"~/.ssh/known_hosts; add an unknown key with ssh-keyscan after checking its fingerprint), finds its\n" +
-			"disks and free space, Docker and the NVIDIA runtime, GPUs, RDMA devices and their netdevs, and\n" +
-			"writes a config: staging roots on the NVMe, addresses on the fast network, one cluster per node and\n" +
-			"one of all nodes. An existing file is never changed without --write: the diff is shown instead.\n" +
-			"On a terminal without --node, it asks for each node's name and SSH target, and shows an unknown\n" +
-			"host key's fingerprint for you to confirm before it is added to the known_hosts file.",
+			"disks and free space, Docker and the NVIDIA runtime, GPUs, RDMA devices and their netdevs, and its\n" +
+			"mounts, and writes a config: ssh as user@host:port, staging roots on the NVMe, addresses on the fast\n" +
+			"network, shared_roots (the filesystems every node mounts at the same path: the NAS) and\n" +
+			"hf_cache_dir (the Hugging Face hub cache on it; asked on a terminal, else --hf-cache-dir, when\n" +
+			"there are several), one cluster per node, one of all nodes (the default cluster), and the\n" +
+			"clusters the recipes in ./recipes name when the fleet has the nodes they need. An existing file\n" +
+			"is never changed without --write: the diff is shown instead. On a terminal without --node, it asks\n" +
+			"for each node's name and SSH target, and shows an unknown host key's fingerprint for you to\n" +
+			"confirm before it is added to the known_hosts file.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
 			if len(specs) == 0 && a.terminalIn() && !a.JSON {
 				var err error
 				if specs, err = a.askNodes(); err != nil {
@@ -89,46 +108,14 @@ func (a *App) initCmd() *cobra.Command {
 			if out == "" {
 				out = "sparklane.toml"
 			}
-			var hosts []discover.Host
-			res := initJSON{File: out, Nodes: []initNode{}}
-			seen := map[string]bool{}
-			for _, s := range specs {
-				name, target, ok := strings.Cut(s, "=")
-				name = strings.TrimSpace(name)
-				if !ok || name == "" || strings.TrimSpace(target) == "" {
-					return fmt.Errorf("--node %q: write it as NAME=user@host[:port]", s)
-				}
-				if seen[name] {
-					return fmt.Errorf("--node %s given twice", name)
-				}
-				seen[name] = true
-				h, n, err := a.discoverNode(ctx, name, target, f)
-				if err != nil {
-					return err
-				}
-				hosts = append(hosts, h)
-				res.Nodes = append(res.Nodes, n)
-			}
-			text := discover.Render(hosts)
-			old, err := os.ReadFile(out)
-			exists := err == nil
-			if err != nil && !os.IsNotExist(err) {
-				return fmt.Errorf("read %s: %w", out, err)
-			}
-			res.Diff = discover.Diff(string(old), text)
-			res.Changed = !exists || res.Diff != ""
-			if res.Changed && (!exists || write) {
-				if err := atomicfile.Write(out, []byte(text), 0o644); err != nil {
-					return fmt.Errorf("write %s: %w", out, err)
-				}
-				res.Written = true
-			}
-			return a.output(res, func() { a.printInit(res, exists) })
+			return a.runInit(cmd.Context(), specs, f, out, write)
 		},
 	}
 	cmd.Flags().StringArrayVar(&specs, "node", nil, "NAME=user@host[:port] (repeatable)")
 	cmd.Flags().StringVar(&f.knownHosts, "known-hosts", "", "known_hosts file the host keys are checked against (default ~/.ssh/known_hosts)")
 	cmd.Flags().StringVar(&f.identity, "identity", "", "private key file for SSH (default: the agent or ~/.ssh/id_*)")
+	cmd.Flags().StringArrayVar(&f.sharedRoots, "shared-root", nil, "a path every node mounts alike (the NAS), instead of those found (repeatable)")
+	cmd.Flags().StringVar(&f.hfCacheDir, "hf-cache-dir", "", "the Hugging Face hub cache on the NAS (models--ORG--NAME), instead of the one found")
 	cmd.Flags().StringVar(&out, "out", "", "config file to write (default --config, else ./sparklane.toml)")
 	cmd.Flags().BoolVar(&write, "write", false, "replace an existing file whose content differs")
 	cmd.Flags().StringVar(&f.sysRoot, "sys-root", "", "prefix of /sys on the nodes (a test double's fake /sys tree)")
@@ -138,13 +125,68 @@ func (a *App) initCmd() *cobra.Command {
 	return cmd
 }
 
+// runInit discovers the nodes of specs (NAME=target), then what they
+// share (the NAS, its hub cache) and the clusters the recipes beside out
+// name, and writes the config to out (an existing one only with write).
+func (a *App) runInit(ctx context.Context, specs []string, f initFlags, out string, write bool) error {
+	var hosts []discover.Host
+	var clients []*ssh.Client
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	res := initJSON{File: out, Nodes: []initNode{}}
+	seen := map[string]bool{}
+	for _, s := range specs {
+		name, target, ok := strings.Cut(s, "=")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || strings.TrimSpace(target) == "" {
+			return fmt.Errorf("--node %q: write it as NAME=user@host[:port]", s)
+		}
+		if seen[name] {
+			return fmt.Errorf("--node %s given twice", name)
+		}
+		seen[name] = true
+		h, n, c, err := a.discoverNode(ctx, name, target, f)
+		if err != nil {
+			return err
+		}
+		hosts, clients = append(hosts, h), append(clients, c)
+		res.Nodes = append(res.Nodes, n)
+	}
+	fl, err := a.fleetFacts(ctx, hosts, clients[0], f, out)
+	if err != nil {
+		return err
+	}
+	res.SharedRoots, res.SharedNotes = nonNil(fl.Shares.Mounts), fl.Shares.Notes
+	res.HFCacheDir, res.HFCacheNote = fl.HFCacheDir, fl.HFCacheNote
+	res.Clusters, res.TooLarge = nonNil(fl.Clusters), fl.TooLarge
+	text := discover.Render(hosts, fl)
+	old, err := os.ReadFile(out)
+	exists := err == nil
+	if err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("read %s: %w", out, err)
+	}
+	res.Diff = discover.Diff(string(old), text)
+	res.Changed = !exists || res.Diff != ""
+	if res.Changed && (!exists || write) {
+		if err := atomicfile.Write(out, []byte(text), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", out, err)
+		}
+		res.Written = true
+	}
+	return a.output(res, func() { a.printInit(res, exists) })
+}
+
 // discoverNode dials the node name at target over SSH (an unknown host
 // key confirmed on a terminal) and reads its facts: the host to render
-// into the config, and its line of init's output.
-func (a *App) discoverNode(ctx context.Context, name, target string, fl initFlags) (discover.Host, initNode, error) {
+// into the config, its line of init's output, and the connection (the
+// caller closes it; the first node's is asked for the hub caches).
+func (a *App) discoverNode(ctx context.Context, name, target string, fl initFlags) (discover.Host, initNode, *ssh.Client, error) {
 	t, err := node.ParseSSH(target)
 	if err != nil {
-		return discover.Host{}, initNode{}, fmt.Errorf("--node %s: %w", name, err)
+		return discover.Host{}, initNode{}, nil, fmt.Errorf("--node %s: %w", name, err)
 	}
 	t.KnownHosts, t.Identity = fl.knownHosts, fl.identity
 	c, err := node.Dial(ctx, t, 20*time.Second)
@@ -156,18 +198,20 @@ func (a *App) discoverNode(ctx context.Context, name, target string, fl initFlag
 		}
 	}
 	if err != nil {
-		return discover.Host{}, initNode{}, fmt.Errorf("node %s (%s): %w", name, t, err)
+		return discover.Host{}, initNode{}, nil, fmt.Errorf("node %s (%s): %w", name, t, err)
 	}
 	f, err := discover.Probe(ctx, c, discover.Options{SysRoot: fl.sysRoot, Docker: fl.dockerCmd})
-	c.Close()
 	if err != nil {
-		return discover.Host{}, initNode{}, fmt.Errorf("node %s (%s): discovery: %w", name, t, err)
+		c.Close()
+		return discover.Host{}, initNode{}, nil, fmt.Errorf("node %s (%s): discovery: %w", name, t, err)
 	}
 	root, disk, _ := f.Root()
 	addr, _ := f.FastAddress()
 	hcas, _ := f.HCAs()
-	n := initNode{Name: name, SSH: target, Root: root, RootFree: disk.Free, Address: addr, Docker: f.Docker, NvidiaRuntime: f.NvidiaRuntime, GPUs: nonNil(f.GPUs), RDMA: nonNil(hcas), Memory: f.Memory}
-	return discover.Host{Name: name, Target: t, SSH: target, KnownHosts: fl.knownHosts, Identity: fl.identity, Facts: f}, n, nil
+	// Written as user@host:port, the one form the config's check takes
+	// (a user or port left out is ssh's: this user, port 22).
+	n := initNode{Name: name, SSH: t.String(), Root: root, RootFree: disk.Free, Address: addr, Docker: f.Docker, NvidiaRuntime: f.NvidiaRuntime, GPUs: nonNil(f.GPUs), RDMA: nonNil(hcas), Memory: f.Memory}
+	return discover.Host{Name: name, Target: t, SSH: t.String(), KnownHosts: fl.knownHosts, Identity: fl.identity, Facts: f}, n, c, nil
 }
 
 // printInit says what init found on each node and what became of the
@@ -182,6 +226,7 @@ func (a *App) printInit(res initJSON, existed bool) {
 		fmt.Fprintf(a.Out, "%s: root %s (%s free), address %s, docker %v (nvidia runtime %v), %d GPU(s), RDMA %s, memory %s\n",
 			n.Name, dash(n.Root), contract.HumanBytes(n.RootFree), dash(n.Address), n.Docker, n.NvidiaRuntime, len(n.GPUs), dash(strings.Join(n.RDMA, ",")), mem)
 	}
+	a.printInitFleet(res)
 	switch {
 	case !res.Changed:
 		fmt.Fprintf(a.Out, "%s is up to date\n", out)

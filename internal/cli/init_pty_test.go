@@ -129,3 +129,50 @@ func TestInitInteractiveOnARealTerminal(t *testing.T) {
 		t.Fatalf("known_hosts lacks the confirmed key:\n%s", b)
 	}
 }
+
+// On a terminal, init asks which of several hub caches on the shared root
+// is the fleet's (a bad answer is asked again) and writes the one chosen.
+func TestInitAsksWhichHubCacheOnARealTerminal(t *testing.T) {
+	s := sshdtest.Start(t)
+	dir := t.TempDir()
+	nas := t.TempDir()
+	for _, d := range []string{"a/huggingface/hub", "b/models--org--n"} {
+		if err := os.MkdirAll(filepath.Join(nas, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "sparklane.toml")
+	master, tty, err := pty.Open()
+	if err != nil {
+		t.Fatalf("open a pty: %v", err)
+	}
+	t.Cleanup(func() { master.Close(); tty.Close() })
+	screen := newPTYScreen(t, master)
+	done := make(chan int, 1)
+	var o strings.Builder
+	go func() {
+		done <- Execute(context.Background(), []string{"init", "--node", "dgx1=" + s.User + "@127.0.0.1:" + strconv.Itoa(s.Port),
+			"--known-hosts", s.KnownHostsFile, "--identity", s.IdentityFile, "--shared-root", nas, "--out", out}, tty, &o, tty, nil)
+	}()
+	screen.waitFor("2) " + filepath.Join(nas, "b"))
+	screen.waitFor("hf_cache_dir (1-2): ")
+	if _, err := io.WriteString(master, "3\r"); err != nil {
+		t.Fatal(err)
+	}
+	screen.waitFor("type a number from 1 to 2")
+	screen.waitFor("hf_cache_dir (1-2): ")
+	if _, err := io.WriteString(master, "2\r"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("init: exit %d\n%s", code, o.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("init did not end after the answer")
+	}
+	if cfg, err := os.ReadFile(out); err != nil || !strings.Contains(string(cfg), "hf_cache_dir = \""+filepath.Join(nas, "b")+"\"") {
+		t.Fatalf("config (%v):\n%s", err, cfg)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,5 +51,71 @@ func TestInitConfirmsUnknownHostKey(t *testing.T) {
 	err, o, e = run("", false)
 	if err != nil || !strings.Contains(o, "is up to date") || strings.Contains(e, "Trust it") {
 		t.Fatalf("after trusting: err %v\n%s%s", err, o, e)
+	}
+}
+
+// init writes shared_roots and hf_cache_dir: with --shared-root naming
+// the NAS (a loopback host mounts nothing alike), the hub cache on it is
+// found; two are an error off a terminal, naming them and --hf-cache-dir,
+// and nothing is written; the flag chooses. The clusters the recipes
+// beside the file name are written when the fleet holds them, sized for
+// them; one needing more nodes is a comment, and lanes lists its lane as
+// needing them — no BROKEN, no warning. recipe check passes on the file.
+func TestInitSharedRootHubCacheAndRecipeClusters(t *testing.T) {
+	s := sshdtest.Start(t)
+	dir := t.TempDir()
+	nas := t.TempDir()
+	for _, d := range []string{"a/huggingface/hub/models--org--m/snapshots", "b/models--org--n"} {
+		if err := os.MkdirAll(filepath.Join(nas, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head := "runtime = \"sim\"\nimage = \"i\"\ncommand = \"serve\"\n"
+	writeConfigTestFile(t, filepath.Join(dir, "recipes"), "duo.toml", head+"cluster = \"2nodes-dac\"\n[defaults]\ntensor_parallel = 2\n")
+	writeConfigTestFile(t, filepath.Join(dir, "recipes"), "solo.toml", head+"cluster = \"2nodes-dac\"\n[defaults]\ntensor_parallel = 1\n")
+	writeConfigTestFile(t, filepath.Join(dir, "recipes"), "quad.toml", head+"cluster = \"4nodes-switch\"\n[defaults]\ntensor_parallel = 4\n")
+	out := filepath.Join(dir, "sparklane.toml")
+	target := s.User + "@127.0.0.1:" + strconv.Itoa(s.Port)
+	args := []string{"init", "--node", "dgx1=" + target, "--node", "dgx2=" + target, "--node", "dgx3=" + target,
+		"--known-hosts", s.KnownHostsFile, "--identity", s.IdentityFile, "--shared-root", nas, "--out", out}
+
+	code, o, e := runStarter(t, args...)
+	hubs := filepath.Join(nas, "a", "huggingface", "hub") + ", " + filepath.Join(nas, "b")
+	if code == 0 || !strings.Contains(e, "2 Hugging Face hub caches on the shared roots ("+hubs+"): choose one with --hf-cache-dir") {
+		t.Fatalf("two hub caches off a terminal: exit %d\n%s%s", code, o, e)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatal("a config was written with the hub cache undecided")
+	}
+	code, o, e = runStarter(t, append(args, "--hf-cache-dir", filepath.Join(nas, "b"))...)
+	cfg, _ := os.ReadFile(out)
+	for _, want := range []string{
+		"shared_roots = [\"" + nas + "\"]", "hf_cache_dir = \"" + filepath.Join(nas, "b") + "\"", "ssh = \"" + target + "\"",
+		"default_cluster = \"all-3x\"", "name = \"2nodes-dac\"\nnodes = [\"dgx1\", \"dgx2\"]",
+		"# cluster 4nodes-switch (named by recipes/quad.toml) needs 4 nodes; this fleet has 3: not written",
+	} {
+		if !strings.Contains(string(cfg), want) {
+			t.Errorf("config lacks %q:\n%s", want, cfg)
+		}
+	}
+	if code != 0 || !strings.Contains(o, "cluster 2nodes-dac (dgx1, dgx2) for recipes/duo.toml, recipes/solo.toml") || !strings.Contains(o, "shared root: "+nas+" (given)") {
+		t.Fatalf("--hf-cache-dir: exit %d\n%s%s", code, o, e)
+	}
+	if code, o, e := runStarter(t, "recipe", "check", out); code != 0 {
+		t.Fatalf("recipe check %s: exit %d\n%s%s\n%s", out, code, o, e, cfg)
+	}
+	code, o, e = runStarter(t, "--config", out, "lanes")
+	if code != 0 || strings.Contains(o, "BROKEN") || e != "" || !regexp.MustCompile(`(?m)^quad +- +4nodes-switch +sim +needs 4 nodes; this fleet has 3$`).MatchString(o) || !strings.Contains(o, "duo ") {
+		t.Fatalf("lanes on init's config: exit %d\n%s%s", code, o, e)
+	}
+
+	// One hub cache left: found, no flag needed.
+	if err := os.RemoveAll(filepath.Join(nas, "b")); err != nil {
+		t.Fatal(err)
+	}
+	code, o, e = runStarter(t, append(args, "--write")...)
+	cfg, _ = os.ReadFile(out)
+	if code != 0 || !strings.Contains(string(cfg), "hf_cache_dir = \""+filepath.Join(nas, "a", "huggingface", "hub")+"\"") {
+		t.Fatalf("one hub cache: exit %d\n%s%s\n%s", code, o, e, cfg)
 	}
 }

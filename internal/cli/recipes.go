@@ -17,7 +17,7 @@ import (
 func (a *App) lanesCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "lanes",
-		Short: "list lanes: name, aliases, cluster, runtime, staging blocks; broken recipes with their error",
+		Short: "list lanes: name, aliases, cluster, runtime, staging blocks; lanes that need more nodes than the fleet has; broken recipes with their error",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, set, err := a.loadRecipeSet() // lists what does not load itself
 			if err != nil {
@@ -33,12 +33,22 @@ func (a *App) lanesCmd() *cobra.Command {
 			for _, r := range set.Recipes {
 				lanes = append(lanes, lane.Wire(r))
 			}
-			out := map[string]any{"lanes": lanes, "broken": set.Broken}
+			out := map[string]any{"lanes": lanes, "broken": set.Broken, "too_large": set.TooLarge}
 			if set.Broken == nil {
 				out["broken"] = []config.BrokenRecipe{}
 			}
+			if set.TooLarge == nil {
+				out["too_large"] = []config.TooLarge{}
+			}
 			return a.output(out, func() {
 				rows := FormatLanes(set.Recipes)
+				// A lane too large for this fleet: its row, with what it
+				// needs where a lane's staging blocks go.
+				for _, t := range set.TooLarge {
+					row := FormatLanes([]*config.Recipe{t.Recipe})[0]
+					row[len(row)-1] = lane.TooLargeWhy(t)
+					rows = append(rows, row)
+				}
 				for _, b := range set.Broken {
 					rows = append(rows, []string{"BROKEN " + b.File, "-", "-", "-", firstLine(b.Error)})
 				}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -169,5 +170,54 @@ func TestTwentyBrokenRecipesOneLine(t *testing.T) {
 	code, _, errOut = runStarter(t, "--config", cfgPath, "recipe", "render", "--lane", "bad07", "--cluster", "pair")
 	if code == 0 || strings.Contains(errOut, "do not load") || !strings.Contains(errOut, "lane bad07: recipe "+filepath.Join(extra, "broken", "bad07.yaml")+" is broken") || !strings.Contains(errOut, "bogus_key_07") {
 		t.Errorf("--lane on a broken recipe: exit %d\n%s", code, errOut)
+	}
+}
+
+// A recipe that needs more nodes than the fleet has (cliFleet has one) is
+// listed by lanes as such, in the table and in JSON, not as BROKEN; other
+// commands say nothing of it, --lane on it says what it needs, and recipe
+// check passes with a notice. A recipe broken for its own reason beside it
+// still is BROKEN, with its error and the one-line count elsewhere.
+func TestLaneNeedingMoreNodesIsNotBroken(t *testing.T) {
+	cfg, lanes := writeCLIFleet(t, "ok.toml", simLane("serve"))
+	writeConfigTestFile(t, lanes, "quad.toml", "aliases = [\"q\"]\nruntime = \"sim\"\nimage = \"i\"\ncommand = \"serve\"\ncluster = \"4nodes-switch\"\n[defaults]\ntensor_parallel = 4\n")
+	code, out, errOut := runStarter(t, "--config", cfg, "lanes")
+	if code != 0 || !regexp.MustCompile(`(?m)^quad +q +4nodes-switch +sim +needs 4 nodes; this fleet has 1$`).MatchString(out) || strings.Contains(out, "BROKEN") || errOut != "" {
+		t.Fatalf("lanes: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, _ = runStarter(t, "--config", cfg, "--json", "lanes")
+	var res struct {
+		Lanes    []struct{ Name string }
+		Broken   []config.BrokenRecipe
+		TooLarge []config.TooLarge `json:"too_large"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 {
+		t.Fatalf("lanes --json: exit %d %v\n%s", code, err, out)
+	}
+	if len(res.Lanes) != 1 || len(res.Broken) != 0 || len(res.TooLarge) != 1 || res.TooLarge[0].Lane != "quad" || res.TooLarge[0].Needs != 4 || res.TooLarge[0].Has != 1 {
+		t.Fatalf("lanes --json: %+v", res)
+	}
+	code, _, errOut = runStarter(t, "--config", cfg, "recipe", "render", "--lane", "ok")
+	if code != 0 || errOut != "" {
+		t.Errorf("another lane: exit %d, stderr %q (want nothing of quad)", code, errOut)
+	}
+	code, _, errOut = runStarter(t, "--config", cfg, "recipe", "render", "--lane", "q")
+	if code == 0 || !strings.Contains(errOut, "lane q (recipe "+filepath.Join(lanes, "quad.toml")+") needs 4 nodes; this fleet has 1") {
+		t.Errorf("--lane on it: exit %d %s", code, errOut)
+	}
+	code, out, errOut = runStarter(t, "--config", cfg, "recipe", "check")
+	if code != 0 || !strings.Contains(out, "notice: "+filepath.Join(lanes, "quad.toml")+": lane quad needs 4 nodes; this fleet has 1") {
+		t.Errorf("recipe check: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// A recipe broken for its own reason is BROKEN, even when it is large.
+	writeConfigTestFile(t, lanes, "typo.toml", "runtime = \"sim\"\nimage = \"i\"\ncommand = \"serve\"\ncluster = \"4nodes-switch\"\nbogus = 1\n[defaults]\ntensor_parallel = 4\n")
+	code, out, _ = runStarter(t, "--config", cfg, "lanes")
+	if code != 0 || !strings.Contains(out, "\nBROKEN "+filepath.Join(lanes, "typo.toml")+":\n") || !strings.Contains(out, "bogus") || !strings.Contains(out, "needs 4 nodes; this fleet has 1") {
+		t.Errorf("lanes beside a broken recipe: exit %d\n%s", code, out)
+	}
+	code, _, errOut = runStarter(t, "--config", cfg, "recipe", "render", "--lane", "ok")
+	if code != 0 || !strings.Contains(errOut, "warning: 1 recipe does not load") {
+		t.Errorf("another lane beside a broken recipe: exit %d, stderr %q", code, errOut)
 	}
 }

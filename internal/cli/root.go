@@ -342,6 +342,9 @@ func (a *App) config() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, n := range cfg.Notes {
+		fmt.Fprintln(a.Err, "note:", n)
+	}
 	a.cfg = cfg
 	return cfg, nil
 }
@@ -548,6 +551,9 @@ func registryRecipe(cfg *config.Config, ref string) (*config.RecipeSet, error) {
 	}
 	if len(set.Broken) > 0 {
 		return nil, fmt.Errorf("%s: recipe %s is broken: %s", ref, set.Broken[0].File, set.Broken[0].Error)
+	}
+	if len(set.TooLarge) > 0 {
+		return nil, fmt.Errorf("%s: recipe %s %s", ref, set.TooLarge[0].File, lane.TooLargeWhy(set.TooLarge[0]))
 	}
 	return set, nil
 }

@@ -257,9 +257,9 @@ func (a *App) printVerifyText(res contract.VerifyWorkflowResult, rows [][]string
 	}
 }
 
-func nonNil(s []string) []string {
+func nonNil[T any](s []T) []T {
 	if s == nil {
-		return []string{}
+		return []T{}
 	}
 	return s
 }

@@ -193,6 +193,12 @@ func applyConfigDefaults(cfg *Config) error {
 	cfg.Registries, cfg.DisabledRegistries, cfg.RecipesDirs = regset.Resolve(cfg.StateDir, cfg.Registries, cfg.RecipesDirs, ValidName)
 	for i := range cfg.Nodes {
 		n := &cfg.Nodes[i]
+		if full, ok := sshWithPort(n.SSH); ok {
+			// What `starter init` wrote before it wrote the port: read
+			// as ssh reads it, by every command alike.
+			cfg.Notes = append(cfg.Notes, fmt.Sprintf("%s: nodes[%d].ssh: %q has no port: read as %q (ssh's port 22); write it so in the file", cfg.File, i, n.SSH, full))
+			n.SSH = full
+		}
 		if n.Docker == "" {
 			n.Docker = DefaultDocker
 		}

@@ -267,3 +267,32 @@ func TestLoadRecipesSkipsFleetConfigAndReportsAll(t *testing.T) {
 		t.Fatalf("want two errors (bad1, bad2), got:\n%v", err)
 	}
 }
+
+// A node's ssh without a port (what `starter init` wrote before it wrote
+// the port) is read as ssh reads it, port 22, by every command alike, with
+// a note saying how to write it; a target that is not user@host stays an
+// error of the check.
+func TestLoadSSHWithoutPortIsPort22WithANote(t *testing.T) {
+	dir := t.TempDir()
+	body := strings.Replace(conftest.GoodConfig, `ssh = "op@10.0.0.1:22"`, `ssh = "op@10.0.0.1"`, 1) +
+		"\n[[nodes]]\nname = \"c\"\nssh = \"op@[fd00::3]\"\nroots = [\"/nvme\"]\n\n[[nodes]]\nname = \"d\"\nssh = \"op@10.0.0.4:2222\"\nroots = [\"/nvme\"]\n"
+	p := conftest.WriteFile(t, dir, "sparklane.toml", body)
+	cfg, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{cfg.Nodes[0].SSH, cfg.Nodes[2].SSH, cfg.Nodes[3].SSH}; got[0] != "op@10.0.0.1:22" || got[1] != "op@[fd00::3]:22" || got[2] != "op@10.0.0.4:2222" {
+		t.Fatalf("ssh read as %q", got)
+	}
+	if len(cfg.Notes) != 2 || !strings.Contains(cfg.Notes[0], p+`: nodes[0].ssh: "op@10.0.0.1" has no port: read as "op@10.0.0.1:22"`) || !strings.Contains(cfg.Notes[1], "nodes[2].ssh") {
+		t.Fatalf("notes %q", cfg.Notes)
+	}
+	if err := validate(cfg, nil); err != nil {
+		t.Fatalf("the check rejects what the load read: %v", err)
+	}
+	for _, bad := range []string{"op@", "@10.0.0.1", "op@a:b:c", "op@h:x"} {
+		if s, ok := sshWithPort(bad); ok {
+			t.Errorf("sshWithPort(%q) = %q: want it left to the check", bad, s)
+		}
+	}
+}

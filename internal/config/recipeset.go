@@ -37,6 +37,18 @@ type RecipeSet struct {
 	// name qualified because two registry folders use it): `starter
 	// lanes` prints them, other commands do not.
 	Notes []string `json:"notes,omitempty"`
+	// TooLarge are whole recipes needing more nodes than the fleet has:
+	// not lanes, not broken (`starter lanes` lists them; nothing else counts them).
+	TooLarge []TooLarge `json:"too_large,omitempty"`
+}
+
+// TooLarge is a recipe that needs Needs nodes on a fleet of Has.
+type TooLarge struct {
+	Recipe *Recipe `json:"-"`
+	File   string  `json:"file"`
+	Lane   string  `json:"lane"`
+	Needs  int     `json:"needs"`
+	Has    int     `json:"has"`
 }
 
 // Find returns the recipe named (or aliased) lane, nil when none is.

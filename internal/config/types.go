@@ -22,6 +22,10 @@ type Config struct {
 	Registries map[string]string `mapstructure:"registries" json:"registries,omitempty"`
 	// DisabledRegistries are those `starter registry disable` took out of Registries (name → path).
 	DisabledRegistries map[string]string `mapstructure:"-" json:"disabled_registries,omitempty"`
+	// Notes are what the load read in a form it still accepts but that
+	// should be rewritten (an ssh target without its port): the starter
+	// prints them once per command, so the file gets fixed, never refused.
+	Notes []string `mapstructure:"-" json:"-"`
 	// DefaultCluster is the cluster a recipe without one (every sparkrun
 	// recipe) runs on when no --cluster is given.
 	DefaultCluster string `mapstructure:"default_cluster" json:"default_cluster,omitempty"`

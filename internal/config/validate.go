@@ -152,6 +152,18 @@ func ConfigErrors(cfg *Config) []error {
 	return errs
 }
 
+// sshWithPort is user@host (or user@[v6]) with ssh's port 22 written out
+// (what `starter init` wrote before it wrote the port); false when s has a
+// port or is not user@host (checkSSH says why).
+func sshWithPort(s string) (string, bool) {
+	user, host, ok := strings.Cut(s, "@")
+	bracketed := strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") && len(host) > 2
+	if !ok || user == "" || host == "" || strings.ContainsAny(s, " \t") || (!bracketed && strings.ContainsAny(host, ":[]")) {
+		return "", false
+	}
+	return s + ":22", true
+}
+
 // checkSSH accepts user@host:port (host may be [v6]).
 func checkSSH(s string) error {
 	user, hostport, ok := strings.Cut(s, "@")

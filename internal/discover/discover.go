@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,6 +60,13 @@ type Facts struct {
 	// Memory is MemTotal in bytes (on a DGX Spark, the unified memory
 	// the GPU shares), for the memory fit; 0 unread.
 	Memory int64
+	// Mounts are the node's mounts (/proc/self/mountinfo), from which
+	// SharedMounts finds the NAS: one filesystem at one path everywhere.
+	Mounts []Mount
+	// UUIDs maps a block device's major:minor to its filesystem UUID
+	// (/dev/disk/by-uuid), so two nodes' local disks that share a
+	// device name are not taken for one filesystem.
+	UUIDs map[string]string
 }
 
 // script prints one section per fact; every command may be missing.
@@ -68,12 +76,14 @@ func script(o Options) string {
 		docker = "docker"
 	}
 	return fmt.Sprintf(`R=%s; D=%s
-echo @@df; df -PB1 -x tmpfs -x devtmpfs -x overlay -x squashfs 2>/dev/null | tail -n +2
+echo @@df; df -PB1 -a -x tmpfs -x devtmpfs -x overlay -x squashfs 2>/dev/null | tail -n +2
 echo @@docker; if command -v "$D" >/dev/null 2>&1; then echo present; "$D" info --format '{{json .Runtimes}}' 2>/dev/null; else echo absent; fi
 echo @@gpu; if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null; fi
 echo @@ib; for d in "$R"/sys/class/infiniband/*; do [ -e "$d" ] || continue; echo "$(basename "$d") $(ls "$d/device/net" 2>/dev/null | tr '\n' ' ')"; done
 echo @@ip; ip -4 -o addr show 2>/dev/null | awk '{print $2, $4}'
 echo @@mem; grep '^MemTotal:' "$R"/proc/meminfo 2>/dev/null
+echo @@mounts; cat /proc/self/mountinfo 2>/dev/null
+echo @@uuid; for l in /dev/disk/by-uuid/*; do [ -e "$l" ] || continue; echo "${l##*/} $(stat -L -c '%%t %%T' "$l" 2>/dev/null)"; done
 echo @@end
 `, shellQuote(o.SysRoot), shellQuote(docker))
 }
@@ -92,7 +102,7 @@ func Probe(ctx context.Context, c *ssh.Client, o Options) (Facts, error) {
 
 // Parse reads the script's output.
 func Parse(out string) Facts {
-	f := Facts{Addrs: map[string][]string{}}
+	f := Facts{Addrs: map[string][]string{}, UUIDs: map[string]string{}}
 	section := ""
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
@@ -116,9 +126,18 @@ func Parse(out string) Facts {
 			if strings.HasPrefix(fields[0], "/dev/loop") {
 				continue
 			}
+			// df -a lists every mount, bind mounts too (a disk bound
+			// at /mnt/nvme shows there), and pseudo filesystems with
+			// no size, which are no disks; a path mounted over is
+			// the last one listed.
 			size, _ := strconv.ParseInt(fields[1], 10, 64)
 			free, _ := strconv.ParseInt(fields[3], 10, 64)
-			f.Disks = append(f.Disks, Disk{Device: fields[0], Mount: strings.Join(fields[5:], " "), Size: size, Free: free})
+			d := Disk{Device: fields[0], Mount: strings.Join(fields[5:], " "), Size: size, Free: free}
+			if size <= 0 {
+				continue
+			}
+			f.Disks = slices.DeleteFunc(f.Disks, func(o Disk) bool { return o.Mount == d.Mount })
+			f.Disks = append(f.Disks, d)
 		case "docker":
 			if line == "present" {
 				f.Docker = true
@@ -138,6 +157,19 @@ func Parse(out string) Facts {
 			if len(fields) == 2 {
 				f.Addrs[fields[0]] = append(f.Addrs[fields[0]], fields[1])
 			}
+		case "mounts":
+			if m, ok := parseMountinfo(line); ok {
+				f.Mounts = append(f.Mounts, m)
+			}
+		case "uuid":
+			// "UUID major minor", the numbers in hex (stat's %t %T).
+			if len(fields) == 3 {
+				maj, err1 := strconv.ParseUint(fields[1], 16, 32)
+				minor, err2 := strconv.ParseUint(fields[2], 16, 32)
+				if err1 == nil && err2 == nil {
+					f.UUIDs[fmt.Sprintf("%d:%d", maj, minor)] = fields[0]
+				}
+			}
 		}
 	}
 	return f
@@ -145,7 +177,7 @@ func Parse(out string) Facts {
 
 // skipMount are system mounts never proposed as staging roots.
 func skipMount(m string) bool {
-	for _, p := range []string{"/boot", "/snap", "/run", "/dev", "/sys", "/proc", "/var/lib/docker", "/etc"} {
+	for _, p := range []string{"/boot", "/snap", "/run", "/dev", "/sys", "/proc", "/var/lib/docker", "/etc", "/usr"} {
 		if m == p || strings.HasPrefix(m, p+"/") {
 			return true
 		}
@@ -154,12 +186,18 @@ func skipMount(m string) bool {
 }
 
 // Root proposes the staging root: on the NVMe disk with the most free
-// space when there is one, else the disk with the most free space.
+// space when there is one, else the disk with the most free space —
+// never a read-only or network filesystem (the NAS is read, not staged
+// to).
 func (f Facts) Root() (string, Disk, bool) {
+	notLocal := map[string]bool{}
+	for _, m := range f.Mounts {
+		notLocal[m.Path] = m.ReadOnly || networked(m) // the last mount at a path is the one seen
+	}
 	var best Disk
 	found, bestNVMe := false, false
 	for _, d := range f.Disks {
-		if skipMount(d.Mount) {
+		if skipMount(d.Mount) || notLocal[d.Mount] {
 			continue
 		}
 		nvme := strings.Contains(d.Device, "nvme") || strings.Contains(d.Mount, "nvme")

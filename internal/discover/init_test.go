@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,7 +65,8 @@ func TestInitDiscoversNodesOverSSHAndWritesACheckedConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := func(s *sshdtest.Server) string { return s.User + "@127.0.0.1:" + strconv.Itoa(s.Port) }
-	args := []string{"init", "--node", "dgx1=" + target(a), "--node", "dgx2=" + target(b),
+	// dgx2 without its user: written out as this user, with the port.
+	args := []string{"init", "--node", "dgx1=" + target(a), "--node", "dgx2=127.0.0.1:" + strconv.Itoa(b.Port),
 		"--known-hosts", kh, "--identity", a.IdentityFile, "--sys-root", sys, "--out", out}
 	code, stdout, stderr := starter(t, append(args, "--json")...)
 	if code != 0 {
@@ -90,7 +92,12 @@ func TestInitDiscoversNodesOverSSHAndWritesACheckedConfig(t *testing.T) {
 		}
 	}
 	cfg, _ := os.ReadFile(out)
-	for _, want := range []string{"hca = \"mlx5_0\"", "ifname = \"lo\"", "address = \"127.0.0.1\"", "gpu_memory = \"128GB\"", "# disk ", "name = \"all-2x\"", "known_hosts = \"" + kh + "\""} {
+	t.Logf("init wrote:\n%s", cfg)
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ssh = \"" + target(a) + "\"", "ssh = \"" + me.Username + "@127.0.0.1:" + strconv.Itoa(b.Port) + "\"", "hca = \"mlx5_0\"", "ifname = \"lo\"", "address = \"127.0.0.1\"", "gpu_memory = \"128GB\"", "# disk ", "name = \"all-2x\"", "known_hosts = \"" + kh + "\""} {
 		if !strings.Contains(string(cfg), want) {
 			t.Errorf("config lacks %q:\n%s", want, cfg)
 		}
@@ -180,7 +187,7 @@ MemTotal:       125000000 kB
 	if !f.Docker || !f.NvidiaRuntime || len(f.GPUs) != 1 || len(f.RDMA) != 2 || f.Memory != 128e9 {
 		t.Errorf("facts %+v", f)
 	}
-	if cfg := discover.Render([]discover.Host{{Name: "dgx1", SSH: "u@h", Facts: f}}); !strings.Contains(cfg, "gpu_memory = \"128GB\"") {
+	if cfg := discover.Render([]discover.Host{{Name: "dgx1", SSH: "u@h", Facts: f}}, discover.Fleet{}); !strings.Contains(cfg, "gpu_memory = \"128GB\"") {
 		t.Errorf("config lacks the node's memory:\n%s", cfg)
 	}
 	if d := discover.Diff("a\nb\nc\n", "a\nB\nc\n"); d != "@@ line 2\n-b\n+B\n" {

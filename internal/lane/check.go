@@ -35,6 +35,7 @@ func CheckFiles(fleet *config.Config, paths []string) (errs []error, notices []s
 			}
 			if cfg == nil {
 				cfg = c
+				notices = append(notices, c.Notes...)
 			}
 			continue
 		}
@@ -48,8 +49,8 @@ func CheckFiles(fleet *config.Config, paths []string) (errs []error, notices []s
 	if cfg == nil {
 		cfg = fleet
 	}
-	more, notices := CheckRecipes(cfg, recipes)
-	return append(errs, more...), notices
+	more, found := CheckRecipes(cfg, recipes)
+	return append(errs, more...), append(notices, found...)
 }
 
 // CheckSet backs `starter recipe check` without files: the recipes of
@@ -73,6 +74,12 @@ func CheckSet(cfg *config.Config, set *config.RecipeSet) (errs []error, notices 
 // a look before a cutover: every host = true mount (a host path bound into
 // the container on purpose). cfg nil checks the recipes on their own.
 func CheckRecipes(cfg *config.Config, recipes []*config.Recipe) (errs []error, notices []string) {
+	all := recipes
+	recipes, big := splitTooLarge(cfg, recipes)
+	for _, t := range big {
+		// Whole, but no cluster of this fleet can hold it: said, not failed.
+		notices = append(notices, fmt.Sprintf("%s: lane %s %s: not checked on a cluster", t.File, t.Lane, TooLargeWhy(t)))
+	}
 	for _, r := range recipes {
 		for i, m := range r.Mounts {
 			if m.Host {
@@ -81,7 +88,7 @@ func CheckRecipes(cfg *config.Config, recipes []*config.Recipe) (errs []error, n
 		}
 	}
 	errs = fault.Items(Validate(cfg, recipes))
-	for _, r := range recipes {
+	for _, r := range all {
 		errs = append(errs, PinErrors(r)...)
 	}
 	if cfg != nil {

@@ -39,6 +39,9 @@ func Resolve(cfg *config.Config, set *config.RecipeSet, req Request) (*contract.
 		if b := set.BrokenFor(req.Lane); b != nil {
 			return nil, nil, fmt.Errorf("lane %s: recipe %s is broken: %s", req.Lane, b.File, b.Error)
 		}
+		if t := tooLargeFor(set, req.Lane); t != nil {
+			return nil, nil, fmt.Errorf("lane %s (recipe %s) %s: it runs on a fleet with more nodes (or copy the recipe with a smaller tensor_parallel)", req.Lane, t.File, TooLargeWhy(*t))
+		}
 		var rerr error
 		if r, rerr = registryLane(cfg, req.Lane); rerr != nil {
 			return nil, nil, rerr
@@ -90,6 +93,9 @@ func registryLane(cfg *config.Config, name string) (*config.Recipe, error) {
 		}
 		if len(set.Broken) > 0 {
 			return nil, fmt.Errorf("lane %s (%s): recipe %s is broken: %s", name, refs[0], set.Broken[0].File, set.Broken[0].Error)
+		}
+		if len(set.TooLarge) > 0 {
+			return nil, fmt.Errorf("lane %s (%s) %s", name, refs[0], TooLargeWhy(set.TooLarge[0]))
 		}
 		return found[0], nil
 	}

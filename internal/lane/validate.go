@@ -62,10 +62,14 @@ func Validate(cfg *config.Config, recipes []*config.Recipe) error {
 // ValidateSet checks a loaded recipe set against the fleet config without
 // letting one bad recipe stop the others: a recipe that fails on its own
 // (a bad key, an unknown cluster, a placeholder that does not render)
-// moves to set.Broken with its errors. The error is for what breaks every
-// lane: the config itself, or recipes that clash with each other (a name
-// or alias taken twice).
+// moves to set.Broken with its errors, and a whole one that needs more
+// nodes than the fleet has to set.TooLarge. The error is for what breaks
+// every lane: the config itself, or recipes that clash with each other (a
+// name or alias taken twice).
 func ValidateSet(cfg *config.Config, set *config.RecipeSet) error {
+	var big []config.TooLarge
+	set.Recipes, big = splitTooLarge(cfg, set.Recipes)
+	set.TooLarge = append(set.TooLarge, big...)
 	if err := Validate(cfg, set.Recipes); err == nil {
 		return nil
 	}
