@@ -188,7 +188,8 @@ func skipMount(m string) bool {
 // Root proposes the staging root: on the NVMe disk with the most free
 // space when there is one, else the disk with the most free space —
 // never a read-only or network filesystem (the NAS is read, not staged
-// to).
+// to). An NVMe mounted at / (a DGX Spark's one disk) gets
+// /mnt/nvme/sparklane, a directory on it where the shipped recipes stage.
 func (f Facts) Root() (string, Disk, bool) {
 	notLocal := map[string]bool{}
 	for _, m := range f.Mounts {
@@ -207,6 +208,11 @@ func (f Facts) Root() (string, Disk, bool) {
 	}
 	if !found {
 		return "", Disk{}, false
+	}
+	if best.Mount == "/" && bestNVMe {
+		// The NVMe is the system disk (a DGX Spark): a directory on it,
+		// at the path the shipped recipes stage under.
+		return "/mnt/nvme/sparklane", best, true
 	}
 	if best.Mount == "/" {
 		return "/srv/sparklane", best, true

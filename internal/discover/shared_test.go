@@ -138,3 +138,18 @@ nas:/export/hf 90000000000000 1 80000000000000 1% /mnt/nas
 		t.Errorf("root %q, want /data/sparklane (not the NAS with more room)", root)
 	}
 }
+
+// A node whose one NVMe is its system disk (a DGX Spark: nvme0n1p2 on /)
+// stages under /mnt/nvme/sparklane, a directory on that disk and the path
+// the shipped recipes use; a system disk that is not NVMe gets
+// /srv/sparklane.
+func TestRootOnASystemNVMe(t *testing.T) {
+	f := discover.Facts{Disks: []discover.Disk{{Device: "/dev/nvme0n1p2", Mount: "/", Size: 4 << 40, Free: 3 << 40}}}
+	if root, _, ok := f.Root(); !ok || root != "/mnt/nvme/sparklane" {
+		t.Errorf("root %q, want /mnt/nvme/sparklane on the system NVMe", root)
+	}
+	f = discover.Facts{Disks: []discover.Disk{{Device: "/dev/sda2", Mount: "/", Size: 1 << 40, Free: 1 << 39}}}
+	if root, _, ok := f.Root(); !ok || root != "/srv/sparklane" {
+		t.Errorf("root %q, want /srv/sparklane on a system disk that is not NVMe", root)
+	}
+}
