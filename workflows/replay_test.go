@@ -125,6 +125,16 @@ var corpus = map[string]string{
 	"cutover-stage-ahead":        "TestCutoverStagesAheadWhileTheServingLaneAnswers",
 	"cutover-stage-ahead-failed": "TestCutoverStagesAheadWhileTheServingLaneAnswers",
 	"cutover-stage-after-stop":   "TestCutoverStagesAheadWhileTheServingLaneAnswers",
+	// The gateway's steps (versionGateway), through a real gateway
+	// process: a cutover staged ahead that held the cluster's names,
+	// drained the previous lane and released to the new one after its
+	// probe; one whose lane failed to start, routed back to the previous
+	// lane and released; a keeper that held the names through a heal and
+	// released after its probe; a stop that drained first.
+	"cutover-gateway":          "TestGatewayThroughSwitchesHealsAndRestarts",
+	"cutover-gateway-rollback": "TestGatewayThroughSwitchesHealsAndRestarts",
+	"keeper-gateway-heal":      "TestGatewayThroughSwitchesHealsAndRestarts",
+	"stop-gateway-drain":       "TestGatewayThroughSwitchesHealsAndRestarts",
 }
 
 // Committed histories of real runs must replay against the current code: a

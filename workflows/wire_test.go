@@ -47,7 +47,7 @@ func newWireTypes(t *testing.T) wireTypes {
 		}
 		w.workflows[name] = io
 	}
-	for _, s := range []any{&activities.NodeActivities{}, &activities.ControlActivities{}, &activities.FetchActivities{}} {
+	for _, s := range []any{&activities.NodeActivities{}, &activities.ControlActivities{}, &activities.FetchActivities{}, &activities.GatewayActivities{}} {
 		st := reflect.TypeOf(s)
 		for i := range st.NumMethod() {
 			m := st.Method(i)

@@ -27,7 +27,9 @@
 //     waited for up to drain_timeout, and cut off past it;
 //   - streaming without buffering (a flush per upstream write), request
 //     bodies bounded by max_body (413), upstream errors in OpenAI's error
-//     shape naming the lane (never a node address);
+//     shape naming the lane (never a node address) — a stream whose
+//     engine goes away mid-answer ends with such an error as its last
+//     event;
 //   - API keys (sha256 hashes from api_keys_file, optional per-key model
 //     names): 401, 403, and no key or hash in any log, metric or error;
 //   - its Prometheus metrics (sparklane_gateway_*), present from the first

@@ -353,9 +353,68 @@ func (g *Gateway) upstreamResponse(resp *http.Response, p *proxied) error {
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		name, lane := c.name, c.lane
-		resp.Body = &firstByte{ReadCloser: resp.Body, fn: func() { g.m.ttft(name, lane, g.now().Sub(c.start)) }}
+		first := &firstByte{ReadCloser: resp.Body, fn: func() { g.m.ttft(name, lane, g.now().Sub(c.start)) }}
+		resp.Body = &streamEnd{ReadCloser: first, fail: func(err error) []byte { return g.streamBroke(err, p) }}
 	}
 	return nil
+}
+
+// streamBroke is the event that ends a client's stream whose lane stopped
+// answering mid-way (its status line went out already): an error event
+// in OpenAI's shape naming the lane, which clients report as a stream
+// error instead of a cut transfer. A drain's cut-off says so; a client
+// that went away gets nothing (nil).
+func (g *Gateway) streamBroke(err error, p *proxied) []byte {
+	rt, f := p.rt, p.f
+	var e *apiError
+	switch {
+	case context.Cause(f.ctx) == errCutOff:
+		e = &apiError{typ: typeServer, code: "lane_stopped", reason: "cut_off", cluster: rt.Cluster,
+			msg: fmt.Sprintf("lane %s (cluster %s) stopped mid-answer: it was draining and its drain_timeout passed; retry", rt.Lane, rt.Cluster)}
+	case f.ctx.Err() != nil:
+		return nil
+	default:
+		g.log.Warn("gateway: lane stopped mid-stream", zap.String("cluster", rt.Cluster), zap.String("lane", rt.Lane), zap.String("base_url", rt.BaseURL), zap.Error(err))
+		why := errClass(err)
+		if strings.Contains(err.Error(), "EOF") {
+			why = "its connection closed"
+		}
+		e = &apiError{typ: typeServer, code: "lane_unreachable", reason: "upstream_error", cluster: rt.Cluster,
+			msg: fmt.Sprintf("lane %s (cluster %s) stopped mid-answer: %s", rt.Lane, rt.Cluster, why)}
+	}
+	g.m.rejected(e.cluster, e.reason)
+	return append(append([]byte("data: "), bytes.TrimSpace(e.body())...), '\n', '\n')
+}
+
+// streamEnd is an event stream's body from a lane: a read error that
+// fail turns into a last event is passed on as that event and a clean
+// end; fail's nil passes the error on (the proxy aborts the answer).
+type streamEnd struct {
+	io.ReadCloser
+	fail func(error) []byte
+	tail []byte
+	done bool
+}
+
+func (s *streamEnd) Read(p []byte) (int, error) {
+	if s.done {
+		if len(s.tail) == 0 {
+			return 0, io.EOF
+		}
+		n := copy(p, s.tail)
+		s.tail = s.tail[n:]
+		return n, nil
+	}
+	n, err := s.ReadCloser.Read(p)
+	if err == nil || err == io.EOF {
+		return n, err
+	}
+	tail := s.fail(err)
+	if tail == nil {
+		return n, err
+	}
+	s.done, s.tail = true, tail
+	return n, nil
 }
 
 // upstreamError answers a request its lane did not answer: cut off by a

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
@@ -159,7 +161,8 @@ func TestDrainWaitsForStream(t *testing.T) {
 
 // TestDrainCutsOffPastTimeout: a stream still running when the drain
 // times out is cut off: its upstream request is cancelled (the double
-// sees its context end) and the client's stream ends in an error.
+// sees its context end) and the client's stream ends with an error event
+// naming the lane.
 func TestDrainCutsOffPastTimeout(t *testing.T) {
 	d := newStallingDouble(t, "org/model-d")
 	g := startGateway(t, config.Gateway{}, "")
@@ -180,8 +183,9 @@ func TestDrainCutsOffPastTimeout(t *testing.T) {
 	}
 	for s.Next() {
 	}
-	if s.Err() == nil {
-		t.Fatal("a stream cut off ended without an error")
+	var se *ssestream.StreamError
+	if !errors.As(s.Err(), &se) || !strings.Contains(string(se.Event.Data), `"code":"lane_stopped"`) || !strings.Contains(string(se.Event.Data), "lane lane-d (cluster c1)") {
+		t.Fatalf("a stream cut off ended with %v, want an error event naming the lane (lane_stopped)", s.Err())
 	}
 	if v := sample(t, g.reg, "sparklane_gateway_drained_total", map[string]string{"lane": "lane-d", "outcome": "cut_off"}); v != 1 {
 		t.Errorf("drained{cut_off} %v, want 1", v)

@@ -43,10 +43,10 @@ func newLaneTransport(tls *http.Transport) *laneTransport {
 }
 
 // get takes the most recent idle connection to addr (reused: true), or
-// dials one.
-func (t *laneTransport) get(ctx context.Context, addr string) (*laneConn, bool, error) {
+// dials one (always, with fresh).
+func (t *laneTransport) get(ctx context.Context, addr string, fresh bool) (*laneConn, bool, error) {
 	t.mu.Lock()
-	for l := t.idle[addr]; len(l) > 0; l = t.idle[addr] {
+	for l := t.idle[addr]; len(l) > 0 && !fresh; l = t.idle[addr] {
 		pc := l[len(l)-1]
 		t.idle[addr] = l[:len(l)-1]
 		if time.Since(pc.used) < t.idleFor {
@@ -77,6 +77,19 @@ func (t *laneTransport) put(pc *laneConn) {
 	pc.c.Close()
 }
 
+// dropIdle closes every kept connection to addr: one was found closed
+// by the engine, which may have restarted (a heal, a rollback), and then
+// the others kept to it are as dead.
+func (t *laneTransport) dropIdle(addr string) {
+	t.mu.Lock()
+	l := t.idle[addr]
+	delete(t.idle, addr)
+	t.mu.Unlock()
+	for _, pc := range l {
+		pc.c.Close()
+	}
+}
+
 // CloseIdleConnections closes every kept-alive connection.
 func (t *laneTransport) CloseIdleConnections() {
 	t.mu.Lock()
@@ -94,7 +107,8 @@ func (t *laneTransport) CloseIdleConnections() {
 // RoundTrip sends req and reads its answer's head; the body is read from
 // the connection as the caller reads it. A request that finds a kept
 // connection closed by the head before any answer byte is sent again on
-// a new one (its body is replayed through GetBody). The request's
+// a newly dialled one (its body is replayed through GetBody), and the
+// other connections kept to that head are dropped. The request's
 // context ending closes the connection: a cancelled client, or a drain's
 // cut-off, ends the engine's request.
 func (t *laneTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -120,7 +134,7 @@ func (t *laneTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req = &r2
 	}
 	for attempt := 0; ; attempt++ {
-		pc, reused, err := t.get(req.Context(), addr)
+		pc, reused, err := t.get(req.Context(), addr, attempt > 0)
 		if err != nil {
 			closeBody(req)
 			return nil, err
@@ -134,6 +148,7 @@ func (t *laneTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeBody(req)
 			return nil, err
 		}
+		t.dropIdle(addr)
 		if req.GetBody != nil {
 			if req.Body, err = req.GetBody(); err != nil {
 				return nil, err

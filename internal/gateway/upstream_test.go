@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,4 +135,75 @@ func childGateway(state, engine string) {
 	b, _ := json.Marshal(g.Routes())
 	fmt.Printf("ROUTES %s\n", b)
 	select {}
+}
+
+// TestKeptConnectionsOfARestartedEngine: an engine restarted on the same
+// address (a keeper's heal, a rollback) leaves every connection the
+// gateway kept to it dead; the requests after the restart, sent at once,
+// are all answered: the first that finds a kept connection dead drops
+// the others and each retry dials a new one.
+func TestKeptConnectionsOfARestartedEngine(t *testing.T) {
+	const n = 8
+	addr := fmt.Sprintf("127.0.0.1:%d", loopnet.FreePort(t))
+	// serve answers on addr; with barrier, each answer waits until that
+	// many requests arrived (at once: as many connections).
+	serve := func(barrier int) *http.Server {
+		var mu sync.Mutex
+		arrived, all := 0, make(chan struct{})
+		if barrier == 0 {
+			close(all)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			if arrived++; arrived == barrier {
+				close(all)
+			}
+			mu.Unlock()
+			select {
+			case <-all:
+			case <-time.After(10 * time.Second):
+				http.Error(w, "the other requests never came", 500)
+				return
+			}
+			body := `{"id":"x","object":"chat.completion","created":1,"model":"org/model-x","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, body)
+		})}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Serve(l)
+		return srv
+	}
+	g := startGateway(t, config.Gateway{}, "")
+	mustRoute(t, g, lane("c1", "lane-x", "http://"+addr, "org/model-x"))
+	ask := func(round string) {
+		errs := make(chan error, n)
+		for range n {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				_, err := chat(ctx, g.client(""), "org/model-x", "hi")
+				errs <- err
+			}()
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Errorf("%s: %v", round, err)
+			}
+		}
+	}
+	first := serve(n)
+	ask("before the restart")
+	g.lanes.mu.Lock()
+	kept := len(g.lanes.idle[addr])
+	g.lanes.mu.Unlock()
+	if kept != n {
+		t.Fatalf("%d kept connections after %d requests at once, want %d", kept, n, n)
+	}
+	first.Close() // the engine goes away, and with it every kept connection
+	second := serve(0)
+	defer second.Close()
+	ask("after the restart")
 }
