@@ -23,6 +23,9 @@
 //     max_held (per cluster); past either, 503 with Retry-After (the route's
 //     ETA, in whole seconds, at least 1). An off cluster answers 503, or with
 //     [gateway] wake calls Options.Wake and holds;
+//   - a head that refuses the connection (nothing sent) holds the request
+//     as a held one (refused.go) until the engine listens again or the
+//     table changes, within hold_timeout and max_held;
 //   - draining: a lane's requests in flight (streams included) are counted,
 //     waited for up to drain_timeout, and cut off past it;
 //   - streaming without buffering (a flush per upstream write), request

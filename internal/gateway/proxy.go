@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -81,26 +82,54 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		pick = g.pickName(name, k)
 		c.name = labelUnknown
 	}
-	rt, f, fk, aerr := g.admit(r.Context(), pick)
-	if rt != nil && rt.target != nil {
-		c.lane = rt.Lane
-		if found {
-			c.name = name
+	var waited *refusedWait
+	defer func() { waited.end() }()
+	for {
+		rt, f, fk, aerr := g.admit(r.Context(), pick)
+		if rt != nil && rt.target != nil {
+			c.lane = rt.Lane
+			if found {
+				c.name = name
+			}
 		}
-	}
-	if aerr != nil {
-		if aerr == errGone {
-			c.status = statusCanceled
+		if aerr != nil {
+			if aerr == errGone {
+				c.status = statusCanceled
+				return
+			}
+			g.reject(sw, aerr)
 			return
 		}
-		g.reject(sw, aerr)
-		return
+		out := body
+		if found && name != rt.Served {
+			out = rewriteModel(body, start, end, rt.Served)
+		}
+		if !g.forwardOnce(sw, r, out, rt, f, fk, c) {
+			return
+		}
+		// The lane's head refused the connection before anything was
+		// sent (its engine died; the keeper has not held it yet): the
+		// request waits as a held one and is sent again.
+		if waited == nil {
+			waited = g.startRefusedWait(rt)
+		}
+		if aerr := waited.wait(r.Context(), rt); aerr != nil {
+			if aerr == errGone {
+				c.status = statusCanceled
+				return
+			}
+			g.reject(sw, aerr)
+			return
+		}
 	}
+}
+
+// forwardOnce is forward with the request in flight on its lane until it
+// returns — or panics: the proxy aborts a broken answer with
+// http.ErrAbortHandler, and the flight must end all the same.
+func (g *Gateway) forwardOnce(sw *statusWriter, r *http.Request, body []byte, rt *route, f *flight, fk flightKey, c *call) bool {
 	defer g.leave(fk, f)
-	if found && name != rt.Served {
-		body = rewriteModel(body, start, end, rt.Served)
-	}
-	g.forward(sw, r, body, rt, f, c)
+	return g.forward(sw, r, body, rt, f, c)
 }
 
 // reject answers with e and counts it.
@@ -303,6 +332,9 @@ type proxied struct {
 	rt *route
 	f  *flight
 	c  *call
+	// refused: the head refused the connection before anything was sent,
+	// and nothing was written to the client (the request may go again).
+	refused bool
 }
 
 type proxiedKey struct{}
@@ -331,15 +363,19 @@ func (g *Gateway) newProxy() *httputil.ReverseProxy {
 	}
 }
 
-// forward sends the request to rt's lane and copies the answer back.
-func (g *Gateway) forward(w *statusWriter, r *http.Request, body []byte, rt *route, f *flight, c *call) {
-	out := r.WithContext(context.WithValue(f.ctx, proxiedKey{}, &proxied{rt: rt, f: f, c: c}))
+// forward sends the request to rt's lane and copies the answer back; it
+// reports a head that refused the connection before anything was sent
+// (then nothing was written to w).
+func (g *Gateway) forward(w *statusWriter, r *http.Request, body []byte, rt *route, f *flight, c *call) bool {
+	p := &proxied{rt: rt, f: f, c: c}
+	out := r.WithContext(context.WithValue(f.ctx, proxiedKey{}, p))
 	out.Body, out.ContentLength = http.NoBody, 0
 	if len(body) > 0 {
 		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 	g.proxy.ServeHTTP(w, out)
+	return p.refused
 }
 
 // upstreamResponse names the lane in the answer's headers, maps an error
@@ -429,6 +465,8 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, err error, p *proxied) {
 			reason: "cut_off", cluster: rt.Cluster})
 	case f.ctx.Err() != nil:
 		c.status = statusCanceled
+	case errors.Is(err, errRefused):
+		p.refused = true
 	default:
 		g.log.Warn("gateway: lane did not answer", zap.String("cluster", rt.Cluster), zap.String("lane", rt.Lane), zap.String("base_url", rt.BaseURL), zap.Error(err))
 		g.reject(w, &apiError{status: http.StatusBadGateway, typ: typeServer, code: "lane_unreachable",

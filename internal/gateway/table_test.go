@@ -117,7 +117,7 @@ func TestUpstreamErrors(t *testing.T) {
 		io.WriteString(w, `{"object":"error","message":"prompt too long","type":"BadRequestError","param":"prompt","code":400}`)
 	}))
 	defer d.Close()
-	g := startGateway(t, config.Gateway{}, "")
+	g := startGateway(t, config.Gateway{HoldTimeout: time.Second}, "")
 	mustRoute(t, g, lane("c1", "lane-x", d.URL, "org/model-x"))
 	dead := loopnet.ClosedAddr(t)
 	mustRoute(t, g, lane("c2", "lane-dead", "http://"+dead, "org/model-dead"))
@@ -131,10 +131,56 @@ func TestUpstreamErrors(t *testing.T) {
 	if e := apiErr(t, err); e.StatusCode != 400 || e.Type != "BadRequestError" || e.Param != "prompt" || e.Message != "lane lane-x (cluster c1): prompt too long" {
 		t.Fatalf("engine 400: %d %q %q %q", e.StatusCode, e.Type, e.Param, e.Message)
 	}
+	// A head that refuses connections: the request waits as a held one
+	// (hold_timeout, 1 s here), then 503 with Retry-After naming the lane,
+	// never its address.
 	_, err = chat(ctx, c, "org/model-dead", "hi")
 	e := apiErr(t, err)
-	if e.StatusCode != 502 || e.Code != "lane_unreachable" || !strings.Contains(e.Message, "lane-dead") || strings.Contains(e.Message, dead) {
+	if e.StatusCode != 503 || e.Code != "lane_unreachable" || e.Response.Header.Get("Retry-After") == "" || !strings.Contains(e.Message, "lane-dead") || strings.Contains(e.Message, dead) {
 		t.Fatalf("engine down: %d %q %q", e.StatusCode, e.Code, e.Message)
+	}
+}
+
+// TestRefusedRequestWaitsForTheLane: a request whose lane's head refuses
+// the connection (its engine died before any workflow held the cluster)
+// waits, counted as held, and is answered once the engine listens again
+// on its address — or by the route the keeper sets meanwhile.
+func TestRefusedRequestWaitsForTheLane(t *testing.T) {
+	g := startGateway(t, config.Gateway{}, "")
+	dead := loopnet.ClosedAddr(t)
+	mustRoute(t, g, lane("c1", "lane-a", "http://"+dead, "org/model-a"))
+	c := g.client("")
+	ch := chatAsync(c, "org/model-a")
+	waitHeld(t, g, "c1", 1)
+	// The engine comes back on the same address by itself.
+	ln, err := net.Listen("tcp", dead)
+	if err != nil {
+		t.Fatalf("listen again on %s: %v", dead, err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"x","object":"chat.completion","created":1,"model":"org/model-a","choices":[{"index":0,"message":{"role":"assistant","content":"back"},"finish_reason":"stop"}]}`)
+	}))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	defer srv.Close()
+	if got := <-ch; got.err != nil || got.res.Choices[0].Message.Content != "back" {
+		t.Fatalf("the request a refused head held: %+v %v, want the engine's answer once it listens again", got.res, got.err)
+	}
+
+	// The keeper routes the cluster elsewhere while a request waits.
+	dead2 := loopnet.ClosedAddr(t)
+	mustRoute(t, g, lane("c2", "lane-b", "http://"+dead2, "org/model-b"))
+	b := startSim(t, "org/model-b")
+	ch = chatAsync(c, "org/model-b")
+	waitHeld(t, g, "c2", 1)
+	mustRoute(t, g, lane("c2", "lane-b2", b, "org/model-b"))
+	if got := <-ch; got.err != nil || got.res.Model != "org/model-b" {
+		t.Fatalf("the request a refused head held: %+v %v, want the new route's answer", got.res, got.err)
+	}
+	if v := sample(t, g.reg, "sparklane_gateway_held", map[string]string{"cluster": "c2"}); v != 0 {
+		t.Errorf("held gauge %v after the answers, want 0", v)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -137,6 +138,9 @@ func (t *laneTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		pc, reused, err := t.get(req.Context(), addr, attempt > 0)
 		if err != nil {
 			closeBody(req)
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				return nil, fmt.Errorf("%w: %v", errRefused, err)
+			}
 			return nil, err
 		}
 		resp, err := t.exchange(pc, req)
@@ -156,6 +160,9 @@ func (t *laneTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 }
+
+// errRefused is a head that refused the connection: nothing was sent.
+var errRefused = errors.New("the lane's head refused the connection")
 
 // errStale is a kept connection the head had closed.
 var errStale = errors.New("kept connection closed by the engine")
