@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +144,28 @@ func TestSummaryShowsImageBytesNodeToNode(t *testing.T) {
 	}
 	if !strings.HasPrefix(buf.String(), "image reg.lan:5000/sim:1: 0 B moved node to node; present on n1\n") {
 		t.Errorf("stage summary of an image every node had:\n%s", buf.String())
+	}
+}
+
+// On a terminal no line of a frame is wider than the terminal: a wrapped
+// line would make the next redraw move up fewer rows than were printed,
+// leaving a copy of the frame on the screen at every poll.
+func TestLiveProgressLinesFitTheTerminal(t *testing.T) {
+	var buf bytes.Buffer
+	r := newRenderer(&buf, true, false)
+	r.width = 40
+	p := contract.Progress{Steps: []contract.Step{{Name: "image reg.lan:5000/engine/sim:1", Status: contract.StepDone,
+		Detail: "missing everywhere: pulling from reg.lan:5000 on spark1 and moving it along the chain"}}}
+	for i := 0; i < 3; i++ {
+		r.draw(p, nil)
+	}
+	escapes := regexp.MustCompile("\033\\[[0-9]*[A-Za-z]")
+	for _, l := range strings.Split(escapes.ReplaceAllString(buf.String(), ""), "\n") {
+		if n := len([]rune(l)); n > 39 {
+			t.Errorf("a line of %d runes on a 40-column terminal: %q", n, l)
+		}
+	}
+	if strings.Count(buf.String(), "✓ image reg.lan:5000/engine/sim:1") != 3 || strings.Count(buf.String(), "…\n") != 3 {
+		t.Errorf("three frames of one clipped line:\n%q", buf.String())
 	}
 }

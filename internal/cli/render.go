@@ -32,6 +32,10 @@ type renderer struct {
 	// closed with one line (done, or where it stopped), never left at
 	// the last tenth printed.
 	open map[string]openBar
+	// width is the terminal's columns (0: unknown): a live line longer
+	// than it would wrap, the redraw would move up fewer rows than it
+	// printed, and every frame would leave copies of its lines behind.
+	width int
 }
 
 // openBar is a bar plain output printed and has not closed: its last
@@ -141,6 +145,9 @@ func (r *renderer) redraw(lines []string) {
 		fmt.Fprintf(r.w, "\033[%dA", r.lines)
 	}
 	for _, l := range lines {
+		if r.width > 1 {
+			l = clip(l, r.width-1)
+		}
 		fmt.Fprintf(r.w, "\033[2K%s\n", l)
 	}
 	fmt.Fprint(r.w, "\033[J")

@@ -105,6 +105,7 @@ func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) er
 	defer stopCheck()
 	r := newRenderer(a.Out, isTerminal(a.Out) && !a.JSON, a.JSON)
 	r.now = a.clock
+	r.width = terminalWidth(a.Out)
 	var lastInt time.Time
 	for {
 		select {
@@ -297,6 +298,19 @@ func firstNonEmpty(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// terminalWidth is w's columns when it is a terminal, else 0.
+func terminalWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0
+	}
+	cols, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return cols
 }
 
 // isTerminal reports whether w is a terminal (golang.org/x/term).
