@@ -181,9 +181,9 @@ func TestReleaseInstallsOnAHostWithoutGo(t *testing.T) {
 	state := filepath.Join(dir, "state")
 	cfgFile := filepath.Join(dir, "sparklane.toml")
 	// The release's own recipes: sim-demo runs on the default cluster
-	// and stages from hf_cache_dir under /srv/sparklane.
+	// and stages from hf_cache_dir under /mnt/nvme/sparklane.
 	if err := os.WriteFile(cfgFile, []byte(fmt.Sprintf("state_dir = %q\nrecipes_dir = %q\nhf_cache_dir = %q\nshared_roots = [%q]\ndefault_cluster = \"one\"\n\n[temporal]\nport = %d\nui_port = -1\n\n"+
-		"[[nodes]]\nname = %q\nssh = %q\nknown_hosts = %q\nidentity = %q\naddress = %q\ndocker = %q\nroots = [\"/mnt/nvme\", \"/srv/sparklane\"]\n\n[[clusters]]\nname = \"one\"\nnodes = [%q]\n",
+		"[[nodes]]\nname = %q\nssh = %q\nknown_hosts = %q\nidentity = %q\naddress = %q\ndocker = %q\nroots = [\"/mnt/nvme\"]\n\n[[clusters]]\nname = \"one\"\nnodes = [%q]\n",
 		state, filepath.Join(rel, "recipes"), testfleet.NASPath+"/hub", testfleet.NASPath, sshdtest.FreePort(t), n.Name, n.SSHAddr(), tf.KnownHostsFile(), tf.IdentityFile(), n.IP, "unix://"+testfleet.NodeDockerSocket, n.Name)), 0o644); err != nil {
 		t.Fatal(err)
 	}
