@@ -427,7 +427,7 @@ func (c *cutover) stage() error {
 		// before it carried none and never ask.
 		if f := c.in.Fetch; f != nil && len(f.Repos) > 0 &&
 			workflow.GetVersion(c.ctx, versionCutoverFetch, workflow.DefaultVersion, 1) >= 1 {
-			fr, err := fetchChild(c.ctx, c.t, contract.FetchInput{Plan: *f, Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget}, c.in.Plan.Cluster)
+			fr, err := fetchChild(c.ctx, c.t, contract.FetchInput{Plan: *f, Pickup: c.in.Pickup, OutageBudget: c.in.OutageBudget}, c.in.Plan.Cluster, contract.FetchID(c.in.Plan.Lane))
 			c.res.Fetch = fr
 			if err != nil {
 				return failedAt("fetch", err)

@@ -43,6 +43,11 @@ var fa *activities.FetchActivities
 func Fetch(ctx workflow.Context, in contract.FetchInput) (contract.FetchResult, error) {
 	f := newFetchRun(ctx, newTracker(ctx, "Fetch", in.Plan.Lane), in)
 	err := f.run()
+	if err != nil && in.DryRun && workflow.GetVersion(ctx, versionDryRunCompletes, workflow.DefaultVersion, 1) >= 1 {
+		// A dry run completes with what a fetch would stop with.
+		f.res.Error, f.res.ErrorType = errMessage(err), errType(err)
+		return f.res, nil
+	}
 	return f.res, err
 }
 
@@ -128,10 +133,10 @@ func short(commit string) string {
 	return commit
 }
 
-// fetchChild runs Fetch as a child (fetch/LANE) of a Stage and returns its
-// result: the NAS holds the lane's repos before any node stages them.
-func fetchChild(ctx workflow.Context, t *tracker, in contract.FetchInput, cluster string) (*contract.FetchResult, error) {
-	id := contract.FetchID(in.Plan.Lane)
+// fetchChild runs Fetch as a child (id: fetch/LANE, a dry run's
+// fetch/LANE/dry-run) of a Stage and returns its result: the NAS holds
+// the lane's repos before any node stages them.
+func fetchChild(ctx workflow.Context, t *tracker, in contract.FetchInput, cluster, id string) (*contract.FetchResult, error) {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            id,
 		TaskQueue:             contract.ControlQueue,

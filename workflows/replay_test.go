@@ -21,7 +21,13 @@ var replayed = []any{FleetProbe, StageNode, Stage, Verify, Serve, Probe, Stop, C
 // corpus are the histories that must be there: every workflow type and its
 // failure paths, recorded through the real server by internal/suites/itest.
 var corpus = map[string]string{
-	"cutover-ok": "TestCutoverServesRollsBackAndStops",
+	// Dry runs that complete with what would stop a real run
+	// (versionDryRunCompletes): a stage with its fetch child, a node
+	// whose block is not on the NAS yet, a fetch the Hub refuses.
+	"stage-dry-run":         "TestDryRunsTellTheTruthAndLeaveNoFailedWorkflow",
+	"stagenode-dry-run":     "TestDryRunsTellTheTruthAndLeaveNoFailedWorkflow",
+	"fetch-dry-run-refused": "TestDryRunsTellTheTruthAndLeaveNoFailedWorkflow",
+	"cutover-ok":            "TestCutoverServesRollsBackAndStops",
 	// starter disk and disk prune (least recently served first).
 	"disk-list":  "TestDiskListsAndPrunesStagedBlocksOnLoopFS",
 	"disk-prune": "TestDiskListsAndPrunesStagedBlocksOnLoopFS",

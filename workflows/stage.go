@@ -41,9 +41,15 @@ func StageNode(ctx workflow.Context, in contract.StageNodeInput) (contract.Stage
 	if in.Verify && !in.DryRun {
 		s.inBlock = workflow.GetVersion(ctx, versionStageVerifyInBlock, workflow.DefaultVersion, 1) >= 1
 	}
+	// From versionDryRunCompletes on, a dry run records a block's
+	// refusal and goes on: it completes, never a failed run in the UI.
+	dry := in.DryRun && workflow.GetVersion(ctx, versionDryRunCompletes, workflow.DefaultVersion, 1) >= 1
 	for _, b := range in.Blocks {
 		if err := s.stage(b); err != nil {
-			return s.res, err
+			if !dry {
+				return s.res, err
+			}
+			s.res.Blocks = append(s.res.Blocks, contract.StageBlockResult{Node: in.Node, Block: b.ID, Kind: b.Kind, Error: errMessage(err), ErrorType: errType(err)})
 		}
 	}
 	if in.Verify && !in.DryRun && !s.inBlock {
@@ -294,10 +300,18 @@ type stageRun struct {
 	t      *tracker
 	res    contract.StageResult
 	leases *nodeLeases
+	// dry: a dry run that takes every step and completes
+	// (versionDryRunCompletes).
+	dry bool
 }
 
-// run takes the steps in order and returns the first failure.
+// run takes the steps in order and returns the first failure; a dry run
+// (versionDryRunCompletes) takes every step, keeps the first failure in
+// its result and completes.
 func (s *stageRun) run() error {
+	if s.in.DryRun && workflow.GetVersion(s.ctx, versionDryRunCompletes, workflow.DefaultVersion, 1) >= 1 {
+		s.dry, s.res.DryRun = true, true
+	}
 	for _, step := range []func() error{
 		s.leaseNodes, // the nodes staged (not for a dry run)
 		s.fetch,      // the repos into the NAS first, when asked
@@ -305,10 +319,20 @@ func (s *stageRun) run() error {
 		s.stageNodes, // a StageNode child per node
 	} {
 		if err := step(); err != nil {
-			return err
+			if !s.dry {
+				return err
+			}
+			s.dryFailed(errMessage(err), errType(err))
 		}
 	}
 	return nil
+}
+
+// dryFailed keeps the first failure a dry run met in its result.
+func (s *stageRun) dryFailed(msg, typ string) {
+	if s.res.Error == "" {
+		s.res.Error, s.res.ErrorType = msg, typ
+	}
 }
 
 // leaseNodes holds the nodes the stage writes (every node of the plan,
@@ -336,8 +360,16 @@ func (s *stageRun) fetch() error {
 		workflow.GetVersion(s.ctx, versionStageFetch, workflow.DefaultVersion, 1) < 1 {
 		return nil
 	}
-	fr, err := fetchChild(s.ctx, s.t, contract.FetchInput{Plan: *in.Fetch, DryRun: in.DryRun, Pickup: in.Pickup, Heartbeat: in.Heartbeat, OutageBudget: in.OutageBudget}, in.Plan.Cluster)
+	id := contract.FetchID(in.Plan.Lane)
+	if s.dry {
+		// fetch/LANE stays the lock of the lane's real fetch.
+		id += "/dry-run"
+	}
+	fr, err := fetchChild(s.ctx, s.t, contract.FetchInput{Plan: *in.Fetch, DryRun: in.DryRun, Pickup: in.Pickup, Heartbeat: in.Heartbeat, OutageBudget: in.OutageBudget}, in.Plan.Cluster, id)
 	s.res.Fetch = fr
+	if fr != nil && fr.Error != "" {
+		s.dryFailed(fr.Error, fr.ErrorType)
+	}
 	return err
 }
 

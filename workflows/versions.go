@@ -179,4 +179,12 @@ const (
 	// frees no disk unless --make-room prunes its blocks), instead of
 	// stopping the lane, failing the stage and rolling back.
 	versionStageRoomAfterStop = "stage-room-after-stop"
+
+	// versionDryRunCompletes: a dry run (Stage, StageNode, Fetch with
+	// DryRun) takes every step, records what would stop a real run in its
+	// result (StageBlockResult.Error, StageResult.Error,
+	// FetchResult.Error) and completes: it never leaves a failed run in
+	// the UI. Its fetch child is fetch/LANE/dry-run (fetch/LANE stays
+	// the real fetch's lock). Asked only by dry runs.
+	versionDryRunCompletes = "dry-run-completes"
 )

@@ -179,6 +179,9 @@ func printCutover(a *App, res *contract.CutoverResult) {
 			fmt.Fprintf(a.Out, "  rollback problems: %s\n", res.RollbackError)
 		}
 	}
+	for _, line := range imageMoved(res.Images, res.Pulled, res.Built) {
+		fmt.Fprintf(a.Out, "  image %s\n", line)
+	}
 	if line := stageSummary(res.Stage); line != "" {
 		fmt.Fprintf(a.Out, "  staged: %s\n", line)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/report"
+	"github.com/sparklane/sparklane/internal/fault"
 	"github.com/sparklane/sparklane/internal/lane"
 )
 
@@ -38,9 +39,15 @@ type DryRun struct {
 	// Steps are the workflow's steps in the order it would run them.
 	Steps []string `json:"steps"`
 	// Fetch is what a stage would download from the Hub into the NAS
-	// first (stage --fetch, blocks with fetch = true); its dry run is
-	// starter fetch --dry-run.
-	Fetch *contract.FetchPlan `json:"fetch,omitempty"`
+	// first (stage --fetch, blocks with fetch = true); FetchDry is its
+	// dry run (what the NAS lacks of each repo), as starter fetch
+	// --dry-run reports it.
+	Fetch    *contract.FetchPlan   `json:"fetch,omitempty"`
+	FetchDry *contract.FetchResult `json:"fetch_dry_run,omitempty"`
+	// StageError is the first refusal the stage's dry run met (a fetch
+	// the Hub refuses, an image pin given in part): the run would stop
+	// there. Each block's own refusal is on the block.
+	StageError string `json:"stage_error,omitempty"`
 	// Memory is the lane's memory fit (weights and KV cache against each
 	// node's memory); nil when it could not be estimated, MemoryNote says
 	// why. MemoryError is the refusal a run would meet (without --force).
@@ -97,6 +104,12 @@ type DryRunBlock struct {
 	Kind  string                `json:"kind"`
 	Plan  *contract.BlockResult `json:"plan,omitempty"`
 	Error string                `json:"error,omitempty"`
+	// ErrorType is the refusal's type (SourceMissing, NASFull, …).
+	ErrorType string `json:"error_type,omitempty"`
+	// AfterFetch: the block's repos are not on the NAS yet and the run
+	// fetches them first: these are the fetch's dry runs of them (the
+	// files and bytes it writes), against which the block is staged.
+	AfterFetch []contract.FetchRepoResult `json:"after_fetch,omitempty"`
 }
 
 // NotChecked is a dry run's node state when no control service ran to
@@ -133,11 +146,12 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 		d.Probe = pr.notChecked
 	}
 	// Staging plan on the reachable nodes (the engines' own dry run: nothing written).
-	stagePlans := map[string][]DryRunBlock{}
-	imageStates := map[string]string{}
+	ds := dryStage{plans: map[string][]DryRunBlock{}, images: map[string]string{}}
 	if len(pr.reachable) > 0 && action != "up" {
-		stagePlans, imageStates = a.stageForDryRun(ctx, r, plan, pr.reachable)
+		ds = a.stageForDryRun(ctx, r, plan, pr.reachable)
+		d.FetchDry, d.StageError = ds.fetch, ds.err
 	}
+	stagePlans, imageStates := ds.plans, ds.images
 	// The one masker of plans (the reports' too): secret-looking [env]
 	// values and --token style argv values become ***.
 	masked, _ := report.MaskPlan(*plan)
@@ -158,11 +172,7 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 	}
 	if fp := a.dryFetch; fp != nil {
 		d.Fetch = fp
-		var first []string
-		for _, fr := range fp.Repos {
-			first = append(first, fmt.Sprintf("fetch %s@%s from the Hub into %s on %s (starter fetch --lane %s --dry-run says what is missing)", fr.Repo, fr.Revision, fr.CacheDir, fetchWhere(fp), plan.Lane))
-		}
-		d.Steps = append(first, d.Steps...)
+		d.Steps = append(fetchSteps(fp, d.FetchDry, plan.Lane), d.Steps...)
 	}
 	if err := a.output(d, func() { printDryRun(a, d) }); err != nil {
 		return err
@@ -207,13 +217,24 @@ func (a *App) probeForDryRun(ctx context.Context, cfg *config.Config, plan *cont
 	return pr
 }
 
+// dryStage is what the stage's dry run found: each reachable node's
+// block plans and image state, the fetch's dry run (when the stage
+// fetches first) and the first refusal that is no block's own.
+type dryStage struct {
+	plans  map[string][]DryRunBlock
+	images map[string]string
+	fetch  *contract.FetchResult
+	err    string
+}
+
 // stageForDryRun runs the stage workflow dry on the reachable nodes (the
-// engines' own dry run: nothing written) and returns each node's block
-// plans and image state. A failed run gives each block of a node without
-// a plan the failure as its error.
-func (a *App) stageForDryRun(ctx context.Context, r *contract.Recipe, plan *contract.LanePlan, reachable map[string]bool) (map[string][]DryRunBlock, map[string]string) {
-	stagePlans := map[string][]DryRunBlock{}
-	imageStates := map[string]string{}
+// engines' own dry run: nothing written), with the fetch first when the
+// stage fetches. The run completes whatever it finds (each refusal is in
+// its result); a run that fails all the same (a control service older
+// than versionDryRunCompletes) gives each block of a node without a plan
+// the failure as its error.
+func (a *App) stageForDryRun(ctx context.Context, r *contract.Recipe, plan *contract.LanePlan, reachable map[string]bool) dryStage {
+	ds := dryStage{plans: map[string][]DryRunBlock{}, images: map[string]string{}}
 	sub := *plan
 	sub.Nodes = nil
 	for _, n := range plan.Nodes {
@@ -222,14 +243,15 @@ func (a *App) stageForDryRun(ctx context.Context, r *contract.Recipe, plan *cont
 		}
 	}
 	if len(sub.Nodes) == 0 {
-		return stagePlans, imageStates
+		return ds
 	}
 	run, err := a.start(ctx, runSpec{ID: contract.StageID(plan.Lane) + "/dry-run", Workflow: contract.WorkflowStage, Lane: plan.Lane, Cluster: plan.Cluster,
-		Input: contract.StageInput{Plan: sub, Blocks: r.Staging, Mode: contract.StageAuto, DryRun: true, Build: r.BuildFor(*plan, ""), Pull: r.PullFor(*plan, "")}})
+		Input: contract.StageInput{Plan: sub, Blocks: r.Staging, Mode: contract.StageAuto, DryRun: true, Build: r.BuildFor(*plan, ""), Pull: r.PullFor(*plan, ""), Fetch: a.dryFetch}})
 	var res contract.StageResult
 	if err == nil {
 		err = run.Get(ctx, &res)
 	}
+	ds.fetch, ds.err = res.Fetch, res.Error
 	for _, im := range res.Images {
 		s := im.State
 		if im.From != "" {
@@ -238,24 +260,83 @@ func (a *App) stageForDryRun(ctx context.Context, r *contract.Recipe, plan *cont
 		if im.Error != "" {
 			s += ": " + im.Error
 		}
-		imageStates[im.Node] = s
+		ds.images[im.Node] = s
 	}
 	for _, n := range res.Nodes {
 		for _, b := range n.Blocks {
-			p := b.Result
-			stagePlans[n.Node] = append(stagePlans[n.Node], DryRunBlock{Block: b.Block, Kind: b.Kind, Plan: &p})
+			ds.plans[n.Node] = append(ds.plans[n.Node], dryBlock(b, a.dryFetch, res.Fetch))
 		}
 	}
 	if err != nil {
 		for _, n := range sub.Nodes {
-			if _, ok := stagePlans[n.Node]; !ok {
+			if _, ok := ds.plans[n.Node]; !ok {
 				for _, b := range r.Staging {
-					stagePlans[n.Node] = append(stagePlans[n.Node], DryRunBlock{Block: b.ID, Kind: b.Kind, Error: rootMessage(err)})
+					ds.plans[n.Node] = append(ds.plans[n.Node], DryRunBlock{Block: b.ID, Kind: b.Kind, Error: rootMessage(err)})
 				}
 			}
 		}
 	}
-	return stagePlans, imageStates
+	return ds
+}
+
+// dryBlock is one block's dry run on one node: its plan, or its refusal —
+// but a hub-mirror block whose repos are not (wholly) on the NAS yet
+// (SourceMissing, SourceIncomplete) while the run fetches them first is
+// planned after the fetch: what the
+// fetch writes (its dry run, fr) is what the node would copy.
+func dryBlock(b contract.StageBlockResult, fp *contract.FetchPlan, fr *contract.FetchResult) DryRunBlock {
+	if b.Error == "" {
+		p := b.Result
+		return DryRunBlock{Block: b.Block, Kind: b.Kind, Plan: &p}
+	}
+	out := DryRunBlock{Block: b.Block, Kind: b.Kind, Error: b.Error, ErrorType: b.ErrorType}
+	if (b.ErrorType != fault.SourceMissing && b.ErrorType != fault.SourceIncomplete) || b.Kind != "hub-mirror" || fp == nil {
+		return out
+	}
+	fetched := false
+	for _, r := range fp.Repos {
+		fetched = fetched || r.Block == b.Block
+	}
+	if !fetched {
+		return out
+	}
+	out.Error, out.ErrorType = "", ""
+	out.AfterFetch = []contract.FetchRepoResult{}
+	if fr != nil {
+		for _, r := range fr.Repos {
+			if r.Block == b.Block {
+				out.AfterFetch = append(out.AfterFetch, r)
+			}
+		}
+	}
+	return out
+}
+
+// fetchSteps are the fetch's steps of a dry run, with what its own dry
+// run found (fr: the files and bytes the NAS lacks, or its refusal).
+func fetchSteps(fp *contract.FetchPlan, fr *contract.FetchResult, lane string) []string {
+	var steps []string
+	for _, r := range fp.Repos {
+		s := fmt.Sprintf("fetch %s@%s from the Hub into %s on %s", r.Repo, r.Revision, r.CacheDir, fetchWhere(fp))
+		var got *contract.FetchRepoResult
+		if fr != nil {
+			for i := range fr.Repos {
+				if fr.Repos[i].Repo == r.Repo && fr.Repos[i].Block == r.Block {
+					got = &fr.Repos[i]
+				}
+			}
+		}
+		switch {
+		case got != nil:
+			s += fmt.Sprintf(": %d of %d files (%s of %s) to download", got.MissingFiles, got.Files, contract.HumanBytes(got.MissingBytes), contract.HumanBytes(got.Bytes))
+		case fr != nil && fr.Error != "":
+			s += ": would stop: " + fr.Error
+		default:
+			s += fmt.Sprintf(" (starter fetch --lane %s --dry-run says what is missing)", lane)
+		}
+		steps = append(steps, s)
+	}
+	return steps
 }
 
 // dryRunNode is node n's part of the dry run, from its (masked) plan,
@@ -388,6 +469,10 @@ func printDryRun(a *App, d DryRun) {
 			fmt.Fprintf(a.Out, "  %s\n", n.StageOrder)
 		}
 		for _, b := range n.Staging {
+			if b.AfterFetch != nil {
+				fmt.Fprintf(a.Out, "  staging %s (%s): %s\n", b.Block, b.Kind, afterFetchText(b.AfterFetch))
+				continue
+			}
 			if b.Plan == nil {
 				fmt.Fprintf(a.Out, "  staging %s (%s): %s\n", b.Block, b.Kind, b.Error)
 				continue
@@ -405,6 +490,9 @@ func printDryRun(a *App, d DryRun) {
 			fmt.Fprintln(a.Out)
 		}
 	}
+	if d.StageError != "" {
+		fmt.Fprintf(a.Out, "\nthe stage would stop: %s\n", d.StageError)
+	}
 	fmt.Fprintln(a.Out, "\nsteps, in order:")
 	for i, s := range d.Steps {
 		fmt.Fprintf(a.Out, "  %2d. %s\n", i+1, s)
@@ -417,4 +505,22 @@ func fetchWhere(fp *contract.FetchPlan) string {
 		return config.FetchControl
 	}
 	return fp.Node
+}
+
+// afterFetchText is a block planned after the fetch: its repos are not on
+// the NAS yet, so the node copies what the fetch writes (all of it, but
+// what its ledger already holds).
+func afterFetchText(repos []contract.FetchRepoResult) string {
+	if len(repos) == 0 {
+		return "after the fetch: its repos are not on the NAS yet; the fetch writes them first, then the node copies them"
+	}
+	var parts []string
+	var files int
+	var bytes int64
+	for _, r := range repos {
+		files += r.Files
+		bytes += r.Bytes
+		parts = append(parts, fmt.Sprintf("%s@%s %d files / %s", r.Repo, short(r.Commit), r.Files, contract.HumanBytes(r.Bytes)))
+	}
+	return fmt.Sprintf("after the fetch: copy up to %d files / %s (what the fetch writes: %s), less what the node already holds", files, contract.HumanBytes(bytes), strings.Join(parts, ", "))
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -55,6 +56,10 @@ command while the same fetch runs follows that run.`,
 				}
 				if err := runFailed(run.Get(ctx, &res)); err != nil {
 					return err
+				}
+				if res.Error != "" {
+					// The dry run completed with what the fetch would stop with.
+					return exitCode(1, errors.New(res.Error))
 				}
 				return a.printFetch(*fp, res)
 			}

@@ -15,16 +15,34 @@ import (
 func (a *App) imageCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "image", Short: "a lane's engine image: build it from the recipe's [build]"}
 	var f laneFlags
-	var only string
+	var only, simBinary string
+	var sim bool
 	build := &cobra.Command{
-		Use:   "build --lane L [--cluster C] [--node N]",
+		Use:   "build --lane L [--cluster C] [--node N] | --sim [--lane L] [--engine-sim PATH]",
 		Short: "build the lane's image on one node (--node, the recipe's [build] node, or the cluster's head) and move it to the lane's other nodes",
-		RunE: a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
-			if r.Build == nil {
-				return fmt.Errorf("lane %s has no [build] (%s): add one (context = \"/shared/dir\" or git = URL with ref) to build its image", r.Name, r.File)
+		Long: "Builds the lane's image from its recipe's [build] on one node (--node, the [build] node, or the cluster's\n" +
+			"head) and moves it to the lane's other nodes. With --sim it builds the engine-sim image instead (for a\n" +
+			"lane of runtime sim: --lane, default " + SimLane + "), from scratch through that node's Docker, from the\n" +
+			"release's engine-sim of the node's architecture (engine-sim/ in the release; or --engine-sim PATH, or\n" +
+			"compiled from the source tree): no Go is needed on the node or here.",
+		PreRunE: func(*cobra.Command, []string) error {
+			if sim && f.lane == "" {
+				f.lane = SimLane
 			}
+			if simBinary != "" && !sim {
+				return fmt.Errorf("--engine-sim goes with --sim")
+			}
+			return nil
+		},
+		RunE: a.withLane(&f, func(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
 			if err := laneNode(plan, only); err != nil {
 				return err
+			}
+			if sim {
+				return a.simBuild(ctx, cfg, r, plan, only, simBinary)
+			}
+			if r.Build == nil {
+				return fmt.Errorf("lane %s has no [build] (%s): add one (context = \"/shared/dir\" or git = URL with ref) to build its image", r.Name, r.File)
 			}
 			b := r.BuildFor(*plan, only)
 			b.Force = true
@@ -38,6 +56,8 @@ func (a *App) imageCmd() *cobra.Command {
 	}
 	f.bind(build, overrideHelp)
 	build.Flags().StringVar(&only, "node", "", "build on this node of the lane")
+	build.Flags().BoolVar(&sim, "sim", false, "build the engine-sim image (a sim lane: --lane, default "+SimLane+") from the release's engine-sim; no Go needed")
+	build.Flags().StringVar(&simBinary, "engine-sim", "", "with --sim: this static engine-sim program (linux, the node's architecture)")
 	cmd.AddCommand(build)
 	return cmd
 }

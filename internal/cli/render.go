@@ -27,6 +27,22 @@ type renderer struct {
 	// printed, for the every-few-seconds "still running" line.
 	now      func() time.Time
 	lastLine time.Time
+	// open are the progress sources plain output printed a bar for and
+	// has not closed yet, with their last sample: a bar that ends is
+	// closed with one line (done, or where it stopped), never left at
+	// the last tenth printed.
+	open map[string]openBar
+	// width is the terminal's columns (0: unknown): a live line longer
+	// than it would wrap, the redraw would move up fewer rows than it
+	// printed, and every frame would leave copies of its lines behind.
+	width int
+}
+
+// openBar is a bar plain output printed and has not closed: its last
+// sample, and the activities it sums (another set is another bar).
+type openBar struct {
+	contract.StageProgress
+	acts string
 }
 
 // plainEvery is how often plain (non-terminal) output says what is still
@@ -55,6 +71,15 @@ type progressSample struct {
 	// activity's last failed attempt): shown with its progress, so minutes
 	// of retries never read as just "still running".
 	Retry string
+	// Idle: the source was described and has no byte progress pending
+	// (between two blocks, or its activity finished); Ended is the
+	// status of a source that closed (Completed, Failed…). Neither is
+	// drawn as a bar: an open bar of theirs is closed.
+	Idle  bool
+	Ended string
+	// Acts names the pending activities the sample sums (their IDs):
+	// when they change, the bar's activity finished and another began.
+	Acts string
 }
 
 // retryShown is how much of a retry's reason a progress line shows.
@@ -70,10 +95,19 @@ func clip(s string, n int) string {
 }
 
 func newRenderer(w io.Writer, live, quiet bool) *renderer {
-	return &renderer{w: w, live: live, quiet: quiet, seen: map[string]string{}, rates: map[string]rateSample{}, now: time.Now}
+	return &renderer{w: w, live: live, quiet: quiet, seen: map[string]string{}, rates: map[string]rateSample{}, now: time.Now,
+		open: map[string]openBar{}}
 }
 
-func stepKey(s contract.Step) string { return s.Name + "@" + s.Node }
+// stepKey keys step i of a run's progress: its place, as steps are only
+// ever appended. A step's name is not a key: an image step runs once per
+// round under one name, and two steps of one name would each reprint the
+// other at every poll.
+func stepKey(i int) string { return fmt.Sprintf("step#%d", i) }
+
+// drawing is whether a progress source is drawn as a bar (it has byte
+// progress pending, or is retrying).
+func (p progressSample) drawing() bool { return !p.Idle && p.Ended == "" }
 
 func (r *renderer) draw(p contract.Progress, bars map[string]progressSample) {
 	if r.quiet {
@@ -89,6 +123,9 @@ func (r *renderer) draw(p contract.Progress, bars map[string]progressSample) {
 		r.shownSteps = true
 	}
 	for _, id := range sortedMapKeys(bars) {
+		if !bars[id].drawing() {
+			continue
+		}
 		out = append(out, barLine(id, bars[id].StageProgress, r.rate(id, bars[id])))
 		if why := bars[id].Retry; why != "" {
 			out = append(out, "    retrying: "+clip(why, 100))
@@ -97,13 +134,68 @@ func (r *renderer) draw(p contract.Progress, bars map[string]progressSample) {
 	for _, w := range p.Waiting {
 		out = append(out, waitLine(w, r.now()))
 	}
+	r.redraw(out)
+}
+
+// redraw replaces the live frame with lines: up over the last frame,
+// each line cleared and written, then everything below cleared — a frame
+// shorter than the last (a bar that ended) leaves nothing of it behind.
+func (r *renderer) redraw(lines []string) {
 	if r.lines > 0 {
 		fmt.Fprintf(r.w, "\033[%dA", r.lines)
 	}
-	for _, l := range out {
+	for _, l := range lines {
+		if r.width > 1 {
+			l = clip(l, r.width-1)
+		}
 		fmt.Fprintf(r.w, "\033[2K%s\n", l)
 	}
-	r.lines = len(out)
+	fmt.Fprint(r.w, "\033[J")
+	r.lines = len(lines)
+}
+
+// finish ends the progress once the run ended (failed: it did not
+// succeed): on a terminal the last frame keeps the steps and drops the
+// bars; off one each bar still open is closed with one line.
+func (r *renderer) finish(p contract.Progress, failed bool) {
+	if r.quiet {
+		return
+	}
+	if r.live {
+		if r.lines == 0 || len(p.Steps) == 0 {
+			return // nothing drawn, or the last query failed: the frame stays
+		}
+		var out []string
+		for _, s := range p.Steps {
+			out = append(out, stepLine(s))
+		}
+		r.redraw(out)
+		return
+	}
+	status := "Completed"
+	if failed {
+		status = "Failed"
+	}
+	for _, id := range sortedMapKeys(r.open) {
+		r.closeBar(id, status)
+	}
+}
+
+// closeBar prints the one line that ends source id's bar (plain output):
+// all its bytes when it ended well (a finished activity wrote its total),
+// else where it stopped and why.
+func (r *renderer) closeBar(id, status string) {
+	last, ok := r.open[id]
+	if !ok {
+		return
+	}
+	delete(r.open, id)
+	delete(r.seen, "bar@"+id)
+	if status == "" || status == "Completed" || status == "Running" {
+		fmt.Fprintf(r.w, "  %-10s done: %s\n", shortID(id), contract.HumanBytes(last.BytesTotal))
+		return
+	}
+	fmt.Fprintf(r.w, "  %-10s stopped at %s/%s (%s)\n", shortID(id), contract.HumanBytes(last.BytesDone), contract.HumanBytes(last.BytesTotal), strings.ToLower(status))
 }
 
 // drawPlain is draw off a terminal: a line per change (a step, a wait, a
@@ -115,8 +207,8 @@ func (r *renderer) drawPlain(p contract.Progress, bars map[string]progressSample
 		r.lastLine = now
 	}
 	printed := false
-	for _, s := range p.Steps {
-		k := stepKey(s)
+	for i, s := range p.Steps {
+		k := stepKey(i)
 		if r.seen[k] == s.Status {
 			continue
 		}
@@ -134,6 +226,19 @@ func (r *renderer) drawPlain(p contract.Progress, bars map[string]progressSample
 	}
 	for _, id := range sortedMapKeys(bars) {
 		pr := bars[id]
+		if last, ok := r.open[id]; ok && (!pr.drawing() || pr.Acts != last.acts) {
+			// Its activity finished (and the next block's began), or
+			// the source closed.
+			status := pr.Ended
+			if status == "" {
+				status = "Completed"
+			}
+			r.closeBar(id, status)
+			printed = true
+		}
+		if !pr.drawing() {
+			continue
+		}
 		k := "bar@" + id
 		line := barLine(id, pr.StageProgress, r.rate(id, pr))
 		// Print byte progress at most every 10%.
@@ -145,6 +250,9 @@ func (r *renderer) drawPlain(p contract.Progress, bars map[string]progressSample
 			r.seen[k] = bucket
 			fmt.Fprintln(r.w, line)
 			printed = true
+		}
+		if pr.BytesTotal > 0 {
+			r.open[id] = openBar{pr.StageProgress, pr.Acts}
 		}
 		// One line each time the reason for retrying changes.
 		if k := "retry@" + id; pr.Retry != "" && r.seen[k] != pr.Retry {
@@ -183,6 +291,9 @@ func (r *renderer) drawPlain(p contract.Progress, bars map[string]progressSample
 	}
 	for _, id := range sortedMapKeys(bars) {
 		pr := bars[id]
+		if !pr.drawing() {
+			continue
+		}
 		line := shortID(id)
 		if pr.BytesTotal > 0 {
 			line += fmt.Sprintf(" %s/%s", contract.HumanBytes(pr.BytesDone), contract.HumanBytes(pr.BytesTotal))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -104,6 +105,7 @@ func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) er
 	defer stopCheck()
 	r := newRenderer(a.Out, isTerminal(a.Out) && !a.JSON, a.JSON)
 	r.now = a.clock
+	r.width = terminalWidth(a.Out)
 	var lastInt time.Time
 	for {
 		select {
@@ -112,7 +114,8 @@ func (a *App) follow(ctx context.Context, run client.WorkflowRun, result any) er
 				// With --json nothing is drawn: the queries (on a closed
 				// run, a replay in the control worker) would only add
 				// latency to a verify-only pass.
-				a.drawOnce(ctx, env.Client, run, r)
+				p := a.drawOnce(ctx, env.Client, run, r)
+				r.finish(p, err != nil)
 			}
 			a.stepsShown = r.shownSteps
 			return err
@@ -156,16 +159,19 @@ func (a *App) cancelAndLeave(ctx context.Context, run client.WorkflowRun) error 
 	return exitCode(130, nil)
 }
 
-func (a *App) drawOnce(ctx context.Context, c client.Client, run client.WorkflowRun, r *renderer) {
+// drawOnce queries run's progress and its children's pending byte
+// progress and draws them; it returns the progress drawn (empty when the
+// query failed).
+func (a *App) drawOnce(ctx context.Context, c client.Client, run client.WorkflowRun, r *renderer) contract.Progress {
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	v, err := c.QueryWorkflow(qctx, run.GetID(), run.GetRunID(), contract.ProgressQuery)
 	if err != nil {
-		return
+		return contract.Progress{}
 	}
 	var p contract.Progress
 	if v.Get(&p) != nil {
-		return
+		return contract.Progress{}
 	}
 	bars := map[string]progressSample{}
 	for _, child := range p.Children {
@@ -173,9 +179,7 @@ func (a *App) drawOnce(ctx context.Context, c client.Client, run client.Workflow
 		if err != nil {
 			continue
 		}
-		if pr, ok := pendingProgress(d); ok {
-			bars[child] = pr
-		}
+		bars[child] = childSample(d)
 		// A running child waiting for its node shows in the parent's display.
 		if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			continue
@@ -194,6 +198,19 @@ func (a *App) drawOnce(ctx context.Context, c client.Client, run client.Workflow
 		}
 	}
 	r.draw(p, bars)
+	return p
+}
+
+// childSample is a described child's progress: its pending byte
+// progress, else idle (running, nothing pending) or ended (its status).
+func childSample(d *workflowservice.DescribeWorkflowExecutionResponse) progressSample {
+	if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return progressSample{Ended: statusName(st)}
+	}
+	if pr, ok := pendingProgress(d); ok {
+		return pr
+	}
+	return progressSample{Idle: true}
 }
 
 // pendingProgress reads byte progress from the heartbeat details of a
@@ -205,6 +222,7 @@ func pendingProgress(d *workflowservice.DescribeWorkflowExecutionResponse) (prog
 	var total contract.StageProgress
 	var at time.Time
 	var retry string
+	var acts []string
 	found := false
 	dc := converter.GetDefaultDataConverter()
 	for _, pa := range d.GetPendingActivities() {
@@ -231,12 +249,13 @@ func pendingProgress(d *workflowservice.DescribeWorkflowExecutionResponse) (prog
 		}
 		retry = firstNonEmpty(retry, why)
 		addStage(&total, pr)
+		acts = append(acts, pa.GetActivityId())
 		if t := pa.GetLastHeartbeatTime(); t != nil && t.AsTime().After(at) {
 			at = t.AsTime()
 		}
 		found = true
 	}
-	return progressSample{StageProgress: total, At: at, Retry: retry}, found
+	return progressSample{StageProgress: total, At: at, Retry: retry, Acts: strings.Join(acts, ",")}, found
 }
 
 // addStage adds one activity's staging progress to total.
@@ -279,6 +298,19 @@ func firstNonEmpty(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// terminalWidth is w's columns when it is a terminal, else 0.
+func terminalWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0
+	}
+	cols, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return cols
 }
 
 // isTerminal reports whether w is a terminal (golang.org/x/term).

@@ -80,6 +80,9 @@ type stageJSON struct {
 	Nodes []stageNodeJSON `json:"nodes"`
 	// Fetch is what the stage fetched from the Hub first (--fetch).
 	Fetch *contract.FetchResult `json:"fetch,omitempty"`
+	// Images is the image step per node: its state, the node it
+	// received from and the bytes that moved.
+	Images []contract.ImageNodeResult `json:"images,omitempty"`
 }
 
 type stageNodeJSON struct {
@@ -94,7 +97,7 @@ type stageBlockJSON struct {
 }
 
 func (a *App) printStage(res contract.StageResult) error {
-	out := stageJSON{Lane: res.Lane, Nodes: []stageNodeJSON{}, Fetch: res.Fetch}
+	out := stageJSON{Lane: res.Lane, Nodes: []stageNodeJSON{}, Fetch: res.Fetch, Images: res.Images}
 	var rows [][]string
 	for _, n := range res.Nodes {
 		nj := stageNodeJSON{Node: n.Node, Blocks: []stageBlockJSON{}}
@@ -120,6 +123,9 @@ func (a *App) printStage(res contract.StageResult) error {
 		out.Nodes = append(out.Nodes, nj)
 	}
 	return a.output(out, func() {
+		for _, line := range imageMoved(res.Images, res.Pulled, res.Built) {
+			fmt.Fprintf(a.Out, "image %s\n", line)
+		}
 		table(a.Out, []string{"NODE", "BLOCK", "COPIED", "BYTES", "VERIFIED", "ADOPTED", "SKIPPED", "LINKS", "SECONDS", "SOURCES"}, rows)
 	})
 }

@@ -443,7 +443,7 @@ func stagingErrors(r *Recipe) []error {
 			if err := CheckRevision(s.Revision); s.Revision != "" && err != nil {
 				errs = append(errs, recipeErr(r, key+".revision", "%q %v: write a commit sha (40 hex), a branch or a tag", s.Revision, err))
 			}
-			if (s.Fetch || s.Revision != "") && !filepath.IsAbs(s.Src) {
+			if (s.Fetch || s.Revision != "") && !filepath.IsAbs(s.Src) && !strings.HasPrefix(s.Src, "{hf_cache_dir}") { // lane.StagingSrc
 				errs = append(errs, recipeErr(r, key+".src", "%q is not absolute: a block that is fetched needs the NAS hub root it downloads into, as an absolute path", s.Src))
 			}
 		case "sparse-rows":

@@ -129,6 +129,11 @@ type FetchInput struct {
 type FetchResult struct {
 	Lane  string            `json:"lane"`
 	Repos []FetchRepoResult `json:"repos"`
+	// Error and ErrorType are a dry run's refusal (the Hub has no such
+	// repo, the token is refused, …): a dry run completes with it rather
+	// than leaving a failed run behind; the starter exits 1 with it.
+	Error     string `json:"error,omitempty"`
+	ErrorType string `json:"error_type,omitempty"`
 }
 
 // DefaultHubEndpoint is the public Hugging Face Hub: where a fetch goes

@@ -187,6 +187,11 @@ type StageBlockResult struct {
 	Result BlockResult `json:"result"`
 	// Verified is the post-stage verify when the input asked for it.
 	Verified *VerifyBlockResult `json:"verified,omitempty"`
+	// Error and ErrorType are a dry run's refusal of the block (what a
+	// stage would stop with: "repo … is not in src", SourceMissing); the
+	// dry run goes on with the next block and completes.
+	Error     string `json:"error,omitempty"`
+	ErrorType string `json:"error_type,omitempty"`
 }
 
 // VerifyBlockInput verifies one block on one node without writing.
@@ -313,6 +318,12 @@ type StageResult struct {
 	Fetch *FetchResult `json:"fetch,omitempty"`
 	// Images is the image step, per node (runs from versionStageImage on).
 	Images []ImageNodeResult `json:"images,omitempty"`
+	// DryRun marks a dry run's result; Error and ErrorType are the first
+	// step it found would stop a stage (a dry run takes every step and
+	// completes, so it never leaves a failed run behind).
+	DryRun    bool   `json:"dry_run,omitempty"`
+	Error     string `json:"error,omitempty"`
+	ErrorType string `json:"error_type,omitempty"`
 }
 
 // VerifyLane is one lane's blocks to verify.

@@ -36,14 +36,17 @@ const (
 	DanglingLink    = "DanglingLink"
 	ContentMismatch = "ContentMismatch"
 	SourceMissing   = "SourceMissing"
-	HostKeyMismatch = "HostKeyMismatch"
-	UnknownHost     = "UnknownHost"
-	AuthFailed      = "AuthFailed"
-	ImageMissing    = "ImageMissing"
-	RankExited      = "RankExited"
-	StopIncomplete  = "StopIncomplete"
-	ProbeFailed     = "ProbeFailed"
-	NotEnoughNodes  = "NotEnoughNodes"
+	// SourceIncomplete: a hub repo's download is not finished on the NAS
+	// (hubmirror.SourceIncomplete); a fetch finishes it.
+	SourceIncomplete = "SourceIncomplete"
+	HostKeyMismatch  = "HostKeyMismatch"
+	UnknownHost      = "UnknownHost"
+	AuthFailed       = "AuthFailed"
+	ImageMissing     = "ImageMissing"
+	RankExited       = "RankExited"
+	StopIncomplete   = "StopIncomplete"
+	ProbeFailed      = "ProbeFailed"
+	NotEnoughNodes   = "NotEnoughNodes"
 	// NoWorker: no worker polls a node's queue, so a step pinned there was
 	// never picked up; the fix is to start the node's worker, not to
 	// look for bad data.

@@ -54,6 +54,15 @@ type Release struct {
 // Worker is the release's worker program.
 func (r Release) Worker() string { return filepath.Join(r.Dir, "worker") }
 
+// EngineSimPath is where a release keeps engine-sim's static program,
+// beside its Dockerfile and README: the build context of the engine-sim
+// image (`starter image build --sim`), so no Go is needed to make it.
+const EngineSimPath = "engine-sim/engine-sim"
+
+// EngineSim is the release's engine-sim program (a release older than
+// EngineSimPath has none).
+func (r Release) EngineSim() string { return filepath.Join(r.Dir, filepath.FromSlash(EngineSimPath)) }
+
 // OpenRelease reads the unpacked release at dir: its manifest, and the
 // worker's sha256 against the release's SHA256SUMS (a worker that does not
 // match is refused: a damaged or altered download).
@@ -166,6 +175,24 @@ func (rs *Releases) Worker(goarch string) (Release, error) {
 	return Release{}, fmt.Errorf("no sparklane release for linux/%s among %s: add sparklane-VERSION-linux-%s.tar.gz and its %s beside them, or pass --from with that tarball", goarch, strings.Join(have, ", "), goarch, ReleaseSums)
 }
 
+// EngineSim is the engine-sim program of goarch's release among the
+// sources (found as Worker finds the worker), its sha256 checked against
+// the release's SHA256SUMS.
+func (rs *Releases) EngineSim(goarch string) (string, error) {
+	r, err := rs.Worker(goarch)
+	if err != nil {
+		return "", err
+	}
+	p := r.EngineSim()
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("release %s (version %s) has no %s (a release made before engine-sim was shipped): use a newer release, or pass --engine-sim PATH", r.Dir, r.Version, EngineSimPath)
+	}
+	if _, err := checkSum(filepath.Join(r.Dir, ReleaseSums), EngineSimPath, p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
 func orNone(archs []string) string {
 	if len(archs) == 0 {
 		return "no release"
@@ -236,7 +263,7 @@ func (rs *Releases) unpack(tarball string) (*Release, error) {
 	if err != nil {
 		return nil, err
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, unpackedFrom)); err == nil && strings.TrimSpace(string(b)) == sum {
+	if b, err := os.ReadFile(filepath.Join(dir, unpackedFrom)); err == nil && strings.TrimSpace(string(b)) == sum && unpackedWhole(dir) {
 		if r, err := OpenRelease(dir); err == nil {
 			return &r, nil
 		}
@@ -249,8 +276,13 @@ func (rs *Releases) unpack(tarball string) (*Release, error) {
 		return nil, fmt.Errorf("unpack %s: %w", tarball, err)
 	}
 	defer os.RemoveAll(tmp)
-	if err := extract(tarball, name, tmp, ReleaseManifest, ReleaseSums, "worker"); err != nil {
+	if err := extract(tarball, name, tmp, []string{ReleaseManifest, ReleaseSums, "worker"}, EngineSimPath); err != nil {
 		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(tmp, filepath.FromSlash(EngineSimPath))); err != nil {
+		if err := os.WriteFile(filepath.Join(tmp, noEngineSim), nil, 0o644); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(tmp, unpackedFrom), []byte(sum+"\n"), 0o644); err != nil {
 		return nil, err
@@ -268,8 +300,24 @@ func (rs *Releases) unpack(tarball string) (*Release, error) {
 	return &r, nil
 }
 
-// extract writes the files named want, found under top/ in tarball, into dir.
-func extract(tarball, top, dir string, want ...string) error {
+// noEngineSim, in a tarball's unpacked copy, says the tarball has no
+// engine-sim (an older release): the copy is whole without it.
+const noEngineSim = ".no-engine-sim"
+
+// unpackedWhole reports whether an unpacked copy holds what unpack takes
+// from a tarball now (a copy made by an older starter lacks engine-sim).
+func unpackedWhole(dir string) bool {
+	for _, p := range []string{EngineSimPath, noEngineSim} {
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(p))); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// extract writes the files named want (and those of optional that are
+// there), found under top/ in tarball, into dir at their paths.
+func extract(tarball, top, dir string, want []string, optional ...string) error {
 	f, err := os.Open(tarball)
 	if err != nil {
 		return err
@@ -284,7 +332,11 @@ func extract(tarball, top, dir string, want ...string) error {
 	for _, w := range want {
 		left[top+"/"+w] = true
 	}
-	for len(left) > 0 {
+	maybe := map[string]bool{}
+	for _, w := range optional {
+		maybe[top+"/"+w] = true
+	}
+	for len(left)+len(maybe) > 0 {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -292,11 +344,16 @@ func extract(tarball, top, dir string, want ...string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", tarball, err)
 		}
-		if !left[h.Name] || h.Typeflag != tar.TypeReg {
+		if (!left[h.Name] && !maybe[h.Name]) || h.Typeflag != tar.TypeReg {
 			continue
 		}
 		delete(left, h.Name)
-		out, err := os.OpenFile(filepath.Join(dir, filepath.Base(h.Name)), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+		delete(maybe, h.Name)
+		dst := filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(h.Name, top+"/")))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
 		if err != nil {
 			return err
 		}

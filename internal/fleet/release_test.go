@@ -17,11 +17,20 @@ import (
 // fleete2e's TestReleaseInstallsOnAHostWithoutGo.
 func writeRelease(t *testing.T, dir, version, arch string) string {
 	t.Helper()
+	return writeReleaseWith(t, dir, version, arch, nil)
+}
+
+// writeReleaseWith is writeRelease with more files (path → content).
+func writeReleaseWith(t *testing.T, dir, version, arch string, more map[string]string) string {
+	t.Helper()
 	name := "sparklane-" + version + "-linux-" + arch
 	files := map[string]string{
 		"RELEASE": fmt.Sprintf("version=%s\ncommit=abc123\ngo=go1.26\nos=linux\narch=%s\n", version, arch),
 		"worker":  "worker " + version + " " + arch + "\n",
 		"starter": "starter " + version + " " + arch + "\n",
+	}
+	for p, body := range more {
+		files[p] = body
 	}
 	var sums strings.Builder
 	var names []string
@@ -173,5 +182,48 @@ func TestNodeUnitTemplate(t *testing.T) {
 	}
 	if strings.Contains(u, "Written by") {
 		t.Errorf("the shipped unit says a command wrote it:\n%s", u)
+	}
+}
+
+// engine-sim comes from the release of the node's architecture, checked
+// against its sums, with no Go: from a tarball (unpacked once, beside the
+// worker) or an unpacked release; a release older than engine-sim says
+// so, and a copy an older starter unpacked without it is unpacked again.
+func TestReleasesGiveEngineSimOfEachArchitecture(t *testing.T) {
+	dist, cache := t.TempDir(), t.TempDir()
+	sim := func(arch string) map[string]string {
+		return map[string]string{EngineSimPath: "engine-sim " + arch + "\n", "engine-sim/README.md": "# engine-sim\n"}
+	}
+	writeSums(t, dist, writeReleaseWith(t, dist, "1.3.0", "amd64", sim("amd64")), writeReleaseWith(t, dist, "1.3.0", "arm64", sim("arm64")))
+	for _, arch := range []string{"arm64", "amd64"} {
+		rs := &Releases{Sources: []string{dist}, Cache: cache}
+		p, err := rs.EngineSim(arch)
+		if err != nil {
+			t.Fatalf("%s: %v", arch, err)
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != "engine-sim "+arch+"\n" || p != filepath.Join(cache, "sparklane-1.3.0-linux-"+arch, "engine-sim", "engine-sim") {
+			t.Fatalf("%s: %s = %q (%v)", arch, p, b, err)
+		}
+	}
+	// An older starter's copy lacks it: unpacked again.
+	old := filepath.Join(cache, "sparklane-1.3.0-linux-arm64")
+	if err := os.RemoveAll(filepath.Join(old, "engine-sim")); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := (&Releases{Sources: []string{dist}, Cache: cache}).EngineSim("arm64"); err != nil || p != filepath.Join(old, "engine-sim", "engine-sim") {
+		t.Fatalf("after an older starter's unpack: %s, %v", p, err)
+	}
+	// An unpacked release whose engine-sim was altered is refused.
+	if err := os.WriteFile(filepath.Join(old, "engine-sim", "engine-sim"), []byte("tampered\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&Releases{Sources: []string{old}, Cache: t.TempDir()}).EngineSim("arm64"); err == nil || !strings.Contains(err.Error(), "damaged or altered") {
+		t.Fatalf("an altered engine-sim: %v", err)
+	}
+	// A release made before engine-sim was shipped.
+	older := t.TempDir()
+	writeSums(t, older, writeRelease(t, older, "1.2.3", "amd64"))
+	if _, err := (&Releases{Sources: []string{older}, Cache: t.TempDir()}).EngineSim("amd64"); err == nil || !strings.Contains(err.Error(), "has no engine-sim/engine-sim (a release made before engine-sim was shipped)") {
+		t.Fatalf("a release without engine-sim: %v", err)
 	}
 }

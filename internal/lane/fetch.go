@@ -66,10 +66,11 @@ func FetchPlan(cfg *config.Config, r *contract.Recipe, o FetchOptions) (*contrac
 				continue
 			}
 			found = true
-			if !filepath.IsAbs(b.Src) {
-				return bad("%s: staging[%d].src: %q is not absolute: a fetched block needs the NAS hub root it downloads into", r.File, i, b.Src)
+			src := StagingSrc(cfg, b.Src)
+			if !filepath.IsAbs(src) {
+				return bad("%s: staging[%d].src: %q is not absolute: a fetched block needs the NAS hub root it downloads into", r.File, i, src)
 			}
-			p.Repos = append(p.Repos, contract.FetchRepo{Block: b.ID, Repo: repo, Revision: rev, CacheDir: filepath.Clean(b.Src), Skip: b.Skip})
+			p.Repos = append(p.Repos, contract.FetchRepo{Block: b.ID, Repo: repo, Revision: rev, CacheDir: filepath.Clean(src), Skip: b.Skip})
 		}
 	}
 	if o.Repo != "" && !found {

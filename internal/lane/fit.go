@@ -99,7 +99,7 @@ func modelDir(cfg *config.Config, r *contract.Recipe) (string, string) {
 	for _, b := range r.Staging {
 		for _, repo := range b.Repos {
 			if b.Kind == "hub-mirror" && repo == r.Model {
-				roots = append(roots, root{b.Src, b.Revision})
+				roots = append(roots, root{StagingSrc(cfg, b.Src), b.Revision})
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package lane
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
@@ -22,11 +23,12 @@ func exampleFleet(t *testing.T) (*config.Config, []*config.Recipe) {
 	// lies, the environment points it at recipes/.
 	t.Setenv("SPARKLANE_RECIPES_DIR", shippedRecipesDir(t))
 	cfg := mustConfig(t, filepath.Join(shippedRecipesDir(t), "sparklane.example.toml"))
-	rs, err := config.LoadRecipes(cfg.RecipesDir)
-	if err != nil {
-		t.Fatal(err)
+	// As every command reads them: {hf_cache_dir} expanded (sim-demo).
+	set, err := config.LoadRecipeSet(cfg, cfg.File)
+	if err != nil || len(set.Broken) > 0 {
+		t.Fatal(err, set.Broken)
 	}
-	return cfg, rs
+	return cfg, set.Recipes
 }
 
 // renderExample resolves and renders lane of the example fleet, failing t
@@ -112,11 +114,13 @@ func TestRenderGoldenShippedLanes(t *testing.T) {
 		t.Fatalf("only %d shipped lanes", len(rs))
 	}
 	for _, r := range rs {
-		plan, err := Render(cfg, r, nil)
+		// A lane that names no cluster (sim-demo) runs where it is
+		// sent: the example's pair.
+		plan, err := RenderOn(cfg, r, cmp.Or(r.Cluster, "2nodes-dac"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := cfg.Cluster(r.Cluster)
+		c := cfg.Cluster(plan.Cluster)
 		if len(plan.Nodes) != len(c.Nodes) {
 			t.Fatalf("%s: %d node plans for %d nodes", r.Name, len(plan.Nodes), len(c.Nodes))
 		}

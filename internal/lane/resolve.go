@@ -59,6 +59,7 @@ func Resolve(cfg *config.Config, set *config.RecipeSet, req Request) (*contract.
 	}
 	w := Wire(r)
 	w.Cluster = plan.Cluster
+	resolveStaging(cfg, w.Staging)
 	if err := wireRegistry(cfg, r, &w); err != nil {
 		return nil, nil, err
 	}

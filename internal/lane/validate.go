@@ -97,10 +97,17 @@ func ValidateSet(cfg *config.Config, set *config.RecipeSet) error {
 // and everything it writes (staging dsts, exports, clear paths) lies under
 // each node's roots.
 func onFleet(cfg *config.Config, r *config.Recipe) []error {
-	if r.Cluster == "" {
-		return nil
-	}
 	bad := func(key, format string, args ...any) error { return fileErr(r.File, key, format, args...) }
+	var hubErrs []error
+	for i, s := range r.Staging {
+		if OnHubRoot(s.Src) && cfg.HFCacheDir == "" {
+			// Nothing for StagingSrc to write there.
+			hubErrs = append(hubErrs, bad(fmt.Sprintf("staging[%d].src", i), "%s: %s sets no hf_cache_dir: set it to the NAS hub root (the directory of models--org--name/), or write the path", s.Src, cfg.File))
+		}
+	}
+	if r.Cluster == "" || len(hubErrs) > 0 {
+		return hubErrs
+	}
 	c := cfg.Cluster(r.Cluster)
 	if c == nil {
 		return []error{bad("cluster", "unknown cluster %q — known clusters: %s", r.Cluster, strings.Join(cfg.ClusterNames(), ", "))}

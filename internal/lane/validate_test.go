@@ -176,7 +176,7 @@ func TestShippedRecipesValidateAgainstExample(t *testing.T) {
 	for _, r := range rs {
 		names[r.Name] = true
 	}
-	for _, want := range []string{"dsv41-flash-4x-mia", "dsv41-flash-exl3-2x", "aiden16", "mimo26-flash-mopd-4x", "mimo26-flash-mopd-2x"} {
+	for _, want := range []string{"dsv41-flash-4x-mia", "dsv41-flash-exl3-2x", "aiden16", "mimo26-flash-mopd-4x", "mimo26-flash-mopd-2x", "sim-demo"} {
 		if !names[want] {
 			t.Errorf("shipped lane %s missing from %s", want, dir)
 		}
@@ -270,8 +270,8 @@ func TestExampleCopiedToRepoRootListsShippedLanes(t *testing.T) {
 	if err != nil || len(warnings) != 0 {
 		t.Fatalf("load: %v, warnings %v", err, warnings)
 	}
-	if len(rs) != 5 {
-		t.Fatalf("%d lanes, want the 5 shipped ones", len(rs))
+	if len(rs) != 6 {
+		t.Fatalf("%d lanes, want the 6 shipped ones", len(rs))
 	}
 	if err := Validate(cfg, rs); err != nil {
 		t.Fatal(err)
@@ -279,7 +279,7 @@ func TestExampleCopiedToRepoRootListsShippedLanes(t *testing.T) {
 	// The set every command reads follows the symlinked recipes_dir too
 	// (a link below it would not be followed).
 	set, err := config.LoadRecipeSet(cfg, cfg.File)
-	if err != nil || len(set.Recipes) != 5 || len(set.Broken) != 0 || set.Find("mia") == nil {
+	if err != nil || len(set.Recipes) != 6 || len(set.Broken) != 0 || set.Find("mia") == nil || set.Find("sim") == nil {
 		t.Fatalf("recipe set through the symlinked recipes_dir: %v, %d recipes, broken %v", err, len(set.Recipes), set.Broken)
 	}
 	// Pointed at the root itself, the compose file and the config are

@@ -677,7 +677,7 @@ func Files(ctx context.Context, in Spec) (mirror string, files []File, err error
 // is not finished: *.incomplete files in its blobs/ (huggingface_hub's
 // partial downloads), or a shard index naming shards its snapshot lacks.
 // Staging it would give the node a model that fails to load hours later.
-const SourceIncomplete = "SourceIncomplete"
+const SourceIncomplete = fault.SourceIncomplete
 
 // shardIndexSuffix ends the name of a sharded checkpoint's index
 // (model.safetensors.index.json, also in subfolders or for other prefixes).

@@ -2,6 +2,7 @@ package fleete2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -88,8 +89,9 @@ func TestInitOnTheTestFleetWritesAConfigEveryCommandTakes(t *testing.T) {
 		checkLanes(t, cfg, size)
 
 		// A dry run of a shipped lane (mopd: the 4-node one, by its alias)
-		// on the cluster init wrote for it.
-		dry := map[string]string{"mimo26-flash-mopd-2x": "2nodes-dac"}
+		// on the cluster init wrote for it; sim-demo, which names none,
+		// on the default cluster of all the hosts.
+		dry := map[string]string{"mimo26-flash-mopd-2x": "2nodes-dac", "sim-demo": fmt.Sprintf("all-%dx", size)}
 		if size == 4 {
 			dry["mopd"] = "4nodes-switch"
 		}
@@ -158,9 +160,9 @@ func checkLanes(t *testing.T, cfg string, size int) {
 		large = append(large, r.Lane)
 	}
 	sort.Strings(lanes)
-	want, wantLarge := []string{"dsv41-flash-exl3-2x", "mimo26-flash-mopd-2x"}, []string{"aiden16", "dsv41-flash-4x-mia", "mimo26-flash-mopd-4x"}
+	want, wantLarge := []string{"dsv41-flash-exl3-2x", "mimo26-flash-mopd-2x", "sim-demo"}, []string{"aiden16", "dsv41-flash-4x-mia", "mimo26-flash-mopd-4x"}
 	if size == 4 {
-		want, wantLarge = []string{"aiden16", "dsv41-flash-4x-mia", "dsv41-flash-exl3-2x", "mimo26-flash-mopd-2x", "mimo26-flash-mopd-4x"}, nil
+		want, wantLarge = []string{"aiden16", "dsv41-flash-4x-mia", "dsv41-flash-exl3-2x", "mimo26-flash-mopd-2x", "mimo26-flash-mopd-4x", "sim-demo"}, nil
 	}
 	if len(l.Broken) != 0 || errOut != "" || !slices.Equal(lanes, want) || !slices.Equal(large, wantLarge) {
 		t.Errorf("%d hosts: lanes %v, too large %v, broken %+v, stderr %q; want %v, %v, none, nothing", size, lanes, large, l.Broken, errOut, want, wantLarge)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sparklane/sparklane/internal/cli"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
 	"github.com/sparklane/sparklane/internal/demo"
@@ -554,6 +556,7 @@ func (f *realFleet) installStatusCutover(t *testing.T) {
 	}
 	t.Logf("starter status:\n%s", out)
 
+	f.dryRunImageStates(t)
 	start = time.Now()
 	r := <-f.background("--json", "cutover", "--lane", "fl-a", "--bench")
 	res := decodeCutover(t, r)
@@ -585,6 +588,35 @@ func (f *realFleet) installStatusCutover(t *testing.T) {
 		t.Fatalf("cutover's image step: %+v", res.Images)
 	}
 	t.Logf("probe %.1f tok/s decode at %s; bench: %s", res.Serve.Decode.DecodeTPS, res.Serve.BaseURL, res.Bench.Summary)
+}
+
+// dryRunImageStates: before the first cutover the image is in h1's own
+// dockerd only, and the dry run says so per host, from each host's
+// inventory — h1 "present ID", h2 and h3 "missing: has K of N layers, M
+// would move (from …)" — as a completed run.
+func (f *realFleet) dryRunImageStates(t *testing.T) {
+	var d cli.DryRun
+	if code, errOut := f.starterJSON(&d, "cutover", "--lane", "fl-a", "--dry-run"); code != 0 || len(d.Nodes) != 3 || d.StageError != "" {
+		t.Fatalf("cutover --dry-run: exit %d %+v\n%s", code, d, errOut)
+	}
+	want, err := nodeDocker(t, f.tf.Node(1)).ImageInspect(context.Background(), f.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := regexp.MustCompile(`^missing: has (\d+) of (\d+) layers, (\d+) would move \(from h[12]\)$`)
+	for _, n := range d.Nodes {
+		if n.Node == "h1" {
+			if n.ImageState != "present "+contract.ShortID(want.ID) {
+				t.Errorf("h1's image state %q, want present %s", n.ImageState, contract.ShortID(want.ID))
+			}
+			continue
+		}
+		m := missing.FindStringSubmatch(n.ImageState)
+		if m == nil || m[2] != fmt.Sprint(len(want.RootFS.Layers)) {
+			t.Errorf("%s's image state %q, want missing with the layers it has of %d and the node it would come from", n.Node, n.ImageState, len(want.RootFS.Layers))
+		}
+	}
+	t.Logf("dry run image states: %s %q, %s %q, %s %q", d.Nodes[0].Node, d.Nodes[0].ImageState, d.Nodes[1].Node, d.Nodes[1].ImageState, d.Nodes[2].Node, d.Nodes[2].ImageState)
 }
 
 // buildLaneServedOnAllThree is TestRealFleet's subtest

@@ -3,6 +3,7 @@ package fleete2e
 import (
 	"archive/tar"
 	"compress/gzip"
+	"context"
 	"debug/elf"
 	"encoding/json"
 	"errors"
@@ -17,7 +18,10 @@ import (
 	"testing"
 	"time"
 
+	dockerclient "github.com/docker/docker/client"
+
 	"github.com/sparklane/sparklane/internal/fleet"
+	"github.com/sparklane/sparklane/internal/simimage"
 	"github.com/sparklane/sparklane/internal/testkit/sshdtest"
 	"github.com/sparklane/sparklane/internal/testkit/testfleet"
 )
@@ -122,6 +126,7 @@ func TestReleaseInstallsOnAHostWithoutGo(t *testing.T) {
 		top := strings.TrimSuffix(name, ".tar.gz")
 		got := tarEntries(t, filepath.Join(dist, name))
 		for _, want := range []string{"starter", "worker", "RELEASE", "SHA256SUMS", "README.md", "docs/operations.md", "recipes/sparklane.example.toml",
+			"recipes/sim-demo.toml", "engine-sim/engine-sim", "engine-sim/Dockerfile", "engine-sim/README.md",
 			"systemd/sparklane-node@.service", "systemd/sparklane-control.service"} {
 			if !slices.Contains(got, top+"/"+want) {
 				t.Errorf("%s (%s) lacks %s: %v", name, arch, want, got)
@@ -168,16 +173,18 @@ func TestReleaseInstallsOnAHostWithoutGo(t *testing.T) {
 	}
 	t.Logf("starter version: %s", strings.TrimSpace(out))
 
-	tf := testfleet.New(t, testfleet.Options{Name: "flrel", Nodes: 1})
+	tf := testfleet.New(t, testfleet.Options{Name: "flrel", Nodes: 1, Docker: true})
 	n := tf.Node(1)
 	hideGo(t, tf, n)
 
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	cfgFile := filepath.Join(dir, "sparklane.toml")
-	if err := os.WriteFile(cfgFile, []byte(fmt.Sprintf("state_dir = %q\nshared_roots = [%q]\n\n[temporal]\nport = %d\nui_port = -1\n\n"+
-		"[[nodes]]\nname = %q\nssh = %q\nknown_hosts = %q\nidentity = %q\naddress = %q\nroots = [\"/mnt/nvme\"]\n",
-		state, testfleet.NASPath, sshdtest.FreePort(t), n.Name, n.SSHAddr(), tf.KnownHostsFile(), tf.IdentityFile(), n.IP)), 0o644); err != nil {
+	// The release's own recipes: sim-demo runs on the default cluster
+	// and stages from hf_cache_dir under /mnt/nvme/sparklane.
+	if err := os.WriteFile(cfgFile, []byte(fmt.Sprintf("state_dir = %q\nrecipes_dir = %q\nhf_cache_dir = %q\nshared_roots = [%q]\ndefault_cluster = \"one\"\n\n[temporal]\nport = %d\nui_port = -1\n\n"+
+		"[[nodes]]\nname = %q\nssh = %q\nknown_hosts = %q\nidentity = %q\naddress = %q\ndocker = %q\nroots = [\"/mnt/nvme\"]\n\n[[clusters]]\nname = \"one\"\nnodes = [%q]\n",
+		state, filepath.Join(rel, "recipes"), testfleet.NASPath+"/hub", testfleet.NASPath, sshdtest.FreePort(t), n.Name, n.SSHAddr(), tf.KnownHostsFile(), tf.IdentityFile(), n.IP, "unix://"+testfleet.NodeDockerSocket, n.Name)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -211,6 +218,33 @@ func TestReleaseInstallsOnAHostWithoutGo(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), "sparklane "+r.Version+" (commit "+r.Commit) {
 		t.Fatalf("the node's worker version: %v\n%s", err, b)
 	}
+	simImageFromTheRelease(t, dir, starterBin, cfgFile, rel, n)
+}
+
+// simImageFromTheRelease: `starter image build --sim`, run from the
+// release with no Go here or on node n, builds the engine-sim image in n's
+// own dockerd from the release's engine-sim (its version label is that
+// program's hash) for the shipped sim-demo lane.
+func simImageFromTheRelease(t *testing.T, dir, starterBin, cfgFile, rel string, n *testfleet.Node) {
+	t.Helper()
+	code, out, errOut := runNoGo(t, dir, starterBin, "--config", cfgFile, "image", "build", "--sim")
+	if code != 0 || !strings.Contains(out, "built on "+n.Name+": sha256:") || !strings.Contains(errOut, "the release's linux/amd64 engine-sim "+filepath.Join(rel, "engine-sim", "engine-sim")+", sha256 checked") {
+		t.Fatalf("image build --sim from the release: exit %d\n%s%s", code, out, errOut)
+	}
+	bin, err := fleet.BuildID(filepath.Join(rel, "engine-sim", "engine-sim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dockerclient.NewClientWithOpts(dockerclient.WithHost("unix://"+n.DockerSocket), dockerclient.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	img, err := c.ImageInspect(context.Background(), "sparklane/engine-sim:latest")
+	if err != nil || img.Config == nil || img.Config.Labels[simimage.LabelVersion] != bin[:12] {
+		t.Fatalf("%s's dockerd after image build --sim: %v %+v (want the release engine-sim's hash %s)", n.Name, err, img.Config, bin[:12])
+	}
+	t.Logf("image build --sim from the release:\n%s%s", errOut, out)
 }
 
 // readmeReleaseCommands are the commands of the README's block after

@@ -49,6 +49,8 @@ type fleetOptions struct {
 	clusters map[string][]string
 	extra    string // root keys added before the tables
 	shared   string // the shared root (the NAS); default DIR/nas
+	// roots are every node's roots (default ["/srv"]), under its fs_root.
+	roots []string
 	// nodeExtra is TOML appended inside a node's table (e.g. [nodes.power]).
 	nodeExtra map[string]string
 	// tail is TOML appended at the end (e.g. [[devices]]).
@@ -103,10 +105,16 @@ func newFleet(t *testing.T, o fleetOptions) *fleet {
 	for i := 1; i <= o.nodes; i++ {
 		name := fmt.Sprintf("n%d", i)
 		root := filepath.Join(dir, "nodes", name)
-		if err := os.MkdirAll(filepath.Join(root, "srv"), 0o755); err != nil {
-			t.Fatal(err)
+		roots := o.roots
+		if len(roots) == 0 {
+			roots = []string{"/srv"}
 		}
-		fmt.Fprintf(&b, "[[nodes]]\nname = %q\nssh = \"\"\naddress = \"127.0.0.1\"\nroots = [\"/srv\"]\nfs_root = %q\n%s\n", name, root, o.nodeExtra[name])
+		for _, r := range roots {
+			if err := os.MkdirAll(filepath.Join(root, r), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fmt.Fprintf(&b, "[[nodes]]\nname = %q\nssh = \"\"\naddress = \"127.0.0.1\"\nroots = [%s]\nfs_root = %q\n%s\n", name, quoteAll(roots), root, o.nodeExtra[name])
 	}
 	for _, name := range sortedKeys(o.clusters) {
 		fmt.Fprintf(&b, "[[clusters]]\nname = %q\nnodes = [%s]\n\n", name, quoteAll(o.clusters[name]))
