@@ -53,6 +53,12 @@ type ImagePulled struct {
 	ID     string `json:"id"`
 	Digest string `json:"digest,omitempty"`
 	From   string `json:"from"`
+	// Bytes and Layers are what crossed the network: the compressed
+	// layers the node lacked (0 when it had the image's layers).
+	Bytes  int64 `json:"bytes,omitempty"`
+	Layers int   `json:"layers,omitempty"`
+	// Platform is the node's (os/arch) the image was chosen for.
+	Platform string `json:"platform,omitempty"`
 }
 
 // ImageListed is one image of a node's Docker (starter images).
@@ -104,15 +110,51 @@ type BuildImageResult struct {
 	Tail []string `json:"tail,omitempty"`
 }
 
-// PullImageInput pulls a lane's image on this node from a registry:
-// Registry and AuthFile (a path on the node, read here) only, never the
-// credentials.
+// PullImageInput pulls a lane's image on this node from a registry
+// through sparklane's own registry client, into the node's Docker: paths
+// and names only, never credentials.
 type PullImageInput struct {
 	// Image is the recipe's image: the tag the pulled image gets and the
 	// digest it must carry when pinned.
 	Image    ImageRef `json:"image"`
 	Registry string   `json:"registry"`
-	AuthFile string   `json:"auth_file,omitempty"`
+	// AuthFile is a credentials file on the node: only runs started
+	// before the credentials moved to the control host set it.
+	AuthFile string `json:"auth_file,omitempty"`
+	// Credentials is the path on the node of the one-pull credentials
+	// file the control service wrote there (SendRegistryAuth): the node
+	// reads and removes it as the pull starts. "" pulls anonymously.
+	Credentials string `json:"credentials,omitempty"`
+	// AuthFrom is the control host's auth file the credentials came from
+	// (image_registry_auth_file), named in errors only.
+	AuthFrom string `json:"auth_from,omitempty"`
+	// Insecure lets the pull use plain HTTP or unverified TLS
+	// (image_insecure_registries); ConfigFile is the fleet config errors
+	// tell the operator to edit.
+	Insecure   bool   `json:"insecure,omitempty"`
+	ConfigFile string `json:"config_file,omitempty"`
+}
+
+// RegistryAuthInput asks the control service to hand Node the
+// credentials for Registry's host from AuthFile (a Docker config.json on
+// the control host) as a file only one pull reads.
+type RegistryAuthInput struct {
+	Node     string `json:"node"`
+	Registry string `json:"registry"`
+	AuthFile string `json:"auth_file"`
+}
+
+// RegistryAuthResult is where the credentials file is on the node ("":
+// AuthFile has no credentials for that registry; the pull is anonymous).
+type RegistryAuthResult struct {
+	Path string `json:"path,omitempty"`
+}
+
+// RegistryAuthDrop removes a credentials file SendRegistryAuth wrote,
+// once its pull has ended (however it ended).
+type RegistryAuthDrop struct {
+	Node string `json:"node"`
+	Path string `json:"path"`
 }
 
 // PullImageResult is the image pulled.
@@ -202,14 +244,20 @@ type ImageBuild struct {
 }
 
 // ImagePull is how the image step pulls a lane's image from a registry
-// on one node: the registry and the path of its auth file on that node,
-// never credentials.
+// on one node: the registry and the path of its auth file, never
+// credentials.
 type ImagePull struct {
 	Image    ImageRef `json:"image"`
 	Registry string   `json:"registry"`
-	AuthFile string   `json:"auth_file,omitempty"`
+	// AuthFile is a Docker config.json on the control host (runs started
+	// before versionPullCredentials: a file on the node).
+	AuthFile string `json:"auth_file,omitempty"`
 	// Node pulls it (the node the stage is for, or the cluster's head).
 	Node string `json:"node"`
+	// Insecure: the registry is in image_insecure_registries of
+	// ConfigFile (plain HTTP or unverified TLS allowed).
+	Insecure   bool   `json:"insecure,omitempty"`
+	ConfigFile string `json:"config_file,omitempty"`
 }
 
 // ImageNodeResult is one node's part of the image step of stage (and so
