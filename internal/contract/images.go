@@ -1,6 +1,10 @@
 package contract
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // A lane's engine image on the nodes, as it travels: the same JSON as
 // internal/engine/images' types, owned here.
@@ -297,16 +301,30 @@ func (r Recipe) BuildFor(plan LanePlan, only string) *ImageBuild {
 	return &ImageBuild{Image: plan.Nodes[0].Image, Spec: *r.Build, Node: node}
 }
 
-// PullFor is how a run pulls r's image from its image_registry when no
-// node of plan has it: on only (stage --node), else the plan's head. Nil
-// when the recipe names no registry or the plan no node.
+// PullFor is how a run pulls r's image when no node of plan has it: on
+// only (stage --node), else the plan's head, from image_registry when the
+// recipe or the config sets one, else from the registry the image names
+// (ImageRef.Registry: Docker Hub for a name without a host). Docker Hub
+// by default comes after the recipe's [build] (nil then: the build is
+// the source), so a recipe that builds its image never reaches out to
+// the Internet for it. Nil when the plan has no node.
 func (r Recipe) PullFor(plan LanePlan, only string) *ImagePull {
-	if r.ImageRegistry == "" || len(plan.Nodes) == 0 {
+	if len(plan.Nodes) == 0 || plan.Nodes[0].Image.IsZero() {
 		return nil
+	}
+	img := plan.Nodes[0].Image
+	reg := r.ImageRegistry
+	if reg == "" {
+		if !img.NamesRegistry() && r.Build != nil {
+			return nil
+		}
+		reg = img.Registry()
 	}
 	node := only
 	if node == "" {
 		node = plan.Nodes[0].Node
 	}
-	return &ImagePull{Image: plan.Nodes[0].Image, Registry: r.ImageRegistry, AuthFile: r.ImageRegistryAuthFile, Node: node}
+	host, _, _ := strings.Cut(reg, "/")
+	insecure := slices.ContainsFunc(plan.ImageInsecureRegistries, func(h string) bool { return strings.EqualFold(h, host) })
+	return &ImagePull{Image: img, Registry: reg, AuthFile: r.ImageRegistryAuthFile, Node: node, Insecure: insecure, ConfigFile: plan.ConfigFile}
 }
