@@ -22,6 +22,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
@@ -29,6 +30,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -277,16 +279,26 @@ func ImageOf(t testing.TB, platform string, layers []v1.Layer, entrypoint ...str
 	return img
 }
 
-// Layer is a gzip layer holding files (path → content, one file here).
+// Layer is a gzip layer holding one file at path (mode 0755).
 func Layer(t testing.TB, path string, content []byte) v1.Layer {
+	t.Helper()
+	return LayerOf(t, map[string][]byte{path: content})
+}
+
+// LayerOf is a gzip layer holding files (path → content, mode 0755), in
+// path order.
+func LayerOf(t testing.TB, files map[string][]byte) v1.Layer {
 	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: path, Mode: 0o755, Size: int64(len(content)), Typeflag: tar.TypeReg}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tw.Write(content); err != nil {
-		t.Fatal(err)
+	for _, path := range slices.Sorted(maps.Keys(files)) {
+		content := files[path]
+		if err := tw.WriteHeader(&tar.Header{Name: path, Mode: 0o755, Size: int64(len(content)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(content); err != nil {
+			t.Fatal(err)
+		}
 	}
 	tw.Close()
 	b := buf.Bytes()
