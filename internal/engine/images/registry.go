@@ -77,33 +77,44 @@ func loopbackHost(host string) bool {
 var errPlainHTTP = errors.New("plain HTTP to a registry not in image_insecure_registries")
 
 // transportFor is the HTTP transport of a pull from host: base (nil: a
-// clone of http.DefaultTransport) that refuses plain HTTP unless
-// insecure or loopback — go-containerregistry itself would fall back to
-// HTTP for any private address — and, when insecure, does not verify the
-// registry's certificate (Docker's insecure-registries does the same).
+// clone of http.DefaultTransport) that refuses plain HTTP unless to host
+// when it is insecure or loopback — go-containerregistry itself would fall
+// back to HTTP for any private address — and, when insecure, does not
+// verify host's certificate (Docker's insecure-registries does the same);
+// any other host a registry redirects to (blob storage) is verified.
 func transportFor(base http.RoundTripper, host string, insecure bool) http.RoundTripper {
+	p := plainPolicy{host: host, plain: insecure || loopbackHost(host), verified: base, unverified: base}
 	if base == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
+		p.verified = http.DefaultTransport.(*http.Transport).Clone()
+		p.unverified = p.verified
 		if insecure {
+			t := http.DefaultTransport.(*http.Transport).Clone()
 			t.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the operator listed the registry as insecure
+			p.unverified = t
 		}
-		base = t
 	}
-	return plainPolicy{base: base, plain: insecure || loopbackHost(host)}
+	return p
 }
 
-// plainPolicy is a transport that refuses plain HTTP unless plain.
+// plainPolicy is a pull's transport: plain HTTP only to host and only when
+// plain; host's TLS through unverified (the same as verified unless the
+// registry is insecure), any other host's through verified.
 type plainPolicy struct {
-	base  http.RoundTripper
-	plain bool
+	host                 string
+	plain                bool
+	verified, unverified http.RoundTripper
 }
 
 // RoundTrip sends r, or refuses it when it would go over plain HTTP.
 func (p plainPolicy) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Scheme == "http" && !p.plain {
+	own := strings.EqualFold(r.URL.Host, p.host)
+	if r.URL.Scheme == "http" && !(p.plain && own) {
 		return nil, errPlainHTTP
 	}
-	return p.base.RoundTrip(r)
+	if own {
+		return p.unverified.RoundTrip(r)
+	}
+	return p.verified.RoundTrip(r)
 }
 
 // isPlainHTTP reports whether err says the registry answers plain HTTP

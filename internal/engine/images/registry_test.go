@@ -207,6 +207,13 @@ func TestPlainHTTPPolicy(t *testing.T) {
 			t.Errorf("%s insecure=%v: %v, want refused %v", c.host, c.insecure, err, c.refused)
 		}
 	}
+	// A listed registry's redirect elsewhere (blob storage) is no
+	// licence for plain HTTP there.
+	tr := transportFor(roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, errors.New("sent") }), "10.0.0.5:5000", true)
+	req, _ := http.NewRequest(http.MethodGet, "http://10.0.0.6/blob", nil)
+	if _, err := tr.RoundTrip(req); !errors.Is(err, errPlainHTTP) {
+		t.Errorf("plain HTTP to another host than the listed registry: %v", err)
+	}
 	s := PullSpec{Node: "n1", Registry: "10.0.0.5:5000/team", ConfigFile: "/etc/sparklane/sparklane.toml"}
 	err := s.pullErr(t.Context(), "10.0.0.5:5000/team/eng:1", fmt.Errorf("Get: %w", errPlainHTTP))
 	if want := "node n1: registry 10.0.0.5:5000 answers plain HTTP: add it to image_insecure_registries in /etc/sparklane/sparklane.toml"; err == nil || !strings.HasPrefix(err.Error(), want) {
