@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -149,39 +150,70 @@ func (a *NodeActivities) BuildImage(ctx context.Context, in contract.BuildImageI
 	return contract.BuildImageResult{Node: a.Node.Name, ID: built.ID, Tail: built.Tail}, nil
 }
 
-// PullImage pulls the lane's image here from the registry the recipe or
-// the config names (images.Pull: credentials read from the auth file on
-// this node only), heartbeating the pull's progress, tags it as the
-// recipe's reference and checks a pinned digest.
+// PullImage pulls the lane's image here from its registry with
+// sparklane's own registry client (images.Pull: the manifest for this
+// node's platform, the layers it lacks, each checked, loaded into this
+// node's Docker, which needs no registry configuration), heartbeating
+// the pull's progress, tags it as the recipe's reference and checks a
+// pinned digest. Credentials come in a one-pull file the control service
+// wrote here (SendRegistryAuth): read and removed as the pull starts.
 func (a *NodeActivities) PullImage(ctx context.Context, in contract.PullImageInput) (contract.PullImageResult, error) {
-	ref := in.Image
-	err := images.CheckRegistry(in.Registry, in.AuthFile)
-	if err != nil {
-		return contract.PullImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: %w", a.Node.Name, err)))
+	res := contract.PullImageResult{Node: a.Node.Name}
+	if err := images.CheckRegistry(in.Registry, ""); err != nil || in.Registry == "" {
+		return res, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: pull %s from registry %q: %v", a.Node.Name, in.Image, in.Registry, err)))
 	}
-	auth, err := images.RegistryAuth(in.AuthFile, in.Registry)
+	auth, err := a.pullCredentials(in)
 	if err != nil {
-		return contract.PullImageResult{}, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: %w", a.Node.Name, err)))
+		return res, classify(err)
 	}
 	d, err := a.dockerClient(ctx)
 	if err != nil {
-		return contract.PullImageResult{}, classify(err)
+		return res, classify(err)
 	}
-	p, ok := d.(images.Puller)
+	p, ok := d.(images.PullDocker)
 	if !ok {
-		return contract.PullImageResult{}, classify(fmt.Errorf("node %s: its Docker client cannot pull images", a.Node.Name))
+		return res, classify(fmt.Errorf("node %s: its Docker client cannot load images", a.Node.Name))
 	}
 	stop := keepAlive(ctx)
 	defer stop()
-	pulled, err := images.Pull(ctx, p, a.Node.Name, in.Registry, ref, auth, func(l string) {
-		heartbeat(ctx, contract.BuildProgress{Line: l})
-	})
-	res := contract.PullImageResult{Node: a.Node.Name, ImagePulled: imagePulled(pulled)}
+	from := in.AuthFrom
+	if from == "" {
+		from = in.AuthFile
+	}
+	pulled, err := images.Pull(ctx, p, images.PullSpec{Node: a.Node.Name, Ref: in.Image, Registry: in.Registry, Insecure: in.Insecure, Auth: auth, AuthFile: from, ConfigFile: in.ConfigFile},
+		images.PullOptions{Progress: func(l string) { heartbeat(ctx, contract.BuildProgress{Line: l}) }})
+	res.ImagePulled = imagePulled(pulled)
 	if err != nil {
 		return res, classify(err)
 	}
 	if a.Log != nil {
-		a.Log.Info("image pulled", zap.Stringer("image", in.Image), zap.String("from", pulled.From), zap.String("id", pulled.ID))
+		a.Log.Info("image pulled", zap.Stringer("image", in.Image), zap.String("from", pulled.From), zap.String("id", pulled.ID),
+			zap.Int("layers", pulled.Layers), zap.Int64("bytes", pulled.Bytes), zap.Bool("login", auth != nil))
 	}
 	return res, nil
+}
+
+// pullCredentials are the pull's login: the one-pull file the control
+// service wrote (taken: read and removed), else a file on this node that
+// a run started before the credentials moved to the control host names;
+// nil for an anonymous pull.
+func (a *NodeActivities) pullCredentials(in contract.PullImageInput) (*images.Credentials, error) {
+	switch {
+	case in.Credentials != "":
+		if err := images.CheckCredentialPath(in.Credentials); err != nil {
+			return nil, fmt.Errorf("node %s: %w", a.Node.Name, err)
+		}
+		c, err := images.TakeCredentials(a.local(images.CredentialDir), filepath.Base(in.Credentials), in.Registry)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", a.Node.Name, err)
+		}
+		return &c, nil
+	case in.AuthFile != "":
+		c, err := images.LookupCredentials(a.local(in.AuthFile), in.Registry)
+		if err != nil {
+			return nil, fmt.Errorf("node %s (a run started before image_registry_auth_file moved to the control host reads it here): %w", a.Node.Name, err)
+		}
+		return c, nil
+	}
+	return nil, nil
 }

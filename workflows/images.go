@@ -419,21 +419,64 @@ func (s *imageStep) buildImage(b contract.ImageBuild) error {
 	return nil
 }
 
-// pullImage runs PullImage on the pull's node: one attempt per activity
-// retry policy of three (a network blip passes; a registry without the
-// image or with another digest is permanent), heartbeating its progress.
-// Its result is kept in pulled.
+// pullImage runs PullImage on the pull's node: three attempts (a network
+// blip passes; a registry without the image or with another digest is
+// permanent), heartbeating its progress. With an auth file (on the
+// control host since versionPullCredentials) each attempt gets the
+// registry's login handed to the node for it alone (pullWithLogin). Its
+// result is kept in pulled.
 func (s *imageStep) pullImage(p contract.ImagePull) error {
 	i := s.t.start("image pull "+p.Image.String()+" from "+p.Registry, p.Node)
 	var r contract.PullImageResult
-	err := workflow.ExecuteActivity(summarize(nodeOpts(s.ctx, p.Node, s.pickup, callBudget{run: imageTransferTimeout, heartbeat: imageTransferBeat, attempts: 3}), p.Node, -1, "pull "+p.Image.String()+" from "+p.Registry), na.PullImage,
-		contract.PullImageInput{Image: p.Image, Registry: p.Registry, AuthFile: p.AuthFile}).Get(s.ctx, &r)
+	in := contract.PullImageInput{Image: p.Image, Registry: p.Registry, Insecure: p.Insecure, ConfigFile: p.ConfigFile}
+	var err error
+	if p.AuthFile != "" && workflow.GetVersion(s.ctx, versionPullCredentials, workflow.DefaultVersion, 1) >= 1 {
+		in.AuthFrom = p.AuthFile
+		r, err = s.pullWithLogin(p, in)
+	} else {
+		in.AuthFile = p.AuthFile // a run from before: a file on the node
+		err = s.pullOnce(p, in, 3, &r)
+	}
 	s.t.end(i, r.ID, err)
 	if err != nil {
 		return nodeErr(p.Node, "image pull", err)
 	}
 	s.pulled = &r
 	return nil
+}
+
+// pullOnce runs PullImage with in on p's node, with attempts.
+func (s *imageStep) pullOnce(p contract.ImagePull, in contract.PullImageInput, attempts int32, r *contract.PullImageResult) error {
+	ctx := summarize(nodeOpts(s.ctx, p.Node, s.pickup, callBudget{run: imageTransferTimeout, heartbeat: imageTransferBeat, attempts: attempts}), p.Node, -1, "pull "+p.Image.String()+" from "+p.Registry)
+	return workflow.ExecuteActivity(ctx, na.PullImage, in).Get(s.ctx, r)
+}
+
+// pullWithLogin is up to three pull attempts, each handed the registry's
+// login anew: SendRegistryAuth (control queue) writes it from the auth
+// file on the control host into a file on the node and returns its path
+// (only the path enters the history), PullImage reads and removes it as
+// it starts, and DropRegistryAuth removes it after the attempt however it
+// ended (disconnected: even when the run is cancelled), so a login waits
+// on a node no longer than its pull.
+func (s *imageStep) pullWithLogin(p contract.ImagePull, in contract.PullImageInput) (contract.PullImageResult, error) {
+	ctl := controlOpts(s.ctx, time.Minute, 0, 3)
+	for attempt := 1; ; attempt++ {
+		var r contract.PullImageResult
+		var login contract.RegistryAuthResult
+		if err := workflow.ExecuteActivity(ctl, ca.SendRegistryAuth, contract.RegistryAuthInput{Node: p.Node, Registry: p.Registry, AuthFile: p.AuthFile}).Get(s.ctx, &login); err != nil {
+			return r, err
+		}
+		in.Credentials = login.Path
+		err := s.pullOnce(p, in, 1, &r)
+		if login.Path != "" {
+			dctx, _ := workflow.NewDisconnectedContext(s.ctx)
+			_ = workflow.ExecuteActivity(controlOpts(dctx, time.Minute, 0, 3), ca.DropRegistryAuth, contract.RegistryAuthDrop{Node: p.Node, Path: login.Path}).Get(dctx, nil)
+		}
+		var app *temporal.ApplicationError
+		if err == nil || attempt >= 3 || (errors.As(err, &app) && app.NonRetryable()) || s.ctx.Err() != nil {
+			return r, err
+		}
+	}
 }
 
 // inventory runs ImageInventory on nodes in parallel into invs.

@@ -121,9 +121,14 @@ var corpus = map[string]string{
 	"cutover-fetch": "TestCutoverFetchOfAnAbsentRepo",
 	// a cutover that built its image on no node from [build]
 	// (versionStageBuild), and one that pulled it from image_registry on
-	// the head (versionStageRegistry).
-	"cutover-build":    "TestCutoverBuildsAnImageOnNoNode",
-	"cutover-registry": "TestCutoverPullsAnImageFromTheRegistry",
+	// the head through its Docker, reading the auth file there
+	// (versionStageRegistry; recorded by the test's former version, kept
+	// to prove that branch); one that pulled it from the registry its name
+	// carries with the login handed to the head for the pull alone
+	// (versionPullCredentials).
+	"cutover-build":          "TestCutoverBuildsAnImageOnNoNode",
+	"cutover-registry":       "TestCutoverPullsAnImageFromItsOwnRegistry",
+	"cutover-registry-login": "TestCutoverPullsAnImageFromItsOwnRegistry",
 	// Stage ahead (versionStageAhead): the next lane staged and verified
 	// while the previous one served, then the stop; a stage that failed
 	// ahead (the previous lane never stopped, its keeper released); and a

@@ -118,6 +118,17 @@ const (
 	// (PullImage) when no node of the cluster has it, before a build, then
 	// moves it (images.go). Runs recorded before it never ask.
 	versionStageRegistry = "stage-registry"
+
+	// versionPullCredentials: the image step's pull with an auth file
+	// (now a Docker config.json on the control host) hands the pulling
+	// node the registry's login for each attempt alone: SendRegistryAuth
+	// before PullImage, DropRegistryAuth after it (control-queue
+	// activities), up to three attempts of one (images.go, pullWithLogin).
+	// Runs from before passed the auth file's path on the node to one
+	// PullImage of three attempts. Asked only when a pull with an auth file
+	// runs.
+	versionPullCredentials = "image-pull-credentials"
+
 	// versionKeeperNodes: the keeper waits for a node whose worker is
 	// gone within the outage budget (a reboot), then stops healing past it
 	// (notify); runs a verify-only pass on a rebooted or powered-on node

@@ -118,7 +118,7 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Re
 		// --no-wait detaches this command; the workflow still runs every step.
 		Input: contract.CutoverInput{Recipe: *r, Plan: *plan, Stage: f.stage, Bench: f.bench,
 			BenchLabel: f.label, NoRollback: f.noRollback, PowerOn: f.powerOn, Grace: contract.Duration(cfg.ProbeGrace), Fleet: allNodes(cfg), OutageBudget: contract.Duration(budget), StopForeign: f.stopForeign, Room: room, Keep: keepPolicy(cfg, r), Fetch: fp, StageAhead: f.stageAhead,
-			Gateways: cfg.GatewayQueues(r.Cluster)},
+			Gateways: lane.GatewayQueues(cfg, r.Cluster)},
 	})
 	if err != nil {
 		return nil, err

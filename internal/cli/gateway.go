@@ -14,6 +14,7 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
+	"github.com/sparklane/sparklane/internal/lane"
 )
 
 // gatewayLabel names a gateway in output ("" is the one [gateway]).
@@ -37,7 +38,7 @@ func gatewayTables(cfg *config.Config) ([]contract.GatewayTableFile, error) {
 	var out []contract.GatewayTableFile
 	for _, g := range cfg.Gateways() {
 		t := contract.GatewayTableFile{Gateway: g.Name}
-		p := cfg.GatewayStateFile(g)
+		p := lane.GatewayStateFile(cfg, g)
 		b, err := os.ReadFile(p)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
@@ -124,4 +125,10 @@ func gatewayProcess(cfg *config.Config, name string) string {
 		return "not running: the control service starts it, or its systemd unit"
 	}
 	return fmt.Sprintf("pid %d", o.PID)
+}
+
+// gatewayQueues is lane.GatewayQueues, for commands whose own variables
+// are named lane.
+func gatewayQueues(cfg *config.Config, cluster string) []string {
+	return lane.GatewayQueues(cfg, cluster)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/lane"
 )
 
 func (a *App) powerCmd() *cobra.Command {
@@ -53,7 +54,7 @@ func (a *App) powerCmd() *cobra.Command {
 						return fmt.Errorf("%q is neither a [[nodes]] nor a [[devices]] entry of %s", t, cfg.File)
 					}
 				}
-				in := contract.PowerInput{Action: action, Targets: targets, Force: force, WaitBound: contract.Duration(wait), Gateways: cfg.GatewayQueues("")}
+				in := contract.PowerInput{Action: action, Targets: targets, Force: force, WaitBound: contract.Duration(wait), Gateways: lane.GatewayQueues(cfg, "")}
 				if action == contract.PowerOff {
 					// Network gear goes off last, after the nodes behind it.
 					in.Targets, in.Gear = splitGear(cfg, targets)

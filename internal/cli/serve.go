@@ -10,6 +10,7 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
+	"github.com/sparklane/sparklane/internal/lane"
 )
 
 func (a *App) upCmd() *cobra.Command {
@@ -33,7 +34,7 @@ func (a *App) upCmd() *cobra.Command {
 			}
 			return a.runServe(ctx, runSpec{ID: contract.UpID(r.Cluster), Workflow: contract.WorkflowServe, Lane: r.Name, Cluster: r.Cluster,
 				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: contract.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait, OutageBudget: contract.Duration(budget),
-					Keep: keepPolicy(cfg, r), Grace: contract.Duration(cfg.ProbeGrace), Gateways: cfg.GatewayQueues(r.Cluster)}})
+					Keep: keepPolicy(cfg, r), Grace: contract.Duration(cfg.ProbeGrace), Gateways: lane.GatewayQueues(cfg, r.Cluster)}})
 		}),
 	}
 	f.bind(cmd, overrideHelp)
@@ -150,7 +151,7 @@ func (a *App) stopCmd() *cobra.Command {
 				in.Nodes, in.All = c.Nodes, true
 				spec = runSpec{ID: contract.StopID(cluster), Cluster: cluster}
 			}
-			in.Gateways, in.NoDrain = req.cfg.GatewayQueues(cluster), noDrain
+			in.Gateways, in.NoDrain = gatewayQueues(req.cfg, cluster), noDrain
 			spec.Workflow, spec.Input = contract.WorkflowStop, in
 			var res contract.StopResult
 			if err := a.startFollow(ctx, spec, &res); err != nil {

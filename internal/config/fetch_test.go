@@ -30,14 +30,19 @@ func TestFetchKeys(t *testing.T) {
 	if errs := ConfigErrors(cfg); len(errs) > 0 {
 		t.Fatalf("good fetch keys: %v", errs)
 	}
+	if cfg, err := Load(write(`image_insecure_registries = ["10.0.0.5:5000", "mirror.lan", "localhost:5000"]`)); err != nil || len(ConfigErrors(cfg)) > 0 || len(cfg.ImageInsecureRegistries) != 3 {
+		t.Fatalf("image_insecure_registries: %v %v", err, cfg)
+	}
 	if cfg, err := Load(write(`fetch_node = "control"`)); err != nil || len(ConfigErrors(cfg)) > 0 {
 		t.Fatalf("fetch_node = control: %v %v", err, ConfigErrors(cfg))
 	}
 	for extra, want := range map[string]string{
-		`hf_endpoint = "huggingface.co"`:  `hf_endpoint: "huggingface.co" is not an http(s) URL`,
-		`hf_token_file = "token"`:         `hf_token_file: "token" is not absolute`,
-		`fetch_node = "dgx9"`:             `fetch_node: unknown node "dgx9": name a node that mounts the NAS read-write, or "control"`,
-		`hf_endpoint = "ftp://mirror/hf"`: `hf_endpoint: "ftp://mirror/hf" is not an http(s) URL`,
+		`hf_endpoint = "huggingface.co"`:                                `hf_endpoint: "huggingface.co" is not an http(s) URL`,
+		`hf_token_file = "token"`:                                       `hf_token_file: "token" is not absolute`,
+		`fetch_node = "dgx9"`:                                           `fetch_node: unknown node "dgx9": name a node that mounts the NAS read-write, or "control"`,
+		`hf_endpoint = "ftp://mirror/hf"`:                               `hf_endpoint: "ftp://mirror/hf" is not an http(s) URL`,
+		`image_insecure_registries = ["10.0.0.5:5000", "http://m.lan"]`: `image_insecure_registries[1]: "http://m.lan" is not a registry host: write host[:port]`,
+		`image_insecure_registries = ["mirror"]`:                        `image_insecure_registries[0]: "mirror" is not a registry host`,
 	} {
 		cfg, err := Load(write(extra))
 		if err == nil {

@@ -5,8 +5,6 @@ import (
 	"net"
 	"path/filepath"
 	"time"
-
-	"github.com/sparklane/sparklane/internal/contract"
 )
 
 // Gateway is a [gateway] table (or one of [[gateways]]): the lanes' one
@@ -115,30 +113,6 @@ func (g Gateway) Fronts(cluster string) bool {
 		}
 	}
 	return false
-}
-
-// GatewayQueues are the task queues (contract.GatewayQueue) of the
-// gateways that front cluster, or with cluster "" of every gateway: the
-// Gateways a run's input names.
-func (c *Config) GatewayQueues(cluster string) []string {
-	var out []string
-	for _, g := range c.Gateways() {
-		if cluster == "" || g.Fronts(cluster) {
-			out = append(out, contract.GatewayQueue(g.Name))
-		}
-	}
-	return out
-}
-
-// GatewayStateFile is where gateway g keeps its route table on the
-// control host (contract.GatewayTableFile): STATE_DIR/gateway/NAME.json,
-// "default.json" for the one [gateway].
-func (c *Config) GatewayStateFile(g Gateway) string {
-	name := g.Name
-	if name == "" {
-		name = "default"
-	}
-	return filepath.Join(c.StateDir, "gateway", name+".json")
 }
 
 // gatewayErrors checks the [gateway] / [[gateways]] tables.

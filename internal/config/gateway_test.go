@@ -48,10 +48,4 @@ func TestGatewayKeys(t *testing.T) {
 	if gs := cfg.Gateways(); len(gs) != 2 || gs[1].Name != "b" || !gs[1].Wake || cfg.FindGateway("a") == nil {
 		t.Fatalf("[[gateways]] %+v", gs)
 	}
-	if q := cfg.GatewayQueues(""); strings.Join(q, ",") != "gateway.a,gateway.b" {
-		t.Errorf("queues %v, want gateway.a and gateway.b", q)
-	}
-	if f := cfg.GatewayStateFile(cfg.Gateways()[0]); !strings.HasSuffix(f, "/gateway/a.json") {
-		t.Errorf("state file %s", f)
-	}
 }

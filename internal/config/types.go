@@ -56,11 +56,20 @@ type Config struct {
 	// away mid-run (a reboot, an upgrade) before failing naming it; a lane's
 	// recipe may set its own (default 30m).
 	NodeOutageBudget time.Duration `mapstructure:"node_outage_budget" json:"node_outage_budget,omitempty"`
-	// ImageRegistry (host[:port][/prefix]) is where one node pulls a lane's
-	// image when no node has it; the auth file is a path on that node
-	// (internal/engine/images.CheckRegistry). A recipe's own keys override both.
+	// ImageRegistry (host[:port][/prefix]), when set, is where one node
+	// pulls a lane's image when no node has it, instead of the registry the
+	// image's name carries (Docker's rules: docker.io without a host).
+	// ImageRegistryAuthFile is a Docker config.json on the control host:
+	// the control service hands the pulling node only that registry's
+	// entry, for one pull (internal/engine/images.CheckRegistry). A
+	// recipe's own keys override both.
 	ImageRegistry         string `mapstructure:"image_registry" json:"image_registry,omitempty"`
 	ImageRegistryAuthFile string `mapstructure:"image_registry_auth_file" json:"image_registry_auth_file,omitempty"`
+	// ImageInsecureRegistries (host[:port]) are registries a pulling node
+	// may reach over plain HTTP, or HTTPS without verifying its
+	// certificate (a LAN registry): sparklane's own registry client pulls,
+	// so no node's Docker needs insecure-registries.
+	ImageInsecureRegistries []string `mapstructure:"image_insecure_registries" json:"image_insecure_registries,omitempty"`
 	// Keep is how the keeper of each cluster watches its lane ([keep]); a
 	// recipe's [keep] wins key by key.
 	Keep Keep `mapstructure:"keep" json:"keep,omitempty"`
@@ -249,7 +258,8 @@ type Recipe struct {
 	// Build is [build]: how the image is built on one node when no node
 	// has it (contract.Build says what each key does; internal/lane checks).
 	Build Build `mapstructure:"build"`
-	// ImageRegistry and ImageRegistryAuthFile override the config's.
+	// ImageRegistry and ImageRegistryAuthFile override the config's (the
+	// auth file is on the control host).
 	ImageRegistry         string `mapstructure:"image_registry"`
 	ImageRegistryAuthFile string `mapstructure:"image_registry_auth_file"`
 	// LoadWarnings are findings of loading (a sparkrun key sparklane does

@@ -91,6 +91,7 @@ func ConfigErrors(cfg *Config) []error {
 		errs = append(errs, cfgErr(cfg, "hf_cache_dir", "%q is not absolute: write the NAS hub root as an absolute path", cfg.HFCacheDir))
 	}
 	errs = append(errs, fetchErrors(cfg)...)
+	errs = append(errs, insecureErrors(cfg)...)
 	for i, s := range cfg.SharedRoots {
 		if !filepath.IsAbs(s) {
 			errs = append(errs, cfgErr(cfg, fmt.Sprintf("shared_roots[%d]", i), "%q is not absolute", s))
@@ -714,6 +715,18 @@ func fetchErrors(cfg *Config) []error {
 	}
 	if n := cfg.FetchNode; n != "" && n != FetchControl && cfg.Node(n) == nil {
 		errs = append(errs, cfgErr(cfg, "fetch_node", "unknown node %q: name a node that mounts the NAS read-write, or %q for the control service — known nodes: %s", n, FetchControl, strings.Join(nodeNames(cfg), ", ")))
+	}
+	return errs
+}
+
+// insecureErrors checks image_insecure_registries: each a registry host
+// as an image names it (host[:port]), no scheme, path or credentials.
+func insecureErrors(cfg *Config) []error {
+	var errs []error
+	for i, h := range cfg.ImageInsecureRegistries {
+		if h == "" || strings.ContainsAny(h, "/@ \t\n") || !(strings.ContainsAny(h, ".:") || h == "localhost") {
+			errs = append(errs, cfgErr(cfg, fmt.Sprintf("image_insecure_registries[%d]", i), "%q is not a registry host: write host[:port] as the image names it, like \"10.0.0.5:5000\" (no scheme, no path)", h))
+		}
 	}
 	return errs
 }

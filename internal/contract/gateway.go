@@ -156,7 +156,7 @@ type GatewayStepResult struct {
 }
 
 // GatewayTableFile is a gateway's route table as it keeps it on disk
-// (config.GatewayStateFile), written atomically on every change and, while
+// (lane.GatewayStateFile), written atomically on every change and, while
 // requests wait, with their count refreshed: the gateway routes from it
 // after a restart, and `starter gateway routes` and status read it.
 type GatewayTableFile struct {

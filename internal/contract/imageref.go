@@ -113,6 +113,28 @@ func (r ImageRef) Lookup() string {
 	return r.Repo + "@" + r.Digest
 }
 
+// DockerHub is the registry of an image whose name carries no host, by
+// Docker's rules (`vllm/vllm-openai`, `ubuntu`).
+const DockerHub = "docker.io"
+
+// NamesRegistry reports whether the reference's first path component is
+// a registry host, by Docker's rules: it has a '.' or a ':' or is
+// `localhost` (`nvcr.io/nvidia/x`, `10.0.0.5:5000/x`, `localhost/x`).
+func (r ImageRef) NamesRegistry() bool {
+	h, _, ok := strings.Cut(r.Repo, "/")
+	return ok && (strings.ContainsAny(h, ".:") || h == "localhost")
+}
+
+// Registry is the registry host the image is pulled from by default: the
+// host the reference names, else DockerHub.
+func (r ImageRef) Registry() string {
+	if !r.NamesRegistry() {
+		return DockerHub
+	}
+	h, _, _ := strings.Cut(r.Repo, "/")
+	return h
+}
+
 // MarshalJSON writes the reference as its string.
 func (r ImageRef) MarshalJSON() ([]byte, error) { return json.Marshal(r.String()) }
 

@@ -1,6 +1,10 @@
 package contract
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // A lane's engine image on the nodes, as it travels: the same JSON as
 // internal/engine/images' types, owned here.
@@ -53,6 +57,12 @@ type ImagePulled struct {
 	ID     string `json:"id"`
 	Digest string `json:"digest,omitempty"`
 	From   string `json:"from"`
+	// Bytes and Layers are what crossed the network: the compressed
+	// layers the node lacked (0 when it had the image's layers).
+	Bytes  int64 `json:"bytes,omitempty"`
+	Layers int   `json:"layers,omitempty"`
+	// Platform is the node's (os/arch) the image was chosen for.
+	Platform string `json:"platform,omitempty"`
 }
 
 // ImageListed is one image of a node's Docker (starter images).
@@ -104,15 +114,51 @@ type BuildImageResult struct {
 	Tail []string `json:"tail,omitempty"`
 }
 
-// PullImageInput pulls a lane's image on this node from a registry:
-// Registry and AuthFile (a path on the node, read here) only, never the
-// credentials.
+// PullImageInput pulls a lane's image on this node from a registry
+// through sparklane's own registry client, into the node's Docker: paths
+// and names only, never credentials.
 type PullImageInput struct {
 	// Image is the recipe's image: the tag the pulled image gets and the
 	// digest it must carry when pinned.
 	Image    ImageRef `json:"image"`
 	Registry string   `json:"registry"`
-	AuthFile string   `json:"auth_file,omitempty"`
+	// AuthFile is a credentials file on the node: only runs started
+	// before the credentials moved to the control host set it.
+	AuthFile string `json:"auth_file,omitempty"`
+	// Credentials is the path on the node of the one-pull credentials
+	// file the control service wrote there (SendRegistryAuth): the node
+	// reads and removes it as the pull starts. "" pulls anonymously.
+	Credentials string `json:"credentials,omitempty"`
+	// AuthFrom is the control host's auth file the credentials came from
+	// (image_registry_auth_file), named in errors only.
+	AuthFrom string `json:"auth_from,omitempty"`
+	// Insecure lets the pull use plain HTTP or unverified TLS
+	// (image_insecure_registries); ConfigFile is the fleet config errors
+	// tell the operator to edit.
+	Insecure   bool   `json:"insecure,omitempty"`
+	ConfigFile string `json:"config_file,omitempty"`
+}
+
+// RegistryAuthInput asks the control service to hand Node the
+// credentials for Registry's host from AuthFile (a Docker config.json on
+// the control host) as a file only one pull reads.
+type RegistryAuthInput struct {
+	Node     string `json:"node"`
+	Registry string `json:"registry"`
+	AuthFile string `json:"auth_file"`
+}
+
+// RegistryAuthResult is where the credentials file is on the node ("":
+// AuthFile has no credentials for that registry; the pull is anonymous).
+type RegistryAuthResult struct {
+	Path string `json:"path,omitempty"`
+}
+
+// RegistryAuthDrop removes a credentials file SendRegistryAuth wrote,
+// once its pull has ended (however it ended).
+type RegistryAuthDrop struct {
+	Node string `json:"node"`
+	Path string `json:"path"`
 }
 
 // PullImageResult is the image pulled.
@@ -202,14 +248,20 @@ type ImageBuild struct {
 }
 
 // ImagePull is how the image step pulls a lane's image from a registry
-// on one node: the registry and the path of its auth file on that node,
-// never credentials.
+// on one node: the registry and the path of its auth file, never
+// credentials.
 type ImagePull struct {
 	Image    ImageRef `json:"image"`
 	Registry string   `json:"registry"`
-	AuthFile string   `json:"auth_file,omitempty"`
+	// AuthFile is a Docker config.json on the control host (runs started
+	// before versionPullCredentials: a file on the node).
+	AuthFile string `json:"auth_file,omitempty"`
 	// Node pulls it (the node the stage is for, or the cluster's head).
 	Node string `json:"node"`
+	// Insecure: the registry is in image_insecure_registries of
+	// ConfigFile (plain HTTP or unverified TLS allowed).
+	Insecure   bool   `json:"insecure,omitempty"`
+	ConfigFile string `json:"config_file,omitempty"`
 }
 
 // ImageNodeResult is one node's part of the image step of stage (and so
@@ -249,16 +301,30 @@ func (r Recipe) BuildFor(plan LanePlan, only string) *ImageBuild {
 	return &ImageBuild{Image: plan.Nodes[0].Image, Spec: *r.Build, Node: node}
 }
 
-// PullFor is how a run pulls r's image from its image_registry when no
-// node of plan has it: on only (stage --node), else the plan's head. Nil
-// when the recipe names no registry or the plan no node.
+// PullFor is how a run pulls r's image when no node of plan has it: on
+// only (stage --node), else the plan's head, from image_registry when the
+// recipe or the config sets one, else from the registry the image names
+// (ImageRef.Registry: Docker Hub for a name without a host). Docker Hub
+// by default comes after the recipe's [build] (nil then: the build is
+// the source), so a recipe that builds its image never reaches out to
+// the Internet for it. Nil when the plan has no node.
 func (r Recipe) PullFor(plan LanePlan, only string) *ImagePull {
-	if r.ImageRegistry == "" || len(plan.Nodes) == 0 {
+	if len(plan.Nodes) == 0 || plan.Nodes[0].Image.IsZero() {
 		return nil
+	}
+	img := plan.Nodes[0].Image
+	reg := r.ImageRegistry
+	if reg == "" {
+		if !img.NamesRegistry() && r.Build != nil {
+			return nil
+		}
+		reg = img.Registry()
 	}
 	node := only
 	if node == "" {
 		node = plan.Nodes[0].Node
 	}
-	return &ImagePull{Image: plan.Nodes[0].Image, Registry: r.ImageRegistry, AuthFile: r.ImageRegistryAuthFile, Node: node}
+	host, _, _ := strings.Cut(reg, "/")
+	insecure := slices.ContainsFunc(plan.ImageInsecureRegistries, func(h string) bool { return strings.EqualFold(h, host) })
+	return &ImagePull{Image: img, Registry: reg, AuthFile: r.ImageRegistryAuthFile, Node: node, Insecure: insecure, ConfigFile: plan.ConfigFile}
 }

@@ -87,6 +87,13 @@ type LanePlan struct {
 	// Relay is set when the lane's hub-mirror blocks are relayed between
 	// its nodes (relay on, more than one node, every node with an address).
 	Relay *RelayPlan `json:"relay,omitempty"`
+	// ImageInsecureRegistries are the fleet config's
+	// image_insecure_registries (host[:port]): registries the node pulling
+	// the lane's image may reach over plain HTTP or unverified TLS
+	// (Recipe.PullFor). ConfigFile is the fleet config the plan was
+	// rendered from, named in a pull's errors.
+	ImageInsecureRegistries []string `json:"image_insecure_registries,omitempty"`
+	ConfigFile              string   `json:"config_file,omitempty"`
 }
 
 // RelayPlan is what node workers need to relay a lane's staging: where

@@ -66,11 +66,12 @@ type Recipe struct {
 	// no node has it (stage, cutover) or when asked (starter image build);
 	// the result is then moved to the other nodes. Nil: never built.
 	Build *Build `json:"build,omitempty"`
-	// ImageRegistry (host[:port][/prefix]) is where one node pulls the
-	// image when no node of the cluster has it, before a build; the
-	// recipe's, else the config's. ImageRegistryAuthFile is a path on
-	// that node (a Docker config.json or a username:password file): only
-	// the path travels, never the credentials.
+	// ImageRegistry (host[:port][/prefix]), when set, is where one node
+	// pulls the image when no node of the cluster has it, instead of the
+	// registry the image names (ImageRef.Registry); the recipe's, else
+	// the config's. ImageRegistryAuthFile is a Docker config.json (or a
+	// username:password file) on the control host: only the path travels,
+	// never the credentials (PullFor, docs/recipes.md).
 	ImageRegistry         string `json:"image_registry,omitempty"`
 	ImageRegistryAuthFile string `json:"image_registry_auth_file,omitempty"`
 	// RecipeVersion and Metadata are carried from sparkrun v2 recipes so a

@@ -15,9 +15,10 @@ func TestImageRegistryIsWiredAndChecked(t *testing.T) {
 	cfg.ImageRegistry, cfg.ImageRegistryAuthFile = "mirror.lan:5000", "/etc/sparklane/registry-auth"
 	for _, c := range []struct{ recipe, reg, auth, err string }{
 		{"", "mirror.lan:5000", "/etc/sparklane/registry-auth", ""},
-		{"image_registry = \"ghcr.io/team\"\n", "ghcr.io/team", "", ""},
+		{"image_registry = \"ghcr.io/team\"\n", "ghcr.io/team", "/etc/sparklane/registry-auth", ""},
 		{"image_registry = \"https://m.lan\"\n", "", "", "r.toml: image_registry \"https://m.lan\" carries a scheme"},
-		{"image_registry_auth_file = \"/a\"\n", "", "", "r.toml: image_registry_auth_file /a without image_registry"},
+		// An auth file without a registry: for the registry the image names.
+		{"image_registry_auth_file = \"/a\"\n", "mirror.lan:5000", "/a", ""},
 		{"image_registry = \"m.lan\"\nimage_registry_auth_file = \"auth\"\n", "", "", "r.toml: image_registry_auth_file \"auth\" is not an absolute clean path"},
 	} {
 		r := mustRecipe(t, writeFile(t, dir, "r.toml", base+c.recipe))

@@ -149,6 +149,7 @@ func render(cfg *config.Config, r *contract.Recipe, loadWarnings []string, overr
 	}
 	plan.RecipeHash = h
 	plan.Relay = relayPlan(cfg, r, rd.nodes)
+	plan.ImageInsecureRegistries, plan.ConfigFile = cfg.ImageInsecureRegistries, cfg.File
 	return plan, nil
 }
 

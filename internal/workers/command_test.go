@@ -22,6 +22,7 @@ func TestHelpForEveryModeExitsZero(t *testing.T) {
 		"dev":     {"dev", "--help"},
 		"control": {"control", "--help"},
 		"node":    {"node", "--help"},
+		"gateway": {"gateway", "--help"},
 		"-h":      {"node", "-h"},
 	}
 	for name, args := range cases {
@@ -31,7 +32,7 @@ func TestHelpForEveryModeExitsZero(t *testing.T) {
 		}
 	}
 	_, out, _ := runWorker("--help")
-	for _, mode := range []string{"control", "node", "dev"} {
+	for _, mode := range []string{"control", "node", "dev", "gateway"} {
 		if !strings.Contains(out, "  "+mode+" ") {
 			t.Errorf("worker --help does not list mode %s:\n%s", mode, out)
 		}
@@ -48,8 +49,9 @@ func TestMisuseFailsNamingTheFix(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "no mode given: use control, node --node NAME or dev"},
-		{[]string{"frob"}, `unknown mode "frob": use control, node or dev`},
+		{nil, "no mode given: use control, node --node NAME, dev or gateway"},
+		{[]string{"frob"}, `unknown mode "frob": use control, node, dev or gateway`},
+		{[]string{"gateway", "--name", "nope", "--config", missing}, "absent.toml"},
 		{[]string{"node", "--config", missing}, "worker node needs --node NAME"},
 		{[]string{"control", "--config", missing}, "absent.toml"},
 		{[]string{"dev", "--bogus"}, "unknown flag: --bogus"},

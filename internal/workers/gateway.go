@@ -58,7 +58,7 @@ func RunGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, name s
 	m, maddr := serveGatewayMetrics(ctx, *g, log)
 	var conn atomic.Pointer[client.Client]
 	gw, err := gateway.New(gateway.Options{
-		Gateway: *g, StateFile: cfg.GatewayStateFile(*g), Log: log.Named("gateway"), Registerer: m.Registerer(),
+		Gateway: *g, StateFile: lane.GatewayStateFile(cfg, *g), Log: log.Named("gateway"), Registerer: m.Registerer(),
 		Wake: wake(ctx, &conn, cfg),
 	})
 	if err != nil {
@@ -178,7 +178,7 @@ func wake(ctx context.Context, conn *atomic.Pointer[client.Client], cfg *config.
 		_, err := (*c).ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID: contract.PowerID(contract.PowerOn, strings.Join(nodes, ",")), TaskQueue: contract.ControlQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		}, contract.WorkflowPower, contract.PowerInput{Action: contract.PowerOn, Targets: nodes, Gateways: cfg.GatewayQueues(cluster)})
+		}, contract.WorkflowPower, contract.PowerInput{Action: contract.PowerOn, Targets: nodes, Gateways: lane.GatewayQueues(cfg, cluster)})
 		return err
 	}
 }

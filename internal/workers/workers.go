@@ -18,6 +18,7 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/control"
+	"github.com/sparklane/sparklane/internal/engine/images"
 	"github.com/sparklane/sparklane/internal/metrics"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/pki"
@@ -84,6 +85,9 @@ func NewNodeWorker(d Deps, name string) (worker.Worker, error) {
 	}
 	w := worker.New(c, contract.NodeQueue(name), NodeWorkerOptions())
 	nlog := log.Named("node." + name)
+	// Registry logins a pull never read (this worker died first) go
+	// within their TTL; the next pull and write sweep too.
+	images.SweepCredentials(n.LocalPath(images.CredentialDir, nil), images.CredentialTTL, time.Now())
 	rcv, stop := startRelay(cfg, n, nlog)
 	w.RegisterActivity(&activities.NodeActivities{Node: *n, SharedRoots: cfg.SharedRoots, HFCacheDir: cfg.HFCacheDir, Log: nlog, Metrics: m,
 		Relay: rcv, RelayAddr: relayAddr(cfg.StateDir), ImageTLS: imageTLS(cfg, n, nlog), ImagePort: cfg.ImagePort, Staging: cfg.Staging, Seams: d.Seams})

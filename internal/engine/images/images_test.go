@@ -30,7 +30,7 @@ import (
 )
 
 // dockerClient is this machine's real Docker engine.
-func dockerClient(t *testing.T) *client.Client {
+func dockerClient(t testing.TB) *client.Client {
 	t.Helper()
 	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {

@@ -72,6 +72,10 @@ type Inventory struct {
 func Inspect(ctx context.Context, d Docker, ref contract.ImageRef, node string) (Inventory, error) {
 	inv := Inventory{Node: node}
 	ins, err := d.ImageInspect(ctx, ref.Lookup())
+	if cerrdefs.IsNotFound(err) && ref.Name == "" {
+		// A pin without a tag that sparklane pulled: under its DigestTag.
+		ins, err = d.ImageInspect(ctx, DigestTag(ref))
+	}
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return inv, fmt.Errorf("node %s: inspect image %s: %w", node, ref, err)
 	}
@@ -87,10 +91,17 @@ func Inspect(ctx context.Context, d Docker, ref contract.ImageRef, node string) 
 	// Under the tag but without the pinned digest: an image moved here
 	// from a node that has the digest (a load sets no repo digest), or a
 	// wrong one. MakePlan tells them apart by the ID the pinned nodes have.
-	inv.Unpinned = ref.Digest != "" && !hasDigest(ins.RepoDigests, ref.Digest)
+	inv.Unpinned = ref.Digest != "" && !hasDigest(ins.RepoDigests, ref.Digest) && !digestTagged(ctx, d, ref, ins.ID)
 	inv.Present, inv.ID, inv.RepoDigests, inv.Size = true, ins.ID, ins.RepoDigests, ins.Size
 	inv.DiffIDs = ins.RootFS.Layers
 	return inv, nil
+}
+
+// digestTagged reports whether ref's DigestTag names image id here: a
+// sparklane pull checked the pinned digest for it.
+func digestTagged(ctx context.Context, d Docker, ref contract.ImageRef, id string) bool {
+	ins, err := d.ImageInspect(ctx, DigestTag(ref))
+	return err == nil && ins.ID == id
 }
 
 func hasDigest(repoDigests []string, dig string) bool {

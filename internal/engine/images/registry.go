@@ -1,109 +1,51 @@
 package images
 
 import (
-	"bufio"
 	"context"
-	"encoding/base64"
-	"encoding/json"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"os"
+	"net"
+	"net/http"
 	"path/filepath"
-	"slices"
 	"strings"
 
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/api/types/registry"
-	"github.com/docker/docker/client"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
 
-// Puller is the part of the Docker API a registry pull uses;
-// *client.Client satisfies it.
-type Puller interface {
-	ImagePull(ctx context.Context, ref string, options image.PullOptions) (io.ReadCloser, error)
-	ImageTag(ctx context.Context, source, target string) error
-	ImageInspect(ctx context.Context, imageID string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
-	ImageRemove(ctx context.Context, imageID string, options image.RemoveOptions) ([]image.DeleteResponse, error)
-}
-
 // CheckRegistry checks an image_registry (host[:port][/path prefix], no
-// scheme, no credentials) and its auth file (an absolute path on the
-// node). Errors name the key and the fix.
+// scheme, no credentials) and an image_registry_auth_file (an absolute
+// path on the control host). Errors name the key and the fix.
 func CheckRegistry(reg, authFile string) error {
-	if reg == "" {
-		return nil
-	}
 	host, _, _ := strings.Cut(reg, "/")
 	switch {
+	case reg == "":
 	case strings.Contains(reg, "://"):
-		return fmt.Errorf("image_registry %q carries a scheme: give host[:port][/prefix] (Docker picks https, or http on 127.0.0.0/8 and its insecure-registries)", reg)
+		return fmt.Errorf("image_registry %q carries a scheme: give host[:port][/prefix] (a registry that answers plain HTTP goes in image_insecure_registries)", reg)
 	case strings.Contains(host, "@"):
-		return fmt.Errorf("image_registry %q carries credentials: remove them and set image_registry_auth_file to a file on the node", reg)
+		return fmt.Errorf("image_registry %q carries credentials: remove them and set image_registry_auth_file to a Docker config.json on the control host", reg)
 	case host == "" || strings.ContainsAny(reg, " \t\n@") || strings.HasSuffix(reg, "/") || !(strings.ContainsAny(host, ".:") || host == "localhost"):
 		return fmt.Errorf("image_registry %q is not a registry host: give host[:port][/prefix], e.g. \"mirror.lan:5000\" or \"registry.example.com/team\"", reg)
-	case authFile != "" && (!filepath.IsAbs(authFile) || filepath.Clean(authFile) != authFile):
-		return fmt.Errorf("image_registry_auth_file %q is not an absolute clean path: give the file's path on the nodes (a Docker config.json or a username:password line)", authFile)
+	}
+	if authFile != "" && (!filepath.IsAbs(authFile) || filepath.Clean(authFile) != authFile) {
+		return fmt.Errorf("image_registry_auth_file %q is not an absolute clean path: give the path of a Docker config.json (or a username:password file) on the control host", authFile)
 	}
 	return nil
 }
 
-// RegistryAuth reads the credentials for reg's host from authFile (a
-// Docker config.json with "auths", or one username:password line) as the
-// base64 header Docker's pull takes; "" without a file. The credentials
-// never leave the node.
-func RegistryAuth(authFile, reg string) (string, error) {
-	if authFile == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(authFile)
-	if err != nil {
-		return "", fmt.Errorf("image_registry_auth_file %s: %w: put the registry's credentials there (a Docker config.json or username:password), readable by the node worker", authFile, err)
-	}
-	host, _, _ := strings.Cut(reg, "/")
-	var ac registry.AuthConfig
-	var cfg struct {
-		Auths map[string]registry.AuthConfig `json:"auths"`
-	}
-	if json.Unmarshal(b, &cfg) == nil && cfg.Auths != nil {
-		a, ok := cfg.Auths[host]
-		if !ok {
-			a, ok = cfg.Auths["https://"+host]
-		}
-		if !ok {
-			return "", fmt.Errorf("image_registry_auth_file %s has no \"auths\" entry for %s: docker login %s with DOCKER_CONFIG pointing there, or add it", authFile, host, host)
-		}
-		ac = a
-		if ac.Username == "" && ac.Auth != "" {
-			dec, err := base64.StdEncoding.DecodeString(ac.Auth)
-			if err != nil {
-				return "", fmt.Errorf("image_registry_auth_file %s: the auth of %s is not base64 user:password", authFile, host)
-			}
-			ac.Username, ac.Password, _ = strings.Cut(string(dec), ":")
-			ac.Auth = ""
-		}
-	} else {
-		line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-		u, p, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || u == "" {
-			return "", fmt.Errorf("image_registry_auth_file %s is neither a Docker config.json nor a username:password line", authFile)
-		}
-		ac.Username, ac.Password = u, p
-	}
-	ac.ServerAddress = host
-	return registry.EncodeAuthConfig(ac)
-}
-
 // RegistryRef is where ref's image is pulled from reg: REG/REPO:TAG, or
-// REG/REPO@DIGEST for a pin without a tag.
+// REG/REPO@DIGEST for a pin without a tag, REPO being the image's
+// repository without the host it names (with reg its own registry, the
+// reference itself).
 func RegistryRef(reg string, ref contract.ImageRef) string {
 	repo := ref.Repo
 	// Docker Hub names (library/x, x) and foreign hosts keep only their path.
-	if h, rest, ok := strings.Cut(repo, "/"); ok && (strings.ContainsAny(h, ".:") || h == "localhost") {
-		repo = rest
+	if ref.NamesRegistry() {
+		_, repo, _ = strings.Cut(repo, "/")
 	}
 	name := reg + "/" + repo
 	if ref.Name == "" {
@@ -112,88 +54,144 @@ func RegistryRef(reg string, ref contract.ImageRef) string {
 	return name + strings.TrimPrefix(ref.Name, ref.Repo)
 }
 
-// Pulled is a finished pull: the image ID and the repo digest found.
-type Pulled struct {
-	ID     string `json:"id"`
-	Digest string `json:"digest,omitempty"`
-	From   string `json:"from"`
+// registryHost is reg's host[:port] (reg without its path prefix).
+func registryHost(reg string) string {
+	h, _, _ := strings.Cut(reg, "/")
+	return h
 }
 
-// Pull pulls ref's image from reg through d (auth, a RegistryAuth
-// header), calling progress with each status line, tags it as the
-// recipe's reference and checks a pinned digest: a registry that serves
-// another digest is refused (DigestMismatch naming node, expected and
-// found) and the pulled image untagged.
-func Pull(ctx context.Context, d Puller, node, reg string, ref contract.ImageRef, auth string, progress func(string)) (Pulled, error) {
-	from := RegistryRef(reg, ref)
-	rc, err := d.ImagePull(ctx, from, image.PullOptions{RegistryAuth: auth})
-	if err != nil {
-		return Pulled{From: from}, pullErr(node, from, err)
+// loopbackHost reports whether host[:port] is the node itself by name or
+// address (localhost, 127.0.0.1, ::1), where a registry may answer plain
+// HTTP without being listed: nothing crosses a network.
+func loopbackHost(host string) bool {
+	h := host
+	if sh, _, err := net.SplitHostPort(host); err == nil {
+		h = sh
 	}
-	defer rc.Close()
-	dec := json.NewDecoder(bufio.NewReader(rc))
-	for {
-		var m struct {
-			Status, ID, Progress, Error string
-		}
-		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return Pulled{From: from}, fmt.Errorf("node %s: pull %s: read the pull's progress: %w", node, from, err)
-		}
-		if m.Error != "" {
-			return Pulled{From: from}, pullErr(node, from, errors.New(m.Error))
-		}
-		if progress != nil {
-			progress(strings.TrimSpace(m.ID + " " + m.Status + " " + m.Progress))
-		}
-	}
-	ins, err := d.ImageInspect(ctx, from)
-	if err != nil {
-		return Pulled{From: from}, fmt.Errorf("node %s: inspect pulled image %s: %w", node, from, err)
-	}
-	p := Pulled{ID: ins.ID, From: from}
-	fromRepo, _, _ := strings.Cut(from, "@")
-	if i := strings.LastIndex(fromRepo, ":"); i > strings.LastIndex(fromRepo, "/") {
-		fromRepo = fromRepo[:i]
-	}
-	var found []string
-	for _, rd := range ins.RepoDigests {
-		if r, dg, ok := strings.Cut(rd, "@"); ok && r == fromRepo {
-			found = append(found, dg)
-		}
-	}
-	if len(found) > 0 {
-		p.Digest = found[0]
-	}
-	if ref.Digest != "" && !slices.Contains(found, ref.Digest) {
-		if ref.Name != "" {
-			_, _ = d.ImageRemove(ctx, from, image.RemoveOptions{})
-		}
-		f := "no repo digest"
-		if len(found) > 0 {
-			f = strings.Join(found, ", ")
-		}
-		return p, fault.Permanent(DigestMismatch, fmt.Errorf("node %s: image %s pulled from %s: pinned %s, the registry serves %s (image ID %s): push the pinned image to the registry, or fix the recipe's pin", node, ref.Name, from, ref.Digest, f, ins.ID))
-	}
-	if ref.Name != "" {
-		if err := d.ImageTag(ctx, from, ref.Name); err != nil {
-			return p, fmt.Errorf("node %s: tag %s as %s: %w", node, from, ref.Name, err)
-		}
-	}
-	return p, nil
+	h = strings.Trim(h, "[]")
+	return h == "localhost" || h == "127.0.0.1" || h == "::1"
 }
 
-// pullErr is a failed pull: a registry that does not know the image, or
-// refuses the credentials, is permanent (pulling again fails the same
-// way); anything else (the network) may pass.
-func pullErr(node, from string, err error) error {
-	msg := err.Error()
+// errPlainHTTP is a request over plain HTTP to a registry not allowed
+// it (not listed in image_insecure_registries, not loopback).
+var errPlainHTTP = errors.New("plain HTTP to a registry not in image_insecure_registries")
+
+// transportFor is the HTTP transport of a pull from host: base (nil: a
+// clone of http.DefaultTransport) that refuses plain HTTP unless to host
+// when it is insecure or loopback — go-containerregistry itself would fall
+// back to HTTP for any private address — and, when insecure, does not
+// verify host's certificate (Docker's insecure-registries does the same);
+// any other host a registry redirects to (blob storage) is verified.
+func transportFor(base http.RoundTripper, host string, insecure bool) http.RoundTripper {
+	p := plainPolicy{host: host, plain: insecure || loopbackHost(host), verified: base, unverified: base}
+	if base == nil {
+		p.verified = http.DefaultTransport.(*http.Transport).Clone()
+		p.unverified = p.verified
+		if insecure {
+			t := http.DefaultTransport.(*http.Transport).Clone()
+			t.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the operator listed the registry as insecure
+			p.unverified = t
+		}
+	}
+	return p
+}
+
+// plainPolicy is a pull's transport: plain HTTP only to host and only when
+// plain; host's TLS through unverified (the same as verified unless the
+// registry is insecure), any other host's through verified.
+type plainPolicy struct {
+	host                 string
+	plain                bool
+	verified, unverified http.RoundTripper
+}
+
+// RoundTrip sends r, or refuses it when it would go over plain HTTP.
+func (p plainPolicy) RoundTrip(r *http.Request) (*http.Response, error) {
+	own := strings.EqualFold(r.URL.Host, p.host)
+	if r.URL.Scheme == "http" && !(p.plain && own) {
+		return nil, errPlainHTTP
+	}
+	if own {
+		return p.unverified.RoundTrip(r)
+	}
+	return p.verified.RoundTrip(r)
+}
+
+// isPlainHTTP reports whether err says the registry answers plain HTTP
+// only: an HTTPS request answered in HTTP, or the policy's refusal.
+func isPlainHTTP(err error) bool {
+	var rh tls.RecordHeaderError
+	return errors.Is(err, errPlainHTTP) || errors.As(err, &rh) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
+}
+
+// isUntrustedTLS reports whether err is a certificate the node does not
+// trust (unknown authority, wrong name, expired).
+func isUntrustedTLS(err error) bool {
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	var cv *tls.CertificateVerificationError
+	return errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci) || errors.As(err, &cv) || strings.Contains(err.Error(), "x509: ")
+}
+
+// pullErr classifies a failed pull of from (errors name the node, the
+// registry and what to do): a registry that does not know the image,
+// refuses the credentials, answers plain HTTP or shows an untrusted
+// certificate fails the same way again (permanent); the network, a
+// registry's 5xx or its rate limit may pass.
+func (s PullSpec) pullErr(ctx context.Context, from string, err error) error {
+	host := registryHost(s.Registry)
+	cfg := s.ConfigFile
+	if cfg == "" {
+		cfg = "the fleet config (sparklane.toml)"
+	}
+	var te *transport.Error
 	switch {
-	case client.IsErrNotFound(err) || strings.Contains(msg, "manifest unknown") || strings.Contains(msg, "not found"):
-		return fault.Permanent(fault.ImageMissing, fmt.Errorf("node %s: the registry has no %s (%v): push it there (docker push %s), or add a [build] to the recipe", node, from, err, from))
-	case strings.Contains(msg, "unauthorized") || strings.Contains(msg, "authentication required") || strings.Contains(msg, "no basic auth"):
-		return fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: the registry refused pulling %s (%v): check image_registry_auth_file on the node", node, from, err))
+	case ctx.Err() != nil:
+		return fmt.Errorf("node %s: pull %s: %w", s.Node, from, ctx.Err())
+	case isPlainHTTP(err):
+		return fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: registry %s answers plain HTTP: add it to image_insecure_registries in %s (sparklane's registry client then pulls over HTTP; no node's Docker needs configuring)", s.Node, host, cfg))
+	case isUntrustedTLS(err):
+		return fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: registry %s shows a certificate this node does not trust (%v): add the registry's CA to the node's trust store, or add %s to image_insecure_registries in %s to skip the check", s.Node, host, err, host, cfg))
+	case errors.As(err, &te):
+		return s.statusErr(from, host, te)
 	}
-	return fmt.Errorf("node %s: pull %s: %w", node, from, err)
+	return fmt.Errorf("node %s: registry %s unreachable from this node (pull %s): %w", s.Node, host, from, err)
+}
+
+// statusErr classifies a registry's answer te to a pull of from.
+func (s PullSpec) statusErr(from, host string, te *transport.Error) error {
+	code := func(codes ...transport.ErrorCode) bool {
+		for _, d := range te.Errors {
+			for _, c := range codes {
+				if d.Code == c {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	switch {
+	case te.StatusCode == http.StatusNotFound || code(transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode):
+		return fault.Permanent(fault.ImageMissing, fmt.Errorf("node %s: registry %s has no %s (%v): push it there (docker push %s), or add a [build] to the recipe", s.Node, host, from, te, from))
+	case te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden || code(transport.UnauthorizedErrorCode, transport.DeniedErrorCode):
+		switch {
+		case s.Auth != nil:
+			return fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: registry %s refused the credentials for %s from image_registry_auth_file %s on the control host (%v): log in again into that file (DOCKER_CONFIG=DIR docker login %s)", s.Node, host, from, s.AuthFile, te, host))
+		case s.AuthFile != "":
+			return fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: registry %s refused pulling %s without credentials (%v), and image_registry_auth_file %s on the control host has none for %s: log in into that file (DOCKER_CONFIG=DIR docker login %s), or check the image's name", s.Node, host, from, te, s.AuthFile, host, host))
+		}
+		return fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: registry %s refused pulling %s without credentials (%v): the image is private or does not exist there; set image_registry_auth_file in %s to a Docker config.json on the control host that has a login for %s", s.Node, host, from, te, s.settings(), host))
+	case te.StatusCode == http.StatusTooManyRequests || code(transport.TooManyRequestsErrorCode):
+		return fmt.Errorf("node %s: registry %s limits pulls (%v): wait, or pull with a login (image_registry_auth_file)", s.Node, host, te)
+	}
+	return fmt.Errorf("node %s: registry %s: pull %s: %w", s.Node, host, from, te)
+}
+
+// settings is the file where the registry keys go, for errors.
+func (s PullSpec) settings() string {
+	if s.ConfigFile == "" {
+		return "the fleet config (sparklane.toml) or the recipe"
+	}
+	return s.ConfigFile + " or the recipe"
 }
