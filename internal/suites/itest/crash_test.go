@@ -193,17 +193,36 @@ func newProcFleet(t *testing.T, pauseAt int64, extra ...string) *procFleet {
 	return p
 }
 
+// lockedBuffer is a process's output that the test may read while the
+// process still writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // startStarter starts `starter ARGS...` as a process of its own.
-func (p *procFleet) startStarter(args ...string) (*exec.Cmd, *bytes.Buffer) {
+func (p *procFleet) startStarter(args ...string) (*exec.Cmd, *lockedBuffer) {
 	p.t.Helper()
-	var out bytes.Buffer
+	out := &lockedBuffer{}
 	cmd := exec.Command(p.starter, append([]string{"--config", p.cfgFile}, args...)...)
 	cmd.Env = p.env
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		p.t.Fatalf("start starter %v: %v", args, err)
 	}
-	return cmd, &out
+	return cmd, out
 }
 
 // run runs `starter ARGS...` to its end: exit code and output.
@@ -339,12 +358,28 @@ func TestStarterKilledMidRunGoesOn(t *testing.T) {
 	if st := runStatus(ctx, t, c, id); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		t.Fatalf("after kill -9 of the starter, %s is %v, want still running\nstarter said: %s", id, st, out)
 	}
-	// A second starter on the same lane is refused and pointed at attach.
-	if code, o := p.run(ctx, "stage", "--lane", "crash-2x"); code != 3 || !strings.Contains(o, "starter attach "+id) {
-		t.Fatalf("second stage while the first runs: exit %d, want 3 naming 'starter attach %s':\n%s", code, id, o)
+	// A second starter on the same lane with another input is refused,
+	// naming the field that differs and pointing at attach.
+	if code, o := p.run(ctx, "stage", "--lane", "crash-2x", "--stage=force"); code != 3 ||
+		!strings.Contains(o, "with another input") || !strings.Contains(o, "starter attach "+id) {
+		t.Fatalf("second stage with --stage=force while the first runs: exit %d, want 3 naming the difference and 'starter attach %s':\n%s", code, id, o)
+	}
+	// The same command repeated (what people do after a crash) follows
+	// the running run instead of starting another.
+	again, againOut := p.startStarter("stage", "--lane", "crash-2x")
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(againOut.String(), "already running with the same input") {
+		if time.Now().After(deadline) {
+			kill9(t, again)
+			t.Fatalf("the repeated stage never said it follows %s:\n%s", id, againOut)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if err := os.WriteFile(p.release, nil, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if err := again.Wait(); err != nil {
+		t.Fatalf("the repeated stage that follows %s: %v\n%s", id, err, againOut)
 	}
 	code, o := p.run(ctx, "--json", "attach", id)
 	if code != 0 {
