@@ -52,6 +52,11 @@ type Facts struct {
 	// `docker info` lists the nvidia runtime.
 	Docker        bool
 	NvidiaRuntime bool
+	// DockerHost is DOCKER_HOST in the node's login environment (a
+	// rootless or relocated daemon's socket): init writes it as the
+	// node's docker endpoint, so sparklane talks to the daemon the
+	// node's own docker command does. "" when unset.
+	DockerHost string
 	// GPUs are nvidia-smi's "name, memory" lines.
 	GPUs []string
 	RDMA []RDMA
@@ -77,6 +82,7 @@ func script(o Options) string {
 	}
 	return fmt.Sprintf(`R=%s; D=%s
 echo @@df; df -PB1 -a -x tmpfs -x devtmpfs -x overlay -x squashfs 2>/dev/null | tail -n +2
+echo @@dockerhost; printf '%%s\n' "${DOCKER_HOST:-}"
 echo @@docker; if command -v "$D" >/dev/null 2>&1; then echo present; "$D" info --format '{{json .Runtimes}}' 2>/dev/null; else echo absent; fi
 echo @@gpu; if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null; fi
 echo @@ib; for d in "$R"/sys/class/infiniband/*; do [ -e "$d" ] || continue; echo "$(basename "$d") $(ls "$d/device/net" 2>/dev/null | tr '\n' ' ')"; done
@@ -148,6 +154,8 @@ func Parse(out string) Facts {
 			f.GPUs = append(f.GPUs, line)
 		case "ib":
 			f.RDMA = append(f.RDMA, RDMA{Device: fields[0], Netdevs: fields[1:]})
+		case "dockerhost":
+			f.DockerHost = line
 		case "mem":
 			if len(fields) == 3 && fields[2] == "kB" {
 				kb, _ := strconv.ParseInt(fields[1], 10, 64)

@@ -157,6 +157,8 @@ func TestParseAndChoices(t *testing.T) {
 /dev/sdb1 8000000000000 1 7000000000000 1% /mnt/big
 /dev/sda1 1000000000 1 900000000 1% /boot/efi
 /dev/loop0 9000000000000 1 9000000000000 1% /mnt/image
+@@dockerhost
+unix:///run/user/1000/docker.sock
 @@docker
 present
 {"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}}
@@ -187,8 +189,18 @@ MemTotal:       125000000 kB
 	if !f.Docker || !f.NvidiaRuntime || len(f.GPUs) != 1 || len(f.RDMA) != 2 || f.Memory != 128e9 {
 		t.Errorf("facts %+v", f)
 	}
-	if cfg := discover.Render([]discover.Host{{Name: "dgx1", SSH: "u@h", Facts: f}}, discover.Fleet{}); !strings.Contains(cfg, "gpu_memory = \"128GB\"") {
+	cfg := discover.Render([]discover.Host{{Name: "dgx1", SSH: "u@h", Facts: f}}, discover.Fleet{})
+	if !strings.Contains(cfg, "gpu_memory = \"128GB\"") {
 		t.Errorf("config lacks the node's memory:\n%s", cfg)
+	}
+	// A node whose login sets DOCKER_HOST (rootless Docker) is reached
+	// at that daemon, not at the default socket.
+	if !strings.Contains(cfg, "docker = \"unix:///run/user/1000/docker.sock\"") {
+		t.Errorf("config lacks the node's DOCKER_HOST:\n%s", cfg)
+	}
+	f.DockerHost = ""
+	if cfg := discover.Render([]discover.Host{{Name: "dgx1", SSH: "u@h", Facts: f}}, discover.Fleet{}); strings.Contains(cfg, "docker = ") {
+		t.Errorf("a node without DOCKER_HOST gets a docker endpoint:\n%s", cfg)
 	}
 	if d := discover.Diff("a\nb\nc\n", "a\nB\nc\n"); d != "@@ line 2\n-b\n+B\n" {
 		t.Errorf("diff %q", d)

@@ -151,6 +151,9 @@ func renderNode(w func(string, ...any), h Host) {
 	if f.Memory >= 1e9 {
 		w("# memory lanes are fitted against (MemTotal; a DGX Spark's is shared by CPU and GPU)\ngpu_memory = \"%dGB\"\n", f.Memory/1e9)
 	}
+	if f.DockerHost != "" {
+		w("# the node's DOCKER_HOST: the daemon its own docker command talks to\ndocker = %q\n", f.DockerHost)
+	}
 	switch {
 	case !f.Docker:
 		w("# Docker: NOT FOUND — install it before serving lanes here\n")

@@ -675,6 +675,11 @@ func (f *Fleet) writeSSHDConfig(n *Node) error {
 		// a NAS host over sshfs and its reads show in /proc/PID/io.
 		"Subsystem sftp /usr/lib/openssh/sftp-server",
 		"GatewayPorts no",
+		// The node's docker command talks to the node's own dockerd (its
+		// /var/run is the machine's, whose docker.sock is another
+		// daemon's), as a node with a relocated daemon sets it in its
+		// login environment.
+		"SetEnv DOCKER_HOST=unix://" + NodeDockerSocket,
 		"LogLevel VERBOSE",
 		"",
 	}, "\n")
