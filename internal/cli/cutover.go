@@ -112,6 +112,11 @@ func (a *App) runCutover(ctx context.Context, cfg *config.Config, r *contract.Re
 	if strings.HasPrefix(note, "--force") {
 		fmt.Fprintln(a.Err, "warning:", note)
 	}
+	// A sim lane's engine-sim image on no node is built on the head; the
+	// cutover's image step moves it to the other nodes.
+	if _, err := a.ensureSimImage(ctx, cfg, plan, ""); err != nil {
+		return nil, err
+	}
 	run, err := a.start(ctx, runSpec{
 		ID: contract.CutoverID(r.Cluster), Workflow: contract.WorkflowCutover, Lane: r.Name, Cluster: r.Cluster,
 		Memo: recipeMemo(r, plan),

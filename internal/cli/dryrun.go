@@ -54,6 +54,12 @@ type DryRun struct {
 	Memory      *lane.FitEstimate `json:"memory,omitempty"`
 	MemoryNote  string            `json:"memory_note,omitempty"`
 	MemoryError string            `json:"memory_error,omitempty"`
+	// ImageBuild says that a sim lane's engine-sim image is on no node and
+	// would be built on which node, from what, before the run (as
+	// `starter image build --sim`); ImageBuildError is why a node's
+	// Docker could not be asked (the run would stop there).
+	ImageBuild      string `json:"image_build,omitempty"`
+	ImageBuildError string `json:"image_build_error,omitempty"`
 }
 
 // DryRunNode is one node's part of a dry run.
@@ -152,6 +158,22 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 		d.FetchDry, d.StageError = ds.fetch, ds.err
 	}
 	stagePlans, imageStates := ds.plans, ds.images
+	// A sim lane's engine-sim image on no node is built before the run
+	// (ensureSimImage): say so, where and from what, building nothing.
+	buildOn, buildFrom, buildErr := a.drySimImage(ctx, cfg, plan, a.dryBuildOn)
+	if buildErr != nil {
+		d.ImageBuildError = rootMessage(buildErr)
+	}
+	if buildOn != "" {
+		d.ImageBuild = fmt.Sprintf("on no node of %s: would be built on %s from %s (as `starter image build --sim`)", plan.Lane, buildOn, buildFrom)
+		for _, n := range plan.Nodes {
+			if n.Node == buildOn {
+				imageStates[n.Node] = "missing: would be built here before the run, from " + buildFrom
+			} else {
+				imageStates[n.Node] = "missing: would receive it from " + buildOn + " once built there (the image step)"
+			}
+		}
+	}
 	// The one masker of plans (the reports' too): secret-looking [env]
 	// values and --token style argv values become ***.
 	masked, _ := report.MaskPlan(*plan)
@@ -174,10 +196,16 @@ func (a *App) dryRun(ctx context.Context, cfg *config.Config, r *contract.Recipe
 		d.Fetch = fp
 		d.Steps = append(fetchSteps(fp, d.FetchDry, plan.Lane), d.Steps...)
 	}
+	if d.ImageBuild != "" {
+		d.Steps = append([]string{"image " + plan.Nodes[0].Image.String() + " " + d.ImageBuild}, d.Steps...)
+	}
 	if err := a.output(d, func() { printDryRun(a, d) }); err != nil {
 		return err
 	}
-	return fitErr
+	if fitErr != nil {
+		return fitErr
+	}
+	return buildErr
 }
 
 // dryProbe is what a dry run learned of the fleet: each probed node's
@@ -445,6 +473,12 @@ func printDryRun(a *App, d DryRun) {
 	printFit(a, d.Memory, d.MemoryNote)
 	if d.MemoryError != "" {
 		fmt.Fprintf(a.Out, "REFUSED: %s\n", d.MemoryError)
+	}
+	if d.ImageBuild != "" {
+		fmt.Fprintf(a.Out, "image: %s\n", d.ImageBuild)
+	}
+	if d.ImageBuildError != "" {
+		fmt.Fprintf(a.Out, "the run would stop before it starts: %s\n", d.ImageBuildError)
 	}
 	for _, n := range d.Nodes {
 		state := n.State

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sparklane/sparklane/internal/atomicfile"
+	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/discover"
 	"github.com/sparklane/sparklane/internal/fault"
@@ -43,6 +44,35 @@ type initJSON struct {
 	// those the fleet is too small for.
 	Clusters []discover.Cluster `json:"clusters"`
 	TooLarge []discover.Cluster `json:"too_large,omitempty"`
+	// InsecureRegistries and RegistryAuthFile are what --insecure-registry
+	// and --registry-auth-file wrote.
+	InsecureRegistries []string `json:"image_insecure_registries,omitempty"`
+	RegistryAuthFile   string   `json:"image_registry_auth_file,omitempty"`
+}
+
+// checkRegistryFlags checks --insecure-registry (each host[:port]) and
+// --registry-auth-file (an absolute path of a file on this host).
+func checkRegistryFlags(f initFlags) error {
+	for _, h := range f.insecureRegistries {
+		if err := config.CheckRegistryHost(h); err != nil {
+			return fmt.Errorf("--insecure-registry %s: %w", h, err)
+		}
+	}
+	p := f.registryAuthFile
+	if p == "" {
+		return nil
+	}
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("--registry-auth-file %q: give the absolute path of the Docker config.json on this control host (the control service reads it from there)", p)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("--registry-auth-file %s: %w (log in with docker login, or give the config.json that holds the logins)", p, err)
+	}
+	if st.IsDir() {
+		return fmt.Errorf("--registry-auth-file %s is a directory: give the config.json in it", p)
+	}
+	return nil
 }
 
 type initNode struct {
@@ -68,6 +98,11 @@ type initFlags struct {
 	// every node; hfCacheDir (--hf-cache-dir) the hub cache found there.
 	sharedRoots []string
 	hfCacheDir  string
+	// insecureRegistries (--insecure-registry) and registryAuthFile
+	// (--registry-auth-file) are written as image_insecure_registries and
+	// image_registry_auth_file.
+	insecureRegistries []string
+	registryAuthFile   string
 	// sysRoot and dockerCmd stand in for /sys and docker (test doubles).
 	sysRoot, dockerCmd string
 }
@@ -116,6 +151,8 @@ func (a *App) initCmd() *cobra.Command {
 	cmd.Flags().StringVar(&f.identity, "identity", "", "private key file for SSH (default: the agent or ~/.ssh/id_*)")
 	cmd.Flags().StringArrayVar(&f.sharedRoots, "shared-root", nil, "a path every node mounts alike (the NAS), instead of those found (repeatable)")
 	cmd.Flags().StringVar(&f.hfCacheDir, "hf-cache-dir", "", "the Hugging Face hub cache on the NAS (models--ORG--NAME), instead of the one found")
+	cmd.Flags().StringArrayVar(&f.insecureRegistries, "insecure-registry", nil, "HOST[:PORT] of a registry the nodes pull images from over plain HTTP or unverified TLS, with sparklane's own client (repeatable; nothing is set in any node's Docker)")
+	cmd.Flags().StringVar(&f.registryAuthFile, "registry-auth-file", "", "a Docker config.json of registry logins on this control host, written as image_registry_auth_file (default: the control host's own Docker logins)")
 	cmd.Flags().StringVar(&out, "out", "", "config file to write (default --config, else ./sparklane.toml)")
 	cmd.Flags().BoolVar(&write, "write", false, "replace an existing file whose content differs")
 	cmd.Flags().StringVar(&f.sysRoot, "sys-root", "", "prefix of /sys on the nodes (a test double's fake /sys tree)")
@@ -129,6 +166,10 @@ func (a *App) initCmd() *cobra.Command {
 // share (the NAS, its hub cache) and the clusters the recipes beside out
 // name, and writes the config to out (an existing one only with write).
 func (a *App) runInit(ctx context.Context, specs []string, f initFlags, out string, write bool) error {
+	// The registry flags are checked before any node is dialled.
+	if err := checkRegistryFlags(f); err != nil {
+		return err
+	}
 	var hosts []discover.Host
 	var clients []*ssh.Client
 	defer func() {
@@ -159,6 +200,8 @@ func (a *App) runInit(ctx context.Context, specs []string, f initFlags, out stri
 	if err != nil {
 		return err
 	}
+	fl.InsecureRegistries, fl.RegistryAuthFile = f.insecureRegistries, f.registryAuthFile
+	res.InsecureRegistries, res.RegistryAuthFile = f.insecureRegistries, f.registryAuthFile
 	res.SharedRoots, res.SharedNotes = nonNil(fl.Shares.Mounts), fl.Shares.Notes
 	res.HFCacheDir, res.HFCacheNote = fl.HFCacheDir, fl.HFCacheNote
 	res.Clusters, res.TooLarge = nonNil(fl.Clusters), fl.TooLarge

@@ -76,8 +76,28 @@ func TestInitSharedRootHubCacheAndRecipeClusters(t *testing.T) {
 	writeConfigTestFile(t, filepath.Join(dir, "recipes"), "quad.toml", head+"cluster = \"4nodes-switch\"\n[defaults]\ntensor_parallel = 4\n")
 	out := filepath.Join(dir, "sparklane.toml")
 	target := s.User + "@127.0.0.1:" + strconv.Itoa(s.Port)
+	auth := writeConfigTestFile(t, dir, "docker-config.json", `{"auths": {}}`)
 	args := []string{"init", "--node", "dgx1=" + target, "--node", "dgx2=" + target, "--node", "dgx3=" + target,
-		"--known-hosts", s.KnownHostsFile, "--identity", s.IdentityFile, "--shared-root", nas, "--out", out}
+		"--known-hosts", s.KnownHostsFile, "--identity", s.IdentityFile, "--shared-root", nas, "--out", out,
+		"--insecure-registry", "10.0.0.5:5000", "--insecure-registry", "mirror.lan", "--registry-auth-file", auth}
+
+	// A registry flag that is not what it must be stops init before any
+	// node is dialled, naming the flag and the value.
+	for bad, want := range map[string]string{
+		"http://mirror.lan":             `--insecure-registry http://mirror.lan: "http://mirror.lan" is not a registry host: write host[:port]`,
+		"mirror.lan:5000/v2":            `--insecure-registry mirror.lan:5000/v2: "mirror.lan:5000/v2" is not a registry host`,
+		"mirror.lan:http":               `--insecure-registry mirror.lan:http: "mirror.lan:http" is not a registry host`,
+		"docker-config.json":            `--registry-auth-file "docker-config.json": give the absolute path`,
+		filepath.Join(dir, "nope.json"): "--registry-auth-file " + filepath.Join(dir, "nope.json") + ": stat ",
+	} {
+		flag := "--insecure-registry"
+		if strings.HasSuffix(bad, ".json") {
+			flag = "--registry-auth-file"
+		}
+		if code, o, e := runStarter(t, append(args, flag, bad)...); code == 0 || !strings.Contains(e, want) {
+			t.Errorf("%s %s: exit %d, want %q\n%s%s", flag, bad, code, want, o, e)
+		}
+	}
 
 	code, o, e := runStarter(t, args...)
 	hubs := filepath.Join(nas, "a", "huggingface", "hub") + ", " + filepath.Join(nas, "b")
@@ -93,6 +113,8 @@ func TestInitSharedRootHubCacheAndRecipeClusters(t *testing.T) {
 		"shared_roots = [\"" + nas + "\"]", "hf_cache_dir = \"" + filepath.Join(nas, "b") + "\"", "ssh = \"" + target + "\"",
 		"default_cluster = \"all-3x\"", "name = \"2nodes-dac\"\nnodes = [\"dgx1\", \"dgx2\"]",
 		"# cluster 4nodes-switch (named by recipes/quad.toml) needs 4 nodes; this fleet has 3: not written",
+		"nothing is\n# configured in any node's Docker", "image_insecure_registries = [\"10.0.0.5:5000\", \"mirror.lan\"]\n",
+		"image_registry_auth_file = \"" + auth + "\"\n",
 	} {
 		if !strings.Contains(string(cfg), want) {
 			t.Errorf("config lacks %q:\n%s", want, cfg)

@@ -32,6 +32,9 @@ type App struct {
 	// dryFetch is the fetch plan a stage --dry-run shows first (set by
 	// stage for dryRun).
 	dryFetch *contract.FetchPlan
+	// dryBuildOn is the node a stage --dry-run with --node would build a
+	// sim lane's missing engine-sim image on ("": the head).
+	dryBuildOn string
 	// fitForce is --force: run a lane the memory fit refuses (laneFit).
 	fitForce bool
 	In       io.Reader

@@ -32,6 +32,9 @@ func (a *App) upCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := a.upSimImage(ctx, cfg, r, plan); err != nil {
+				return err
+			}
 			return a.runServe(ctx, runSpec{ID: contract.UpID(r.Cluster), Workflow: contract.WorkflowServe, Lane: r.Name, Cluster: r.Cluster,
 				Memo: map[string]any{"recipe_hash": plan.RecipeHash}, Input: contract.ServeInput{Recipe: *r, Plan: *plan, NoWait: noWait, OutageBudget: contract.Duration(budget),
 					Keep: keepPolicy(cfg, r), Grace: contract.Duration(cfg.ProbeGrace), Gateways: lane.GatewayQueues(cfg, r.Cluster)}})
@@ -42,6 +45,29 @@ func (a *App) upCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print every node's command, env and mounts; start nothing")
 	cmd.Flags().BoolVar(&force, "force", false, "start even on nodes another lane holds (both then share the GPU)")
 	return cmd
+}
+
+// upSimImage builds a sim lane's engine-sim image on the head when no
+// node has it (ensureSimImage). A serve run has no image step that moves
+// an image between nodes, so on a lane of more than one node the image
+// then goes to the others as `starter image build --sim` sends it: the
+// stage's image step alone (stage/LANE, image only).
+func (a *App) upSimImage(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan) error {
+	built, err := a.ensureSimImage(ctx, cfg, plan, "")
+	if err != nil || built == nil || len(plan.Nodes) < 2 {
+		return err
+	}
+	var res contract.StageResult
+	if err := a.startFollow(ctx, runSpec{ID: contract.StageID(r.Name), Workflow: contract.WorkflowStage, Lane: r.Name, Cluster: r.Cluster,
+		Input: contract.StageInput{Plan: *plan, Mode: contract.StageAuto, ImageOnly: true}}, &res); err != nil {
+		return fmt.Errorf("lane %s: move the engine-sim image built on %s to its other nodes: %w", r.Name, built.Node, err)
+	}
+	if !a.JSON {
+		for _, line := range imageMoved(res.Images, res.Pulled, res.Built) {
+			fmt.Fprintf(a.Out, "image %s\n", line)
+		}
+	}
+	return nil
 }
 
 // refuseHeldNodes probes the lane's nodes and refuses when another lane

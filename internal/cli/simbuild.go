@@ -20,12 +20,8 @@ const SimLane = "sim-demo"
 
 // simBuild is `starter image build --sim`: the engine-sim image built
 // from scratch on one node of a sim lane (--node, else the cluster's
-// head) through that node's Docker — reached over SSH as `starter logs`
-// reaches it —, from the release's engine-sim of the node's architecture
-// (or --engine-sim, or, in the source tree, one compiled here), so
-// neither the node nor this host needs Go; tagged also as the lane's
-// image, then moved to the lane's other nodes by the stage's image step
-// (stage/LANE, image only).
+// head) by simBuildOn, tagged also as the lane's image, then moved to the
+// lane's other nodes by the stage's image step (stage/LANE, image only).
 func (a *App) simBuild(ctx context.Context, cfg *config.Config, r *contract.Recipe, plan *contract.LanePlan, only, binary string) error {
 	if plan.Runtime != "sim" {
 		return fmt.Errorf("--sim builds engine-sim, but lane %s runs %s (%s): drop --sim to build its [build], or name a sim lane with --lane", r.Name, plan.Runtime, r.File)
@@ -38,42 +34,61 @@ func (a *App) simBuild(ctx context.Context, cfg *config.Config, r *contract.Reci
 	if where == "" {
 		where = plan.Nodes[0].Node
 	}
-	n := cfg.Node(where)
-	if n == nil {
-		return fmt.Errorf("node %s is not in %s", where, cfg.File)
-	}
-	dc, err := nodeDocker(ctx, *n)
-	if err != nil {
-		return err
-	}
-	defer dc.Close()
-	opt, from, err := a.simBinary(ctx, cfg, dc, where, binary)
-	if err != nil {
-		return err
-	}
-	if !a.JSON {
-		fmt.Fprintf(a.Err, "building the engine-sim image on %s from %s\n", where, from)
-	}
-	ref, err := simimage.Build(ctx, dc, opt)
-	if err != nil {
-		return fmt.Errorf("node %s: build the engine-sim image: %w", where, err)
-	}
-	if img.Name != ref && img.Name != simimage.Repo+":latest" {
-		if err := dc.ImageTag(ctx, ref, img.Name); err != nil {
-			return fmt.Errorf("node %s: tag %s as %s: %w", where, ref, img.Name, err)
+	built, err := a.simBuildOn(ctx, cfg, where, binary, img, func(from string) {
+		if !a.JSON {
+			fmt.Fprintf(a.Err, "building the engine-sim image on %s from %s\n", where, from)
 		}
-	}
-	inspect, err := dc.ImageInspect(ctx, ref)
+	})
 	if err != nil {
-		return fmt.Errorf("node %s: the built image %s: %w", where, ref, err)
+		return err
 	}
 	var res contract.StageResult
 	if err := a.startFollow(ctx, runSpec{ID: contract.StageID(r.Name), Workflow: contract.WorkflowStage, Lane: r.Name, Cluster: r.Cluster,
 		Input: contract.StageInput{Plan: *plan, Mode: contract.StageAuto, ImageOnly: true}}, &res); err != nil {
 		return err
 	}
-	res.Built = &contract.BuildImageResult{Node: where, ID: inspect.ID, Tail: []string{"engine-sim image " + ref + " (" + from + ")"}}
+	res.Built = &built
 	return a.printImageBuild(res)
+}
+
+// simBuildOn is the build core of `starter image build --sim` and of the
+// sim lane's image built before a cutover, stage or up (ensureSimImage):
+// the engine-sim image built from scratch on node where through that
+// node's Docker — reached over SSH as `starter logs` reaches it —, from
+// the release's engine-sim of the node's architecture (or binary, or, in
+// the source tree, one compiled here), so neither the node nor this host
+// needs Go; tagged also as img. announce is told where the program comes
+// from before the build starts.
+func (a *App) simBuildOn(ctx context.Context, cfg *config.Config, where, binary string, img contract.ImageRef, announce func(from string)) (contract.BuildImageResult, error) {
+	var res contract.BuildImageResult
+	n := cfg.Node(where)
+	if n == nil {
+		return res, fmt.Errorf("node %s is not in %s", where, cfg.File)
+	}
+	dc, err := nodeDocker(ctx, *n)
+	if err != nil {
+		return res, err
+	}
+	defer dc.Close()
+	opt, from, err := a.simBinary(ctx, cfg, dc, where, binary)
+	if err != nil {
+		return res, err
+	}
+	announce(from)
+	ref, err := simimage.Build(ctx, dc, opt)
+	if err != nil {
+		return res, fmt.Errorf("node %s: build the engine-sim image: %w", where, err)
+	}
+	if img.Name != ref && img.Name != simimage.Repo+":latest" {
+		if err := dc.ImageTag(ctx, ref, img.Name); err != nil {
+			return res, fmt.Errorf("node %s: tag %s as %s: %w", where, ref, img.Name, err)
+		}
+	}
+	inspect, err := dc.ImageInspect(ctx, ref)
+	if err != nil {
+		return res, fmt.Errorf("node %s: the built image %s: %w", where, ref, err)
+	}
+	return contract.BuildImageResult{Node: where, ID: inspect.ID, Tail: []string{"engine-sim image " + ref + " (" + from + ")"}}, nil
 }
 
 // simBinary is where the engine-sim program comes from for the Docker

@@ -40,7 +40,7 @@ func (a *App) stageCmd() *cobra.Command {
 				return fmt.Errorf("--fetch: lane %s has no hub-mirror blocks to fetch (%s)", r.Name, r.File)
 			}
 			if dryRun {
-				a.dryFetch = fp
+				a.dryFetch, a.dryBuildOn = fp, only
 				return a.dryRun(ctx, cfg, r, plan, "stage")
 			}
 			budget, err := outageBudget(cfg, r)
@@ -49,6 +49,11 @@ func (a *App) stageCmd() *cobra.Command {
 			}
 			room, err := a.diskRoom(makeRoom)
 			if err != nil {
+				return err
+			}
+			// A sim lane's engine-sim image on no node is built on --node
+			// (else the head); the stage's image step moves it on.
+			if _, err := a.ensureSimImage(ctx, cfg, plan, only); err != nil {
 				return err
 			}
 			var res contract.StageResult

@@ -34,6 +34,12 @@ type Fleet struct {
 	// them; TooLarge those it cannot (written as a comment).
 	Clusters []Cluster
 	TooLarge []Cluster
+	// InsecureRegistries (host[:port]) are written as
+	// image_insecure_registries, RegistryAuthFile as
+	// image_registry_auth_file (init's --insecure-registry and
+	// --registry-auth-file).
+	InsecureRegistries []string
+	RegistryAuthFile   string
 }
 
 // Cluster is a cluster named by recipes: its nodes (the first ones of the
@@ -67,6 +73,7 @@ func Render(hosts []Host, fl Fleet) string {
 		w("# where a recipe that names no cluster (a sparkrun recipe) runs: all the nodes\ndefault_cluster = %q\n", allCluster(hosts))
 	}
 	renderShared(w, fl)
+	renderRegistries(w, fl)
 	w("\n[temporal]\n# empty address: an embedded server in the control service on this machine\naddress = \"\"\nnamespace = \"default\"\n\n")
 	for _, h := range hosts {
 		renderNode(w, h)
@@ -107,6 +114,23 @@ func renderShared(w func(string, ...any), fl Fleet) {
 		w("# %s\nhf_cache_dir = %q\n", fl.HFCacheNote, fl.HFCacheDir)
 	} else if fl.HFCacheNote != "" {
 		w("# hf_cache_dir: %s\n", fl.HFCacheNote)
+	}
+}
+
+// renderRegistries writes image_insecure_registries and
+// image_registry_auth_file when given, each with what it means.
+func renderRegistries(w func(string, ...any), fl Fleet) {
+	if len(fl.InsecureRegistries) > 0 {
+		w("# Registries the nodes pull lanes' images from over plain HTTP, or HTTPS without\n" +
+			"# verifying the certificate, with sparklane's own registry client: nothing is\n" +
+			"# configured in any node's Docker (no insecure-registries there).\n")
+		w("image_insecure_registries = [%s]\n", quoteList(fl.InsecureRegistries))
+	}
+	if fl.RegistryAuthFile != "" {
+		w("# Registry logins (a Docker config.json) on this control host: a pulling node is\n" +
+			"# handed only its registry's entry, for one pull; unset, the control host's own\n" +
+			"# Docker logins are used ($DOCKER_CONFIG/config.json, else ~/.docker/config.json).\n")
+		w("image_registry_auth_file = %q\n", fl.RegistryAuthFile)
 	}
 }
 

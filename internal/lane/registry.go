@@ -2,6 +2,7 @@ package lane
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
@@ -10,16 +11,29 @@ import (
 
 // wireRegistry sets how w's image is pulled: the recipe's image_registry,
 // else the config's (none: the registry the image names); the recipe's
-// image_registry_auth_file, else the config's (a file on the control
-// host). Each is checked (images.CheckRegistry); the error names
-// the file and key at fault.
+// image_registry_auth_file, else the config's, else the control host's
+// own Docker logins as Docker finds them (images.DefaultAuthFile: this
+// process's $DOCKER_CONFIG or ~/.docker; none there, the pulls go
+// anonymous). Resolve runs on the control host — in the starter and the
+// control service — so the path is one there; only the path enters the
+// run, the control service reads the logins (SendRegistryAuth). Each is
+// checked (images.CheckRegistry); the error names the file and key at
+// fault.
 func wireRegistry(cfg *config.Config, r *config.Recipe, w *contract.Recipe) error {
+	return wireRegistryEnv(cfg, r, w, os.Getenv)
+}
+
+// wireRegistryEnv is wireRegistry reading the environment through getenv.
+func wireRegistryEnv(cfg *config.Config, r *config.Recipe, w *contract.Recipe, getenv func(string) string) error {
 	regFile, authFile := r.File, r.File
 	if w.ImageRegistry == "" {
 		w.ImageRegistry, regFile = cfg.ImageRegistry, cfg.File
 	}
 	if w.ImageRegistryAuthFile == "" {
 		w.ImageRegistryAuthFile, authFile = cfg.ImageRegistryAuthFile, cfg.File
+	}
+	if w.ImageRegistryAuthFile == "" {
+		w.ImageRegistryAuthFile = images.DefaultAuthFile(getenv)
 	}
 	if err := images.CheckRegistry(w.ImageRegistry, ""); err != nil {
 		return fmt.Errorf("%s: %w", regFile, err)

@@ -1,6 +1,8 @@
 package lane
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -38,5 +40,45 @@ func TestImageRegistryIsWiredAndChecked(t *testing.T) {
 	w := Wire(r)
 	if err := wireRegistry(cfg, r, &w); err == nil || !strings.HasPrefix(err.Error(), "sparklane.toml: image_registry \"mirror\" is not a registry host") {
 		t.Errorf("a bad config registry: %v", err)
+	}
+}
+
+// Neither the recipe nor the config naming image_registry_auth_file, the
+// control host's own Docker logins are wired (DOCKER_CONFIG, else HOME, as
+// Docker finds them), the path alone; none there, none is wired and the
+// pulls go anonymous. A file the config names wins over them.
+func TestDefaultRegistryLoginsAreTheControlHostsDocker(t *testing.T) {
+	dir, home := t.TempDir(), t.TempDir()
+	r := mustRecipe(t, writeFile(t, dir, "r.toml", "runtime = \"vllm\"\nimage = \"eng:1\"\ncommand = \"vllm serve m\"\n"))
+	cfg := sparkFleet()
+	env := map[string]string{"HOME": home}
+	wired := func() string {
+		t.Helper()
+		w := Wire(r)
+		if err := wireRegistryEnv(cfg, r, &w, func(k string) string { return env[k] }); err != nil {
+			t.Fatal(err)
+		}
+		return w.ImageRegistryAuthFile
+	}
+	if got := wired(); got != "" {
+		t.Errorf("no Docker config on the control host: wired %q, want none", got)
+	}
+	file := filepath.Join(home, ".docker", "config.json")
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(`{"auths": {}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := wired(); got != file {
+		t.Errorf("HOME's Docker config: wired %q, want %s", got, file)
+	}
+	env["DOCKER_CONFIG"] = filepath.Join(home, "elsewhere")
+	if got := wired(); got != "" {
+		t.Errorf("DOCKER_CONFIG without config.json: wired %q, want none", got)
+	}
+	cfg.ImageRegistryAuthFile = "/etc/sparklane/registry-auth"
+	if got := wired(); got != cfg.ImageRegistryAuthFile {
+		t.Errorf("the config's file: wired %q, want %s", got, cfg.ImageRegistryAuthFile)
 	}
 }

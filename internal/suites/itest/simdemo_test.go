@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,20 +12,26 @@ import (
 	"testing"
 	"time"
 
+	dockerimage "github.com/docker/docker/api/types/image"
+
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/simimage"
 	"github.com/sparklane/sparklane/internal/testkit/hubtest"
 	"github.com/sparklane/sparklane/internal/testkit/simtest"
 )
 
-// The shipped recipes/sim-demo.toml, unedited, on a 3-node fleet whose
-// default cluster is all of them: `image build --sim` builds the
-// engine-sim image on the head from scratch (and moves it), and
-// `cutover --lane sim-demo --fetch` fetches its model from a Hub double
-// into the fleet's own NAS hub root ({hf_cache_dir}), stages it on every
-// node, serves one rank per node and answers — through the real server,
-// workers, Docker and containers. Only the ports are given (-o), so runs
-// beside this one do not collide.
+// The shipped recipes/sim-demo.toml on a 3-node fleet whose default
+// cluster is all of them: `cutover --lane sim-demo --fetch` alone finds
+// the engine-sim image on no node, builds it on the head from scratch
+// (as `image build --sim`), fetches its model from a Hub double into the
+// fleet's own NAS hub root ({hf_cache_dir}), stages it on every node,
+// serves one rank per node and answers — through the real server,
+// workers, Docker and containers; `image build --sim` then rebuilds it.
+// The itest nodes share this machine's one Docker engine with the tests
+// beside this one, so "on no node" is arranged with a tag of the
+// engine-sim repository that no Docker has (the recipe's one edit, the
+// image's tag; removed at the end), never by removing :latest there.
+// Only the ports are given (-o), so runs beside this one do not collide.
 func TestShippedSimDemoFromTheHubDouble(t *testing.T) {
 	ctx := withTimeout(t, 10*time.Minute)
 	dc, err := node.DockerClient(ctx, "", nil)
@@ -36,6 +43,12 @@ func TestShippedSimDemoFromTheHubDouble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	image := fmt.Sprintf("%s:itest-%d", simimage.Repo, time.Now().UnixNano())
+	recipe := strings.Replace(string(b), `image = "`+simimage.Repo+`:latest"`, fmt.Sprintf("image = %q", image), 1)
+	if recipe == string(b) {
+		t.Fatalf("recipes/sim-demo.toml no longer names %s:latest", simimage.Repo)
+	}
+	t.Cleanup(func() { _, _ = dc.ImageRemove(context.Background(), image, dockerimage.RemoveOptions{}) })
 	model := t.TempDir()
 	simtest.WriteModel(t, model, simtest.Model{Shards: 2, Tensors: 2, Rows: 256, Cols: 64})
 	var files []hubtest.File
@@ -56,29 +69,28 @@ func TestShippedSimDemoFromTheHubDouble(t *testing.T) {
 	f := newFleet(t, fleetOptions{nodes: 3, clusters: map[string][]string{"all": {"n1", "n2", "n3"}}, shared: filepath.Join(dir, "nas"),
 		roots:   []string{"/mnt/nvme/sparklane"},
 		extra:   fmt.Sprintf("hf_cache_dir = %q\nhf_endpoint = %q\ndefault_cluster = \"all\"\n", hub, s.URL),
-		recipes: map[string]string{"sim-demo": string(b)}})
+		recipes: map[string]string{"sim-demo": recipe}})
 	f.startControl()
 	for _, n := range []string{"n1", "n2", "n3"} {
 		f.startNode(n)
 	}
 
-	code, out, errOut := f.starter(ctx, "image", "build", "--sim")
-	if code != 0 || !strings.Contains(out, "built on n1: sha256:") || !strings.Contains(out, "engine-sim image "+simimage.Repo+":") {
-		t.Fatalf("image build --sim: exit %d\n%s%s", code, out, errOut)
-	}
-	t.Logf("image build --sim:\n%s%s", errOut, out)
-	if _, err := dc.ImageInspect(ctx, simimage.Repo+":latest"); err != nil {
-		t.Fatalf("no %s:latest after image build --sim: %v", simimage.Repo, err)
+	if _, err := dc.ImageInspect(ctx, image); err == nil {
+		t.Fatalf("%s is on this machine's Docker before the cutover", image)
 	}
 
 	port := freePort(t) // port+1000 is free too: the ranks' rendezvous
 	dist := port + 1000
-	code, out, errOut = f.starter(ctx, "cutover", "--lane", "sim-demo", "--fetch", "-o", fmt.Sprintf("port=%d", port), "-o", fmt.Sprintf("dist_port=%d", dist))
+	code, out, errOut := f.starter(ctx, "cutover", "--lane", "sim-demo", "--fetch", "-o", fmt.Sprintf("port=%d", port), "-o", fmt.Sprintf("dist_port=%d", dist))
 	if code != 0 {
 		t.Fatalf("cutover --lane sim-demo --fetch: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Logf("cutover --lane sim-demo --fetch:\n%s", out)
-	for _, want := range []string{"cutover to sim-demo on all: ok", "smoke \"What is 127*89?\" → ", fmt.Sprintf("serving at http://127.0.0.1:%d", port)} {
+	if _, err := dc.ImageInspect(ctx, image); err != nil {
+		t.Errorf("no %s after the cutover built it: %v", image, err)
+	}
+	for _, want := range []string{"image " + image + " is on no node of sim-demo: building it on n1 from ", "(as `starter image build --sim`)",
+		"cutover to sim-demo on all: ok", "smoke \"What is 127*89?\" → ", fmt.Sprintf("serving at http://127.0.0.1:%d", port)} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cutover output lacks %q", want)
 		}
@@ -109,4 +121,11 @@ func TestShippedSimDemoFromTheHubDouble(t *testing.T) {
 	if code, out, errOut = f.starter(ctx, "stop", "--lane", "sim-demo"); code != 0 {
 		t.Errorf("stop: exit %d\n%s%s", code, out, errOut)
 	}
+	// image build --sim still builds (here: finds the same engine-sim
+	// already built) and tags the lane's image, the image step alone.
+	code, out, errOut = f.starter(ctx, "image", "build", "--sim")
+	if code != 0 || !strings.Contains(out, "built on n1: sha256:") || !strings.Contains(out, "engine-sim image "+simimage.Repo+":") {
+		t.Fatalf("image build --sim: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Logf("image build --sim:\n%s%s", errOut, out)
 }
