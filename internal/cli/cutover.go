@@ -173,8 +173,13 @@ func printCutover(a *App, res *contract.CutoverResult) {
 	} else {
 		fmt.Fprintf(a.Out, "cutover to %s on %s: FAILED at %s: %s\n", res.Lane, res.Cluster, res.FailedStep, res.Error)
 	}
-	if len(res.Previous) > 0 {
-		fmt.Fprintf(a.Out, "  previous lane(s) stopped: %s\n", strings.Join(res.Previous, ", "))
+	if stopped, untouched := previousStopped(res); len(stopped) > 0 || len(untouched) > 0 {
+		if len(stopped) > 0 {
+			fmt.Fprintf(a.Out, "  previous lane(s) stopped: %s\n", strings.Join(stopped, ", "))
+		}
+		if len(untouched) > 0 {
+			fmt.Fprintf(a.Out, "  previous lane(s) never stopped, still serving: %s\n", strings.Join(untouched, ", "))
+		}
 	}
 	if !res.OK {
 		if len(res.RolledBack) > 0 {
@@ -310,4 +315,25 @@ func stageSummary(nodes []contract.StageNodeResult) string {
 		s += fmt.Sprintf(", skipped %d", skipped)
 	}
 	return s + fmt.Sprintf(" on %d node(s)", len(nodes))
+}
+
+// previousStopped splits the lanes that held the nodes into those the
+// cutover stopped (a "stop LANE" step ran) and those it never reached:
+// with stage ahead, a failure before the stop leaves them serving.
+func previousStopped(res *contract.CutoverResult) (stopped, untouched []string) {
+	for _, l := range res.Previous {
+		ran := false
+		for _, s := range res.Steps {
+			if s.Name == "stop "+l {
+				ran = true
+				break
+			}
+		}
+		if ran {
+			stopped = append(stopped, l)
+		} else {
+			untouched = append(untouched, l)
+		}
+	}
+	return stopped, untouched
 }
