@@ -101,22 +101,19 @@ func TestDayOneFromTheReleaseInThreeCommands(t *testing.T) {
 	}
 
 	// The user's own lanes: the same model, the image from a LAN
-	// registry named in the recipe.
-	d.userRecipe("sim-lan", plain.Host+"/sparklane/engine-sim:lan")
-	out = d.ok("cutover sim-lan (plain-HTTP registry)", "cutover", "--lane", "sim-lan")
-	if !strings.Contains(out, "cutover to sim-lan on all-3x: ok") {
-		t.Fatalf("cutover --lane sim-lan did not say ok:\n%s", out)
+	// registry named in the recipe (plain HTTP, then TLS with a login).
+	for _, l := range []struct{ lane, image, how string }{
+		{"sim-lan", plain.Host + "/sparklane/engine-sim:lan", "plain-HTTP registry"},
+		{"sim-login", login.Host + "/sparklane/engine-sim:login", "registry with a login"},
+	} {
+		d.userRecipe(l.lane, l.image)
+		out = d.ok("cutover "+l.lane+" ("+l.how+")", "cutover", "--lane", l.lane)
+		if !strings.Contains(out, "cutover to "+l.lane+" on all-3x: ok") {
+			t.Fatalf("cutover --lane %s did not say ok:\n%s", l.lane, out)
+		}
+		d.answers(l.lane)
+		d.hasImage(l.image)
 	}
-	d.answers("sim-lan")
-	d.hasImage(plain.Host + "/sparklane/engine-sim:lan")
-
-	d.userRecipe("sim-login", login.Host+"/sparklane/engine-sim:login")
-	out = d.ok("cutover sim-login (registry with a login)", "cutover", "--lane", "sim-login")
-	if !strings.Contains(out, "cutover to sim-login on all-3x: ok") {
-		t.Fatalf("cutover --lane sim-login did not say ok:\n%s", out)
-	}
-	d.answers("sim-login")
-	d.hasImage(login.Host + "/sparklane/engine-sim:login")
 
 	checkDaemons(t, ctx, tf, daemons)
 	d.secretNowhere(password, loginAuth)

@@ -27,6 +27,7 @@ import (
 	"github.com/sparklane/sparklane/internal/demo"
 	"github.com/sparklane/sparklane/internal/node"
 	"github.com/sparklane/sparklane/internal/simimage"
+	"github.com/sparklane/sparklane/internal/syncbuf"
 	"github.com/sparklane/sparklane/internal/testkit/testworker"
 )
 
@@ -193,29 +194,10 @@ func newProcFleet(t *testing.T, pauseAt int64, extra ...string) *procFleet {
 	return p
 }
 
-// lockedBuffer is a process's output that the test may read while the
-// process still writes it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startStarter starts `starter ARGS...` as a process of its own.
-func (p *procFleet) startStarter(args ...string) (*exec.Cmd, *lockedBuffer) {
+func (p *procFleet) startStarter(args ...string) (*exec.Cmd, *syncbuf.Buffer) {
 	p.t.Helper()
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{} // read while the process still writes it
 	cmd := exec.Command(p.starter, append([]string{"--config", p.cfgFile}, args...)...)
 	cmd.Env = p.env
 	cmd.Stdout, cmd.Stderr = out, out
