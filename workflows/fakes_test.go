@@ -191,6 +191,13 @@ func (f *fakeFleet) mockKeeper() {
 		f.record(ctx, "KeeperNotify "+in.State)
 		return contract.KeeperNotifyResult{Notified: "command"}, nil
 	})
+	f.mockKeeperLifecycle()
+}
+
+// mockKeeperLifecycle mocks the keepers' start and end (recorded in
+// keeperCalls).
+func (f *fakeFleet) mockKeeperLifecycle() {
+	env := f.env
 	env.OnActivity("EndKeepers", any2...).Return(func(ctx context.Context, in contract.EndKeepersInput) (contract.EndKeepersResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()

@@ -340,29 +340,7 @@ func TestStarterKilledMidRunGoesOn(t *testing.T) {
 	if st := runStatus(ctx, t, c, id); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		t.Fatalf("after kill -9 of the starter, %s is %v, want still running\nstarter said: %s", id, st, out)
 	}
-	// A second starter on the same lane with another input is refused,
-	// naming the field that differs and pointing at attach.
-	if code, o := p.run(ctx, "stage", "--lane", "crash-2x", "--stage=force"); code != 3 ||
-		!strings.Contains(o, "with another input") || !strings.Contains(o, "starter attach "+id) {
-		t.Fatalf("second stage with --stage=force while the first runs: exit %d, want 3 naming the difference and 'starter attach %s':\n%s", code, id, o)
-	}
-	// The same command repeated (what people do after a crash) follows
-	// the running run instead of starting another.
-	again, againOut := p.startStarter("stage", "--lane", "crash-2x")
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(againOut.String(), "already running with the same input") {
-		if time.Now().After(deadline) {
-			kill9(t, again)
-			t.Fatalf("the repeated stage never said it follows %s:\n%s", id, againOut)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err := os.WriteFile(p.release, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := again.Wait(); err != nil {
-		t.Fatalf("the repeated stage that follows %s: %v\n%s", id, err, againOut)
-	}
+	p.repeatFollows(ctx, id, "stage", "--lane", "crash-2x")
 	code, o := p.run(ctx, "--json", "attach", id)
 	if code != 0 {
 		t.Fatalf("attach %s: exit %d\n%s", id, code, o)
@@ -431,6 +409,35 @@ func TestStarterKilledMidRunGoesOn(t *testing.T) {
 	code, o = p.run(ctx, "up", "--lane", "crash-2x")
 	if code != 3 || !strings.Contains(o, "c1 serves lane crash-4x") || !strings.Contains(o, "--force") {
 		t.Fatalf("up --lane crash-2x on crash-4x's nodes: exit %d, want 3 naming the holder:\n%s", code, o)
+	}
+}
+
+// repeatFollows checks a starter repeated while run id holds at the pause
+// point: with another input (--stage=force) it is refused, naming the
+// difference and attach; the same command (what people do after a crash)
+// follows the run instead of starting another. It releases the pause and
+// returns once the repeated starter has ended with the run.
+func (p *procFleet) repeatFollows(ctx context.Context, id string, args ...string) {
+	t := p.t
+	t.Helper()
+	if code, o := p.run(ctx, append(args, "--stage=force")...); code != 3 ||
+		!strings.Contains(o, "with another input") || !strings.Contains(o, "starter attach "+id) {
+		t.Fatalf("%v --stage=force while %s runs: exit %d, want 3 naming the difference and 'starter attach %s':\n%s", args, id, code, id, o)
+	}
+	again, againOut := p.startStarter(args...)
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(againOut.String(), "already running with the same input") {
+		if time.Now().After(deadline) {
+			kill9(t, again)
+			t.Fatalf("the repeated %v never said it follows %s:\n%s", args, id, againOut)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := os.WriteFile(p.release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Wait(); err != nil {
+		t.Fatalf("the repeated %v that follows %s: %v\n%s", args, id, err, againOut)
 	}
 }
 
