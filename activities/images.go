@@ -14,6 +14,7 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/images"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/imagespec"
 )
 
 // ImageTLS is a node's fleet identity for image transfers: the server
@@ -159,7 +160,7 @@ func (a *NodeActivities) BuildImage(ctx context.Context, in contract.BuildImageI
 // wrote here (SendRegistryAuth): read and removed as the pull starts.
 func (a *NodeActivities) PullImage(ctx context.Context, in contract.PullImageInput) (contract.PullImageResult, error) {
 	res := contract.PullImageResult{Node: a.Node.Name}
-	if err := images.CheckRegistry(in.Registry, ""); err != nil || in.Registry == "" {
+	if err := imagespec.CheckRegistry(in.Registry, ""); err != nil || in.Registry == "" {
 		return res, classify(fault.Permanent(fault.InvalidSpec, fmt.Errorf("node %s: pull %s from registry %q: %v", a.Node.Name, in.Image, in.Registry, err)))
 	}
 	auth, err := a.pullCredentials(in)

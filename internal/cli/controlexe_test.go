@@ -80,7 +80,7 @@ func TestControlExeOutsideTheSourceTree(t *testing.T) {
 
 // The starter stays a thin client: neither it nor this package links the
 // Temporal server in (its package inits alone took ~0.1 s of every
-// command's start-up).
+// command's start-up), nor the image engine's registry client.
 func TestStarterDoesNotLinkTheServer(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "github.com/sparklane/sparklane/starter").CombinedOutput()
 	if err != nil {
@@ -93,6 +93,11 @@ func TestStarterDoesNotLinkTheServer(t *testing.T) {
 	for _, p := range deps {
 		if strings.HasPrefix(p, "go.temporal.io/server/") || strings.HasPrefix(p, "github.com/temporalio/ui-server/") || p == "github.com/sparklane/sparklane/internal/devserver" {
 			t.Errorf("the starter links %s (the embedded server belongs in the worker: internal/workers/embedded)", p)
+		}
+		// Registry pulls run on the nodes; the starter checks image keys
+		// through internal/imagespec alone.
+		if strings.HasPrefix(p, "github.com/google/go-containerregistry/") || p == "github.com/sparklane/sparklane/internal/engine/images" {
+			t.Errorf("the starter links %s (the image engine and its registry client belong in the worker)", p)
 		}
 	}
 }

@@ -17,10 +17,10 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sparklane/sparklane/internal/atomicfile"
-	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/discover"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/imagespec"
 	"github.com/sparklane/sparklane/internal/lane"
 	"github.com/sparklane/sparklane/internal/node"
 )
@@ -54,7 +54,7 @@ type initJSON struct {
 // --registry-auth-file (an absolute path of a file on this host).
 func checkRegistryFlags(f initFlags) error {
 	for _, h := range f.insecureRegistries {
-		if err := config.CheckRegistryHost(h); err != nil {
+		if err := imagespec.CheckRegistryHost(h); err != nil {
 			return fmt.Errorf("--insecure-registry %s: %w", h, err)
 		}
 	}

@@ -61,7 +61,7 @@ type Config struct {
 	// image's name carries (Docker's rules: docker.io without a host).
 	// ImageRegistryAuthFile is a Docker config.json on the control host:
 	// the control service hands the pulling node only that registry's
-	// entry, for one pull (internal/engine/images.CheckRegistry). A
+	// entry, for one pull (internal/imagespec.CheckRegistry). A
 	// recipe's own keys override both.
 	ImageRegistry         string `mapstructure:"image_registry" json:"image_registry,omitempty"`
 	ImageRegistryAuthFile string `mapstructure:"image_registry_auth_file" json:"image_registry_auth_file,omitempty"`

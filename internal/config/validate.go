@@ -16,6 +16,7 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/secretenv"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/imagespec"
 	"github.com/sparklane/sparklane/internal/strictdecode"
 )
 
@@ -724,26 +725,11 @@ func fetchErrors(cfg *Config) []error {
 func insecureErrors(cfg *Config) []error {
 	var errs []error
 	for i, h := range cfg.ImageInsecureRegistries {
-		if err := CheckRegistryHost(h); err != nil {
+		if err := imagespec.CheckRegistryHost(h); err != nil {
 			errs = append(errs, cfgErr(cfg, fmt.Sprintf("image_insecure_registries[%d]", i), "%v", err))
 		}
 	}
 	return errs
-}
-
-// CheckRegistryHost accepts a registry host as an image names it
-// (host[:port], by Docker's rules a host with a '.' or a ':', or
-// localhost): no scheme, path or credentials, and a port that is a number.
-func CheckRegistryHost(h string) error {
-	bad := h == "" || strings.ContainsAny(h, "/@ \t\n") || !(strings.ContainsAny(h, ".:") || h == "localhost")
-	if i := strings.LastIndex(h, ":"); !bad && i >= 0 && !strings.HasSuffix(h, "]") {
-		p, err := strconv.Atoi(h[i+1:])
-		bad = err != nil || p < 1 || p > 65535 || i == 0
-	}
-	if bad {
-		return fmt.Errorf("%q is not a registry host: write host[:port] as the image names it, like \"10.0.0.5:5000\" (no scheme, no path)", h)
-	}
-	return nil
 }
 
 // CheckRevision accepts a Hub revision: a commit sha, a branch or a tag

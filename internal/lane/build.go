@@ -7,8 +7,8 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/images"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/imagespec"
 )
 
 // wireBuild is the recipe's [build], or what sparkrun's build keys map
@@ -65,7 +65,7 @@ func checkBuild(cfg *config.Config, r *config.Recipe, plan *contract.LanePlan, b
 	if b == nil {
 		return nil
 	}
-	if err := images.CheckBuild(*b, cfg.SharedRoots); err != nil {
+	if err := imagespec.CheckBuild(*b, cfg.SharedRoots); err != nil {
 		return fault.Permanent(fault.InvalidSpec, fmt.Errorf("%s: %w", r.File, err))
 	}
 	if ref, err := contract.ParseImageRef(r.Image); err != nil {

@@ -6,18 +6,18 @@ import (
 
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
-	"github.com/sparklane/sparklane/internal/engine/images"
+	"github.com/sparklane/sparklane/internal/imagespec"
 )
 
 // wireRegistry sets how w's image is pulled: the recipe's image_registry,
 // else the config's (none: the registry the image names); the recipe's
 // image_registry_auth_file, else the config's, else the control host's
-// own Docker logins as Docker finds them (images.DefaultAuthFile: this
+// own Docker logins as Docker finds them (imagespec.DefaultAuthFile: this
 // process's $DOCKER_CONFIG or ~/.docker; none there, the pulls go
 // anonymous). Resolve runs on the control host — in the starter and the
 // control service — so the path is one there; only the path enters the
 // run, the control service reads the logins (SendRegistryAuth). Each is
-// checked (images.CheckRegistry); the error names the file and key at
+// checked (imagespec.CheckRegistry); the error names the file and key at
 // fault.
 func wireRegistry(cfg *config.Config, r *config.Recipe, w *contract.Recipe) error {
 	return wireRegistryEnv(cfg, r, w, os.Getenv)
@@ -33,12 +33,12 @@ func wireRegistryEnv(cfg *config.Config, r *config.Recipe, w *contract.Recipe, g
 		w.ImageRegistryAuthFile, authFile = cfg.ImageRegistryAuthFile, cfg.File
 	}
 	if w.ImageRegistryAuthFile == "" {
-		w.ImageRegistryAuthFile = images.DefaultAuthFile(getenv)
+		w.ImageRegistryAuthFile = imagespec.DefaultAuthFile(getenv)
 	}
-	if err := images.CheckRegistry(w.ImageRegistry, ""); err != nil {
+	if err := imagespec.CheckRegistry(w.ImageRegistry, ""); err != nil {
 		return fmt.Errorf("%s: %w", regFile, err)
 	}
-	if err := images.CheckRegistry("", w.ImageRegistryAuthFile); err != nil {
+	if err := imagespec.CheckRegistry("", w.ImageRegistryAuthFile); err != nil {
 		return fmt.Errorf("%s: %w", authFile, err)
 	}
 	return nil

@@ -47,31 +47,6 @@ func (c Credentials) authConfig() authn.AuthConfig {
 
 func (c Credentials) empty() bool { return c == Credentials{} }
 
-// DefaultAuthFile is the Docker config.json of the process that asks, as
-// Docker itself finds it: $DOCKER_CONFIG/config.json when DOCKER_CONFIG is
-// set, else $HOME/.docker/config.json (getenv reads the environment;
-// os.Getenv). It is "" when that file does not exist — no login, so pulls
-// go anonymous — or when neither variable is set.
-func DefaultAuthFile(getenv func(string) string) string {
-	var p string
-	switch dir, home := getenv("DOCKER_CONFIG"), getenv("HOME"); {
-	case dir != "":
-		p = filepath.Join(dir, "config.json")
-	case home != "":
-		p = filepath.Join(home, ".docker", "config.json")
-	default:
-		return ""
-	}
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return ""
-	}
-	if st, err := os.Stat(abs); err != nil || st.IsDir() {
-		return ""
-	}
-	return abs
-}
-
 // LookupCredentials reads the login for registry reg (host[:port][/prefix])
 // from file: a Docker config.json — its "auths" entry for the host, or the
 // credential helper it names (credsStore, credHelpers), as `docker pull`

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
@@ -16,26 +15,6 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/fault"
 )
-
-// CheckRegistry checks an image_registry (host[:port][/path prefix], no
-// scheme, no credentials) and an image_registry_auth_file (an absolute
-// path on the control host). Errors name the key and the fix.
-func CheckRegistry(reg, authFile string) error {
-	host, _, _ := strings.Cut(reg, "/")
-	switch {
-	case reg == "":
-	case strings.Contains(reg, "://"):
-		return fmt.Errorf("image_registry %q carries a scheme: give host[:port][/prefix] (a registry that answers plain HTTP goes in image_insecure_registries)", reg)
-	case strings.Contains(host, "@"):
-		return fmt.Errorf("image_registry %q carries credentials: remove them and set image_registry_auth_file to a Docker config.json on the control host", reg)
-	case host == "" || strings.ContainsAny(reg, " \t\n@") || strings.HasSuffix(reg, "/") || !(strings.ContainsAny(host, ".:") || host == "localhost"):
-		return fmt.Errorf("image_registry %q is not a registry host: give host[:port][/prefix], e.g. \"mirror.lan:5000\" or \"registry.example.com/team\"", reg)
-	}
-	if authFile != "" && (!filepath.IsAbs(authFile) || filepath.Clean(authFile) != authFile) {
-		return fmt.Errorf("image_registry_auth_file %q is not an absolute clean path: give the path of a Docker config.json (or a username:password file) on the control host", authFile)
-	}
-	return nil
-}
 
 // RegistryRef is where ref's image is pulled from reg: REG/REPO:TAG, or
 // REG/REPO@DIGEST for a pin without a tag, REPO being the image's

@@ -16,33 +16,6 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 )
 
-func TestCheckRegistry(t *testing.T) {
-	for reg, want := range map[string]string{
-		"":                    "",
-		"127.0.0.1:5000":      "",
-		"mirror.lan/team":     "",
-		"localhost":           "",
-		"https://mirror.lan":  "carries a scheme",
-		"u:p@mirror.lan":      "carries credentials",
-		"mirror":              "is not a registry host",
-		"mirror.lan/":         "is not a registry host",
-		"mirror.lan:5000/a b": "is not a registry host",
-	} {
-		err := CheckRegistry(reg, "")
-		if got := ""; err != nil {
-			got = err.Error()
-			if want == "" || !strings.Contains(got, want) {
-				t.Errorf("CheckRegistry(%q) = %v, want %q", reg, err, want)
-			}
-		} else if want != "" {
-			t.Errorf("CheckRegistry(%q) = nil, want %q", reg, want)
-		}
-	}
-	if err := CheckRegistry("m.lan", "auth.json"); err == nil || !strings.Contains(err.Error(), "image_registry_auth_file") || !strings.Contains(err.Error(), "control host") {
-		t.Errorf("a relative auth file: %v", err)
-	}
-}
-
 func TestRegistryRef(t *testing.T) {
 	for img, want := range map[string]string{
 		"vllm/vllm:1.0":                           "m.lan:5000/vllm/vllm:1.0",
