@@ -39,8 +39,8 @@ type lanesResult struct {
 }
 
 // starter init on the network-namespace fleet — real hosts, each with its
-// own sshd, mount namespace and /mnt/nvme, and one read-only NAS at
-// /mnt/nas — beside the shipped recipes, as a new user runs it from the
+// own sshd, dockerd, mount namespace and /mnt/nvme, and one read-only NAS
+// at /mnt/nas — beside the shipped recipes, as a new user runs it from the
 // release directory: it writes ssh as user@host:22, the NAS as the shared
 // root (the nodes' /mnt/nvme, the same path on every node but each its
 // own, is not), the hub cache on it as hf_cache_dir, and the clusters the
@@ -50,7 +50,7 @@ type lanesResult struct {
 // is a lane; nothing is BROKEN and no command warns of recipes that do
 // not load.
 func TestInitOnTheTestFleetWritesAConfigEveryCommandTakes(t *testing.T) {
-	tf := testfleet.New(t, testfleet.Options{Name: "flinit", Nodes: 4})
+	tf := testfleet.New(t, testfleet.Options{Name: "flinit", Nodes: 4, Docker: true})
 	hub := filepath.Join(testfleet.NASPath, "huggingface", "hub")
 	if err := os.MkdirAll(filepath.Join(tf.NASDir(), "huggingface", "hub", "models--XiaomiMiMo--MiMo-2.6-Flash-MOPD", "snapshots"), 0o755); err != nil {
 		t.Fatal(err)
@@ -80,6 +80,11 @@ func TestInitOnTheTestFleetWritesAConfigEveryCommandTakes(t *testing.T) {
 		}
 		text, _ := os.ReadFile(cfg)
 		t.Logf("%d hosts: init wrote:\n%s", size, text)
+		// Each host's login sets DOCKER_HOST to its own dockerd: init
+		// writes it as the node's docker endpoint.
+		if n := strings.Count(string(text), "docker = \"unix://"+testfleet.NodeDockerSocket+"\""); n != size {
+			t.Errorf("%d hosts: init wrote the nodes' DOCKER_HOST %d times, want %d", size, n, size)
+		}
 		checkInit(t, tf, size, res, hub)
 
 		code, out, errOut = starter(t, "recipe", "check", cfg)

@@ -85,7 +85,8 @@ func TestCutoverDryRunReportsThePlanAndWritesNothing(t *testing.T) {
 	for i, n := range d.Nodes {
 		checkDryRunNode(t, i, n, modelBytes, plan.Bytes)
 	}
-	if len(d.Steps) < 8 || !strings.HasPrefix(d.Steps[0], "probe fleet") {
+	if len(d.Steps) < 9 || !strings.HasPrefix(d.Steps[0], "image sparklane/engine-sim:dry-run on no node of demo-4x: would be built on n1") ||
+		!strings.HasPrefix(d.Steps[1], "probe fleet") {
 		t.Errorf("steps: %v", d.Steps)
 	}
 	checkTreeUnchanged(t, before, treeState(t, f.dir), nasBefore, treeState(t, base))
@@ -153,12 +154,17 @@ func checkDryRunNode(t *testing.T, i int, n cli.DryRunNode, modelBytes, rank0Byt
 		}
 		return
 	}
-	// The stage's image step, dry: the plan's image is on no node
-	// (this test's tag is never built), so each node says it would be
-	// pulled from the registry its name carries (none: Docker Hub) on the
-	// head and moved from there; nothing is pulled.
-	if !strings.HasPrefix(n.ImageState, "missing") || !strings.Contains(n.ImageState, "would be pulled from docker.io on n1 and moved from there") {
-		t.Errorf("node %s image state %q: want the image missing everywhere, to be pulled from Docker Hub on n1", n.Node, n.ImageState)
+	// The stage's image step, dry: the plan's image (engine-sim's
+	// repository, this test's tag never built) is on no node, so the head
+	// says it would be built there before the run, as `image build --sim`
+	// builds it, and the others that they would receive it from the head;
+	// nothing is built.
+	want := "would receive it from n1 once built there"
+	if n.Node == "n1" {
+		want = "would be built here before the run"
+	}
+	if !strings.HasPrefix(n.ImageState, "missing") || !strings.Contains(n.ImageState, want) {
+		t.Errorf("node %s image state %q: want the image missing everywhere and %q", n.Node, n.ImageState, want)
 	}
 	if len(n.Staging) != 2 {
 		t.Fatalf("node %s staging plan: %+v", n.Node, n.Staging)

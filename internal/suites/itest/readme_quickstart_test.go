@@ -9,10 +9,10 @@ import (
 	"testing"
 )
 
-// The README's "Using it on a real fleet" commands, run as written in a
+// The README's "Run it on your fleet" commands without init, run as written in a
 // copy of the repository root: cp the example config, `lanes`, `cutover
-// --lane mia --dry-run`. `go run ./starter` is the starter built once here
-// (the same main). The example's nodes are on 10.0.0.x, so the commands run
+// --lane mia --dry-run`. `./starter` is the starter built once here (the
+// release's, or `go run ./starter` in the source tree: the same main). The example's nodes are on 10.0.0.x, so the commands run
 // in a fresh network namespace with only loopback: nothing leaves this
 // machine. The dry run starts nothing — no control service runs for the
 // fresh state_dir, so the nodes show as not checked, saying what was not —
@@ -38,8 +38,8 @@ func TestReadmeQuickStartRunsAsWritten(t *testing.T) {
 		case strings.Contains(l, cp):
 			// Shown as the alternative to init: "# (or: cp … and edit …)".
 			cmds = append(cmds, cp)
-		case cmd == "go run ./starter lanes",
-			strings.HasPrefix(cmd, "go run ./starter cutover --lane ") && strings.HasSuffix(cmd, "--dry-run"):
+		case cmd == "./starter lanes",
+			strings.HasPrefix(cmd, "./starter cutover --lane ") && strings.HasSuffix(cmd, "--dry-run"):
 			cmds = append(cmds, cmd)
 		}
 	}
@@ -76,7 +76,7 @@ func TestReadmeQuickStartRunsAsWritten(t *testing.T) {
 	t.Cleanup(stop)
 	script := "set -u\nip link set lo up\n"
 	for i, c := range cmds {
-		c = strings.Replace(c, "go run ./starter", `"$STARTER"`, 1)
+		c = strings.Replace(c, "./starter", `"$STARTER"`, 1)
 		script += c + " >out" + string(rune('0'+i)) + " 2>err" + string(rune('0'+i)) + "; echo $? >rc" + string(rune('0'+i)) + "\n"
 	}
 	script += `"$STARTER" control stop >/dev/null 2>&1` + "\n"
