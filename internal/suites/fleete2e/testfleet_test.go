@@ -155,6 +155,18 @@ func runControl(t *testing.T, cfgFile string) chan error {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Runs after the in-process service stopped (cleanups run last first):
+	// a config change ends that service (ErrReload, which the worker
+	// program answers by exec'ing itself), and the next starter then
+	// starts one in the background for the state_dir; it must not outlive
+	// the test.
+	t.Cleanup(func() {
+		if o, ok := control.Find(cfg.StateDir); ok && o.PID != os.Getpid() {
+			if _, _, err := control.Stop(context.Background(), cfg.StateDir, 30*time.Second); err != nil {
+				t.Errorf("stop the control service pid %d the starter started for %s: %v", o.PID, cfg.StateDir, err)
+			}
+		}
+	})
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- workers.RunDev(ctx, cfg, zap.NewNop(), workers.Options{}) }()
