@@ -1,16 +1,9 @@
 package activities
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 	"go.temporal.io/sdk/interceptor"
@@ -29,6 +21,7 @@ import (
 	"github.com/sparklane/sparklane/internal/config"
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/demo"
+	"github.com/sparklane/sparklane/internal/testkit/hostimage"
 )
 
 // Issue 53, item 3: while a lane's containers run on a node, StageBlock
@@ -45,7 +38,7 @@ func TestStageBlockPausesUnderTheMemoryFloorBesideAServingLane(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := fmt.Sprintf("memguard-%d", time.Now().UnixNano())
-	d := dockerForTest(t)
+	d := hostimage.Docker(t, "this test runs a lane's container")
 	runLaneContainer(t, d, "serving", node)
 
 	var freed atomic.Bool
@@ -192,31 +185,15 @@ func (o *beatOutbound) RecordHeartbeat(ctx context.Context, details ...any) {
 	o.Next.RecordHeartbeat(ctx, details...)
 }
 
-// dockerForTest is the local Docker engine; the test fails (never skips)
-// when it does not answer.
-func dockerForTest(t *testing.T) *client.Client {
-	t.Helper()
-	c, err := client.NewClientWithOpts(client.WithHost("unix:///var/run/docker.sock"), client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatalf("docker client: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.Ping(ctx); err != nil {
-		t.Fatalf("Docker engine not reachable at /var/run/docker.sock (%v): this test runs a lane's container", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // runLaneContainer starts a container labelled as lane's rank on node (a
-// sleeping process in a FROM scratch image of this machine's sleep), as
-// serve starts an engine, and removes it when the test ends.
+// sleeping process in a FROM scratch image of this machine's sleep,
+// hostimage.Build), as serve starts an engine, and removes it when the
+// test ends.
 func runLaneContainer(t *testing.T, d *client.Client, lane, node string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	img, err := sleepImage(ctx, d)
+	img, err := hostimage.Build(ctx, d, "sparklane-test/activities-sleep", map[string]string{"sleep": "/bin/sleep"}, "")
 	if err != nil {
 		t.Fatalf("build the sleeping test image: %v", err)
 	}
@@ -231,69 +208,5 @@ func runLaneContainer(t *testing.T, d *client.Client, lane, node string) {
 	})
 	if err := d.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// sleepImage builds (or finds) a FROM scratch image holding this
-// machine's sleep and the libraries it loads, tagged by their hash.
-func sleepImage(ctx context.Context, d *client.Client) (string, error) {
-	bin, err := filepath.EvalSymlinks("/bin/sleep")
-	if err != nil {
-		return "", err
-	}
-	out, err := exec.Command("ldd", bin).Output()
-	if err != nil {
-		return "", fmt.Errorf("ldd %s: %v", bin, err)
-	}
-	files := map[string]string{"sleep": bin}
-	for _, l := range strings.Split(string(out), "\n") {
-		for _, f := range strings.Fields(l) {
-			if strings.HasPrefix(f, "/") {
-				files[strings.TrimPrefix(f, "/")] = f
-			}
-		}
-	}
-	var tarBuf bytes.Buffer
-	tw := tar.NewWriter(&tarBuf)
-	h := sha256.New()
-	df := "FROM scratch\nCOPY . /\n"
-	_ = tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))})
-	_, _ = tw.Write([]byte(df))
-	for name, src := range files {
-		b, err := os.ReadFile(src)
-		if err != nil {
-			return "", err
-		}
-		h.Write([]byte(name))
-		h.Write(b)
-		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(b))})
-		_, _ = tw.Write(b)
-	}
-	if err := tw.Close(); err != nil {
-		return "", err
-	}
-	tag := "sparklane-test/activities-sleep:" + hex.EncodeToString(h.Sum(nil)[:6])
-	if _, err := d.ImageInspect(ctx, tag); err == nil {
-		return tag, nil
-	}
-	resp, err := d.ImageBuild(ctx, &tarBuf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true,
-		Labels: map[string]string{"sparklane.test": "1"}, Version: build.BuilderV1})
-	if err != nil {
-		return "", fmt.Errorf("ImageBuild: %w", err)
-	}
-	defer resp.Body.Close()
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var msg struct {
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&msg); err == io.EOF {
-			return tag, nil
-		} else if err != nil {
-			return "", fmt.Errorf("read build output: %w", err)
-		}
-		if msg.Error != "" {
-			return "", fmt.Errorf("image build: %s", msg.Error)
-		}
 	}
 }

@@ -1,18 +1,15 @@
 package serve_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
@@ -21,6 +18,7 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/tardir"
+	"github.com/sparklane/sparklane/internal/testkit/hostimage"
 )
 
 // fakeInfiniband makes DIR/dev/infiniband holding uverbs0, a character
@@ -161,43 +159,9 @@ func shellImage(t *testing.T, d *client.Client) string {
 }
 
 func buildShellImage(d *client.Client, bin string) (string, error) {
-	sh, err := filepath.EvalSymlinks("/bin/sh")
-	if err != nil {
-		return "", err
-	}
-	out, err := exec.Command("ldd", sh).Output()
-	if err != nil {
-		return "", fmt.Errorf("ldd %s: %v", sh, err)
-	}
-	files := map[string]string{"prog": bin, "bin/sh": sh}
-	for _, l := range strings.Split(string(out), "\n") {
-		for _, f := range strings.Fields(l) {
-			if strings.HasPrefix(f, "/") {
-				files[strings.TrimPrefix(f, "/")] = f
-			}
-		}
-	}
-	var ctxTar bytes.Buffer
-	tw := tar.NewWriter(&ctxTar)
-	h := sha256.New()
-	df := "FROM scratch\nCOPY . /\nENTRYPOINT [\"/prog\"]\n"
-	_ = tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))})
-	_, _ = tw.Write([]byte(df))
-	for name, src := range files {
-		b, err := os.ReadFile(src)
-		if err != nil {
-			return "", err
-		}
-		h.Write([]byte(name))
-		h.Write(b)
-		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(b))})
-		_, _ = tw.Write(b)
-	}
-	if err := tw.Close(); err != nil {
-		return "", err
-	}
-	tag := "sparklane-test/serve-sh:" + hex.EncodeToString(h.Sum(nil)[:6])
-	return buildTagged(d, tag, &ctxTar)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return hostimage.Build(ctx, d, "sparklane-test/serve-sh", map[string]string{"prog": bin, "bin/sh": "/bin/sh"}, "/prog")
 }
 
 // pre_exec as a mod uses it: the mod's directory is copied into the

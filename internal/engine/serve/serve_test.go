@@ -1,15 +1,10 @@
 package serve_test
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
@@ -27,25 +21,16 @@ import (
 	"github.com/sparklane/sparklane/internal/contract"
 	"github.com/sparklane/sparklane/internal/engine/serve"
 	"github.com/sparklane/sparklane/internal/fault"
+	"github.com/sparklane/sparklane/internal/testkit/hostimage"
 )
 
-var testLabels = map[string]string{"sparklane.test": "1"}
+var testLabels = hostimage.Labels
 
 // dockerClient returns a client for the local engine; the test fails (never
 // skips) when Docker is not there.
 func dockerClient(t *testing.T) *client.Client {
 	t.Helper()
-	c, err := client.NewClientWithOpts(client.WithHost("unix:///var/run/docker.sock"), client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatalf("docker client: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.Ping(ctx); err != nil {
-		t.Fatalf("Docker engine not reachable at /var/run/docker.sock (%v): these tests need a running Docker daemon", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return hostimage.Docker(t, "these tests need a running Docker daemon")
 }
 
 // onceImage is a test image built from testdata/prog the first time a test
@@ -94,24 +79,9 @@ func testImage(t *testing.T, d *client.Client) string {
 }
 
 func buildImage(d *client.Client, bin string) (string, error) {
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	tag := "sparklane-test/serve-prog:" + hex.EncodeToString(sum[:6])
-	var ctxTar bytes.Buffer
-	tw := tar.NewWriter(&ctxTar)
-	add := func(name string, mode int64, data []byte) {
-		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(data))})
-		_, _ = tw.Write(data)
-	}
-	add("Dockerfile", 0o644, []byte("FROM scratch\nCOPY prog /prog\nENTRYPOINT [\"/prog\"]\n"))
-	add("prog", 0o755, b)
-	if err := tw.Close(); err != nil {
-		return "", err
-	}
-	return buildTagged(d, tag, &ctxTar)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return hostimage.Build(ctx, d, "sparklane-test/serve-prog", map[string]string{"prog": bin}, "/prog")
 }
 
 // buildProg builds the static test program testdata/prog into dir and
@@ -124,39 +94,6 @@ func buildProg(dir string) (string, error) {
 		return "", fmt.Errorf("go build testdata/prog: %v\n%s", err, out)
 	}
 	return bin, nil
-}
-
-// buildTagged builds the image tag from the build context ctxTar (a tar
-// stream), unless the engine already has tag: tags are content hashes.
-func buildTagged(d *client.Client, tag string, ctxTar io.Reader) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := d.ImageInspect(ctx, tag); err == nil {
-		return tag, nil
-	}
-	resp, err := d.ImageBuild(ctx, ctxTar, build.ImageBuildOptions{
-		Tags: []string{tag}, Remove: true, ForceRemove: true, Labels: testLabels, Version: build.BuilderV1,
-	})
-	if err != nil {
-		return "", fmt.Errorf("ImageBuild: %w", err)
-	}
-	defer resp.Body.Close()
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var msg struct {
-			Error  string `json:"error"`
-			Stream string `json:"stream"`
-		}
-		if err := dec.Decode(&msg); err == io.EOF {
-			break
-		} else if err != nil {
-			return "", fmt.Errorf("read build output: %w", err)
-		}
-		if msg.Error != "" {
-			return "", fmt.Errorf("image build: %s", msg.Error)
-		}
-	}
-	return tag, nil
 }
 
 // dockerLane is what most tests here start from: the Docker client, the
